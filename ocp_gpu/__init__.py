@@ -1,0 +1,3 @@
+"""ocp-gpu: an OpenShift-first NVIDIA GPU operator."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,76 @@
+"""Every label, annotation and well-known name other components read.
+
+The strings are the upstream ones (NFD, NVIDIA's GPU operator, OpenShift), so
+runbooks, dashboards and `kubectl -l` habits keep working.  Each is defined once.
+"""
+
+from typing import Final
+
+# --- written by Node Feature Discovery -------------------------------------
+NFD_PREFIX: Final = "feature.node.kubernetes.io/"
+# The node has an NVIDIA PCI device (vendor 10de).
+NFD_NVIDIA_PCI: Final = "feature.node.kubernetes.io/pci-10de.present"
+# The RHCOS build, e.g. 416.94.202407030122-0; matches a driver-toolkit ImageStream tag.
+OSTREE_VERSION: Final = "feature.node.kubernetes.io/system-os_release.OSTREE_VERSION"
+# The OS id (rhcos, ubuntu, rhel) and its version, for vanilla and precompiled keys.
+OS_ID: Final = "feature.node.kubernetes.io/system-os_release.ID"
+OS_VERSION_ID: Final = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
+# The running kernel, for precompiled driver images.
+KERNEL_VERSION_FULL: Final = "feature.node.kubernetes.io/kernel-version.full"
+
+# --- written by the operator on GPU nodes -----------------------------------
+# The node is a GPU node (mirrors the NFD PCI label).
+GPU_PRESENT: Final = "nvidia.com/gpu.present"
+# Prefix of the per-operand opt-in labels the operand DaemonSets select on.
+GPU_DEPLOY_PREFIX: Final = "nvidia.com/gpu.deploy."
+# `nvidia.com/gpu.deploy.operands=false` opts a node out of every operand.
+GPU_DEPLOY_OPERANDS: Final = "nvidia.com/gpu.deploy.operands"
+# The node's driver upgrade state (see planning/upgrade).
+UPGRADE_STATE: Final = "nvidia.com/gpu-driver-upgrade-state"
+# Set by the admin: never upgrade this node.
+UPGRADE_SKIP: Final = "nvidia.com/gpu-driver-upgrade.skip"
+# Node annotation: the upgrade controller, not k8s-driver-manager, owns eviction here.
+UPGRADE_ENABLED_ANNOTATION: Final = "nvidia.com/gpu-driver-upgrade-enabled"
+
+# --- on objects the operator creates ----------------------------------------
+MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE: Final = "ocp-gpu"
+# Identifies a versioned (Driver Toolkit) driver DaemonSet and its pods.
+DTK_DAEMONSET: Final = "openshift.driver-toolkit"
+DTK_RHCOS: Final = "openshift.driver-toolkit.rhcos"
+# No driver-toolkit ImageStream tag exists for this RHCOS version.
+DTK_IMAGE_MISSING: Final = "openshift.driver-toolkit.rhcos-image-missing"
+# Every driver pod carries app=nvidia-driver-daemonset (the seed's `-lapp=` works).
+APP: Final = "app"
+DRIVER_APP: Final = "nvidia-driver-daemonset"
+# The component a DaemonSet belongs to, e.g. nvidia-driver.
+COMPONENT: Final = "app.kubernetes.io/component"
+# The driver key (RHCOS version, OS, kernel+OS) of a driver DaemonSet.
+DRIVER_KEY: Final = "ocp-gpu.io/driver-key"
+
+# --- well-known names -------------------------------------------------------
+OPENSHIFT_NAMESPACE: Final = "nvidia-gpu-operator"
+HELM_NAMESPACE: Final = "gpu-operator"
+OPERATOR_DEPLOYMENT: Final = "gpu-operator"
+CLUSTER_POLICY_NAME: Final = "cluster-policy"
+FIELD_MANAGER: Final = "ocp-gpu"
+UPGRADE_LOGGER: Final = "controllers.Upgrade"
+DTK_IMAGESTREAM_NAMESPACE: Final = "openshift"
+DTK_IMAGESTREAM_NAME: Final = "driver-toolkit"
+
+# Operands that get a `nvidia.com/gpu.deploy.<operand>` label, in deploy order.
+OPERANDS: Final = (
+    "driver",
+    "container-toolkit",
+    "operator-validator",
+    "device-plugin",
+    "dcgm",
+    "dcgm-exporter",
+    "gpu-feature-discovery",
+    "node-status-exporter",
+)
+
+
+def deploy_label(operand: str) -> str:
+    """The `nvidia.com/gpu.deploy.<operand>` label key for one operand."""
+    return GPU_DEPLOY_PREFIX + operand
