@@ -1,0 +1,65 @@
+"""Writing what the operator has to say: ClusterPolicy status and Events."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from ocp_gpu import metrics
+
+logger = logging.getLogger("ocp_gpu.reporting")
+
+GROUP, VERSION, PLURAL = "nvidia.com", "v1", "clusterpolicies"
+# The component name Events carry, as NVIDIA's operator does.
+EVENT_SOURCE = "gpu-operator"
+
+
+def patch_policy_status(api_client: client.ApiClient, name: str, status: Mapping[str, Any]) -> None:
+    """Replace the ClusterPolicy's status fields given (merge patch on the status subresource)."""
+    client.CustomObjectsApi(api_client).patch_cluster_custom_object_status(
+        GROUP, VERSION, PLURAL, name, {"status": dict(status)}
+    )
+    metrics.api_writes.labels("patch", "clusterpolicies/status").inc()
+
+
+def post_event(
+    api_client: client.ApiClient,
+    involved: Mapping[str, str],
+    reason: str,
+    message: str,
+    event_type: str = "Normal",
+    now: datetime.datetime | None = None,
+) -> None:
+    """Create a core/v1 Event about an object.
+
+    `involved` has apiVersion, kind, name, uid and (for namespaced objects)
+    namespace.  Events about cluster-scoped objects (Nodes, ClusterPolicies)
+    live in `default`, where `kubectl get events` shows them.
+    NB: an Event that cannot be posted is logged, never fatal.
+    """
+    stamp = now or datetime.datetime.now(datetime.UTC)
+    namespace = involved.get("namespace") or "default"
+    body = {
+        "metadata": {"name": f"{involved['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+        "involvedObject": dict(involved),
+        "reason": reason,
+        "message": message,
+        "type": event_type,
+        "source": {"component": EVENT_SOURCE},
+        "reportingComponent": EVENT_SOURCE,
+        "reportingInstance": EVENT_SOURCE,
+        "firstTimestamp": stamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "lastTimestamp": stamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "count": 1,
+    }
+    try:
+        client.CoreV1Api(api_client).create_namespaced_event(namespace, body)
+        metrics.api_writes.labels("create", "events").inc()
+    except ApiException as error:
+        logger.warning("could not post event %s on %s: %s", reason, involved.get("name"), error.reason)
