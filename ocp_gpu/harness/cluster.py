@@ -1,0 +1,749 @@
+"""`LocalControlPlane`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+and kwok, started as local processes with their own PKI, and an audit log.
+
+We start the processes ourselves rather than through kwokctl (HARNESS.md's fallback)
+because tests need an audit log, several client identities (one client certificate
+each, so audit events can be attributed) and no downloads or ``~/.kwok`` state.
+
+Everything lives in one state directory::
+
+    pki/         ca, apiserver serving cert, service-account key, client certs
+    kubeconfigs/ admin.kubeconfig and one per identity
+    etcd/        etcd's data dir
+    audit/       policy.yaml and audit.log (JSON lines)
+    kwok/        the stage files kwok loads (see `stages`)
+    logs/        one log file per process
+    pids         "<name> <pid>" per started process, for post-mortem cleanup
+
+Each process runs in its own session (so its process group id is its pid) and is
+stopped in reverse start order: SIGTERM to the group, SIGKILL after a grace period.
+An atexit hook stops whatever is still running when the interpreter exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import datetime
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+import weakref
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Final, TypeVar
+
+import kubernetes.client
+import kubernetes.config
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from ocp_gpu.harness import binaries as binaries_mod
+from ocp_gpu.harness import stages
+
+# The service network; the apiserver's own ClusterIP is its first address.
+SERVICE_CLUSTER_IP_RANGE: Final = "10.0.0.0/24"
+KUBERNETES_SERVICE_IP: Final = "10.0.0.1"
+# kwok hands pod IPs out of this range. NB: kwok's default (10.0.0.0/24) overlaps
+# the service range above; pod IPs that look like ClusterIPs confuse readers.
+POD_CIDR: Final = "10.244.0.0/16"
+SERVICE_ACCOUNT_ISSUER: Final = "https://kubernetes.default.svc.cluster.local"
+
+# Identities of the components (the bootstrap RBAC roles are bound to these names).
+ADMIN_USER: Final = "kubernetes-admin"
+MASTERS_GROUP: Final = "system:masters"
+KCM_USER: Final = "system:kube-controller-manager"
+SCHEDULER_USER: Final = "system:kube-scheduler"
+KWOK_USER: Final = "kwok-controller"
+
+# The verbs that change state; the audit policy logs these and nothing else.
+WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+# Node leases: written every ~10 s per node by kwok, noise for most write counts.
+LEASES: Final = "leases.coordination.k8s.io"
+
+# kwok renews each node's Lease; the node-lifecycle controller then keeps the node
+# Ready and never evicts its pods (kwok's heartbeat stage alone runs every ~10 min,
+# far beyond the controller's 50 s grace period).
+NODE_LEASE_SECONDS: Final = 40
+
+# Name of the throwaway node used to check that kwok makes nodes Ready.
+_PROBE_NODE: Final = "ocp-gpu-harness-probe"
+
+_AUDIT_POLICY: Final = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    # One event per request (ResponseComplete), not two.
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "verbs": sorted(WRITE_VERBS)},
+        {"level": "None"},
+    ],
+}
+
+T = TypeVar("T")
+
+
+class ControlPlaneError(RuntimeError):
+    """A control plane process failed to start or the cluster never became ready."""
+
+
+# --- PKI -------------------------------------------------------------------------------
+
+
+def _new_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _write_key(path: Path, key: rsa.RSAPrivateKey) -> None:
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+    path.chmod(0o600)
+
+
+def _write_cert(path: Path, cert: x509.Certificate) -> None:
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _name(common_name: str, organizations: Collection[str] = ()) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    return x509.Name(attrs)
+
+
+@dataclass(frozen=True)
+class _CertificateAuthority:
+    cert: x509.Certificate
+    key: rsa.RSAPrivateKey
+
+    @classmethod
+    def create(cls) -> _CertificateAuthority:
+        key = _new_key()
+        now = datetime.datetime.now(datetime.UTC)
+        name = _name("ocp-gpu-harness-ca")
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=365))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                    key_encipherment=False, data_encipherment=False, key_agreement=False,
+                    encipher_only=False, decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .sign(key, hashes.SHA256())
+        )
+        return cls(cert=cert, key=key)
+
+    def issue(
+        self,
+        common_name: str,
+        organizations: Collection[str] = (),
+        *,
+        server: bool = False,
+        dns_names: Collection[str] = (),
+        ips: Collection[str] = (),
+    ) -> tuple[x509.Certificate, rsa.RSAPrivateKey]:
+        """A leaf certificate: a client cert, or a serving cert with SANs."""
+        key = _new_key()
+        now = datetime.datetime.now(datetime.UTC)
+        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(_name(common_name, organizations))
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=365))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True, key_encipherment=True, key_cert_sign=False, crl_sign=False,
+                    content_commitment=False, data_encipherment=False, key_agreement=False,
+                    encipher_only=False, decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
+            )
+        )
+        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
+        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        return builder.sign(self.key, hashes.SHA256()), key
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    """A TCP port free on loopback right now.
+
+    NB: another process may take it before ours binds; the window is milliseconds
+    and a failed bind shows up as a start error with the log tail.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class _Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+    log_file: IO[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+
+def _stop_process(proc: _Process, grace: float) -> None:
+    """SIGTERM the process group, SIGKILL it after ``grace`` seconds."""
+    # NB: the process group is the pid because each process starts its own session;
+    # killing the group also reaps anything it forked.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.popen.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.popen.wait(timeout=10)
+    # The leader has exited; stragglers in its group (none expected) get killed too.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.log_file.close()
+
+
+# Every started plane, for the atexit safety net (weak: a collected plane is gone).
+_LIVE: weakref.WeakSet[LocalControlPlane] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all_at_exit() -> None:
+    for plane in list(_LIVE):
+        with contextlib.suppress(Exception):
+            plane.stop()
+
+
+# --- the control plane -----------------------------------------------------------------
+
+
+class LocalControlPlane:
+    """A real Kubernetes control plane with fake kubelets, on loopback.
+
+    Use as a context manager, or call `start` and `stop`::
+
+        with LocalControlPlane() as cp:
+            api = kubernetes.client.CoreV1Api(cp.api_client())
+    """
+
+    def __init__(
+        self,
+        state_dir: Path | str | None = None,
+        *,
+        binaries: binaries_mod.ControlPlaneBinaries | None = None,
+        start_timeout: float = 120.0,
+        stop_grace: float = 5.0,
+        keep_state: bool = False,
+    ) -> None:
+        """``state_dir``: where PKI, data and logs go (a new temp dir if None; removed
+        by `stop` unless ``keep_state``, or kept when the start failed).
+        ``binaries``: default `binaries.find_binaries()` (never builds; the pytest
+        fixture calls `binaries.ensure_binaries` first)."""
+        self._owns_state_dir = state_dir is None
+        self._state_dir = Path(state_dir) if state_dir is not None else None
+        self._binaries = binaries
+        self._start_timeout = start_timeout
+        self._stop_grace = stop_grace
+        self._keep_state = keep_state
+        self._procs: list[_Process] = []
+        self._ca: _CertificateAuthority | None = None
+        self._apiserver_port: int | None = None
+        self._started = False
+        self.startup_seconds: float | None = None
+
+    # -- context manager --
+
+    def __enter__(self) -> LocalControlPlane:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- properties --
+
+    @property
+    def state_dir(self) -> Path:
+        if self._state_dir is None:
+            raise ControlPlaneError("not started")
+        return self._state_dir
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig (user `ADMIN_USER`, group system:masters)."""
+        return self.state_dir / "kubeconfigs" / "admin.kubeconfig"
+
+    @property
+    def server(self) -> str:
+        """The apiserver URL, ``https://127.0.0.1:<port>``."""
+        if self._apiserver_port is None:
+            raise ControlPlaneError("not started")
+        return f"https://127.0.0.1:{self._apiserver_port}"
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.state_dir / "pki" / "ca.crt"
+
+    @property
+    def audit_log(self) -> Path:
+        """JSON lines, one audit.k8s.io/v1 Event per write request."""
+        return self.state_dir / "audit" / "audit.log"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """The running processes' pids by name, in start order."""
+        return {p.name: p.pid for p in self._procs}
+
+    # -- lifecycle --
+
+    def start(self) -> None:
+        """Start every process and wait until a fake node can become Ready.
+
+        Raises `ControlPlaneError` with the tail of the failing process's log.
+        """
+        if self._started:
+            return
+        began = time.monotonic()
+        if self._state_dir is None:
+            self._state_dir = Path(tempfile.mkdtemp(prefix="ocp-gpu-cp-"))
+        bins = self._binaries or binaries_mod.find_binaries()
+        for sub in ("pki", "kubeconfigs", "etcd", "audit", "kwok", "logs"):
+            (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+        self._started = True
+        _LIVE.add(self)
+        deadline = time.monotonic() + self._start_timeout
+        try:
+            self._write_pki()
+            etcd_url = self._start_etcd(bins, deadline)
+            self._start_apiserver(bins, etcd_url, deadline)
+            self._start_controller_manager(bins)
+            self._start_scheduler(bins)
+            self._start_kwok(bins)
+            self._wait_for_cluster(deadline)
+        except BaseException:
+            # Keep the state dir: its logs are the only clue.
+            self._keep_state = True
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+
+    def stop(self) -> None:
+        """Stop the processes in reverse order; remove a temp state dir."""
+        while self._procs:
+            _stop_process(self._procs.pop(), self._stop_grace)
+        if self._started and self._owns_state_dir and not self._keep_state and self._state_dir is not None:
+            shutil.rmtree(self._state_dir, ignore_errors=True)
+        self._started = False
+        _LIVE.discard(self)
+
+    # -- identities --
+
+    def make_kubeconfig(
+        self, username: str, groups: Collection[str] = (), *, name: str | None = None
+    ) -> Path:
+        """A kubeconfig authenticating as ``username`` in ``groups`` (client cert
+        signed by the cluster CA). ``name``: the file stem (default: the username)."""
+        if self._ca is None:
+            raise ControlPlaneError("not started")
+        stem = (name or username).replace(":", "_").replace("/", "_")
+        cert, key = self._ca.issue(username, groups)
+        pki = self.state_dir / "pki"
+        _write_cert(pki / f"{stem}.crt", cert)
+        _write_key(pki / f"{stem}.key", key)
+        path = self.state_dir / "kubeconfigs" / f"{stem}.kubeconfig"
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "ocp-gpu",
+                    "cluster": {"server": self.server, "certificate-authority": str(self.ca_cert)},
+                }
+            ],
+            "users": [
+                {
+                    "name": username,
+                    "user": {
+                        "client-certificate": str(pki / f"{stem}.crt"),
+                        "client-key": str(pki / f"{stem}.key"),
+                    },
+                }
+            ],
+            "contexts": [{"name": "ocp-gpu", "context": {"cluster": "ocp-gpu", "user": username}}],
+            "current-context": "ocp-gpu",
+        }
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+        return path
+
+    def api_client(
+        self, kubeconfig: Path | None = None, *, pool_size: int = 32
+    ) -> kubernetes.client.ApiClient:
+        """A client for the admin (or the identity of ``kubeconfig``).
+
+        ``pool_size``: urllib3 connections kept open; the default of the kubernetes
+        client (5 per CPU) throttles thread pools creating hundreds of objects."""
+        configuration = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config(
+            config_file=str(kubeconfig or self.kubeconfig), client_configuration=configuration
+        )
+        configuration.connection_pool_maxsize = pool_size
+        return kubernetes.client.ApiClient(configuration)
+
+    # -- audit --
+
+    def audit_line_count(self) -> int:
+        """How many events are in the audit log now: a mark for ``since_line``."""
+        return len(self._audit_lines())
+
+    def _audit_lines(self) -> list[str]:
+        try:
+            text = self.audit_log.read_text()
+        except FileNotFoundError:
+            return []
+        lines = text.split("\n")
+        # NB: the last element is "" after a complete line, or a line still being
+        # written: drop it either way so a half-written event is never parsed.
+        return lines[:-1]
+
+    def read_audit_events(self, since_line: int = 0) -> list[dict[str, Any]]:
+        """Audit events from line ``since_line`` (0-based) on.
+
+        NB: the apiserver logs an event after it has handled the request, so the
+        client may see its response a moment before the event is in the file; poll
+        when asserting on writes just made.
+        """
+        return [json.loads(line) for line in self._audit_lines()[since_line:] if line.strip()]
+
+    def count_writes(
+        self, username: str, since_line: int = 0, exclude_resources: Collection[str] = ()
+    ) -> int:
+        """Write requests (create/update/patch/delete/deletecollection) by ``username``.
+
+        ``exclude_resources``: ``"<resource>.<group>"`` (``"pods"`` for the core group),
+        e.g. `LEASES` to ignore leader-election and heartbeat leases."""
+        count = 0
+        for event in self.read_audit_events(since_line):
+            if event.get("stage") != "ResponseComplete" or event.get("verb") not in WRITE_VERBS:
+                continue
+            if event.get("user", {}).get("username") != username:
+                continue
+            ref = event.get("objectRef") or {}
+            group = ref.get("apiGroup") or ""
+            resource = ref.get("resource", "")
+            if (f"{resource}.{group}" if group else resource) in exclude_resources:
+                continue
+            count += 1
+        return count
+
+    # -- internals: PKI and configs --
+
+    def _write_pki(self) -> None:
+        pki = self.state_dir / "pki"
+        self._ca = _CertificateAuthority.create()
+        _write_cert(pki / "ca.crt", self._ca.cert)
+        _write_key(pki / "ca.key", self._ca.key)
+        cert, key = self._ca.issue(
+            "kube-apiserver",
+            server=True,
+            dns_names=[
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ],
+            ips=["127.0.0.1", KUBERNETES_SERVICE_IP],
+        )
+        _write_cert(pki / "apiserver.crt", cert)
+        _write_key(pki / "apiserver.key", key)
+        # The key that signs (and verifies) service-account tokens.
+        sa_key = _new_key()
+        _write_key(pki / "sa.key", sa_key)
+        (pki / "sa.pub").write_bytes(
+            sa_key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+        # The apiserver must be known before kubeconfigs are written.
+        self._apiserver_port = _free_port()
+        self.make_kubeconfig(ADMIN_USER, [MASTERS_GROUP], name="admin")
+        self.make_kubeconfig(KCM_USER, name="kube-controller-manager")
+        self.make_kubeconfig(SCHEDULER_USER, name="kube-scheduler")
+        # kwok patches node and pod status and node leases cluster-wide.
+        self.make_kubeconfig(KWOK_USER, [MASTERS_GROUP], name="kwok")
+
+    def _component_kubeconfig(self, name: str) -> str:
+        return str(self.state_dir / "kubeconfigs" / f"{name}.kubeconfig")
+
+    # -- internals: processes --
+
+    def _spawn(self, name: str, args: list[str]) -> _Process:
+        log = self.logs_dir / f"{name}.log"
+        log_file = log.open("ab")
+        log_file.write(f"$ {' '.join(args)}\n".encode())
+        log_file.flush()
+        popen = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=self.state_dir,
+            # Own session: pgid == pid, and a Ctrl-C on the terminal does not reach it
+            # before we stop it in order.
+            start_new_session=True,
+        )
+        proc = _Process(name=name, popen=popen, log=log, log_file=log_file)
+        self._procs.append(proc)
+        with (self.state_dir / "pids").open("a") as f:
+            f.write(f"{name} {popen.pid}\n")
+        return proc
+
+    def _check_alive(self) -> None:
+        for proc in self._procs:
+            rc = proc.popen.poll()
+            if rc is not None:
+                raise ControlPlaneError(
+                    f"{proc.name} exited with code {rc} during start-up; state kept in {self.state_dir}; "
+                    f"last lines of {proc.log}:\n{_tail(proc.log)}"
+                )
+
+    def _wait(self, what: str, check: Callable[[], T | None], deadline: float, blame: str) -> T:
+        """Poll ``check`` until it returns non-None, failing early if a process died."""
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                result = check()
+            except Exception as e:  # not ready yet: connection refused, 403, 404...
+                last_error = e
+                result = None
+            if result is not None:
+                return result
+            time.sleep(0.1)
+        log = self.logs_dir / f"{blame}.log"
+        raise ControlPlaneError(
+            f"timed out waiting for {what} (last error: {last_error}); state kept in {self.state_dir}; "
+            f"last lines of {log}:\n{_tail(log)}"
+        )
+
+    def _start_etcd(self, bins: binaries_mod.ControlPlaneBinaries, deadline: float) -> str:
+        client_port, peer_port = _free_port(), _free_port()
+        client_url = f"http://127.0.0.1:{client_port}"
+        peer_url = f"http://127.0.0.1:{peer_port}"
+        self._spawn(
+            "etcd",
+            [
+                str(bins.etcd),
+                "--name=ocp-gpu",
+                f"--data-dir={self.state_dir / 'etcd'}",
+                f"--listen-client-urls={client_url}",
+                f"--advertise-client-urls={client_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=ocp-gpu={peer_url}",
+                "--initial-cluster-state=new",
+                # A test cluster's data is disposable; fsync would dominate write latency.
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+
+        def healthy() -> bool | None:
+            with urllib.request.urlopen(f"{client_url}/health", timeout=2) as resp:
+                return True if json.loads(resp.read()).get("health") == "true" else None
+
+        self._wait("etcd /health", healthy, deadline, "etcd")
+        return client_url
+
+    def _start_apiserver(
+        self, bins: binaries_mod.ControlPlaneBinaries, etcd_url: str, deadline: float
+    ) -> None:
+        pki = self.state_dir / "pki"
+        policy = self.state_dir / "audit" / "policy.yaml"
+        policy.write_text(yaml.safe_dump(_AUDIT_POLICY, sort_keys=False))
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(bins.kube_apiserver),
+                f"--etcd-servers={etcd_url}",
+                f"--secure-port={self._apiserver_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                # No kube-proxy or real endpoints: do not reconcile the kubernetes Service's endpoints.
+                "--endpoint-reconciler-type=none",
+                "--authorization-mode=Node,RBAC",
+                "--allow-privileged=true",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                # Each event is written before the next request proceeds: tests read promptly.
+                "--audit-log-mode=blocking",
+                "--audit-log-maxbackup=0",
+                "--profiling=false",
+            ],
+        )
+        ctx = ssl.create_default_context(cafile=str(self.ca_cert))
+        ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+
+        def ready() -> bool | None:
+            with urllib.request.urlopen(f"{self.server}/readyz", context=ctx, timeout=5) as resp:
+                return True if resp.status == 200 else None
+
+        self._wait("kube-apiserver /readyz", ready, deadline, "kube-apiserver")
+
+    def _start_controller_manager(self, bins: binaries_mod.ControlPlaneBinaries) -> None:
+        pki = self.state_dir / "pki"
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(bins.kube_controller_manager),
+                f"--kubeconfig={self._component_kubeconfig('kube-controller-manager')}",
+                "--controllers=*",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                # The CSR signer; lets tests use the certificates API if they want to.
+                f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+                f"--cluster-signing-key-file={pki / 'ca.key'}",
+                "--leader-elect=false",
+                # Each controller runs as its own service account, as in a real cluster,
+                # so audit events name the controller (e.g. ...:daemon-set-controller).
+                "--use-service-account-credentials=true",
+                # No HTTPS endpoint: nothing scrapes it, and no port to collide on.
+                "--secure-port=0",
+                # The defaults (20/30) make the DaemonSet controller and the garbage
+                # collector crawl when tests create hundreds of nodes.
+                "--kube-api-qps=100",
+                "--kube-api-burst=200",
+            ],
+        )
+
+    def _start_scheduler(self, bins: binaries_mod.ControlPlaneBinaries) -> None:
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(bins.kube_scheduler),
+                f"--kubeconfig={self._component_kubeconfig('kube-scheduler')}",
+                "--leader-elect=false",
+                "--secure-port=0",
+            ],
+        )
+
+    def _start_kwok(self, bins: binaries_mod.ControlPlaneBinaries) -> None:
+        stage_files = stages.write_stage_files(bins.stage_files(), self.state_dir / "kwok")
+        self._spawn(
+            "kwok",
+            [
+                str(bins.kwok),
+                f"--kubeconfig={self._component_kubeconfig('kwok')}",
+                "--manage-all-nodes=true",
+                *(f"--config={f}" for f in stage_files),
+                f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
+                f"--cidr={POD_CIDR}",
+            ],
+        )
+
+    # -- internals: readiness --
+
+    def _wait_for_cluster(self, deadline: float) -> None:
+        with self.api_client() as api:
+            core = kubernetes.client.CoreV1Api(api)
+            # The serviceaccount controller (KCM) creates it; pods cannot be created
+            # in a namespace before (the ServiceAccount admission plugin rejects them).
+            self._wait(
+                "the default ServiceAccount in namespace default",
+                lambda: core.read_namespaced_service_account("default", "default"),
+                deadline,
+                "kube-controller-manager",
+            )
+            core.create_node(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": _PROBE_NODE, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                }
+            )
+
+            def probe_ready() -> bool | None:
+                node = core.read_node(_PROBE_NODE)
+                conditions = node.status.conditions or []
+                return True if any(c.type == "Ready" and c.status == "True" for c in conditions) else None
+
+            try:
+                self._wait("kwok to make a node Ready", probe_ready, deadline, "kwok")
+            finally:
+                with contextlib.suppress(kubernetes.client.ApiException):
+                    core.delete_node(_PROBE_NODE)
+
+
+def unique_name(prefix: str) -> str:
+    """``prefix`` plus a short random suffix, valid as a DNS-1123 label."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+

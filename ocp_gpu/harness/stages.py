@@ -1,0 +1,255 @@
+"""The kwok stages the local control plane runs: kwok's own, plus pod fates.
+
+kwok plays "stages" (status templates selected by jq expressions) on the objects it
+manages; since v0.8 it ships none built in, so we pass kwok's own stage files from its
+source tree (see `binaries.KWOK_STAGE_FILES`), with one change and three additions:
+
+- kwok's ``pod-ready`` would make any Pending pod Ready, which would undo an
+  image-pull failure (a real one keeps the pod Pending). It is loaded with one extra
+  selector: the pod's `FATE_ANNOTATION` is not ``crash-looping`` nor
+  ``image-pull-failing``.
+- ``pod-fate-crash-looping``, ``pod-fate-image-pull-failing`` and ``pod-fate-ready``
+  turn a pod's `FATE_ANNOTATION` into the status a kubelet would report.
+
+So a pod's fate is a pod annotation, played by kwok like everything else: it works on
+a pod whose template carries it from the start (no window where the pod looks Ready)
+and on a running pod (`nodes.set_pod_fate` patches the annotation). NB: a status
+patched by hand would race with kwok, which patches status on every pod event; with
+stages kwok is the only writer and converges whatever the order of events.
+
+This module only renders YAML text; it does no I/O beyond reading kwok's files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+# Pod annotation naming the fate kwok plays for that pod (absent: kwok's normal life).
+FATE_ANNOTATION: Final = "ocp-gpu.harness/pod-fate"
+# The fates, as annotation values.
+FATE_READY: Final = "ready"
+FATE_CRASH_LOOPING: Final = "crash-looping"
+FATE_IMAGE_PULL_FAILING: Final = "image-pull-failing"
+FATES: Final = (FATE_READY, FATE_CRASH_LOOPING, FATE_IMAGE_PULL_FAILING)
+
+# The restart count a crash-looping container reports (a kubelet would keep counting).
+CRASH_LOOP_RESTARTS: Final = 5
+
+_FATE_KEY = f'.metadata.annotations["{FATE_ANNOTATION}"]'
+_NOT_DELETED = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
+
+# Pod IPs and host IPs exactly as kwok's pod-ready computes them.
+_IPS_TEMPLATE = """
+{{ $hostIPs := NodeIPsWith .spec.nodeName }}
+{{ with $hostIPs }}
+hostIP: {{ index . 0 | Quote }}
+hostIPs:
+{{ range . }}
+- ip: {{ . | Quote }}
+{{ end }}
+{{ end }}
+{{ $podIPs := PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) \
+( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+{{ with $podIPs }}
+podIP: {{ index . 0 | Quote }}
+podIPs:
+{{ range . }}
+- ip: {{ . | Quote }}
+{{ end }}
+{{ end }}
+"""
+
+# What a kubelet reports for a container that keeps exiting: phase stays Running,
+# Ready is False, the container waits in CrashLoopBackOff after a terminated run.
+_CRASH_LOOPING_TEMPLATE = (
+    """
+{{ $now := Now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Initialized
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  reason: ContainersNotReady
+  message: "containers with unready status"
+  type: Ready
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  reason: ContainersNotReady
+  message: "containers with unready status"
+  type: ContainersReady
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  started: false
+  restartCount: CRASH_LOOP_RESTARTS
+  lastState:
+    terminated:
+      exitCode: 1
+      reason: Error
+      startedAt: {{ $now | Quote }}
+      finishedAt: {{ $now | Quote }}
+  state:
+    waiting:
+      reason: CrashLoopBackOff
+      message: {{ printf "back-off 5m0s restarting failed container=%s" .name | Quote }}
+{{ end }}
+phase: Running
+startTime: {{ $now | Quote }}
+""".replace("CRASH_LOOP_RESTARTS", str(CRASH_LOOP_RESTARTS))
+    + _IPS_TEMPLATE
+)
+
+# What a kubelet reports when the image cannot be pulled: the pod stays Pending and
+# each container waits in ImagePullBackOff (ErrImagePull alternates with it).
+_IMAGE_PULL_FAILING_TEMPLATE = (
+    """
+{{ $now := Now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Initialized
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  reason: ContainersNotReady
+  message: "containers with unready status"
+  type: Ready
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  reason: ContainersNotReady
+  message: "containers with unready status"
+  type: ContainersReady
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  started: false
+  restartCount: 0
+  state:
+    waiting:
+      reason: ImagePullBackOff
+      message: {{ printf "Back-off pulling image %q" .image | Quote }}
+{{ end }}
+phase: Pending
+startTime: {{ $now | Quote }}
+"""
+    + _IPS_TEMPLATE
+)
+
+
+def _stage(
+    name: str,
+    expressions: list[dict[str, Any]],
+    status_template: str,
+    event: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    nxt: dict[str, Any] = {"statusTemplate": status_template}
+    if event is not None:
+        nxt["event"] = event
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {"matchExpressions": expressions},
+            "next": nxt,
+        },
+    }
+
+
+def patched_pod_ready(kwok_pod_ready: dict[str, Any]) -> dict[str, Any]:
+    """kwok's pod-ready stage, except for pods whose fate is a failure."""
+    stage: dict[str, Any] = yaml.safe_load(yaml.safe_dump(kwok_pod_ready))  # deep copy
+    stage["spec"]["selector"]["matchExpressions"].append(
+        {"key": _FATE_KEY, "operator": "NotIn", "values": [FATE_CRASH_LOOPING, FATE_IMAGE_PULL_FAILING]}
+    )
+    return stage
+
+
+def fate_stages(kwok_pod_ready: dict[str, Any]) -> list[dict[str, Any]]:
+    """The three pod-fate stages; "ready" reuses kwok's own pod-ready template.
+
+    Each selector excludes the state it produces, so a played stage does not match
+    again (kwok would otherwise patch the pod in a loop).
+    """
+    ready_template: str = kwok_pod_ready["spec"]["next"]["statusTemplate"]
+    return [
+        _stage(
+            "pod-fate-ready",
+            [
+                _NOT_DELETED,
+                {"key": _FATE_KEY, "operator": "In", "values": [FATE_READY]},
+                # Running too: a crash-looping pod is Running and must recover.
+                {"key": ".status.phase", "operator": "In", "values": ["Pending", "Running"]},
+                {
+                    "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+                    "operator": "NotIn",
+                    "values": ["True"],
+                },
+            ],
+            ready_template,
+        ),
+        _stage(
+            "pod-fate-crash-looping",
+            [
+                _NOT_DELETED,
+                {"key": _FATE_KEY, "operator": "In", "values": [FATE_CRASH_LOOPING]},
+                {"key": ".status.phase", "operator": "In", "values": ["Pending", "Running"]},
+                {
+                    "key": ".status.containerStatuses.[].state.waiting.reason",
+                    "operator": "NotIn",
+                    "values": ["CrashLoopBackOff"],
+                },
+            ],
+            _CRASH_LOOPING_TEMPLATE,
+            {"type": "Warning", "reason": "BackOff", "message": "Back-off restarting failed container"},
+        ),
+        _stage(
+            "pod-fate-image-pull-failing",
+            [
+                _NOT_DELETED,
+                {"key": _FATE_KEY, "operator": "In", "values": [FATE_IMAGE_PULL_FAILING]},
+                {"key": ".status.phase", "operator": "In", "values": ["Pending", "Running"]},
+                {
+                    "key": ".status.containerStatuses.[].state.waiting.reason",
+                    "operator": "NotIn",
+                    "values": ["ImagePullBackOff"],
+                },
+            ],
+            _IMAGE_PULL_FAILING_TEMPLATE,
+            {"type": "Warning", "reason": "Failed", "message": "Error: ImagePullBackOff"},
+        ),
+    ]
+
+
+def write_stage_files(kwok_stage_files: list[Path], out_dir: Path) -> list[Path]:
+    """Write the stage files kwok gets with ``--config`` into ``out_dir``.
+
+    kwok's files are copied unchanged except pod-ready (see the module docstring);
+    the pod-fate stages go in one extra multi-document file.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    pod_ready: dict[str, Any] | None = None
+    for src in kwok_stage_files:
+        doc: dict[str, Any] = yaml.safe_load(src.read_text())
+        dst = out_dir / src.name
+        if doc.get("metadata", {}).get("name") == "pod-ready":
+            pod_ready = doc
+            dst.write_text(yaml.safe_dump(patched_pod_ready(doc), sort_keys=False))
+        else:
+            dst.write_text(src.read_text())
+        written.append(dst)
+    if pod_ready is None:
+        raise ValueError(f"no pod-ready stage among {[str(p) for p in kwok_stage_files]}")
+    fates = out_dir / "pod-fates.yaml"
+    fates.write_text(yaml.safe_dump_all(fate_stages(pod_ready), sort_keys=False))
+    written.append(fates)
+    return written
