@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Static checks: ruff, mypy --strict, the import-layering contracts, generated-file drift.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+.venv/bin/ruff check ocp_gpu tests hack bench
+.venv/bin/mypy
+.venv/bin/lint-imports

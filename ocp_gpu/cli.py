@@ -1,0 +1,74 @@
+"""The `ocp-gpu` command: run the operator, the demo, and the admin tools."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ocp_gpu import __version__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ocp-gpu", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"ocp-gpu {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run the operator (in a cluster or against a kubeconfig)")
+    run.add_argument("--kubeconfig", type=Path, default=None, help="default: $KUBECONFIG or in-cluster")
+    run.add_argument("--namespace", default=None,
+                     help="operand and lease namespace (default: $OPERATOR_NAMESPACE or nvidia-gpu-operator)")
+    run.add_argument("--metrics-bind", default="0.0.0.0:8080", help="address:port of /metrics, /healthz, /readyz")
+    run.add_argument("--lease-duration", type=int, default=15, help="seconds a leader lease lives unrenewed")
+    run.add_argument("--lease-renew-deadline", type=float, default=10.0)
+    run.add_argument("--lease-retry-period", type=float, default=2.0)
+
+    demo = commands.add_parser("demo", help="start a local control plane and show the operator at work")
+    demo.add_argument("--state-dir", type=Path, default=None)
+    demo.add_argument("--no-live", action="store_true", help="print snapshots instead of a live table")
+    demo.add_argument("--once", action="store_true", help="run the scenario once and exit (no waiting for Ctrl-C)")
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.command == "run":
+        return _run(args)
+    if args.command == "demo":
+        from ocp_gpu import demo as demo_module
+
+        return demo_module.main(state_dir=args.state_dir, live=not args.no_live, once=args.once)
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ocp_gpu import handlers, operator
+    from ocp_gpu.kube import electing
+
+    namespace = args.namespace or operator.default_namespace(os.environ)
+    host, _, port = str(args.metrics_bind).rpartition(":")
+    handlers.quiet_kopf()
+    options = operator.RunOptions(
+        kubeconfig=args.kubeconfig,
+        namespace=namespace,
+        metrics_address=host or "0.0.0.0",
+        metrics_port=int(port),
+        election=electing.ElectionSettings(
+            namespace=namespace,
+            lease_duration_s=args.lease_duration,
+            renew_deadline_s=args.lease_renew_deadline,
+            retry_period_s=args.lease_retry_period,
+        ),
+    )
+    return asyncio.run(operator.run(options))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""`ocp-gpu run`: elect a leader, watch, and reconcile until stopped or deposed.
+
+Order of life: serve probes and metrics -> wait for the Lease -> start kopf's
+watches and the reconcile loop -> renew the Lease.  Losing the Lease stops the
+process (exit code 1) so that it restarts as a standby: no replica ever acts
+on a view it cannot trust to be the only one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+
+import kopf
+
+from ocp_gpu import handlers, metrics, serving
+from ocp_gpu.kube import clients, discovering, electing
+from ocp_gpu.model import labels
+from ocp_gpu.reconcilers import cluster, runtime
+
+logger = logging.getLogger("ocp_gpu.operator")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    kubeconfig: Path | None
+    namespace: str
+    metrics_address: str = "0.0.0.0"
+    metrics_port: int = 8080
+    election: electing.ElectionSettings | None = None
+    # Bursts of watch events within this window coalesce into one pass.
+    coalesce_s: float = 0.2
+
+
+def default_namespace(env: Mapping[str, str]) -> str:
+    """The operator's namespace: OPERATOR_NAMESPACE (downward API), else the OpenShift default."""
+    return env.get("OPERATOR_NAMESPACE") or labels.OPENSHIFT_NAMESPACE
+
+
+async def run(options: RunOptions) -> int:
+    health = serving.Health()
+    server = serving.serve(options.metrics_address, options.metrics_port, health)
+    api_client = clients.load_api_client(options.kubeconfig)
+    election = options.election or electing.ElectionSettings(namespace=options.namespace)
+    elector = electing.LeaderElector(api_client, election)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
+
+    health.role, health.ready = "standby", True
+    acquiring = asyncio.ensure_future(elector.acquire())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({acquiring, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if not acquiring.done():
+        acquiring.cancel()
+        server.shutdown()
+        return 0
+    stopping.cancel()
+
+    health.role = "leader"
+    metrics.is_leader.set(1)
+    rt = runtime.Runtime(api_client=api_client, namespace=options.namespace, env=dict(os.environ))
+    rt.api_groups = await asyncio.to_thread(discovering.list_api_groups, api_client)
+    kopf_stop: asyncio.Future[None] = loop.create_future()
+    tasks = {
+        asyncio.ensure_future(
+            kopf.operator(
+                registry=handlers.build_registry(rt),
+                settings=handlers.operator_settings(),
+                clusterwide=True,
+                standalone=True,
+                stop_flag=kopf_stop,
+            )
+        ): "watches",
+        asyncio.ensure_future(cluster.reconcile_forever(rt, options.coalesce_s)): "reconciler",
+        asyncio.ensure_future(elector.keep_renewing()): "lease",
+        asyncio.ensure_future(stop.wait()): "signal",
+    }
+    done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    ended = {tasks[task] for task in done}
+    logger.info("stopping: %s ended", ", ".join(sorted(ended)))
+    kopf_stop.set_result(None)
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    metrics.is_leader.set(0)
+    if "lease" in ended:
+        # Deposed: exit non-zero so the Deployment restarts us as a standby.
+        server.shutdown()
+        return 1
+    await asyncio.to_thread(elector.release)
+    server.shutdown()
+    return 0

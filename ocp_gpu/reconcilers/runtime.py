@@ -1,0 +1,77 @@
+"""The operator's shared runtime state: what the watches saw and what is dirty.
+
+Handlers (handlers.py) only mark things dirty and wake the loop; the loop
+(operator.py) drains the marks and runs the reconcilers.  Bursts of events
+coalesce into one pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client
+
+from ocp_gpu.model import nodes
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyObject:
+    """A ClusterPolicy as last seen by the watch."""
+
+    name: str
+    uid: str
+    created: str  # RFC 3339, sorts chronologically
+    generation: int
+    spec: Mapping[str, Any]
+    status: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Changes:
+    """What changed since the last pass."""
+
+    nodes: frozenset[nodes.NodeName]
+    policies: bool
+    everything: bool
+
+
+@dataclasses.dataclass
+class Runtime:
+    api_client: client.ApiClient
+    namespace: str
+    # The operator's environment: image defaults (DRIVER_IMAGE, ...).
+    env: Mapping[str, str]
+    # The in-memory view, maintained by the watch handlers.
+    node_facts: dict[nodes.NodeName, nodes.NodeFacts] = dataclasses.field(default_factory=dict)
+    policies: dict[str, PolicyObject] = dataclasses.field(default_factory=dict)
+    api_groups: frozenset[str] = frozenset()
+    # Set once every watched kind has been listed completely.
+    listed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    _dirty_nodes: set[nodes.NodeName] = dataclasses.field(default_factory=set)
+    _policies_dirty: bool = True
+    _everything_dirty: bool = True
+
+    def mark_node(self, name: nodes.NodeName) -> None:
+        self._dirty_nodes.add(name)
+        self.wake.set()
+
+    def mark_policies(self) -> None:
+        self._policies_dirty = True
+        self.wake.set()
+
+    def mark_everything(self) -> None:
+        self._everything_dirty = True
+        self.wake.set()
+
+    def take_changes(self) -> Changes:
+        """Drain the dirty marks (the loop calls this once per pass)."""
+        changes = Changes(frozenset(self._dirty_nodes), self._policies_dirty, self._everything_dirty)
+        self._dirty_nodes.clear()
+        self._policies_dirty = False
+        self._everything_dirty = False
+        self.wake.clear()
+        return changes

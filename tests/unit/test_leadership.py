@@ -1,0 +1,67 @@
+"""We test these aspects: who may take, renew or must wait for the leader Lease.
+
+The decisions are pure; the Lease I/O is tested end to end in tests/e2e/test_operator.py.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from ocp_gpu.planning import leadership
+
+T0 = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.UTC)
+
+
+def record(holder: str | None, renewed_s_ago: float, duration: int = 15, transitions: int = 3) -> leadership.LeaseRecord:
+    renewed = T0 - datetime.timedelta(seconds=renewed_s_ago)
+    return leadership.LeaseRecord(holder, renewed, renewed, duration, transitions)
+
+
+def test_no_lease_creates_one_with_us_as_holder() -> None:
+    decision = leadership.plan_lease(None, "me", T0, 15)
+    assert decision.action is leadership.LeaseAction.CREATE
+    assert decision.record == leadership.LeaseRecord("me", T0, T0, 15, 0)
+
+
+def test_our_lease_is_renewed_keeping_acquisition_time() -> None:
+    observed = record("me", 5)
+    decision = leadership.plan_lease(observed, "me", T0, 15)
+    assert decision.action is leadership.LeaseAction.RENEW
+    assert decision.record is not None
+    assert decision.record.renewed_at == T0
+    assert decision.record.acquired_at == observed.acquired_at
+    assert decision.record.transitions == 3
+
+
+@pytest.mark.parametrize("renewed_s_ago", [0, 1, 14.9])
+def test_live_lease_of_another_replica_means_wait(renewed_s_ago: float) -> None:
+    decision = leadership.plan_lease(record("other", renewed_s_ago), "me", T0, 15)
+    assert decision.action is leadership.LeaseAction.WAIT
+    assert decision.record is None
+    assert decision.expires_at == T0 + datetime.timedelta(seconds=15 - renewed_s_ago)
+
+
+@pytest.mark.parametrize(
+    "observed",
+    [record("other", 15), record("other", 60), record(None, 1), record("", 1)],
+    ids=["just-expired", "long-expired", "released", "empty-holder"],
+)
+def test_free_or_expired_lease_is_taken_counting_the_transition(observed: leadership.LeaseRecord) -> None:
+    decision = leadership.plan_lease(observed, "me", T0, 15)
+    assert decision.action is leadership.LeaseAction.TAKE
+    assert decision.record is not None
+    assert decision.record.holder == "me"
+    assert decision.record.transitions == observed.transitions + 1
+
+
+def test_lease_is_lost_only_after_the_renew_deadline() -> None:
+    assert not leadership.is_lease_lost(T0, T0 + datetime.timedelta(seconds=9.9), 10)
+    assert leadership.is_lease_lost(T0, T0 + datetime.timedelta(seconds=10), 10)
+
+
+def test_released_lease_has_no_holder_and_is_taken_at_once() -> None:
+    free = leadership.released(record("me", 0))
+    assert free.holder is None
+    assert leadership.plan_lease(free, "other", T0, 15).action is leadership.LeaseAction.TAKE
