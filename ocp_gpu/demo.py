@@ -1,0 +1,230 @@
+"""`ocp-gpu demo`: the operator at work on a local control plane, shown as it sees the cluster.
+
+Starts a real control plane (etcd, kube-apiserver, controller-manager,
+scheduler, kwok) in OpenShift mode, GPU nodes on two RHCOS versions plus CPU
+nodes, installs the ClusterPolicy CRD and `cluster-policy`, runs `ocp-gpu run`
+as a separate process, then plays a short scenario while a live table shows
+nodes, labels, driver DaemonSets and the ClusterPolicy's status.  Ctrl-C (or
+the end of `--once`) stops everything it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ocp_gpu.harness import binaries, openshift
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness.cluster import LocalControlPlane
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels
+
+CRD = Path(__file__).resolve().parent / "crds" / "clusterpolicies.nvidia.com.yaml"
+RHCOS_OLD = "416.94.202407030122-0"
+RHCOS_NEW = "417.94.202410090854-0"
+DTK_TAGS = {
+    RHCOS_OLD: "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "a" * 64,
+    RHCOS_NEW: "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "b" * 64,
+}
+NAMESPACE = labels.OPENSHIFT_NAMESPACE
+
+
+class Narrator:
+    """The scenario's running commentary, shown under the table."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._lock = threading.Lock()
+
+    def say(self, line: str) -> None:
+        with self._lock:
+            self.lines.append(f"{time.strftime('%H:%M:%S')}  {line}")
+            del self.lines[:-8]
+
+    def text(self) -> Text:
+        with self._lock:
+            return Text("\n".join(self.lines))
+
+
+def main(state_dir: Path | None, live: bool, once: bool) -> int:
+    console = Console()
+    live = live and console.is_terminal
+    console.print("[bold]ocp-gpu demo[/]: building/locating the local control plane binaries…")
+    binaries.ensure_binaries()
+    work = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="ocp-gpu-demo-"))
+    narrator = Narrator()
+    with LocalControlPlane(work / "cluster", keep_state=state_dir is not None) as control_plane:
+        console.print(f"control plane up in {control_plane.startup_seconds:.1f}s; "
+                      f"kubeconfig: [cyan]{control_plane.kubeconfig}[/]")
+        api = control_plane.api_client()
+        _prepare_cluster(control_plane, api, narrator)
+        operator = OperatorProcess(control_plane.kubeconfig, NAMESPACE, work / "operator.log").start()
+        narrator.say(f"operator started (pid {operator.pid}); log: {operator.log_path}")
+        try:
+            with _display(console, live, lambda: _render(api, operator, narrator)):
+                _scenario(api, narrator)
+                if once:
+                    time.sleep(3)
+                else:
+                    narrator.say("scenario done: explore with "
+                                 f"`kubectl --kubeconfig {control_plane.kubeconfig} get nodes --show-labels`; "
+                                 "Ctrl-C stops everything")
+                    while True:
+                        time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            operator.stop()
+            console.print(_render(api, operator, narrator))
+            console.print("stopping the operator and the control plane…")
+    return 0
+
+
+def _prepare_cluster(control_plane: LocalControlPlane, api: client.ApiClient, narrator: Narrator) -> None:
+    openshift.install_openshift_apis(api)
+    openshift.set_driver_toolkit_tags(api, DTK_TAGS)
+    subprocess.run(["kubectl", "--kubeconfig", str(control_plane.kubeconfig), "apply", "--server-side",
+                    "-f", str(CRD)], check=True, capture_output=True)
+    subprocess.run(["kubectl", "--kubeconfig", str(control_plane.kubeconfig), "wait",
+                    "--for=condition=Established", "crd/clusterpolicies.nvidia.com"], check=True,
+                   capture_output=True)
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
+    fake_nodes.create_nodes(api, [
+        *(fake_nodes.gpu_node(f"gpu-{i}", rhcos=RHCOS_OLD) for i in range(1, 4)),
+        *(fake_nodes.gpu_node(f"gpu-{i}", rhcos=RHCOS_NEW) for i in range(4, 6)),
+        fake_nodes.cpu_node("cpu-1"),
+        fake_nodes.cpu_node("cpu-2"),
+    ])
+    narrator.say(f"cluster is 'OpenShift': 5 GPU nodes on RHCOS {RHCOS_OLD} (3) and {RHCOS_NEW} (2), 2 CPU nodes")
+
+
+def _scenario(api: client.ApiClient, narrator: Narrator) -> None:
+    core = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    time.sleep(2)
+    narrator.say("admin: kubectl apply cluster-policy")
+    custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", {
+        "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+        "spec": {"operator": {"use_ocp_driver_toolkit": True}, "driver": {"version": "550.90.07"}},
+    })
+    _wait(lambda: _policy_state(custom) == "ready", 60)
+    narrator.say("operator: GPU nodes labelled nvidia.com/gpu.present and gpu.deploy.*; CPU nodes untouched")
+    time.sleep(3)
+    narrator.say("admin: kubectl label node gpu-5 nvidia.com/gpu.deploy.driver=false --overwrite")
+    core.patch_node("gpu-5", {"metadata": {"labels": {labels.deploy_label("driver"): "false"}}})
+    time.sleep(3)
+    narrator.say("a new GPU node gpu-6 joins on the newer RHCOS")
+    fake_nodes.create_nodes(api, [fake_nodes.gpu_node("gpu-6", rhcos=RHCOS_NEW)])
+    _wait(lambda: (core.read_node("gpu-6").metadata.labels or {}).get(labels.GPU_PRESENT) == "true", 30)
+    narrator.say("operator: gpu-6 labelled; gpu-5 keeps the admin's driver opt-out")
+    time.sleep(3)
+
+
+def _policy_state(custom: client.CustomObjectsApi) -> str:
+    try:
+        obj = custom.get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")
+    except client.exceptions.ApiException:
+        return ""
+    return str((obj.get("status") or {}).get("state", ""))
+
+
+def _wait(predicate: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not predicate():
+        time.sleep(0.3)
+
+
+@contextlib.contextmanager
+def _display(console: Console, live: bool, render: Callable[[], Any]) -> Iterator[None]:
+    """A live table on a terminal; periodic snapshots otherwise (CI logs, pipes)."""
+    stop = threading.Event()
+    if live:
+        with Live(render(), console=console, refresh_per_second=2) as view:
+            def refresh() -> None:
+                while not stop.wait(0.5):
+                    with contextlib.suppress(Exception):
+                        view.update(render())
+            thread = threading.Thread(target=refresh, daemon=True)
+            thread.start()
+            try:
+                yield
+            finally:
+                stop.set()
+                thread.join(2)
+    else:
+        def snapshot() -> None:
+            while not stop.wait(5):
+                with contextlib.suppress(Exception):
+                    console.print(render())
+        thread = threading.Thread(target=snapshot, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(2)
+
+
+def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator) -> Group:
+    core = client.CoreV1Api(api)
+    nodes = Table(title="Nodes, as the operator sees them", expand=True)
+    for column in ("node", "NFD GPU", "RHCOS (NFD)", "osImage", "gpu.present", "deploy.driver",
+                   "upgrade state", "schedulable"):
+        nodes.add_column(column)
+    for node in sorted(core.list_node().items, key=lambda n: n.metadata.name):
+        lbl = node.metadata.labels or {}
+        nodes.add_row(
+            node.metadata.name,
+            "yes" if lbl.get(labels.NFD_NVIDIA_PCI) == "true" else "-",
+            lbl.get(labels.OSTREE_VERSION, "-"),
+            (node.status.node_info.os_image if node.status and node.status.node_info else "-"),
+            lbl.get(labels.GPU_PRESENT, "-"),
+            _styled(lbl.get(labels.deploy_label("driver"), "-")),
+            lbl.get(labels.UPGRADE_STATE, "-"),
+            "no (cordoned)" if node.spec.unschedulable else "yes",
+        )
+    daemonsets = Table(title="Driver DaemonSets (app=nvidia-driver-daemonset)", expand=True)
+    for column in ("name", "RHCOS", "image missing", "desired", "ready"):
+        daemonsets.add_column(column)
+    for ds in client.AppsV1Api(api).list_daemon_set_for_all_namespaces(
+            label_selector=f"{labels.APP}={labels.DRIVER_APP}").items:
+        lbl = ds.metadata.labels or {}
+        daemonsets.add_row(ds.metadata.name, lbl.get(labels.DTK_RHCOS, "-"), lbl.get(labels.DTK_IMAGE_MISSING, "-"),
+                           str(ds.status.desired_number_scheduled), str(ds.status.number_ready))
+    return Group(nodes, daemonsets, _policy_panel(api, operator), Panel(narrator.text(), title="scenario"))
+
+
+def _policy_panel(api: client.ApiClient, operator: OperatorProcess) -> Panel:
+    try:
+        obj = client.CustomObjectsApi(api).get_cluster_custom_object(
+            "nvidia.com", "v1", "clusterpolicies", "cluster-policy")
+    except client.exceptions.ApiException:
+        return Panel("no ClusterPolicy yet", title="ClusterPolicy cluster-policy")
+    status = obj.get("status") or {}
+    lines = [f"state: {status.get('state', '-')}   platform: {status.get('platform', '-')}   "
+             f"operator: {operator.role() if operator.running() else 'stopped'}"]
+    lines += [f"{c['type']}={c['status']} {c.get('reason', '')}: {c.get('message', '')}"
+              for c in status.get("conditions") or []]
+    return Panel("\n".join(lines), title="ClusterPolicy cluster-policy")
+
+
+def _styled(value: str) -> Text:
+    return Text(value, style="red" if value == "false" else ("green" if value == "true" else ""))
+
+
+if __name__ == "__main__":
+    sys.exit(main(None, live=True, once=False))

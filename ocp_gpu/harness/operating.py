@@ -1,0 +1,113 @@
+"""Running the operator under test (or in the demo) as a real `ocp-gpu run` process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class OperatorProcess:
+    """One `ocp-gpu run` process with its own log file and metrics port."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        namespace: str,
+        log_path: Path,
+        extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+        self.log_path = log_path
+        self.port = free_port()
+        self._args = list(extra_args)
+        self._env = dict(env or {})
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
+    def start(self) -> OperatorProcess:
+        env = {**os.environ, **self._env}
+        # NB: the operator must not inherit a KUBECONFIG pointing elsewhere.
+        env.pop("KUBECONFIG", None)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "ocp_gpu.cli", "run", "--kubeconfig", str(self.kubeconfig),
+             "--namespace", self.namespace, "--metrics-bind", f"127.0.0.1:{self.port}", *self._args],
+            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )
+        log.close()
+        return self
+
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def http_get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as response:
+                return int(response.status), response.read().decode()
+        except urllib.error.HTTPError as error:
+            return int(error.code), error.read().decode()
+
+    def wait_http(self, path: str = "/healthz", timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.running():
+                raise RuntimeError(f"operator exited early:\n{self.log()[-3000:]}")
+            try:
+                if self.http_get(path)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"operator {path} not up after {timeout}s:\n{self.log()[-3000:]}")
+
+    def role(self) -> str:
+        """'leader', 'standby' or 'starting', from /healthz."""
+        return self.http_get("/healthz")[1].strip()
+
+    def metric(self, name: str) -> float | None:
+        """One un-labelled sample from /metrics (None if absent)."""
+        for line in self.http_get("/metrics")[1].splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, timeout: float = 15) -> int | None:
+        """SIGTERM and wait (graceful: the lease is released)."""
+        return self._signal(signal.SIGTERM, timeout)
+
+    def kill(self) -> int | None:
+        """SIGKILL: a crash; the lease is left to expire."""
+        return self._signal(signal.SIGKILL, 10)
+
+    def _signal(self, signum: int, timeout: float) -> int | None:
+        if self._proc is None or self._proc.poll() is not None:
+            return None if self._proc is None else self._proc.returncode
+        os.killpg(self._proc.pid, signum)
+        try:
+            return self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+            return self._proc.wait(5)

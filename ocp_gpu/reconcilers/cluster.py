@@ -1,0 +1,163 @@
+"""The reconcile loop and its one pass: which ClusterPolicy is active, its status, node labels.
+
+Read: the in-memory view (runtime.Runtime).  Plan: planning.policies,
+planning.platform, model.policy, planning.node_labels.  Apply: kube.labelling,
+kube.reporting.  Writes happen only when the plan differs from what is
+observed, so a quiet cluster sees zero writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ocp_gpu import metrics
+from ocp_gpu.kube import labelling, reporting
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model import problems as policy_problems
+from ocp_gpu.planning import conditions, node_labels, platform, policies
+from ocp_gpu.reconcilers import runtime
+
+logger = logging.getLogger("ocp_gpu.reconcile")
+
+STATE_READY, STATE_NOT_READY, STATE_IGNORED = "ready", "notReady", "ignored"
+
+
+async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
+    """Wait for changes, let a burst settle, reconcile; forever."""
+    await rt.listed.wait()
+    while True:
+        await rt.wake.wait()
+        await asyncio.sleep(coalesce_s)
+        changes = rt.take_changes()
+        metrics.reconciliations.inc()
+        try:
+            await reconcile_once(rt, changes, datetime.datetime.now(datetime.UTC))
+        except Exception:
+            metrics.reconciliation_failures.inc()
+            logger.exception("reconcile pass failed; retrying everything shortly")
+            await asyncio.sleep(2)
+            rt.mark_everything()
+
+
+async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: datetime.datetime) -> None:
+    metrics.gpu_nodes.set(sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node))
+    selection = policies.select_active_policy(
+        [policies.PolicyRef(p.name, p.created, p.uid) for p in rt.policies.values()]
+    )
+    if changes.policies or changes.everything:
+        for name, message in selection.ignored.items():
+            await _write_status_if_changed(rt, rt.policies[name], _ignored_status(message, rt.policies[name]), now)
+    if selection.active is None:
+        # No ClusterPolicy: nothing is deployed and no node is labelled.
+        return
+    active = rt.policies[selection.active]
+    policy = policy_model.parse_policy(active.spec)
+    problems = policy_model.validate_policy(policy, rt.env)
+    detected = platform.detect_platform(rt.api_groups)
+
+    label_errors = await _reconcile_node_labels(rt, changes)
+
+    if changes.policies or changes.everything or label_errors:
+        status = _active_status(rt, active, problems, detected, label_errors)
+        previous_errors = _condition_message(active.status, "Error")
+        await _write_status_if_changed(rt, active, status, now)
+        error_message = _condition_message(status, "Error")
+        if error_message and error_message != previous_errors:
+            await asyncio.to_thread(
+                reporting.post_event,
+                rt.api_client,
+                _policy_ref(active),
+                "InvalidClusterPolicy",
+                error_message,
+                "Warning",
+            )
+
+
+async def _reconcile_node_labels(rt: runtime.Runtime, changes: runtime.Changes) -> dict[str, str]:
+    """Patch the labels of every changed node that needs it; returns errors by node."""
+    names = rt.node_facts.keys() if (changes.everything or changes.policies) else changes.nodes
+    errors: dict[str, str] = {}
+    for name in list(names):
+        facts = rt.node_facts.get(name)
+        if facts is None:
+            continue
+        patch = node_labels.plan_node_labels(facts.labels)
+        if not patch:
+            continue
+        try:
+            await asyncio.to_thread(labelling.patch_node_labels, rt.api_client, name, patch)
+        except Exception as error:  # one node's failure never blocks the others
+            errors[name] = str(error)
+            logger.warning("could not label node %s: %s", name, error)
+    return errors
+
+
+def _active_status(
+    rt: runtime.Runtime,
+    active: runtime.PolicyObject,
+    problems: list[policy_problems.PolicyProblem],
+    detected: platform.Platform,
+    label_errors: Mapping[str, str],
+) -> dict[str, Any]:
+    errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
+    found: list[conditions.Condition] = []
+    if errors:
+        message = "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in errors)
+        found.append(conditions.Condition("Ready", False, "InvalidSpec", message))
+        found.append(conditions.Condition("Error", True, "InvalidSpec", message))
+    elif label_errors:
+        message = "; ".join(f"node {node}: {error}" for node, error in sorted(label_errors.items()))
+        found.append(conditions.Condition("Ready", False, "NodeLabellingFailed", message))
+        found.append(conditions.Condition("Error", True, "NodeLabellingFailed", message))
+    else:
+        gpu_nodes = sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node)
+        found.append(conditions.Condition(
+            "Ready", True, "Reconciled", f"{gpu_nodes} GPU node(s) on {detected.value}"))
+        found.append(conditions.Condition("Error", False, "Reconciled", ""))
+    warnings = [p for p in problems if p.severity is not policy_problems.Severity.ERROR]
+    if warnings:
+        found.append(conditions.Condition(
+            "Warning", True, "SpecWarning",
+            "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in warnings)))
+    state = STATE_NOT_READY if (errors or label_errors) else STATE_READY
+    metrics.reconciliation_status.set(-1 if errors else (1 if state == STATE_READY else 0))
+    return {"state": state, "namespace": rt.namespace, "_conditions": found, "platform": detected.value}
+
+
+def _ignored_status(message: str, obj: runtime.PolicyObject) -> dict[str, Any]:
+    return {
+        "state": STATE_IGNORED,
+        "_conditions": [
+            conditions.Condition("Ready", False, "Ignored", message),
+            conditions.Condition("Error", False, "Ignored", ""),
+        ],
+    }
+
+
+async def _write_status_if_changed(
+    rt: runtime.Runtime, obj: runtime.PolicyObject, decided: dict[str, Any], now: datetime.datetime
+) -> None:
+    fresh: list[conditions.Condition] = decided.pop("_conditions")
+    status = dict(decided)
+    status["conditions"] = conditions.merge_conditions(
+        fresh, obj.status.get("conditions") or [], now, obj.generation
+    )
+    status["observedGeneration"] = obj.generation
+    if all(obj.status.get(key) == value for key, value in status.items()):
+        return
+    await asyncio.to_thread(reporting.patch_policy_status, rt.api_client, obj.name, status)
+
+
+def _condition_message(status: Mapping[str, Any], kind: str) -> str:
+    for item in status.get("conditions") or []:
+        if item.get("type") == kind and item.get("status") == "True":
+            return str(item.get("message", ""))
+    return ""
+
+
+def _policy_ref(obj: runtime.PolicyObject) -> dict[str, str]:
+    return {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": obj.name, "uid": obj.uid}

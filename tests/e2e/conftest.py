@@ -1,0 +1,111 @@
+"""Fixtures for end-to-end tests of the operator itself: the CRD, a running operator, a policy."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from ocp_gpu.harness.cluster import LocalControlPlane
+from ocp_gpu.harness.operating import OperatorProcess
+
+CRD_PATH = Path(__file__).resolve().parents[2] / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
+OPERATOR_USER = "ocp-gpu-operator"
+
+
+def kubectl(control_plane: LocalControlPlane, *args: str, stdin: str | None = None,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["kubectl", "--kubeconfig", str(control_plane.kubeconfig), *args],
+        input=stdin, capture_output=True, text=True, check=check, timeout=60,
+    )
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30, interval: float = 0.25, what: str = "") -> Any:
+    """Poll until predicate() is truthy; return its value or fail naming what we waited for."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}: last={last!r}")
+
+
+@pytest.fixture(scope="session")
+def clusterpolicy_crd(control_plane: LocalControlPlane) -> None:
+    kubectl(control_plane, "apply", "--server-side", "-f", str(CRD_PATH))
+    kubectl(control_plane, "wait", "--for=condition=Established", "--timeout=60s",
+            "crd/clusterpolicies.nvidia.com")
+
+
+@pytest.fixture(scope="session")
+def operator_kubeconfig(control_plane: LocalControlPlane) -> Path:
+    """The operator runs as its own user so the audit log can attribute its writes."""
+    return control_plane.make_kubeconfig(OPERATOR_USER, ["system:masters"])
+
+
+@pytest.fixture
+def start_operator(
+    control_plane: LocalControlPlane, operator_kubeconfig: Path, namespace: str, tmp_path: Path,
+    clusterpolicy_crd: None,
+) -> Iterator[Callable[..., OperatorProcess]]:
+    started: list[OperatorProcess] = []
+
+    def start(*extra: str, wait_role: str | None = "leader", user: str = OPERATOR_USER) -> OperatorProcess:
+        kubeconfig = operator_kubeconfig if user == OPERATOR_USER else control_plane.make_kubeconfig(
+            user, ["system:masters"])
+        proc = OperatorProcess(
+            kubeconfig, namespace, tmp_path / f"operator-{len(started)}.log",
+            extra_args=["--lease-duration", "4", "--lease-renew-deadline", "3", "--lease-retry-period", "0.5",
+                        *extra],
+        ).start()
+        started.append(proc)
+        proc.wait_http("/healthz")
+        if wait_role:
+            wait_for(lambda: proc.role() == wait_role, 30, what=f"operator role {wait_role}")
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture
+def apply_policy(kube: client.ApiClient) -> Iterator[Callable[..., dict[str, Any]]]:
+    created: list[str] = []
+    api = client.CustomObjectsApi(kube)
+
+    def apply(name: str = "cluster-policy", spec: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": name},
+                "spec": spec if spec is not None else {}}
+        obj: dict[str, Any] = api.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", body)
+        created.append(name)
+        return obj
+
+    yield apply
+    for name in created:
+        try:
+            api.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", name)
+        except client.exceptions.ApiException as error:
+            if error.status != 404:
+                raise
+    wait_for(lambda: not api.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies")["items"],
+             30, what="ClusterPolicies deleted")
+
+
+def read_policy(kube: client.ApiClient, name: str = "cluster-policy") -> dict[str, Any]:
+    obj: dict[str, Any] = client.CustomObjectsApi(kube).get_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", name)
+    return obj
+
+
+def yaml_dump(obj: Any) -> str:
+    return str(yaml.safe_dump(obj))

@@ -1,0 +1,202 @@
+"""We test these aspects of the operator skeleton on the local control plane:
+
+- GPU nodes get `nvidia.com/gpu.present` and the deploy labels; CPU nodes are never written;
+- an admin's `nvidia.com/gpu.deploy.driver=false` survives;
+- the oldest ClusterPolicy is active, a second one is `ignored` and says which one is active;
+- OpenShift is detected with the emulated OpenShift APIs and not without them;
+- a schema-valid but semantically wrong policy is reported in status and an Event, nothing deleted;
+- of two operator processes exactly one writes; the other takes over when the first is killed;
+- zero API writes by the operator while nothing changes (counted in the apiserver's audit log).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels
+
+from .conftest import OPERATOR_USER, kubectl, read_policy, wait_for
+
+pytestmark = pytest.mark.e2e
+
+EXPECTED_DEPLOY = {labels.deploy_label(operand): "true" for operand in labels.OPERANDS}
+
+
+def node_labels(kube: client.ApiClient, name: str) -> dict[str, str]:
+    return dict(client.CoreV1Api(kube).read_node(name).metadata.labels or {})
+
+
+def policy_state(kube: client.ApiClient, name: str = "cluster-policy") -> str | None:
+    state = (read_policy(kube, name).get("status") or {}).get("state")
+    return None if state is None else str(state)
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    for item in (obj.get("status") or {}).get("conditions") or []:
+        if item["type"] == kind:
+            return dict(item)
+    return {}
+
+
+@pytest.fixture
+def some_nodes(kube: client.ApiClient) -> dict[str, str]:
+    """Two GPU nodes (one with an admin's opt-out) and one CPU node; deleted afterwards."""
+    gpu_a, gpu_b, cpu = unique_name("gpu-a"), unique_name("gpu-b"), unique_name("cpu")
+    made = [
+        fake_nodes.gpu_node(gpu_a, rhcos="416.94.202407030122-0"),
+        fake_nodes.gpu_node(gpu_b, rhcos="417.94.202410090854-0",
+                            extra_labels={labels.deploy_label("driver"): "false"}),
+        fake_nodes.cpu_node(cpu),
+    ]
+    fake_nodes.create_nodes(kube, made)
+    yield {"gpu_a": gpu_a, "gpu_b": gpu_b, "cpu": cpu}
+    fake_nodes.delete_nodes(kube, [gpu_a, gpu_b, cpu])
+
+
+def test_gpu_nodes_labelled_cpu_nodes_untouched_admin_optout_kept(
+    kube: client.ApiClient, some_nodes: dict[str, str],
+    start_operator: Callable[..., OperatorProcess], apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    cpu_before = client.CoreV1Api(kube).read_node(some_nodes["cpu"]).metadata.resource_version
+    apply_policy()
+    start_operator()
+    wait_for(lambda: policy_state(kube) == "ready", 30, what="policy ready")
+
+    gpu_a = wait_for(lambda: (lbl := node_labels(kube, some_nodes["gpu_a"])).get(labels.GPU_PRESENT) and lbl,
+                     20, what="gpu.present on gpu_a")
+    assert {k: gpu_a.get(k) for k in EXPECTED_DEPLOY} == EXPECTED_DEPLOY
+
+    gpu_b = wait_for(lambda: (lbl := node_labels(kube, some_nodes["gpu_b"])).get(labels.GPU_PRESENT) and lbl,
+                     20, what="gpu.present on gpu_b")
+    assert gpu_b[labels.deploy_label("driver")] == "false", "the admin's opt-out was overwritten"
+    assert gpu_b[labels.deploy_label("device-plugin")] == "true"
+
+    cpu_node = client.CoreV1Api(kube).read_node(some_nodes["cpu"])
+    assert not any(k.startswith("nvidia.com/") for k in cpu_node.metadata.labels)
+    # NB: kwok may update a CPU node's status (heartbeats), never its labels; metadata
+    # writes by the operator would show in the audit log, which test_zero_writes checks.
+    del cpu_before
+
+
+def test_second_policy_is_ignored_and_names_the_active_one(
+    kube: client.ApiClient, start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    apply_policy("cluster-policy")
+    time.sleep(1.1)  # creationTimestamp has second resolution: make the order unambiguous
+    apply_policy("second-policy")
+    start_operator()
+    wait_for(lambda: policy_state(kube, "second-policy") == "ignored", 30, what="second policy ignored")
+    ready = condition(read_policy(kube, "second-policy"), "Ready")
+    assert ready["status"] == "False"
+    assert "cluster-policy" in ready["message"]
+    assert policy_state(kube, "cluster-policy") == "ready"
+
+
+def test_platform_detection_follows_the_served_api_groups(
+    kube: client.ApiClient, openshift: None, start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    apply_policy()
+    start_operator()
+    wait_for(lambda: (read_policy(kube).get("status") or {}).get("platform") == "openshift", 30,
+             what="platform openshift")
+
+
+def test_vanilla_kubernetes_is_not_mistaken_for_openshift(
+    kube: client.ApiClient, start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    apply_policy()
+    start_operator()
+    wait_for(lambda: (read_policy(kube).get("status") or {}).get("platform") == "kubernetes", 30,
+             what="platform kubernetes")
+
+
+def test_semantic_error_reported_in_status_and_event_nothing_deleted(
+    kube: client.ApiClient, control_plane: LocalControlPlane, some_nodes: dict[str, str],
+    start_operator: Callable[..., OperatorProcess], apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    apply_policy(spec={"driver": {"upgradePolicy": {"drain": {"podSelector": "app in (a"}}}})
+    start_operator()
+    wait_for(lambda: policy_state(kube) == "notReady", 30, what="policy notReady")
+    error = condition(read_policy(kube), "Error")
+    assert error["status"] == "True"
+    assert "spec.driver.upgradePolicy.drain.podSelector" in error["message"]
+    events = wait_for(
+        lambda: [e for e in client.CoreV1Api(kube).list_namespaced_event("default").items
+                 if e.involved_object.kind == "ClusterPolicy" and e.reason == "InvalidClusterPolicy"],
+        20, what="InvalidClusterPolicy event")
+    assert "podSelector" in events[0].message
+    assert events[0].type == "Warning"
+    # Nothing was deleted: the nodes and their labels are still there.
+    assert client.CoreV1Api(kube).read_node(some_nodes["gpu_a"])
+    delete_writes = [e for e in control_plane.read_audit_events()
+                     if e.get("user", {}).get("username") == OPERATOR_USER and e.get("verb") == "delete"]
+    assert delete_writes == []
+
+
+def test_one_of_two_replicas_acts_and_the_other_takes_over(
+    kube: client.ApiClient, control_plane: LocalControlPlane, some_nodes: dict[str, str],
+    start_operator: Callable[..., OperatorProcess], apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    first = start_operator()
+    mark = control_plane.audit_line_count()
+    second = start_operator(wait_role="standby", user="ocp-gpu-standby")
+    assert first.role() == "leader" and second.role() == "standby"
+    assert first.metric("ocp_gpu_is_leader") == 1 and second.metric("ocp_gpu_is_leader") == 0
+
+    apply_policy()
+    wait_for(lambda: policy_state(kube) == "ready", 30, what="policy ready")
+    # The standby wrote nothing (it only reads the Lease); the leader did the work.
+    assert control_plane.count_writes("ocp-gpu-standby", since_line=mark) == 0
+    assert control_plane.count_writes(OPERATOR_USER, since_line=mark, exclude_resources=("leases.coordination.k8s.io",)) > 0
+    assert "acquired leadership" not in second.log()
+
+    first.kill()
+    killed_at = time.monotonic()
+    wait_for(lambda: second.role() == "leader", 30, what="standby takes over")
+    takeover_s = time.monotonic() - killed_at
+    assert takeover_s < 10, f"takeover took {takeover_s:.1f}s"
+
+    # The new leader acts: a new GPU node gets labelled.
+    late = unique_name("gpu-late")
+    fake_nodes.create_nodes(kube, [fake_nodes.gpu_node(late, rhcos="416.94.202407030122-0")])
+    try:
+        wait_for(lambda: node_labels(kube, late).get(labels.GPU_PRESENT) == "true", 20,
+                 what="new leader labels a new node")
+    finally:
+        fake_nodes.delete_nodes(kube, [late])
+
+
+def test_zero_writes_while_nothing_changes(
+    kube: client.ApiClient, control_plane: LocalControlPlane, some_nodes: dict[str, str],
+    start_operator: Callable[..., OperatorProcess], apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    apply_policy()
+    start_operator()
+    wait_for(lambda: policy_state(kube) == "ready", 30, what="policy ready")
+    wait_for(lambda: node_labels(kube, some_nodes["gpu_a"]).get(labels.GPU_PRESENT), 20, what="labelled")
+    time.sleep(2)  # let the last status write's watch event come back and settle
+    mark = control_plane.audit_line_count()
+    time.sleep(12)  # kwok heartbeats and lease renewals keep happening meanwhile
+    writes = [
+        f"{e['verb']} {e.get('objectRef')}" for e in control_plane.read_audit_events(since_line=mark)
+        if e.get("user", {}).get("username") == OPERATOR_USER
+        and e.get("stage") == "ResponseComplete"
+        and e.get("verb") in ("create", "update", "patch", "delete", "deletecollection")
+        and e.get("objectRef", {}).get("resource") != "leases"
+    ]
+    assert writes == []
+    # And the lease renewals that did happen were few (one per retry period at most).
+    lease_writes = control_plane.count_writes(OPERATOR_USER, since_line=mark)
+    assert lease_writes <= 12 / 0.5 + 2
+    kubectl(control_plane, "get", "clusterpolicy", "cluster-policy")
