@@ -1,0 +1,347 @@
+"""OpenShift emulation: the OpenShift APIs the operator reads, as CRDs.
+
+With these installed the local control plane "is OpenShift" to the operator:
+``config.openshift.io/v1`` ClusterVersion ``version`` and Proxy ``cluster`` (the real
+CRD manifests from openshift/api) and ``image.openshift.io/v1`` ImageStream (on
+OpenShift an aggregated API server; here a CRD generated from its real schema by
+``hack/gen_imagestream_crd.py``). Without them the cluster is vanilla Kubernetes.
+
+What is not emulated: the operators behind these APIs. Nothing imports images, the
+Cluster Network Operator does not inject CA bundles into ConfigMaps labelled
+``config.openshift.io/inject-trusted-cabundle``, and ClusterVersion only changes
+when a test calls `set_cluster_version`. Statuses are written the way those
+operators would have written them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import kubernetes.client
+import yaml
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+# The manifests, shipped as package data.
+API_DIR: Final = Path(__file__).parent / "openshift_api"
+CRD_FILES: Final = (
+    "0000_00_cluster-version-operator_01_clusterversions-Default.crd.yaml",
+    "0000_03_config-operator_01_proxies.crd.yaml",
+    "image.openshift.io_imagestreams.crd.yaml",
+)
+CONFIG_GROUP: Final = "config.openshift.io"
+IMAGE_GROUP: Final = "image.openshift.io"
+
+# The OpenShift release the emulated cluster reports unless told otherwise.
+DEFAULT_OPENSHIFT_VERSION: Final = "4.16.3"
+
+# Where OpenShift publishes the Driver Toolkit image per RHCOS version.
+DTK_NAMESPACE: Final = "openshift"
+DTK_IMAGESTREAM: Final = "driver-toolkit"
+# Tags every real DTK ImageStream carries besides the per-RHCOS ones (not versions!).
+DTK_LATEST_TAG: Final = "latest"
+DTK_LATEST_RHEL10_TAG: Final = "latest-rhel-10"
+# The integrated registry's in-cluster name, as status.dockerImageRepository shows it.
+_REGISTRY: Final = "image-registry.openshift-image-registry.svc:5000"
+_RELEASE_REPO: Final = "quay.io/openshift-release-dev/ocp-release"
+
+# Field manager for server-side apply; its owned fields are exactly what we last set.
+FIELD_MANAGER: Final = "ocp-gpu-harness"
+_APPLY: Final = "application/apply-patch+yaml"
+# Marks namespaces the emulation created, so uninstalling removes only those.
+CREATED_BY_LABEL: Final = "ocp-gpu.harness/created-by"
+_CREATED_BY: Final = "openshift-emulation"
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _wait(what: str, check: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def _fake_digest(seed: str) -> str:
+    return "sha256:" + hashlib.sha256(seed.encode()).hexdigest()
+
+
+def load_crds() -> list[dict[str, Any]]:
+    """The three CRD manifests as dicts."""
+    return [yaml.safe_load((API_DIR / name).read_text()) for name in CRD_FILES]
+
+
+def _served_resources(api_client: ApiClient, group: str, version: str) -> set[str]:
+    """Resources discovery lists for group/version (empty if the group is not served)."""
+    try:
+        found = kubernetes.client.CustomObjectsApi(api_client).get_api_resources(group, version)
+    except ApiException as e:
+        if e.status == 404:
+            return set()
+        raise
+    return {r.name for r in (found.resources or [])}
+
+
+def _expected_resources() -> dict[tuple[str, str], set[str]]:
+    expected: dict[tuple[str, str], set[str]] = {}
+    for crd in load_crds():
+        for v in crd["spec"]["versions"]:
+            if v.get("served", True):
+                key = (crd["spec"]["group"], v["name"])
+                expected.setdefault(key, set()).add(crd["spec"]["names"]["plural"])
+    return expected
+
+
+def _ensure_namespace(api_client: ApiClient, name: str) -> None:
+    core = kubernetes.client.CoreV1Api(api_client)
+    try:
+        core.create_namespace({"metadata": {"name": name, "labels": {CREATED_BY_LABEL: _CREATED_BY}}})
+    except ApiException as e:
+        if e.status != 409:  # exists already: fine, and not ours to delete later
+            raise
+
+
+def install_openshift_apis(
+    api_client: ApiClient, *, version: str = DEFAULT_OPENSHIFT_VERSION, timeout: float = 60.0
+) -> None:
+    """Apply the CRDs, wait until they are Established and discoverable, then create
+    ClusterVersion ``version`` (reporting ``version``) and Proxy ``cluster`` (no proxy)."""
+    ext = kubernetes.client.ApiextensionsV1Api(api_client)
+    names = []
+    for crd in load_crds():
+        name = crd["metadata"]["name"]
+        names.append(name)
+        ext.patch_custom_resource_definition(
+            name, crd, field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY
+        )
+
+    def established() -> bool:
+        for name in names:
+            conditions = ext.read_custom_resource_definition(name).status.conditions or []
+            if not any(c.type == "Established" and c.status == "True" for c in conditions):
+                return False
+        return True
+
+    _wait("the OpenShift CRDs to be Established", established, timeout)
+    # NB: Established comes before discovery lists the resources; a client that
+    # discovers right away (kopf, kubectl, the dynamic client) would miss them.
+    expected = _expected_resources()
+    _wait(
+        "the OpenShift APIs to be discoverable",
+        lambda: all(res <= _served_resources(api_client, g, v) for (g, v), res in expected.items()),
+        timeout,
+    )
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    custom.patch_cluster_custom_object(
+        CONFIG_GROUP,
+        "v1",
+        "clusterversions",
+        "version",
+        {
+            "apiVersion": f"{CONFIG_GROUP}/v1",
+            "kind": "ClusterVersion",
+            "metadata": {"name": "version"},
+            "spec": {"clusterID": str(uuid.uuid4()), "channel": f"stable-{_minor(version)}"},
+        },
+        field_manager=FIELD_MANAGER,
+        force=True,
+        _content_type=_APPLY,
+    )
+    set_cluster_version(api_client, version)
+    set_cluster_proxy(api_client)
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def set_cluster_version(api_client: ApiClient, version: str) -> None:
+    """Report ``version`` as ClusterVersion's desired and completed release, as the
+    Cluster Version Operator does once an update has finished."""
+    image = f"{_RELEASE_REPO}@{_fake_digest('release-' + version)}"
+    now = _now()
+    status = {
+        "desired": {"version": version, "image": image, "channels": [f"stable-{_minor(version)}"]},
+        "history": [
+            {
+                "state": "Completed",
+                "version": version,
+                "image": image,
+                "startedTime": now,
+                "completionTime": now,
+                "verified": False,
+            }
+        ],
+        "observedGeneration": 1,
+        "versionHash": _fake_digest(version)[7:23],
+        "availableUpdates": None,
+        "conditions": [
+            {"type": "Available", "status": "True", "lastTransitionTime": now,
+             "message": f"Done applying {version}"},
+            {"type": "Failing", "status": "False", "lastTransitionTime": now},
+            {"type": "Progressing", "status": "False", "lastTransitionTime": now,
+             "message": f"Cluster version is {version}"},
+        ],
+    }
+    kubernetes.client.CustomObjectsApi(api_client).patch_cluster_custom_object_status(
+        CONFIG_GROUP,
+        "v1",
+        "clusterversions",
+        "version",
+        {"apiVersion": f"{CONFIG_GROUP}/v1", "kind": "ClusterVersion", "metadata": {"name": "version"},
+         "status": status},
+        field_manager=FIELD_MANAGER,
+        force=True,
+        _content_type=_APPLY,
+    )
+
+
+def set_cluster_proxy(
+    api_client: ApiClient,
+    http: str | None = None,
+    https: str | None = None,
+    no_proxy: str | None = None,
+    trusted_ca_configmap: str | None = None,
+) -> None:
+    """Configure Proxy ``cluster`` (all None: no proxy), spec and status.
+
+    ``trusted_ca_configmap`` names a ConfigMap in ``openshift-config`` (not created
+    here). status.noProxy gets the cluster-internal destinations appended as the
+    Cluster Network Operator does when any proxy is set."""
+    spec: dict[str, Any] = {}
+    status: dict[str, Any] = {}
+    if http:
+        spec["httpProxy"] = status["httpProxy"] = http
+    if https:
+        spec["httpsProxy"] = status["httpsProxy"] = https
+    if no_proxy:
+        spec["noProxy"] = no_proxy
+    if http or https:
+        internal = [".cluster.local", ".svc", "10.0.0.0/24", "10.244.0.0/16", "127.0.0.1", "localhost"]
+        status["noProxy"] = ",".join([*(no_proxy.split(",") if no_proxy else []), *internal])
+    if trusted_ca_configmap:
+        spec["trustedCA"] = {"name": trusted_ca_configmap}
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    head = {"apiVersion": f"{CONFIG_GROUP}/v1", "kind": "Proxy", "metadata": {"name": "cluster"}}
+    # Apply: fields we set before and omit now are removed (unset proxy = no field).
+    custom.patch_cluster_custom_object(
+        CONFIG_GROUP, "v1", "proxies", "cluster", {**head, "spec": spec},
+        field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY,
+    )
+    custom.patch_cluster_custom_object_status(
+        CONFIG_GROUP, "v1", "proxies", "cluster", {**head, "status": status},
+        field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY,
+    )
+
+
+def set_driver_toolkit_tags(
+    api_client: ApiClient,
+    tags: Mapping[str, str],
+    *,
+    latest_rhel_10: str | None = None,
+) -> None:
+    """Make ImageStream openshift/driver-toolkit carry exactly ``tags``
+    (RHCOS version -> image pull spec) plus ``latest`` and ``latest-rhel-10``.
+
+    ``latest`` points at the last image of ``tags`` (the newest, by the caller's
+    order); ``latest-rhel-10`` at ``latest_rhel_10`` or a distinct fake image in the
+    same repository. Tags not given any more are removed, spec and status, as when
+    OpenShift drops an old RHCOS from the stream.
+    """
+    all_tags = dict(tags)
+    if all_tags:
+        all_tags[DTK_LATEST_TAG] = list(tags.values())[-1]
+        repo = list(tags.values())[-1].split("@")[0].rsplit(":", 1)[0]
+        all_tags[DTK_LATEST_RHEL10_TAG] = latest_rhel_10 or f"{repo}@{_fake_digest('rhel-10')}"
+    _ensure_namespace(api_client, DTK_NAMESPACE)
+    head = {
+        "apiVersion": f"{IMAGE_GROUP}/v1",
+        "kind": "ImageStream",
+        "metadata": {"name": DTK_IMAGESTREAM, "namespace": DTK_NAMESPACE},
+    }
+    spec = {
+        "tags": [
+            {
+                "name": tag,
+                "from": {"kind": "DockerImage", "name": image},
+                "importPolicy": {"scheduled": True, "importMode": "Legacy"},
+                "referencePolicy": {"type": "Source"},
+            }
+            for tag, image in all_tags.items()
+        ]
+    }
+    now = _now()
+    status = {
+        "dockerImageRepository": f"{_REGISTRY}/{DTK_NAMESPACE}/{DTK_IMAGESTREAM}",
+        "tags": [
+            {
+                "tag": tag,
+                "items": [
+                    {
+                        "created": now,
+                        "dockerImageReference": image,
+                        # The image's digest, as the importer records it.
+                        "image": image.split("@", 1)[1] if "@" in image else _fake_digest(image),
+                        "generation": 1,
+                    }
+                ],
+            }
+            for tag, image in all_tags.items()
+        ],
+    }
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    custom.patch_namespaced_custom_object(
+        IMAGE_GROUP, "v1", DTK_NAMESPACE, "imagestreams", DTK_IMAGESTREAM, {**head, "spec": spec},
+        field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY,
+    )
+    custom.patch_namespaced_custom_object_status(
+        IMAGE_GROUP, "v1", DTK_NAMESPACE, "imagestreams", DTK_IMAGESTREAM, {**head, "status": status},
+        field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY,
+    )
+
+
+def uninstall_openshift_apis(api_client: ApiClient, *, timeout: float = 60.0) -> None:
+    """Delete the CRDs (and so every object of theirs) and the namespaces the
+    emulation created; wait until discovery no longer lists the groups."""
+    ext = kubernetes.client.ApiextensionsV1Api(api_client)
+    core = kubernetes.client.CoreV1Api(api_client)
+    names = [crd["metadata"]["name"] for crd in load_crds()]
+    for name in names:
+        try:
+            ext.delete_custom_resource_definition(name)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+    created = core.list_namespace(label_selector=f"{CREATED_BY_LABEL}={_CREATED_BY}").items
+    for ns in created:
+        try:
+            core.delete_namespace(ns.metadata.name)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    def gone() -> bool:
+        for name in names:
+            try:
+                ext.read_custom_resource_definition(name)
+                return False
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+        groups = {(g, v) for g, v in _expected_resources()}
+        if any(_served_resources(api_client, g, v) for g, v in groups):
+            return False
+        return not core.list_namespace(label_selector=f"{CREATED_BY_LABEL}={_CREATED_BY}").items
+
+    # NB: a namespace stays Terminating until the namespace controller has emptied
+    # it; creating objects in it meanwhile fails, so the next install must wait.
+    _wait("the OpenShift APIs to be removed", gone, timeout)
