@@ -17,6 +17,10 @@ OS_ID: Final = "feature.node.kubernetes.io/system-os_release.ID"
 OS_VERSION_ID: Final = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
 # The running kernel, for precompiled driver images.
 KERNEL_VERSION_FULL: Final = "feature.node.kubernetes.io/kernel-version.full"
+# RHCOS's RHEL base (9.4); NVIDIA tags RHCOS driver images with it (rhel9.4).
+OS_RHEL_VERSION: Final = "feature.node.kubernetes.io/system-os_release.RHEL_VERSION"
+# The OpenShift minor (4.16) an RHCOS node belongs to; the driver's OPENSHIFT_VERSION env.
+OS_OPENSHIFT_VERSION: Final = "feature.node.kubernetes.io/system-os_release.OPENSHIFT_VERSION"
 
 # --- written by the operator on GPU nodes -----------------------------------
 # The node is a GPU node (mirrors the NFD PCI label).
@@ -47,6 +51,22 @@ DRIVER_APP: Final = "nvidia-driver-daemonset"
 COMPONENT: Final = "app.kubernetes.io/component"
 # The driver key (RHCOS version, OS, kernel+OS) of a driver DaemonSet.
 DRIVER_KEY: Final = "ocp-gpu.io/driver-key"
+# How a driver DaemonSet gets its driver: dtk, vanilla or precompiled (planning/drivers.Strategy).
+DRIVER_STRATEGY: Final = "ocp-gpu.io/driver-strategy"
+# NVIDIA's marker for precompiled driver DaemonSets ("true"/"false"), kept for their dashboards.
+PRECOMPILED: Final = "nvidia.com/precompiled"
+# app.kubernetes.io/component of every driver DaemonSet; driver pods repel each other on it.
+DRIVER_COMPONENT: Final = "nvidia-driver"
+# Prefix of every driver DaemonSet name: nvidia-driver-daemonset-<key>.
+DRIVER_DAEMONSET_PREFIX: Final = "nvidia-driver-daemonset-"
+# Annotations on a DTK driver DaemonSet standing in for a precompiled key whose image cannot be
+# pulled: the precompiled key and the image that failed (so the fallback survives restarts).
+PRECOMPILED_FALLBACK_KEY: Final = "ocp-gpu.io/precompiled-fallback-key"
+PRECOMPILED_FALLBACK_IMAGE: Final = "ocp-gpu.io/precompiled-fallback-image"
+# Operator-managed ConfigMap that OpenShift's network operator fills with the cluster's trusted CAs.
+TRUSTED_CA_CONFIGMAP: Final = "ocp-gpu-trusted-ca"
+# Label asking the network operator to inject the trusted CA bundle into a ConfigMap.
+INJECT_TRUSTED_CABUNDLE: Final = "config.openshift.io/inject-trusted-cabundle"
 
 # --- well-known names -------------------------------------------------------
 OPENSHIFT_NAMESPACE: Final = "nvidia-gpu-operator"
