@@ -1,0 +1,65 @@
+"""The labels the operator keeps on each node: `nvidia.com/gpu.present` and the deploy labels.
+
+Decides, from one node's current labels, the label patch to make, or None when
+nothing changes (so steady state costs no write).  The rules (DESIGN §2):
+
+- A node is a GPU node when NFD's `feature.node.kubernetes.io/pci-10de.present`
+  is "true".  It gets `nvidia.com/gpu.present=true` and, for every operand, a
+  `nvidia.com/gpu.deploy.<operand>=true` unless the label is already there
+  (an admin's "false" is kept: it is how an admin keeps one operand off a node).
+- `nvidia.com/gpu.deploy.operands=false` opts the node out of every operand: no
+  deploy label is added, and the ones we set ("true") are removed so the
+  operand pods leave.
+- A node that is no longer a GPU node loses `gpu.present` and the deploy labels
+  we set; an admin's "false" stays.
+- A CPU node (no NFD GPU label, none of our labels) is never touched.
+
+It never reads or writes a Node.  NB: the caller must not plan from a partial
+or failed read: a node whose labels are missing would lose its deploy labels,
+and its operand pods with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from ocp_gpu.model import labels
+
+# The value the operator writes; only labels with this value are ours to remove.
+TRUE: Final = "true"
+FALSE: Final = "false"
+
+# A label patch: key -> new value, or None to remove the label (JSON merge patch).
+LabelPatch = dict[str, str | None]
+
+
+def _deploy_labels() -> tuple[str, ...]:
+    return tuple(labels.deploy_label(operand) for operand in labels.OPERANDS)
+
+
+def is_gpu_node(node_labels: Mapping[str, str]) -> bool:
+    """NFD found an NVIDIA PCI device on the node."""
+    return node_labels.get(labels.NFD_NVIDIA_PCI) == TRUE
+
+
+def plan_node_labels(node_labels: Mapping[str, str]) -> LabelPatch | None:
+    """The label patch for one node, or None when its labels are already right."""
+    patch: LabelPatch = {}
+    ours = [key for key in _deploy_labels() if node_labels.get(key) == TRUE]
+    if not is_gpu_node(node_labels):
+        # Not (or no longer) a GPU node: take back what we set, nothing else.
+        if labels.GPU_PRESENT in node_labels:
+            patch[labels.GPU_PRESENT] = None
+        patch.update(dict.fromkeys(ours))
+        return patch or None
+    if node_labels.get(labels.GPU_PRESENT) != TRUE:
+        # A GPU node without (or with a wrong) gpu.present.
+        patch[labels.GPU_PRESENT] = TRUE
+    if node_labels.get(labels.GPU_DEPLOY_OPERANDS) == FALSE:
+        # The admin opted the node out of every operand: remove the deploy labels we set.
+        patch.update(dict.fromkeys(ours))
+    else:
+        # Add the missing deploy labels; keep whatever value an admin chose.
+        patch.update({key: TRUE for key in _deploy_labels() if key not in node_labels})
+    return patch or None

@@ -1,0 +1,75 @@
+"""What platform the operator runs on, and whether drivers are built with the Driver Toolkit.
+
+Decides from the API groups the server serves (discovery), never from a flag or
+an environment variable, so the same image works on OpenShift and on vanilla
+Kubernetes.  OpenShift means both `config.openshift.io` (ClusterVersion, Proxy)
+and `image.openshift.io` (the driver-toolkit ImageStream) are served: the
+Driver Toolkit mode needs both.  It never calls discovery itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Collection
+from typing import Final
+
+from ocp_gpu.model import policy as policy_model
+
+# ClusterVersion and Proxy live here.
+CONFIG_GROUP: Final = "config.openshift.io"
+# The driver-toolkit ImageStream lives here.
+IMAGE_GROUP: Final = "image.openshift.io"
+
+
+class PlatformKind(enum.StrEnum):
+    OPENSHIFT = "openshift"
+    KUBERNETES = "kubernetes"
+
+
+@dataclasses.dataclass(frozen=True)
+class Platform:
+    kind: PlatformKind
+    # Why: for the operator's log and the ClusterPolicy's status.
+    reason: str
+
+    @property
+    def is_openshift(self) -> bool:
+        return self.kind is PlatformKind.OPENSHIFT
+
+
+def detect_platform(api_groups: Collection[str]) -> Platform:
+    """The platform, from the names of the API groups the server serves."""
+    has_config = CONFIG_GROUP in api_groups
+    has_image = IMAGE_GROUP in api_groups
+    if has_config and has_image:
+        # Both OpenShift groups: OpenShift.
+        return Platform(PlatformKind.OPENSHIFT, f"{CONFIG_GROUP} and {IMAGE_GROUP} are served")
+    if has_config:
+        # OpenShift's config API without its image API (e.g. MicroShift, or the image
+        # registry capability disabled): no ImageStreams, so no Driver Toolkit mode.
+        return Platform(
+            PlatformKind.KUBERNETES,
+            f"{CONFIG_GROUP} is served but {IMAGE_GROUP} is not: no driver-toolkit ImageStream, "
+            "so drivers are keyed by OS as on vanilla Kubernetes",
+        )
+    if has_image:
+        # An image API without OpenShift's config API: not an OpenShift we can manage.
+        return Platform(PlatformKind.KUBERNETES, f"{IMAGE_GROUP} is served but {CONFIG_GROUP} is not")
+    # Neither: vanilla Kubernetes.
+    return Platform(PlatformKind.KUBERNETES, "no OpenShift API groups are served")
+
+
+def should_use_driver_toolkit(platform: Platform, policy: policy_model.Policy) -> bool:
+    """Whether driver DaemonSets are built per RHCOS version with the Driver Toolkit (DESIGN §3)."""
+    if not platform.is_openshift:
+        # Only OpenShift has the driver-toolkit ImageStream.
+        return False
+    if not policy.driver.enabled:
+        # No driver to build.
+        return False
+    if policy.driver.use_precompiled:
+        # Precompiled images need no build (the fallback is decided per kernel elsewhere).
+        return False
+    # On OpenShift the Driver Toolkit is the default; only an explicit false turns it off.
+    return policy.operator.use_ocp_driver_toolkit is not False
