@@ -60,10 +60,28 @@ EXTERNAL: dict[str, dict[str, Any]] = {
 
 # Keys of OpenAPI v2 schemas that a CRD's structural schema accepts.
 ALLOWED = {
-    "description", "type", "format", "properties", "items", "required", "additionalProperties",
-    "enum", "default", "maximum", "minimum", "maxLength", "minLength", "maxItems", "minItems",
-    "pattern", "nullable", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
-    "x-kubernetes-map-type", "x-kubernetes-preserve-unknown-fields", "x-kubernetes-int-or-string",
+    "description",
+    "type",
+    "format",
+    "properties",
+    "items",
+    "required",
+    "additionalProperties",
+    "enum",
+    "default",
+    "maximum",
+    "minimum",
+    "maxLength",
+    "minLength",
+    "maxItems",
+    "minItems",
+    "pattern",
+    "nullable",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
+    "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-int-or-string",
 }
 
 

@@ -185,11 +185,19 @@ def set_cluster_version(api_client: ApiClient, version: str) -> None:
         "versionHash": _fake_digest(version)[7:23],
         "availableUpdates": None,
         "conditions": [
-            {"type": "Available", "status": "True", "lastTransitionTime": now,
-             "message": f"Done applying {version}"},
+            {
+                "type": "Available",
+                "status": "True",
+                "lastTransitionTime": now,
+                "message": f"Done applying {version}",
+            },
             {"type": "Failing", "status": "False", "lastTransitionTime": now},
-            {"type": "Progressing", "status": "False", "lastTransitionTime": now,
-             "message": f"Cluster version is {version}"},
+            {
+                "type": "Progressing",
+                "status": "False",
+                "lastTransitionTime": now,
+                "message": f"Cluster version is {version}",
+            },
         ],
     }
     kubernetes.client.CustomObjectsApi(api_client).patch_cluster_custom_object_status(
@@ -197,8 +205,12 @@ def set_cluster_version(api_client: ApiClient, version: str) -> None:
         "v1",
         "clusterversions",
         "version",
-        {"apiVersion": f"{CONFIG_GROUP}/v1", "kind": "ClusterVersion", "metadata": {"name": "version"},
-         "status": status},
+        {
+            "apiVersion": f"{CONFIG_GROUP}/v1",
+            "kind": "ClusterVersion",
+            "metadata": {"name": "version"},
+            "status": status,
+        },
         field_manager=FIELD_MANAGER,
         force=True,
         _content_type=_APPLY,
@@ -234,12 +246,24 @@ def set_cluster_proxy(
     head = {"apiVersion": f"{CONFIG_GROUP}/v1", "kind": "Proxy", "metadata": {"name": "cluster"}}
     # Apply: fields we set before and omit now are removed (unset proxy = no field).
     custom.patch_cluster_custom_object(
-        CONFIG_GROUP, "v1", "proxies", "cluster", {**head, "spec": spec},
-        field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY,
+        CONFIG_GROUP,
+        "v1",
+        "proxies",
+        "cluster",
+        {**head, "spec": spec},
+        field_manager=FIELD_MANAGER,
+        force=True,
+        _content_type=_APPLY,
     )
     custom.patch_cluster_custom_object_status(
-        CONFIG_GROUP, "v1", "proxies", "cluster", {**head, "status": status},
-        field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY,
+        CONFIG_GROUP,
+        "v1",
+        "proxies",
+        "cluster",
+        {**head, "status": status},
+        field_manager=FIELD_MANAGER,
+        force=True,
+        _content_type=_APPLY,
     )
 
 
@@ -300,12 +324,26 @@ def set_driver_toolkit_tags(
     }
     custom = kubernetes.client.CustomObjectsApi(api_client)
     custom.patch_namespaced_custom_object(
-        IMAGE_GROUP, "v1", DTK_NAMESPACE, "imagestreams", DTK_IMAGESTREAM, {**head, "spec": spec},
-        field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY,
+        IMAGE_GROUP,
+        "v1",
+        DTK_NAMESPACE,
+        "imagestreams",
+        DTK_IMAGESTREAM,
+        {**head, "spec": spec},
+        field_manager=FIELD_MANAGER,
+        force=True,
+        _content_type=_APPLY,
     )
     custom.patch_namespaced_custom_object_status(
-        IMAGE_GROUP, "v1", DTK_NAMESPACE, "imagestreams", DTK_IMAGESTREAM, {**head, "status": status},
-        field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY,
+        IMAGE_GROUP,
+        "v1",
+        DTK_NAMESPACE,
+        "imagestreams",
+        DTK_IMAGESTREAM,
+        {**head, "status": status},
+        field_manager=FIELD_MANAGER,
+        force=True,
+        _content_type=_APPLY,
     )
 
 

@@ -41,8 +41,12 @@ CRASH_LOOP_RESTARTS: Final = 5
 _FATE_KEY = f'.metadata.annotations["{FATE_ANNOTATION}"]'
 _NOT_DELETED = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
 
-# Pod IPs and host IPs exactly as kwok's pod-ready computes them.
+# Pod IPs and host IPs as kwok's pod-ready computes them, but only when the pod has
+# none yet. NB: kwok's PodIPsWith hands out a new IP on every call, and the status
+# patch merges podIPs by IP, so a second play would leave two IPs, which the
+# apiserver rejects ("may specify no more than one IP for each IP family").
 _IPS_TEMPLATE = """
+{{ if not .status.hostIP }}
 {{ $hostIPs := NodeIPsWith .spec.nodeName }}
 {{ with $hostIPs }}
 hostIP: {{ index . 0 | Quote }}
@@ -51,6 +55,8 @@ hostIPs:
 - ip: {{ . | Quote }}
 {{ end }}
 {{ end }}
+{{ end }}
+{{ if not .status.podIP }}
 {{ $podIPs := PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) \
 ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
 {{ with $podIPs }}
@@ -60,7 +66,42 @@ podIPs:
 - ip: {{ . | Quote }}
 {{ end }}
 {{ end }}
+{{ end }}
+{{ if not .status.startTime }}
+startTime: {{ Now | Quote }}
+{{ end }}
 """
+
+# What a kubelet reports once every container runs and is ready (kwok's pod-ready,
+# minus init containers and readiness gates, which a fate does not need).
+_READY_TEMPLATE = (
+    """
+{{ $now := Now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Initialized
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Ready
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: ContainersReady
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  started: true
+  restartCount: 0
+  state:
+    running:
+      startedAt: {{ $now | Quote }}
+{{ end }}
+phase: Running
+"""
+    + _IPS_TEMPLATE
+)
 
 # What a kubelet reports for a container that keeps exiting: phase stays Running,
 # Ready is False, the container waits in CrashLoopBackOff after a terminated run.
@@ -100,7 +141,6 @@ containerStatuses:
       message: {{ printf "back-off 5m0s restarting failed container=%s" .name | Quote }}
 {{ end }}
 phase: Running
-startTime: {{ $now | Quote }}
 """.replace("CRASH_LOOP_RESTARTS", str(CRASH_LOOP_RESTARTS))
     + _IPS_TEMPLATE
 )
@@ -137,7 +177,6 @@ containerStatuses:
       message: {{ printf "Back-off pulling image %q" .image | Quote }}
 {{ end }}
 phase: Pending
-startTime: {{ $now | Quote }}
 """
     + _IPS_TEMPLATE
 )
@@ -173,13 +212,12 @@ def patched_pod_ready(kwok_pod_ready: dict[str, Any]) -> dict[str, Any]:
     return stage
 
 
-def fate_stages(kwok_pod_ready: dict[str, Any]) -> list[dict[str, Any]]:
-    """The three pod-fate stages; "ready" reuses kwok's own pod-ready template.
+def fate_stages() -> list[dict[str, Any]]:
+    """The three pod-fate stages.
 
     Each selector excludes the state it produces, so a played stage does not match
     again (kwok would otherwise patch the pod in a loop).
     """
-    ready_template: str = kwok_pod_ready["spec"]["next"]["statusTemplate"]
     return [
         _stage(
             "pod-fate-ready",
@@ -194,7 +232,7 @@ def fate_stages(kwok_pod_ready: dict[str, Any]) -> list[dict[str, Any]]:
                     "values": ["True"],
                 },
             ],
-            ready_template,
+            _READY_TEMPLATE,
         ),
         _stage(
             "pod-fate-crash-looping",
@@ -237,19 +275,19 @@ def write_stage_files(kwok_stage_files: list[Path], out_dir: Path) -> list[Path]
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    pod_ready: dict[str, Any] | None = None
+    has_pod_ready = False
     for src in kwok_stage_files:
         doc: dict[str, Any] = yaml.safe_load(src.read_text())
         dst = out_dir / src.name
         if doc.get("metadata", {}).get("name") == "pod-ready":
-            pod_ready = doc
+            has_pod_ready = True
             dst.write_text(yaml.safe_dump(patched_pod_ready(doc), sort_keys=False))
         else:
             dst.write_text(src.read_text())
         written.append(dst)
-    if pod_ready is None:
+    if not has_pod_ready:
         raise ValueError(f"no pod-ready stage among {[str(p) for p in kwok_stage_files]}")
     fates = out_dir / "pod-fates.yaml"
-    fates.write_text(yaml.safe_dump_all(fate_stages(pod_ready), sort_keys=False))
+    fates.write_text(yaml.safe_dump_all(fate_stages(), sort_keys=False))
     written.append(fates)
     return written
