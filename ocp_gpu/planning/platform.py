@@ -37,6 +37,11 @@ class Platform:
     def is_openshift(self) -> bool:
         return self.kind is PlatformKind.OPENSHIFT
 
+    @property
+    def value(self) -> str:
+        """The kind's wire value, as written to the ClusterPolicy's status.platform."""
+        return self.kind.value
+
 
 def detect_platform(api_groups: Collection[str]) -> Platform:
     """The platform, from the names of the API groups the server serves."""

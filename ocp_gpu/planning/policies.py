@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+# Sorts after every real timestamp: a policy without a readable one never wins.
+_NEWEST: datetime.datetime = datetime.datetime.max.replace(tzinfo=datetime.UTC)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,29 +22,33 @@ class PolicyRef:
     """The parts of a ClusterPolicy the selection reads."""
 
     name: str
-    created: datetime.datetime  # metadata.creationTimestamp
-
-
-@dataclasses.dataclass(frozen=True)
-class IgnoredPolicy:
-    policy: PolicyRef
-    # For the ignored policy's status: names the active policy and the way out.
-    message: str
+    created: str  # metadata.creationTimestamp, RFC 3339 (e.g. 2026-11-22T01:44:44Z)
+    uid: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
 class ActiveSelection:
-    # None only when there is no ClusterPolicy at all.
-    active: PolicyRef | None
-    ignored: tuple[IgnoredPolicy, ...] = ()
+    # The name of the active ClusterPolicy; None only when there is none at all.
+    active: str | None
+    # Every other ClusterPolicy by name, with the message for its status.
+    ignored: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _created(policy: PolicyRef) -> datetime.datetime:
+    try:
+        parsed = datetime.datetime.fromisoformat(policy.created)
+    except ValueError:
+        return _NEWEST
+    # NB: the API server always writes UTC; a naive value is taken as UTC too.
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
 def _age_order(policy: PolicyRef) -> tuple[datetime.datetime, str]:
-    return policy.created, policy.name
+    return _created(policy), policy.name
 
 
 def select_active_policy(policies: Sequence[PolicyRef]) -> ActiveSelection:
-    """The active ClusterPolicy and the ignored ones (newest last)."""
+    """The active ClusterPolicy and the ignored ones."""
     if not policies:
         # No ClusterPolicy: nothing to do until an admin creates one.
         return ActiveSelection(active=None)
@@ -49,16 +56,13 @@ def select_active_policy(policies: Sequence[PolicyRef]) -> ActiveSelection:
     active, others = ordered[0], ordered[1:]
     # The oldest wins; every other one is ignored and told which one is in charge.
     return ActiveSelection(
-        active=active,
-        ignored=tuple(
-            IgnoredPolicy(
-                policy=other,
-                message=(
-                    f"ClusterPolicy {active.name!r} (created {active.created.isoformat()}) is the active "
-                    f"policy; only one ClusterPolicy is used per cluster, so {other.name!r} is ignored. "
-                    f"Move its settings into {active.name!r} and delete {other.name!r}."
-                ),
+        active=active.name,
+        ignored={
+            other.name: (
+                f"ClusterPolicy {active.name!r} (created {active.created}) is the active policy; "
+                f"only one ClusterPolicy is used per cluster, so {other.name!r} is ignored. "
+                f"Move its settings into {active.name!r} and delete {other.name!r}."
             )
             for other in others
-        ),
+        },
     )
