@@ -27,7 +27,9 @@ class Copy:
 
 COPIES = (
     Copy("ocp_gpu/crds/clusterpolicies.nvidia.com.yaml", "bundle/manifests/nvidia.com_clusterpolicies.yaml"),
-    Copy("ocp_gpu/crds/clusterpolicies.nvidia.com.yaml", "charts/ocp-gpu/crds/nvidia.com_clusterpolicies.yaml"),
+    Copy(
+        "ocp_gpu/crds/clusterpolicies.nvidia.com.yaml", "charts/ocp-gpu/crds/nvidia.com_clusterpolicies.yaml"
+    ),
 )
 
 
@@ -56,7 +58,9 @@ def stale(root: Path = ROOT) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a copy is stale")
     args = parser.parse_args(argv)
     if args.check:
