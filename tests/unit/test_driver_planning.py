@@ -28,144 +28,40 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ocp_gpu.model import images, labels
+from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.problems import PolicyProblem
 from ocp_gpu.model.snapshot import (
     DriverDaemonSet,
     DriverKey,
     DriverSnapshot,
     DriverToolkitStream,
     GpuNode,
-    ImageStreamTag,
     RhcosVersion,
     StreamState,
 )
-from ocp_gpu.planning import drivers
+from ocp_gpu.planning import drivers, platform
 from ocp_gpu.planning.drivers import Strategy
-
-V416 = "416.94.202407030122-0"
-V417 = "417.94.202410090854-0"
-V419 = "9.6.20250909-0"
-DTK_416 = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "4" * 64
-DTK_417 = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "7" * 64
-DTK_LATEST = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "f" * 64
-KERNEL_416 = "5.14.0-427.22.1.el9_4.x86_64"
-KERNEL_417 = "5.14.0-427.37.1.el9_4.x86_64"
-DRIVER = images.ImageRef("nvcr.io/nvidia/driver:570.124.06")
-PRECOMPILED_DRIVER = images.ImageRef("nvcr.io/nvidia/driver:570")
-DNS_1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-# --- builders -----------------------------------------------------------------
-
-
-def rhcos_node(
-    name: str,
-    version: str = V416,
-    *,
-    running: str | None = None,
-    openshift: str = "4.16",
-    rhel: str = "9.4",
-    kernel: str = KERNEL_416,
-    nfd: bool = True,
-    unschedulable: bool = False,
-) -> GpuNode:
-    """An RHCOS GPU node as NFD labels it; `running` is what the kubelet reports (default: `version`)."""
-    node_labels = {labels.NFD_NVIDIA_PCI: "true"}
-    if nfd:
-        node_labels |= {
-            labels.OSTREE_VERSION: version,
-            labels.OS_ID: "rhcos",
-            labels.OS_VERSION_ID: openshift,
-            labels.OS_RHEL_VERSION: rhel,
-            labels.OS_OPENSHIFT_VERSION: openshift,
-            labels.KERNEL_VERSION_FULL: kernel,
-        }
-    return GpuNode.from_labels(
-        name,
-        node_labels,
-        os_image=f"Red Hat Enterprise Linux CoreOS {running or version} (Plow)",
-        unschedulable=unschedulable,
-    )
-
-
-def ubuntu_node(name: str, version: str = "22.04", kernel: str = "5.15.0-105-generic") -> GpuNode:
-    return GpuNode.from_labels(
-        name,
-        {
-            labels.OS_ID: "ubuntu",
-            labels.OS_VERSION_ID: version,
-            labels.KERNEL_VERSION_FULL: kernel,
-        },
-        os_image=f"Ubuntu {version}.4 LTS",
-    )
-
-
-def stream_with(*tags: tuple[str, str], state: StreamState = StreamState.PRESENT) -> DriverToolkitStream:
-    return DriverToolkitStream(state, tuple(ImageStreamTag(RhcosVersion(n), i) for n, i in tags))
-
-
-FULL_STREAM = stream_with((V416, DTK_416), (V417, DTK_417))
-
-
-def driver_settings(strategy: Strategy, **overrides: Any) -> drivers.DriverSettings:
-    image = PRECOMPILED_DRIVER if strategy is Strategy.PRECOMPILED else DRIVER
-    values: dict[str, Any] = {"strategy": strategy, "driver_image": image, "dtk_available": True}
-    return drivers.DriverSettings(**(values | overrides))
-
-
-def existing(
-    entry: drivers.DesiredDriverDaemonSet,
-    *,
-    name: str | None = None,
-    scheduled: int | None = None,
-    desired: int | None = None,
-    misscheduled: int = 0,
-    current_status: bool = True,
-    annotations: dict[str, str] | None = None,
-) -> DriverDaemonSet:
-    """The DaemonSet the cluster would hold after applying `entry`, with controller counters."""
-    wanted = len(entry.nodes) if desired is None else desired
-    return DriverDaemonSet(
-        name=name or entry.name,
-        labels={labels.MANAGED_BY: labels.MANAGED_BY_VALUE, **entry.labels, **entry.selector},
-        annotations=annotations or {},
-        image=entry.driver_image,
-        dtk_image=entry.dtk_image,
-        generation=2,
-        observed_generation=2 if current_status else 1,
-        desired_number_scheduled=wanted,
-        current_number_scheduled=wanted if scheduled is None else scheduled,
-        number_misscheduled=misscheduled,
-        number_ready=wanted,
-        updated_number_scheduled=wanted,
-    )
-
-
-def plan(
-    nodes: Iterable[GpuNode],
-    strategy: Strategy = Strategy.DTK,
-    *,
-    daemonsets: Iterable[DriverDaemonSet] = (),
-    stream: DriverToolkitStream = FULL_STREAM,
-    complete: bool = True,
-    **overrides: Any,
-) -> drivers.DriverPlan:
-    snapshot = DriverSnapshot(
-        nodes=tuple(nodes), daemonsets=tuple(daemonsets), stream=stream, nodes_complete=complete
-    )
-    return drivers.plan_driver_daemonsets(snapshot, driver_settings(strategy, **overrides))
-
-
-def applied(
-    nodes: Iterable[GpuNode], strategy: Strategy, stream: DriverToolkitStream = FULL_STREAM, **kw: Any
-) -> list[DriverDaemonSet]:
-    """The DaemonSets after a plan was applied and the DaemonSet controller caught up."""
-    return [existing(entry, **kw) for entry in plan(nodes, strategy, stream=stream).desired]
-
-
-def by_key(result: drivers.DriverPlan) -> dict[str, drivers.DesiredDriverDaemonSet]:
-    return {entry.key: entry for entry in result.desired}
-
+from tests.unit._drivers import (
+    DNS_1123_SUBDOMAIN,
+    DTK_416,
+    DTK_417,
+    DTK_LATEST,
+    FULL_STREAM,
+    KERNEL_416,
+    KERNEL_417,
+    V416,
+    V417,
+    V419,
+    applied,
+    by_key,
+    driver_settings,
+    existing,
+    plan,
+    rhcos_node,
+    stream_with,
+    ubuntu_node,
+)
 
 # --- strategy selection ---------------------------------------------------------
 
@@ -1145,3 +1041,96 @@ def test_plan_is_independent_of_input_order(
     assert first.desired == again.desired
     assert first.stale == again.stale
     assert sorted(map(repr, first.findings)) == sorted(map(repr, again.findings))
+
+
+# --- settings from the policy ----------------------------------------------------------
+
+OPENSHIFT_PLATFORM = platform.detect_platform({"config.openshift.io", "image.openshift.io"})
+KUBERNETES_PLATFORM = platform.detect_platform(set())
+DRIVER_ENV = {"DRIVER_IMAGE": "nvcr.io/nvidia/driver:570.124.06"}
+
+SETTINGS_CASES = {
+    "openshift-default": (OPENSHIFT_PLATFORM, {}, Strategy.DTK, "nvcr.io/nvidia/driver:570.124.06", False),
+    "openshift-dtk-off": (
+        OPENSHIFT_PLATFORM,
+        {"operator": {"use_ocp_driver_toolkit": False}},
+        Strategy.VANILLA,
+        "nvcr.io/nvidia/driver:570.124.06",
+        False,
+    ),
+    "kubernetes": (KUBERNETES_PLATFORM, {}, Strategy.VANILLA, "nvcr.io/nvidia/driver:570.124.06", False),
+    "version-patched": (
+        OPENSHIFT_PLATFORM,
+        {"driver": {"version": "580.65.06"}},
+        Strategy.DTK,
+        "nvcr.io/nvidia/driver:580.65.06",
+        False,
+    ),
+    "precompiled": (
+        KUBERNETES_PLATFORM,
+        {"driver": {"usePrecompiled": True, "version": "570"}},
+        Strategy.PRECOMPILED,
+        "nvcr.io/nvidia/driver:570",
+        False,
+    ),
+    "precompiled-fallback": (
+        OPENSHIFT_PLATFORM,
+        {
+            "driver": {
+                "usePrecompiled": True,
+                "version": "570",
+                "precompiledFallback": {"enabled": True, "version": "570.124.06"},
+            }
+        },
+        Strategy.PRECOMPILED,
+        "nvcr.io/nvidia/driver:570",
+        True,
+    ),
+    "fallback-without-version": (
+        OPENSHIFT_PLATFORM,
+        {"driver": {"usePrecompiled": True, "version": "570", "precompiledFallback": {"enabled": True}}},
+        Strategy.PRECOMPILED,
+        "nvcr.io/nvidia/driver:570",
+        False,
+    ),
+    "fallback-off-kubernetes": (
+        KUBERNETES_PLATFORM,
+        {
+            "driver": {
+                "usePrecompiled": True,
+                "version": "570",
+                "precompiledFallback": {"enabled": True, "version": "570.1"},
+            }
+        },
+        Strategy.PRECOMPILED,
+        "nvcr.io/nvidia/driver:570",
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("where", "spec", "strategy", "image", "fallback"), SETTINGS_CASES.values(), ids=SETTINGS_CASES.keys()
+)
+def test_settings_for_policy(
+    where: platform.Platform, spec: dict[str, Any], strategy: Strategy, image: str, fallback: bool
+) -> None:
+    result = drivers.settings_for_policy(
+        policy_model.parse_policy(spec), where, DRIVER_ENV, dtk_fallback={DriverKey("k"): "img"}
+    )
+    assert isinstance(result, drivers.DriverSettings)
+    assert result.strategy is strategy and result.driver_image == image
+    assert result.dtk_available is fallback
+    assert dict(result.dtk_fallback) == ({DriverKey("k"): "img"} if fallback else {})
+    assert (result.fallback_driver_image == "nvcr.io/nvidia/driver:570.124.06") is fallback
+
+
+def test_settings_for_an_unresolvable_image_is_the_problem() -> None:
+    result = drivers.settings_for_policy(policy_model.parse_policy({}), OPENSHIFT_PLATFORM, {})
+    assert isinstance(result, PolicyProblem)
+    assert result.field.startswith("spec.driver")
+
+
+def test_fallback_grace_comes_from_the_policy() -> None:
+    spec = {"driver": {"precompiledFallback": {"imagePullTimeoutSeconds": 90}}}
+    assert drivers.fallback_grace(policy_model.parse_policy(spec)) == datetime.timedelta(seconds=90)

@@ -1,0 +1,265 @@
+"""The state-driver manifests: RBAC, the trusted CA ConfigMap and one DaemonSet per driver key.
+
+Input: the planner's desired DaemonSets, the policy and what the reconciler read
+from the cluster (`DriverRenderInputs`).  Output: manifest dicts in apply order.
+Pure: no I/O; every value reaches the templates through the injection-proof
+`templating.render_state`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from ocp_gpu.model import labels
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.planning.drivers import DesiredDriverDaemonSet, Strategy
+from ocp_gpu.rendering import templating
+
+COMPONENT: Final = "state-driver"
+# The driver pods' ServiceAccount (and Role, RoleBinding); the ClusterRole is namespaced by name.
+SERVICE_ACCOUNT: Final = "nvidia-driver"
+CLUSTER_ROLE: Final = "ocp-gpu-nvidia-driver"
+# OpenShift's ClusterRole granting `use` of the built-in privileged SCC.
+SCC_CLUSTER_ROLE: Final = "system:openshift:scc:privileged"
+SCC_ROLE_BINDING: Final = "nvidia-driver-privileged-scc"
+# The driver image's container, which `kubectl logs`/`exec` pick by default.
+DRIVER_CONTAINER: Final = "nvidia-driver-ctr"
+DEFAULT_CONTAINER_ANNOTATION: Final = "kubectl.kubernetes.io/default-container"
+DIGEST_ENV: Final = "DRIVER_CONFIG_DIGEST"
+
+# k8s-driver-manager's settings as NVIDIA documents them (seed 000); driver.manager.env overrides.
+# NB: with autoUpgrade the upgrade controller annotates the node (nvidia.com/gpu-driver-upgrade-enabled)
+# and k8s-driver-manager leaves eviction to it; these apply only with autoUpgrade: false.
+DRIVER_MANAGER_ENV: Final[Mapping[str, str]] = {
+    "ENABLE_GPU_POD_EVICTION": "true",
+    "ENABLE_AUTO_DRAIN": "true",
+    "DRAIN_USE_FORCE": "false",
+    "DRAIN_POD_SELECTOR_LABEL": "",
+    "DRAIN_TIMEOUT_SECONDS": "0s",
+    "DRAIN_DELETE_EMPTYDIR_DATA": "false",
+}
+# Env the templates or the operator own: a policy's env never replaces them.
+_OWNED_ENV: Final = frozenset(
+    {"NODE_NAME", "NODE_IP", "OPERATOR_NAMESPACE", "RHCOS_VERSION", "RHCOS_IMAGE_MISSING", DIGEST_ENV}
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterProxy:
+    """OpenShift's `Proxy cluster` as the driver needs it (status: the effective values)."""
+
+    http_proxy: str = ""
+    https_proxy: str = ""
+    no_proxy: str = ""
+    # spec.trustedCA.name is set: mount the injected CA bundle.
+    trusted_ca: bool = False
+
+    def env(self) -> list[tuple[str, str]]:
+        """HTTP_PROXY/http_proxy, … for every value set (upper and lower case, as tools differ)."""
+        pairs: list[tuple[str, str]] = []
+        for name, value in (
+            ("HTTP_PROXY", self.http_proxy),
+            ("HTTPS_PROXY", self.https_proxy),
+            ("NO_PROXY", self.no_proxy),
+        ):
+            if value:
+                pairs += [(name, value), (name.lower(), value)]
+        return pairs
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverRenderInputs:
+    """What the driver manifests need besides the plan and the policy."""
+
+    namespace: str
+    openshift: bool
+    # The resolved k8s-driver-manager image (images.resolve_image for "driver.manager").
+    manager_image: str
+    # ClusterVersion's major.minor, for OPENSHIFT_VERSION when a node group lacks NFD's label.
+    openshift_version: str = ""
+    proxy: ClusterProxy | None = None
+    service_account: str = SERVICE_ACCOUNT
+    cluster_role: str = CLUSTER_ROLE
+    trusted_ca_configmap: str = labels.TRUSTED_CA_CONFIGMAP
+
+
+def render_driver_state(
+    desired: Sequence[DesiredDriverDaemonSet],
+    policy: policy_model.Policy,
+    inputs: DriverRenderInputs,
+) -> list[dict[str, Any]]:
+    """Every state-driver manifest, in apply order, DRIVER_CONFIG_DIGEST filled in."""
+    # NB: the digest covers the rendered driver and sidecar containers and the volumes, so
+    # it is rendered twice: once to see what the pods would run, once with the digest.
+    draft = templating.render_state(COMPONENT, driver_state_context(desired, policy, inputs, {}))
+    digests = {
+        manifest["metadata"]["name"]: config_digest(manifest)
+        for manifest in draft
+        if manifest.get("kind") == "DaemonSet"
+    }
+    return templating.render_state(COMPONENT, driver_state_context(desired, policy, inputs, digests))
+
+
+def config_digest(daemonset: Mapping[str, Any]) -> str:
+    """A digest of everything in a driver DaemonSet that needs the driver rebuilt or reloaded.
+
+    The driver and DTK containers (image, command, args, env, mounts) and the volumes; not
+    the init container's eviction settings, resources, tolerations or labels.  The driver
+    container compares it with the one of the running driver to skip a needless reload.
+    """
+    pod = daemonset["spec"]["template"]["spec"]
+    relevant = {
+        "containers": [
+            {
+                key: (
+                    [env for env in container.get("env", []) if env.get("name") != DIGEST_ENV]
+                    if key == "env"
+                    else container.get(key)
+                )
+                for key in ("name", "image", "command", "args", "env", "volumeMounts")
+            }
+            for container in pod.get("containers", [])
+        ],
+        "volumes": pod.get("volumes", []),
+    }
+    canonical = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def driver_state_context(
+    desired: Sequence[DesiredDriverDaemonSet],
+    policy: policy_model.Policy,
+    inputs: DriverRenderInputs,
+    digests: Mapping[str, str],
+) -> dict[str, Any]:
+    """The template context of state-driver; `digests` maps DaemonSet name -> config digest."""
+    common_labels = {labels.MANAGED_BY: labels.MANAGED_BY_VALUE, labels.COMPONENT: labels.DRIVER_COMPONENT}
+    trusted_ca = inputs.openshift and inputs.proxy is not None and inputs.proxy.trusted_ca
+    return {
+        "namespace": inputs.namespace,
+        "openshift": inputs.openshift,
+        "service_account": inputs.service_account,
+        "cluster_role": inputs.cluster_role,
+        "scc_cluster_role": SCC_CLUSTER_ROLE,
+        "scc_role_binding": SCC_ROLE_BINDING,
+        "common_labels": common_labels,
+        "trusted_ca": (
+            {
+                "name": inputs.trusted_ca_configmap,
+                "labels": common_labels | {labels.INJECT_TRUSTED_CABUNDLE: "true"},
+            }
+            if trusted_ca
+            else None
+        ),
+        "daemonsets": [
+            _daemonset(entry, policy, inputs, digests.get(entry.name, ""), trusted_ca) for entry in desired
+        ],
+    }
+
+
+def _daemonset(
+    entry: DesiredDriverDaemonSet,
+    policy: policy_model.Policy,
+    inputs: DriverRenderInputs,
+    digest: str,
+    trusted_ca: bool,
+) -> dict[str, Any]:
+    driver = policy.driver
+    daemonsets = policy.daemonsets
+    # Ours win over the policy's: the selector and identity labels must stay what GC reads.
+    identity = {
+        labels.APP: labels.DRIVER_APP,
+        labels.COMPONENT: labels.DRIVER_COMPONENT,
+        labels.MANAGED_BY: labels.MANAGED_BY_VALUE,
+        **entry.labels,
+        **entry.selector,
+    }
+    annotations: dict[str, str] = {}
+    if entry.fallback_for is not None and entry.fallback_image is not None:
+        # read back by planning/drivers.fallbacks_in_effect: the fallback survives restarts
+        annotations[labels.PRECOMPILED_FALLBACK_KEY] = entry.fallback_for
+        annotations[labels.PRECOMPILED_FALLBACK_IMAGE] = entry.fallback_image
+
+    dtk = entry.strategy is Strategy.DTK
+    openshift_version = entry.openshift_version or inputs.openshift_version
+    dtk_env: list[tuple[str, str]] = []
+    if dtk:
+        dtk_env = [
+            ("RHCOS_VERSION", str(entry.rhcos_version or entry.key)),
+            ("RHCOS_IMAGE_MISSING", "true" if entry.image_missing else "false"),
+            ("OPENSHIFT_VERSION", openshift_version),
+        ]
+    driver_env = [
+        ("NVIDIA_VISIBLE_DEVICES", "void"),
+        *dtk_env,
+        ("KERNEL_MODULE_TYPE", driver.kernel_module_type.value),
+        (DIGEST_ENV, digest),
+        *(inputs.proxy.env() if inputs.openshift and inputs.proxy else []),
+    ]
+    pull_policy = driver.image.pull_policy.value
+    driver_container = {
+        "image": entry.driver_image,
+        "pull_policy": pull_policy,
+        "args": list(driver.args),
+        "env": _env(_merge(driver_env, driver.env)),
+        "resources": driver.resources.as_wire(),
+    }
+    sidecar = None
+    if dtk:
+        # NB: with the tag missing, the sidecar runs the driver image so the pod stays valid;
+        # RHCOS_IMAGE_MISSING=true tells both containers there is nothing to build with.
+        sidecar = {
+            "image": entry.dtk_image or entry.driver_image,
+            "env": _env([("NVIDIA_VISIBLE_DEVICES", "void"), *dtk_env, (DIGEST_ENV, digest)]),
+        }
+    manager_env = [(name, value) for name, value in DRIVER_MANAGER_ENV.items()]
+    manager = {
+        "image": inputs.manager_image,
+        "pull_policy": driver.manager.image.pull_policy.value,
+        "env": _env(
+            _merge(
+                [("NVIDIA_VISIBLE_DEVICES", "void"), *manager_env, (DIGEST_ENV, digest)], driver.manager.env
+            )
+        ),
+    }
+    return {
+        "name": entry.name,
+        "labels": identity,
+        "annotations": annotations,
+        "selector": dict(entry.selector),
+        "pod_labels": {**daemonsets.labels, **identity},
+        "pod_annotations": {**daemonsets.annotations, DEFAULT_CONTAINER_ANNOTATION: DRIVER_CONTAINER},
+        "node_selector": {labels.deploy_label("driver"): "true", **entry.node_selector},
+        "tolerations": [toleration.as_wire() for toleration in daemonsets.tolerations],
+        "priority_class_name": daemonsets.priority_class_name,
+        "image_pull_secrets": [{"name": name} for name in driver.image.pull_secrets],
+        "anti_affinity": {labels.COMPONENT: labels.DRIVER_COMPONENT},
+        "driver": driver_container,
+        "dtk": sidecar,
+        "manager": manager,
+        "trusted_ca": inputs.trusted_ca_configmap if trusted_ca else None,
+    }
+
+
+def _merge(
+    defaults: Sequence[tuple[str, str]], overrides: Sequence[policy_model.EnvVar]
+) -> list[tuple[str, str]]:
+    """Defaults in order, each replaced by a policy entry of the same name; new names appended.
+
+    Names the operator owns (`_OWNED_ENV`) keep the operator's value.
+    """
+    merged = dict(defaults)
+    for item in overrides:
+        if item.name in _OWNED_ENV:
+            # the policy cannot move a pod to another RHCOS build or fake the digest
+            continue
+        merged[item.name] = item.value
+    return list(merged.items())
+
+
+def _env(pairs: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"name": name, "value": value} for name, value in pairs]
