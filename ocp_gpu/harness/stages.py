@@ -6,8 +6,7 @@ source tree (see `binaries.KWOK_STAGE_FILES`), with one change and three additio
 
 - kwok's ``pod-ready`` would make any Pending pod Ready, which would undo an
   image-pull failure (a real one keeps the pod Pending). It is loaded with one extra
-  selector: the pod's `FATE_ANNOTATION` is not ``crash-looping`` nor
-  ``image-pull-failing``.
+  selector: the pod has no `FATE_ANNOTATION`.
 - ``pod-fate-crash-looping``, ``pod-fate-image-pull-failing`` and ``pod-fate-ready``
   turn a pod's `FATE_ANNOTATION` into the status a kubelet would report.
 
@@ -204,11 +203,11 @@ def _stage(
 
 
 def patched_pod_ready(kwok_pod_ready: dict[str, Any]) -> dict[str, Any]:
-    """kwok's pod-ready stage, except for pods whose fate is a failure."""
+    """kwok's pod-ready stage, for pods without a fate (the fate stages own those)."""
     stage: dict[str, Any] = yaml.safe_load(yaml.safe_dump(kwok_pod_ready))  # deep copy
-    stage["spec"]["selector"]["matchExpressions"].append(
-        {"key": _FATE_KEY, "operator": "NotIn", "values": [FATE_CRASH_LOOPING, FATE_IMAGE_PULL_FAILING]}
-    )
+    # NB: also not for fate "ready": two matching stages are played at random, and
+    # kwok's template assigns a second pod IP to a pod that has one (see _IPS_TEMPLATE).
+    stage["spec"]["selector"]["matchExpressions"].append({"key": _FATE_KEY, "operator": "DoesNotExist"})
     return stage
 
 

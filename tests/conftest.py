@@ -1,0 +1,88 @@
+"""Fixtures shared by every test layer: the local control plane and its clients.
+
+- ``control_plane``: one `LocalControlPlane` per session (vanilla Kubernetes; the
+  OpenShift APIs are not installed). Skipped only when ``OCP_GPU_SKIP_E2E=1``;
+  missing binaries are built first (see `pytest_collection_finish`).
+  ``OCP_GPU_KEEP_STATE=1`` keeps its state dir (logs, audit log, kubeconfigs).
+- ``kube``: an admin `kubernetes.client.ApiClient`.
+- ``openshift``: the same client, with the OpenShift APIs installed for the test.
+- ``namespace``: a fresh namespace for the test, deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from ocp_gpu.harness import binaries
+from ocp_gpu.harness import openshift as openshift_emulation
+from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+
+SKIP_E2E = os.environ.get("OCP_GPU_SKIP_E2E") == "1"
+
+
+def _needs_control_plane(item: pytest.Item) -> bool:
+    return item.get_closest_marker("e2e") is not None or "control_plane" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build missing control plane binaries before any test runs.
+
+    NB: here, not in the fixture: a cold build takes 30-60 minutes, and inside a
+    fixture pytest-timeout would kill it; output capture is suspended so the
+    build's progress shows."""
+    if SKIP_E2E or not any(_needs_control_plane(item) for item in session.items):
+        return
+    if not binaries.missing():
+        return
+    capture = session.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        binaries.ensure_binaries(progress=lambda line: print(line, end="", file=sys.stderr, flush=True))
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[LocalControlPlane]:
+    if SKIP_E2E:
+        pytest.skip("OCP_GPU_SKIP_E2E=1: end-to-end tests skipped")
+    keep = os.environ.get("OCP_GPU_KEEP_STATE") == "1"
+    plane = LocalControlPlane(binaries=binaries.ensure_binaries(), keep_state=keep)
+    with plane:
+        yield plane
+    if keep:
+        print(f"\ncontrol plane state kept in {plane.state_dir}", file=sys.stderr)
+
+
+@pytest.fixture
+def kube(control_plane: LocalControlPlane) -> Iterator[client.ApiClient]:
+    with control_plane.api_client() as api:
+        yield api
+
+
+@pytest.fixture
+def openshift(kube: client.ApiClient) -> Iterator[client.ApiClient]:
+    """The cluster "is OpenShift" for this test (ClusterVersion 4.16.3, no proxy)."""
+    openshift_emulation.install_openshift_apis(kube)
+    yield kube
+    openshift_emulation.uninstall_openshift_apis(kube)
+
+
+@pytest.fixture
+def namespace(kube: client.ApiClient) -> Iterator[str]:
+    name = unique_name("test")
+    core = client.CoreV1Api(kube)
+    core.create_namespace({"metadata": {"name": name}})
+    # NB: until the serviceaccount controller has made "default", the ServiceAccount
+    # admission plugin rejects every pod created in the namespace.
+    deadline = time.monotonic() + 30
+    while not core.list_namespaced_service_account(name, field_selector="metadata.name=default").items:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no default ServiceAccount in {name} after 30s")
+        time.sleep(0.05)
+    yield name
+    # Not waited for: the namespace controller empties it in the background.
+    core.delete_namespace(name)
