@@ -41,15 +41,16 @@ def _strip_source_comments(text: str) -> str:
     return "".join(lines)
 
 
-def render(copy: Copy, root: Path = ROOT) -> str:
+def render(copy: Copy, root: Path | None = None) -> str:
     """The expected content of one generated copy."""
-    body = _strip_source_comments((root / copy.source).read_text())
+    body = _strip_source_comments(((root or ROOT) / copy.source).read_text())
     header = f"# generated from {copy.source}; edit that file and run hack/generate.py\n"
     return header + body
 
 
-def stale(root: Path = ROOT) -> list[str]:
+def stale(root: Path | None = None) -> list[str]:
     """The generated copies that are missing or differ from their source."""
+    root = root or ROOT
     return [
         copy.target
         for copy in COPIES

@@ -1,0 +1,83 @@
+"""We test these aspects of generated files (hack/generate.py):
+
+- every generated copy in the repository is up to date with its source (run
+  hack/generate.py after editing ocp_gpu/crds/, then commit both);
+- each copy says where it comes from and how to regenerate it;
+- a stale or missing copy is detected and named, and `--check` exits non-zero.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("hack_generate", ROOT / "hack" / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
+
+
+generate = load_generator()
+TARGETS = [copy.target for copy in generate.COPIES]
+
+
+def test_generated_files_are_up_to_date() -> None:
+    assert generate.stale() == [], "run hack/generate.py and commit the result"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_copies_name_their_source(target: str) -> None:
+    first_line = (ROOT / target).read_text().splitlines()[0]
+    assert first_line.startswith("# generated from ocp_gpu/crds/")
+    assert "edit that file and run hack/generate.py" in first_line
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of the sources and generated files, to break without touching the repository."""
+    for copy in generate.COPIES:
+        for relative in (copy.source, copy.target):
+            (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / relative, tmp_path / relative)
+    return tmp_path
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_stale_copy_is_named(tree: Path, target: str) -> None:
+    (tree / target).write_text((tree / target).read_text().replace("ClusterPolicy", "ClusterPolisy", 1))
+    assert generate.stale(tree) == [target]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_missing_copy_is_named(tree: Path, target: str) -> None:
+    (tree / target).unlink()
+    assert generate.stale(tree) == [target]
+
+
+def test_an_edited_source_makes_every_copy_stale(tree: Path) -> None:
+    source = tree / generate.COPIES[0].source
+    source.write_text(source.read_text() + "\n")
+    assert generate.stale(tree) == TARGETS
+
+
+def test_check_exits_non_zero_naming_the_file(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(generate, "ROOT", tree)
+    assert generate.main(["--check"]) == 0
+    (tree / TARGETS[0]).write_text("stale\n")
+    assert generate.main(["--check"]) == 1
+    assert f"{TARGETS[0]} is out of date" in capsys.readouterr().err
+    assert generate.main([]) == 0
+    assert generate.main(["--check"]) == 0

@@ -1,0 +1,114 @@
+"""We test these aspects of the node label plan (planning/node_labels.py):
+
+- a new GPU node gets gpu.present and every operand's deploy label; a labelled one gets nothing;
+- an admin's deploy label "false" is kept; only missing deploy labels are added;
+- `nvidia.com/gpu.deploy.operands=false`: no deploy label is added, ours ("true") are removed;
+- a node that lost its GPU loses gpu.present and our deploy labels, keeps the admin's "false";
+- a CPU node is never touched, whatever other labels it carries;
+- hypothesis: applying the patch then planning again gives None (idempotent, so a quiet
+  cluster sees no writes), a CPU node never gets a patch, no foreign label is ever touched,
+  and an admin's "false" is never changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ocp_gpu.model import labels
+from ocp_gpu.planning import node_labels
+
+GPU = {labels.NFD_NVIDIA_PCI: "true"}
+DEPLOY_ALL = {labels.deploy_label(operand): "true" for operand in labels.OPERANDS}
+LABELLED_GPU = {**GPU, labels.GPU_PRESENT: "true", **DEPLOY_ALL}
+FOREIGN = {"kubernetes.io/hostname": "n1", "node-role.kubernetes.io/worker": ""}
+DRIVER_OFF = {labels.deploy_label("driver"): "false"}
+OPT_OUT = {labels.GPU_DEPLOY_OPERANDS: "false"}
+
+
+def apply(node: Mapping[str, str], patch: Mapping[str, str | None] | None) -> dict[str, str]:
+    result = dict(node)
+    for key, value in (patch or {}).items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = value
+    return result
+
+
+PLANS: dict[str, tuple[dict[str, str], dict[str, str | None] | None]] = {
+    "new GPU node": ({**FOREIGN, **GPU}, {labels.GPU_PRESENT: "true", **DEPLOY_ALL}),
+    "labelled GPU node": (LABELLED_GPU, None),
+    "gpu.present wrong": ({**LABELLED_GPU, labels.GPU_PRESENT: "false"}, {labels.GPU_PRESENT: "true"}),
+    "one deploy label missing": (
+        {k: v for k, v in LABELLED_GPU.items() if k != labels.deploy_label("dcgm")},
+        {labels.deploy_label("dcgm"): "true"},
+    ),
+    "admin's false kept": ({**LABELLED_GPU, **DRIVER_OFF}, None),
+    "admin's false on a new GPU node": (
+        {**GPU, **DRIVER_OFF},
+        {labels.GPU_PRESENT: "true", **{k: "true" for k in DEPLOY_ALL if k not in DRIVER_OFF}},
+    ),
+    "opted out before labelling": ({**GPU, **OPT_OUT}, {labels.GPU_PRESENT: "true"}),
+    "opted out after labelling": ({**LABELLED_GPU, **OPT_OUT}, dict.fromkeys(DEPLOY_ALL)),
+    "opted out, admin's false stays": (
+        {**LABELLED_GPU, **OPT_OUT, **DRIVER_OFF},
+        {k: None for k in DEPLOY_ALL if k not in DRIVER_OFF},
+    ),
+    "opt-out label set to true means nothing": ({**LABELLED_GPU, labels.GPU_DEPLOY_OPERANDS: "true"}, None),
+    "GPU gone": (
+        {**FOREIGN, labels.GPU_PRESENT: "true", **DEPLOY_ALL},
+        {labels.GPU_PRESENT: None, **dict.fromkeys(DEPLOY_ALL)},
+    ),
+    "GPU gone, admin's false stays": (
+        {labels.GPU_PRESENT: "true", **DEPLOY_ALL, **DRIVER_OFF},
+        {labels.GPU_PRESENT: None, **{k: None for k in DEPLOY_ALL if k not in DRIVER_OFF}},
+    ),
+    "NFD label false": (
+        {**LABELLED_GPU, labels.NFD_NVIDIA_PCI: "false"},
+        {labels.GPU_PRESENT: None, **dict.fromkeys(DEPLOY_ALL)},
+    ),
+    "CPU node": (dict(FOREIGN), None),
+    "CPU node with only admin labels": ({**FOREIGN, **OPT_OUT, **DRIVER_OFF}, None),
+    "CPU node with an unknown operand label": ({labels.deploy_label("mig-manager"): "true"}, None),
+    "empty node": ({}, None),
+}
+
+
+@pytest.mark.parametrize(("node", "expected"), PLANS.values(), ids=PLANS.keys())
+def test_plan(node: dict[str, str], expected: dict[str, str | None] | None) -> None:
+    assert node_labels.plan_node_labels(node) == expected
+
+
+_OUR_KEYS = [labels.GPU_PRESENT, labels.GPU_DEPLOY_OPERANDS, *DEPLOY_ALL, labels.NFD_NVIDIA_PCI]
+_VALUES = st.sampled_from(["true", "false", "", "yes"])
+_NODES = st.dictionaries(
+    st.sampled_from([*_OUR_KEYS, *FOREIGN, labels.deploy_label("mig-manager")]),
+    _VALUES,
+    max_size=len(_OUR_KEYS) + 3,
+)
+
+
+@given(_NODES)
+def test_planning_again_after_the_patch_gives_none(node: dict[str, str]) -> None:
+    patched = apply(node, node_labels.plan_node_labels(node))
+    assert node_labels.plan_node_labels(patched) is None
+
+
+@given(_NODES)
+def test_cpu_nodes_are_never_touched(node: dict[str, str]) -> None:
+    ours = {labels.GPU_PRESENT, *DEPLOY_ALL}
+    cpu_node = {k: v for k, v in node.items() if k not in ours and k != labels.NFD_NVIDIA_PCI}
+    assert node_labels.plan_node_labels(cpu_node) is None
+
+
+@given(_NODES)
+def test_only_our_labels_are_touched_and_admin_false_is_kept(node: dict[str, str]) -> None:
+    patch = node_labels.plan_node_labels(node) or {}
+    assert set(patch) <= {labels.GPU_PRESENT, *DEPLOY_ALL}
+    for key, value in node.items():
+        if key in DEPLOY_ALL and value == "false":
+            assert key not in patch
