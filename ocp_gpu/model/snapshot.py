@@ -179,6 +179,11 @@ class DriverDaemonSet:
     updated_number_scheduled: int = 0
 
     @property
+    def key(self) -> str | None:
+        """The key label's value (`ocp-gpu.io/driver-key`, else `openshift.driver-toolkit.rhcos`)."""
+        return self.labels.get(labels.DRIVER_KEY) or self.labels.get(labels.DTK_RHCOS) or None
+
+    @property
     def status_is_current(self) -> bool:
         """The DaemonSet controller has seen the latest spec; its counters can be trusted."""
         return self.observed_generation >= self.generation

@@ -125,10 +125,13 @@ def settings_for_policy(
             return resolved
         fallback_image = resolved
     if driver.use_precompiled:
+        # usePrecompiled, on any platform
         strategy = Strategy.PRECOMPILED
     elif platform_model.should_use_driver_toolkit(platform, policy):
+        # OpenShift with the Driver Toolkit not switched off
         strategy = Strategy.DTK
     else:
+        # vanilla Kubernetes, or OpenShift with use_ocp_driver_toolkit: false
         strategy = Strategy.VANILLA
     return DriverSettings(
         strategy=strategy,
@@ -224,12 +227,16 @@ def missing_key_labels(node: GpuNode, strategy: Strategy) -> tuple[str, ...]:
 
 def node_key(node: GpuNode, strategy: Strategy) -> DriverKey | None:
     """The node's key under `strategy`, or None when a needed NFD label is missing."""
+    # NFD has not labelled the node (fully): it cannot be keyed
     if missing_key_labels(node, strategy):
         return None
+    # Driver Toolkit: the RHCOS build, which names the ImageStream tag
     if strategy is Strategy.DTK:
         return DriverKey(str(node.ostree_version))
+    # vanilla: the OS, which names the driver image's tag suffix
     if strategy is Strategy.VANILLA:
         return DriverKey(str(node.os_key))
+    # precompiled: the modules fit one kernel of one OS
     return DriverKey(f"{node.kernel}-{node.os_key}")
 
 
@@ -252,9 +259,11 @@ def identify_daemonset(daemonset: DriverDaemonSet) -> tuple[Strategy, str] | Non
     except ValueError:
         # no (valid) strategy label: only the Driver Toolkit labels can still identify it
         strategy = Strategy.DTK if found.get(labels.DTK_DAEMONSET) == "true" else None
+    # neither ours nor a Driver Toolkit DaemonSet: unidentified, never touched
     if strategy is None:
         return None
-    key = found.get(labels.DRIVER_KEY) or (found.get(labels.DTK_RHCOS) if strategy is Strategy.DTK else None)
+    key = found.get(labels.DRIVER_KEY) if strategy is not Strategy.DTK else daemonset.key
+    # a strategy but no key label: unidentified as well
     return (strategy, key) if key else None
 
 
@@ -512,6 +521,7 @@ def plan_driver_daemonsets(snapshot: DriverSnapshot, settings: DriverSettings) -
 
     # 2. the stream matters only when some key builds with the Driver Toolkit
     uses_dtk = any(strategy is Strategy.DTK for strategy, _ in groups)
+    # some key builds with the Driver Toolkit and the stream is broken, absent or unreadable
     if uses_dtk and snapshot.stream.state is not StreamState.PRESENT:
         findings.append(DriverToolkitStreamProblem(snapshot.stream.state, snapshot.stream.reason))
 
@@ -533,9 +543,11 @@ def plan_driver_daemonsets(snapshot: DriverSnapshot, settings: DriverSettings) -
         outcome = _desired(strategy, key, nodes, present, snapshot.stream, settings, fallback_of)
         if isinstance(outcome, DesiredDriverDaemonSet):
             desired.append(outcome)
+            # the stream was read and has no tag for this RHCOS build: say which, and where
             if outcome.image_missing and snapshot.stream.known:
                 findings.append(MissingDriverToolkitTag(RhcosVersion(key), outcome.nodes))
         else:
+            # the key's DaemonSet cannot be rendered correctly this pass
             findings.append(outcome)
 
     desired = _unique_names(desired, existing)
@@ -587,12 +599,15 @@ def _desired(
     fallback_for = _single({fallback_of[node.name] for node in nodes if node.name in fallback_of})
     try:
         if strategy is Strategy.PRECOMPILED:
+            # <branch>-<kernel>-<os>
             image = images.driver_image_for(
                 settings.driver_image, images.precompiled_os_tag(str(first.kernel), os_tag)
             )
         elif fallback_for is not None and settings.fallback_driver_image is not None:
+            # a DTK build standing in for a precompiled key: the full version's <version>-<os>
             image = images.driver_image_for(settings.fallback_driver_image, os_tag)
         else:
+            # <version>-<os>
             image = images.driver_image_for(settings.driver_image, os_tag)
     except ValueError as error:
         # the key cannot make a valid image tag (a kernel with `+`, say): nothing sensible to run
