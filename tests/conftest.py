@@ -53,6 +53,8 @@ def control_plane() -> Iterator[LocalControlPlane]:
     plane = LocalControlPlane(binaries=binaries.ensure_binaries(), keep_state=keep)
     with plane:
         yield plane
+        # A component that crashed mid-session explains odd failures: say so.
+        plane.check_processes()
     if keep:
         print(f"\ncontrol plane state kept in {plane.state_dir}", file=sys.stderr)
 

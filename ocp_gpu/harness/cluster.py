@@ -24,16 +24,20 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import datetime
 import ipaddress
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -231,12 +235,38 @@ def _free_port() -> int:
         return port
 
 
-def _tail(path: Path, lines: int = 40) -> str:
+# Log lines worth showing first: klog errors/fatals, cobra's "Error:", kwok's JSON errors.
+_ERROR_LINE = re.compile(r'^(?:[EF]\d{4} |Error: |.*"level":"(?:ERROR|error)")')
+
+
+def _excerpt(path: Path, lines: int = 30) -> str:
+    """The first error lines and the last ``lines`` lines of a log.
+
+    NB: a component that rejects its flags prints "Error: ..." and then its whole
+    usage text; the tail alone would show only the usage."""
     try:
-        text = path.read_text(errors="replace")
+        text = path.read_text(errors="replace").splitlines()
     except OSError:
         return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
+    errors = [line for line in text[:-lines] if _ERROR_LINE.match(line)][:10]
+    head = ["first errors:", *errors, "...", "last lines:"] if errors else []
+    return "\n".join([*head, *text[-lines:]])
+
+
+# prctl(2) option: the signal the kernel sends a child when its parent dies.
+_PR_SET_PDEATHSIG: Final = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child between fork and exec: SIGKILL me when my parent dies.
+
+    The safety net for what atexit cannot cover (the test runner SIGKILLed, a CI job
+    cancelled): otherwise an apiserver and etcd would outlive the session.
+    NB: Linux sends it when the parent *thread* exits, so it is only armed for
+    processes started from the main thread (see `_spawn`).
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 @dataclass
@@ -249,6 +279,10 @@ class _Process:
     @property
     def pid(self) -> int:
         return self.popen.pid
+
+
+def _can_die_with_parent() -> bool:
+    return sys.platform == "linux" and threading.current_thread() is threading.main_thread()
 
 
 def _stop_process(proc: _Process, grace: float) -> None:
@@ -316,6 +350,9 @@ class LocalControlPlane:
         self._apiserver_port: int | None = None
         self._started = False
         self.startup_seconds: float | None = None
+        self._audit_lock = threading.Lock()
+        self._audit_cache: list[str] = []
+        self._audit_offset = 0
 
     # -- context manager --
 
@@ -383,6 +420,8 @@ class LocalControlPlane:
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         self._started = True
         _LIVE.add(self)
+        with self._audit_lock:
+            self._audit_cache, self._audit_offset = [], 0
         deadline = time.monotonic() + self._start_timeout
         try:
             self._write_pki()
@@ -469,14 +508,25 @@ class LocalControlPlane:
         return len(self._audit_lines())
 
     def _audit_lines(self) -> list[str]:
-        try:
-            text = self.audit_log.read_text()
-        except FileNotFoundError:
-            return []
-        lines = text.split("\n")
-        # NB: the last element is "" after a complete line, or a line still being
-        # written: drop it either way so a half-written event is never parsed.
-        return lines[:-1]
+        """Every complete line logged so far; reads only what is new since last time."""
+        with self._audit_lock:
+            try:
+                with self.audit_log.open("rb") as f:
+                    size = f.seek(0, os.SEEK_END)
+                    if size < self._audit_offset:
+                        # Rotated (the apiserver rotates at 100 MB): keep counting lines
+                        # from the new file so marks taken earlier stay valid.
+                        self._audit_offset = 0
+                    f.seek(self._audit_offset)
+                    chunk = f.read()
+            except FileNotFoundError:
+                return self._audit_cache
+            # NB: the chunk may end in a line the apiserver is still writing: keep it
+            # for the next read so a half-written event is never parsed.
+            end = chunk.rfind(b"\n") + 1
+            self._audit_offset += end
+            self._audit_cache.extend(chunk[:end].decode().splitlines())
+            return self._audit_cache
 
     def read_audit_events(self, since_line: int = 0) -> list[dict[str, Any]]:
         """Audit events from line ``since_line`` (0-based) on.
@@ -564,6 +614,7 @@ class LocalControlPlane:
             # Own session: pgid == pid, and a Ctrl-C on the terminal does not reach it
             # before we stop it in order.
             start_new_session=True,
+            preexec_fn=_die_with_parent if _can_die_with_parent() else None,
         )
         proc = _Process(name=name, popen=popen, log=log, log_file=log_file)
         self._procs.append(proc)
@@ -571,20 +622,23 @@ class LocalControlPlane:
             f.write(f"{name} {popen.pid}\n")
         return proc
 
-    def _check_alive(self) -> None:
+    def check_processes(self) -> None:
+        """Raise `ControlPlaneError` (with a log excerpt) if a process has exited;
+        the state dir is then kept for a post-mortem."""
         for proc in self._procs:
             rc = proc.popen.poll()
             if rc is not None:
+                self._keep_state = True
                 raise ControlPlaneError(
-                    f"{proc.name} exited with code {rc} during start-up; state kept in {self.state_dir}; "
-                    f"last lines of {proc.log}:\n{_tail(proc.log)}"
+                    f"{proc.name} exited with code {rc}; state kept in {self.state_dir}; "
+                    f"from {proc.log}:\n{_excerpt(proc.log)}"
                 )
 
     def _wait(self, what: str, check: Callable[[], T | None], deadline: float, blame: str) -> T:
         """Poll ``check`` until it returns non-None, failing early if a process died."""
         last_error: Exception | None = None
         while time.monotonic() < deadline:
-            self._check_alive()
+            self.check_processes()
             try:
                 result = check()
             except Exception as e:  # not ready yet: connection refused, 403, 404...
@@ -596,7 +650,7 @@ class LocalControlPlane:
         log = self.logs_dir / f"{blame}.log"
         raise ControlPlaneError(
             f"timed out waiting for {what} (last error: {last_error}); state kept in {self.state_dir}; "
-            f"last lines of {log}:\n{_tail(log)}"
+            f"from {log}:\n{_excerpt(log)}"
         )
 
     def _start_etcd(self, bins: binaries_mod.ControlPlaneBinaries, deadline: float) -> str:
@@ -658,7 +712,6 @@ class LocalControlPlane:
                 "--audit-log-format=json",
                 # Each event is written before the next request proceeds: tests read promptly.
                 "--audit-log-mode=blocking",
-                "--audit-log-maxbackup=0",
                 "--profiling=false",
             ],
         )

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -124,6 +125,45 @@ def test_generated_imagestream_crd_is_up_to_date() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"OCP_GPU_CACHE": "/srv/cache"},
+        {"XDG_CACHE_HOME": "/srv/xdg"},
+        {"OCP_GPU_KUBE_VERSION": "v1.36.9", "OCP_GPU_KWOK_VERSION": "v0.8.1"},
+        {"OCP_GPU_BIN_DIR": "/opt/bin"},
+    ],
+)
+def test_cache_dir_formula_matches_the_build_script(overrides: dict[str, str]) -> None:
+    env = {"HOME": "/home/someone", "PATH": os.environ["PATH"], **overrides}
+    printed = subprocess.run(
+        ["bash", str(REPO / binaries.BUILD_SCRIPT), "--print-dir"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert Path(printed) == binaries.cache_bin_dir(env)
+
+
+def test_kubebuilder_assets_are_merged_with_the_cache(tmp_path: Path) -> None:
+    cache = binaries.cache_bin_dir()
+    if binaries.missing({**os.environ, "OCP_GPU_BIN_DIR": str(cache)}):
+        pytest.skip("needs the built binaries in the cache")
+    # An envtest-style directory: etcd and kube-apiserver only (stand-ins: only their
+    # presence matters to the lookup).
+    for name in ("etcd", "kube-apiserver"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "OCP_GPU_BIN_DIR"}
+    found, stages_dir = binaries.locate({**env, "KUBEBUILDER_ASSETS": str(tmp_path)})
+    assert found["kube-scheduler"] == (cache / "kube-scheduler").resolve()
+    assert found["etcd"] == (tmp_path / "etcd").resolve()
+    assert found["kube-apiserver"] == (tmp_path / "kube-apiserver").resolve()
+    assert stages_dir is not None and (stages_dir / binaries.KWOK_STAGE_FILES[0]).is_file()
 
 
 @pytest.mark.e2e
