@@ -87,7 +87,8 @@ async def run(options: RunOptions) -> int:
     done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     ended = {tasks[task] for task in done}
     logger.info("stopping: %s ended", ", ".join(sorted(ended)))
-    kopf_stop.set_result(None)
+    if not kopf_stop.done():  # NB: kopf resolves it itself on SIGINT/SIGTERM
+        kopf_stop.set_result(None)
     for task in tasks:
         if not task.done():
             task.cancel()

@@ -12,6 +12,8 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ocp_gpu.model import releases
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -44,15 +46,30 @@ class OperatorProcess:
         return self._proc.pid
 
     def start(self) -> OperatorProcess:
-        env = {**os.environ, **self._env}
+        # As the CSV and the Helm chart set them; a test may override any.
+        env = {**os.environ, **releases.RELEASE_IMAGES, **self._env}
         # NB: the operator must not inherit a KUBECONFIG pointing elsewhere.
         env.pop("KUBECONFIG", None)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "ocp_gpu.cli", "run", "--kubeconfig", str(self.kubeconfig),
-             "--namespace", self.namespace, "--metrics-bind", f"127.0.0.1:{self.port}", *self._args],
-            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "ocp_gpu.cli",
+                "run",
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--namespace",
+                self.namespace,
+                "--metrics-bind",
+                f"127.0.0.1:{self.port}",
+                *self._args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
         )
         log.close()
         return self

@@ -18,9 +18,8 @@ NodeName = NewType("NodeName", str)
 # Label prefixes whose values decisions depend on; every other label is dropped.
 _KEPT_PREFIXES = (
     labels.NFD_NVIDIA_PCI,
-    labels.OSTREE_VERSION,
-    labels.OS_ID,
-    labels.OS_VERSION_ID,
+    # OSTREE_VERSION, ID, VERSION_ID, RHEL_VERSION, OPENSHIFT_VERSION: the driver keys and image tags.
+    "feature.node.kubernetes.io/system-os_release.",
     labels.KERNEL_VERSION_FULL,
     "nvidia.com/",
 )

@@ -64,9 +64,10 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     if changes.policies or changes.everything or label_errors:
         status = _active_status(rt, active, problems, detected, label_errors)
         previous_errors = _condition_message(active.status, "Error")
+        error_message = next((c.message for c in status["_conditions"] if c.type == "Error" and c.status), "")
         await _write_status_if_changed(rt, active, status, now)
-        error_message = _condition_message(status, "Error")
         if error_message and error_message != previous_errors:
+            # A new or different error: say it once as an Event too (the status holds it meanwhile).
             await asyncio.to_thread(
                 reporting.post_event,
                 rt.api_client,

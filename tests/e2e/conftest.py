@@ -42,8 +42,13 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30, interval: float 
 @pytest.fixture(scope="session")
 def clusterpolicy_crd(control_plane: LocalControlPlane) -> None:
     kubectl(control_plane, "apply", "--server-side", "-f", str(CRD_PATH))
-    kubectl(control_plane, "wait", "--for=condition=Established", "--timeout=60s",
-            "crd/clusterpolicies.nvidia.com")
+    crds = client.ApiextensionsV1Api(control_plane.api_client())
+
+    def established() -> bool:
+        crd = crds.read_custom_resource_definition("clusterpolicies.nvidia.com")
+        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or ())
+
+    wait_for(established, 60, what="ClusterPolicy CRD established")
 
 
 @pytest.fixture(scope="session")
@@ -76,6 +81,8 @@ def start_operator(
     yield start
     for proc in started:
         proc.stop()
+        # Shown by pytest only when the test failed.
+        print(f"--- {proc.log_path.name} (tail) ---\n{proc.log()[-6000:]}")
 
 
 @pytest.fixture
