@@ -21,9 +21,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     run = commands.add_parser("run", help="run the operator (in a cluster or against a kubeconfig)")
     run.add_argument("--kubeconfig", type=Path, default=None, help="default: $KUBECONFIG or in-cluster")
-    run.add_argument("--namespace", default=None,
-                     help="operand and lease namespace (default: $OPERATOR_NAMESPACE or nvidia-gpu-operator)")
-    run.add_argument("--metrics-bind", default="0.0.0.0:8080", help="address:port of /metrics, /healthz, /readyz")
+    run.add_argument(
+        "--namespace",
+        default=None,
+        help="operand and lease namespace (default: $OPERATOR_NAMESPACE or nvidia-gpu-operator)",
+    )
+    run.add_argument(
+        "--metrics-bind", default="0.0.0.0:8080", help="address:port of /metrics, /healthz, /readyz"
+    )
     run.add_argument("--lease-duration", type=int, default=15, help="seconds a leader lease lives unrenewed")
     run.add_argument("--lease-renew-deadline", type=float, default=10.0)
     run.add_argument("--lease-retry-period", type=float, default=2.0)
@@ -31,7 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="start a local control plane and show the operator at work")
     demo.add_argument("--state-dir", type=Path, default=None)
     demo.add_argument("--no-live", action="store_true", help="print snapshots instead of a live table")
-    demo.add_argument("--once", action="store_true", help="run the scenario once and exit (no waiting for Ctrl-C)")
+    demo.add_argument(
+        "--once", action="store_true", help="run the scenario once and exit (no waiting for Ctrl-C)"
+    )
 
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -68,8 +68,10 @@ def main(state_dir: Path | None, live: bool, once: bool) -> int:
     work = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="ocp-gpu-demo-"))
     narrator = Narrator()
     with LocalControlPlane(work / "cluster", keep_state=state_dir is not None) as control_plane:
-        console.print(f"control plane up in {control_plane.startup_seconds:.1f}s; "
-                      f"kubeconfig: [cyan]{control_plane.kubeconfig}[/]")
+        console.print(
+            f"control plane up in {control_plane.startup_seconds:.1f}s; "
+            f"kubeconfig: [cyan]{control_plane.kubeconfig}[/]"
+        )
         api = control_plane.api_client()
         _prepare_cluster(control_plane, api, narrator)
         operator = OperatorProcess(control_plane.kubeconfig, NAMESPACE, work / "operator.log").start()
@@ -80,9 +82,11 @@ def main(state_dir: Path | None, live: bool, once: bool) -> int:
                 if once:
                     time.sleep(3)
                 else:
-                    narrator.say("scenario done: explore with "
-                                 f"`kubectl --kubeconfig {control_plane.kubeconfig} get nodes --show-labels`; "
-                                 "Ctrl-C stops everything")
+                    narrator.say(
+                        "scenario done: explore with "
+                        f"`kubectl --kubeconfig {control_plane.kubeconfig} get nodes --show-labels`; "
+                        "Ctrl-C stops everything"
+                    )
                     while True:
                         time.sleep(1)
         except KeyboardInterrupt:
@@ -97,19 +101,36 @@ def main(state_dir: Path | None, live: bool, once: bool) -> int:
 def _prepare_cluster(control_plane: LocalControlPlane, api: client.ApiClient, narrator: Narrator) -> None:
     openshift.install_openshift_apis(api)
     openshift.set_driver_toolkit_tags(api, DTK_TAGS)
-    subprocess.run(["kubectl", "--kubeconfig", str(control_plane.kubeconfig), "apply", "--server-side",
-                    "-f", str(CRD)], check=True, capture_output=True)
-    subprocess.run(["kubectl", "--kubeconfig", str(control_plane.kubeconfig), "wait",
-                    "--for=condition=Established", "crd/clusterpolicies.nvidia.com"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["kubectl", "--kubeconfig", str(control_plane.kubeconfig), "apply", "--server-side", "-f", str(CRD)],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            "kubectl",
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "wait",
+            "--for=condition=Established",
+            "crd/clusterpolicies.nvidia.com",
+        ],
+        check=True,
+        capture_output=True,
+    )
     client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
-    fake_nodes.create_nodes(api, [
-        *(fake_nodes.gpu_node(f"gpu-{i}", rhcos=RHCOS_OLD) for i in range(1, 4)),
-        *(fake_nodes.gpu_node(f"gpu-{i}", rhcos=RHCOS_NEW) for i in range(4, 6)),
-        fake_nodes.cpu_node("cpu-1"),
-        fake_nodes.cpu_node("cpu-2"),
-    ])
-    narrator.say(f"cluster is 'OpenShift': 5 GPU nodes on RHCOS {RHCOS_OLD} (3) and {RHCOS_NEW} (2), 2 CPU nodes")
+    fake_nodes.create_nodes(
+        api,
+        [
+            *(fake_nodes.gpu_node(f"gpu-{i}", rhcos=RHCOS_OLD) for i in range(1, 4)),
+            *(fake_nodes.gpu_node(f"gpu-{i}", rhcos=RHCOS_NEW) for i in range(4, 6)),
+            fake_nodes.cpu_node("cpu-1"),
+            fake_nodes.cpu_node("cpu-2"),
+        ],
+    )
+    narrator.say(
+        f"cluster is 'OpenShift': 5 GPU nodes on RHCOS {RHCOS_OLD} (3) and {RHCOS_NEW} (2), 2 CPU nodes"
+    )
 
 
 def _scenario(api: client.ApiClient, narrator: Narrator) -> None:
@@ -117,10 +138,17 @@ def _scenario(api: client.ApiClient, narrator: Narrator) -> None:
     custom = client.CustomObjectsApi(api)
     time.sleep(2)
     narrator.say("admin: kubectl apply cluster-policy")
-    custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", {
-        "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
-        "spec": {"operator": {"use_ocp_driver_toolkit": True}, "driver": {"version": "550.90.07"}},
-    })
+    custom.create_cluster_custom_object(
+        "nvidia.com",
+        "v1",
+        "clusterpolicies",
+        {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": "cluster-policy"},
+            "spec": {"operator": {"use_ocp_driver_toolkit": True}, "driver": {"version": "550.90.07"}},
+        },
+    )
     _wait(lambda: _policy_state(custom) == "ready", 60)
     narrator.say("operator: GPU nodes labelled nvidia.com/gpu.present and gpu.deploy.*; CPU nodes untouched")
     time.sleep(3)
@@ -154,10 +182,12 @@ def _display(console: Console, live: bool, render: Callable[[], Any]) -> Iterato
     stop = threading.Event()
     if live:
         with Live(render(), console=console, refresh_per_second=2) as view:
+
             def refresh() -> None:
                 while not stop.wait(0.5):
                     with contextlib.suppress(Exception):
                         view.update(render())
+
             thread = threading.Thread(target=refresh, daemon=True)
             thread.start()
             try:
@@ -166,10 +196,12 @@ def _display(console: Console, live: bool, render: Callable[[], Any]) -> Iterato
                 stop.set()
                 thread.join(2)
     else:
+
         def snapshot() -> None:
             while not stop.wait(5):
                 with contextlib.suppress(Exception):
                     console.print(render())
+
         thread = threading.Thread(target=snapshot, daemon=True)
         thread.start()
         try:
@@ -182,8 +214,16 @@ def _display(console: Console, live: bool, render: Callable[[], Any]) -> Iterato
 def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator) -> Group:
     core = client.CoreV1Api(api)
     nodes = Table(title="Nodes, as the operator sees them", expand=True)
-    for column in ("node", "NFD GPU", "RHCOS (NFD)", "osImage", "gpu.present", "deploy.driver",
-                   "upgrade state", "schedulable"):
+    for column in (
+        "node",
+        "NFD GPU",
+        "RHCOS (NFD)",
+        "osImage",
+        "gpu.present",
+        "deploy.driver",
+        "upgrade state",
+        "schedulable",
+    ):
         nodes.add_column(column)
     for node in sorted(core.list_node().items, key=lambda n: n.metadata.name):
         lbl = node.metadata.labels or {}
@@ -200,25 +240,38 @@ def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator
     daemonsets = Table(title="Driver DaemonSets (app=nvidia-driver-daemonset)", expand=True)
     for column in ("name", "RHCOS", "image missing", "desired", "ready"):
         daemonsets.add_column(column)
-    for ds in client.AppsV1Api(api).list_daemon_set_for_all_namespaces(
-            label_selector=f"{labels.APP}={labels.DRIVER_APP}").items:
+    for ds in (
+        client.AppsV1Api(api)
+        .list_daemon_set_for_all_namespaces(label_selector=f"{labels.APP}={labels.DRIVER_APP}")
+        .items
+    ):
         lbl = ds.metadata.labels or {}
-        daemonsets.add_row(ds.metadata.name, lbl.get(labels.DTK_RHCOS, "-"), lbl.get(labels.DTK_IMAGE_MISSING, "-"),
-                           str(ds.status.desired_number_scheduled), str(ds.status.number_ready))
+        daemonsets.add_row(
+            ds.metadata.name,
+            lbl.get(labels.DTK_RHCOS, "-"),
+            lbl.get(labels.DTK_IMAGE_MISSING, "-"),
+            str(ds.status.desired_number_scheduled),
+            str(ds.status.number_ready),
+        )
     return Group(nodes, daemonsets, _policy_panel(api, operator), Panel(narrator.text(), title="scenario"))
 
 
 def _policy_panel(api: client.ApiClient, operator: OperatorProcess) -> Panel:
     try:
         obj = client.CustomObjectsApi(api).get_cluster_custom_object(
-            "nvidia.com", "v1", "clusterpolicies", "cluster-policy")
+            "nvidia.com", "v1", "clusterpolicies", "cluster-policy"
+        )
     except client.exceptions.ApiException:
         return Panel("no ClusterPolicy yet", title="ClusterPolicy cluster-policy")
     status = obj.get("status") or {}
-    lines = [f"state: {status.get('state', '-')}   platform: {status.get('platform', '-')}   "
-             f"operator: {operator.role() if operator.running() else 'stopped'}"]
-    lines += [f"{c['type']}={c['status']} {c.get('reason', '')}: {c.get('message', '')}"
-              for c in status.get("conditions") or []]
+    lines = [
+        f"state: {status.get('state', '-')}   platform: {status.get('platform', '-')}   "
+        f"operator: {operator.role() if operator.running() else 'stopped'}"
+    ]
+    lines += [
+        f"{c['type']}={c['status']} {c.get('reason', '')}: {c.get('message', '')}"
+        for c in status.get("conditions") or []
+    ]
     return Panel("\n".join(lines), title="ClusterPolicy cluster-policy")
 
 

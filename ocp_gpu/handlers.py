@@ -48,7 +48,7 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
         rt.node_facts[facts.name] = facts
 
     @kopf.on.event("", "v1", "nodes", registry=registry, id="node-events")
-    async def node_event(name: str, type: str | None, **_: Any) -> None:  # noqa: A002
+    async def node_event(name: str, type: str | None, **_: Any) -> None:
         if type == "DELETED":
             rt.node_facts.pop(nodes.NodeName(name), None)
         rt.listed.set()
@@ -66,7 +66,7 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
         )
 
     @kopf.on.event(POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL, registry=registry, id="policy-events")
-    async def policy_event(name: str, type: str | None, **_: Any) -> None:  # noqa: A002
+    async def policy_event(name: str, type: str | None, **_: Any) -> None:
         if type == "DELETED":
             rt.policies.pop(name, None)
         rt.listed.set()
@@ -81,7 +81,7 @@ def connection_info(api_client: client.ApiClient) -> kopf.ConnectionInfo:
     header = configuration.get_api_key_with_prefix("BearerToken") or configuration.get_api_key_with_prefix(
         "authorization"
     )
-    scheme, token = (header.split(" ", 1) + [""])[:2] if header else (None, None)
+    scheme, token = [*header.split(" ", 1), ""][:2] if header else (None, None)
     return kopf.ConnectionInfo(
         server=configuration.host,
         ca_path=configuration.ssl_ca_cert,

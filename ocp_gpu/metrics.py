@@ -11,12 +11,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 # --- operator health --------------------------------------------------------
-is_leader = Gauge(
-    "ocp_gpu_is_leader", "1 while this replica holds the leader lease", registry=REGISTRY
-)
-reconciliations = Counter(
-    "gpu_operator_reconciliation_total", "Reconcile passes run", registry=REGISTRY
-)
+is_leader = Gauge("ocp_gpu_is_leader", "1 while this replica holds the leader lease", registry=REGISTRY)
+reconciliations = Counter("gpu_operator_reconciliation_total", "Reconcile passes run", registry=REGISTRY)
 reconciliation_failures = Counter(
     "gpu_operator_reconciliation_failed_total", "Reconcile passes that raised", registry=REGISTRY
 )

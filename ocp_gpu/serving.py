@@ -1,4 +1,4 @@
-"""The operator's HTTP endpoints: /metrics, /healthz (alive) and /readyz (leading or standing by, watching)."""
+"""The operator's HTTP endpoints: /metrics, /healthz (alive) and /readyz (leading or standing by)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def serve(address: str, port: int, health: Health) -> http.server.ThreadingHTTPS
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: object) -> None:
             # Probes hit these endpoints every few seconds: keep them out of the log.
             return
 

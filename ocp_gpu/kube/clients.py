@@ -21,9 +21,7 @@ def load_api_client(kubeconfig: Path | None = None) -> client.ApiClient:
     if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=configuration)
     else:
-        config.load_kube_config(
-            config_file=str(path) if path else None, client_configuration=configuration
-        )
+        config.load_kube_config(config_file=str(path) if path else None, client_configuration=configuration)
     api_client = client.ApiClient(configuration)
     api_client.user_agent = USER_AGENT
     return api_client

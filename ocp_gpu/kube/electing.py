@@ -30,7 +30,9 @@ LEASE_NAME = "ocp-gpu-operator-leader"
 class ElectionSettings:
     namespace: str
     name: str = LEASE_NAME
-    identity: str = dataclasses.field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
+    identity: str = dataclasses.field(
+        default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    )
     # client-go's defaults are 15/10/2 s; we renew less often to keep writes low.
     lease_duration_s: int = 15
     renew_deadline_s: float = 10.0
@@ -65,13 +67,21 @@ class LeaderElector:
         logged_wait = False
         while True:
             if await asyncio.to_thread(self._try_acquire_or_renew):
-                logger.info("acquired leadership lease %s/%s as %s",
-                            self._settings.namespace, self._settings.name, self.identity)
+                logger.info(
+                    "acquired leadership lease %s/%s as %s",
+                    self._settings.namespace,
+                    self._settings.name,
+                    self.identity,
+                )
                 return
             if not logged_wait:
                 holder = self._observed[0].holder if self._observed[0] else None
-                logger.info("standing by: lease %s/%s is held by %s",
-                            self._settings.namespace, self._settings.name, holder)
+                logger.info(
+                    "standing by: lease %s/%s is held by %s",
+                    self._settings.namespace,
+                    self._settings.name,
+                    holder,
+                )
                 logged_wait = True
             await asyncio.sleep(self._settings.retry_period_s)
 
@@ -109,7 +119,9 @@ class LeaderElector:
         self._observed = (record, version)
         decision = leadership.plan_lease(record, self.identity, now, self._settings.lease_duration_s)
         if decision.action is leadership.LeaseAction.WAIT or decision.record is None:
-            self._last_renewed = None if record is None or record.holder != self.identity else self._last_renewed
+            self._last_renewed = (
+                None if record is None or record.holder != self.identity else self._last_renewed
+            )
             return False
         try:
             if decision.action is leadership.LeaseAction.CREATE:

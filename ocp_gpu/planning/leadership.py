@@ -26,7 +26,7 @@ class LeaseRecord:
     transitions: int
 
 
-class LeaseAction(str, enum.Enum):
+class LeaseAction(enum.StrEnum):
     CREATE = "create"  # no Lease object exists yet
     TAKE = "take"  # the Lease is free or expired: become the holder
     RENEW = "renew"  # we hold it: extend it

@@ -50,7 +50,9 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     )
     if changes.policies or changes.everything:
         for name, message in selection.ignored.items():
-            await _write_status_if_changed(rt, rt.policies[name], _ignored_status(message, rt.policies[name]), now)
+            await _write_status_if_changed(
+                rt, rt.policies[name], _ignored_status(message, rt.policies[name]), now
+            )
     if selection.active is None:
         # No ClusterPolicy: nothing is deployed and no node is labelled.
         return
@@ -116,14 +118,20 @@ def _active_status(
         found.append(conditions.Condition("Error", True, "NodeLabellingFailed", message))
     else:
         gpu_nodes = sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node)
-        found.append(conditions.Condition(
-            "Ready", True, "Reconciled", f"{gpu_nodes} GPU node(s) on {detected.value}"))
+        found.append(
+            conditions.Condition("Ready", True, "Reconciled", f"{gpu_nodes} GPU node(s) on {detected.value}")
+        )
         found.append(conditions.Condition("Error", False, "Reconciled", ""))
     warnings = [p for p in problems if p.severity is not policy_problems.Severity.ERROR]
     if warnings:
-        found.append(conditions.Condition(
-            "Warning", True, "SpecWarning",
-            "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in warnings)))
+        found.append(
+            conditions.Condition(
+                "Warning",
+                True,
+                "SpecWarning",
+                "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in warnings),
+            )
+        )
     state = STATE_NOT_READY if (errors or label_errors) else STATE_READY
     metrics.reconciliation_status.set(-1 if errors else (1 if state == STATE_READY else 0))
     return {"state": state, "namespace": rt.namespace, "_conditions": found, "platform": detected.value}

@@ -19,15 +19,22 @@ CRD_PATH = Path(__file__).resolve().parents[2] / "ocp_gpu" / "crds" / "clusterpo
 OPERATOR_USER = "ocp-gpu-operator"
 
 
-def kubectl(control_plane: LocalControlPlane, *args: str, stdin: str | None = None,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
+def kubectl(
+    control_plane: LocalControlPlane, *args: str, stdin: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["kubectl", "--kubeconfig", str(control_plane.kubeconfig), *args],
-        input=stdin, capture_output=True, text=True, check=check, timeout=60,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=60,
     )
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30, interval: float = 0.25, what: str = "") -> Any:
+def wait_for(
+    predicate: Callable[[], Any], timeout: float = 30, interval: float = 0.25, what: str = ""
+) -> Any:
     """Poll until predicate() is truthy; return its value or fail naming what we waited for."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -59,18 +66,33 @@ def operator_kubeconfig(control_plane: LocalControlPlane) -> Path:
 
 @pytest.fixture
 def start_operator(
-    control_plane: LocalControlPlane, operator_kubeconfig: Path, namespace: str, tmp_path: Path,
+    control_plane: LocalControlPlane,
+    operator_kubeconfig: Path,
+    namespace: str,
+    tmp_path: Path,
     clusterpolicy_crd: None,
 ) -> Iterator[Callable[..., OperatorProcess]]:
     started: list[OperatorProcess] = []
 
     def start(*extra: str, wait_role: str | None = "leader", user: str = OPERATOR_USER) -> OperatorProcess:
-        kubeconfig = operator_kubeconfig if user == OPERATOR_USER else control_plane.make_kubeconfig(
-            user, ["system:masters"])
+        kubeconfig = (
+            operator_kubeconfig
+            if user == OPERATOR_USER
+            else control_plane.make_kubeconfig(user, ["system:masters"])
+        )
         proc = OperatorProcess(
-            kubeconfig, namespace, tmp_path / f"operator-{len(started)}.log",
-            extra_args=["--lease-duration", "4", "--lease-renew-deadline", "3", "--lease-retry-period", "0.5",
-                        *extra],
+            kubeconfig,
+            namespace,
+            tmp_path / f"operator-{len(started)}.log",
+            extra_args=[
+                "--lease-duration",
+                "4",
+                "--lease-renew-deadline",
+                "3",
+                "--lease-retry-period",
+                "0.5",
+                *extra,
+            ],
         ).start()
         started.append(proc)
         proc.wait_http("/healthz")
@@ -91,8 +113,12 @@ def apply_policy(kube: client.ApiClient) -> Iterator[Callable[..., dict[str, Any
     api = client.CustomObjectsApi(kube)
 
     def apply(name: str = "cluster-policy", spec: dict[str, Any] | None = None) -> dict[str, Any]:
-        body = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": name},
-                "spec": spec if spec is not None else {}}
+        body = {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": name},
+            "spec": spec if spec is not None else {},
+        }
         obj: dict[str, Any] = api.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", body)
         created.append(name)
         return obj
@@ -104,13 +130,17 @@ def apply_policy(kube: client.ApiClient) -> Iterator[Callable[..., dict[str, Any
         except client.exceptions.ApiException as error:
             if error.status != 404:
                 raise
-    wait_for(lambda: not api.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies")["items"],
-             30, what="ClusterPolicies deleted")
+    wait_for(
+        lambda: not api.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies")["items"],
+        30,
+        what="ClusterPolicies deleted",
+    )
 
 
 def read_policy(kube: client.ApiClient, name: str = "cluster-policy") -> dict[str, Any]:
     obj: dict[str, Any] = client.CustomObjectsApi(kube).get_cluster_custom_object(
-        "nvidia.com", "v1", "clusterpolicies", name)
+        "nvidia.com", "v1", "clusterpolicies", name
+    )
     return obj
 
 

@@ -52,8 +52,9 @@ def some_nodes(kube: client.ApiClient) -> dict[str, str]:
     gpu_a, gpu_b, cpu = unique_name("gpu-a"), unique_name("gpu-b"), unique_name("cpu")
     made = [
         fake_nodes.gpu_node(gpu_a, rhcos="416.94.202407030122-0"),
-        fake_nodes.gpu_node(gpu_b, rhcos="417.94.202410090854-0",
-                            extra_labels={labels.deploy_label("driver"): "false"}),
+        fake_nodes.gpu_node(
+            gpu_b, rhcos="417.94.202410090854-0", extra_labels={labels.deploy_label("driver"): "false"}
+        ),
         fake_nodes.cpu_node(cpu),
     ]
     fake_nodes.create_nodes(kube, made)
@@ -62,20 +63,28 @@ def some_nodes(kube: client.ApiClient) -> dict[str, str]:
 
 
 def test_gpu_nodes_labelled_cpu_nodes_untouched_admin_optout_kept(
-    kube: client.ApiClient, some_nodes: dict[str, str],
-    start_operator: Callable[..., OperatorProcess], apply_policy: Callable[..., dict[str, Any]],
+    kube: client.ApiClient,
+    some_nodes: dict[str, str],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
 ) -> None:
     cpu_before = client.CoreV1Api(kube).read_node(some_nodes["cpu"]).metadata.resource_version
     apply_policy()
     start_operator()
     wait_for(lambda: policy_state(kube) == "ready", 30, what="policy ready")
 
-    gpu_a = wait_for(lambda: (lbl := node_labels(kube, some_nodes["gpu_a"])).get(labels.GPU_PRESENT) and lbl,
-                     20, what="gpu.present on gpu_a")
+    gpu_a = wait_for(
+        lambda: (lbl := node_labels(kube, some_nodes["gpu_a"])).get(labels.GPU_PRESENT) and lbl,
+        20,
+        what="gpu.present on gpu_a",
+    )
     assert {k: gpu_a.get(k) for k in EXPECTED_DEPLOY} == EXPECTED_DEPLOY
 
-    gpu_b = wait_for(lambda: (lbl := node_labels(kube, some_nodes["gpu_b"])).get(labels.GPU_PRESENT) and lbl,
-                     20, what="gpu.present on gpu_b")
+    gpu_b = wait_for(
+        lambda: (lbl := node_labels(kube, some_nodes["gpu_b"])).get(labels.GPU_PRESENT) and lbl,
+        20,
+        what="gpu.present on gpu_b",
+    )
     assert gpu_b[labels.deploy_label("driver")] == "false", "the admin's opt-out was overwritten"
     assert gpu_b[labels.deploy_label("device-plugin")] == "true"
 
@@ -87,7 +96,8 @@ def test_gpu_nodes_labelled_cpu_nodes_untouched_admin_optout_kept(
 
 
 def test_second_policy_is_ignored_and_names_the_active_one(
-    kube: client.ApiClient, start_operator: Callable[..., OperatorProcess],
+    kube: client.ApiClient,
+    start_operator: Callable[..., OperatorProcess],
     apply_policy: Callable[..., dict[str, Any]],
 ) -> None:
     apply_policy("cluster-policy")
@@ -102,28 +112,40 @@ def test_second_policy_is_ignored_and_names_the_active_one(
 
 
 def test_platform_detection_follows_the_served_api_groups(
-    kube: client.ApiClient, openshift: None, start_operator: Callable[..., OperatorProcess],
+    kube: client.ApiClient,
+    openshift: None,
+    start_operator: Callable[..., OperatorProcess],
     apply_policy: Callable[..., dict[str, Any]],
 ) -> None:
     apply_policy()
     start_operator()
-    wait_for(lambda: (read_policy(kube).get("status") or {}).get("platform") == "openshift", 30,
-             what="platform openshift")
+    wait_for(
+        lambda: (read_policy(kube).get("status") or {}).get("platform") == "openshift",
+        30,
+        what="platform openshift",
+    )
 
 
 def test_vanilla_kubernetes_is_not_mistaken_for_openshift(
-    kube: client.ApiClient, start_operator: Callable[..., OperatorProcess],
+    kube: client.ApiClient,
+    start_operator: Callable[..., OperatorProcess],
     apply_policy: Callable[..., dict[str, Any]],
 ) -> None:
     apply_policy()
     start_operator()
-    wait_for(lambda: (read_policy(kube).get("status") or {}).get("platform") == "kubernetes", 30,
-             what="platform kubernetes")
+    wait_for(
+        lambda: (read_policy(kube).get("status") or {}).get("platform") == "kubernetes",
+        30,
+        what="platform kubernetes",
+    )
 
 
 def test_semantic_error_reported_in_status_and_event_nothing_deleted(
-    kube: client.ApiClient, control_plane: LocalControlPlane, some_nodes: dict[str, str],
-    start_operator: Callable[..., OperatorProcess], apply_policy: Callable[..., dict[str, Any]],
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    some_nodes: dict[str, str],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
 ) -> None:
     apply_policy(spec={"driver": {"upgradePolicy": {"drain": {"podSelector": "app in (a"}}}})
     start_operator()
@@ -132,21 +154,32 @@ def test_semantic_error_reported_in_status_and_event_nothing_deleted(
     assert error["status"] == "True"
     assert "spec.driver.upgradePolicy.drain.podSelector" in error["message"]
     events = wait_for(
-        lambda: [e for e in client.CoreV1Api(kube).list_namespaced_event("default").items
-                 if e.involved_object.kind == "ClusterPolicy" and e.reason == "InvalidClusterPolicy"],
-        20, what="InvalidClusterPolicy event")
+        lambda: [
+            e
+            for e in client.CoreV1Api(kube).list_namespaced_event("default").items
+            if e.involved_object.kind == "ClusterPolicy" and e.reason == "InvalidClusterPolicy"
+        ],
+        20,
+        what="InvalidClusterPolicy event",
+    )
     assert "podSelector" in events[0].message
     assert events[0].type == "Warning"
     # Nothing was deleted: the nodes and their labels are still there.
     assert client.CoreV1Api(kube).read_node(some_nodes["gpu_a"])
-    delete_writes = [e for e in control_plane.read_audit_events()
-                     if e.get("user", {}).get("username") == OPERATOR_USER and e.get("verb") == "delete"]
+    delete_writes = [
+        e
+        for e in control_plane.read_audit_events()
+        if e.get("user", {}).get("username") == OPERATOR_USER and e.get("verb") == "delete"
+    ]
     assert delete_writes == []
 
 
 def test_one_of_two_replicas_acts_and_the_other_takes_over(
-    kube: client.ApiClient, control_plane: LocalControlPlane, some_nodes: dict[str, str],
-    start_operator: Callable[..., OperatorProcess], apply_policy: Callable[..., dict[str, Any]],
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    some_nodes: dict[str, str],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
 ) -> None:
     first = start_operator()
     mark = control_plane.audit_line_count()
@@ -158,7 +191,12 @@ def test_one_of_two_replicas_acts_and_the_other_takes_over(
     wait_for(lambda: policy_state(kube) == "ready", 30, what="policy ready")
     # The standby wrote nothing (it only reads the Lease); the leader did the work.
     assert control_plane.count_writes("ocp-gpu-standby", since_line=mark) == 0
-    assert control_plane.count_writes(OPERATOR_USER, since_line=mark, exclude_resources=("leases.coordination.k8s.io",)) > 0
+    assert (
+        control_plane.count_writes(
+            OPERATOR_USER, since_line=mark, exclude_resources=("leases.coordination.k8s.io",)
+        )
+        > 0
+    )
     assert "acquired leadership" not in second.log()
 
     first.kill()
@@ -171,15 +209,21 @@ def test_one_of_two_replicas_acts_and_the_other_takes_over(
     late = unique_name("gpu-late")
     fake_nodes.create_nodes(kube, [fake_nodes.gpu_node(late, rhcos="416.94.202407030122-0")])
     try:
-        wait_for(lambda: node_labels(kube, late).get(labels.GPU_PRESENT) == "true", 20,
-                 what="new leader labels a new node")
+        wait_for(
+            lambda: node_labels(kube, late).get(labels.GPU_PRESENT) == "true",
+            20,
+            what="new leader labels a new node",
+        )
     finally:
         fake_nodes.delete_nodes(kube, [late])
 
 
 def test_zero_writes_while_nothing_changes(
-    kube: client.ApiClient, control_plane: LocalControlPlane, some_nodes: dict[str, str],
-    start_operator: Callable[..., OperatorProcess], apply_policy: Callable[..., dict[str, Any]],
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    some_nodes: dict[str, str],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
 ) -> None:
     apply_policy()
     start_operator()
@@ -189,7 +233,8 @@ def test_zero_writes_while_nothing_changes(
     mark = control_plane.audit_line_count()
     time.sleep(12)  # kwok heartbeats and lease renewals keep happening meanwhile
     writes = [
-        f"{e['verb']} {e.get('objectRef')}" for e in control_plane.read_audit_events(since_line=mark)
+        f"{e['verb']} {e.get('objectRef')}"
+        for e in control_plane.read_audit_events(since_line=mark)
         if e.get("user", {}).get("username") == OPERATOR_USER
         and e.get("stage") == "ResponseComplete"
         and e.get("verb") in ("create", "update", "patch", "delete", "deletecollection")

@@ -13,14 +13,22 @@ STAMP = "2026-11-22T12:00:00Z"
 def test_new_condition_transitions_now() -> None:
     merged = conditions.merge_conditions([conditions.Condition("Ready", True, "Ok", "fine")], [], NOW, 3)
     assert merged == [
-        {"type": "Ready", "status": "True", "reason": "Ok", "message": "fine",
-         "lastTransitionTime": STAMP, "observedGeneration": 3}
+        {
+            "type": "Ready",
+            "status": "True",
+            "reason": "Ok",
+            "message": "fine",
+            "lastTransitionTime": STAMP,
+            "observedGeneration": 3,
+        }
     ]
 
 
 def test_unchanged_status_keeps_its_transition_time_even_if_message_changes() -> None:
     stored = [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
-    merged = conditions.merge_conditions([conditions.Condition("Ready", True, "Ok", "new text")], stored, NOW, 1)
+    merged = conditions.merge_conditions(
+        [conditions.Condition("Ready", True, "Ok", "new text")], stored, NOW, 1
+    )
     assert merged[0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
     assert merged[0]["message"] == "new text"
 

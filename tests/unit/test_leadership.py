@@ -14,7 +14,9 @@ from ocp_gpu.planning import leadership
 T0 = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.UTC)
 
 
-def record(holder: str | None, renewed_s_ago: float, duration: int = 15, transitions: int = 3) -> leadership.LeaseRecord:
+def record(
+    holder: str | None, renewed_s_ago: float, duration: int = 15, transitions: int = 3
+) -> leadership.LeaseRecord:
     renewed = T0 - datetime.timedelta(seconds=renewed_s_ago)
     return leadership.LeaseRecord(holder, renewed, renewed, duration, transitions)
 
