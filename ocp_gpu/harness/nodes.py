@@ -248,12 +248,21 @@ def create_nodes(
         wait_nodes_ready(api_client, [n["metadata"]["name"] for n in nodes], timeout=timeout)
 
 
+# Taints the node-lifecycle controller puts on a node that is not Ready (yet).
+_NOT_READY_TAINTS: Final = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+
+
 def _is_ready(node: Any) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+    """Ready, and the node-lifecycle controller has caught up.
+
+    NB: a new node gets a not-ready NoSchedule taint until the controller sees the
+    Ready condition; until then the scheduler skips it (DaemonSet pods tolerate it)."""
+    ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+    return ready and not any(t.key in _NOT_READY_TAINTS for t in (node.spec.taints or []))
 
 
 def wait_nodes_ready(api_client: ApiClient, names: Iterable[str], *, timeout: float = 120.0) -> None:
-    """Wait until every named node reports Ready=True."""
+    """Wait until every named node reports Ready=True and carries no not-ready taint."""
     core = kubernetes.client.CoreV1Api(api_client)
     pending = set(names)
     deadline = time.monotonic() + timeout

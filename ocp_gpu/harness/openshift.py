@@ -101,13 +101,28 @@ def _expected_resources() -> dict[tuple[str, str], set[str]]:
     return expected
 
 
-def _ensure_namespace(api_client: ApiClient, name: str) -> None:
+def _ensure_namespace(api_client: ApiClient, name: str, timeout: float = 60.0) -> None:
+    """Create the namespace unless it exists; wait out a previous one's deletion."""
     core = kubernetes.client.CoreV1Api(api_client)
-    try:
-        core.create_namespace({"metadata": {"name": name, "labels": {CREATED_BY_LABEL: _CREATED_BY}}})
-    except ApiException as e:
-        if e.status != 409:  # exists already: fine, and not ours to delete later
-            raise
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            core.create_namespace({"metadata": {"name": name, "labels": {CREATED_BY_LABEL: _CREATED_BY}}})
+            return
+        except ApiException as e:
+            if e.status != 409:
+                raise
+        # It exists: fine (and not ours to delete later) unless it is still going away
+        # after an uninstall, which does not wait for that (see below).
+        try:
+            if core.read_namespace(name).status.phase != "Terminating":
+                return
+        except ApiException as e:
+            if e.status != 404:
+                raise
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"namespace {name} still Terminating after {timeout:.0f}s")
+        time.sleep(0.1)
 
 
 def install_openshift_apis(
@@ -349,23 +364,20 @@ def set_driver_toolkit_tags(
 
 def uninstall_openshift_apis(api_client: ApiClient, *, timeout: float = 60.0) -> None:
     """Delete the CRDs (and so every object of theirs) and the namespaces the
-    emulation created; wait until discovery no longer lists the groups."""
+    emulation created; wait until discovery no longer lists the groups (but not
+    until the namespaces are gone)."""
     ext = kubernetes.client.ApiextensionsV1Api(api_client)
     core = kubernetes.client.CoreV1Api(api_client)
+    selector = f"{CREATED_BY_LABEL}={_CREATED_BY}"
+    # NB: not waited for: the namespace controller takes ~5 s to finish deleting even
+    # an empty namespace (measured here, every time). Their objects go with the CRDs
+    # anyway, and `_ensure_namespace` waits out a Terminating namespace if the next
+    # install needs it again.
+    for ns in core.list_namespace(label_selector=selector).items:
+        _ignore_404(core.delete_namespace, ns.metadata.name)
     names = [crd["metadata"]["name"] for crd in load_crds()]
     for name in names:
-        try:
-            ext.delete_custom_resource_definition(name)
-        except ApiException as e:
-            if e.status != 404:
-                raise
-    created = core.list_namespace(label_selector=f"{CREATED_BY_LABEL}={_CREATED_BY}").items
-    for ns in created:
-        try:
-            core.delete_namespace(ns.metadata.name)
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        _ignore_404(ext.delete_custom_resource_definition, name)
 
     def gone() -> bool:
         for name in names:
@@ -375,11 +387,14 @@ def uninstall_openshift_apis(api_client: ApiClient, *, timeout: float = 60.0) ->
             except ApiException as e:
                 if e.status != 404:
                     raise
-        groups = {(g, v) for g, v in _expected_resources()}
-        if any(_served_resources(api_client, g, v) for g, v in groups):
-            return False
-        return not core.list_namespace(label_selector=f"{CREATED_BY_LABEL}={_CREATED_BY}").items
+        return not any(_served_resources(api_client, g, v) for g, v in _expected_resources())
 
-    # NB: a namespace stays Terminating until the namespace controller has emptied
-    # it; creating objects in it meanwhile fails, so the next install must wait.
     _wait("the OpenShift APIs to be removed", gone, timeout)
+
+
+def _ignore_404(call: Callable[[str], object], name: str) -> None:
+    try:
+        call(name)
+    except ApiException as e:
+        if e.status != 404:
+            raise
