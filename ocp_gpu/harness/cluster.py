@@ -42,7 +42,6 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-import weakref
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -303,8 +302,9 @@ def _stop_process(proc: _Process, grace: float) -> None:
     proc.log_file.close()
 
 
-# Every started plane, for the atexit safety net (weak: a collected plane is gone).
-_LIVE: weakref.WeakSet[LocalControlPlane] = weakref.WeakSet()
+# Every started plane, for the atexit safety net. Strong references: a plane dropped
+# without stop() is still stopped gracefully at exit.
+_LIVE: set[LocalControlPlane] = set()
 
 
 @atexit.register
@@ -416,6 +416,10 @@ class LocalControlPlane:
         if self._state_dir is None:
             self._state_dir = Path(tempfile.mkdtemp(prefix="ocp-gpu-cp-"))
         bins = self._binaries or binaries_mod.find_binaries()
+        if any((self.state_dir / "etcd").glob("*")):
+            # NB: a fresh PKI against old etcd data breaks every stored token and
+            # certificate reference; never reuse a state dir.
+            raise ControlPlaneError(f"{self.state_dir} holds a previous cluster's data; give a new directory")
         for sub in ("pki", "kubeconfigs", "etcd", "audit", "kwok", "logs"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         self._started = True
