@@ -408,7 +408,7 @@ class LocalControlPlane:
     def start(self) -> None:
         """Start every process and wait until a fake node can become Ready.
 
-        Raises `ControlPlaneError` with the tail of the failing process's log.
+        Raises `ControlPlaneError` with an excerpt of the failing process's log.
         """
         if self._started:
             return
