@@ -1,0 +1,260 @@
+"""What the driver upgrade controller observes: node states, driver pods, workload pods, validators.
+
+The `kube/upgrading` adapter fills these records once per pass; `planning/upgrade`
+decides on them and never sees a client object.  Everything is frozen and holds only
+what an upgrade decision needs (no full Node or Pod objects: memory stays flat).
+
+Also the upgrade controller's wire strings: the state label values (seed 000), the
+node annotations it keeps its memory in, the event reason and message.  NVIDIA's names
+(k8s-operator-libs `pkg/upgrade/consts.go`) are reused where they exist; the few
+annotations that are ours follow the same `nvidia.com/gpu-driver-upgrade` family so
+`kubectl get node -o yaml | grep gpu-driver-upgrade` shows all of them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from ocp_gpu.model.nodes import NodeName
+
+# --- the state label ---------------------------------------------------------------
+
+
+class UpgradeState(enum.StrEnum):
+    """The values of the node label `nvidia.com/gpu-driver-upgrade-state`, verbatim (seed 000)."""
+
+    # The controller is off, or has not processed the node yet.
+    UNKNOWN = ""
+    # The driver pod is outdated; nothing is done until an upgrade slot is free.
+    UPGRADE_REQUIRED = "upgrade-required"
+    # The node is about to be cordoned.
+    CORDON_REQUIRED = "cordon-required"
+    # Waiting for the pods of waitForCompletion.podSelector to finish.
+    WAIT_FOR_JOBS_REQUIRED = "wait-for-jobs-required"
+    # Pods using GPUs are being deleted.
+    POD_DELETION_REQUIRED = "pod-deletion-required"
+    # GPU pod deletion failed and drain is enabled: the node is being drained.
+    DRAIN_REQUIRED = "drain-required"
+    # The outdated driver pod is deleted; waiting for its current, Ready successor.
+    POD_RESTART_REQUIRED = "pod-restart-required"
+    # Waiting for the validator pods on the node.
+    VALIDATION_REQUIRED = "validation-required"
+    # The node is made schedulable again (unless it was cordoned before the upgrade).
+    UNCORDON_REQUIRED = "uncordon-required"
+    # The driver pod is current.
+    UPGRADE_DONE = "upgrade-done"
+    # Something failed; an admin relabels `upgrade-required` to retry.
+    UPGRADE_FAILED = "upgrade-failed"
+
+
+def parse_state(value: str | None) -> UpgradeState:
+    """The state a label value names; absent, empty or unrecognised values are UNKNOWN.
+
+    NB: an unrecognised value (a typo by hand) is treated as "not processed yet",
+    so the controller relabels the node instead of ignoring it forever.
+    """
+    try:
+        return UpgradeState(value or "")
+    except ValueError:
+        return UpgradeState.UNKNOWN
+
+
+# --- node annotations: the controller's memory ---------------------------------------
+
+# NVIDIA's: the node was unschedulable before the upgrade cordoned it, so it is never uncordoned.
+INITIAL_UNSCHEDULABLE: Final = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
+# Ours: this upgrade cordoned the node (set in the same patch as the cordon itself), so it
+# may lift that cordon; without it a cordon is someone else's and stays.
+CORDONED_BY_UPGRADE: Final = "nvidia.com/gpu-driver-upgrade.cordoned-by-upgrade"
+# NVIDIA's: when the node started waiting for waitForCompletion pods (unix seconds).
+WAIT_FOR_COMPLETION_START: Final = "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time"
+# Ours, in NVIDIA's pattern: when GPU pod deletion started (unix seconds).
+POD_DELETION_START: Final = "nvidia.com/gpu-driver-upgrade-pod-deletion-start-time"
+# Ours, in NVIDIA's pattern: when the drain started (unix seconds).
+DRAIN_START: Final = "nvidia.com/gpu-driver-upgrade-drain-start-time"
+# NVIDIA's: when validation started (unix seconds).
+VALIDATION_START: Final = "nvidia.com/gpu-driver-upgrade-validation-start-time"
+# Every start-time annotation; the transition table says which state uses which.
+TIMER_ANNOTATIONS: Final = (WAIT_FOR_COMPLETION_START, POD_DELETION_START, DRAIN_START, VALIDATION_START)
+
+# --- other wire strings ---------------------------------------------------------------
+
+# The DaemonSet controller's pod label naming the ControllerRevision a pod was made from.
+POD_REVISION_LABEL: Final = "controller-revision-hash"
+# The validator pods that gate validation-required (NVIDIA's operator-validator).
+VALIDATOR_SELECTOR: Final = "app=nvidia-operator-validator"
+# NVIDIA appends this to every drain selector so pods can opt out of drains (the operator's own).
+DRAIN_SKIP_SELECTOR: Final = "nvidia.com/gpu-driver-upgrade-drain.skip!=true"
+# Extended resources that mean "this pod uses a GPU": nvidia.com/gpu*, nvidia.com/mig-*.
+GPU_RESOURCE_PREFIXES: Final = ("nvidia.com/gpu", "nvidia.com/mig-")
+# The Event reason of every state change (seed 000).
+EVENT_REASON: Final = "GPUDriverUpgrade"
+# The value of the skip label that skips a node.
+SKIP_VALUE: Final = "true"
+
+
+def event_message(state: UpgradeState) -> str:
+    """The Event message of a state change, exactly as seed 000 shows it."""
+    return f"Successfully updated node state label to [{state.value}]"
+
+
+def is_gpu_resource(name: str) -> bool:
+    """A resource name that allocates an NVIDIA GPU or MIG slice."""
+    return name.startswith(GPU_RESOURCE_PREFIXES)
+
+
+def format_timestamp(moment: datetime.datetime) -> str:
+    """A start-time annotation value: unix seconds, as NVIDIA writes them."""
+    return str(int(moment.timestamp()))
+
+
+def parse_timestamp(value: str | None) -> datetime.datetime | None:
+    """The moment a start-time annotation names; None when absent or not a number."""
+    if not value:
+        return None
+    try:
+        return datetime.datetime.fromtimestamp(int(value.strip()), datetime.UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+# --- the records ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodRef:
+    """Enough to delete or evict one pod, and not its same-named successor (uid precondition)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriverPod:
+    """A driver pod (`app=nvidia-driver-daemonset`) on one node."""
+
+    ref: PodRef
+    node: NodeName
+    # The DaemonSet that controls the pod; None for an orphan.
+    daemonset: str | None
+    # Its `controller-revision-hash` label; None when missing.
+    revision_hash: str | None
+    # Running with every container ready.
+    ready: bool = False
+    # A deletionTimestamp is set: the pod is going away.
+    terminating: bool = False
+    # The highest restart count among containers (init included) that are not ready.
+    restart_count: int = 0
+    # Why a container waits (CrashLoopBackOff, ImagePullBackOff, ...); "" when none does.
+    waiting_reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriverRevision:
+    """A driver DaemonSet as the upgrade sees it: its current revision and whether it is whole."""
+
+    daemonset: str
+    # The hash of its newest ControllerRevision (highest `.revision`); None when none was found.
+    current_hash: str | None
+    # Nodes it should run on but has no pod on (desired - current scheduled); 0 when whole.
+    unscheduled: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpgradeNode:
+    """A GPU node, reduced to what its upgrade state depends on."""
+
+    name: NodeName
+    # The raw value of the state label ("" when absent), as found.
+    state_label: str = ""
+    unschedulable: bool = False
+    # The node's Ready condition; NotReady nodes count as unavailable.
+    ready: bool = True
+    # `nvidia.com/gpu-driver-upgrade.skip=true`.
+    skip: bool = False
+    # `nvidia.com/gpu-driver-upgrade-enabled=true` is set.
+    upgrade_enabled: bool = False
+    # INITIAL_UNSCHEDULABLE is set: the admin's cordon, never lifted.
+    initially_unschedulable: bool = False
+    # CORDONED_BY_UPGRADE is set: the cordon is the upgrade's own.
+    cordoned_by_upgrade: bool = False
+    # The parsed start-time annotations present (keys from TIMER_ANNOTATIONS).
+    timers: Mapping[str, datetime.datetime] = field(default_factory=dict)
+    # The driver pods on the node: normally one; during a hand-over also a terminating one.
+    driver_pods: tuple[DriverPod, ...] = ()
+
+    @property
+    def state(self) -> UpgradeState:
+        return parse_state(self.state_label)
+
+    @property
+    def driver_pod(self) -> DriverPod | None:
+        """The pod that counts: a live one before a terminating one, then by name (stable)."""
+        if not self.driver_pods:
+            return None
+        return min(self.driver_pods, key=lambda pod: (pod.terminating, pod.ref.name))
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadPod:
+    """A pod on a node being upgraded, reduced to what wait, deletion and drain look at."""
+
+    ref: PodRef
+    node: NodeName
+    labels: Mapping[str, str] = field(default_factory=dict)
+    # Pending, Running, Succeeded, Failed, Unknown.
+    phase: str = "Running"
+    # A container requests or limits nvidia.com/gpu* or nvidia.com/mig-*.
+    requests_gpu: bool = False
+    # The kind of the controlling ownerReference (ReplicaSet, Job, DaemonSet, ...); None without one.
+    controller_kind: str | None = None
+    # The pod has an emptyDir volume (its data is lost on deletion).
+    uses_empty_dir: bool = False
+    terminating: bool = False
+    # A static pod's API mirror: deleting or evicting it does nothing.
+    mirror: bool = False
+
+    @property
+    def has_controller(self) -> bool:
+        return self.controller_kind is not None
+
+    @property
+    def active(self) -> bool:
+        """Pending or Running: it holds (or will hold) its resources."""
+        return self.phase in ("Pending", "Running")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidatorPod:
+    """A validator pod (`app=nvidia-operator-validator`) on one node."""
+
+    ref: PodRef
+    node: NodeName
+    ready: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpgradeSnapshot:
+    """Everything one upgrade pass decides on, read once.
+
+    `pods` holds the pods of only the nodes `planning.upgrade.nodes_needing_pods`
+    names (those waiting for jobs, deleting GPU pods or draining); a node missing
+    from it was not read, and that node alone waits.
+    """
+
+    nodes: tuple[UpgradeNode, ...]
+    # Driver DaemonSets by name.
+    daemonsets: Mapping[str, DriverRevision] = field(default_factory=dict)
+    pods: Mapping[NodeName, tuple[WorkloadPod, ...]] = field(default_factory=dict)
+    # The validator component is deployed (its DaemonSet exists); otherwise validation is skipped.
+    validator_deployed: bool = False
+    # Validator pods by node (nodes without any are absent).
+    validator_pods: Mapping[NodeName, tuple[ValidatorPod, ...]] = field(default_factory=dict)
