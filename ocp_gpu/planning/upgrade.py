@@ -616,8 +616,7 @@ class Rule:
 
 _SKIPS_AHEAD = Edge(
     S.POD_RESTART_REQUIRED,
-    "driver pod already current (replaced outside the upgrade, e.g. the node moved to another "
-    "RHCOS DaemonSet): nothing left to prepare",
+    "driver pod already current (replaced outside the upgrade, e.g. by a new RHCOS DaemonSet)",
     _current,
 )
 
@@ -700,7 +699,8 @@ TABLE: Final[Mapping[UpgradeState, Rule]] = {
             wait=_wait_jobs,
             timer=upgrades.WAIT_FOR_COMPLETION_START,
             timeout=Timeout(
-                "waitForCompletion.timeoutSeconds", lambda policy: policy.wait_for_completion.timeout_seconds
+                "waitForCompletion.timeoutSeconds (0: none)",
+                lambda policy: policy.wait_for_completion.timeout_seconds,
             ),
         ),
         Rule(
@@ -726,7 +726,8 @@ TABLE: Final[Mapping[UpgradeState, Rule]] = {
             "force; with an emptyDir only with deleteEmptyDir)",
             timer=upgrades.POD_DELETION_START,
             timeout=Timeout(
-                "gpuPodDeletion.timeoutSeconds", lambda policy: policy.gpu_pod_deletion.timeout_seconds
+                "gpuPodDeletion.timeoutSeconds (0: none)",
+                lambda policy: policy.gpu_pod_deletion.timeout_seconds,
             ),
         ),
         Rule(
@@ -751,7 +752,7 @@ TABLE: Final[Mapping[UpgradeState, Rule]] = {
             work_doing="evict the pods matching drain.podSelector (not DaemonSet or static pods, not "
             "`nvidia.com/gpu-driver-upgrade-drain.skip=true`); PodDisruptionBudgets are respected",
             timer=upgrades.DRAIN_START,
-            timeout=Timeout("drain.timeoutSeconds", lambda policy: policy.drain.timeout_seconds),
+            timeout=Timeout("drain.timeoutSeconds (0: none)", lambda policy: policy.drain.timeout_seconds),
         ),
         Rule(
             S.POD_RESTART_REQUIRED,
