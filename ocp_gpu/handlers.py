@@ -16,10 +16,13 @@ import kopf
 from kubernetes import client
 
 from ocp_gpu.kube import reading
-from ocp_gpu.model import nodes
+from ocp_gpu.model import labels, nodes
 from ocp_gpu.reconcilers import runtime
 
 POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL = "nvidia.com", "v1", "clusterpolicies"
+
+
+IMAGE_GROUP, CONFIG_GROUP = "image.openshift.io", "config.openshift.io"
 
 
 def operator_settings() -> kopf.OperatorSettings:
@@ -32,6 +35,15 @@ def operator_settings() -> kopf.OperatorSettings:
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
+    # Server-side filters: only our driver DaemonSets and the few OpenShift singletons we read.
+    settings.watching.label_selectors["apps", "daemonsets"] = (
+        f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE},{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
+    )
+    settings.watching.field_selectors[IMAGE_GROUP, "imagestreams"] = (
+        f"metadata.name={labels.DTK_IMAGESTREAM_NAME}"
+    )
+    settings.watching.field_selectors[CONFIG_GROUP, "clusterversions"] = "metadata.name=version"
+    settings.watching.field_selectors[CONFIG_GROUP, "proxies"] = "metadata.name=cluster"
     return settings
 
 
@@ -45,14 +57,56 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
     @kopf.index("", "v1", "nodes", registry=registry, id="node-facts")
     async def index_node(body: kopf.Body, **_: Any) -> None:
         facts = reading.node_facts(body)
-        rt.node_facts[facts.name] = facts
+        if rt.node_facts.get(facts.name) != facts:
+            # Only changes to what we keep count: kubelet heartbeats wake nothing.
+            rt.node_facts[facts.name] = facts
+            rt.mark_node(facts.name)
 
     @kopf.on.event("", "v1", "nodes", registry=registry, id="node-events")
     async def node_event(name: str, type: str | None, **_: Any) -> None:
+        rt.listed.set()
         if type == "DELETED":
             rt.node_facts.pop(nodes.NodeName(name), None)
+            rt.mark_node(nodes.NodeName(name))
+
+    @kopf.index("apps", "v1", "daemonsets", registry=registry, id="driver-daemonsets")
+    async def index_daemonset(body: kopf.Body, namespace: str | None, **_: Any) -> None:
+        if namespace != rt.namespace:
+            return
+        daemonset = reading.driver_daemonset(body)
+        if rt.driver_daemonsets.get(daemonset.name) != daemonset:
+            rt.driver_daemonsets[daemonset.name] = daemonset
+            rt.mark_drivers()
+
+    @kopf.on.event("apps", "v1", "daemonsets", registry=registry, id="driver-daemonset-events")
+    async def daemonset_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
         rt.listed.set()
-        rt.mark_node(nodes.NodeName(name))
+        if type == "DELETED" and namespace == rt.namespace:
+            rt.driver_daemonsets.pop(name, None)
+            rt.mark_drivers()
+
+    if IMAGE_GROUP in rt.api_groups:
+
+        @kopf.on.event(IMAGE_GROUP, "v1", "imagestreams", registry=registry, id="driver-toolkit-stream")
+        async def imagestream_event(
+            body: kopf.Body, namespace: str | None, type: str | None, **_: Any
+        ) -> None:
+            if namespace != labels.DTK_IMAGESTREAM_NAMESPACE:
+                return
+            rt.dtk_imagestream = None if type == "DELETED" else _plain(body)
+            rt.mark_drivers()
+
+    if CONFIG_GROUP in rt.api_groups:
+
+        @kopf.on.event(CONFIG_GROUP, "v1", "clusterversions", registry=registry, id="cluster-version")
+        async def cluster_version_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+            rt.cluster_version = None if type == "DELETED" else _plain(body)
+            rt.mark_drivers()
+
+        @kopf.on.event(CONFIG_GROUP, "v1", "proxies", registry=registry, id="cluster-proxy")
+        async def proxy_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+            rt.cluster_proxy = None if type == "DELETED" else _plain(body)
+            rt.mark_drivers()
 
     @kopf.index(POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL, registry=registry, id="policies")
     async def index_policy(body: kopf.Body, meta: kopf.Meta, **_: Any) -> None:
@@ -97,3 +151,8 @@ def quiet_kopf() -> None:
     """kopf logs every watch (re)connection at INFO; keep the operator's log readable."""
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     logging.getLogger("kopf._core.reactor.running").setLevel(logging.WARNING)
+
+
+def _plain(body: kopf.Body) -> dict[str, Any]:
+    """A plain dict copy of a watched object's metadata, spec and status."""
+    return {key: dict(body.get(key) or {}) for key in ("metadata", "spec", "status")}

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ocp_gpu.model import nodes
+from ocp_gpu.model import nodes, snapshot
+
+# The Driver Toolkit sidecar's container name (DESIGN §2).
+DTK_CONTAINER = "openshift-driver-toolkit-ctr"
 
 
 def node_facts(body: Mapping[str, Any]) -> nodes.NodeFacts:
@@ -31,3 +34,40 @@ def _quantity_int(value: object) -> int:
     except ValueError:
         # Extended resources are integers; anything else counts as none.
         return 0
+
+
+def driver_daemonset(body: Mapping[str, Any]) -> snapshot.DriverDaemonSet:
+    """A driver DaemonSet we manage, reduced to what planning and status need."""
+    metadata = body.get("metadata") or {}
+    status = body.get("status") or {}
+    containers = (
+        (((body.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
+    ) or []
+    images = {str(c.get("name", "")): str(c.get("image", "")) for c in containers}
+    driver_image = next((image for name, image in images.items() if name != DTK_CONTAINER), "")
+    return snapshot.DriverDaemonSet(
+        name=str(metadata.get("name", "")),
+        labels=dict(metadata.get("labels") or {}),
+        annotations={
+            k: v for k, v in (metadata.get("annotations") or {}).items() if k.startswith("ocp-gpu.io/")
+        },
+        image=driver_image,
+        dtk_image=images.get(DTK_CONTAINER),
+        generation=int(metadata.get("generation", 1)),
+        observed_generation=int(status.get("observedGeneration", 0)),
+        desired_number_scheduled=int(status.get("desiredNumberScheduled", 0)),
+        current_number_scheduled=int(status.get("currentNumberScheduled", 0)),
+        number_misscheduled=int(status.get("numberMisscheduled", 0)),
+        number_ready=int(status.get("numberReady", 0)),
+        updated_number_scheduled=int(status.get("updatedNumberScheduled", 0)),
+    )
+
+
+def openshift_version(cluster_version: Mapping[str, Any]) -> str:
+    """major.minor of ClusterVersion `version` (desired, else the newest history entry)."""
+    status = cluster_version.get("status") or {}
+    version = str((status.get("desired") or {}).get("version", ""))
+    if not version:
+        history = status.get("history") or []
+        version = str(history[0].get("version", "")) if history else ""
+    return ".".join(version.split(".")[:2])

@@ -19,11 +19,22 @@ from ocp_gpu.kube import labelling, reporting
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import conditions, node_labels, platform, policies
+from ocp_gpu.reconcilers import drivers as drivers_reconciler
 from ocp_gpu.reconcilers import runtime
 
 logger = logging.getLogger("ocp_gpu.reconcile")
 
 STATE_READY, STATE_NOT_READY, STATE_IGNORED = "ready", "notReady", "ignored"
+
+# Conditions that also become an Event when they appear or change: type -> (reason, Event type).
+EVENTED = {
+    "Error": ("InvalidClusterPolicy", "Warning"),
+    "DriverToolkitImageMissing": ("DriverToolkitImageMissing", "Warning"),
+    "DriverToolkitImageStreamProblem": ("DriverToolkitImageStreamProblem", "Warning"),
+    "NodeFeatureLabelStale": ("NodeFeatureLabelStale", "Warning"),
+    "NodeFeatureLabelsMissing": ("NodeFeatureLabelsMissing", "Warning"),
+    "DriverDaemonSetDeferred": ("DriverDaemonSetDeferred", "Warning"),
+}
 
 
 async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
@@ -62,21 +73,27 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     detected = platform.detect_platform(rt.api_groups)
 
     label_errors = await _reconcile_node_labels(rt, changes)
+    errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
+    outcome: drivers_reconciler.DriverOutcome | None = None
+    if not errors:
+        # NB: with a spec error nothing is applied or deleted: what runs keeps running.
+        outcome = await drivers_reconciler.reconcile_drivers(rt, _policy_ref(active), policy, detected)
+        if outcome.problem is not None:
+            problems = [*problems, outcome.problem]
 
-    if changes.policies or changes.everything or label_errors:
-        status = _active_status(rt, active, problems, detected, label_errors)
-        previous_errors = _condition_message(active.status, "Error")
-        error_message = next((c.message for c in status["_conditions"] if c.type == "Error" and c.status), "")
-        await _write_status_if_changed(rt, active, status, now)
-        if error_message and error_message != previous_errors:
-            # A new or different error: say it once as an Event too (the status holds it meanwhile).
+    status = _active_status(rt, problems, detected, label_errors, outcome)
+    previous_messages = _condition_messages(active.status)
+    await _write_status_if_changed(rt, active, status, now)
+    for condition in status["_conditions"]:
+        if condition.status and condition.type in EVENTED and condition.message not in previous_messages:
+            # A new or different problem: say it once as an Event too (the status holds it meanwhile).
             await asyncio.to_thread(
                 reporting.post_event,
                 rt.api_client,
                 _policy_ref(active),
-                "InvalidClusterPolicy",
-                error_message,
-                "Warning",
+                EVENTED[condition.type][0] if condition.type == "Error" else condition.reason,
+                condition.message,
+                EVENTED[condition.type][1],
             )
 
 
@@ -101,25 +118,37 @@ async def _reconcile_node_labels(rt: runtime.Runtime, changes: runtime.Changes) 
 
 def _active_status(
     rt: runtime.Runtime,
-    active: runtime.PolicyObject,
     problems: list[policy_problems.PolicyProblem],
     detected: platform.Platform,
     label_errors: Mapping[str, str],
+    outcome: drivers_reconciler.DriverOutcome | None,
 ) -> dict[str, Any]:
     errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
+    apply_errors = dict(label_errors) | (dict(outcome.errors) if outcome else {})
     found: list[conditions.Condition] = []
+    summary = _driver_summary(rt, outcome)
+    unready = [d["name"] for d in summary if not d.pop("_complete")]
     if errors:
         message = "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in errors)
         found.append(conditions.Condition("Ready", False, "InvalidSpec", message))
         found.append(conditions.Condition("Error", True, "InvalidSpec", message))
-    elif label_errors:
-        message = "; ".join(f"node {node}: {error}" for node, error in sorted(label_errors.items()))
-        found.append(conditions.Condition("Ready", False, "NodeLabellingFailed", message))
-        found.append(conditions.Condition("Error", True, "NodeLabellingFailed", message))
+    elif apply_errors:
+        message = "; ".join(f"{what}: {error}" for what, error in sorted(apply_errors.items()))
+        found.append(conditions.Condition("Ready", False, "ApplyFailed", message))
+        found.append(conditions.Condition("Error", True, "ApplyFailed", message))
+    elif unready:
+        message = "driver pods not ready in " + ", ".join(unready)
+        found.append(conditions.Condition("Ready", False, "DriverNotReady", message))
+        found.append(conditions.Condition("Error", False, "Reconciled", ""))
     else:
         gpu_nodes = sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node)
         found.append(
-            conditions.Condition("Ready", True, "Reconciled", f"{gpu_nodes} GPU node(s) on {detected.value}")
+            conditions.Condition(
+                "Ready",
+                True,
+                "Reconciled",
+                f"{gpu_nodes} GPU node(s), {len(summary)} driver DaemonSet(s) on {detected.value}",
+            )
         )
         found.append(conditions.Condition("Error", False, "Reconciled", ""))
     warnings = [p for p in problems if p.severity is not policy_problems.Severity.ERROR]
@@ -132,9 +161,47 @@ def _active_status(
                 "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in warnings),
             )
         )
-    state = STATE_NOT_READY if (errors or label_errors) else STATE_READY
+    if outcome is not None and outcome.plan is not None:
+        by_reason: dict[str, list[str]] = {}
+        for finding in outcome.plan.findings:
+            by_reason.setdefault(finding.reason, []).append(finding.message)
+        for reason, messages in sorted(by_reason.items()):
+            found.append(conditions.Condition(reason, True, reason, "; ".join(messages)))
+    state = STATE_READY if found[0].status else STATE_NOT_READY
     metrics.reconciliation_status.set(-1 if errors else (1 if state == STATE_READY else 0))
-    return {"state": state, "namespace": rt.namespace, "_conditions": found, "platform": detected.value}
+    return {
+        "state": state,
+        "namespace": rt.namespace,
+        "platform": detected.value,
+        "driverDaemonSets": summary,
+        "_conditions": found,
+    }
+
+
+def _driver_summary(
+    rt: runtime.Runtime, outcome: drivers_reconciler.DriverOutcome | None
+) -> list[dict[str, Any]]:
+    """One entry per desired driver DaemonSet: its key, images, nodes and ready pods."""
+    if outcome is None or outcome.plan is None:
+        return []
+    summary = []
+    for entry in outcome.plan.desired:
+        observed = rt.driver_daemonsets.get(entry.name)
+        summary.append(
+            {
+                "name": entry.name,
+                "key": str(entry.key),
+                "image": entry.driver_image,
+                "dtkImage": entry.dtk_image or "",
+                "nodes": len(entry.nodes),
+                "ready": observed.number_ready if observed else 0,
+                # Every pod the DaemonSet controller wants is Ready (opted-out nodes do not count).
+                "_complete": observed is not None
+                and observed.status_is_current
+                and observed.number_ready == observed.desired_number_scheduled,
+            }
+        )
+    return summary
 
 
 def _ignored_status(message: str, obj: runtime.PolicyObject) -> dict[str, Any]:
@@ -150,8 +217,8 @@ def _ignored_status(message: str, obj: runtime.PolicyObject) -> dict[str, Any]:
 async def _write_status_if_changed(
     rt: runtime.Runtime, obj: runtime.PolicyObject, decided: dict[str, Any], now: datetime.datetime
 ) -> None:
-    fresh: list[conditions.Condition] = decided.pop("_conditions")
-    status = dict(decided)
+    fresh: list[conditions.Condition] = decided["_conditions"]
+    status = {key: value for key, value in decided.items() if key != "_conditions"}
     status["conditions"] = conditions.merge_conditions(
         fresh, obj.status.get("conditions") or [], now, obj.generation
     )
@@ -161,11 +228,12 @@ async def _write_status_if_changed(
     await asyncio.to_thread(reporting.patch_policy_status, rt.api_client, obj.name, status)
 
 
-def _condition_message(status: Mapping[str, Any], kind: str) -> str:
-    for item in status.get("conditions") or []:
-        if item.get("type") == kind and item.get("status") == "True":
-            return str(item.get("message", ""))
-    return ""
+def _condition_messages(status: Mapping[str, Any]) -> set[str]:
+    return {
+        str(item.get("message", ""))
+        for item in status.get("conditions") or []
+        if item.get("status") == "True"
+    }
 
 
 def _policy_ref(obj: runtime.PolicyObject) -> dict[str, str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes import client
 
-from ocp_gpu.model import nodes
+from ocp_gpu.model import nodes, snapshot
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +36,8 @@ class Changes:
     nodes: frozenset[nodes.NodeName]
     policies: bool
     everything: bool
+    # Driver DaemonSets, the driver-toolkit ImageStream, ClusterVersion or Proxy changed.
+    drivers: bool = False
 
 
 @dataclasses.dataclass
@@ -48,12 +50,20 @@ class Runtime:
     node_facts: dict[nodes.NodeName, nodes.NodeFacts] = dataclasses.field(default_factory=dict)
     policies: dict[str, PolicyObject] = dataclasses.field(default_factory=dict)
     api_groups: frozenset[str] = frozenset()
+    driver_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
+    # openshift/driver-toolkit as JSON; None while absent.
+    dtk_imagestream: Mapping[str, Any] | None = None
+    cluster_version: Mapping[str, Any] | None = None
+    cluster_proxy: Mapping[str, Any] | None = None
+    # Hashes of the non-DaemonSet objects applied by this process (DaemonSets carry theirs).
+    applied: dict[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
     # Set once every watched kind has been listed completely.
     listed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     _dirty_nodes: set[nodes.NodeName] = dataclasses.field(default_factory=set)
     _policies_dirty: bool = True
     _everything_dirty: bool = True
+    _drivers_dirty: bool = True
 
     def mark_node(self, name: nodes.NodeName) -> None:
         self._dirty_nodes.add(name)
@@ -63,13 +73,20 @@ class Runtime:
         self._policies_dirty = True
         self.wake.set()
 
+    def mark_drivers(self) -> None:
+        self._drivers_dirty = True
+        self.wake.set()
+
     def mark_everything(self) -> None:
         self._everything_dirty = True
         self.wake.set()
 
     def take_changes(self) -> Changes:
         """Drain the dirty marks (the loop calls this once per pass)."""
-        changes = Changes(frozenset(self._dirty_nodes), self._policies_dirty, self._everything_dirty)
+        changes = Changes(
+            frozenset(self._dirty_nodes), self._policies_dirty, self._everything_dirty, self._drivers_dirty
+        )
+        self._drivers_dirty = False
         self._dirty_nodes.clear()
         self._policies_dirty = False
         self._everything_dirty = False

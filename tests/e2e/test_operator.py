@@ -108,7 +108,7 @@ def test_second_policy_is_ignored_and_names_the_active_one(
     ready = condition(read_policy(kube, "second-policy"), "Ready")
     assert ready["status"] == "False"
     assert "cluster-policy" in ready["message"]
-    assert policy_state(kube, "cluster-policy") == "ready"
+    wait_for(lambda: policy_state(kube, "cluster-policy") == "ready", 30, what="active policy ready")
 
 
 def test_platform_detection_follows_the_served_api_groups(

@@ -1,0 +1,80 @@
+"""Raw JSON requests through the kubernetes client's connection pool and credentials.
+
+NB: the generated models cost milliseconds per object to deserialise; at
+thousands of objects and for server-side apply (which the typed API does not
+take as a dict) we speak JSON directly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from ocp_gpu import metrics
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+# apiVersion, kind -> (path prefix, plural, namespaced) for every kind the operator writes.
+RESOURCES: Mapping[tuple[str, str], tuple[str, str, bool]] = {
+    ("v1", "ServiceAccount"): ("/api/v1", "serviceaccounts", True),
+    ("v1", "ConfigMap"): ("/api/v1", "configmaps", True),
+    ("v1", "Service"): ("/api/v1", "services", True),
+    ("v1", "Pod"): ("/api/v1", "pods", True),
+    ("v1", "Node"): ("/api/v1", "nodes", False),
+    ("apps/v1", "DaemonSet"): ("/apis/apps/v1", "daemonsets", True),
+    ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments", True),
+    ("rbac.authorization.k8s.io/v1", "Role"): ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): (
+        "/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): (
+        "/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): (
+        "/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): (
+        "/apis/monitoring.coreos.com/v1", "servicemonitors", True),
+}
+
+
+def object_path(api_version: str, kind: str, name: str, namespace: str | None = None) -> str:
+    """The REST path of one object of a kind in RESOURCES."""
+    try:
+        prefix, plural, namespaced = RESOURCES[(api_version, kind)]
+    except KeyError:
+        raise ValueError(f"ocp-gpu does not manage {kind} ({api_version})") from None
+    if namespaced:
+        if not namespace:
+            raise ValueError(f"{kind} {name} needs a namespace")
+        return f"{prefix}/namespaces/{namespace}/{plural}/{name}"
+    return f"{prefix}/{plural}/{name}"
+
+
+def request(
+    api_client: client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: Sequence[tuple[str, str]] = (),
+    body: Any = None,
+    content_type: str = "application/json",
+    resource: str = "",
+) -> Any:
+    """One request; returns the decoded JSON body (None when empty). Raises ApiException."""
+    serialized = api_client.param_serialize(
+        method=method,
+        resource_path=path,
+        query_params=list(query),
+        header_params={"Content-Type": content_type, "Accept": "application/json"},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    response = api_client.call_api(*serialized)
+    data = response.read()
+    if not 200 <= response.status < 300:
+        raise ApiException(http_resp=response)
+    if method in WRITE_METHODS:
+        metrics.api_writes.labels(method.lower(), resource or path.rsplit("/", 2)[-2]).inc()
+    return json.loads(data) if data else None

@@ -1,0 +1,169 @@
+"""Driver DaemonSets: one per RHCOS version (or OS, or kernel), applied and garbage-collected.
+
+Read: GPU node facts, our driver DaemonSets, the driver-toolkit ImageStream,
+ClusterVersion and Proxy from the in-memory view.  Plan: planning.drivers.
+Render: rendering.drivers.  Apply: kube.applying (server-side apply, skipped
+when the applied hash is unchanged) and deletion of stale DaemonSets after a
+targeted re-read confirms no node still carries their key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client
+
+from ocp_gpu import metrics
+from ocp_gpu.kube import applying, reading
+from ocp_gpu.model import images, labels, snapshot
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model.problems import PolicyProblem
+from ocp_gpu.planning import drivers, imagestreams
+from ocp_gpu.planning import platform as platform_model
+from ocp_gpu.reconcilers import runtime
+from ocp_gpu.rendering import drivers as rendering
+
+logger = logging.getLogger("ocp_gpu.drivers")
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverOutcome:
+    """What the status and events report about drivers after one pass."""
+
+    plan: drivers.DriverPlan | None
+    problem: PolicyProblem | None = None
+    # Objects that could not be applied or deleted, with the error (per object, never fatal).
+    errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+async def reconcile_drivers(
+    rt: runtime.Runtime,
+    owner: Mapping[str, str],
+    policy: policy_model.Policy,
+    platform: platform_model.Platform,
+) -> DriverOutcome:
+    if not policy.driver.enabled:
+        # driver.enabled: false: the admin removes our drivers (e.g. drivers preinstalled on the host).
+        return DriverOutcome(None, errors=await _delete_all(rt))
+    daemonsets = tuple(rt.driver_daemonsets.values())
+    settings = drivers.settings_for_policy(
+        policy, platform, rt.env, dtk_fallback=drivers.fallbacks_in_effect(daemonsets)
+    )
+    if isinstance(settings, PolicyProblem):
+        # The driver image cannot be resolved: change nothing, say what to fix.
+        return DriverOutcome(None, problem=settings)
+    manager_image = images.resolve_image(policy.driver.manager.image, component="driver.manager", env=rt.env)
+    if isinstance(manager_image, PolicyProblem):
+        return DriverOutcome(None, problem=manager_image)
+
+    gpu_nodes = tuple(
+        snapshot.GpuNode.from_facts(facts) for facts in rt.node_facts.values() if facts.is_gpu_node
+    )
+    stream = (
+        imagestreams.resolve_driver_toolkit_stream(rt.dtk_imagestream)
+        if platform.is_openshift
+        else snapshot.DriverToolkitStream(snapshot.StreamState.ABSENT, reason="not OpenShift")
+    )
+    plan = drivers.plan_driver_daemonsets(
+        snapshot.DriverSnapshot(nodes=gpu_nodes, daemonsets=daemonsets, stream=stream), settings
+    )
+    metrics.driver_toolkit_tags_missing.set(len(plan.findings_of(drivers.MissingDriverToolkitTag)))
+    manifests = rendering.render_driver_state(
+        plan.desired,
+        policy,
+        rendering.DriverRenderInputs(
+            namespace=rt.namespace,
+            openshift=platform.is_openshift,
+            manager_image=manager_image,
+            openshift_version=reading.openshift_version(rt.cluster_version or {}),
+            proxy=_cluster_proxy(rt.cluster_proxy) if platform.is_openshift else None,
+        ),
+    )
+    errors: dict[str, str] = {}
+    for manifest in manifests:
+        await _apply_if_changed(rt, owner, manifest, errors)
+    for stale in plan.stale:
+        await _delete_stale(rt, stale, errors)
+    return DriverOutcome(plan, errors=errors)
+
+
+async def _apply_if_changed(
+    rt: runtime.Runtime, owner: Mapping[str, str], manifest: Mapping[str, Any], errors: dict[str, str]
+) -> None:
+    metadata = manifest["metadata"]
+    ident = (manifest["kind"], str(metadata.get("namespace", "")), str(metadata["name"]))
+    wanted = applying.applied_hash(manifest)
+    if manifest["kind"] == "DaemonSet":
+        existing = rt.driver_daemonsets.get(ident[2])
+        current = existing.annotations.get(applying.APPLIED_HASH) if existing else None
+    else:
+        current = rt.applied.get(ident)
+    if current == wanted:
+        # Already applied as rendered: no write.
+        return
+    try:
+        await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
+        rt.applied[ident] = wanted
+        logger.info("applied %s %s/%s", *ident)
+    except Exception as error:  # per object: one failure never blocks the others
+        errors[f"{ident[0]} {ident[2]}"] = str(error)
+        logger.warning("could not apply %s %s: %s", ident[0], ident[2], error)
+
+
+async def _delete_stale(
+    rt: runtime.Runtime, stale: drivers.StaleDriverDaemonSet, errors: dict[str, str]
+) -> None:
+    # NB: a last, targeted read of the nodes before an irreversible step: if the
+    # watch missed a node that still carries the key, we keep the DaemonSet.
+    daemonset = rt.driver_daemonsets.get(stale.name)
+    if daemonset is not None and await asyncio.to_thread(_nodes_still_selected, rt.api_client, daemonset):
+        logger.warning("kept %s: a node still carries its key", stale.name)
+        return
+    try:
+        await asyncio.to_thread(
+            applying.delete, rt.api_client, "apps/v1", "DaemonSet", stale.name, rt.namespace
+        )
+        logger.info("deleted stale driver DaemonSet %s (%s)", stale.name, stale.reason)
+    except Exception as error:
+        errors[f"DaemonSet {stale.name}"] = str(error)
+
+
+def _nodes_still_selected(api_client: client.ApiClient, daemonset: snapshot.DriverDaemonSet) -> bool:
+    """True when a GPU node carries the NFD label value that keys this DaemonSet."""
+    rhcos = daemonset.labels.get(labels.DTK_RHCOS)
+    if not rhcos:
+        # Vanilla and precompiled keys span several labels: trust the planner's view.
+        return False
+    found = client.CoreV1Api(api_client).list_node(
+        label_selector=f"{labels.OSTREE_VERSION}={rhcos},{labels.NFD_NVIDIA_PCI}=true", limit=1
+    )
+    return bool(found.items)
+
+
+async def _delete_all(rt: runtime.Runtime) -> dict[str, str]:
+    errors: dict[str, str] = {}
+    for name in list(rt.driver_daemonsets):
+        try:
+            await asyncio.to_thread(
+                applying.delete, rt.api_client, "apps/v1", "DaemonSet", name, rt.namespace
+            )
+        except Exception as error:
+            errors[f"DaemonSet {name}"] = str(error)
+    return errors
+
+
+def _cluster_proxy(proxy: Mapping[str, Any] | None) -> rendering.ClusterProxy | None:
+    """OpenShift's `Proxy cluster`: status holds the effective values, spec the trusted CA name."""
+    if proxy is None:
+        return None
+    status = proxy.get("status") or {}
+    return rendering.ClusterProxy(
+        http_proxy=str(status.get("httpProxy", "")),
+        https_proxy=str(status.get("httpsProxy", "")),
+        no_proxy=str(status.get("noProxy", "")),
+        trusted_ca=bool(((proxy.get("spec") or {}).get("trustedCA") or {}).get("name")),
+    )
