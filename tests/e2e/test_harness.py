@@ -78,7 +78,7 @@ def make_nodes(kube: client.ApiClient) -> Iterator[Callable[[list[dict[str, Any]
         return names
 
     yield make
-    fake_nodes.delete_nodes(kube, created, wait=False)
+    fake_nodes.delete_nodes(kube, created)  # waited for: later tests see a clean node list
 
 
 def daemonset(
