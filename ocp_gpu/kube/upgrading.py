@@ -1,0 +1,484 @@
+"""Driver upgrades against the API: reading the upgrade snapshot, and carrying out upgrade plans.
+
+Thin I/O on plain JSON dicts (`requesting.request`): node cordons, state labels and
+annotations (one merge patch each), Events and the `controllers.Upgrade` log line,
+pod deletion and eviction, and the list calls that fill `model.upgrades` records.
+Decides nothing: `planning.upgrade` does.  `apply_node_plan` carries out one
+`NodePlan` under the planner's contract (actions first, then the transition).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+from urllib.parse import quote
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from ocp_gpu.kube import reporting, requesting
+from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.policy import UpgradePolicy
+from ocp_gpu.model.upgrades import (
+    DriverPod,
+    DriverRevision,
+    PodRef,
+    UpgradeNode,
+    UpgradeSnapshot,
+    UpgradeState,
+    ValidatorPod,
+    WorkloadPod,
+)
+from ocp_gpu.planning import upgrade
+
+# The seed's `kubectl logs ... | grep controllers.Upgrade` finds these lines.
+logger = logging.getLogger(labels.UPGRADE_LOGGER)
+
+MERGE_PATCH: Final = "application/merge-patch+json"
+# Every driver pod carries app=nvidia-driver-daemonset (DESIGN §2).
+DRIVER_SELECTOR: Final = f"{labels.APP}={labels.DRIVER_APP}"
+# Every GPU node (NFD's label): the nodes the upgrade manages.
+GPU_NODE_SELECTOR: Final = f"{labels.NFD_NVIDIA_PCI}=true"
+# A static pod's API mirror carries this annotation.
+MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+
+
+# --- writes ----------------------------------------------------------------------------------
+
+
+def _patch_node(api: client.ApiClient, node: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    patched: dict[str, Any] = requesting.request(
+        api, "PATCH", f"/api/v1/nodes/{quote(node)}", body=body, content_type=MERGE_PATCH, resource="nodes"
+    )
+    return patched
+
+
+def cordon(
+    api: client.ApiClient, node: str, unschedulable: bool, annotations: Mapping[str, str | None] | None = None
+) -> None:
+    """Mark the node (un)schedulable; `annotations` go in the same merge patch (atomic with it)."""
+    body: dict[str, Any] = {"spec": {"unschedulable": unschedulable}}
+    if annotations:
+        body["metadata"] = {"annotations": dict(annotations)}
+    _patch_node(api, node, body)
+
+
+def annotate(api: client.ApiClient, node: str, annotations: Mapping[str, str | None]) -> None:
+    """Set (value) or remove (None) node annotations in one merge patch."""
+    _patch_node(api, node, {"metadata": {"annotations": dict(annotations)}})
+
+
+def set_upgrade_state(
+    api: client.ApiClient,
+    node: str,
+    state: UpgradeState,
+    annotations: Mapping[str, str | None] | None = None,
+    *,
+    now: datetime.datetime | None = None,
+) -> None:
+    """Write the state label and the annotations in one merge patch, then say so.
+
+    The Event (reason GPUDriverUpgrade, the seed's exact message) and the log line
+    follow the patch; NB: a failed Event is logged, never fatal (reporting.post_event).
+    """
+    body = {
+        "metadata": {"labels": {labels.UPGRADE_STATE: state.value}, "annotations": dict(annotations or {})}
+    }
+    patched = _patch_node(api, node, body)
+    message = upgrades.event_message(state)
+    involved = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": node,
+        "uid": str(patched["metadata"].get("uid", "")),
+    }
+    reporting.post_event(api, involved, upgrades.EVENT_REASON, message, now=now)
+    logger.info("%s node=%s", message, node)
+
+
+def delete_pod(api: client.ApiClient, namespace: str, name: str, uid: str = "") -> None:
+    """Delete a pod (graceful); gone already, or replaced by a same-named pod (uid given), is fine."""
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+    if uid:
+        body["preconditions"] = {"uid": uid}
+    try:
+        requesting.request(
+            api,
+            "DELETE",
+            f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}",
+            body=body,
+            resource="pods",
+        )
+    except ApiException as error:
+        if error.status not in (404, 409):
+            raise
+
+
+def evict_pod(api: client.ApiClient, namespace: str, name: str, uid: str = "") -> bool:
+    """Evict a pod through policy/v1 Eviction; False when a PodDisruptionBudget refuses (HTTP 429).
+
+    True also when the pod is gone already (404) or was replaced by a same-named pod (409 on
+    the uid precondition): the pod asked for is not there any more.
+    """
+    body: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+    }
+    if uid:
+        body["deleteOptions"] = {"preconditions": {"uid": uid}}
+    try:
+        requesting.request(
+            api,
+            "POST",
+            f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/eviction",
+            body=body,
+            resource="pods/eviction",
+        )
+    except ApiException as error:
+        if error.status == 429:
+            return False
+        if error.status in (404, 409):
+            return True
+        raise
+    return True
+
+
+@dataclasses.dataclass(frozen=True)
+class AppliedNode:
+    """What `apply_node_plan` did on one node."""
+
+    node: NodeName
+    # The state label written (None: none was due, or an eviction was refused first).
+    transition: UpgradeState | None
+    # Evictions a PodDisruptionBudget refused (retried next pass).
+    refused: tuple[PodRef, ...] = ()
+
+
+def apply_node_plan(
+    api: client.ApiClient, plan: upgrade.NodePlan, *, now: datetime.datetime | None = None
+) -> AppliedNode:
+    """Carry out one node's plan: its actions in order, then its transition and annotations.
+
+    Raises ApiException on the first failed call, before the transition is written (the
+    next pass plans again from what is there); the caller isolates nodes from each other.
+    """
+    refused: list[PodRef] = []
+    for action in plan.actions:
+        if isinstance(action, upgrade.Cordon):
+            cordon(api, plan.node, True, action.annotations)
+        elif isinstance(action, upgrade.Uncordon):
+            cordon(api, plan.node, False)
+        elif isinstance(action, upgrade.DeletePods):
+            for ref in action.pods:
+                delete_pod(api, ref.namespace, ref.name, ref.uid)
+        elif isinstance(action, upgrade.EvictPods):
+            refused += [ref for ref in action.pods if not evict_pod(api, ref.namespace, ref.name, ref.uid)]
+        else:
+            delete_pod(api, action.pod.namespace, action.pod.name, action.pod.uid)
+    if plan.transition is not None:
+        set_upgrade_state(api, plan.node, plan.transition, plan.annotations, now=now)
+    elif plan.annotations:
+        annotate(api, plan.node, plan.annotations)
+    return AppliedNode(plan.node, plan.transition, tuple(refused))
+
+
+# --- converting API objects to records ------------------------------------------------------
+
+
+def _meta(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    return body.get("metadata") or {}
+
+
+def _controller(metadata: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    return next((ref for ref in metadata.get("ownerReferences") or () if ref.get("controller")), None)
+
+
+def _ref(metadata: Mapping[str, Any]) -> PodRef:
+    return PodRef(
+        namespace=str(metadata.get("namespace", "")),
+        name=str(metadata.get("name", "")),
+        uid=str(metadata.get("uid", "")),
+    )
+
+
+def _statuses(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]
+
+
+def _pod_ready(status: Mapping[str, Any]) -> bool:
+    # NVIDIA's test: Running, with at least one container and every container ready.
+    containers = status.get("containerStatuses") or ()
+    return status.get("phase") == "Running" and bool(containers) and all(c.get("ready") for c in containers)
+
+
+def driver_pod(body: Mapping[str, Any]) -> DriverPod:
+    """The DriverPod record of a driver pod object."""
+    metadata = _meta(body)
+    status = body.get("status") or {}
+    owner = _controller(metadata)
+    unready = [c for c in _statuses(status) if not c.get("ready")]
+    waiting = next(
+        (
+            str(c["state"]["waiting"].get("reason", ""))
+            for c in unready
+            if (c.get("state") or {}).get("waiting")
+        ),
+        "",
+    )
+    return DriverPod(
+        ref=_ref(metadata),
+        node=NodeName(str((body.get("spec") or {}).get("nodeName", ""))),
+        daemonset=str(owner["name"]) if owner and owner.get("kind") == "DaemonSet" else None,
+        revision_hash=(metadata.get("labels") or {}).get(upgrades.POD_REVISION_LABEL),
+        ready=_pod_ready(status),
+        terminating=bool(metadata.get("deletionTimestamp")),
+        restart_count=max((int(c.get("restartCount", 0)) for c in unready), default=0),
+        waiting_reason=waiting,
+    )
+
+
+def _uses_gpu(spec: Mapping[str, Any]) -> bool:
+    # As NVIDIA's filter: the app containers' limits and requests (init containers finish first).
+    for container in spec.get("containers") or ():
+        resources = container.get("resources") or {}
+        for kind in ("limits", "requests"):
+            if any(upgrades.is_gpu_resource(name) for name in resources.get(kind) or {}):
+                return True
+    return False
+
+
+def workload_pod(body: Mapping[str, Any]) -> WorkloadPod:
+    """The WorkloadPod record of any pod object."""
+    metadata = _meta(body)
+    spec = body.get("spec") or {}
+    owner = _controller(metadata)
+    return WorkloadPod(
+        ref=_ref(metadata),
+        node=NodeName(str(spec.get("nodeName", ""))),
+        labels=dict(metadata.get("labels") or {}),
+        phase=str((body.get("status") or {}).get("phase") or "Pending"),
+        requests_gpu=_uses_gpu(spec),
+        controller_kind=str(owner.get("kind", "")) if owner else None,
+        uses_empty_dir=any("emptyDir" in volume for volume in spec.get("volumes") or ()),
+        terminating=bool(metadata.get("deletionTimestamp")),
+        mirror=MIRROR_ANNOTATION in (metadata.get("annotations") or {}),
+    )
+
+
+def validator_pod(body: Mapping[str, Any]) -> ValidatorPod:
+    """The ValidatorPod record of a validator pod object."""
+    return ValidatorPod(
+        ref=_ref(_meta(body)),
+        node=NodeName(str((body.get("spec") or {}).get("nodeName", ""))),
+        ready=_pod_ready(body.get("status") or {}),
+    )
+
+
+def upgrade_node(body: Mapping[str, Any], driver_pods: Iterable[DriverPod] = ()) -> UpgradeNode:
+    """The UpgradeNode record of a Node object, with the driver pods found on it."""
+    metadata = _meta(body)
+    node_labels = metadata.get("labels") or {}
+    annotations = metadata.get("annotations") or {}
+    conditions = (body.get("status") or {}).get("conditions") or ()
+    timers = {
+        key: moment
+        for key in upgrades.TIMER_ANNOTATIONS
+        if (moment := upgrades.parse_timestamp(annotations.get(key))) is not None
+    }
+    return UpgradeNode(
+        name=NodeName(str(metadata.get("name", ""))),
+        state_label=str(node_labels.get(labels.UPGRADE_STATE, "")),
+        unschedulable=bool((body.get("spec") or {}).get("unschedulable", False)),
+        # As NVIDIA: NotReady only when a Ready condition says so.
+        ready=all(c.get("status") == "True" for c in conditions if c.get("type") == "Ready"),
+        skip=node_labels.get(labels.UPGRADE_SKIP) == upgrades.SKIP_VALUE,
+        upgrade_enabled=annotations.get(labels.UPGRADE_ENABLED_ANNOTATION) == "true",
+        # NB: NVIDIA tests presence, not value.
+        initially_unschedulable=upgrades.INITIAL_UNSCHEDULABLE in annotations,
+        cordoned_by_upgrade=upgrades.CORDONED_BY_UPGRADE in annotations,
+        timers=timers,
+        driver_pods=tuple(driver_pods),
+    )
+
+
+# --- reads ------------------------------------------------------------------------------------
+
+
+def _list(api: client.ApiClient, path: str, **query: str) -> list[dict[str, Any]]:
+    """Every item of a list, following `continue` tokens."""
+    items: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        params = [(key.replace("_", ""), value) for key, value in query.items() if value]
+        params.append(("limit", "500"))
+        if token:
+            params.append(("continue", token))
+        page = requesting.request(api, "GET", path, query=params)
+        items += page.get("items") or []
+        token = (page.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return items
+
+
+def _in(namespace: str) -> str:
+    return f"/namespaces/{quote(namespace)}" if namespace else ""
+
+
+def list_driver_pods(
+    api: client.ApiClient, namespace: str, selector: str = DRIVER_SELECTOR
+) -> tuple[DriverPod, ...]:
+    """The driver pods in the operator namespace."""
+    items = _list(api, f"/api/v1{_in(namespace)}/pods", labelSelector=selector)
+    return tuple(driver_pod(item) for item in items)
+
+
+def list_pods_on_node(api: client.ApiClient, node: str) -> tuple[WorkloadPod, ...]:
+    """Every pod bound to the node, in every namespace."""
+    items = _list(api, "/api/v1/pods", fieldSelector=f"spec.nodeName={node}")
+    return tuple(workload_pod(item) for item in items)
+
+
+def list_validator_pods(
+    api: client.ApiClient, namespace: str, selector: str = upgrades.VALIDATOR_SELECTOR
+) -> tuple[ValidatorPod, ...]:
+    items = _list(api, f"/api/v1{_in(namespace)}/pods", labelSelector=selector)
+    return tuple(validator_pod(item) for item in items)
+
+
+def current_revisions(revisions: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """DaemonSet name -> the hash of its newest ControllerRevision (highest `.revision`).
+
+    The hash is the revision's `controller-revision-hash` label (what the DaemonSet
+    controller puts on pods), else its name without the `<daemonset>-` prefix.
+    """
+    newest: dict[str, tuple[int, str]] = {}
+    for revision in revisions:
+        metadata = _meta(revision)
+        owner = _controller(metadata)
+        if not owner or owner.get("kind") != "DaemonSet":
+            # Not a DaemonSet's (StatefulSets keep ControllerRevisions too).
+            continue
+        daemonset = str(owner.get("name", ""))
+        name = str(metadata.get("name", ""))
+        revision_hash = (metadata.get("labels") or {}).get(upgrades.POD_REVISION_LABEL) or name.removeprefix(
+            f"{daemonset}-"
+        )
+        number = int(revision.get("revision", 0))
+        if daemonset not in newest or number > newest[daemonset][0]:
+            newest[daemonset] = (number, str(revision_hash))
+    return {daemonset: revision_hash for daemonset, (_, revision_hash) in newest.items()}
+
+
+def list_controller_revisions(api: client.ApiClient, namespace: str, selector: str) -> dict[str, str]:
+    """DaemonSet name -> current revision hash, from the ControllerRevisions matching `selector`.
+
+    NB: the DaemonSet controller labels each revision with the pod template's labels, so
+    the driver pods' selector (app=nvidia-driver-daemonset) finds every driver DaemonSet's.
+    """
+    items = _list(api, f"/apis/apps/v1{_in(namespace)}/controllerrevisions", labelSelector=selector)
+    return current_revisions(items)
+
+
+def driver_revision(daemonset: Mapping[str, Any], current_hash: str | None) -> DriverRevision:
+    """The DriverRevision of a DaemonSet object and its current revision hash."""
+    metadata = _meta(daemonset)
+    status = daemonset.get("status") or {}
+    observed = int(status.get("observedGeneration", 0)) >= int(metadata.get("generation", 1))
+    missing = int(status.get("desiredNumberScheduled", 0)) - int(status.get("currentNumberScheduled", 0))
+    return DriverRevision(
+        daemonset=str(metadata.get("name", "")),
+        current_hash=current_hash,
+        unscheduled=max(0, missing) if observed else 0,
+    )
+
+
+def list_driver_revisions(
+    api: client.ApiClient, namespace: str, selector: str = DRIVER_SELECTOR
+) -> dict[str, DriverRevision]:
+    """Driver DaemonSets by name, each with its current revision.
+
+    The DaemonSets are listed by `selector` on their own labels; their revisions by the
+    same selector on the template labels they copy.
+    """
+    revisions = list_controller_revisions(api, namespace, selector)
+    daemonsets = _list(api, f"/apis/apps/v1{_in(namespace)}/daemonsets", labelSelector=selector)
+    return {
+        str(_meta(ds).get("name", "")): driver_revision(ds, revisions.get(str(_meta(ds).get("name", ""))))
+        for ds in daemonsets
+    }
+
+
+def read_upgrade_snapshot(
+    api: client.ApiClient,
+    namespace: str,
+    policy: UpgradePolicy,
+    *,
+    node_selector: str = GPU_NODE_SELECTOR,
+    driver_selector: str = DRIVER_SELECTOR,
+    daemonset_selector: str | None = None,
+    validator_deployed: bool | None = None,
+) -> UpgradeSnapshot:
+    """Everything one upgrade pass needs, read once.
+
+    Pods are listed only on the nodes `planning.upgrade.nodes_needing_pods` names; a
+    node whose list fails is left out of `pods` (that node alone waits) and logged.
+    `validator_deployed=None` decides from the cluster: a DaemonSet or a pod labelled
+    app=nvidia-operator-validator exists in the namespace.
+    """
+    drivers = list_driver_pods(api, namespace, driver_selector)
+    by_node: dict[str, list[DriverPod]] = {}
+    for pod in drivers:
+        by_node.setdefault(pod.node, []).append(pod)
+    nodes = tuple(
+        upgrade_node(item, by_node.get(str(_meta(item).get("name")), ()))
+        for item in _list(api, "/api/v1/nodes", labelSelector=node_selector)
+    )
+    revisions = list_driver_revisions(api, namespace, daemonset_selector or driver_selector)
+    pods: dict[NodeName, tuple[WorkloadPod, ...]] = {}
+    for name in upgrade.nodes_needing_pods(nodes, policy):
+        try:
+            pods[name] = list_pods_on_node(api, name)
+        except ApiException as error:
+            logger.warning("could not list the pods of node %s: %s", name, error.reason)
+    validators = list_validator_pods(api, namespace)
+    if validator_deployed is None:
+        validator_deployed = bool(validators) or bool(
+            _list(api, f"/apis/apps/v1{_in(namespace)}/daemonsets", labelSelector=upgrades.VALIDATOR_SELECTOR)
+        )
+    by_validator: dict[NodeName, list[ValidatorPod]] = {}
+    for validator in validators:
+        by_validator.setdefault(validator.node, []).append(validator)
+    return UpgradeSnapshot(
+        nodes=nodes,
+        daemonsets=revisions,
+        pods=pods,
+        validator_deployed=validator_deployed,
+        validator_pods={name: tuple(group) for name, group in by_validator.items()},
+    )
+
+
+def apply_upgrade_plan(
+    api: client.ApiClient, plan: upgrade.UpgradePlan, *, now: datetime.datetime | None = None
+) -> tuple[list[AppliedNode], dict[NodeName, ApiException]]:
+    """Carry out every node's plan; one node's failure never stops the others (KMM-style)."""
+    applied: list[AppliedNode] = []
+    errors: dict[NodeName, ApiException] = {}
+    for node_plan in _busy(plan.nodes):
+        try:
+            applied.append(apply_node_plan(api, node_plan, now=now))
+        except ApiException as error:
+            logger.warning(
+                "upgrade step on node %s failed: %s %s", node_plan.node, error.status, error.reason
+            )
+            errors[node_plan.node] = error
+    return applied, errors
+
+
+def _busy(plans: Sequence[upgrade.NodePlan]) -> list[upgrade.NodePlan]:
+    # Nodes with nothing to do cost no request.
+    return [plan for plan in plans if plan.actions or plan.transition is not None or plan.annotations]
