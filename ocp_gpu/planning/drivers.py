@@ -587,6 +587,10 @@ def _desired(
         if stream.known:
             # the stream was read: the tag decides (absent stream: every tag is missing)
             dtk_image = stream.image_for(rhcos_version)
+            if dtk_image is None and keep is not None and _runs_dtk_image(keep):
+                # the tag or the whole stream vanished under a working DaemonSet: keep its image;
+                # NB: rewriting it would mark every node's driver outdated and restart them broken
+                dtk_image = keep.dtk_image
             image_missing = dtk_image is None
         elif keep is not None:
             # the read failed: keep what the existing DaemonSet runs, change nothing
@@ -673,6 +677,11 @@ def _unique_names(
             entry = replace(entry, name=name)
         result.append(entry)
     return result
+
+
+def _runs_dtk_image(daemonset: DriverDaemonSet) -> bool:
+    """The DaemonSet runs a real Driver Toolkit image (not the image-missing stand-in)."""
+    return bool(daemonset.dtk_image) and daemonset.labels.get(labels.DTK_IMAGE_MISSING) != "true"
 
 
 def _kept(present: list[DriverDaemonSet], key: DriverKey) -> DriverDaemonSet | None:

@@ -1,0 +1,329 @@
+"""We test these aspects of the driver DaemonSets on the local control plane, with the real
+DaemonSet controller, scheduler and kwok's fake kubelets:
+
+(a) nodes on two RHCOS versions -> two DaemonSets, each pod only on its matching nodes;
+(b) an MCO-style update of every node from V1 to V2: the V2 DaemonSet appears with the first
+    migrated node, V1 is deleted only after its last node moved and its pods are gone, and no
+    node ever runs two driver pods (sampled);
+(c) a missing driver-toolkit tag -> labelled DaemonSet, condition and Event; the tag appears ->
+    the DaemonSet is updated;
+(d) the ImageStream deleted -> nothing deleted, a clear status;
+(e) a vanilla cluster with ubuntu20.04 and ubuntu22.04 nodes -> two DaemonSets, right images;
+(f) the operator killed in the middle of (b) -> converges, no duplicate or orphan DaemonSet;
+(g) `kubectl get pods -n <ns> -lapp=nvidia-driver-daemonset` lists every driver pod.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness import openshift as openshift_emulation
+from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels
+
+from .conftest import kubectl, read_policy, wait_for
+
+pytestmark = pytest.mark.e2e
+
+V1 = "416.94.202407030122-0"
+V2 = "417.94.202410090854-0"
+DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
+TAGS = {V1: DTK + "1" * 64, V2: DTK + "2" * 64}
+DRIVER_PODS = f"{labels.APP}={labels.DRIVER_APP}"
+
+
+def driver_daemonsets(kube: client.ApiClient, namespace: str) -> dict[str, Any]:
+    found = client.AppsV1Api(kube).list_namespaced_daemon_set(
+        namespace, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
+    )
+    return {ds.metadata.name: ds for ds in found.items}
+
+
+def driver_pods_by_node(kube: client.ApiClient, namespace: str) -> dict[str, list[str]]:
+    by_node: dict[str, list[str]] = collections.defaultdict(list)
+    for pod in client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=DRIVER_PODS).items:
+        if pod.spec.node_name:
+            by_node[pod.spec.node_name].append(pod.metadata.labels.get(labels.DTK_RHCOS, "?"))
+    return dict(by_node)
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    for item in (obj.get("status") or {}).get("conditions") or []:
+        if item["type"] == kind:
+            return dict(item)
+    return {}
+
+
+def all_ready(kube: client.ApiClient, namespace: str, expected: set[str]) -> bool:
+    daemonsets = driver_daemonsets(kube, namespace)
+    return set(daemonsets) == expected and all(
+        ds.status.desired_number_scheduled > 0
+        and ds.status.number_ready == ds.status.desired_number_scheduled
+        for ds in daemonsets.values()
+    )
+
+
+@pytest.fixture
+def gpu_nodes(kube: client.ApiClient) -> Iterator[Callable[..., list[str]]]:
+    made: list[str] = []
+
+    def make(count: int, **kwargs: Any) -> list[str]:
+        vanilla = kwargs.pop("vanilla", False)
+        names = [unique_name("gpu") for _ in range(count)]
+        builder = fake_nodes.vanilla_gpu_node if vanilla else fake_nodes.gpu_node
+        fake_nodes.create_nodes(kube, [builder(name, **kwargs) for name in names])
+        made.extend(names)
+        return names
+
+    yield make
+    fake_nodes.delete_nodes(kube, made)
+
+
+@pytest.fixture
+def dtk_cluster(
+    openshift: client.ApiClient, namespace: str, apply_policy: Callable[..., dict[str, Any]]
+) -> str:
+    """OpenShift emulation with driver-toolkit tags for V1 and V2 and `cluster-policy` applied."""
+    openshift_emulation.set_driver_toolkit_tags(openshift, TAGS)
+    apply_policy()
+    return namespace
+
+
+def test_a_one_daemonset_per_rhcos_version_pods_only_on_matching_nodes(
+    kube: client.ApiClient,
+    dtk_cluster: str,
+    gpu_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+    control_plane: LocalControlPlane,
+) -> None:
+    old = gpu_nodes(2, rhcos=V1)
+    new = gpu_nodes(1, rhcos=V2)
+    start_operator()
+    names = {f"nvidia-driver-daemonset-{V1}", f"nvidia-driver-daemonset-{V2}"}
+    wait_for(lambda: all_ready(kube, dtk_cluster, names), 60, what="two ready driver DaemonSets")
+    daemonsets = driver_daemonsets(kube, dtk_cluster)
+    for version, nodes in ((V1, old), (V2, new)):
+        ds = daemonsets[f"nvidia-driver-daemonset-{version}"]
+        assert ds.metadata.labels[labels.DTK_DAEMONSET] == "true"
+        assert ds.metadata.labels[labels.DTK_RHCOS] == version
+        assert ds.spec.update_strategy.type == "OnDelete"
+        containers = {c.name: c for c in ds.spec.template.spec.containers}
+        assert containers["openshift-driver-toolkit-ctr"].image == TAGS[version]
+        volumes = {v.name for v in ds.spec.template.spec.volumes}
+        assert "shared-nvidia-driver-toolkit" in volumes
+        assert ds.metadata.owner_references[0].kind == "ClusterPolicy"
+    by_node = driver_pods_by_node(kube, dtk_cluster)
+    assert {node: by_node[node] for node in old} == {node: [V1] for node in old}
+    assert {node: by_node[node] for node in new} == {node: [V2] for node in new}
+    # (g) the seed's command lists every driver pod.
+    listed = kubectl(control_plane, "get", "pods", "-n", dtk_cluster, f"-l{DRIVER_PODS}", "-o", "name").stdout
+    assert len(listed.split()) == 3
+    wait_for(lambda: read_policy(kube)["status"]["state"] == "ready", 20, what="policy ready")
+    status = read_policy(kube)["status"]
+    summary = {entry["key"]: entry for entry in status["driverDaemonSets"]}
+    assert summary[V1]["nodes"] == 2 and summary[V1]["dtkImage"] == TAGS[V1]
+
+
+class PodSampler:
+    """Samples driver pods per node in the background; remembers the worst moment."""
+
+    def __init__(self, kube: client.ApiClient, namespace: str) -> None:
+        self._kube, self._namespace = kube, namespace
+        self.max_pods_on_a_node = 0
+        self.worst: dict[str, list[str]] = {}
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PodSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            by_node = driver_pods_by_node(self._kube, self._namespace)
+            self.samples += 1
+            worst = max((len(pods) for pods in by_node.values()), default=0)
+            if worst > self.max_pods_on_a_node:
+                self.max_pods_on_a_node, self.worst = worst, by_node
+
+
+def run_mco_upgrade(
+    kube: client.ApiClient,
+    namespace: str,
+    nodes: list[str],
+    on_step: Callable[[str, str], None] | None = None,
+) -> list[tuple[str, str, set[str]]]:
+    """MCO-style V1 -> V2, recording the driver DaemonSets present after each node's phases."""
+    record: list[tuple[str, str, set[str]]] = []
+
+    def step(node: str, phase: str) -> None:
+        record.append((node, phase, set(driver_daemonsets(kube, namespace))))
+        if on_step:
+            on_step(node, phase)
+
+    fake_nodes.simulate_mco_update(kube, nodes, V2, max_unavailable=1, on_step=step)
+    return record
+
+
+def test_b_mco_update_moves_nodes_between_daemonsets_and_gc_waits_for_the_last_node(
+    kube: client.ApiClient,
+    dtk_cluster: str,
+    gpu_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    nodes = gpu_nodes(3, rhcos=V1)
+    start_operator()
+    ds_v1, ds_v2 = f"nvidia-driver-daemonset-{V1}", f"nvidia-driver-daemonset-{V2}"
+    wait_for(lambda: all_ready(kube, dtk_cluster, {ds_v1}), 60, what="V1 DaemonSet ready")
+
+    with PodSampler(kube, dtk_cluster) as sampler:
+        first_moved = nodes[0]
+        seen_v2_after_first: list[bool] = []
+
+        def on_step(node: str, phase: str) -> None:
+            if node == first_moved and phase == fake_nodes.PHASE_DONE:
+                wait_for(lambda: ds_v2 in driver_daemonsets(kube, dtk_cluster), 10, what="V2 DaemonSet")
+                seen_v2_after_first.append(True)
+            if node != nodes[-1] and phase == fake_nodes.PHASE_DONE:
+                # V1 still has nodes: it must still exist.
+                assert ds_v1 in driver_daemonsets(kube, dtk_cluster)
+
+        run_mco_upgrade(kube, dtk_cluster, nodes, on_step)
+        assert seen_v2_after_first == [True]
+        wait_for(lambda: all_ready(kube, dtk_cluster, {ds_v2}), 60, what="only V2 left, ready")
+    assert sampler.samples >= 5
+    assert sampler.max_pods_on_a_node <= 1, f"two driver pods on a node: {sampler.worst}"
+    assert set(driver_pods_by_node(kube, dtk_cluster)) == set(nodes)
+
+
+def test_c_missing_tag_labels_daemonset_reports_and_recovers_when_the_tag_appears(
+    kube: client.ApiClient,
+    dtk_cluster: str,
+    gpu_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    version = "418.94.202501010000-0"
+    nodes = gpu_nodes(1, rhcos=version)
+    start_operator()
+    name = f"nvidia-driver-daemonset-{version}"
+    ds = wait_for(
+        lambda: driver_daemonsets(kube, dtk_cluster).get(name), 60, what="DaemonSet with missing tag"
+    )
+    assert ds.metadata.labels[labels.DTK_IMAGE_MISSING] == "true"
+    env = {e.name: e.value for c in ds.spec.template.spec.containers for e in c.env or []}
+    assert env["RHCOS_IMAGE_MISSING"] == "true"
+    missing = wait_for(
+        lambda: condition(read_policy(kube), "DriverToolkitImageMissing"), 30, what="condition"
+    )
+    assert version in missing["message"] and nodes[0] in missing["message"]
+    events = wait_for(
+        lambda: [
+            e
+            for e in client.CoreV1Api(kube).list_namespaced_event("default").items
+            if e.reason == "DriverToolkitImageMissing" and version in e.message
+        ],
+        30,
+        what="DriverToolkitImageMissing event",
+    )
+    assert events[0].type == "Warning"
+
+    image = DTK + "3" * 64
+    openshift_emulation.set_driver_toolkit_tags(kube, {**TAGS, version: image})
+
+    def updated() -> bool:
+        current = driver_daemonsets(kube, dtk_cluster).get(name)
+        if current is None or labels.DTK_IMAGE_MISSING in (current.metadata.labels or {}):
+            return False
+        images = {c.name: c.image for c in current.spec.template.spec.containers}
+        return images.get("openshift-driver-toolkit-ctr") == image
+
+    wait_for(updated, 30, what="DaemonSet updated with the new tag")
+    wait_for(
+        lambda: not condition(read_policy(kube), "DriverToolkitImageMissing"), 30, what="condition cleared"
+    )
+
+
+def test_d_imagestream_deleted_deletes_nothing_and_says_so(
+    kube: client.ApiClient,
+    dtk_cluster: str,
+    gpu_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    gpu_nodes(2, rhcos=V1)
+    start_operator()
+    name = f"nvidia-driver-daemonset-{V1}"
+    wait_for(lambda: all_ready(kube, dtk_cluster, {name}), 60, what="V1 ready")
+    uid = driver_daemonsets(kube, dtk_cluster)[name].metadata.uid
+    client.CustomObjectsApi(kube).delete_namespaced_custom_object(
+        "image.openshift.io", "v1", "openshift", "imagestreams", "driver-toolkit"
+    )
+    problem = wait_for(
+        lambda: condition(read_policy(kube), "DriverToolkitImageStreamProblem"),
+        30,
+        what="stream problem condition",
+    )
+    assert "driver-toolkit" in problem["message"]
+    current = driver_daemonsets(kube, dtk_cluster)[name]
+    assert current.metadata.uid == uid, "the DaemonSet was replaced"
+    images = {c.name: c.image for c in current.spec.template.spec.containers}
+    assert images["openshift-driver-toolkit-ctr"] == TAGS[V1], "a running DaemonSet lost its DTK image"
+
+
+def test_e_vanilla_cluster_one_daemonset_per_os_version(
+    kube: client.ApiClient,
+    namespace: str,
+    gpu_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    focal = gpu_nodes(1, vanilla=True, os_version="20.04", kernel="5.15.0-105-generic")
+    jammy = gpu_nodes(2, vanilla=True, os_version="22.04")
+    apply_policy(spec={"driver": {"version": "550.90.07"}})
+    start_operator()
+    names = {"nvidia-driver-daemonset-ubuntu20.04", "nvidia-driver-daemonset-ubuntu22.04"}
+    wait_for(lambda: all_ready(kube, namespace, names), 60, what="two vanilla DaemonSets ready")
+    daemonsets = driver_daemonsets(kube, namespace)
+    for os_tag in ("ubuntu20.04", "ubuntu22.04"):
+        spec = daemonsets[f"nvidia-driver-daemonset-{os_tag}"].spec.template.spec
+        assert [c.name for c in spec.containers] == ["nvidia-driver-ctr"]
+        assert spec.containers[0].image == f"nvcr.io/nvidia/driver:550.90.07-{os_tag}"
+    by_node = driver_pods_by_node(kube, namespace)
+    assert set(by_node) == set(focal + jammy)
+
+
+def test_f_operator_killed_mid_upgrade_converges_without_duplicates_or_orphans(
+    kube: client.ApiClient,
+    dtk_cluster: str,
+    gpu_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    nodes = gpu_nodes(3, rhcos=V1)
+    first = start_operator()
+    ds_v1, ds_v2 = f"nvidia-driver-daemonset-{V1}", f"nvidia-driver-daemonset-{V2}"
+    wait_for(lambda: all_ready(kube, dtk_cluster, {ds_v1}), 60, what="V1 ready")
+    replacement: list[OperatorProcess] = []
+
+    def on_step(node: str, phase: str) -> None:
+        if node == nodes[1] and phase == fake_nodes.PHASE_CORDON and not replacement:
+            first.kill()
+            replacement.append(start_operator(wait_role=None))
+
+    run_mco_upgrade(kube, dtk_cluster, nodes, on_step)
+    wait_for(lambda: all_ready(kube, dtk_cluster, {ds_v2}), 90, what="converged on V2 only")
+    assert len(driver_daemonsets(kube, dtk_cluster)) == 1
+    pods = client.CoreV1Api(kube).list_namespaced_pod(dtk_cluster, label_selector=DRIVER_PODS).items
+    assert sorted(p.spec.node_name for p in pods) == sorted(nodes)
+    assert all(p.metadata.owner_references[0].name == ds_v2 for p in pods)
