@@ -325,20 +325,12 @@ def _current(ctx: Context) -> bool:
     return ctx.driver.current
 
 
-def _current_holding_cordon(ctx: Context) -> bool:
-    return ctx.driver.current and ctx.holds_cordon
-
-
 def _outdated_not_skipped(ctx: Context) -> bool:
     return ctx.driver.check is DriverCheck.OUTDATED and not ctx.node.skip
 
 
 def _slot_granted(ctx: Context) -> bool:
     return ctx.granted
-
-
-def _holds_cordon(ctx: Context) -> bool:
-    return ctx.holds_cordon
 
 
 def _selector_error(selector: str) -> str | None:

@@ -1,0 +1,228 @@
+"""We test these aspects of turning API objects into upgrade records (ocp_gpu/kube/upgrading.py, no API):
+
+- driver pods: owner DaemonSet, revision hash, NVIDIA's readiness (Running, every container ready),
+  restarts and waiting reason of unready containers (init containers too), terminating;
+- workload pods: GPU requests or limits (nvidia.com/gpu*, nvidia.com/mig-*; app containers only),
+  controller kind, emptyDir, mirror pods, phase;
+- nodes: state label, skip label, NVIDIA's presence semantics for the initial-state annotation,
+  timers (unparsable ones dropped), Ready condition (absent counts as Ready);
+- the current revision of each DaemonSet: highest `.revision`, hash from the label or the name,
+  revisions of other owners ignored;
+- DaemonSet status: unscheduled pods counted only once the controller observed the spec.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ocp_gpu.kube import upgrading
+from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model.upgrades import UpgradeState
+from tests.unit._upgrades import NOW
+
+DS_OWNER = {
+    "apiVersion": "apps/v1",
+    "kind": "DaemonSet",
+    "name": "nvidia-driver-daemonset-x",
+    "controller": True,
+}
+
+
+def pod_body(
+    *,
+    phase: str = "Running",
+    ready: tuple[bool, ...] = (True,),
+    restarts: int = 0,
+    waiting: str = "",
+    init: tuple[dict[str, Any], ...] = (),
+    owner: dict[str, Any] | None = DS_OWNER,
+    **spec: Any,
+) -> dict[str, Any]:
+    statuses = [
+        {
+            "name": f"c{i}",
+            "ready": is_ready,
+            "restartCount": restarts,
+            "state": {"waiting": {"reason": waiting}} if waiting and not is_ready else {"running": {}},
+        }
+        for i, is_ready in enumerate(ready)
+    ]
+    return {
+        "metadata": {
+            "name": "nvidia-driver-daemonset-x-abcde",
+            "namespace": "nvidia-gpu-operator",
+            "uid": "u1",
+            "labels": {"app": "nvidia-driver-daemonset", "controller-revision-hash": "7c9a5d"},
+            "ownerReferences": [owner] if owner else [],
+        },
+        "spec": {"nodeName": "n1", "containers": [{"name": "c0"}], **spec},
+        "status": {"phase": phase, "containerStatuses": statuses, "initContainerStatuses": list(init)},
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "ready"),
+    [
+        (pod_body(), True),
+        (pod_body(ready=(True, False)), False),
+        (pod_body(phase="Pending", ready=(True,)), False),
+        (pod_body(ready=()), False),
+    ],
+    ids=["ready", "one-not-ready", "pending", "no-containers"],
+)
+def test_driver_pod_readiness(body: dict[str, Any], ready: bool) -> None:
+    assert upgrading.driver_pod(body).ready is ready
+
+
+def test_driver_pod_record() -> None:
+    record = upgrading.driver_pod(pod_body(ready=(False,), restarts=12, waiting="CrashLoopBackOff"))
+    assert (record.daemonset, record.revision_hash, record.node) == (
+        "nvidia-driver-daemonset-x",
+        "7c9a5d",
+        "n1",
+    )
+    assert (record.restart_count, record.waiting_reason, record.terminating) == (
+        12,
+        "CrashLoopBackOff",
+        False,
+    )
+    assert str(record.ref) == "nvidia-gpu-operator/nvidia-driver-daemonset-x-abcde" and record.ref.uid == "u1"
+
+
+def test_driver_pod_init_container_restarts_count() -> None:
+    init = (
+        {
+            "name": "k8s-driver-manager",
+            "ready": False,
+            "restartCount": 11,
+            "state": {"waiting": {"reason": "Error"}},
+        },
+    )
+    record = upgrading.driver_pod(pod_body(phase="Pending", ready=(), init=init))
+    assert (record.restart_count, record.waiting_reason) == (11, "Error")
+
+
+def test_orphan_and_terminating_driver_pods() -> None:
+    body = pod_body(owner=None)
+    body["metadata"]["deletionTimestamp"] = "2025-03-01T12:00:00Z"
+    record = upgrading.driver_pod(body)
+    assert record.daemonset is None and record.terminating
+
+
+@pytest.mark.parametrize(
+    ("resources", "gpu"),
+    [
+        ({"limits": {"nvidia.com/gpu": "1"}}, True),
+        ({"requests": {"nvidia.com/mig-2g.10gb": "1"}}, True),
+        ({"limits": {"nvidia.com/gpu.shared": "1"}}, True),
+        ({"limits": {"cpu": "1"}}, False),
+        ({}, False),
+    ],
+)
+def test_workload_pod_gpu(resources: dict[str, Any], gpu: bool) -> None:
+    body = pod_body(containers=[{"name": "c0", "resources": resources}])
+    assert upgrading.workload_pod(body).requests_gpu is gpu
+
+
+def test_init_containers_do_not_make_a_gpu_pod() -> None:
+    body = pod_body(initContainers=[{"name": "i", "resources": {"limits": {"nvidia.com/gpu": "1"}}}])
+    assert upgrading.workload_pod(body).requests_gpu is False
+
+
+def test_workload_pod_record() -> None:
+    body = pod_body(
+        owner={"kind": "Job", "name": "train", "controller": True}, volumes=[{"name": "s", "emptyDir": {}}]
+    )
+    body["metadata"]["annotations"] = {upgrading.MIRROR_ANNOTATION: "x"}
+    record = upgrading.workload_pod(body)
+    assert (record.controller_kind, record.uses_empty_dir, record.mirror, record.phase) == (
+        "Job",
+        True,
+        True,
+        "Running",
+    )
+    bare = upgrading.workload_pod(
+        pod_body(owner={"kind": "ReplicaSet", "name": "r"})
+    )  # an owner, not a controller
+    assert bare.controller_kind is None and not bare.has_controller
+
+
+def node_body(
+    node_labels: dict[str, str], annotations: dict[str, str], conditions: list[Any]
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "n1", "labels": node_labels, "annotations": annotations},
+        "spec": {"unschedulable": True},
+        "status": {"conditions": conditions},
+    }
+
+
+def test_upgrade_node_record() -> None:
+    body = node_body(
+        {labels.UPGRADE_STATE: "validation-required", labels.UPGRADE_SKIP: "true"},
+        {
+            upgrades.INITIAL_UNSCHEDULABLE: "",
+            upgrades.VALIDATION_START: upgrades.format_timestamp(NOW),
+            upgrades.DRAIN_START: "garbage",
+            labels.UPGRADE_ENABLED_ANNOTATION: "true",
+        },
+        [{"type": "Ready", "status": "False"}],
+    )
+    record = upgrading.upgrade_node(body)
+    assert record.state is UpgradeState.VALIDATION_REQUIRED
+    assert record.skip and record.upgrade_enabled and record.unschedulable and not record.ready
+    # NVIDIA tests the annotation's presence, whatever its value.
+    assert record.initially_unschedulable and not record.cordoned_by_upgrade
+    assert dict(record.timers) == {upgrades.VALIDATION_START: NOW}
+
+
+@pytest.mark.parametrize(
+    ("conditions", "ready"),
+    [
+        ([], True),
+        ([{"type": "Ready", "status": "True"}], True),
+        ([{"type": "Ready", "status": "Unknown"}], False),
+    ],
+)
+def test_node_readiness(conditions: list[Any], ready: bool) -> None:
+    assert upgrading.upgrade_node(node_body({}, {}, conditions)).ready is ready
+
+
+def test_skip_needs_true() -> None:
+    assert not upgrading.upgrade_node(node_body({labels.UPGRADE_SKIP: "false"}, {}, [])).skip
+
+
+def revision(owner: str | None, name: str, number: int, hash_label: str | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "labels": {}}
+    if owner:
+        metadata["ownerReferences"] = [{"kind": "DaemonSet", "name": owner, "controller": True}]
+    if hash_label:
+        metadata["labels"]["controller-revision-hash"] = hash_label
+    return {"metadata": metadata, "revision": number}
+
+
+def test_current_revisions() -> None:
+    revisions = [
+        revision("ds-a", "ds-a-111", 1, "111"),
+        revision("ds-a", "ds-a-333", 3, "333"),
+        revision("ds-a", "ds-a-222", 2, "222"),
+        revision("ds-b", "ds-b-abc", 1),
+        revision(None, "orphan-zzz", 9, "zzz"),
+    ]
+    assert upgrading.current_revisions(revisions) == {"ds-a": "333", "ds-b": "abc"}
+
+
+@pytest.mark.parametrize(
+    ("status", "generation", "unscheduled"),
+    [
+        ({"observedGeneration": 2, "desiredNumberScheduled": 3, "currentNumberScheduled": 1}, 2, 2),
+        ({"observedGeneration": 1, "desiredNumberScheduled": 3, "currentNumberScheduled": 1}, 2, 0),
+        ({"observedGeneration": 2, "desiredNumberScheduled": 3, "currentNumberScheduled": 3}, 2, 0),
+    ],
+    ids=["missing-pods", "not-observed", "whole"],
+)
+def test_driver_revision(status: dict[str, int], generation: int, unscheduled: int) -> None:
+    body = {"metadata": {"name": "ds", "generation": generation}, "status": status}
+    assert upgrading.driver_revision(body, "h").unscheduled == unscheduled
