@@ -858,6 +858,11 @@ def _is_unavailable(node: UpgradeNode) -> bool:
     return node.unschedulable or not node.ready or node.state is S.CORDON_REQUIRED
 
 
+def _first(names: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
 def _wants_slot(node: UpgradeNode, driver: DriverStatus) -> bool:
     # upgrade-required, not skipped, and its outdated pod is not already on its way out.
     return (
@@ -899,7 +904,7 @@ def select_starts(
             # Every parallel slot is taken.
             blocked_by = (
                 f"waiting for an upgrade slot: {in_flight} of maxParallelUpgrades "
-                f"{policy.max_parallel_upgrades} taken ({', '.join(holding + tuple(starts)) or 'none'})"
+                f"{policy.max_parallel_upgrades} taken ({_first(holding + tuple(starts))})"
             )
             break
         costs_unavailability = not _is_unavailable(node)

@@ -292,6 +292,15 @@ def test_failed_nodes_hold_their_slot() -> None:
     )
 
 
+def test_the_budget_reason_names_a_few_nodes() -> None:
+    nodes = [node(f"busy{i}", S.POD_RESTART_REQUIRED, cordon=OURS) for i in range(5)]
+    nodes.append(node("next", S.UPGRADE_REQUIRED))
+    result = upgrade.plan_upgrades(snapshot(*nodes), policy(parallel=5, unavailable="100%"), NOW).by_node()
+    assert result[NodeName("next")].waiting == (
+        "waiting for an upgrade slot: 5 of maxParallelUpgrades 5 taken (busy0, busy1, busy2 and 2 more)"
+    )
+
+
 @pytest.mark.parametrize("why", ["cordoned", "not-ready"])
 def test_unavailable_nodes_count_against_max_unavailable(why: str) -> None:
     down = node(
