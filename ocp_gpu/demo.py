@@ -40,6 +40,8 @@ DTK_TAGS = {
     RHCOS_OLD: "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "a" * 64,
     RHCOS_NEW: "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "b" * 64,
 }
+RHCOS_NEXT = "418.94.202502250000-0"
+NEXT_DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "c" * 64
 NAMESPACE = labels.OPENSHIFT_NAMESPACE
 
 
@@ -63,6 +65,9 @@ class Narrator:
 def main(state_dir: Path | None, live: bool, once: bool) -> int:
     console = Console()
     live = live and console.is_terminal
+    if not console.is_terminal:
+        # Logs and pipes: wide enough that the tables do not wrap.
+        console = Console(width=150)
     console.print("[bold]ocp-gpu demo[/]: building/locating the local control plane binaries…")
     binaries.ensure_binaries()
     work = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="ocp-gpu-demo-"))
@@ -160,6 +165,40 @@ def _scenario(api: client.ApiClient, narrator: Narrator) -> None:
     _wait(lambda: (core.read_node("gpu-6").metadata.labels or {}).get(labels.GPU_PRESENT) == "true", 30)
     narrator.say("operator: gpu-6 labelled; gpu-5 keeps the admin's driver opt-out")
     time.sleep(3)
+    _openshift_upgrade(api, narrator)
+
+
+def _openshift_upgrade(api: client.ApiClient, narrator: Narrator) -> None:
+    """An OpenShift upgrade as the cluster lives it: new DTK tag, then MCO rolls the pool."""
+    narrator.say(f"OpenShift upgrade starts: the release adds driver-toolkit:{RHCOS_NEXT}")
+    openshift.set_driver_toolkit_tags(api, {**DTK_TAGS, RHCOS_NEXT: NEXT_DTK})
+    time.sleep(2)
+    pool = sorted(
+        node.metadata.name
+        for node in client.CoreV1Api(api).list_node(label_selector=f"{labels.NFD_NVIDIA_PCI}=true").items
+    )
+    narrator.say(f"MCO rolls the GPU pool to RHCOS {RHCOS_NEXT}, one node at a time (maxUnavailable 1)")
+
+    def step(node: str, phase: str) -> None:
+        if phase in (fake_nodes.PHASE_CORDON, fake_nodes.PHASE_UPDATE, fake_nodes.PHASE_DONE):
+            narrator.say(f"MCO: {node} {phase}")
+            time.sleep(1.5)
+
+    fake_nodes.simulate_mco_update(api, pool, RHCOS_NEXT, max_unavailable=1, on_step=step)
+    apps = client.AppsV1Api(api)
+    _wait(
+        lambda: (
+            len(
+                apps.list_namespaced_daemon_set(
+                    NAMESPACE, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
+                ).items
+            )
+            == 1
+        ),
+        60,
+    )
+    narrator.say("upgrade done: each old version's DaemonSet was deleted once its last node had moved")
+    time.sleep(3)
 
 
 def _policy_state(custom: client.CustomObjectsApi) -> str:
@@ -213,47 +252,64 @@ def _display(console: Console, live: bool, render: Callable[[], Any]) -> Iterato
 
 def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator) -> Group:
     core = client.CoreV1Api(api)
-    nodes = Table(title="Nodes, as the operator sees them", expand=True)
+    pods_by_node: dict[str, str] = {}
+    for pod in core.list_namespaced_pod(NAMESPACE, label_selector=f"{labels.APP}={labels.DRIVER_APP}").items:
+        ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
+        version = (pod.metadata.labels or {}).get(labels.DTK_RHCOS, "?")
+        mark = "ready" if ready else ("terminating" if pod.metadata.deletion_timestamp else "starting")
+        pods_by_node[pod.spec.node_name or ""] = f"{_short(version)} {mark}"
+    nodes = Table(title="Nodes, as the operator sees them", title_justify="left")
     for column in (
         "node",
-        "NFD GPU",
-        "RHCOS (NFD)",
+        "GPU",
+        "RHCOS (NFD label)",
         "osImage",
-        "gpu.present",
         "deploy.driver",
-        "upgrade state",
-        "schedulable",
+        "driver pod",
+        "upgrade",
+        "sched",
     ):
-        nodes.add_column(column)
+        nodes.add_column(column, no_wrap=True)
     for node in sorted(core.list_node().items, key=lambda n: n.metadata.name):
         lbl = node.metadata.labels or {}
+        rhcos = lbl.get(labels.OSTREE_VERSION, "-")
+        os_image = node.status.node_info.os_image if node.status and node.status.node_info else ""
         nodes.add_row(
             node.metadata.name,
             "yes" if lbl.get(labels.NFD_NVIDIA_PCI) == "true" else "-",
-            lbl.get(labels.OSTREE_VERSION, "-"),
-            (node.status.node_info.os_image if node.status and node.status.node_info else "-"),
-            lbl.get(labels.GPU_PRESENT, "-"),
+            rhcos,
+            Text("matches", style="green") if rhcos in os_image else Text("differs", style="red"),
             _styled(lbl.get(labels.deploy_label("driver"), "-")),
+            pods_by_node.get(node.metadata.name, "-"),
             lbl.get(labels.UPGRADE_STATE, "-"),
-            "no (cordoned)" if node.spec.unschedulable else "yes",
+            Text("cordoned", style="yellow") if node.spec.unschedulable else "yes",
         )
-    daemonsets = Table(title="Driver DaemonSets (app=nvidia-driver-daemonset)", expand=True)
-    for column in ("name", "RHCOS", "image missing", "desired", "ready"):
-        daemonsets.add_column(column)
-    for ds in (
+    daemonsets = Table(title="Driver DaemonSets (one per RHCOS version)", title_justify="left")
+    for column in ("name", "DTK image", "desired", "ready"):
+        daemonsets.add_column(column, no_wrap=True)
+    for ds in sorted(
         client.AppsV1Api(api)
-        .list_daemon_set_for_all_namespaces(label_selector=f"{labels.APP}={labels.DRIVER_APP}")
-        .items
+        .list_namespaced_daemon_set(NAMESPACE, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}")
+        .items,
+        key=lambda d: d.metadata.name,
     ):
         lbl = ds.metadata.labels or {}
+        sidecar = [
+            c.image for c in ds.spec.template.spec.containers if c.name == "openshift-driver-toolkit-ctr"
+        ]
+        dtk = (
+            Text("tag missing", style="red")
+            if lbl.get(labels.DTK_IMAGE_MISSING) == "true"
+            else ("…" + sidecar[0][-12:] if sidecar else "-")
+        )
         daemonsets.add_row(
-            ds.metadata.name,
-            lbl.get(labels.DTK_RHCOS, "-"),
-            lbl.get(labels.DTK_IMAGE_MISSING, "-"),
-            str(ds.status.desired_number_scheduled),
-            str(ds.status.number_ready),
+            ds.metadata.name, dtk, str(ds.status.desired_number_scheduled), str(ds.status.number_ready)
         )
     return Group(nodes, daemonsets, _policy_panel(api, operator), Panel(narrator.text(), title="scenario"))
+
+
+def _short(version: str) -> str:
+    return version.split(".")[0] if version.count(".") >= 2 else version
 
 
 def _policy_panel(api: client.ApiClient, operator: OperatorProcess) -> Panel:
