@@ -1,8 +1,9 @@
 """Driver DaemonSets: one per RHCOS version (or OS, or kernel), applied and garbage-collected.
 
 Read: GPU node facts, our driver DaemonSets, the driver-toolkit ImageStream,
-ClusterVersion and Proxy from the in-memory view.  Plan: planning.drivers.
-Render: rendering.drivers.  Apply: kube.applying (server-side apply, skipped
+ClusterVersion and Proxy from the in-memory view.  Plan and render:
+reconcilers.driver_manifests (planning.drivers, rendering.drivers; shared with
+`ocp-gpu render`).  Apply: kube.applying (server-side apply, skipped
 when the applied hash is unchanged) and deletion of stale DaemonSets after a
 targeted re-read confirms no node still carries their key.
 """
@@ -18,14 +19,13 @@ from typing import Any
 from kubernetes import client
 
 from ocp_gpu import metrics
-from ocp_gpu.kube import applying, reading
-from ocp_gpu.model import images, labels, snapshot
+from ocp_gpu.kube import applying
+from ocp_gpu.model import labels, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
-from ocp_gpu.planning import drivers, imagestreams
+from ocp_gpu.planning import drivers
 from ocp_gpu.planning import platform as platform_model
-from ocp_gpu.reconcilers import runtime
-from ocp_gpu.rendering import drivers as rendering
+from ocp_gpu.reconcilers import driver_manifests, runtime
 
 logger = logging.getLogger("ocp_gpu.drivers")
 
@@ -49,40 +49,22 @@ async def reconcile_drivers(
     if not policy.driver.enabled:
         # driver.enabled: false: the admin removes our drivers (e.g. drivers preinstalled on the host).
         return DriverOutcome(None, errors=await _delete_all(rt))
-    daemonsets = tuple(rt.driver_daemonsets.values())
-    settings = drivers.settings_for_policy(
-        policy, platform, rt.env, dtk_fallback=drivers.fallbacks_in_effect(daemonsets)
+    # Plan and render: the same pure function `ocp-gpu render` prints (reconcilers/driver_manifests).
+    view = driver_manifests.DriverView(
+        namespace=rt.namespace,
+        env=rt.env,
+        node_facts=tuple(rt.node_facts.values()),
+        daemonsets=tuple(rt.driver_daemonsets.values()),
+        dtk_imagestream=rt.dtk_imagestream,
+        cluster_version=rt.cluster_version,
+        cluster_proxy=rt.cluster_proxy,
     )
-    if isinstance(settings, PolicyProblem):
-        # The driver image cannot be resolved: change nothing, say what to fix.
-        return DriverOutcome(None, problem=settings)
-    manager_image = images.resolve_image(policy.driver.manager.image, component="driver.manager", env=rt.env)
-    if isinstance(manager_image, PolicyProblem):
-        return DriverOutcome(None, problem=manager_image)
-
-    gpu_nodes = tuple(
-        snapshot.GpuNode.from_facts(facts) for facts in rt.node_facts.values() if facts.is_gpu_node
-    )
-    stream = (
-        imagestreams.resolve_driver_toolkit_stream(rt.dtk_imagestream)
-        if platform.is_openshift
-        else snapshot.DriverToolkitStream(snapshot.StreamState.ABSENT, reason="not OpenShift")
-    )
-    plan = drivers.plan_driver_daemonsets(
-        snapshot.DriverSnapshot(nodes=gpu_nodes, daemonsets=daemonsets, stream=stream), settings
-    )
+    desired = driver_manifests.desired_driver_manifests(policy, platform, view)
+    if isinstance(desired, PolicyProblem):
+        # The driver or manager image cannot be resolved: change nothing, say what to fix.
+        return DriverOutcome(None, problem=desired)
+    plan, manifests = desired.plan, desired.manifests
     metrics.driver_toolkit_tags_missing.set(len(plan.findings_of(drivers.MissingDriverToolkitTag)))
-    manifests = rendering.render_driver_state(
-        plan.desired,
-        policy,
-        rendering.DriverRenderInputs(
-            namespace=rt.namespace,
-            openshift=platform.is_openshift,
-            manager_image=manager_image,
-            openshift_version=reading.openshift_version(rt.cluster_version or {}),
-            proxy=_cluster_proxy(rt.cluster_proxy) if platform.is_openshift else None,
-        ),
-    )
     errors: dict[str, str] = {}
     for manifest in manifests:
         await _apply_if_changed(rt, owner, manifest, errors)
@@ -154,16 +136,3 @@ async def _delete_all(rt: runtime.Runtime) -> dict[str, str]:
         except Exception as error:
             errors[f"DaemonSet {name}"] = str(error)
     return errors
-
-
-def _cluster_proxy(proxy: Mapping[str, Any] | None) -> rendering.ClusterProxy | None:
-    """OpenShift's `Proxy cluster`: status holds the effective values, spec the trusted CA name."""
-    if proxy is None:
-        return None
-    status = proxy.get("status") or {}
-    return rendering.ClusterProxy(
-        http_proxy=str(status.get("httpProxy", "")),
-        https_proxy=str(status.get("httpsProxy", "")),
-        no_proxy=str(status.get("noProxy", "")),
-        trusted_ca=bool(((proxy.get("spec") or {}).get("trustedCA") or {}).get("name")),
-    )

@@ -1,0 +1,110 @@
+"""The driver manifests the operator would apply for one view of the cluster: plan, then render.
+
+Shared by the driver reconciler (reconcilers/drivers.py, which applies the result)
+and `ocp-gpu render` (commands/render.py, which prints it), so what an admin
+reviews is byte for byte what the operator applies.  Pure: no I/O, no clock, no
+metrics; the caller reads the cluster (or files) into a `DriverView` and does
+whatever it wants with the `DriverManifests`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from ocp_gpu.kube import reading
+from ocp_gpu.model import images, nodes, snapshot
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model.problems import PolicyProblem
+from ocp_gpu.planning import drivers, imagestreams
+from ocp_gpu.planning import platform as platform_model
+from ocp_gpu.rendering import drivers as rendering
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverView:
+    """What the driver manifests depend on besides the policy and the platform.
+
+    The raw OpenShift objects are JSON dicts as the API returns them (None: absent),
+    so the operator's watches and `ocp-gpu render`'s files feed the same code.
+    """
+
+    # The operand namespace the manifests go to.
+    namespace: str
+    # The operator's environment: image defaults (DRIVER_IMAGE, DRIVER_MANAGER_IMAGE, ...).
+    env: Mapping[str, str]
+    # Every node's facts; non-GPU nodes are left out here, not by the caller.
+    node_facts: tuple[nodes.NodeFacts, ...]
+    # The driver DaemonSets that exist now (their names are kept; stale ones are planned for GC).
+    daemonsets: tuple[snapshot.DriverDaemonSet, ...] = ()
+    # openshift/driver-toolkit, ClusterVersion `version` and Proxy `cluster`.
+    dtk_imagestream: Mapping[str, Any] | None = None
+    cluster_version: Mapping[str, Any] | None = None
+    cluster_proxy: Mapping[str, Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverManifests:
+    """The plan and its rendering: what to apply (in order) and what to delete."""
+
+    plan: drivers.DriverPlan
+    # Apply order; without ownership metadata (kube.applying.owned adds it at apply time).
+    manifests: tuple[dict[str, Any], ...]
+    settings: drivers.DriverSettings
+
+
+def desired_driver_manifests(
+    policy: policy_model.Policy, platform: platform_model.Platform, view: DriverView
+) -> DriverManifests | PolicyProblem:
+    """The driver manifests for `policy` on `view`, or the problem that prevents any.
+
+    NB: `policy.driver.enabled` is the caller's to check first: with drivers disabled the
+    operator deletes its DaemonSets, which is not a rendering.
+    """
+    settings = drivers.settings_for_policy(
+        policy, platform, view.env, dtk_fallback=drivers.fallbacks_in_effect(view.daemonsets)
+    )
+    if isinstance(settings, PolicyProblem):
+        # The driver image cannot be resolved: nothing to render, say what to fix.
+        return settings
+    manager_image = images.resolve_image(
+        policy.driver.manager.image, component="driver.manager", env=view.env
+    )
+    if isinstance(manager_image, PolicyProblem):
+        return manager_image
+
+    gpu_nodes = tuple(snapshot.GpuNode.from_facts(facts) for facts in view.node_facts if facts.is_gpu_node)
+    stream = (
+        imagestreams.resolve_driver_toolkit_stream(view.dtk_imagestream)
+        if platform.is_openshift
+        else snapshot.DriverToolkitStream(snapshot.StreamState.ABSENT, reason="not OpenShift")
+    )
+    plan = drivers.plan_driver_daemonsets(
+        snapshot.DriverSnapshot(nodes=gpu_nodes, daemonsets=view.daemonsets, stream=stream), settings
+    )
+    manifests = rendering.render_driver_state(
+        plan.desired,
+        policy,
+        rendering.DriverRenderInputs(
+            namespace=view.namespace,
+            openshift=platform.is_openshift,
+            manager_image=manager_image,
+            openshift_version=reading.openshift_version(view.cluster_version or {}),
+            proxy=cluster_proxy(view.cluster_proxy) if platform.is_openshift else None,
+        ),
+    )
+    return DriverManifests(plan=plan, manifests=tuple(manifests), settings=settings)
+
+
+def cluster_proxy(proxy: Mapping[str, Any] | None) -> rendering.ClusterProxy | None:
+    """OpenShift's `Proxy cluster`: status holds the effective values, spec the trusted CA name."""
+    if proxy is None:
+        return None
+    status = proxy.get("status") or {}
+    return rendering.ClusterProxy(
+        http_proxy=str(status.get("httpProxy", "")),
+        https_proxy=str(status.get("httpsProxy", "")),
+        no_proxy=str(status.get("noProxy", "")),
+        trusted_ca=bool(((proxy.get("spec") or {}).get("trustedCA") or {}).get("name")),
+    )
