@@ -1,0 +1,830 @@
+"""Driver DaemonSets at scale: how fast, how quiet and how small the operator is at N GPU nodes.
+
+For each size N (default 100, 1,000 and 5,000) this starts a fresh local control plane
+(etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok; see
+``ocp_gpu/harness``) in OpenShift mode, creates N fake GPU nodes on one RHCOS build V1,
+starts ``ocp-gpu run`` as its own user and measures, in this order:
+
+startup
+    Operator start -> its V1 DaemonSet exists (first pass applied it) -> the policy
+    status lists that DaemonSet with all N nodes (the first *full* pass is done: every
+    node labelled, the DaemonSet applied, status written) -> the policy is ``ready``
+    (every driver pod Ready: mostly the DaemonSet controller's, scheduler's and
+    kwok's time, not ours).
+
+steady state
+    After the operator has settled, a quiet window (60 s by default) during which
+    nothing changes but kwok's node heartbeats (each node's status every 10-20 min,
+    its Lease every 10 s). Counted from the apiserver's audit log, by the operator's
+    user: writes other than ``leases.coordination.k8s.io`` (target 0: a write in a
+    quiet cluster is a bug, and at 5,000 nodes a per-node write is a storm) and,
+    separately, its leader-Lease renewals (expected: one per retry period). Also
+    the operator's CPU seconds in the window (from /proc/<pid>/stat; what
+    processing heartbeats costs) and its RSS at the end (VmRSS: the idle footprint).
+
+new RHCOS version -> its DaemonSet
+    K nodes (20 by default), one at a time, move to a fresh build V_i the way a node
+    does after an OS update: the kubelet's ``status.nodeInfo.osImage`` first, then
+    (after the operator is idle again) NFD's ``OSTREE_VERSION`` label. Latency is
+    from the label patch's response to the DaemonSet's ADDED event arriving on our
+    own watch: what an admin (or a waiting MCO drain) would observe. Each move starts
+    from an idle operator, so this is the latency of one change, not of a queue.
+
+last node leaves a version -> its DaemonSet deleted
+    The same K nodes move back to V1 (osImage, settle, then the label). Latency is
+    from the label patch's response to the DELETED event. It has two parts: the
+    DaemonSet controller must first report ``desiredNumberScheduled == 0`` and
+    ``numberMisscheduled == 0`` (the operator's GC guard); then the operator re-reads
+    the nodes and deletes. We split it at the first watch event showing those zeros:
+    the part after it is ours. The operator's "deleted stale driver DaemonSet" log
+    line gives a second, in-process view of the same.
+
+memory
+    VmRSS idle (end of the quiet window) and VmHWM (the peak over the whole run).
+
+Each size prints a table and writes ``bench/results/drivers-<N>.json``. Every wait has
+a timeout; the control plane and the operator are always stopped.
+
+Run: ``.venv/bin/python bench/drivers_at_scale.py [--nodes 100 1000 5000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Final
+
+import kubernetes.client
+import kubernetes.watch
+import yaml
+from kubernetes.client import ApiClient
+
+from ocp_gpu.harness import binaries, nodes, openshift
+from ocp_gpu.harness.cluster import LEASES, WRITE_VERBS, LocalControlPlane
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels
+
+REPO: Final = Path(__file__).resolve().parents[1]
+CRD_PATH: Final = REPO / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
+RESULTS_DIR: Final = REPO / "bench" / "results"
+
+OPERATOR_USER: Final = "ocp-gpu-operator"
+NAMESPACE: Final = labels.OPENSHIFT_NAMESPACE
+POLICY: Final = "cluster-policy"
+V1: Final = nodes.DEFAULT_RHCOS
+DTK_IMAGE: Final = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
+# The operator's reconcile-pass counter: unchanged (and no CPU burnt) means idle.
+RECONCILES: Final = "gpu_operator_reconciliation_total"
+CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
+MIB: Final = 1024 * 1024
+
+
+def log(message: str) -> None:
+    print(f"[{datetime.datetime.now():%H:%M:%S}] {message}", flush=True)
+
+
+def fresh_version(i: int) -> str:
+    """The i-th made-up RHCOS 4.16 build, distinct from V1 and valid as a label and a name."""
+    return f"416.94.20240801{i:04d}-0"
+
+
+def os_image(version: str) -> str:
+    return f"Red Hat Enterprise Linux CoreOS {version} (Plow)"
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile (with 20 samples, p99 is the maximum)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
+
+
+def summarize(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "p50": percentile(values, 50),
+        "p99": percentile(values, 99),
+        "max": max(values) if values else math.nan,
+    }
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout: float, interval: float = 0.2) -> float:
+    """Poll ``check`` until true; return the seconds it took, or raise TimeoutError."""
+    began = time.monotonic()
+    while not check():
+        if time.monotonic() - began > timeout:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+    return time.monotonic() - began
+
+
+# --- /proc -------------------------------------------------------------------------------------
+
+
+def proc_status_kib(pid: int, field: str) -> int:
+    """A ``kB`` field of /proc/<pid>/status (VmRSS, VmHWM), in KiB; 0 if the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the process (all its threads) so far."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return math.nan
+    # NB: the command name (field 2) may contain spaces; count fields after its ")".
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class RssSampler:
+    """Samples a process's VmRSS twice a second in the background; keeps the maximum seen."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.max_rss_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="rss-sampler")
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            self.max_rss_kib = max(self.max_rss_kib, proc_status_kib(self.pid, "VmRSS"))
+
+
+# --- the audit log -----------------------------------------------------------------------------
+
+
+class AuditWindow:
+    """Write requests logged by the apiserver between `start` and `stop`, read once at the end.
+
+    NB: not `LocalControlPlane.count_writes`, which keeps every line since the cluster
+    started in memory: at 5,000 nodes kwok's Lease renewals alone log ~500 lines/s.
+    The apiserver rotates the log at 100 MB (a renamed file, a new ``audit.log``), so
+    the window is read from the file it started in and then any newer file.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._inode = 0
+        self._offset = 0
+        self._started = 0.0
+
+    def start(self) -> None:
+        stat = self.path.stat()
+        self._inode, self._offset, self._started = stat.st_ino, stat.st_size, time.time()
+
+    def stop(self) -> list[bytes]:
+        files = sorted(self.path.parent.glob("*.log"), key=lambda p: p.stat().st_mtime)
+        lines: list[bytes] = []
+        seen_start = False
+        for file in files:
+            stat = file.stat()
+            if stat.st_ino == self._inode:
+                seen_start = True
+                with file.open("rb") as f:
+                    f.seek(self._offset)
+                    lines.extend(f.read().splitlines())
+            elif seen_start or stat.st_mtime >= self._started:
+                lines.extend(file.read_bytes().splitlines())
+        return lines
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteCounts:
+    by_user_total: int  # every write in the window, all users (the apiserver's load)
+    operator: Counter[str]  # "<verb> <resource.group>" -> count, operator's user only
+
+
+def count_writes(lines: Sequence[bytes], username: str) -> WriteCounts:
+    operator: Counter[str] = Counter()
+    total = 0
+    needle = f'"username":"{username}"'.encode()
+    for line in lines:
+        if not line.strip():
+            continue
+        total += 1
+        if needle not in line:
+            continue
+        event = json.loads(line)
+        if event.get("stage") != "ResponseComplete" or event.get("verb") not in WRITE_VERBS:
+            continue
+        if (event.get("user") or {}).get("username") != username:
+            continue
+        ref = event.get("objectRef") or {}
+        group = ref.get("apiGroup") or ""
+        resource = ref.get("resource", "") + (f".{group}" if group else "")
+        if ref.get("subresource"):
+            resource += "/" + ref["subresource"]
+        operator[f"{event['verb']} {resource}"] += 1
+    return WriteCounts(total, operator)
+
+
+# --- watching our DaemonSets -------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class DaemonSetEvent:
+    at: float  # time.monotonic() on arrival
+    type: str  # ADDED, MODIFIED, DELETED
+    name: str
+    version: str  # its openshift.driver-toolkit.rhcos label
+    desired: int
+    misscheduled: int
+    ready: int
+
+
+class DaemonSetWatch:
+    """A kubernetes watch on the namespace's DaemonSets in a thread, events timestamped on arrival."""
+
+    def __init__(self, api: ApiClient, namespace: str) -> None:
+        self._apps = kubernetes.client.AppsV1Api(api)
+        self._namespace = namespace
+        self.events: list[DaemonSetEvent] = []
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._watch: kubernetes.watch.Watch | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True, name="daemonset-watch")
+
+    def __enter__(self) -> DaemonSetWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        version = ""
+        while not self._stop.is_set():
+            try:
+                if not version:
+                    listed = self._apps.list_namespaced_daemon_set(self._namespace)
+                    version = listed.metadata.resource_version
+                    for ds in listed.items:
+                        self._record("ADDED", ds.to_dict(), listed=True)
+                self._watch = kubernetes.watch.Watch()
+                for event in self._watch.stream(
+                    self._apps.list_namespaced_daemon_set,
+                    self._namespace,
+                    resource_version=version,
+                    timeout_seconds=60,
+                    allow_watch_bookmarks=True,
+                    deserialize=False,
+                ):
+                    obj = event["object"]
+                    if event["type"] == "ERROR":
+                        version = ""  # 410 Gone: list again
+                        break
+                    version = obj["metadata"]["resourceVersion"]
+                    if event["type"] != "BOOKMARK":
+                        self._record(event["type"], obj)
+                    if self._stop.is_set():
+                        break
+            except Exception as error:  # a dropped connection: resume from the last version
+                if not self._stop.is_set():
+                    log(f"  (DaemonSet watch restarting: {error})")
+                    time.sleep(0.5)
+
+    def _record(self, type_: str, obj: dict[str, Any], listed: bool = False) -> None:
+        metadata = obj.get("metadata") or {}
+        status = obj.get("status") or {}
+
+        # NB: the typed list returns snake_case keys, the raw watch camelCase.
+        def get(camel: str, snake: str) -> int:
+            return int(status.get(camel, status.get(snake)) or 0)
+
+        event = DaemonSetEvent(
+            at=time.monotonic(),
+            type=type_,
+            name=str(metadata.get("name", "")),
+            version=str((metadata.get("labels") or {}).get(labels.DTK_RHCOS, "")),
+            desired=get("desiredNumberScheduled", "desired_number_scheduled"),
+            misscheduled=get("numberMisscheduled", "number_misscheduled"),
+            ready=get("numberReady", "number_ready"),
+        )
+        with self._cond:
+            self.events.append(event)
+            self._cond.notify_all()
+
+    def mark(self) -> int:
+        with self._cond:
+            return len(self.events)
+
+    def wait_for(
+        self, what: str, predicate: Callable[[DaemonSetEvent], bool], since: int, timeout: float
+    ) -> DaemonSetEvent:
+        """The first event from index ``since`` on that satisfies ``predicate``."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            checked = since
+            while True:
+                for event in self.events[checked:]:
+                    if predicate(event):
+                        return event
+                checked = len(self.events)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+                self._cond.wait(left)
+
+    def since(self, mark: int) -> list[DaemonSetEvent]:
+        with self._cond:
+            return self.events[mark:]
+
+    def latest(self, version: str) -> DaemonSetEvent | None:
+        with self._cond:
+            for event in reversed(self.events):
+                if event.version == version:
+                    return event
+        return None
+
+
+def event_of(type_: str, version: str) -> Callable[[DaemonSetEvent], bool]:
+    return lambda event: event.type == type_ and event.version == version
+
+
+def filled(version: str) -> Callable[[DaemonSetEvent], bool]:
+    """Its one node has its pod, Ready."""
+    return lambda event: event.version == version and event.desired == 1 and event.ready == 1
+
+
+# --- cluster set-up ----------------------------------------------------------------------------
+
+
+def install_crd(api: ApiClient) -> None:
+    ext = kubernetes.client.ApiextensionsV1Api(api)
+    crd = yaml.safe_load(CRD_PATH.read_text())
+    ext.create_custom_resource_definition(crd)
+
+    def established() -> bool:
+        status = ext.read_custom_resource_definition(crd["metadata"]["name"]).status
+        return any(c.type == "Established" and c.status == "True" for c in status.conditions or ())
+
+    wait_until("the ClusterPolicy CRD to be Established", established, 60)
+
+
+def create_nodes_fast(api: ApiClient, count: int, workers: int) -> list[str]:
+    """``count`` GPU nodes on V1, created by a thread pool without parsing the responses."""
+    core = kubernetes.client.CoreV1Api(api)
+    names = [f"gpu-{i:05d}" for i in range(count)]
+    done = 0
+    lock = threading.Lock()
+
+    def create(name: str) -> None:
+        nonlocal done
+        core.create_node(nodes.gpu_node(name, rhcos=V1), _preload_content=False)
+        with lock:
+            done += 1
+            if done % 1000 == 0:
+                log(f"  {done}/{count} nodes created")
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(create, names))
+    return names
+
+
+def ready_node_count(api: ApiClient) -> int:
+    """Nodes Ready with no not-ready taint, from one raw list (no model objects)."""
+    core = kubernetes.client.CoreV1Api(api)
+    items = json.loads(core.list_node(_preload_content=False).data)["items"]
+    not_ready_taints = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+    count = 0
+    for node in items:
+        conditions = (node.get("status") or {}).get("conditions") or []
+        taints = (node.get("spec") or {}).get("taints") or []
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+        if ready and not any(t["key"] in not_ready_taints for t in taints):
+            count += 1
+    return count
+
+
+def read_policy_status(api: ApiClient) -> dict[str, Any]:
+    obj = kubernetes.client.CustomObjectsApi(api).get_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", POLICY
+    )
+    return dict(obj.get("status") or {})
+
+
+def policy_lists_all_nodes(api: ApiClient, count: int) -> bool:
+    entries = read_policy_status(api).get("driverDaemonSets") or []
+    return any(e.get("key") == V1 and e.get("nodes") == count for e in entries)
+
+
+def patch_os_image(api: ApiClient, name: str, version: str) -> None:
+    kubernetes.client.CoreV1Api(api).patch_node_status(
+        name, {"status": {"nodeInfo": {"osImage": os_image(version)}}}, _preload_content=False
+    )
+
+
+def patch_ostree_label(api: ApiClient, name: str, version: str) -> None:
+    kubernetes.client.CoreV1Api(api).patch_node(
+        name, {"metadata": {"labels": {labels.OSTREE_VERSION: version}}}, _preload_content=False
+    )
+
+
+def wait_operator_idle(op: OperatorProcess, quiet_for: float = 1.0, timeout: float = 30.0) -> bool:
+    """Until no reconcile pass started and under 10% of a CPU was used for ``quiet_for`` s.
+
+    NB: the pass counter moves when a pass begins; a long pass is caught by the CPU test.
+    """
+    deadline = time.monotonic() + timeout
+    last = (op.metric(RECONCILES), proc_cpu_seconds(op.pid), time.monotonic())
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = (op.metric(RECONCILES), proc_cpu_seconds(op.pid), time.monotonic())
+        if now[0] != last[0] or now[1] - last[1] > 0.1 * max(now[2] - last[2], 0.2):
+            last = now
+        elif now[2] - last[2] >= quiet_for:
+            return True
+    return False
+
+
+_LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*deleted stale driver DaemonSet (\S+)")
+
+
+def logged_deletions(op: OperatorProcess) -> dict[str, float]:
+    """DaemonSet name -> epoch seconds of the operator's "deleted stale driver DaemonSet" line."""
+    found: dict[str, float] = {}
+    for line in op.log().splitlines():
+        if m := _LOG_TIME.match(line):
+            stamp = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f")
+            found[m.group(2)] = stamp.timestamp()  # the operator logs local time, as datetime does
+    return found
+
+
+# --- one size ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Result:
+    nodes: int
+    measured_at: str
+    commit: str
+    machine: dict[str, Any]
+    phases_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    startup_s: dict[str, float | None] = dataclasses.field(default_factory=dict)
+    quiet_window_s: float = 0.0
+    writes_per_min: float = 0.0
+    writes: dict[str, int] = dataclasses.field(default_factory=dict)
+    lease_writes_per_min: float = 0.0
+    reconciles_in_window: float = 0.0
+    cluster_writes_per_s: float = 0.0
+    operator_cpu_s_in_window: float = 0.0
+    component_cpu_s_in_window: dict[str, float] = dataclasses.field(default_factory=dict)
+    rss_idle_mib: float = 0.0
+    rss_peak_mib: float = 0.0
+    component_rss_mib: dict[str, float] = dataclasses.field(default_factory=dict)
+    create_latency_s: list[float] = dataclasses.field(default_factory=list)
+    create_latency: dict[str, float] = dataclasses.field(default_factory=dict)
+    delete_latency_s: list[float] = dataclasses.field(default_factory=list)
+    delete_latency: dict[str, float] = dataclasses.field(default_factory=dict)
+    delete_controller_part_s: list[float] = dataclasses.field(default_factory=list)
+    delete_operator_part_s: list[float] = dataclasses.field(default_factory=list)
+    delete_operator_part: dict[str, float] = dataclasses.field(default_factory=dict)
+    delete_logged_s: list[float] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    total_s: float = 0.0
+
+
+def machine() -> dict[str, Any]:
+    mem_kib = 0
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            mem_kib = int(line.split()[1])
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gib": round(mem_kib / 1024 / 1024, 1),
+        "python": platform.python_version(),
+        "kube": binaries.versions()[0],
+        "etcd": binaries.versions()[1],
+        "kwok": binaries.versions()[2],
+    }
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+@contextlib.contextmanager
+def phase(result: Result, name: str) -> Iterator[None]:
+    began = time.monotonic()
+    log(f"{name} ...")
+    try:
+        yield
+    finally:
+        result.phases_s[name] = round(time.monotonic() - began, 1)
+        log(f"{name}: {result.phases_s[name]:.1f}s")
+
+
+def run_size(count: int, args: argparse.Namespace) -> Result:
+    result = Result(
+        nodes=count,
+        measured_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        commit=git_commit(),
+        machine=machine(),
+    )
+    began = time.monotonic()
+    versions = [fresh_version(i) for i in range(args.relabels)]
+    binaries.ensure_binaries()
+    with LocalControlPlane(start_timeout=180) as cp:
+        result.phases_s["control plane start"] = round(cp.startup_seconds or 0.0, 1)
+        api = cp.api_client(pool_size=max(64, args.workers * 2))
+        with phase(result, "OpenShift APIs, DTK tags, CRD, policy"):
+            openshift.install_openshift_apis(api)
+            openshift.set_driver_toolkit_tags(
+                api, {v: DTK_IMAGE + f"{i:064x}" for i, v in enumerate([V1, *versions])}
+            )
+            install_crd(api)
+            kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
+            kubernetes.client.CustomObjectsApi(api).create_cluster_custom_object(
+                "nvidia.com",
+                "v1",
+                "clusterpolicies",
+                {
+                    "apiVersion": "nvidia.com/v1",
+                    "kind": "ClusterPolicy",
+                    "metadata": {"name": POLICY},
+                    "spec": {},
+                },
+            )
+        with phase(result, f"create {count} nodes"):
+            names = create_nodes_fast(api, count, args.workers)
+        with phase(result, "nodes Ready"):
+            wait_until(f"{count} nodes Ready", lambda: ready_node_count(api) >= count, 120 + count * 0.1, 2.0)
+        kubeconfig = cp.make_kubeconfig(OPERATOR_USER, ["system:masters"])
+        op = OperatorProcess(kubeconfig, NAMESPACE, cp.state_dir / "logs" / "operator.log")
+        with DaemonSetWatch(api, NAMESPACE) as watch:
+            try:
+                measure(result, cp, api, op, watch, names, versions, args)
+            finally:
+                op.stop()
+                if args.keep_operator_log:
+                    args.keep_operator_log.mkdir(parents=True, exist_ok=True)
+                    (args.keep_operator_log / f"operator-{count}.log").write_text(op.log())
+    result.total_s = round(time.monotonic() - began, 1)
+    return result
+
+
+def measure(
+    result: Result,
+    cp: LocalControlPlane,
+    api: ApiClient,
+    op: OperatorProcess,
+    watch: DaemonSetWatch,
+    names: list[str],
+    versions: list[str],
+    args: argparse.Namespace,
+) -> None:
+    count = len(names)
+    scale = 1 + count / 500  # timeouts grow with the cluster
+    # -- startup --
+    with phase(result, "operator start -> first full reconcile"):
+        mark = watch.mark()
+        op.start()
+        started = time.monotonic()
+        with RssSampler(op.pid) as sampler:
+            op.wait_http("/healthz", timeout=60)
+            wait_until("operator leadership", lambda: op.role() == "leader", 60)
+            result.startup_s["leader"] = round(time.monotonic() - started, 2)
+            ds = watch.wait_for("the V1 DaemonSet", lambda e: e.version == V1, mark, timeout=60 * scale)
+            result.startup_s["v1_daemonset_exists"] = round(ds.at - started, 2)
+            wait_until(
+                f"policy status listing {count} nodes",
+                lambda: policy_lists_all_nodes(api, count),
+                60 * scale,
+                0.25,
+            )
+            result.startup_s["first_full_reconcile"] = round(time.monotonic() - started, 2)
+            log(f"  first full reconcile after {result.startup_s['first_full_reconcile']:.1f}s")
+    with phase(result, "driver pods Ready (policy ready)"):
+        try:
+            wait_until(
+                "policy state ready",
+                lambda: read_policy_status(api).get("state") == "ready",
+                120 * scale,
+                1.0,
+            )
+            result.startup_s["policy_ready"] = round(time.monotonic() - started, 2)
+        except TimeoutError:
+            latest = watch.latest(V1)
+            result.startup_s["policy_ready"] = None
+            result.notes.append(f"policy not ready in time; V1 DaemonSet last seen as {latest}")
+            log(f"  policy not ready in time; V1 DaemonSet: {latest}")
+    # -- steady state --
+    with phase(result, "settle"):
+        if not wait_operator_idle(op, quiet_for=10.0, timeout=120 * scale):
+            result.notes.append("operator did not become idle before the quiet window")
+    with phase(result, f"quiet window {args.quiet:.0f}s"):
+        audit = AuditWindow(cp.audit_log)
+        pids = cp.pids
+        cpu_before = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}
+        op_cpu_before = proc_cpu_seconds(op.pid)
+        reconciles_before = op.metric(RECONCILES) or 0.0
+        audit.start()
+        window_began = time.monotonic()
+        time.sleep(args.quiet)
+        window = time.monotonic() - window_began
+        lines = audit.stop()
+        result.quiet_window_s = round(window, 1)
+        result.operator_cpu_s_in_window = round(proc_cpu_seconds(op.pid) - op_cpu_before, 2)
+        result.component_cpu_s_in_window = {
+            name: round(proc_cpu_seconds(pid) - cpu_before[name], 1) for name, pid in pids.items()
+        }
+        result.reconciles_in_window = (op.metric(RECONCILES) or 0.0) - reconciles_before
+        result.rss_idle_mib = round(proc_status_kib(op.pid, "VmRSS") / 1024, 1)
+        counts = count_writes(lines, OPERATOR_USER)
+        leases = sum(n for what, n in counts.operator.items() if what.split()[1].startswith(LEASES))
+        others = {what: n for what, n in counts.operator.items() if not what.split()[1].startswith(LEASES)}
+        result.writes = others
+        result.writes_per_min = round(sum(others.values()) * 60 / window, 2)
+        result.lease_writes_per_min = round(leases * 60 / window, 2)
+        result.cluster_writes_per_s = round(counts.by_user_total / window, 1)
+        result.component_rss_mib = {
+            name: round(proc_status_kib(pid, "VmRSS") / 1024, 1) for name, pid in pids.items()
+        }
+        log(
+            f"  operator writes/min {result.writes_per_min} (leases {result.lease_writes_per_min}), "
+            f"cpu {result.operator_cpu_s_in_window}s, RSS {result.rss_idle_mib} MiB"
+        )
+    # -- new version -> DaemonSet --
+    moved = names[: len(versions)]
+    with phase(result, f"{len(versions)} nodes to new versions"):
+        for name, version in zip(moved, versions, strict=True):
+            patch_os_image(api, name, version)
+            wait_operator_idle(op)
+            mark = watch.mark()
+            patch_ostree_label(api, name, version)
+            t0 = time.monotonic()
+            added = watch.wait_for(
+                f"DaemonSet of {version}",
+                event_of("ADDED", version),
+                mark,
+                timeout=30 * scale,
+            )
+            result.create_latency_s.append(round(added.at - t0, 4))
+            watch.wait_for(
+                f"DaemonSet of {version} filled",
+                filled(version),
+                mark,
+                timeout=60 * scale,
+            )
+            wait_operator_idle(op)
+        result.create_latency = summarize(result.create_latency_s)
+        log(f"  new version -> DaemonSet: {fmt_summary(result.create_latency)}")
+    # -- last node leaves -> deletion --
+    with phase(result, f"{len(versions)} nodes back to V1"):
+        wall_t0: dict[str, float] = {}
+        for name, version in zip(moved, versions, strict=True):
+            patch_os_image(api, name, V1)
+            wait_operator_idle(op)
+            mark = watch.mark()
+            patch_ostree_label(api, name, V1)
+            t0 = time.monotonic()
+            wall_t0[version] = time.time()
+            deleted = watch.wait_for(
+                f"deletion of the DaemonSet of {version}",
+                event_of("DELETED", version),
+                mark,
+                timeout=60 * scale,
+            )
+            result.delete_latency_s.append(round(deleted.at - t0, 4))
+            window_events = watch.since(mark)
+            emptied = next(
+                (
+                    e
+                    for e in window_events
+                    if e.version == version
+                    and e.type == "MODIFIED"
+                    and e.desired == 0
+                    and e.misscheduled == 0
+                ),
+                None,
+            )
+            if emptied is not None:
+                result.delete_controller_part_s.append(round(emptied.at - t0, 4))
+                result.delete_operator_part_s.append(round(deleted.at - emptied.at, 4))
+            wait_operator_idle(op)
+        logged = logged_deletions(op)
+        for version in versions:
+            name = f"nvidia-driver-daemonset-{version}"
+            if name in logged:
+                result.delete_logged_s.append(round(logged[name] - wall_t0[version], 3))
+        result.delete_latency = summarize(result.delete_latency_s)
+        result.delete_operator_part = summarize(result.delete_operator_part_s)
+        log(f"  last node leaves -> DaemonSet deleted: {fmt_summary(result.delete_latency)}")
+        log(f"    of which after desired=0 (ours): {fmt_summary(result.delete_operator_part)}")
+    result.rss_peak_mib = round(max(proc_status_kib(op.pid, "VmHWM"), sampler.max_rss_kib) / 1024, 1)
+
+
+# --- output ------------------------------------------------------------------------------------
+
+
+def fmt_summary(s: dict[str, float]) -> str:
+    return " / ".join(f"{k} {v * 1000:.0f} ms" for k, v in s.items())
+
+
+def table(result: Result) -> str:
+    def ms(s: dict[str, float], key: str) -> str:
+        return f"{s.get(key, math.nan) * 1000:.0f} ms"
+
+    ready = result.startup_s.get("policy_ready")
+    rows = [
+        ("GPU nodes", f"{result.nodes}"),
+        ("operator start -> V1 DaemonSet exists", f"{result.startup_s.get('v1_daemonset_exists')} s"),
+        ("operator start -> first full reconcile", f"{result.startup_s.get('first_full_reconcile')} s"),
+        ("operator start -> policy ready (all pods)", f"{ready} s" if ready is not None else "timed out"),
+        (
+            "new OSTREE_VERSION -> DaemonSet (p50/p99/max)",
+            " / ".join(ms(result.create_latency, k) for k in ("p50", "p99", "max")),
+        ),
+        (
+            "last node leaves -> DaemonSet gone (p50/p99/max)",
+            " / ".join(ms(result.delete_latency, k) for k in ("p50", "p99", "max")),
+        ),
+        (
+            "  of which the operator's (after desired=0)",
+            " / ".join(ms(result.delete_operator_part, k) for k in ("p50", "p99", "max")),
+        ),
+        ("writes/min in steady state (excl. leases)", f"{result.writes_per_min}"),
+        ("leader Lease writes/min", f"{result.lease_writes_per_min}"),
+        ("reconcile passes in the quiet window", f"{result.reconciles_in_window:.0f}"),
+        (
+            f"operator CPU in the {result.quiet_window_s:.0f} s window",
+            f"{result.operator_cpu_s_in_window} s",
+        ),
+        ("operator RSS idle / peak", f"{result.rss_idle_mib} / {result.rss_peak_mib} MiB"),
+        ("all writes to the apiserver (kwok leases...)", f"{result.cluster_writes_per_s}/s"),
+        ("run time", f"{result.total_s:.0f} s"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1000, 5000], help="sizes to run")
+    parser.add_argument("--relabels", type=int, default=20, help="nodes moved to a new version (K)")
+    parser.add_argument("--quiet", type=float, default=60.0, help="seconds of the steady-state window")
+    parser.add_argument("--workers", type=int, default=16, help="threads creating nodes")
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where drivers-<N>.json go")
+    parser.add_argument("--keep-operator-log", type=Path, default=None, help="copy operator logs here")
+    args = parser.parse_args(argv)
+    if args.relabels < 1 or args.quiet < 60:
+        parser.error("--relabels must be >= 1 and --quiet >= 60")
+    args.results.mkdir(parents=True, exist_ok=True)
+    for count in args.nodes:
+        if count <= args.relabels:
+            parser.error(f"--nodes {count}: need more nodes than --relabels")
+        log(f"=== {count} GPU nodes ===")
+        result = run_size(count, args)
+        path = args.results / f"drivers-{count}.json"
+        path.write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
+        print(f"\n{count} GPU nodes ({path}):\n{table(result)}\n", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
