@@ -54,6 +54,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime
+import io
 import json
 import math
 import os
@@ -61,6 +62,8 @@ import platform
 import re
 import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -532,18 +535,60 @@ def machine() -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def operator_sources(source: str) -> Iterator[tuple[Path, str]]:
+    """Where the operator's code is imported from, and the commit that names it.
+
+    ``head``: the committed ``ocp_gpu/`` and ``templates/`` of HEAD, extracted to a temp
+    dir, so numbers belong to a commit even while others edit the tree. ``tree``: the
+    working tree as it is.
+    """
+    if source == "tree":
+        yield REPO, git_commit()
+        return
+    head = git_commit().removesuffix("+dirty")
+    with tempfile.TemporaryDirectory(prefix="ocp-gpu-bench-src-") as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", "--format=tar", "HEAD", "ocp_gpu", "templates"],
+            capture_output=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        yield Path(tmp), head
+
+
+def start_operator(op: OperatorProcess, sources: Path) -> None:
+    """Start it with ``sources`` as its working directory.
+
+    NB: ``python -m`` puts the working directory first on sys.path, before the editable
+    install, so the operator imports the ``ocp_gpu`` found there.
+    """
+    with contextlib.chdir(sources):
+        op.start()
+
+
 def git_commit() -> str:
+    """HEAD, plus "+dirty" when the operator's sources differ from it (they are what runs)."""
     try:
-        out = subprocess.run(
+        head = subprocess.run(
             ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
             capture_output=True,
             text=True,
             timeout=10,
             check=True,
-        )
-        return out.stdout.strip()
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "--", "ocp_gpu"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+    return head + ("+dirty" if dirty else "")
 
 
 @contextlib.contextmanager
@@ -561,13 +606,16 @@ def run_size(count: int, args: argparse.Namespace) -> Result:
     result = Result(
         nodes=count,
         measured_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        commit=git_commit(),
+        commit="",
         machine=machine(),
     )
     began = time.monotonic()
     versions = [fresh_version(i) for i in range(args.relabels)]
     binaries.ensure_binaries()
-    with LocalControlPlane(start_timeout=180) as cp:
+    with (
+        operator_sources(args.source) as (sources, result.commit),
+        LocalControlPlane(start_timeout=180) as cp,
+    ):
         result.phases_s["control plane start"] = round(cp.startup_seconds or 0.0, 1)
         api = cp.api_client(pool_size=max(64, args.workers * 2))
         with phase(result, "OpenShift APIs, DTK tags, CRD, policy"):
@@ -596,7 +644,7 @@ def run_size(count: int, args: argparse.Namespace) -> Result:
         op = OperatorProcess(kubeconfig, NAMESPACE, cp.state_dir / "logs" / "operator.log")
         with DaemonSetWatch(api, NAMESPACE) as watch:
             try:
-                measure(result, cp, api, op, watch, names, versions, args)
+                measure(result, cp, api, op, watch, names, versions, args, sources)
             finally:
                 op.stop()
                 if args.keep_operator_log:
@@ -615,13 +663,14 @@ def measure(
     names: list[str],
     versions: list[str],
     args: argparse.Namespace,
+    sources: Path,
 ) -> None:
     count = len(names)
     scale = 1 + count / 500  # timeouts grow with the cluster
     # -- startup --
     with phase(result, "operator start -> first full reconcile"):
         mark = watch.mark()
-        op.start()
+        start_operator(op, sources)
         started = time.monotonic()
         with RssSampler(op.pid) as sampler:
             op.wait_http("/healthz", timeout=60)
@@ -810,6 +859,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quiet", type=float, default=60.0, help="seconds of the steady-state window")
     parser.add_argument("--workers", type=int, default=16, help="threads creating nodes")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where drivers-<N>.json go")
+    parser.add_argument(
+        "--source",
+        choices=("head", "tree"),
+        default="head",
+        help="run the operator from HEAD's committed code (default) or the working tree",
+    )
     parser.add_argument("--keep-operator-log", type=Path, default=None, help="copy operator logs here")
     args = parser.parse_args(argv)
     if args.relabels < 1 or args.quiet < 60:
