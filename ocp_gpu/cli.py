@@ -40,6 +40,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--once", action="store_true", help="run the scenario once and exit (no waiting for Ctrl-C)"
     )
 
+    # --- render (ocp_gpu/commands/render.py) ---
+    from ocp_gpu.commands import render as render_command
+
+    render_command.add_arguments(
+        commands.add_parser(
+            "render",
+            help=render_command.HELP,
+            description=render_command.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    )
+    # --- end render ---
+
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -51,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ocp_gpu import demo as demo_module
 
         return demo_module.main(state_dir=args.state_dir, live=not args.no_live, once=args.once)
+    if args.command == "render":
+        # --- render (ocp_gpu/commands/render.py) ---
+        return render_command.main(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

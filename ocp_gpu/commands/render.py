@@ -1,0 +1,749 @@
+"""`ocp-gpu render`: print the driver manifests the operator would apply, as YAML.
+
+For GitOps review (what would this ClusterPolicy deploy on these nodes?) and for
+disconnected change review (what would the operator change on this cluster?).
+The manifests come from the operator's own code path
+(`reconcilers.driver_manifests.desired_driver_manifests`, then the ownership
+metadata of `kube.applying.owned`), so they are exactly what `ocp-gpu run`
+applies.  The ownerReference is included when the ClusterPolicy's uid is known
+(live mode, or a policy file with `metadata.uid`).
+
+GitOps review, from files (no cluster needed)::
+
+    oc get nodes -o yaml > nodes.yaml
+    oc get is driver-toolkit -n openshift -o yaml > driver-toolkit.yaml
+    ocp-gpu render --policy clusterpolicy.yaml --nodes nodes.yaml \\
+        --imagestream driver-toolkit.yaml --openshift-version 4.16 > driver-manifests.yaml
+
+  `--policy` takes a whole ClusterPolicy, `oc get clusterpolicy -o yaml`, or just a
+  spec; `-` reads it from stdin.  With an ImageStream file the platform is OpenShift
+  (Driver Toolkit builds: one DaemonSet per RHCOS version), without one it is vanilla
+  Kubernetes (one DaemonSet per OS); `--platform` overrides.  Image defaults are the
+  release's (`DRIVER_IMAGE=...` and friends); `--env DRIVER_IMAGE=<mirror>/driver:550.90.07`
+  overrides one as the operator Deployment's env would.
+
+Disconnected change review, against a live cluster, read-only (GET and LIST only)::
+
+    ocp-gpu render --live --kubeconfig ~/.kube/config > current.yaml
+    ocp-gpu render --live --kubeconfig ~/.kube/config --policy proposed.yaml > proposed.yaml
+    diff -u current.yaml proposed.yaml
+
+  Reads the ClusterPolicy the operator follows (or `--policy-name`; `--policy FILE`
+  stands in for its spec), the nodes, the driver DaemonSets, the driver-toolkit
+  ImageStream, ClusterVersion, Proxy and the operator Deployment's image env.  The
+  summary marks each DaemonSet new, changed or unchanged and lists the stale ones
+  the operator would delete.  Nothing is ever written.
+
+stdout: the manifests in apply order, one `---` document each, keys sorted as
+`kubectl get -o yaml` sorts them (so the two diff cleanly).  stderr: the platform,
+the strategy, one line per driver DaemonSet (name, key, nodes, driver image, DTK
+image or "missing"), deletions (live), the planner's findings and the policy's
+problems, each naming the field and the fix.
+
+Exit status: 0 rendered; 1 an input file or the cluster could not be read (the
+message names which); 2 the policy is invalid (the message names the field, and
+nothing is rendered) or the command line is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import dataclasses
+import re
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from ocp_gpu import __version__
+from ocp_gpu.kube import applying, clients, discovering, reading, requesting
+from ocp_gpu.model import labels, nodes, releases, snapshot
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model.problems import PolicyProblem, Severity
+from ocp_gpu.planning import drivers, policies
+from ocp_gpu.planning import platform as platform_model
+from ocp_gpu.reconcilers import driver_manifests
+
+HELP: Final = "print the driver manifests the operator would apply (from files, or a live cluster read-only)"
+
+EXIT_RENDERED: Final = 0
+EXIT_UNREADABLE: Final = 1
+EXIT_INVALID: Final = 2
+
+POLICY_API_VERSION: Final = "nvidia.com/v1"
+POLICY_KIND: Final = "ClusterPolicy"
+_POLICIES_PATH: Final = "/apis/nvidia.com/v1/clusterpolicies"
+_STDIN: Final = "-"
+# NB: PyYAML folds strings longer than 80 columns; a folded NO_PROXY or image list diffs badly.
+_NO_WRAP: Final = 2**31 - 1
+# Node names shown per DaemonSet in the summary; at thousands of nodes the count says enough.
+_NODES_SHOWN: Final = 5
+_OPENSHIFT_VERSION: Final = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9A-Za-z.+-]+)?$")
+# The keys that make a mapping a whole object rather than a bare spec (a spec has none of them).
+_OBJECT_KEYS: Final = frozenset({"apiVersion", "kind", "metadata", "spec"})
+
+
+class UsageError(Exception):
+    """The command line asks for something contradictory or incomplete."""
+
+
+class InputError(Exception):
+    """An input file or the cluster could not be read; the message names which."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    files = parser.add_argument_group("file mode (GitOps review)")
+    files.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a ClusterPolicy (whole object, `oc get clusterpolicy -o yaml`, or just its spec); "
+        "'-' for stdin.  In live mode it stands in for the cluster's policy",
+    )
+    files.add_argument("--nodes", metavar="FILE", help="`oc get nodes -o yaml`, or a YAML stream of Nodes")
+    files.add_argument(
+        "--imagestream", metavar="FILE", help="`oc get is driver-toolkit -n openshift -o yaml` (optional)"
+    )
+    files.add_argument(
+        "--openshift-version",
+        metavar="X.Y",
+        help="ClusterVersion's version, for nodes whose NFD labels lack OPENSHIFT_VERSION",
+    )
+    live = parser.add_argument_group("live mode (change review; read-only)")
+    live.add_argument("--live", action="store_true", help="read everything from the cluster (GET/LIST only)")
+    live.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=None,
+        help="implies --live (default: $KUBECONFIG or ~/.kube/config)",
+    )
+    live.add_argument(
+        "--policy-name",
+        metavar="NAME",
+        help="the ClusterPolicy to render (default: the one the operator follows, normally cluster-policy)",
+    )
+    parser.add_argument(
+        "--platform",
+        choices=[kind.value for kind in platform_model.PlatformKind],
+        default=None,
+        help="default: openshift with an ImageStream file (live: detected), else kubernetes",
+    )
+    parser.add_argument(
+        "--namespace", default=None, help="default: nvidia-gpu-operator on OpenShift, else gpu-operator"
+    )
+    parser.add_argument(
+        "--env",
+        metavar="KEY=VALUE",
+        action="append",
+        type=_env_pair,
+        default=[],
+        help="an operator env var, e.g. DRIVER_IMAGE=<registry>/driver:550.90.07 (repeatable; "
+        "defaults: this release's images)",
+    )
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return name.strip(), value
+
+
+# --- what is rendered from -------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySource:
+    """The ClusterPolicy to render, and where it came from."""
+
+    # metadata.name; "" for a bare spec.
+    name: str
+    # metadata.uid; "" when unknown (a file without it): no ownerReference then.
+    uid: str
+    # As written: parse_policy checks its shape.
+    spec: object
+    # "file policy.yaml", "stdin", "the cluster", for the summary.
+    origin: str
+
+    @property
+    def owner(self) -> dict[str, str] | None:
+        """The ownerReference target, as the reconcile loop builds it."""
+        if not (self.name and self.uid):
+            return None
+        return {"apiVersion": POLICY_API_VERSION, "kind": POLICY_KIND, "name": self.name, "uid": self.uid}
+
+    def describe(self) -> str:
+        return f"{POLICY_KIND} {self.name or '(bare spec)'} from {self.origin}"
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderInputs:
+    policy: PolicySource
+    platform: platform_model.Platform
+    view: driver_manifests.DriverView
+    # Live mode: the view's DaemonSets are the cluster's, so changes and deletions mean something.
+    live: bool = False
+    # Where the image defaults came from, for the summary.
+    env_origin: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rendering:
+    """The outcome: the manifests to print, or why there are none."""
+
+    inputs: RenderInputs
+    # validate_policy's problems, plus an unresolvable image found while planning.
+    problems: tuple[PolicyProblem, ...]
+    # None when the policy has errors or drivers are disabled.
+    desired: driver_manifests.DriverManifests | None
+    # In apply order, with the ownership metadata the operator adds.
+    manifests: tuple[dict[str, Any], ...]
+    drivers_enabled: bool = True
+
+    @property
+    def errors(self) -> tuple[PolicyProblem, ...]:
+        return tuple(p for p in self.problems if p.severity is Severity.ERROR)
+
+
+# --- rendering (pure) ------------------------------------------------------------------
+
+
+def render(inputs: RenderInputs) -> Rendering:
+    """Parse, validate, plan and render as one reconcile pass would.  Raises PolicyParseError."""
+    spec = inputs.policy.spec
+    if not isinstance(spec, Mapping):
+        raise policy_model.PolicyParseError("spec", "an object", spec)
+    policy = policy_model.parse_policy(spec)
+    problems = tuple(policy_model.validate_policy(policy, inputs.view.env))
+    if any(p.severity is Severity.ERROR for p in problems):
+        # the operator applies nothing while the spec has errors: neither do we
+        return Rendering(inputs, problems, None, ())
+    if not policy.driver.enabled:
+        # driver.enabled: false: the operator deletes its driver DaemonSets and renders none
+        return Rendering(inputs, problems, None, (), drivers_enabled=False)
+    desired = driver_manifests.desired_driver_manifests(policy, inputs.platform, inputs.view)
+    if isinstance(desired, PolicyProblem):
+        # an image only planning could not resolve (validate_policy normally catches it first)
+        return Rendering(inputs, (*problems, desired), None, ())
+    owner = inputs.policy.owner
+    manifests = tuple(with_ownership(manifest, owner) for manifest in desired.manifests)
+    return Rendering(inputs, problems, desired, manifests)
+
+
+def with_ownership(manifest: Mapping[str, Any], owner: Mapping[str, str] | None) -> dict[str, Any]:
+    """The manifest as the operator applies it: `kube.applying.owned`, ownerReference only with a uid."""
+    if owner is not None:
+        return applying.owned(manifest, owner)
+    # NB: a ClusterPolicy's uid exists only on the server; an ownerReference without one is
+    # invalid, so it is left out and the rest (managed-by label, applied hash) kept.
+    result = applying.owned(
+        manifest, {"apiVersion": POLICY_API_VERSION, "kind": POLICY_KIND, "name": "", "uid": ""}
+    )
+    del result["metadata"]["ownerReferences"]
+    return result
+
+
+def dump_manifests(manifests: Sequence[Mapping[str, Any]]) -> str:
+    """A YAML stream, one `---` document per manifest, keys sorted (as kubectl prints them)."""
+    if not manifests:
+        return ""
+    return yaml.safe_dump_all(
+        [dict(manifest) for manifest in manifests],
+        explicit_start=True,
+        sort_keys=True,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=_NO_WRAP,
+    )
+
+
+def summary_lines(result: Rendering) -> list[str]:
+    """The stderr summary: short enough to read at a glance, each problem naming its fix."""
+    inputs = result.inputs
+    lines = [
+        f"policy: {inputs.policy.describe()}",
+        f"platform: {inputs.platform.value} ({inputs.platform.reason})",
+        f"namespace: {inputs.view.namespace}",
+        f"image defaults: {inputs.env_origin}",
+    ]
+    warnings = [p for p in result.problems if p.severity is not Severity.ERROR]
+    if result.errors:
+        lines.append("the ClusterPolicy is invalid; nothing rendered:")
+        lines += [f"  {_problem(problem)}" for problem in result.errors]
+        return lines + _warning_lines(warnings)
+    if not result.drivers_enabled:
+        lines.append(
+            "spec.driver.enabled is false: no driver manifests; the operator deletes its driver DaemonSets"
+        )
+        if inputs.live:
+            lines.append(_deletions([d.name for d in inputs.view.daemonsets]))
+        return lines + _warning_lines(warnings)
+
+    assert result.desired is not None  # rendered: see render()
+    plan = result.desired.plan
+    lines.append(f"strategy: {result.desired.settings.strategy.value}")
+    if plan.desired:
+        lines.append(f"driver DaemonSets: {len(plan.desired)}")
+    else:
+        lines.append("driver DaemonSets: none (no GPU node could be keyed)")
+    rendered = {
+        str(m["metadata"]["name"]): m for m in result.desired.manifests if m.get("kind") == "DaemonSet"
+    }
+    existing = {d.name: d for d in inputs.view.daemonsets}
+    for entry in plan.desired:
+        change = _change(rendered.get(entry.name), existing.get(entry.name)) if inputs.live else ""
+        lines.append(f"  {_daemonset_line(entry)}{change}")
+    if inputs.live:
+        lines.append(_deletions([f"{s.name} ({s.reason})" for s in plan.stale]))
+    if plan.findings:
+        lines.append("findings:")
+        lines += [f"  {finding.reason}: {finding.message}" for finding in plan.findings]
+    lines += _warning_lines(warnings)
+    kinds = collections.Counter(str(m.get("kind")) for m in result.manifests)
+    lines.append(
+        f"manifests: {len(result.manifests)} on stdout ({', '.join(f'{n} {k}' for k, n in kinds.items())})"
+    )
+    return lines
+
+
+def _daemonset_line(entry: drivers.DesiredDriverDaemonSet) -> str:
+    shown = ", ".join(entry.nodes[:_NODES_SHOWN])
+    if len(entry.nodes) > _NODES_SHOWN:
+        shown += f", +{len(entry.nodes) - _NODES_SHOWN} more"
+    count = f"{len(entry.nodes)} node{'s' if len(entry.nodes) != 1 else ''}"
+    line = f"{entry.name}: key {entry.key}, {count} ({shown}), driver {entry.driver_image}"
+    if entry.strategy is drivers.Strategy.DTK:
+        # a missing tag renders the driver image in the sidecar: say "missing", not that image
+        line += f", DTK {'missing' if entry.image_missing else entry.dtk_image}"
+    return line
+
+
+def _change(manifest: Mapping[str, Any] | None, existing: snapshot.DriverDaemonSet | None) -> str:
+    """What the operator would do to this DaemonSet: the same applied-hash test it makes."""
+    if existing is None:
+        return " [new]"
+    if manifest is not None and existing.annotations.get(applying.APPLIED_HASH) == applying.applied_hash(
+        manifest
+    ):
+        return " [unchanged]"
+    return " [changed]"
+
+
+def _deletions(names: Sequence[str]) -> str:
+    return f"would delete: {', '.join(names)}" if names else "would delete: nothing"
+
+
+def _warning_lines(warnings: Sequence[PolicyProblem]) -> list[str]:
+    if not warnings:
+        return []
+    return ["policy warnings:", *(f"  {_problem(problem)}" for problem in warnings)]
+
+
+def _problem(problem: PolicyProblem) -> str:
+    return f"{problem.severity.value} {problem.field}: {problem.message} (fix: {problem.fix})"
+
+
+# --- reading files -----------------------------------------------------------------------
+
+
+def read_documents(path: str, what: str, stdin: TextIO | None = None) -> list[Any]:
+    """Every YAML (or JSON) document in `path` ('-': stdin); InputError naming the file otherwise."""
+    where = "stdin" if path == _STDIN else path
+    try:
+        text = (stdin or sys.stdin).read() if path == _STDIN else Path(path).read_text(encoding="utf-8")
+        return list(yaml.safe_load_all(text))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise InputError(f"cannot read the {what} file {where}: {error}") from None
+
+
+def _objects(documents: Sequence[Any]) -> list[Any]:
+    """Documents with every List (`kubectl get -o yaml`, NodeList, ...) flattened into its items."""
+    found: list[Any] = []
+    for document in documents:
+        if document is None:
+            # an empty document (a stray `---`)
+            continue
+        if (
+            isinstance(document, Mapping)
+            and str(document.get("kind", "")).endswith("List")
+            and isinstance(document.get("items"), list)
+        ):
+            found.extend(document["items"])
+        else:
+            found.append(document)
+    return found
+
+
+def policy_from_documents(documents: Sequence[Any], origin: str, wanted: str | None = None) -> PolicySource:
+    """The ClusterPolicy (or bare spec) in a policy file; `wanted` picks one of several by name."""
+    objects = _objects(documents)
+    if not objects:
+        raise InputError(f"{origin} holds no ClusterPolicy and no spec")
+    for item in objects:
+        if not isinstance(item, Mapping):
+            raise InputError(f"{origin}: expected a ClusterPolicy or its spec, found {type(item).__name__}")
+    whole = [item for item in objects if _OBJECT_KEYS & set(item)]
+    if not whole:
+        # a bare spec: `driver:`, `operator:` ... at the top level
+        if len(objects) > 1:
+            raise InputError(f"{origin}: {len(objects)} documents, none of them a ClusterPolicy")
+        return PolicySource(name=wanted or "", uid="", spec=objects[0], origin=origin)
+    if len(whole) != len(objects):
+        raise InputError(f"{origin}: mixes ClusterPolicy objects with bare specs")
+    for item in whole:
+        if item.get("kind", POLICY_KIND) != POLICY_KIND:
+            raise InputError(f"{origin}: expected kind {POLICY_KIND}, found {item.get('kind')!r}")
+    chosen = _choose_policy(whole, origin, wanted)
+    metadata = chosen.get("metadata") or {}
+    spec = chosen.get("spec")
+    return PolicySource(
+        name=str(metadata.get("name") or wanted or ""),
+        uid=str(metadata.get("uid") or ""),
+        spec={} if spec is None else spec,
+        origin=origin,
+    )
+
+
+def _choose_policy(
+    candidates: Sequence[Mapping[str, Any]], origin: str, wanted: str | None
+) -> Mapping[str, Any]:
+    by_name = {str((item.get("metadata") or {}).get("name") or ""): item for item in candidates}
+    if wanted:
+        if wanted in by_name:
+            return by_name[wanted]
+        if len(candidates) == 1 and not next(iter(by_name)):
+            # one unnamed object: --policy-name names it
+            return candidates[0]
+        raise InputError(
+            f"{origin} has no ClusterPolicy named {wanted!r} (found: {', '.join(sorted(by_name))})"
+        )
+    if len(candidates) == 1:
+        return candidates[0]
+    # several: the one the operator follows (the oldest), as planning/policies decides
+    selection = policies.select_active_policy(
+        [
+            policies.PolicyRef(name, str((item.get("metadata") or {}).get("creationTimestamp") or ""))
+            for name, item in by_name.items()
+        ]
+    )
+    assert selection.active is not None  # candidates is not empty
+    return by_name[selection.active]
+
+
+def node_facts_from_documents(documents: Sequence[Any], origin: str) -> tuple[nodes.NodeFacts, ...]:
+    """Every Node in a nodes file, reduced as the operator's watch reduces them."""
+    found: dict[str, nodes.NodeFacts] = {}
+    for index, item in enumerate(_objects(documents)):
+        if not isinstance(item, Mapping) or item.get("kind", "Node") != "Node":
+            kind = item.get("kind") if isinstance(item, Mapping) else type(item).__name__
+            raise InputError(f"{origin}: item {index} is a {kind}, not a Node")
+        try:
+            facts = reading.node_facts(item)
+        except (AttributeError, TypeError, ValueError) as error:
+            raise InputError(f"{origin}: item {index} is not a valid Node: {error}") from None
+        if not facts.name:
+            raise InputError(f"{origin}: item {index} has no metadata.name")
+        found[facts.name] = facts
+    return tuple(found.values())
+
+
+def imagestream_from_documents(documents: Sequence[Any], origin: str) -> Mapping[str, Any]:
+    """The driver-toolkit ImageStream in a file (the one so named, if the file holds several)."""
+    streams = [
+        item
+        for item in _objects(documents)
+        if isinstance(item, Mapping) and item.get("kind") == "ImageStream"
+    ]
+    named = [s for s in streams if (s.get("metadata") or {}).get("name") == labels.DTK_IMAGESTREAM_NAME]
+    if len(streams) == 1 or len(named) == 1:
+        return (named or streams)[0]
+    if not streams:
+        raise InputError(f"{origin} holds no ImageStream")
+    raise InputError(f"{origin} holds {len(streams)} ImageStreams and none is {labels.DTK_IMAGESTREAM_NAME}")
+
+
+def _cluster_version(version: str) -> dict[str, Any]:
+    """A ClusterVersion carrying `version`, as reading.openshift_version reads it."""
+    return {"status": {"desired": {"version": version}}}
+
+
+def _default_namespace(platform: platform_model.Platform) -> str:
+    return labels.OPENSHIFT_NAMESPACE if platform.is_openshift else labels.HELM_NAMESPACE
+
+
+def _env(
+    overrides: Sequence[tuple[str, str]], *, deployment: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], str]:
+    """The operator env to render with, and where it came from: release < Deployment < --env."""
+    env = dict(releases.RELEASE_IMAGES)
+    origin = [f"ocp-gpu {__version__} release images"]
+    if deployment:
+        env |= deployment
+        origin.append(f"the {labels.OPERATOR_DEPLOYMENT} Deployment's env")
+    if overrides:
+        env |= dict(overrides)
+        origin.append("--env " + ", ".join(sorted({name for name, _ in overrides})))
+    return env, ", overridden by ".join(origin)
+
+
+def read_files(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderInputs:
+    """File mode: everything from the files named on the command line."""
+    if not args.policy or not args.nodes:
+        raise UsageError("file mode needs --policy FILE and --nodes FILE (or --live to read a cluster)")
+    if [args.policy, args.nodes, args.imagestream].count(_STDIN) > 1:
+        raise UsageError("only one input can come from stdin ('-')")
+    if args.openshift_version and not _OPENSHIFT_VERSION.match(args.openshift_version):
+        raise UsageError(f"--openshift-version: expected X.Y (e.g. 4.16), got {args.openshift_version!r}")
+    policy_origin = "stdin" if args.policy == _STDIN else f"file {args.policy}"
+    policy = policy_from_documents(
+        read_documents(args.policy, "policy", stdin), policy_origin, args.policy_name
+    )
+    node_facts = node_facts_from_documents(
+        read_documents(args.nodes, "nodes", stdin), f"nodes file {args.nodes}"
+    )
+    stream = None
+    if args.imagestream:
+        stream = imagestream_from_documents(
+            read_documents(args.imagestream, "imagestream", stdin), f"imagestream file {args.imagestream}"
+        )
+
+    if args.platform:
+        platform = platform_model.Platform(
+            platform_model.PlatformKind(args.platform), f"--platform {args.platform}"
+        )
+    elif stream is not None:
+        platform = platform_model.Platform(
+            platform_model.PlatformKind.OPENSHIFT, "an ImageStream file was given"
+        )
+    else:
+        platform = platform_model.Platform(
+            platform_model.PlatformKind.KUBERNETES, "no ImageStream file; --platform openshift to change"
+        )
+    env, env_origin = _env(args.env)
+    view = driver_manifests.DriverView(
+        namespace=args.namespace or _default_namespace(platform),
+        env=env,
+        node_facts=node_facts,
+        dtk_imagestream=stream,
+        cluster_version=_cluster_version(args.openshift_version) if args.openshift_version else None,
+    )
+    return RenderInputs(policy, platform, view, live=False, env_origin=env_origin)
+
+
+# --- reading a live cluster: GET and LIST only -------------------------------------------
+
+
+@contextlib.contextmanager
+def _reading(what: str, server: str) -> Iterator[None]:
+    """Turn any failure to read `what` into an InputError naming it and the server."""
+    try:
+        yield
+    except ApiException as error:
+        raise InputError(f"cannot read {what} from {server}: {error.status} {error.reason}") from None
+    except Exception as error:  # connection refused, TLS, a proxy: all mean "unreadable"
+        raise InputError(f"cannot read {what} from {server}: {error}") from None
+
+
+def _get(api_client: Any, path: str, *, missing_ok: tuple[int, ...] = (404,)) -> dict[str, Any] | None:
+    """GET one object; None when the server answers with one of `missing_ok`."""
+    try:
+        found: dict[str, Any] = requesting.request(api_client, "GET", path)
+    except ApiException as error:
+        if error.status in missing_ok:
+            return None
+        raise
+    return found
+
+
+def _list(api_client: Any, path: str, query: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
+    """LIST every item, page by page (500 per page keeps the apiserver's memory flat)."""
+    items: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        page = requesting.request(
+            api_client,
+            "GET",
+            path,
+            query=[*query, ("limit", "500"), *([("continue", token)] if token else [])],
+        )
+        items.extend(page.get("items") or [])
+        token = str((page.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return items
+
+
+def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderInputs:
+    """Live mode: read what the operator's watches hold, with GET and LIST requests only."""
+    for flag, value in (
+        ("--nodes", args.nodes),
+        ("--imagestream", args.imagestream),
+        ("--openshift-version", args.openshift_version),
+    ):
+        if value:
+            raise UsageError(f"{flag} is for file mode; live mode reads it from the cluster")
+    proposed = None
+    if args.policy:
+        origin = "stdin" if args.policy == _STDIN else f"file {args.policy}"
+        proposed = policy_from_documents(
+            read_documents(args.policy, "policy", stdin), origin, args.policy_name
+        )
+    kubeconfig = args.kubeconfig
+    try:
+        api_client = clients.load_api_client(kubeconfig)
+    except Exception as error:  # missing file, bad YAML, no current context: all unreadable
+        raise InputError(f"cannot load the kubeconfig {kubeconfig or '(default)'}: {error}") from None
+    server = str(api_client.configuration.host)
+    with _reading("the API groups", server):
+        groups = discovering.list_api_groups(api_client)
+    if args.platform:
+        platform = platform_model.Platform(
+            platform_model.PlatformKind(args.platform), f"--platform {args.platform}"
+        )
+    else:
+        platform = platform_model.detect_platform(groups)
+    namespace = args.namespace or _default_namespace(platform)
+
+    with _reading("ClusterPolicies", server):
+        live_policies = _get(api_client, _POLICIES_PATH)
+    if live_policies is None and proposed is None:
+        raise InputError(f"{server} serves no ClusterPolicy API (is the CRD installed?); give --policy FILE")
+    candidates = [item for item in (live_policies or {}).get("items") or [] if isinstance(item, Mapping)]
+    policy = _live_policy(candidates, proposed, args.policy_name, server)
+
+    with _reading("nodes", server):
+        node_facts = tuple(reading.node_facts(item) for item in _list(api_client, "/api/v1/nodes"))
+    with _reading(f"driver DaemonSets in {namespace}", server):
+        daemonsets = tuple(
+            reading.driver_daemonset(item)
+            for item in _list(
+                api_client,
+                f"/apis/apps/v1/namespaces/{namespace}/daemonsets",
+                # the operator's own watch selector (handlers.operator_settings)
+                [
+                    (
+                        "labelSelector",
+                        f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE},"
+                        f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}",
+                    )
+                ],
+            )
+        )
+    stream = cluster_version = proxy = None
+    if platform_model.IMAGE_GROUP in groups:
+        with _reading("the driver-toolkit ImageStream", server):
+            stream = _get(
+                api_client,
+                f"/apis/{platform_model.IMAGE_GROUP}/v1/namespaces/{labels.DTK_IMAGESTREAM_NAMESPACE}"
+                f"/imagestreams/{labels.DTK_IMAGESTREAM_NAME}",
+            )
+    if platform_model.CONFIG_GROUP in groups:
+        with _reading("ClusterVersion and Proxy", server):
+            cluster_version = _get(
+                api_client, f"/apis/{platform_model.CONFIG_GROUP}/v1/clusterversions/version"
+            )
+            proxy = _get(api_client, f"/apis/{platform_model.CONFIG_GROUP}/v1/proxies/cluster")
+    with _reading("the operator Deployment", server):
+        # NB: optional: a reviewer may not be allowed to read Deployments (403); release defaults then.
+        deployment = _get(
+            api_client,
+            f"/apis/apps/v1/namespaces/{namespace}/deployments/{labels.OPERATOR_DEPLOYMENT}",
+            missing_ok=(403, 404),
+        )
+    env, env_origin = _env(args.env, deployment=_deployment_env(deployment))
+    view = driver_manifests.DriverView(
+        namespace=namespace,
+        env=env,
+        node_facts=node_facts,
+        daemonsets=daemonsets,
+        dtk_imagestream=stream,
+        cluster_version=cluster_version,
+        cluster_proxy=proxy,
+    )
+    return RenderInputs(policy, platform, view, live=True, env_origin=env_origin)
+
+
+def _live_policy(
+    candidates: Sequence[Mapping[str, Any]], proposed: PolicySource | None, wanted: str | None, server: str
+) -> PolicySource:
+    """The live ClusterPolicy to render, or the proposed file standing in for its spec."""
+    name = wanted or (proposed.name if proposed else "")
+    live: Mapping[str, Any] | None = None
+    if candidates:
+        by_name = {str((c.get("metadata") or {}).get("name") or ""): c for c in candidates}
+        # a name (--policy-name, or the proposed file's) picks it; else the one the operator follows
+        live = by_name.get(name) if name else _choose_policy(candidates, server, None)
+    if proposed is not None:
+        # the file replaces the spec of the live object of the same name (its uid stays)
+        metadata = (live or {}).get("metadata") or {}
+        return dataclasses.replace(
+            proposed,
+            name=str(metadata.get("name") or proposed.name),
+            uid=str(metadata.get("uid") or proposed.uid),
+            origin=f"{proposed.origin}, on {server}",
+        )
+    if live is None:
+        found = ", ".join(sorted(str((c.get("metadata") or {}).get("name")) for c in candidates)) or "none"
+        raise InputError(f"{server} has no ClusterPolicy {name or ''} (found: {found}); give --policy FILE")
+    metadata = live.get("metadata") or {}
+    spec = live.get("spec")
+    return PolicySource(
+        name=str(metadata.get("name") or ""),
+        uid=str(metadata.get("uid") or ""),
+        spec={} if spec is None else spec,
+        origin=server,
+    )
+
+
+def _deployment_env(deployment: Mapping[str, Any] | None) -> dict[str, str]:
+    """The literal env of the operator Deployment's containers (valueFrom needs more reads: skipped)."""
+    if deployment is None:
+        return {}
+    pod = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    env: dict[str, str] = {}
+    for container in pod.get("containers") or []:
+        for item in container.get("env") or []:
+            if item.get("name") and "value" in item:
+                env[str(item["name"])] = str(item["value"])
+    return env
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def read_inputs(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderInputs:
+    if args.live or args.kubeconfig is not None:
+        return read_live(args, stdin)
+    return read_files(args, stdin)
+
+
+def main(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    try:
+        inputs = read_inputs(args)
+    except UsageError as error:
+        print(f"ocp-gpu render: error: {error}", file=err)
+        return EXIT_INVALID
+    except InputError as error:
+        print(f"ocp-gpu render: error: {error}", file=err)
+        return EXIT_UNREADABLE
+    try:
+        result = render(inputs)
+    except policy_model.PolicyParseError as error:
+        # a shape the CRD schema would reject: the server would never have stored it
+        print(
+            f"ocp-gpu render: the ClusterPolicy is invalid; nothing rendered:\n"
+            f"  error {error} (fix: give {error.field} the type the ClusterPolicy CRD declares)",
+            file=err,
+        )
+        return EXIT_INVALID
+    for line in summary_lines(result):
+        print(line, file=err)
+    if result.errors:
+        return EXIT_INVALID
+    out.write(dump_manifests(result.manifests))
+    out.flush()
+    return EXIT_RENDERED

@@ -1,0 +1,614 @@
+"""We test these aspects of `ocp-gpu render` in file mode (live mode: tests/e2e/test_render_live.py):
+
+- files in, YAML out, parsed back: one DaemonSet per RHCOS version with its DTK image;
+  vanilla Ubuntu nodes -> one DaemonSet per OS with `<version>-<os>` images; a missing
+  driver-toolkit tag shows in the summary (and on the DaemonSet's labels and env);
+- the policy's forms: a whole ClusterPolicy, a bare spec, `oc get clusterpolicy -o yaml`
+  (a List; the operator's choice among several), JSON, and stdin all render the same;
+  the ownerReference appears only when the file carries the policy's uid;
+- the output is what the driver reconciler applies: the same function, the same
+  ownership metadata, byte for byte after a YAML round trip;
+- the stream: apply order, `---` documents, sorted keys, stable across runs, hostile
+  strings round-trip, long strings are not folded;
+- exit status: 2 with the field named and nothing on stdout for an invalid policy (a
+  validate_policy error, a CRD-shape error, an unresolvable image); 1 naming the file
+  for a missing, unparsable or wrong-kind input; 2 for a contradictory command line;
+- options: platform and namespace defaults, --platform, --env, --openshift-version,
+  --policy-name, and driver.enabled: false (nothing rendered, exit 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ocp_gpu import cli
+from ocp_gpu.commands import render
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.kube import applying, reading
+from ocp_gpu.model import labels, releases
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.planning import platform as platform_model
+from ocp_gpu.reconcilers import driver_manifests, runtime
+from ocp_gpu.reconcilers import drivers as drivers_reconciler
+from tests.unit._drivers import DTK_416, DTK_417, V416, V417
+
+V418 = "418.94.202501150000-0"
+UID = "6f1c1a52-3b7e-4c1e-9d0a-5a7e0c2b9f11"
+POLICY_OBJECT: dict[str, Any] = {
+    "apiVersion": "nvidia.com/v1",
+    "kind": "ClusterPolicy",
+    "metadata": {"name": "cluster-policy"},
+    "spec": {"driver": {"version": "550.90.07"}},
+}
+DRIVER = "nvcr.io/nvidia/driver:550.90.07"
+
+
+# --- builders -----------------------------------------------------------------------------
+
+
+def node_list(*nodes: dict[str, Any]) -> dict[str, Any]:
+    """What `oc get nodes -o yaml` prints."""
+    return {"apiVersion": "v1", "kind": "List", "items": list(nodes), "metadata": {"resourceVersion": ""}}
+
+
+def imagestream(tags: dict[str, str]) -> dict[str, Any]:
+    """`oc get is driver-toolkit -n openshift -o yaml`, with `latest` as OpenShift ships it."""
+    every = {**tags, "latest": list(tags.values())[-1]} if tags else {}
+    return {
+        "apiVersion": "image.openshift.io/v1",
+        "kind": "ImageStream",
+        "metadata": {"name": "driver-toolkit", "namespace": "openshift"},
+        "spec": {"tags": [{"name": n, "from": {"kind": "DockerImage", "name": i}} for n, i in every.items()]},
+    }
+
+
+RHCOS_NODES = node_list(
+    fake_nodes.gpu_node("gpu-a", rhcos=V416),
+    fake_nodes.gpu_node("gpu-b", rhcos=V416),
+    fake_nodes.gpu_node("gpu-c", rhcos=V417, os_version="4.17"),
+    fake_nodes.cpu_node("cpu-a", rhcos=V416),
+)
+UBUNTU_NODES = [
+    fake_nodes.vanilla_gpu_node("ubuntu-a", os_version="20.04"),
+    fake_nodes.vanilla_gpu_node("ubuntu-b", os_version="22.04"),
+    fake_nodes.vanilla_gpu_node("ubuntu-c", os_version="22.04"),
+]
+
+
+class Run:
+    """One `ocp-gpu render` invocation: exit status, stdout, stderr and the parsed stream."""
+
+    def __init__(self, status: int, out: str, err: str) -> None:
+        self.status, self.out, self.err = status, out, err
+        self.manifests: list[dict[str, Any]] = [m for m in yaml.safe_load_all(out) if m is not None]
+
+    def daemonsets(self) -> dict[str, dict[str, Any]]:
+        return {m["metadata"]["name"]: m for m in self.manifests if m["kind"] == "DaemonSet"}
+
+
+@pytest.fixture
+def write(tmp_path: Path) -> Callable[..., str]:
+    """Write a file (YAML, or a stream of documents, or text as is) and return its path."""
+
+    def write_file(name: str, content: Any, *, stream: bool = False) -> str:
+        path = tmp_path / name
+        if isinstance(content, str):
+            path.write_text(content)
+        elif stream:
+            path.write_text(yaml.safe_dump_all(content))
+        else:
+            path.write_text(yaml.safe_dump(content))
+        return str(path)
+
+    return write_file
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Callable[..., Run]:
+    def run_render(*argv: str) -> Run:
+        status = cli.main(["render", *argv])
+        captured = capsys.readouterr()
+        return Run(status, captured.out, captured.err)
+
+    return run_render
+
+
+@pytest.fixture
+def dtk_files(write: Callable[..., str]) -> list[str]:
+    """A policy, two RHCOS versions (plus a CPU node) and a stream with both tags."""
+    return [
+        "--policy",
+        write("policy.yaml", POLICY_OBJECT),
+        "--nodes",
+        write("nodes.yaml", RHCOS_NODES),
+        "--imagestream",
+        write("dtk.yaml", imagestream({V416: DTK_416, V417: DTK_417})),
+    ]
+
+
+def containers(daemonset: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in daemonset["spec"]["template"]["spec"]["containers"]}
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in container.get("env", [])}
+
+
+# --- files in, YAML out -----------------------------------------------------------------------
+
+
+def test_rhcos_nodes_get_one_daemonset_per_version_with_its_dtk_image(
+    run: Callable[..., Run], dtk_files: list[str]
+) -> None:
+    result = run(*dtk_files)
+    assert result.status == 0, result.err
+    daemonsets = result.daemonsets()
+    assert set(daemonsets) == {f"nvidia-driver-daemonset-{V416}", f"nvidia-driver-daemonset-{V417}"}
+    for version, dtk in ((V416, DTK_416), (V417, DTK_417)):
+        daemonset = daemonsets[f"nvidia-driver-daemonset-{version}"]
+        assert daemonset["metadata"]["namespace"] == labels.OPENSHIFT_NAMESPACE
+        assert daemonset["metadata"]["labels"][labels.DTK_RHCOS] == version
+        assert daemonset["spec"]["template"]["spec"]["nodeSelector"][labels.OSTREE_VERSION] == version
+        assert daemonset["spec"]["updateStrategy"]["type"] == "OnDelete"
+        sidecar = containers(daemonset)["openshift-driver-toolkit-ctr"]
+        assert sidecar["image"] == dtk
+        assert env_of(sidecar)["RHCOS_VERSION"] == version
+        assert containers(daemonset)["nvidia-driver-ctr"]["image"] == f"{DRIVER}-rhel9.4"
+    # the summary: platform, strategy, one line per DaemonSet with its nodes and images
+    assert "platform: openshift (an ImageStream file was given)" in result.err
+    assert "strategy: dtk" in result.err
+    assert (
+        f"nvidia-driver-daemonset-{V416}: key {V416}, 2 nodes (gpu-a, gpu-b), "
+        f"driver {DRIVER}-rhel9.4, DTK {DTK_416}"
+    ) in result.err
+    assert f"1 node (gpu-c), driver {DRIVER}-rhel9.4, DTK {DTK_417}" in result.err
+    # no live cluster, nothing to delete or compare with
+    assert "would delete" not in result.err and "[new]" not in result.err
+
+
+def test_vanilla_ubuntu_nodes_get_one_daemonset_per_os(
+    run: Callable[..., Run], write: Callable[..., str]
+) -> None:
+    result = run(
+        "--policy", write("policy.yaml", POLICY_OBJECT), "--nodes", write("n.yaml", UBUNTU_NODES, stream=True)
+    )
+    assert result.status == 0, result.err
+    daemonsets = result.daemonsets()
+    assert set(daemonsets) == {"nvidia-driver-daemonset-ubuntu20.04", "nvidia-driver-daemonset-ubuntu22.04"}
+    for os_tag in ("ubuntu20.04", "ubuntu22.04"):
+        daemonset = daemonsets[f"nvidia-driver-daemonset-{os_tag}"]
+        assert containers(daemonset)["nvidia-driver-ctr"]["image"] == f"{DRIVER}-{os_tag}"
+        assert daemonset["spec"]["template"]["spec"]["nodeSelector"][labels.OS_VERSION_ID] == os_tag[6:]
+    # no Driver Toolkit outside OpenShift, and the Helm chart's namespace
+    assert all("openshift-driver-toolkit-ctr" not in containers(d) for d in daemonsets.values())
+    assert {d["metadata"]["namespace"] for d in daemonsets.values()} == {labels.HELM_NAMESPACE}
+    assert "platform: kubernetes" in result.err and "strategy: vanilla" in result.err
+    assert "2 nodes (ubuntu-b, ubuntu-c)" in result.err
+    assert ", DTK" not in result.err
+
+
+def test_a_missing_tag_shows_in_the_summary_and_on_the_daemonset(
+    run: Callable[..., Run], write: Callable[..., str]
+) -> None:
+    nodes = node_list(fake_nodes.gpu_node("gpu-a", rhcos=V416), fake_nodes.gpu_node("gpu-new", rhcos=V418))
+    result = run(
+        "--policy",
+        write("policy.yaml", POLICY_OBJECT),
+        "--nodes",
+        write("nodes.yaml", nodes),
+        "--imagestream",
+        write("dtk.yaml", imagestream({V416: DTK_416})),
+    )
+    assert result.status == 0, result.err
+    missing = result.daemonsets()[f"nvidia-driver-daemonset-{V418}"]
+    assert missing["metadata"]["labels"][labels.DTK_IMAGE_MISSING] == "true"
+    assert env_of(containers(missing)["nvidia-driver-ctr"])["RHCOS_IMAGE_MISSING"] == "true"
+    assert f"nvidia-driver-daemonset-{V418}: key {V418}, 1 node (gpu-new)" in result.err
+    assert "DTK missing" in result.err
+    assert (
+        f"DriverToolkitImageMissing: no driver-toolkit ImageStream tag for RHCOS {V418} (nodes: gpu-new)"
+        in (result.err)
+    )
+    assert f"DTK {DTK_416}" in result.err
+
+
+def test_openshift_without_an_imagestream_file_has_every_tag_missing(
+    run: Callable[..., Run], write: Callable[..., str]
+) -> None:
+    result = run(
+        "--policy",
+        write("p.yaml", POLICY_OBJECT),
+        "--nodes",
+        write("n.yaml", RHCOS_NODES),
+        "--platform",
+        "openshift",
+    )
+    assert result.status == 0, result.err
+    assert "platform: openshift (--platform openshift)" in result.err
+    assert result.err.count("DTK missing") == 2
+    assert "DriverToolkitImageStreamProblem" in result.err
+
+
+# --- the policy's forms -------------------------------------------------------------------------
+
+SPEC = POLICY_OBJECT["spec"]
+POLICY_FORMS: dict[str, Callable[[], str]] = {
+    "whole object": lambda: yaml.safe_dump(POLICY_OBJECT),
+    "bare spec": lambda: yaml.safe_dump(SPEC),
+    "oc get -o yaml (List)": lambda: yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "List", "items": [POLICY_OBJECT]}
+    ),
+    "JSON": lambda: json.dumps(POLICY_OBJECT),
+    "stream with empty documents": lambda: "---\n---\n" + yaml.safe_dump(POLICY_OBJECT),
+}
+all_policy_forms = pytest.mark.parametrize("form", sorted(POLICY_FORMS))
+
+
+@all_policy_forms
+def test_every_policy_form_renders_the_same_daemonsets(
+    form: str, run: Callable[..., Run], write: Callable[..., str], dtk_files: list[str]
+) -> None:
+    reference = run(*dtk_files)
+    files = list(dtk_files)
+    files[1] = write("form.yaml", POLICY_FORMS[form]())
+    result = run(*files)
+    assert result.status == 0, result.err
+    assert result.manifests == reference.manifests
+
+
+def test_a_policy_from_stdin(
+    run: Callable[..., Run], dtk_files: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reference = run(*dtk_files)
+    monkeypatch.setattr("sys.stdin", io.StringIO(yaml.safe_dump(SPEC)))
+    files = list(dtk_files)
+    files[1] = "-"
+    result = run(*files)
+    assert result.status == 0, result.err
+    assert result.manifests == reference.manifests
+    assert "from stdin" in result.err
+
+
+def test_the_owner_reference_needs_the_policys_uid(
+    run: Callable[..., Run], write: Callable[..., str], dtk_files: list[str]
+) -> None:
+    without = run(*dtk_files)
+    assert all("ownerReferences" not in m["metadata"] for m in without.manifests)
+    # the operator's label and applied hash are there all the same
+    for manifest in without.manifests:
+        assert manifest["metadata"]["labels"][labels.MANAGED_BY] == labels.MANAGED_BY_VALUE
+        assert applying.APPLIED_HASH in manifest["metadata"]["annotations"]
+
+    files = list(dtk_files)
+    files[1] = write("owned.yaml", {**POLICY_OBJECT, "metadata": {"name": "cluster-policy", "uid": UID}})
+    owned = run(*files)
+    for manifest in owned.manifests:
+        (reference,) = manifest["metadata"]["ownerReferences"]
+        assert reference == {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "name": "cluster-policy",
+            "uid": UID,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+def test_of_several_policies_the_operators_choice_or_the_named_one(
+    run: Callable[..., Run], write: Callable[..., str], dtk_files: list[str]
+) -> None:
+    def policy(name: str, created: str, version: str) -> dict[str, Any]:
+        return {
+            **POLICY_OBJECT,
+            "metadata": {"name": name, "creationTimestamp": created},
+            "spec": {"driver": {"version": version}},
+        }
+
+    both = write(
+        "two.yaml",
+        {
+            "kind": "List",
+            "items": [
+                policy("newer", "2026-02-01T00:00:00Z", "570.124.06"),
+                policy("older", "2025-01-01T00:00:00Z", "550.54.15"),
+            ],
+        },
+    )
+    files = list(dtk_files)
+    files[1] = both
+    # the oldest is the one the operator follows (planning/policies)
+    active = run(*files)
+    assert "ClusterPolicy older" in active.err
+    assert "driver nvcr.io/nvidia/driver:550.54.15-rhel9.4" in active.err
+    named = run(*files, "--policy-name", "newer")
+    assert "driver nvcr.io/nvidia/driver:570.124.06-rhel9.4" in named.err
+    unknown = run(*files, "--policy-name", "nope")
+    assert unknown.status == 1 and "no ClusterPolicy named 'nope'" in unknown.err
+
+
+# --- the same function as the reconciler --------------------------------------------------------
+
+
+def test_the_output_is_what_the_driver_reconciler_applies(
+    run: Callable[..., Run],
+    write: Callable[..., str],
+    dtk_files: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    files = list(dtk_files)
+    files[1] = write("owned.yaml", {**POLICY_OBJECT, "metadata": {"name": "cluster-policy", "uid": UID}})
+    rendered = run(*files, "--openshift-version", "4.16").manifests
+
+    # The reconciler, fed the same cluster as its watches would hold it.
+    applied: list[dict[str, Any]] = []
+    monkeypatch.setattr(applying, "apply", lambda _client, manifest: applied.append(dict(manifest)))
+    rt = runtime.Runtime(
+        api_client=None, namespace=labels.OPENSHIFT_NAMESPACE, env=dict(releases.RELEASE_IMAGES)
+    )
+    rt.node_facts = {facts.name: facts for facts in map(reading.node_facts, RHCOS_NODES["items"])}
+    rt.dtk_imagestream = imagestream({V416: DTK_416, V417: DTK_417})
+    rt.cluster_version = {"status": {"desired": {"version": "4.16.3"}}}
+    owner = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": "cluster-policy", "uid": UID}
+    openshift = platform_model.detect_platform({platform_model.CONFIG_GROUP, platform_model.IMAGE_GROUP})
+    policy = policy_model.parse_policy(SPEC)
+    outcome = asyncio.run(drivers_reconciler.reconcile_drivers(rt, owner, policy, openshift))
+
+    assert outcome.errors == {} and applied
+    # compared as printed: the same YAML stream, not just equal dicts
+    assert render.dump_manifests(applied) == render.dump_manifests(rendered)
+
+
+def test_the_reconciler_renders_through_the_shared_function(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If the reconciler stopped calling desired_driver_manifests, render would drift from it."""
+    calls: list[driver_manifests.DriverView] = []
+    original = driver_manifests.desired_driver_manifests
+
+    def spy(*args: Any) -> Any:
+        calls.append(args[2])
+        return original(*args)
+
+    monkeypatch.setattr(driver_manifests, "desired_driver_manifests", spy)
+    monkeypatch.setattr(applying, "apply", lambda *_: None)
+    rt = runtime.Runtime(api_client=None, namespace="ns", env=dict(releases.RELEASE_IMAGES))
+    kubernetes = platform_model.detect_platform(set())
+    asyncio.run(drivers_reconciler.reconcile_drivers(rt, {}, policy_model.parse_policy({}), kubernetes))
+    assert len(calls) == 1 and calls[0].namespace == "ns"
+
+
+# --- the stream ---------------------------------------------------------------------------------
+
+
+def test_the_stream_is_in_apply_order_with_sorted_keys_and_stable(
+    run: Callable[..., Run], dtk_files: list[str]
+) -> None:
+    first, second = run(*dtk_files), run(*dtk_files)
+    assert first.out == second.out
+    assert first.out.startswith("---\n")
+    assert first.out.count("\n---\n") + 1 == len(first.manifests)
+    kinds = [m["kind"] for m in first.manifests]
+    # RBAC before the DaemonSets that use it
+    assert kinds.index("ServiceAccount") < kinds.index("DaemonSet")
+    assert kinds[-2:] == ["DaemonSet", "DaemonSet"]
+    # sorted keys, as `kubectl get -o yaml` prints them
+    for document in first.out.split("---\n")[1:]:
+        top = [
+            line.split(":")[0] for line in document.splitlines() if line and not line.startswith((" ", "-"))
+        ]
+        assert top == sorted(top)
+    assert f"manifests: {len(first.manifests)} on stdout" in first.err
+
+
+HOSTILE = "a: b\n---\nkind: Secret\n# {{ x }} 'q' \"qq\" - item\u2028end"
+
+
+def test_hostile_and_long_strings_round_trip_as_one_value(
+    run: Callable[..., Run], write: Callable[..., str], dtk_files: list[str]
+) -> None:
+    long_value = ",".join(f"host{i}.example.com" for i in range(40))
+    spec = {
+        "driver": {
+            "version": "550.90.07",
+            "env": [{"name": "HOSTILE", "value": HOSTILE}, {"name": "LONG", "value": long_value}],
+        }
+    }
+    files = list(dtk_files)
+    files[1] = write("hostile.yaml", spec)
+    result = run(*files)
+    assert result.status == 0, result.err
+    assert [m["kind"] for m in result.manifests].count("Secret") == 0
+    for daemonset in result.daemonsets().values():
+        env = env_of(containers(daemonset)["nvidia-driver-ctr"])
+        assert env["HOSTILE"] == HOSTILE and env["LONG"] == long_value
+    # not folded over several lines
+    assert f"value: {long_value}\n" in result.out
+
+
+# --- exit status ---------------------------------------------------------------------------------
+
+INVALID_SPECS = {
+    # validate_policy: a selector that does not parse
+    "spec.driver.upgradePolicy.drain.podSelector": {
+        "driver": {"upgradePolicy": {"drain": {"enable": True, "podSelector": "app in (a"}}}
+    },
+    # parse_policy: a shape the CRD schema would reject
+    "spec.driver.version": {"driver": {"version": 550}},
+    # an image that cannot be resolved
+    "spec.driver.image": {"driver": {"image": "driver:550", "version": "550.90.07"}},
+}
+
+
+@pytest.mark.parametrize("field", sorted(INVALID_SPECS))
+def test_an_invalid_policy_exits_2_naming_the_field_and_renders_nothing(
+    field: str, run: Callable[..., Run], write: Callable[..., str], dtk_files: list[str]
+) -> None:
+    files = list(dtk_files)
+    files[1] = write("invalid.yaml", {**POLICY_OBJECT, "spec": INVALID_SPECS[field]})
+    result = run(*files)
+    assert result.status == 2
+    assert result.out == ""
+    assert "invalid; nothing rendered" in result.err
+    assert f"error {field}" in result.err
+    assert "fix:" in result.err
+
+
+def test_warnings_are_reported_and_do_not_stop_rendering(
+    run: Callable[..., Run], write: Callable[..., str], dtk_files: list[str]
+) -> None:
+    spec = {"driver": {"version": "550.90.07", "upgradePolicy": {"podDeletion": {"force": True}}}}
+    files = list(dtk_files)
+    files[1] = write("warn.yaml", spec)
+    result = run(*files)
+    assert result.status == 0
+    assert "policy warnings:" in result.err
+    assert "warning spec.driver.upgradePolicy.podDeletion:" in result.err
+    assert len(result.daemonsets()) == 2
+
+
+UNREADABLE: dict[str, tuple[str, Any, str]] = {
+    # (which option, content or None for a missing file, what the message says)
+    "missing policy file": ("--policy", None, "cannot read the policy file"),
+    "policy not YAML": ("--policy", "driver: [unclosed\n", "cannot read the policy file"),
+    "policy of another kind": (
+        "--policy",
+        {"apiVersion": "v1", "kind": "ConfigMap"},
+        "expected kind ClusterPolicy",
+    ),
+    "policy a list of strings": ("--policy", "- a\n- b\n", "expected a ClusterPolicy or its spec"),
+    "missing nodes file": ("--nodes", None, "cannot read the nodes file"),
+    "pods in the nodes file": (
+        "--nodes",
+        {"kind": "List", "items": [{"kind": "Pod"}]},
+        "item 0 is a Pod, not a Node",
+    ),
+    "a node without a name": ("--nodes", {"kind": "Node", "metadata": {}}, "item 0 has no metadata.name"),
+    "no ImageStream in the file": ("--imagestream", {"kind": "ConfigMap"}, "holds no ImageStream"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNREADABLE))
+def test_an_unreadable_input_exits_1_naming_the_file(
+    case: str, run: Callable[..., Run], write: Callable[..., str], dtk_files: list[str], tmp_path: Path
+) -> None:
+    option, content, message = UNREADABLE[case]
+    path = str(tmp_path / "absent.yaml") if content is None else write("bad.yaml", content)
+    files = list(dtk_files)
+    files[files.index(option) + 1] = path
+    result = run(*files)
+    assert result.status == 1
+    assert result.out == ""
+    assert message in result.err
+    assert path in result.err
+
+
+USAGE_ERRORS = {
+    "no nodes": (["--policy", "p.yaml"], "needs --policy FILE and --nodes FILE"),
+    "two stdins": (["--policy", "-", "--nodes", "-"], "only one input can come from stdin"),
+    "bad version": (["--policy", "p", "--nodes", "n", "--openshift-version", "four"], "--openshift-version"),
+    "nodes file in live mode": (["--live", "--nodes", "n.yaml"], "--nodes is for file mode"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(USAGE_ERRORS))
+def test_a_contradictory_command_line_exits_2(case: str, run: Callable[..., Run]) -> None:
+    argv, message = USAGE_ERRORS[case]
+    result = run(*argv)
+    assert result.status == 2 and result.out == ""
+    assert message in result.err
+
+
+def test_a_malformed_env_option_is_a_usage_error(run: Callable[..., Run]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        run("--policy", "p", "--nodes", "n", "--env", "NO_EQUALS_SIGN")
+    assert exited.value.code == 2
+
+
+# --- options -------------------------------------------------------------------------------------
+
+
+def test_env_overrides_the_release_defaults_as_the_deployment_would(
+    run: Callable[..., Run], dtk_files: list[str], write: Callable[..., str]
+) -> None:
+    files = list(dtk_files)
+    files[1] = write("bare.yaml", {})  # no version in the policy: DRIVER_IMAGE decides it all
+    default = run(*files)
+    assert f"driver {releases.RELEASE_IMAGES['DRIVER_IMAGE']}-rhel9.4" in default.err
+    mirrored = run(*files, "--env", "DRIVER_IMAGE=mirror.example.com/nvidia/driver:550.127.05")
+    assert "driver mirror.example.com/nvidia/driver:550.127.05-rhel9.4" in mirrored.err
+    assert "overridden by --env DRIVER_IMAGE" in mirrored.err
+    broken = run(*files, "--env", "DRIVER_IMAGE=")
+    assert broken.status == 2 and "spec.driver" in broken.err
+
+
+def test_openshift_version_fills_in_for_nodes_without_the_label(
+    run: Callable[..., Run], write: Callable[..., str]
+) -> None:
+    node = fake_nodes.gpu_node("gpu-a", rhcos=V416)
+    del node["metadata"]["labels"][labels.OS_OPENSHIFT_VERSION]
+    argv = [
+        "--policy",
+        write("p.yaml", POLICY_OBJECT),
+        "--nodes",
+        write("n.yaml", node),
+        "--imagestream",
+        write("i.yaml", imagestream({V416: DTK_416})),
+    ]
+
+    def openshift_version(result: Run) -> str:
+        (daemonset,) = result.daemonsets().values()
+        return env_of(containers(daemonset)["nvidia-driver-ctr"])["OPENSHIFT_VERSION"]
+
+    assert openshift_version(run(*argv)) == ""
+    assert openshift_version(run(*argv, "--openshift-version", "4.16.21")) == "4.16"
+
+
+def test_namespace_option(run: Callable[..., Run], dtk_files: list[str]) -> None:
+    result = run(*dtk_files, "--namespace", "gpu")
+    assert {m["metadata"].get("namespace") for m in result.manifests} == {"gpu", None}
+    assert "namespace: gpu" in result.err
+
+
+def test_kubernetes_platform_despite_an_imagestream_file(
+    run: Callable[..., Run], dtk_files: list[str]
+) -> None:
+    result = run(*dtk_files, "--platform", "kubernetes")
+    assert result.status == 0
+    # RHCOS nodes on a "vanilla" cluster: keyed by OS, no sidecar
+    assert set(result.daemonsets()) == {
+        "nvidia-driver-daemonset-rhcos4.16",
+        "nvidia-driver-daemonset-rhcos4.17",
+    }
+
+
+def test_drivers_disabled_renders_nothing_and_says_why(
+    run: Callable[..., Run], write: Callable[..., str], dtk_files: list[str]
+) -> None:
+    files = list(dtk_files)
+    files[1] = write("off.yaml", {"driver": {"enabled": False}})
+    result = run(*files)
+    assert result.status == 0 and result.out == ""
+    assert "spec.driver.enabled is false" in result.err
+
+
+def test_no_gpu_nodes_renders_only_the_rbac(run: Callable[..., Run], write: Callable[..., str]) -> None:
+    result = run(
+        "--policy",
+        write("p.yaml", POLICY_OBJECT),
+        "--nodes",
+        write("n.yaml", node_list(fake_nodes.cpu_node("c"))),
+    )
+    assert result.status == 0 and result.manifests and not result.daemonsets()
+    assert "driver DaemonSets: none" in result.err
+
+
+def test_many_nodes_are_counted_not_all_listed(run: Callable[..., Run], write: Callable[..., str]) -> None:
+    many = node_list(*(fake_nodes.vanilla_gpu_node(f"n{i:02}") for i in range(12)))
+    result = run("--policy", write("p.yaml", POLICY_OBJECT), "--nodes", write("n.yaml", many))
+    assert "12 nodes (n00, n01, n02, n03, n04, +7 more)" in result.err
