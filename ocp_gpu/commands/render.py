@@ -119,12 +119,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig",
         type=Path,
         default=None,
+        metavar="PATH",
         help="implies --live (default: $KUBECONFIG or ~/.kube/config)",
     )
-    live.add_argument(
+    parser.add_argument(
         "--policy-name",
         metavar="NAME",
-        help="the ClusterPolicy to render (default: the one the operator follows, normally cluster-policy)",
+        help="the ClusterPolicy to render, of several in the file or on the cluster "
+        "(default: the one the operator follows, the oldest; normally cluster-policy)",
     )
     parser.add_argument(
         "--platform",
