@@ -222,16 +222,27 @@ class _CertificateAuthority:
 # --- helpers ---------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    """A TCP port free on loopback right now.
+def _free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports free on loopback right now.
 
-    NB: another process may take it before ours binds; the window is milliseconds
-    and a failed bind shows up as a start error with the log tail.
+    NB: the sockets stay open until all are picked, or the kernel may hand out the
+    same port twice (seen: etcd's client and peer URLs on one port).  Another
+    process may still take a port before ours binds; a failed bind shows up as a
+    start error with the log tail.
     """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _free_port() -> int:
+    """A TCP port free on loopback right now (see _free_ports)."""
+    return _free_ports(1)[0]
 
 
 # Log lines worth showing first: klog errors/fatals, cobra's "Error:", kwok's JSON errors.
@@ -658,7 +669,7 @@ class LocalControlPlane:
         )
 
     def _start_etcd(self, bins: binaries_mod.ControlPlaneBinaries, deadline: float) -> str:
-        client_port, peer_port = _free_port(), _free_port()
+        client_port, peer_port = _free_ports(2)
         client_url = f"http://127.0.0.1:{client_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
         self._spawn(

@@ -21,6 +21,7 @@ from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import conditions, node_labels, platform, policies
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
 from ocp_gpu.reconcilers import runtime
+from ocp_gpu.reconcilers import upgrades as upgrades_reconciler
 
 logger = logging.getLogger("ocp_gpu.reconcile")
 
@@ -80,6 +81,8 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
         outcome = await drivers_reconciler.reconcile_drivers(rt, _policy_ref(active), policy, detected)
         if outcome.problem is not None:
             problems = [*problems, outcome.problem]
+        elif policy.driver.enabled and upgrades_reconciler.is_pass_needed(rt, changes):
+            await upgrades_reconciler.reconcile_upgrades(rt, policy, now)
 
     status = _active_status(rt, problems, detected, label_errors, outcome)
     previous_messages = _condition_messages(active.status)

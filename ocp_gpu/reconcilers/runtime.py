@@ -64,6 +64,8 @@ class Runtime:
     _policies_dirty: bool = True
     _everything_dirty: bool = True
     _drivers_dirty: bool = True
+    _poke: asyncio.TimerHandle | None = None
+    _poke_due: float = 0.0
 
     def mark_node(self, name: nodes.NodeName) -> None:
         self._dirty_nodes.add(name)
@@ -76,6 +78,17 @@ class Runtime:
     def mark_drivers(self) -> None:
         self._drivers_dirty = True
         self.wake.set()
+
+    def poke_after(self, seconds: float) -> None:
+        """Run a pass again after `seconds` even if nothing changes (timeouts need passes)."""
+        now = _loop_time()
+        if self._poke is not None and now < self._poke_due <= now + seconds:
+            # A pass is already due sooner.
+            return
+        if self._poke is not None:
+            self._poke.cancel()
+        self._poke_due = now + seconds
+        self._poke = asyncio.get_running_loop().call_later(seconds, self.mark_drivers)
 
     def mark_everything(self) -> None:
         self._everything_dirty = True
@@ -92,3 +105,7 @@ class Runtime:
         self._everything_dirty = False
         self.wake.clear()
         return changes
+
+
+def _loop_time() -> float:
+    return asyncio.get_running_loop().time()

@@ -93,6 +93,8 @@ def start_operator(
                 "0.5",
                 *extra,
             ],
+            # Short upgrade re-checks so timeouts fire within a test's patience.
+            env={"OCP_GPU_UPGRADE_RECHECK_SECONDS": "1"},
         ).start()
         started.append(proc)
         proc.wait_http("/healthz")

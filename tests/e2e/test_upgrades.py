@@ -1,0 +1,427 @@
+"""We test these aspects of driver upgrades on the local control plane (seed 000), with GPU
+workload pods on kwok nodes that advertise `nvidia.com/gpu`:
+
+- the seed's exact `kubectl patch clusterpolicy/cluster-policy ... /spec/driver/version` rolls
+  every node through the states to `upgrade-done`, with maxParallelUpgrades 1 and then 3
+  (the largest concurrency observed is asserted);
+- GPU pods are deleted, other pods are untouched (drain disabled);
+- the seed's `kubectl get node -l nvidia.com/gpu.present -ojsonpath=...` and
+  `kubectl get events --sort-by='.lastTimestamp' | grep GPUDriverUpgrade` show what the seed shows;
+- a node the admin cordoned before the upgrade stays cordoned after it;
+- the skip label keeps a node out; pause (`autoUpgrade: false`) freezes and resume continues;
+- a PodDisruptionBudget blocks a drain -> timeout -> upgrade-failed -> recovery by relabelling;
+- waitForCompletion holds a node until its job's pod completes;
+- the operator killed mid-upgrade resumes from the labels.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels
+
+from .conftest import kubectl, wait_for
+
+pytestmark = pytest.mark.e2e
+
+SEED_PATCH = '[{"op": "replace", "path": "/spec/driver/version", "value":"510.85.02"}]'
+SEED_JSONPATH = (
+    '-ojsonpath={range .items[*]}{.metadata.name}{"\\t"}'
+    '{.metadata.labels.nvidia\\.com/gpu-driver-upgrade-state}{"\\n"}{end}'
+)
+IN_FLIGHT = {
+    "cordon-required",
+    "wait-for-jobs-required",
+    "pod-deletion-required",
+    "drain-required",
+    "pod-restart-required",
+    "validation-required",
+    "uncordon-required",
+}
+
+
+def states(kube: client.ApiClient, names: list[str]) -> dict[str, str]:
+    found = {}
+    for node in client.CoreV1Api(kube).list_node(label_selector=labels.GPU_PRESENT).items:
+        if node.metadata.name in names:
+            found[node.metadata.name] = (node.metadata.labels or {}).get(labels.UPGRADE_STATE, "")
+    return found
+
+
+def all_done(kube: client.ApiClient, names: list[str]) -> bool:
+    return set(states(kube, names).values()) == {"upgrade-done"} and len(states(kube, names)) == len(names)
+
+
+class StateSampler:
+    """Samples upgrade states in the background; remembers the largest number of nodes in flight."""
+
+    def __init__(self, kube: client.ApiClient, names: list[str]) -> None:
+        self.kube, self.names = kube, names
+        self.max_in_flight = 0
+        self.seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> StateSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            current = states(self.kube, self.names)
+            self.seen.update(current.values())
+            self.max_in_flight = max(self.max_in_flight, sum(s in IN_FLIGHT for s in current.values()))
+
+
+@pytest.fixture
+def gpu_cluster(
+    kube: client.ApiClient,
+    namespace: str,
+    apply_policy: Callable[..., dict[str, Any]],
+) -> Iterator[Callable[..., list[str]]]:
+    """Vanilla GPU nodes (one driver DaemonSet) and a policy; returns a maker of nodes."""
+    made: list[str] = []
+
+    def make(count: int, upgrade_policy: dict[str, Any] | None = None, **node_kwargs: Any) -> list[str]:
+        names = [unique_name("gpu") for _ in range(count)]
+        fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(n, **node_kwargs) for n in names])
+        made.extend(names)
+        apply_policy(spec={"driver": {"version": "550.90.07", "upgradePolicy": upgrade_policy or {}}})
+        return names
+
+    yield make
+    fake_nodes.delete_nodes(kube, made)
+
+
+def driver_pods_ready(kube: client.ApiClient, namespace: str, nodes: list[str], version: str) -> bool:
+    pods = client.CoreV1Api(kube).list_namespaced_pod(
+        namespace, label_selector=f"{labels.APP}={labels.DRIVER_APP}"
+    )
+    ready = {
+        pod.spec.node_name
+        for pod in pods.items
+        if pod.spec.containers[0].image.endswith(f":{version}-ubuntu22.04")
+        and any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
+    }
+    return set(nodes) <= ready
+
+
+def gpu_workload(kube: client.ApiClient, namespace: str, node: str) -> str:
+    """A one-replica Deployment whose pod uses a GPU on `node`; returns its pod's name."""
+    name = unique_name("train")
+    client.AppsV1Api(kube).create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {
+                        "nodeSelector": {"kubernetes.io/hostname": node},
+                        # NB: no blanket toleration: it would tolerate the cordon too.
+                        "containers": [
+                            {
+                                "name": "cuda",
+                                "image": "cuda:12",
+                                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+    )
+    pod = wait_for(
+        lambda: [
+            p
+            for p in client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=f"app={name}").items
+            if p.status.phase == "Running"
+        ],
+        30,
+        what="GPU pod running",
+    )
+    return str(pod[0].metadata.name)
+
+
+def plain_pod(kube: client.ApiClient, namespace: str, node: str) -> str:
+    name = unique_name("web")
+    client.CoreV1Api(kube).create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": name, "labels": {"app": "web"}},
+            "spec": {
+                "nodeName": node,
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "web", "image": "nginx"}],
+            },
+        },
+    )
+    return str(client.CoreV1Api(kube).read_namespaced_pod(name, namespace).metadata.uid)
+
+
+def patch_policy(kube: client.ApiClient, patch: dict[str, Any]) -> None:
+    client.CustomObjectsApi(kube).patch_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", patch
+    )
+
+
+@pytest.mark.parametrize("parallel", [1, 3])
+def test_seed_patch_rolls_every_node_to_upgrade_done(
+    parallel: int,
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    namespace: str,
+    gpu_cluster: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    nodes = gpu_cluster(4, upgrade_policy={"maxParallelUpgrades": parallel, "maxUnavailable": "100%"})
+    cordoned = nodes[-1]
+    fake_nodes.cordon(kube, cordoned)
+    start_operator()
+    wait_for(lambda: driver_pods_ready(kube, namespace, nodes, "550.90.07"), 60, what="driver pods ready")
+    wait_for(lambda: all_done(kube, nodes), 60, what="initial upgrade-done labels")
+    gpu_pods = {node: gpu_workload(kube, namespace, node) for node in nodes[:2]}
+    plain = {node: plain_pod(kube, namespace, node) for node in nodes[:2]}
+
+    with StateSampler(kube, nodes) as sampler:
+        kubectl(control_plane, "patch", "clusterpolicy/cluster-policy", "--type=json", "-p", SEED_PATCH)
+        wait_for(
+            lambda: driver_pods_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
+            180,
+            what="every node upgraded",
+        )
+    assert sampler.max_in_flight <= parallel
+    if parallel == 3:
+        assert sampler.max_in_flight >= 2, "no parallelism observed"
+    assert {"cordon-required", "pod-restart-required", "upgrade-done"} <= sampler.seen
+
+    core = client.CoreV1Api(kube)
+    remaining = {p.metadata.name for p in core.list_namespaced_pod(namespace).items}
+    assert not set(gpu_pods.values()) & remaining, "GPU pods were not deleted"
+    for uid in plain.values():
+        assert uid in {p.metadata.uid for p in core.list_namespaced_pod(namespace).items}, (
+            "a plain pod was touched"
+        )
+    assert core.read_node(cordoned).spec.unschedulable, "the admin's cordon was lifted"
+    assert not any(core.read_node(n).spec.unschedulable for n in nodes[:-1])
+
+    # What the seed's commands show.
+    listed = kubectl(control_plane, "get", "node", "-l", "nvidia.com/gpu.present", SEED_JSONPATH).stdout
+    for node in nodes:
+        assert f"{node}\tupgrade-done" in listed
+    events = kubectl(control_plane, "get", "events", "--sort-by=.lastTimestamp").stdout
+    lines = [line for line in events.splitlines() if "GPUDriverUpgrade" in line and nodes[0] in line]
+    text = "\n".join(lines)
+    for state in (
+        "upgrade-required",
+        "cordon-required",
+        "pod-restart-required",
+        "uncordon-required",
+        "upgrade-done",
+    ):
+        assert f"Successfully updated node state label to [{state}]" in text
+
+
+def test_skip_label_pause_and_resume(
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    namespace: str,
+    gpu_cluster: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    nodes = gpu_cluster(3, upgrade_policy={"maxParallelUpgrades": 1})
+    skipped = nodes[0]
+    client.CoreV1Api(kube).patch_node(skipped, {"metadata": {"labels": {labels.UPGRADE_SKIP: "true"}}})
+    proc = start_operator()
+    wait_for(lambda: driver_pods_ready(kube, namespace, nodes, "550.90.07"), 60, what="driver pods ready")
+    wait_for(lambda: all_done(kube, nodes[1:]), 60, what="initial labels")
+    patch_policy(kube, {"spec": {"driver": {"upgradePolicy": {"autoUpgrade": False}}}})
+    wait_for(lambda: proc.metric("gpu_operator_auto_upgrade_enabled") == 0, 30, what="paused metric")
+    kubectl(control_plane, "patch", "clusterpolicy/cluster-policy", "--type=json", "-p", SEED_PATCH)
+    time.sleep(5)
+    frozen = states(kube, nodes)
+    assert all(state in ("", "upgrade-done") for state in frozen.values()), frozen
+    assert not driver_pods_ready(kube, namespace, nodes[1:2], "510.85.02"), "paused, yet a driver restarted"
+
+    patch_policy(kube, {"spec": {"driver": {"upgradePolicy": {"autoUpgrade": True}}}})
+    wait_for(
+        lambda: driver_pods_ready(kube, namespace, nodes[1:], "510.85.02") and all_done(kube, nodes[1:]),
+        120,
+        what="resumed upgrade finished",
+    )
+    assert not driver_pods_ready(kube, namespace, [skipped], "510.85.02"), "the skipped node was upgraded"
+    assert proc.metric("gpu_operator_auto_upgrade_enabled") == 1
+
+
+def test_pdb_blocks_drain_then_failed_then_recovery_by_relabelling(
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    namespace: str,
+    gpu_cluster: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    nodes = gpu_cluster(
+        1,
+        upgrade_policy={
+            "gpuPodDeletion": {"timeoutSeconds": 2},
+            "drain": {
+                "enable": True,
+                "timeoutSeconds": 4,
+                "podSelector": "app=guarded",
+                "deleteEmptyDir": True,
+            },
+        },
+    )
+    node = nodes[0]
+    start_operator()
+    wait_for(lambda: all_done(kube, nodes), 60, what="initial label")
+    # A GPU pod with an emptyDir may not be deleted (gpuPodDeletion.deleteEmptyDir false) -> drain,
+    # which may evict it (drain.deleteEmptyDir true) but a PodDisruptionBudget forbids it.
+    client.AppsV1Api(kube).create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": "guarded"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "guarded"}},
+                "template": {
+                    "metadata": {"labels": {"app": "guarded"}},
+                    "spec": {
+                        "nodeSelector": {"kubernetes.io/hostname": node},
+                        "volumes": [{"name": "scratch", "emptyDir": {}}],
+                        "containers": [
+                            {
+                                "name": "c",
+                                "image": "cuda",
+                                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                                "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+    )
+    client.PolicyV1Api(kube).create_namespaced_pod_disruption_budget(
+        namespace,
+        {
+            "metadata": {"name": "guard"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}},
+        },
+    )
+
+    def guarded() -> list[str]:
+        pods = client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector="app=guarded").items
+        return [p.metadata.name for p in pods if p.status.phase == "Running"]
+
+    before = wait_for(guarded, 30, what="guarded pod running")
+    kubectl(control_plane, "patch", "clusterpolicy/cluster-policy", "--type=json", "-p", SEED_PATCH)
+    with StateSampler(kube, nodes) as sampler:
+        wait_for(lambda: states(kube, nodes)[node] == "upgrade-failed", 90, what="upgrade-failed")
+    assert "drain-required" in sampler.seen
+    assert guarded() == before, "the PodDisruptionBudget was not honoured"
+
+    # The admin fixes the cause and relabels, as the seed says.
+    client.PolicyV1Api(kube).delete_namespaced_pod_disruption_budget("guard", namespace)
+    kubectl(
+        control_plane,
+        "label",
+        "node",
+        node,
+        "nvidia.com/gpu-driver-upgrade-state=upgrade-required",
+        "--overwrite",
+    )
+    wait_for(
+        lambda: driver_pods_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
+        120,
+        what="recovered",
+    )
+    assert not client.CoreV1Api(kube).read_node(node).spec.unschedulable
+
+
+def test_wait_for_completion_holds_the_node_until_the_job_pod_completes(
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    namespace: str,
+    gpu_cluster: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    nodes = gpu_cluster(1, upgrade_policy={"waitForCompletion": {"podSelector": "job=batch"}})
+    node = nodes[0]
+    start_operator()
+    wait_for(lambda: all_done(kube, nodes), 60, what="initial label")
+    client.CoreV1Api(kube).create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {
+                "name": "batch",
+                "labels": {"job": "batch"},
+                "annotations": fake_nodes.pod_fate_annotations("ready"),
+            },
+            "spec": {
+                "nodeName": node,
+                "restartPolicy": "Never",
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "c", "image": "batch"}],
+            },
+        },
+    )
+    wait_for(
+        lambda: client.CoreV1Api(kube).read_namespaced_pod("batch", namespace).status.phase == "Running",
+        30,
+        what="batch pod running",
+    )
+    kubectl(control_plane, "patch", "clusterpolicy/cluster-policy", "--type=json", "-p", SEED_PATCH)
+    wait_for(lambda: states(kube, nodes)[node] == "wait-for-jobs-required", 60, what="waiting for jobs")
+    time.sleep(4)
+    assert states(kube, nodes)[node] == "wait-for-jobs-required", "did not wait for the job"
+    # The job finishes.
+    client.CoreV1Api(kube).patch_namespaced_pod_status("batch", namespace, {"status": {"phase": "Succeeded"}})
+    client.CoreV1Api(kube).delete_namespaced_pod("batch", namespace)
+    wait_for(
+        lambda: all_done(kube, nodes) and driver_pods_ready(kube, namespace, nodes, "510.85.02"),
+        120,
+        what="upgrade after the job",
+    )
+
+
+def test_operator_killed_mid_upgrade_resumes_from_the_labels(
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    namespace: str,
+    gpu_cluster: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    nodes = gpu_cluster(3, upgrade_policy={"maxParallelUpgrades": 1})
+    first = start_operator()
+    wait_for(lambda: all_done(kube, nodes), 60, what="initial labels")
+    kubectl(control_plane, "patch", "clusterpolicy/cluster-policy", "--type=json", "-p", SEED_PATCH)
+    wait_for(
+        lambda: any(s in IN_FLIGHT for s in states(kube, nodes).values()), 60, what="an upgrade in flight"
+    )
+    first.kill()
+    mid = states(kube, nodes)
+    start_operator(wait_role=None)
+    wait_for(
+        lambda: driver_pods_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
+        180,
+        what="resumed and finished",
+    )
+    assert any(s in IN_FLIGHT for s in mid.values()), mid
+    assert json.dumps(mid)  # recorded for the failure message above
