@@ -9,6 +9,7 @@ event handlers, which write nothing.
 
 from __future__ import annotations
 
+import datetime
 import logging
 from typing import Any
 
@@ -39,6 +40,8 @@ def operator_settings() -> kopf.OperatorSettings:
     settings.watching.label_selectors["apps", "daemonsets"] = (
         f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE},{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
     )
+    # NB: the only pods we watch are driver pods (their image pulls, for the precompiled fallback).
+    settings.watching.label_selectors["", "pods"] = f"{labels.APP}={labels.DRIVER_APP}"
     settings.watching.field_selectors[IMAGE_GROUP, "imagestreams"] = (
         f"metadata.name={labels.DTK_IMAGESTREAM_NAME}"
     )
@@ -84,6 +87,27 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
         if type == "DELETED" and namespace == rt.namespace:
             rt.driver_daemonsets.pop(name, None)
             rt.mark_drivers()
+
+    @kopf.index("", "v1", "pods", registry=registry, id="driver-pod-pulls")
+    async def index_driver_pod(body: kopf.Body, namespace: str | None, **_: Any) -> None:
+        if namespace != rt.namespace:
+            return
+        pull = reading.driver_pod_pull(body)
+        rt.driver_pod_pulls[pull.name] = pull
+        if pull.pull_failing and pull.name not in rt.pull_failing_since:
+            # The first time we see it failing: the precompiled fallback's clock starts.
+            rt.pull_failing_since[pull.name] = datetime.datetime.now(datetime.UTC)
+            rt.mark_drivers()
+        elif not pull.pull_failing and rt.pull_failing_since.pop(pull.name, None) is not None:
+            rt.mark_drivers()
+
+    @kopf.on.event("", "v1", "pods", registry=registry, id="driver-pod-events")
+    async def driver_pod_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
+        rt.listed.set()
+        if type == "DELETED" and namespace == rt.namespace:
+            rt.driver_pod_pulls.pop(name, None)
+            if rt.pull_failing_since.pop(name, None) is not None:
+                rt.mark_drivers()
 
     if IMAGE_GROUP in rt.api_groups:
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ocp_gpu.model import nodes, snapshot
+from ocp_gpu.model import labels, nodes, snapshot
 
 # The Driver Toolkit sidecar's container name (DESIGN §2).
 DTK_CONTAINER = "openshift-driver-toolkit-ctr"
@@ -71,3 +71,32 @@ def openshift_version(cluster_version: Mapping[str, Any]) -> str:
         history = status.get("history") or []
         version = str(history[0].get("version", "")) if history else ""
     return ".".join(version.split(".")[:2])
+
+
+# Kubelet waiting reasons that mean the image cannot be pulled.
+PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
+DRIVER_CONTAINER = "nvidia-driver-ctr"
+
+
+def driver_pod_pull(body: Mapping[str, Any]) -> snapshot.DriverPodPull:
+    """The pull state of a driver pod's driver container."""
+    metadata = body.get("metadata") or {}
+    pod_labels = metadata.get("labels") or {}
+    containers = (body.get("spec") or {}).get("containers") or []
+    image = next((str(c.get("image", "")) for c in containers if c.get("name") == DRIVER_CONTAINER), "")
+    statuses = [
+        *((body.get("status") or {}).get("initContainerStatuses") or ()),
+        *((body.get("status") or {}).get("containerStatuses") or ()),
+    ]
+    failing = any(
+        ((status.get("state") or {}).get("waiting") or {}).get("reason") in PULL_FAILURES
+        for status in statuses
+        if status.get("name") == DRIVER_CONTAINER
+    )
+    return snapshot.DriverPodPull(
+        name=str(metadata.get("name", "")),
+        key=pod_labels.get(labels.DRIVER_KEY),
+        strategy=pod_labels.get(labels.DRIVER_STRATEGY),
+        image=image,
+        pull_failing=failing,
+    )

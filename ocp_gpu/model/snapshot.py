@@ -206,3 +206,17 @@ class DriverSnapshot:
     # NB: False when listing nodes failed or returned a partial page; GC then deletes nothing,
     # because a missing node would look like a version nobody runs any more.
     nodes_complete: bool = True
+
+
+@dataclass(frozen=True)
+class DriverPodPull:
+    """A driver pod's image pull as its kubelet reports it (for the precompiled fallback)."""
+
+    name: str
+    # The pod's `ocp-gpu.io/driver-key` and `ocp-gpu.io/driver-strategy` labels.
+    key: str | None
+    strategy: str | None
+    # The driver container's image.
+    image: str
+    # The driver container waits in ErrImagePull or ImagePullBackOff.
+    pull_failing: bool

@@ -78,7 +78,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     outcome: drivers_reconciler.DriverOutcome | None = None
     if not errors:
         # NB: with a spec error nothing is applied or deleted: what runs keeps running.
-        outcome = await drivers_reconciler.reconcile_drivers(rt, _policy_ref(active), policy, detected)
+        outcome = await drivers_reconciler.reconcile_drivers(rt, _policy_ref(active), policy, detected, now)
         if outcome.problem is not None:
             problems = [*problems, outcome.problem]
         elif policy.driver.enabled and upgrades_reconciler.is_pass_needed(rt, changes):

@@ -10,6 +10,7 @@ whatever it wants with the `DriverManifests`.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,6 +43,9 @@ class DriverView:
     dtk_imagestream: Mapping[str, Any] | None = None
     cluster_version: Mapping[str, Any] | None = None
     cluster_proxy: Mapping[str, Any] | None = None
+    # Precompiled driver pods that cannot pull their image (for the DTK fallback), and `now`.
+    pull_failures: tuple[drivers.PullFailure, ...] = ()
+    now: datetime.datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +56,8 @@ class DriverManifests:
     # Apply order; without ownership metadata (kube.applying.owned adds it at apply time).
     manifests: tuple[dict[str, Any], ...]
     settings: drivers.DriverSettings
+    # Precompiled keys that fall back to a DTK build at these times unless their pull recovers.
+    fallback_pending: Mapping[snapshot.DriverKey, datetime.datetime] = dataclasses.field(default_factory=dict)
 
 
 def desired_driver_manifests(
@@ -80,9 +86,22 @@ def desired_driver_manifests(
         if platform.is_openshift
         else snapshot.DriverToolkitStream(snapshot.StreamState.ABSENT, reason="not OpenShift")
     )
-    plan = drivers.plan_driver_daemonsets(
-        snapshot.DriverSnapshot(nodes=gpu_nodes, daemonsets=view.daemonsets, stream=stream), settings
-    )
+    observed = snapshot.DriverSnapshot(nodes=gpu_nodes, daemonsets=view.daemonsets, stream=stream)
+    pending: Mapping[snapshot.DriverKey, datetime.datetime] = {}
+    if settings.strategy is drivers.Strategy.PRECOMPILED and settings.dtk_available and view.now is not None:
+        # Which precompiled image each key wants now (planned without any fallback), then
+        # which keys have failed to pull it for longer than the grace period.
+        plain = drivers.plan_driver_daemonsets(observed, dataclasses.replace(settings, dtk_fallback={}))
+        fallback = drivers.plan_precompiled_fallback(
+            wanted={entry.key: entry.driver_image for entry in plain.desired},
+            failures=view.pull_failures,
+            current=drivers.fallbacks_in_effect(view.daemonsets),
+            now=view.now,
+            grace=drivers.fallback_grace(policy),
+        )
+        settings = dataclasses.replace(settings, dtk_fallback=dict(fallback.keys))
+        pending = fallback.pending
+    plan = drivers.plan_driver_daemonsets(observed, settings)
     manifests = rendering.render_driver_state(
         plan.desired,
         policy,
@@ -94,7 +113,7 @@ def desired_driver_manifests(
             proxy=cluster_proxy(view.cluster_proxy) if platform.is_openshift else None,
         ),
     )
-    return DriverManifests(plan=plan, manifests=tuple(manifests), settings=settings)
+    return DriverManifests(plan=plan, manifests=tuple(manifests), settings=settings, fallback_pending=pending)
 
 
 def cluster_proxy(proxy: Mapping[str, Any] | None) -> rendering.ClusterProxy | None:

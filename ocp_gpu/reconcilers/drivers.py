@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -45,6 +46,7 @@ async def reconcile_drivers(
     owner: Mapping[str, str],
     policy: policy_model.Policy,
     platform: platform_model.Platform,
+    now: datetime.datetime,
 ) -> DriverOutcome:
     if not policy.driver.enabled:
         # driver.enabled: false: the admin removes our drivers (e.g. drivers preinstalled on the host).
@@ -58,12 +60,18 @@ async def reconcile_drivers(
         dtk_imagestream=rt.dtk_imagestream,
         cluster_version=rt.cluster_version,
         cluster_proxy=rt.cluster_proxy,
+        pull_failures=_pull_failures(rt),
+        now=now,
     )
     desired = driver_manifests.desired_driver_manifests(policy, platform, view)
     if isinstance(desired, PolicyProblem):
         # The driver or manager image cannot be resolved: change nothing, say what to fix.
         return DriverOutcome(None, problem=desired)
     plan, manifests = desired.plan, desired.manifests
+    if desired.fallback_pending:
+        # A key falls back when its grace period ends, even if nothing else changes by then.
+        due = min(desired.fallback_pending.values())
+        rt.poke_after(max(0.5, (due - now).total_seconds() + 0.5))
     metrics.driver_toolkit_tags_missing.set(len(plan.findings_of(drivers.MissingDriverToolkitTag)))
     errors: dict[str, str] = {}
     for manifest in manifests:
@@ -112,6 +120,20 @@ async def _delete_stale(
         logger.info("deleted stale driver DaemonSet %s (%s)", stale.name, stale.reason)
     except Exception as error:
         errors[f"DaemonSet {stale.name}"] = str(error)
+
+
+def _pull_failures(rt: runtime.Runtime) -> tuple[drivers.PullFailure, ...]:
+    """Per precompiled key and image, since when its driver pods fail to pull (the earliest pod)."""
+    earliest: dict[tuple[str, str], datetime.datetime] = {}
+    for name, since in rt.pull_failing_since.items():
+        pull = rt.driver_pod_pulls.get(name)
+        if pull is None or pull.key is None or pull.strategy != drivers.Strategy.PRECOMPILED:
+            continue
+        ident = (pull.key, pull.image)
+        earliest[ident] = min(since, earliest.get(ident, since))
+    return tuple(
+        drivers.PullFailure(snapshot.DriverKey(key), image, since) for (key, image), since in earliest.items()
+    )
 
 
 def _nodes_still_selected(api_client: client.ApiClient, daemonset: snapshot.DriverDaemonSet) -> bool:

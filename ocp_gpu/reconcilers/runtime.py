@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 from collections.abc import Mapping
 from typing import Any
 
@@ -55,6 +56,9 @@ class Runtime:
     dtk_imagestream: Mapping[str, Any] | None = None
     cluster_version: Mapping[str, Any] | None = None
     cluster_proxy: Mapping[str, Any] | None = None
+    # Driver pods' image pulls, and since when each failing pod has been seen failing.
+    driver_pod_pulls: dict[str, snapshot.DriverPodPull] = dataclasses.field(default_factory=dict)
+    pull_failing_since: dict[str, datetime.datetime] = dataclasses.field(default_factory=dict)
     # Hashes of the non-DaemonSet objects applied by this process (DaemonSets carry theirs).
     applied: dict[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
     # Set once every watched kind has been listed completely.

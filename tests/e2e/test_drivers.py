@@ -327,3 +327,66 @@ def test_f_operator_killed_mid_upgrade_converges_without_duplicates_or_orphans(
     pods = client.CoreV1Api(kube).list_namespaced_pod(dtk_cluster, label_selector=DRIVER_PODS).items
     assert sorted(p.spec.node_name for p in pods) == sorted(nodes)
     assert all(p.metadata.owner_references[0].name == ds_v2 for p in pods)
+
+
+def test_precompiled_image_that_cannot_be_pulled_falls_back_to_a_driver_toolkit_build(
+    kube: client.ApiClient,
+    openshift: client.ApiClient,
+    namespace: str,
+    gpu_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    openshift_emulation.set_driver_toolkit_tags(openshift, TAGS)
+    nodes = gpu_nodes(2, rhcos=V1)
+    apply_policy(
+        spec={
+            "driver": {
+                "usePrecompiled": True,
+                "version": "570",
+                "precompiledFallback": {
+                    "enabled": True,
+                    "version": "570.124.06",
+                    "imagePullTimeoutSeconds": 3,
+                },
+            }
+        }
+    )
+    start_operator()
+
+    def precompiled() -> list[Any]:
+        return [
+            ds
+            for ds in driver_daemonsets(kube, namespace).values()
+            if ds.metadata.labels.get(labels.DRIVER_STRATEGY) == "precompiled"
+        ]
+
+    ds = wait_for(precompiled, 60, what="precompiled DaemonSet")[0]
+    assert ds.spec.template.spec.containers[0].image.startswith("nvcr.io/nvidia/driver:570-")
+    pods = wait_for(
+        lambda: [
+            p
+            for p in client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=DRIVER_PODS).items
+            if p.spec.node_name in nodes
+        ],
+        60,
+        what="precompiled driver pods",
+    )
+    for pod in pods:
+        fake_nodes.set_pod_fate(kube, namespace, pod.metadata.name, "image-pull-failing")
+
+    def fallback_ready() -> bool:
+        daemonsets = list(driver_daemonsets(kube, namespace).values())
+        return (
+            len(daemonsets) == 1
+            and daemonsets[0].metadata.labels.get(labels.DRIVER_STRATEGY) == "dtk"
+            and daemonsets[0].status.number_ready == 2
+        )
+
+    wait_for(fallback_ready, 90, what="a ready DTK fallback DaemonSet replacing the precompiled one")
+    fallback = next(iter(driver_daemonsets(kube, namespace).values()))
+    images = {c.name: c.image for c in fallback.spec.template.spec.containers}
+    assert images["nvidia-driver-ctr"].startswith("nvcr.io/nvidia/driver:570.124.06-")
+    assert images["openshift-driver-toolkit-ctr"] == TAGS[V1]
+    said = wait_for(lambda: condition(read_policy(kube), "PrecompiledDriverFallback"), 30, what="status")
+    assert "cannot be pulled" in said["message"]
