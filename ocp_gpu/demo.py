@@ -43,6 +43,7 @@ DTK_TAGS = {
 RHCOS_NEXT = "418.94.202502250000-0"
 NEXT_DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "c" * 64
 NAMESPACE = labels.OPENSHIFT_NAMESPACE
+NEXT_DRIVER = "550.127.05"
 
 
 class Narrator:
@@ -79,7 +80,13 @@ def main(state_dir: Path | None, live: bool, once: bool) -> int:
         )
         api = control_plane.api_client()
         _prepare_cluster(control_plane, api, narrator)
-        operator = OperatorProcess(control_plane.kubeconfig, NAMESPACE, work / "operator.log").start()
+        operator = OperatorProcess(
+            control_plane.kubeconfig,
+            NAMESPACE,
+            work / "operator.log",
+            # Re-check upgrades every 2 s rather than 10 s: the demo has no time to lose.
+            env={"OCP_GPU_UPGRADE_RECHECK_SECONDS": "2"},
+        ).start()
         narrator.say(f"operator started (pid {operator.pid}); log: {operator.log_path}")
         try:
             with _display(console, live, lambda: _render(api, operator, narrator)):
@@ -199,6 +206,46 @@ def _openshift_upgrade(api: client.ApiClient, narrator: Narrator) -> None:
     )
     narrator.say("upgrade done: each old version's DaemonSet was deleted once its last node had moved")
     time.sleep(3)
+    _driver_upgrade(api, narrator)
+
+
+def _driver_upgrade(api: client.ApiClient, narrator: Narrator) -> None:
+    """The seed's driver upgrade: patch the version, watch the upgrade controller roll it node by node."""
+    narrator.say(
+        "admin: kubectl patch clusterpolicy/cluster-policy --type='json' "
+        f'-p=\'[{{"op": "replace", "path": "/spec/driver/version", "value":"{NEXT_DRIVER}"}}]\''
+    )
+    client.CustomObjectsApi(api).patch_cluster_custom_object(
+        "nvidia.com",
+        "v1",
+        "clusterpolicies",
+        "cluster-policy",
+        {"spec": {"driver": {"version": NEXT_DRIVER}}},
+    )
+    narrator.say(
+        "upgrade controller: one node at a time (maxParallelUpgrades 1): cordon, delete GPU pods, "
+        "restart the driver pod, uncordon"
+    )
+    core = client.CoreV1Api(api)
+
+    def rolled() -> bool:
+        gpu = core.list_node(label_selector=f"{labels.GPU_PRESENT}=true,{labels.deploy_label('driver')}=true")
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"{labels.APP}={labels.DRIVER_APP}").items
+        current = [
+            p
+            for p in pods
+            if p.spec.containers[0].image.split(":")[-1].startswith(NEXT_DRIVER)
+            and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or ())
+        ]
+        done = all((n.metadata.labels or {}).get(labels.UPGRADE_STATE) == "upgrade-done" for n in gpu.items)
+        return done and len(current) == len(gpu.items)
+
+    _wait(rolled, 180)
+    narrator.say(
+        f"driver {NEXT_DRIVER} on every GPU node; every node upgrade-done "
+        "(kubectl get events | grep GPUDriverUpgrade shows each step)"
+    )
+    time.sleep(3)
 
 
 def _policy_state(custom: client.CustomObjectsApi) -> str:
@@ -255,9 +302,10 @@ def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator
     pods_by_node: dict[str, str] = {}
     for pod in core.list_namespaced_pod(NAMESPACE, label_selector=f"{labels.APP}={labels.DRIVER_APP}").items:
         ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
-        version = (pod.metadata.labels or {}).get(labels.DTK_RHCOS, "?")
+        # The driver version from the image tag (<version>-<os>).
+        version = pod.spec.containers[0].image.rsplit(":", 1)[-1].split("-")[0]
         mark = "ready" if ready else ("terminating" if pod.metadata.deletion_timestamp else "starting")
-        pods_by_node[pod.spec.node_name or ""] = f"{_short(version)} {mark}"
+        pods_by_node[pod.spec.node_name or ""] = f"{version} {mark}"
     nodes = Table(title="Nodes, as the operator sees them", title_justify="left")
     for column in (
         "node",
@@ -306,10 +354,6 @@ def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator
             ds.metadata.name, dtk, str(ds.status.desired_number_scheduled), str(ds.status.number_ready)
         )
     return Group(nodes, daemonsets, _policy_panel(api, operator), Panel(narrator.text(), title="scenario"))
-
-
-def _short(version: str) -> str:
-    return version.split(".")[0] if version.count(".") >= 2 else version
 
 
 def _policy_panel(api: client.ApiClient, operator: OperatorProcess) -> Panel:
