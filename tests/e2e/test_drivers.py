@@ -390,3 +390,29 @@ def test_precompiled_image_that_cannot_be_pulled_falls_back_to_a_driver_toolkit_
     assert images["openshift-driver-toolkit-ctr"] == TAGS[V1]
     said = wait_for(lambda: condition(read_policy(kube), "PrecompiledDriverFallback"), 30, what="status")
     assert "cannot be pulled" in said["message"]
+
+
+def test_stale_nfd_label_is_reported_with_the_node_and_both_versions(
+    kube: client.ApiClient,
+    dtk_cluster: str,
+    gpu_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    node = gpu_nodes(1, rhcos=V1)[0]
+    # NFD has not caught up: the kubelet already runs V2.
+    client.CoreV1Api(kube).patch_node_status(
+        node, {"status": {"nodeInfo": {"osImage": f"Red Hat Enterprise Linux CoreOS {V2} (Plow)"}}}
+    )
+    start_operator()
+    stale = wait_for(lambda: condition(read_policy(kube), "NodeFeatureLabelStale"), 30, what="condition")
+    assert node in stale["message"] and V1 in stale["message"] and V2 in stale["message"]
+    events = wait_for(
+        lambda: [
+            e
+            for e in client.CoreV1Api(kube).list_namespaced_event("default").items
+            if e.reason == "NodeFeatureLabelStale" and node in e.message
+        ],
+        30,
+        what="NodeFeatureLabelStale event",
+    )
+    assert events[0].type == "Warning"
