@@ -60,6 +60,8 @@ import math
 import os
 import platform
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -559,6 +561,36 @@ def operator_sources(source: str) -> Iterator[tuple[Path, str]]:
         yield Path(tmp), head
 
 
+@contextlib.contextmanager
+def profiled(pid: int, out: Path | None) -> Iterator[None]:
+    """py-spy samples ``pid`` while the block runs (nothing if ``out`` is None).
+
+    Writes collapsed stacks (``<out>.txt``, one "frame;frame;... count" line per stack:
+    grep-able, and flamegraph.pl or speedscope read it). NB: sampling costs CPU on a
+    two-core machine, so numbers from a profiled run are not the headline numbers.
+    """
+    if out is None:
+        yield
+        return
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = [spy, "record", "--pid", str(pid), "--rate", "50", "--nonblocking", "--format", "raw"]
+    proc = subprocess.Popen(
+        [*command, "--output", str(out.with_suffix(".txt"))],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
 def start_operator(op: OperatorProcess, sources: Path) -> None:
     """Start it with ``sources`` as its working directory.
 
@@ -644,7 +676,7 @@ def run_size(count: int, args: argparse.Namespace) -> Result:
         op = OperatorProcess(kubeconfig, NAMESPACE, cp.state_dir / "logs" / "operator.log")
         with DaemonSetWatch(api, NAMESPACE) as watch:
             try:
-                measure(result, cp, api, op, watch, names, versions, args, sources)
+                measure(Bench(result, cp, api, op, watch, names, versions, args), sources)
             finally:
                 op.stop()
                 if args.keep_operator_log:
@@ -654,156 +686,186 @@ def run_size(count: int, args: argparse.Namespace) -> Result:
     return result
 
 
-def measure(
-    result: Result,
-    cp: LocalControlPlane,
-    api: ApiClient,
-    op: OperatorProcess,
-    watch: DaemonSetWatch,
-    names: list[str],
-    versions: list[str],
-    args: argparse.Namespace,
-    sources: Path,
-) -> None:
-    count = len(names)
-    scale = 1 + count / 500  # timeouts grow with the cluster
-    # -- startup --
-    with phase(result, "operator start -> first full reconcile"):
-        mark = watch.mark()
-        start_operator(op, sources)
-        started = time.monotonic()
-        with RssSampler(op.pid) as sampler:
-            op.wait_http("/healthz", timeout=60)
-            wait_until("operator leadership", lambda: op.role() == "leader", 60)
-            result.startup_s["leader"] = round(time.monotonic() - started, 2)
-            ds = watch.wait_for("the V1 DaemonSet", lambda e: e.version == V1, mark, timeout=60 * scale)
-            result.startup_s["v1_daemonset_exists"] = round(ds.at - started, 2)
-            wait_until(
-                f"policy status listing {count} nodes",
-                lambda: policy_lists_all_nodes(api, count),
-                60 * scale,
-                0.25,
-            )
-            result.startup_s["first_full_reconcile"] = round(time.monotonic() - started, 2)
-            log(f"  first full reconcile after {result.startup_s['first_full_reconcile']:.1f}s")
-    with phase(result, "driver pods Ready (policy ready)"):
-        try:
-            wait_until(
-                "policy state ready",
-                lambda: read_policy_status(api).get("state") == "ready",
-                120 * scale,
-                1.0,
-            )
-            result.startup_s["policy_ready"] = round(time.monotonic() - started, 2)
-        except TimeoutError:
-            latest = watch.latest(V1)
-            result.startup_s["policy_ready"] = None
-            result.notes.append(f"policy not ready in time; V1 DaemonSet last seen as {latest}")
-            log(f"  policy not ready in time; V1 DaemonSet: {latest}")
-    # -- steady state --
-    with phase(result, "settle"):
-        if not wait_operator_idle(op, quiet_for=10.0, timeout=120 * scale):
-            result.notes.append("operator did not become idle before the quiet window")
-    with phase(result, f"quiet window {args.quiet:.0f}s"):
-        audit = AuditWindow(cp.audit_log)
-        pids = cp.pids
-        cpu_before = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}
-        op_cpu_before = proc_cpu_seconds(op.pid)
-        reconciles_before = op.metric(RECONCILES) or 0.0
-        audit.start()
-        window_began = time.monotonic()
-        time.sleep(args.quiet)
-        window = time.monotonic() - window_began
-        lines = audit.stop()
-        result.quiet_window_s = round(window, 1)
-        result.operator_cpu_s_in_window = round(proc_cpu_seconds(op.pid) - op_cpu_before, 2)
-        result.component_cpu_s_in_window = {
-            name: round(proc_cpu_seconds(pid) - cpu_before[name], 1) for name, pid in pids.items()
-        }
-        result.reconciles_in_window = (op.metric(RECONCILES) or 0.0) - reconciles_before
-        result.rss_idle_mib = round(proc_status_kib(op.pid, "VmRSS") / 1024, 1)
-        counts = count_writes(lines, OPERATOR_USER)
-        leases = sum(n for what, n in counts.operator.items() if what.split()[1].startswith(LEASES))
-        others = {what: n for what, n in counts.operator.items() if not what.split()[1].startswith(LEASES)}
-        result.writes = others
-        result.writes_per_min = round(sum(others.values()) * 60 / window, 2)
-        result.lease_writes_per_min = round(leases * 60 / window, 2)
-        result.cluster_writes_per_s = round(counts.by_user_total / window, 1)
-        result.component_rss_mib = {
-            name: round(proc_status_kib(pid, "VmRSS") / 1024, 1) for name, pid in pids.items()
-        }
-        log(
-            f"  operator writes/min {result.writes_per_min} (leases {result.lease_writes_per_min}), "
-            f"cpu {result.operator_cpu_s_in_window}s, RSS {result.rss_idle_mib} MiB"
+@dataclasses.dataclass
+class Bench:
+    """What the phases of one size share."""
+
+    result: Result
+    cp: LocalControlPlane
+    api: ApiClient
+    op: OperatorProcess
+    watch: DaemonSetWatch
+    names: list[str]
+    versions: list[str]
+    args: argparse.Namespace
+
+    @property
+    def scale(self) -> float:
+        """Timeouts grow with the cluster."""
+        return 1 + len(self.names) / 500
+
+    def profile(self, what: str) -> contextlib.AbstractContextManager[None]:
+        out = self.args.profile / f"operator-{len(self.names)}-{what}" if self.args.profile else None
+        return profiled(self.op.pid, out)
+
+
+def measure(bench: Bench, sources: Path) -> None:
+    result, op = bench.result, bench.op
+    mark = bench.watch.mark()
+    start_operator(op, sources)
+    started = time.monotonic()
+    with RssSampler(op.pid) as sampler:
+        with phase(result, "operator start -> first full reconcile"), bench.profile("startup"):
+            measure_startup(bench, started, mark)
+        with phase(result, "driver pods Ready (policy ready)"):
+            measure_rollout(bench, started)
+        with phase(result, "settle"):
+            if not wait_operator_idle(op, quiet_for=10.0, timeout=120 * bench.scale):
+                result.notes.append("operator did not become idle before the quiet window")
+        with phase(result, f"quiet window {bench.args.quiet:.0f}s"):
+            measure_steady_state(bench)
+        moved = bench.names[: len(bench.versions)]
+        with phase(result, f"{len(moved)} nodes to new versions"), bench.profile("new-versions"):
+            measure_new_versions(bench, moved)
+        with phase(result, f"{len(moved)} nodes back to V1"), bench.profile("back-to-v1"):
+            measure_deletions(bench, moved)
+        result.rss_peak_mib = round(max(proc_status_kib(op.pid, "VmHWM"), sampler.max_rss_kib) / 1024, 1)
+
+
+def measure_startup(bench: Bench, started: float, mark: int) -> None:
+    """Operator start -> leader -> V1 DaemonSet applied -> status lists all N nodes."""
+    result, op, count = bench.result, bench.op, len(bench.names)
+    op.wait_http("/healthz", timeout=60)
+    wait_until("operator leadership", lambda: op.role() == "leader", 60)
+    result.startup_s["leader"] = round(time.monotonic() - started, 2)
+    ds = bench.watch.wait_for("the V1 DaemonSet", lambda e: e.version == V1, mark, timeout=60 * bench.scale)
+    result.startup_s["v1_daemonset_exists"] = round(ds.at - started, 2)
+    wait_until(
+        f"policy status listing {count} nodes",
+        lambda: policy_lists_all_nodes(bench.api, count),
+        60 * bench.scale,
+        0.25,
+    )
+    result.startup_s["first_full_reconcile"] = round(time.monotonic() - started, 2)
+    log(f"  first full reconcile after {result.startup_s['first_full_reconcile']:.1f}s")
+
+
+def measure_rollout(bench: Bench, started: float) -> None:
+    """Until the policy is ready: every driver pod Ready (the DaemonSet controller's pace, mostly)."""
+    try:
+        wait_until(
+            "policy state ready",
+            lambda: read_policy_status(bench.api).get("state") == "ready",
+            120 * bench.scale,
+            1.0,
         )
-    # -- new version -> DaemonSet --
-    moved = names[: len(versions)]
-    with phase(result, f"{len(versions)} nodes to new versions"):
-        for name, version in zip(moved, versions, strict=True):
-            patch_os_image(api, name, version)
-            wait_operator_idle(op)
-            mark = watch.mark()
-            patch_ostree_label(api, name, version)
-            t0 = time.monotonic()
-            added = watch.wait_for(
-                f"DaemonSet of {version}",
-                event_of("ADDED", version),
-                mark,
-                timeout=30 * scale,
-            )
-            result.create_latency_s.append(round(added.at - t0, 4))
-            watch.wait_for(
-                f"DaemonSet of {version} filled",
-                filled(version),
-                mark,
-                timeout=60 * scale,
-            )
-            wait_operator_idle(op)
-        result.create_latency = summarize(result.create_latency_s)
-        log(f"  new version -> DaemonSet: {fmt_summary(result.create_latency)}")
-    # -- last node leaves -> deletion --
-    with phase(result, f"{len(versions)} nodes back to V1"):
-        wall_t0: dict[str, float] = {}
-        for name, version in zip(moved, versions, strict=True):
-            patch_os_image(api, name, V1)
-            wait_operator_idle(op)
-            mark = watch.mark()
-            patch_ostree_label(api, name, V1)
-            t0 = time.monotonic()
-            wall_t0[version] = time.time()
-            deleted = watch.wait_for(
-                f"deletion of the DaemonSet of {version}",
-                event_of("DELETED", version),
-                mark,
-                timeout=60 * scale,
-            )
-            result.delete_latency_s.append(round(deleted.at - t0, 4))
-            window_events = watch.since(mark)
-            emptied = next(
-                (
-                    e
-                    for e in window_events
-                    if e.version == version
-                    and e.type == "MODIFIED"
-                    and e.desired == 0
-                    and e.misscheduled == 0
-                ),
-                None,
-            )
-            if emptied is not None:
-                result.delete_controller_part_s.append(round(emptied.at - t0, 4))
-                result.delete_operator_part_s.append(round(deleted.at - emptied.at, 4))
-            wait_operator_idle(op)
-        logged = logged_deletions(op)
-        for version in versions:
-            name = f"nvidia-driver-daemonset-{version}"
-            if name in logged:
-                result.delete_logged_s.append(round(logged[name] - wall_t0[version], 3))
-        result.delete_latency = summarize(result.delete_latency_s)
-        result.delete_operator_part = summarize(result.delete_operator_part_s)
-        log(f"  last node leaves -> DaemonSet deleted: {fmt_summary(result.delete_latency)}")
-        log(f"    of which after desired=0 (ours): {fmt_summary(result.delete_operator_part)}")
-    result.rss_peak_mib = round(max(proc_status_kib(op.pid, "VmHWM"), sampler.max_rss_kib) / 1024, 1)
+        bench.result.startup_s["policy_ready"] = round(time.monotonic() - started, 2)
+    except TimeoutError:
+        latest = bench.watch.latest(V1)
+        bench.result.startup_s["policy_ready"] = None
+        bench.result.notes.append(f"policy not ready in time; V1 DaemonSet last seen as {latest}")
+        log(f"  policy not ready in time; V1 DaemonSet: {latest}")
+
+
+def measure_steady_state(bench: Bench) -> None:
+    """Writes, CPU and RSS over a quiet window in which only kwok's heartbeats happen."""
+    result, op = bench.result, bench.op
+    audit = AuditWindow(bench.cp.audit_log)
+    pids = bench.cp.pids
+    cpu_before = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}
+    op_cpu_before = proc_cpu_seconds(op.pid)
+    reconciles_before = op.metric(RECONCILES) or 0.0
+    audit.start()
+    window_began = time.monotonic()
+    time.sleep(bench.args.quiet)
+    window = time.monotonic() - window_began
+    lines = audit.stop()
+    result.quiet_window_s = round(window, 1)
+    result.operator_cpu_s_in_window = round(proc_cpu_seconds(op.pid) - op_cpu_before, 2)
+    result.component_cpu_s_in_window = {
+        name: round(proc_cpu_seconds(pid) - cpu_before[name], 1) for name, pid in pids.items()
+    }
+    result.reconciles_in_window = (op.metric(RECONCILES) or 0.0) - reconciles_before
+    result.rss_idle_mib = round(proc_status_kib(op.pid, "VmRSS") / 1024, 1)
+    counts = count_writes(lines, OPERATOR_USER)
+    leases = sum(n for what, n in counts.operator.items() if what.split()[1].startswith(LEASES))
+    others = {what: n for what, n in counts.operator.items() if not what.split()[1].startswith(LEASES)}
+    result.writes = others
+    result.writes_per_min = round(sum(others.values()) * 60 / window, 2)
+    result.lease_writes_per_min = round(leases * 60 / window, 2)
+    result.cluster_writes_per_s = round(counts.by_user_total / window, 1)
+    result.component_rss_mib = {
+        name: round(proc_status_kib(pid, "VmRSS") / 1024, 1) for name, pid in pids.items()
+    }
+    log(
+        f"  operator writes/min {result.writes_per_min} (leases {result.lease_writes_per_min}), "
+        f"cpu {result.operator_cpu_s_in_window}s, RSS {result.rss_idle_mib} MiB"
+    )
+
+
+def measure_new_versions(bench: Bench, moved: list[str]) -> None:
+    """Each node in turn to a fresh build: label patch response -> DaemonSet ADDED on our watch."""
+    result, op, watch = bench.result, bench.op, bench.watch
+    for name, version in zip(moved, bench.versions, strict=True):
+        # The kubelet reports the new OS first; NFD relabels later. Let that pass settle.
+        patch_os_image(bench.api, name, version)
+        wait_operator_idle(op)
+        mark = watch.mark()
+        patch_ostree_label(bench.api, name, version)
+        t0 = time.monotonic()
+        added = watch.wait_for(
+            f"DaemonSet of {version}", event_of("ADDED", version), mark, timeout=30 * bench.scale
+        )
+        result.create_latency_s.append(round(added.at - t0, 4))
+        watch.wait_for(f"DaemonSet of {version} filled", filled(version), mark, timeout=60 * bench.scale)
+        wait_operator_idle(op)
+    result.create_latency = summarize(result.create_latency_s)
+    log(f"  new version -> DaemonSet: {fmt_summary(result.create_latency)}")
+
+
+def measure_deletions(bench: Bench, moved: list[str]) -> None:
+    """Each node back to V1: label patch response -> its old version's DaemonSet DELETED.
+
+    Split at the first event with desiredNumberScheduled == numberMisscheduled == 0:
+    before it the DaemonSet controller works, after it the operator.
+    """
+    result, op, watch = bench.result, bench.op, bench.watch
+    wall_t0: dict[str, float] = {}
+    for name, version in zip(moved, bench.versions, strict=True):
+        patch_os_image(bench.api, name, V1)
+        wait_operator_idle(op)
+        mark = watch.mark()
+        patch_ostree_label(bench.api, name, V1)
+        t0 = time.monotonic()
+        wall_t0[version] = time.time()
+        deleted = watch.wait_for(
+            f"deletion of the DaemonSet of {version}",
+            event_of("DELETED", version),
+            mark,
+            timeout=60 * bench.scale,
+        )
+        result.delete_latency_s.append(round(deleted.at - t0, 4))
+        emptied = next(
+            (
+                e
+                for e in watch.since(mark)
+                if e.version == version and e.type == "MODIFIED" and e.desired == 0 and e.misscheduled == 0
+            ),
+            None,
+        )
+        if emptied is not None:
+            result.delete_controller_part_s.append(round(emptied.at - t0, 4))
+            result.delete_operator_part_s.append(round(deleted.at - emptied.at, 4))
+        wait_operator_idle(op)
+    logged = logged_deletions(op)
+    for version in bench.versions:
+        ds_name = f"nvidia-driver-daemonset-{version}"
+        if ds_name in logged:
+            result.delete_logged_s.append(round(logged[ds_name] - wall_t0[version], 3))
+    result.delete_latency = summarize(result.delete_latency_s)
+    result.delete_operator_part = summarize(result.delete_operator_part_s)
+    log(f"  last node leaves -> DaemonSet deleted: {fmt_summary(result.delete_latency)}")
+    log(f"    of which after desired=0 (ours): {fmt_summary(result.delete_operator_part)}")
 
 
 # --- output ------------------------------------------------------------------------------------
@@ -864,6 +926,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=("head", "tree"),
         default="head",
         help="run the operator from HEAD's committed code (default) or the working tree",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="py-spy the operator into this directory (startup, then the latency phases)",
     )
     parser.add_argument("--keep-operator-log", type=Path, default=None, help="copy operator logs here")
     args = parser.parse_args(argv)
