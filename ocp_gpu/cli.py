@@ -53,6 +53,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # --- end render ---
 
+    # --- status (ocp_gpu/commands/status.py) ---
+    from ocp_gpu.commands import status as status_command
+
+    status_command.add_arguments(
+        commands.add_parser(
+            "status",
+            help=status_command.HELP,
+            description=status_command.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    )
+    # --- end status ---
+
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -67,6 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "render":
         # --- render (ocp_gpu/commands/render.py) ---
         return render_command.main(args)
+    if args.command == "status":
+        # --- status (ocp_gpu/commands/status.py) ---
+        return status_command.main(args)
     parser.error(f"unknown command {args.command}")
     return 2
 
