@@ -143,16 +143,38 @@ def test_vanilla_kubernetes_is_not_mistaken_for_openshift(
 def test_semantic_error_reported_in_status_and_event_nothing_deleted(
     kube: client.ApiClient,
     control_plane: LocalControlPlane,
+    namespace: str,
     some_nodes: dict[str, str],
     start_operator: Callable[..., OperatorProcess],
     apply_policy: Callable[..., dict[str, Any]],
 ) -> None:
-    apply_policy(spec={"driver": {"upgradePolicy": {"drain": {"podSelector": "app in (a"}}}})
+    apply_policy()
     start_operator()
+    wait_for(lambda: policy_state(kube) == "ready", 30, what="policy ready")
+    running = {
+        ds.metadata.name: ds.metadata.uid
+        for ds in client.AppsV1Api(kube).list_namespaced_daemon_set(namespace).items
+    }
+    assert running, "no driver DaemonSet to protect"
+    mark = control_plane.audit_line_count()
+
+    # A schema-valid but semantically wrong change, and an image that cannot be resolved.
+    client.CustomObjectsApi(kube).patch_cluster_custom_object(
+        "nvidia.com",
+        "v1",
+        "clusterpolicies",
+        "cluster-policy",
+        {
+            "spec": {
+                "driver": {"version": "550.90.07", "upgradePolicy": {"drain": {"podSelector": "app in (a"}}}
+            }
+        },
+    )
     wait_for(lambda: policy_state(kube) == "notReady", 30, what="policy notReady")
     error = condition(read_policy(kube), "Error")
     assert error["status"] == "True"
     assert "spec.driver.upgradePolicy.drain.podSelector" in error["message"]
+    assert "fix:" in error["message"]
     events = wait_for(
         lambda: [
             e
@@ -164,14 +186,26 @@ def test_semantic_error_reported_in_status_and_event_nothing_deleted(
     )
     assert "podSelector" in events[0].message
     assert events[0].type == "Warning"
-    # Nothing was deleted: the nodes and their labels are still there.
-    assert client.CoreV1Api(kube).read_node(some_nodes["gpu_a"])
-    delete_writes = [
-        e
-        for e in control_plane.read_audit_events()
-        if e.get("user", {}).get("username") == OPERATOR_USER and e.get("verb") == "delete"
+    time.sleep(2)
+    # Nothing running was deleted or changed because of it.
+    after = {
+        ds.metadata.name: ds.metadata.uid
+        for ds in client.AppsV1Api(kube).list_namespaced_daemon_set(namespace).items
+    }
+    assert after == running
+    operator_writes = [
+        f"{e['verb']} {e.get('objectRef', {}).get('resource')}"
+        for e in control_plane.read_audit_events(since_line=mark)
+        if e.get("user", {}).get("username") == OPERATOR_USER
+        and (
+            e.get("verb") == "delete"
+            or (
+                e.get("verb") in ("update", "patch")
+                and e.get("objectRef", {}).get("resource") == "daemonsets"
+            )
+        )
     ]
-    assert delete_writes == []
+    assert operator_writes == []
 
 
 def test_one_of_two_replicas_acts_and_the_other_takes_over(
