@@ -23,7 +23,7 @@ Usage::
   runs its operands), else nvidia-gpu-operator; `--policy-name` to the policy the
   operator follows (the oldest).  `-o table` (default) is a rich table on a terminal
   and plain aligned text otherwise (pipe it to grep or awk); `-o wide` adds the
-  revisions, the driver check and the actions the next pass would take; `-o json`
+  revisions, the driver check (ready, starting, failing, outdated, missing, no-revision) and the actions the next pass would take; `-o json`
   is for scripts (one document; one per line with `--watch`).  `--watch` refreshes
   every 2 s until Ctrl-C.
 
@@ -514,7 +514,7 @@ COLUMNS: Final = (
     "STATE",
     "WAITING / NEXT",
 )
-WIDE_COLUMNS: Final = (*COLUMNS[:-1], "POD REV", "DS REV", "DRIVER", "ACTIONS", COLUMNS[-1])
+WIDE_COLUMNS: Final = (*COLUMNS[:-1], "POD REV", "DS REV", "CHECK", "ACTIONS", COLUMNS[-1])
 
 
 def row_cells(row: StatusRow, wide: bool = False) -> tuple[str, ...]:
@@ -562,19 +562,33 @@ _STATE_STYLES: Final = {
 }
 
 
+# Columns whose cells are a few characters: never wrapped.
+_SHORT_COLUMNS: Final = frozenset({"NODE", "CURRENT", "READY", "CHECK"})
+
+
 def rich_table(report: StatusReport, wide: bool = False) -> RenderableType:
     """The header and a rich table, for a terminal."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     columns = WIDE_COLUMNS if wide else COLUMNS
     for column in columns:
-        # The reason may wrap; everything else stays on one line.
-        table.add_column(column, no_wrap=column != COLUMNS[-1], overflow="fold")
+        if column in _SHORT_COLUMNS:
+            table.add_column(column, no_wrap=True)
+        else:
+            # NB: long names fold onto more lines so the reason keeps room on a narrow terminal
+            # (unfoldable columns would make rich squeeze the reason to a sliver or drop columns;
+            # a min_width on it makes rich crop lines instead).
+            table.add_column(column, overflow="fold")
     for row in report.rows:
         cells: list[RenderableType] = list(row_cells(row, wide))
-        cells[4] = Text(str(cells[4]), style="yellow" if row.current is False else "")
-        cells[5] = Text(str(cells[5]), style="yellow" if row.ready is False else "")
-        cells[6] = Text(str(cells[6]), style=_STATE_STYLES.get(row.state, ""))
-        cells[-1] = Text(str(cells[-1]), style="bold" if row.next else ("dim" if not row.waiting else ""))
+        styles = {
+            4: "yellow" if row.current is False else "",
+            5: "yellow" if row.ready is False else "",
+            6: _STATE_STYLES.get(row.state, ""),
+            len(cells) - 1: "bold" if row.next else ("dim" if not row.waiting else ""),
+        }
+        for index, style in styles.items():
+            # NB: a Text cell does not inherit the column's overflow; without "fold" it is cropped.
+            cells[index] = Text(str(cells[index]), style=style, overflow="fold")
         table.add_row(*cells)
     header = Text("\n".join(header_lines(report)))
     if not report.rows:

@@ -174,8 +174,10 @@ def test_status_follows_an_upgrade_with_one_parallel_slot_without_writing(
     apply_policy(spec={"driver": {"version": "550.90.07", "upgradePolicy": UPGRADE_POLICY}})
     start_operator()
     wait_for(
-        lambda: driver_pods_ready(kube, namespace, gpu_nodes, "550.90.07")
-        and set(states(kube, gpu_nodes).values()) == {"upgrade-done"},
+        lambda: (
+            driver_pods_ready(kube, namespace, gpu_nodes, "550.90.07")
+            and set(states(kube, gpu_nodes).values()) == {"upgrade-done"}
+        ),
         60,
         what="driver pods Ready and labelled upgrade-done",
     )
@@ -254,8 +256,10 @@ def test_status_follows_an_upgrade_with_one_parallel_slot_without_writing(
     for name in jobs.values():
         finish_job(kube, namespace, name)
     wait_for(
-        lambda: driver_pods_ready(kube, namespace, gpu_nodes, "510.85.02")
-        and set(states(kube, gpu_nodes).values()) == {"upgrade-done"},
+        lambda: (
+            driver_pods_ready(kube, namespace, gpu_nodes, "510.85.02")
+            and set(states(kube, gpu_nodes).values()) == {"upgrade-done"}
+        ),
         180,
         what="every node upgraded",
     )

@@ -1,0 +1,802 @@
+"""We test these aspects of `ocp-gpu status` without a cluster (live: tests/e2e/test_status_live.py):
+
+- the rows, a pure function of the planner's verdict (`status_rows` over `plan_upgrades`):
+  why a node waits on the parallel budget and on maxUnavailable (naming the nodes holding
+  slots), on a job (which pod, which selector, which timeout and time left), on GPU pod
+  deletion with its timeout and what the next pass deletes, on an expired timeout (next:
+  upgrade-failed), on an outdated driver pod (next: upgrade-required; restarting it); a
+  skipped node; a paused policy; the operator halted (driver disabled, invalid spec, an
+  ignored policy) shows no "next" and counts the labels as they are;
+- the driver DaemonSet: through its pod, else the one whose nodeSelector picks the node, else
+  none; current is yes/no/unknown (no revision) and "-" without a pod; a stale NFD label;
+- the six metrics in the header are `summarize(plan)`; `-o json` shape (keys, types, one row per
+  node, round trip); plain text is aligned under its header; the rich table renders;
+- the ClusterPolicy chosen: the oldest, or `--policy-name` (an ignored one is shown as such);
+- `main` against a fake API: only GET requests, the namespace from the policy's status or
+  `--namespace`; exit 1 naming the cause for a missing CRD, no ClusterPolicy, an unknown
+  name, an unreachable server; `--watch` prints a document per refresh, survives a failed
+  read, and exits 0 on Ctrl-C; the `ocp-gpu status` subcommand is wired.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import io
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+from rich.console import Console
+
+from ocp_gpu import cli
+from ocp_gpu.commands import status
+from ocp_gpu.kube import clients, requesting, upgrading
+from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot
+from ocp_gpu.planning import upgrade
+from tests.unit._upgrades import (
+    CURRENT,
+    CURRENT_HASH,
+    DS,
+    MISSING,
+    NO_REVISION,
+    NOW,
+    OURS,
+    OUTDATED,
+    STARTING,
+    S,
+    node,
+    pod,
+    snapshot,
+)
+
+RHCOS = "416.94.202407030122-0"
+OTHER_RHCOS = "417.94.202410090854-0"
+DS_SELECTORS: Mapping[str, Mapping[str, str]] = {
+    DS: {labels.deploy_label("driver"): "true", labels.OSTREE_VERSION: RHCOS},
+}
+
+
+# --- builders ------------------------------------------------------------------------------------
+
+
+def node_view(name: str, rhcos: str | None = RHCOS, os_image_rhcos: str | None = None) -> status.NodeView:
+    """A GPU node's labels as NFD and the operator write them (RHCOS, or Ubuntu with rhcos=None)."""
+    found = {labels.NFD_NVIDIA_PCI: "true", labels.deploy_label("driver"): "true"}
+    if rhcos:
+        found |= {labels.OSTREE_VERSION: rhcos, labels.OS_ID: "rhcos", labels.OS_VERSION_ID: "4.16"}
+        image = f"Red Hat Enterprise Linux CoreOS {os_image_rhcos or rhcos} (Plow)"
+    else:
+        found |= {labels.OS_ID: "ubuntu", labels.OS_VERSION_ID: "22.04"}
+        image = "Ubuntu 22.04.4 LTS"
+    return status.NodeView(name=NodeName(name), labels=found, os_image=image)
+
+
+def policy_view(
+    upgrade_policy: Mapping[str, Any] | None = None,
+    *,
+    driver: Mapping[str, Any] | None = None,
+    conditions: Sequence[status.ConditionView] = (),
+    active: bool = True,
+) -> status.PolicyView:
+    spec = {"driver": {**(driver or {}), "upgradePolicy": dict(upgrade_policy or {})}}
+    return status.PolicyView(
+        name="cluster-policy",
+        generation=2,
+        observed_generation=2,
+        state="ready",
+        namespace="nvidia-gpu-operator",
+        conditions=tuple(conditions)
+        or (
+            status.ConditionView("Ready", "True", "Reconciled", "3 GPU node(s)"),
+            status.ConditionView("Error", "False", "Reconciled", ""),
+        ),
+        spec=spec,
+        active=active,
+    )
+
+
+def report_of(
+    snap: UpgradeSnapshot,
+    upgrade_policy: Mapping[str, Any] | None = None,
+    *,
+    views: Mapping[str, status.NodeView] | None = None,
+    selectors: Mapping[str, Mapping[str, str]] = DS_SELECTORS,
+    now: datetime.datetime = NOW,
+    **policy_args: Any,
+) -> status.StatusReport:
+    nodes = views if views is not None else {n.name: node_view(n.name) for n in snap.nodes}
+    inputs = status.StatusInputs(
+        policy=policy_view(upgrade_policy, **policy_args),
+        namespace="nvidia-gpu-operator",
+        snapshot=snap,
+        nodes={NodeName(name): view for name, view in nodes.items()},
+        daemonset_selectors=selectors,
+    )
+    return status.status_report(inputs, now)
+
+
+def rows_by_node(report: status.StatusReport) -> dict[str, status.StatusRow]:
+    return {row.node: row for row in report.rows}
+
+
+def ago(seconds: int) -> datetime.datetime:
+    return NOW - datetime.timedelta(seconds=seconds)
+
+
+# --- why a node waits -------------------------------------------------------------------------------
+
+
+def test_nodes_wait_on_the_parallel_budget_while_one_is_in_flight() -> None:
+    snap = snapshot(
+        node("n1", S.POD_RESTART_REQUIRED, driver=STARTING, cordon=OURS),
+        node("n2", S.UPGRADE_REQUIRED),
+        node("n3", S.UPGRADE_REQUIRED),
+    )
+    report = report_of(snap, {"maxParallelUpgrades": 1, "maxUnavailable": "100%"})
+    rows = rows_by_node(report)
+    assert rows["n1"].waiting == "driver pod nvidia-driver-n1 is not Ready yet"
+    assert (rows["n1"].current, rows["n1"].ready, rows["n1"].next) == (True, False, None)
+    for name in ("n2", "n3"):
+        assert rows[name].waiting == "waiting for an upgrade slot: 1 of maxParallelUpgrades 1 taken (n1)"
+        assert (rows[name].current, rows[name].ready, rows[name].next) == (False, True, None)
+        assert rows[name].pod_revision != rows[name].daemonset_revision == CURRENT_HASH
+    assert report.counts == upgrade.UpgradeCounts(
+        auto_upgrade_enabled=1, in_progress=1, done=0, failed=0, available=0, pending=2
+    )
+
+
+def test_a_node_waits_on_max_unavailable_naming_the_numbers() -> None:
+    snap = snapshot(
+        node("n1", S.POD_RESTART_REQUIRED, driver=STARTING, cordon=OURS),
+        node("n2", S.UPGRADE_REQUIRED),
+        node("n3", S.UPGRADE_DONE, driver=CURRENT),
+        node("n4", S.UPGRADE_DONE, driver=CURRENT),
+    )
+    report = report_of(snap, {"maxParallelUpgrades": 0, "maxUnavailable": "25%"})
+    assert rows_by_node(report)["n2"].waiting == (
+        "waiting for an upgrade slot: 1 of 4 GPU nodes unavailable, maxUnavailable 25% allows 1"
+    )
+    assert "maxParallelUpgrades 0 (unlimited), maxUnavailable 25% (= 1 of 4 GPU nodes)" in "\n".join(
+        status.header_lines(report)
+    )
+
+
+def test_a_node_granted_a_slot_shows_next_cordon_required() -> None:
+    snap = snapshot(node("n1", S.UPGRADE_REQUIRED), node("n2", S.UPGRADE_REQUIRED))
+    rows = rows_by_node(report_of(snap, {"maxParallelUpgrades": 1, "maxUnavailable": "100%"}))
+    assert (rows["n1"].next, rows["n1"].waiting) == ("cordon-required", "")
+    assert rows["n2"].waiting == "waiting for an upgrade slot: 1 of maxParallelUpgrades 1 taken (n1)"
+    assert status.row_cells(rows["n1"])[-1] == "next: cordon-required"
+
+
+def test_a_node_waits_for_its_job_naming_pod_selector_timeout_and_time_left() -> None:
+    job = pod("train-0", "n1", gpu=False, controller="Job", pod_labels={"job": "batch"})
+    snap = snapshot(node("n1", S.WAIT_FOR_JOBS_REQUIRED, started=ago(100), cordon=OURS), pods=[job])
+    report = report_of(snap, {"waitForCompletion": {"podSelector": "job=batch", "timeoutSeconds": 600}})
+    (row,) = report.rows
+    assert row.waiting == (
+        "waiting for 1 pod(s) matching 'job=batch' to complete: work/train-0 (timeout 10m00s, 8m20s left)"
+    )
+    assert row.next is None and row.unschedulable
+    assert status.row_cells(row)[6] == "wait-for-jobs-required [cordoned]"
+
+
+def test_a_job_wait_without_timeout_says_so() -> None:
+    job = pod("train-0", "n1", gpu=False, pod_labels={"job": "batch"})
+    snap = snapshot(node("n1", S.WAIT_FOR_JOBS_REQUIRED, cordon=OURS), pods=[job])
+    (row,) = report_of(snap, {"waitForCompletion": {"podSelector": "job=batch"}}).rows
+    assert row.waiting.endswith("(no timeout: waitForCompletion.timeoutSeconds is 0)")
+
+
+def test_gpu_pod_deletion_names_the_pods_the_timeout_and_the_next_passes_action() -> None:
+    gpu_pod = pod("train-0", "n1")
+    snap = snapshot(node("n1", S.POD_DELETION_REQUIRED, started=ago(60), cordon=OURS), pods=[gpu_pod])
+    (row,) = report_of(snap, {"gpuPodDeletion": {"timeoutSeconds": 300}}).rows
+    assert row.waiting == "deleting 1 GPU pod(s): work/train-0 (timeout 5m00s, 4m00s left)"
+    assert row.actions == ("delete GPU pods work/train-0",)
+    assert status.row_cells(row, wide=True)[-2] == "delete GPU pods work/train-0"
+
+
+def test_an_expired_timeout_shows_the_transition_to_upgrade_failed() -> None:
+    blocked = pod("train-0", "n1", controller=None)  # no controller, force false: may not be deleted
+    snap = snapshot(node("n1", S.POD_DELETION_REQUIRED, started=ago(400), cordon=OURS), pods=[blocked])
+    (row,) = report_of(snap, {"gpuPodDeletion": {"timeoutSeconds": 300}}).rows
+    assert (row.next, row.waiting) == ("upgrade-failed", "")
+    report = report_of(snap, {"gpuPodDeletion": {"timeoutSeconds": 300}})
+    # The metrics count the labels as the pass leaves them.
+    assert report.counts.failed == 1 and report.counts.in_progress == 0
+
+
+def test_an_outdated_driver_pod_is_flagged_and_restarted() -> None:
+    snap = snapshot(
+        node("n1", S.UPGRADE_DONE, driver=OUTDATED),
+        node("n2", S.POD_RESTART_REQUIRED, driver=OUTDATED, cordon=OURS),
+    )
+    rows = rows_by_node(report_of(snap, {"maxParallelUpgrades": 0, "maxUnavailable": "100%"}))
+    assert (rows["n1"].current, rows["n1"].next, rows["n1"].driver_check) == (
+        False,
+        "upgrade-required",
+        "outdated",
+    )
+    assert rows["n1"].driver_detail == (
+        f"driver pod nvidia-driver-n1 is outdated (revision 1a2b3c, {DS} is at {CURRENT_HASH})"
+    )
+    assert rows["n2"].waiting.endswith(f"{DS} is at {CURRENT_HASH}): restarting it")
+    assert rows["n2"].actions == ("delete driver pod nvidia-gpu-operator/nvidia-driver-n2",)
+    assert status.row_cells(rows["n2"])[4] == "no"
+
+
+def test_a_skipped_node_says_so_and_stays() -> None:
+    snap = snapshot(node("n1", S.UPGRADE_DONE, driver=OUTDATED, skip=True))
+    (row,) = report_of(snap).rows
+    assert row.skipped and row.next is None
+    assert row.waiting.endswith(f"; skipped: {labels.UPGRADE_SKIP}=true")
+    assert status.row_cells(row)[6] == "upgrade-done [skip]"
+
+
+def test_paused_freezes_every_node_and_the_metrics_say_so() -> None:
+    snap = snapshot(
+        node("n1", S.WAIT_FOR_JOBS_REQUIRED, cordon=OURS), node("n2", S.UPGRADE_REQUIRED), read_pods=False
+    )
+    report = report_of(snap, {"autoUpgrade": False})
+    for row in report.rows:
+        assert (row.next, row.waiting) == (None, "paused: driver.upgradePolicy.autoUpgrade is false")
+    assert report.counts.auto_upgrade_enabled == 0 and report.counts.available == 0
+    assert "upgrades: autoUpgrade false" in "\n".join(status.header_lines(report))
+
+
+halting = pytest.mark.parametrize(
+    ("policy_args", "reason"),
+    [
+        ({"driver": {"enabled": False}}, "driver.enabled is false"),
+        (
+            {
+                "conditions": (
+                    status.ConditionView("Ready", "False", "InvalidSpec", "spec.driver.version: bad"),
+                    status.ConditionView("Error", "True", "InvalidSpec", "spec.driver.version: bad"),
+                )
+            },
+            "the ClusterPolicy's spec is invalid, the operator applies nothing: spec.driver.version: bad",
+        ),
+        ({"active": False}, "ClusterPolicy cluster-policy is ignored by the operator"),
+    ],
+    ids=["driver-disabled", "invalid-spec", "ignored-policy"],
+)
+
+
+@halting
+def test_a_halted_operator_shows_no_next_and_counts_the_labels_as_they_are(
+    policy_args: dict[str, Any], reason: str
+) -> None:
+    snap = snapshot(
+        node("n1", S.UPGRADE_REQUIRED),
+        node("n2", S.UPGRADE_DONE, driver=OUTDATED),
+        node("n3", S.UPGRADE_DONE, driver=CURRENT),
+    )
+    report = report_of(snap, {"maxParallelUpgrades": 1, "maxUnavailable": "100%"}, **policy_args)
+    assert reason in report.halted
+    rows = rows_by_node(report)
+    for name in ("n1", "n2"):
+        assert rows[name].next is None and rows[name].actions == ()
+        assert rows[name].waiting.startswith("no upgrade pass: ") and reason in rows[name].waiting
+    # Nothing to do on n3: nothing to explain either.
+    assert rows["n3"].waiting == ""
+    assert (report.counts.in_progress, report.counts.pending, report.counts.done) == (0, 1, 2)
+    assert f"  no upgrade pass: {report.halted}" in status.header_lines(report)
+
+
+# --- the driver DaemonSet and pod ---------------------------------------------------------------------
+
+
+def test_the_daemonset_comes_from_the_pod_else_from_the_selector_else_none() -> None:
+    snap = snapshot(
+        node("n1", S.UPGRADE_DONE, driver=CURRENT),
+        node("n2", S.UNKNOWN, driver=MISSING),
+        node("n3", S.UNKNOWN, driver=MISSING),
+    )
+    # NB: n1's labels now name another RHCOS build: its running pod still tells its DaemonSet.
+    views = {"n1": node_view("n1", OTHER_RHCOS), "n2": node_view("n2"), "n3": node_view("n3", None)}
+    rows = rows_by_node(report_of(snap, views=views))
+    assert (rows["n1"].daemonset, rows["n1"].daemonset_via) == (DS, "pod")
+    assert (rows["n2"].daemonset, rows["n2"].daemonset_via) == (DS, "selector")
+    assert (rows["n3"].daemonset, rows["n3"].daemonset_via) == (None, "")
+    assert rows["n2"].waiting == "no driver pod on the node"
+    assert (rows["n2"].current, rows["n2"].ready, rows["n2"].driver_pod) == (None, None, None)
+    cells = status.row_cells(rows["n2"])
+    assert cells[2:6] == (f"{DS} (no pod)", "-", "-", "-")
+    assert status.row_cells(rows["n3"])[1:3] == ("ubuntu22.04", "-")
+
+
+def test_a_pod_whose_daemonset_has_no_known_revision_is_neither_current_nor_outdated() -> None:
+    snap = snapshot(node("n1", S.UPGRADE_DONE, driver=NO_REVISION))
+    (row,) = report_of(snap).rows
+    assert row.current is None and row.driver_check == "no-revision"
+    assert status.row_cells(row)[4] == "?"
+
+
+def test_a_node_missing_from_the_node_list_still_gets_its_row() -> None:
+    # The node appeared between the snapshot's list and the status command's own.
+    snap = snapshot(node("n1", S.UNKNOWN, driver=MISSING))
+    (row,) = report_of(snap, views={}).rows
+    assert (row.rhcos, row.os, row.daemonset) == (None, None, None)
+    assert status.row_cells(row)[1] == "?"
+
+
+def test_a_stale_nfd_label_shows_the_running_rhcos() -> None:
+    snap = snapshot(node("n1", S.UPGRADE_DONE, driver=CURRENT))
+    (row,) = report_of(snap, views={"n1": node_view("n1", RHCOS, os_image_rhcos=OTHER_RHCOS)}).rows
+    assert (row.rhcos, row.os_image_rhcos) == (RHCOS, OTHER_RHCOS)
+    assert status.row_cells(row)[1] == f"{RHCOS} (osImage {OTHER_RHCOS})"
+
+
+def test_node_selector_matching() -> None:
+    assert status.is_selected({}, {})
+    assert status.is_selected({"a": "1"}, {"a": "1", "b": "2"})
+    assert not status.is_selected({"a": "1"}, {"a": "2"})
+    assert not status.is_selected({"a": "1"}, {})
+
+
+def test_rows_are_sorted_by_node_and_one_per_node() -> None:
+    snap = snapshot(*(node(name, S.UPGRADE_DONE, driver=CURRENT) for name in ("n3", "n1", "n2")))
+    assert [row.node for row in report_of(snap).rows] == ["n1", "n2", "n3"]
+
+
+# --- output --------------------------------------------------------------------------------------------
+
+
+ROW_KEYS = {
+    "node",
+    "rhcos",
+    "os",
+    "os_image_rhcos",
+    "daemonset",
+    "daemonset_via",
+    "driver_pod",
+    "pod_revision",
+    "daemonset_revision",
+    "current",
+    "ready",
+    "driver_check",
+    "driver_detail",
+    "state",
+    "next",
+    "actions",
+    "waiting",
+    "skipped",
+    "unschedulable",
+}
+
+
+def mid_upgrade_report() -> status.StatusReport:
+    job = pod("train-0", "n1", gpu=False, pod_labels={"job": "batch"})
+    snap = snapshot(
+        node("n1", S.WAIT_FOR_JOBS_REQUIRED, started=ago(30), cordon=OURS),
+        node("n2", S.UPGRADE_REQUIRED),
+        node("n3", S.UPGRADE_REQUIRED),
+        pods=[job],
+    )
+    return report_of(
+        snap,
+        {
+            "maxParallelUpgrades": 1,
+            "maxUnavailable": "100%",
+            "waitForCompletion": {"podSelector": "job=batch", "timeoutSeconds": 600},
+        },
+    )
+
+
+def test_json_output_shape() -> None:
+    document = status.report_json(mid_upgrade_report())
+    assert json.loads(json.dumps(document)) == document
+    assert set(document) == {
+        "time",
+        "policy",
+        "namespace",
+        "upgradePolicy",
+        "halted",
+        "metrics",
+        "budget",
+        "nodes",
+    }
+    assert document["time"] == "2025-03-01T12:00:00Z"
+    assert document["policy"] == {
+        "name": "cluster-policy",
+        "active": True,
+        "state": "ready",
+        "generation": 2,
+        "observedGeneration": 2,
+        "conditions": [
+            {"type": "Ready", "status": "True", "reason": "Reconciled", "message": "3 GPU node(s)"},
+            {"type": "Error", "status": "False", "reason": "Reconciled", "message": ""},
+        ],
+        "ignored": [],
+    }
+    assert document["upgradePolicy"] == {
+        "autoUpgrade": True,
+        "maxParallelUpgrades": 1,
+        "maxUnavailable": "100%",
+    }
+    assert document["metrics"] == {
+        "auto_upgrade_enabled": 1,
+        "in_progress": 1,
+        "done": 0,
+        "failed": 0,
+        "available": 0,
+        "pending": 2,
+    }
+    assert document["budget"] == {
+        "nodes": 3,
+        "max_unavailable_nodes": 3,
+        "holding": ["n1"],
+        "unavailable": ["n1"],
+        "starts": [],
+        "blocked_by": "waiting for an upgrade slot: 1 of maxParallelUpgrades 1 taken (n1)",
+    }
+    assert [row["node"] for row in document["nodes"]] == ["n1", "n2", "n3"]
+    for row in document["nodes"]:
+        assert set(row) == ROW_KEYS
+        assert isinstance(row["actions"], list)
+    n1 = document["nodes"][0]
+    assert n1["state"] == "wait-for-jobs-required" and n1["next"] is None
+    assert n1["waiting"].endswith("work/train-0 (timeout 10m00s, 9m30s left)")
+    assert document["nodes"][1]["current"] is False and document["nodes"][1]["ready"] is True
+
+
+def test_plain_text_is_aligned_under_its_header() -> None:
+    report = mid_upgrade_report()
+    for wide in (False, True):
+        lines = status.plain_text(report, wide=wide).splitlines()
+        columns = status.WIDE_COLUMNS if wide else status.COLUMNS
+        header = lines[len(status.header_lines(report))]
+        starts: list[int] = []
+        for column in columns:
+            starts.append(header.index(column, starts[-1] + 1 if starts else 0))
+        for line, row in zip(lines[-3:], report.rows, strict=True):
+            for start, cell in zip(starts, status.row_cells(row, wide), strict=True):
+                assert line[start:].startswith(cell), (line, cell)
+    assert status.plain_text(report).splitlines()[0] == (
+        "ClusterPolicy cluster-policy: state ready, generation 2 (observed 2), namespace nvidia-gpu-operator"
+    )
+    assert (
+        "  auto_upgrade_enabled=1 in_progress=1 done=0 failed=0 available=0 pending=2"
+        in status.plain_text(report)
+    )
+
+
+def test_no_gpu_node_is_said_plainly() -> None:
+    report = report_of(snapshot())
+    assert f"(no GPU node: none is labelled {upgrading.GPU_NODE_SELECTOR})" in status.plain_text(report)
+
+
+def test_a_status_never_written_or_not_yet_observed_is_said() -> None:
+    report = mid_upgrade_report()
+    fresh = dataclasses.replace(report.policy, state="", observed_generation=0, conditions=())
+    assert status.header_lines(dataclasses.replace(report, policy=fresh))[0].startswith(
+        "ClusterPolicy cluster-policy: state (no status yet: is the operator running?), generation 2 "
+        "(observed never)"
+    )
+    behind = dataclasses.replace(report.policy, generation=3)
+    assert "  the operator has not yet reported on generation 3" in status.header_lines(
+        dataclasses.replace(report, policy=behind)
+    )
+
+
+def test_the_rich_table_renders_the_same_cells_and_folds_rather_than_crops() -> None:
+    report = mid_upgrade_report()
+    out = io.StringIO()
+    Console(file=out, width=400, force_terminal=False).print(status.rich_table(report, wide=True))
+    text = out.getvalue()
+    for column in status.WIDE_COLUMNS:
+        assert column in text
+    assert "waiting for an upgrade slot: 1 of maxParallelUpgrades 1 taken (n1)" in text
+    assert "auto_upgrade_enabled=1" in text
+    # On a narrow terminal every character of every cell is still there, folded onto more lines.
+    for width in (100, 160):
+        narrow = io.StringIO()
+        Console(file=narrow, width=width, force_terminal=False).print(status.rich_table(report))
+        lines = narrow.getvalue().splitlines()
+        assert max(len(line) for line in lines) <= width
+        assert _table_cells(lines, status.COLUMNS) == [
+            tuple(cell.replace(" ", "") for cell in status.row_cells(row)) for row in report.rows
+        ]
+
+
+def _table_cells(lines: list[str], columns: Sequence[str]) -> list[tuple[str, ...]]:
+    """Each row's cells as rendered (folded lines joined, spaces dropped), read back by column offset."""
+    top = next(i for i, line in enumerate(lines) if line.startswith(columns[0]))
+    starts: list[int] = []
+    for column in columns:
+        starts.append(lines[top].index(column, starts[-1] + 1 if starts else 0))
+    bounds = list(zip(starts, [*starts[1:], None], strict=True))
+    groups: list[list[str]] = []
+    for line in lines[top + 1 :]:
+        if line[: starts[1]].strip():
+            # A node name in the first column starts a row; the lines below it continue it.
+            groups.append([])
+        groups[-1].append(line)
+    return [
+        tuple("".join(line[start:end] for line in group).replace(" ", "") for start, end in bounds)
+        for group in groups
+    ]
+
+
+# --- which ClusterPolicy -----------------------------------------------------------------------------
+
+
+def policy_object(name: str, created: str, **status_fields: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": name, "creationTimestamp": created, "generation": 1},
+        "spec": {},
+        "status": status_fields,
+    }
+
+
+def test_the_oldest_policy_is_shown_unless_one_is_named() -> None:
+    items = [
+        policy_object("newer", "2025-02-01T00:00:00Z"),
+        policy_object("cluster-policy", "2025-01-01T00:00:00Z"),
+    ]
+    chosen = status.choose_policy(items, None, "https://api")
+    assert (chosen.name, chosen.active, chosen.ignored) == ("cluster-policy", True, ("newer",))
+    named = status.choose_policy(items, "newer", "https://api")
+    assert (named.name, named.active) == ("newer", False)
+    assert "is ignored by the operator" in status.upgrade_policy_of(named)[1]
+
+
+def test_no_policy_or_an_unknown_name_is_an_error_naming_what_exists() -> None:
+    with pytest.raises(status.StatusError, match="https://api has no ClusterPolicy: create one"):
+        status.choose_policy([], None, "https://api")
+    with pytest.raises(status.StatusError, match=r"no ClusterPolicy named 'nope' \(found: cluster-policy\)"):
+        status.choose_policy([policy_object("cluster-policy", "2025-01-01T00:00:00Z")], "nope", "https://api")
+
+
+# --- main, against a fake API ---------------------------------------------------------------------------
+
+NS = "gpu-ns"
+
+
+def node_object(name: str) -> dict[str, Any]:
+    view = node_view(name)
+    return {
+        "metadata": {"name": name, "labels": dict(view.labels), "annotations": {}},
+        "spec": {},
+        "status": {
+            "nodeInfo": {"osImage": view.os_image},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def driver_pod_object(node_name: str, revision: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"{DS}-{node_name}",
+            "namespace": NS,
+            "uid": f"uid-{node_name}",
+            "labels": {labels.APP: labels.DRIVER_APP, upgrades.POD_REVISION_LABEL: revision},
+            "ownerReferences": [{"kind": "DaemonSet", "name": DS, "controller": True}],
+        },
+        "spec": {"nodeName": node_name},
+        "status": {"phase": "Running", "containerStatuses": [{"ready": True}]},
+    }
+
+
+class FakeApi:
+    """Answers GETs like an API server holding one policy, two GPU nodes and their driver pods."""
+
+    def __init__(self, policies: list[dict[str, Any]] | None = None, crd: bool = True) -> None:
+        self.configuration = argparse.Namespace(host="https://fake:6443")
+        self.crd = crd
+        self.policies = (
+            policies
+            if policies is not None
+            else [
+                {
+                    **policy_object("cluster-policy", "2025-01-01T00:00:00Z", state="ready", namespace=NS),
+                    "spec": {
+                        "driver": {"upgradePolicy": {"maxParallelUpgrades": 1, "maxUnavailable": "100%"}}
+                    },
+                }
+            ]
+        )
+        self.requests: list[tuple[str, str]] = []
+        self.fail_after: int | None = None
+
+    def request(
+        self, api: Any, method: str, path: str, *, query: Sequence[tuple[str, str]] = (), **_: Any
+    ) -> Any:
+        assert api is self
+        self.requests.append((method, path))
+        if self.fail_after is not None and len(self.requests) > self.fail_after:
+            raise ConnectionRefusedError("connection refused")
+        selector = dict(query).get("labelSelector", "")
+        if path == "/apis/nvidia.com/v1/clusterpolicies":
+            if not self.crd:
+                raise ApiException(status=404, reason="Not Found")
+            return {"items": self.policies}
+        if path == "/api/v1/nodes":
+            assert selector == upgrading.GPU_NODE_SELECTOR
+            return {"items": [node_object("n1"), node_object("n2")]}
+        if path == f"/api/v1/namespaces/{NS}/pods" and selector == upgrading.DRIVER_SELECTOR:
+            return {"items": [driver_pod_object("n1", CURRENT_HASH), driver_pod_object("n2", "old")]}
+        if path == f"/apis/apps/v1/namespaces/{NS}/controllerrevisions":
+            revision = {
+                "metadata": {
+                    "name": f"{DS}-{CURRENT_HASH}",
+                    "labels": {upgrades.POD_REVISION_LABEL: CURRENT_HASH},
+                    "ownerReferences": [{"kind": "DaemonSet", "name": DS, "controller": True}],
+                },
+                "revision": 2,
+            }
+            return {"items": [revision]}
+        if path == f"/apis/apps/v1/namespaces/{NS}/daemonsets" and selector == upgrading.DRIVER_SELECTOR:
+            daemonset = {
+                "metadata": {"name": DS, "generation": 2},
+                "spec": {"template": {"spec": {"nodeSelector": dict(DS_SELECTORS[DS])}}},
+                "status": {"observedGeneration": 2, "desiredNumberScheduled": 2, "currentNumberScheduled": 2},
+            }
+            return {"items": [daemonset]}
+        # Validator pods and DaemonSets, anything in another namespace: none.
+        return {"items": []}
+
+
+@pytest.fixture
+def fake_api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
+    api = FakeApi()
+    monkeypatch.setattr(requesting, "request", api.request)
+    monkeypatch.setattr(clients, "load_api_client", lambda kubeconfig=None: api)
+    return api
+
+
+def args_of(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    status.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def run(*argv: str, **main_args: Any) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = status.main(args_of(*argv), stdout=out, stderr=err, now=lambda: NOW, **main_args)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_main_reads_with_get_only_in_the_policys_namespace(fake_api: FakeApi) -> None:
+    code, out, err = run("-o", "json")
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["namespace"] == NS
+    rows = {row["node"]: row for row in document["nodes"]}
+    assert (rows["n1"]["current"], rows["n1"]["state"], rows["n1"]["next"]) == (True, "", "upgrade-done")
+    assert (rows["n2"]["current"], rows["n2"]["next"]) == (False, "upgrade-required")
+    assert {method for method, _ in fake_api.requests} == {"GET"}
+    assert all(NS in path for _, path in fake_api.requests if "/namespaces/" in path)
+
+
+def test_main_namespace_flag_wins(fake_api: FakeApi) -> None:
+    code, out, _ = run("-o", "json", "--namespace", "elsewhere")
+    assert code == 0 and json.loads(out)["namespace"] == "elsewhere"
+    assert any("/namespaces/elsewhere/" in path for _, path in fake_api.requests)
+
+
+def test_main_default_namespace_without_a_status(fake_api: FakeApi) -> None:
+    fake_api.policies = [policy_object("cluster-policy", "2025-01-01T00:00:00Z")]
+    code, out, _ = run("-o", "json")
+    assert code == 0 and json.loads(out)["namespace"] == labels.OPENSHIFT_NAMESPACE
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (
+            lambda api: setattr(api, "crd", False),
+            "serves no ClusterPolicy API: the clusterpolicies.nvidia.com CRD is not installed",
+        ),
+        (lambda api: setattr(api, "policies", []), "https://fake:6443 has no ClusterPolicy: create one"),
+        (lambda api: setattr(api, "fail_after", 0), "cannot reach https://fake:6443: connection refused"),
+        (
+            lambda api: setattr(api, "fail_after", 1),
+            "cannot read the GPU nodes and the driver pods in gpu-ns",
+        ),
+    ],
+    ids=["no-crd", "no-policy", "unreachable", "fails-midway"],
+)
+def test_main_errors_exit_1_naming_the_cause(
+    fake_api: FakeApi, setup: Callable[[FakeApi], None], message: str
+) -> None:
+    setup(fake_api)
+    code, out, err = run()
+    assert (code, out) == (1, "")
+    assert err.startswith("ocp-gpu status: error: ") and message in err
+
+
+def test_main_unknown_policy_name_exits_1(fake_api: FakeApi) -> None:
+    code, _, err = run("--policy-name", "nope")
+    assert code == 1 and "no ClusterPolicy named 'nope' (found: cluster-policy)" in err
+
+
+def test_main_bad_kubeconfig_exits_1(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def broken(kubeconfig: Path | None = None) -> Any:
+        raise FileNotFoundError(str(kubeconfig))
+
+    monkeypatch.setattr(clients, "load_api_client", broken)
+    code, _, err = run("--kubeconfig", str(tmp_path / "missing"))
+    assert code == 1 and f"cannot load the kubeconfig {tmp_path / 'missing'}" in err
+
+
+def test_main_plain_table_off_a_terminal(fake_api: FakeApi) -> None:
+    code, out, _ = run()
+    assert code == 0
+    assert "NODE " in out and "next: upgrade-required" in out
+    assert "\x1b[" not in out  # no colour codes in a pipe
+
+
+def test_main_rich_table_on_a_terminal(fake_api: FakeApi, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "300")
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    assert status.main(args_of("-o", "wide"), stdout=out, stderr=io.StringIO(), now=lambda: NOW) == 0
+    assert "next: upgrade-required" in out.getvalue() and "POD REV" in out.getvalue()
+
+
+def test_watch_prints_a_document_per_refresh_survives_a_failed_read_and_stops_on_ctrl_c(
+    fake_api: FakeApi,
+) -> None:
+    sleeps: list[float] = []
+    per_read = 0
+
+    def sleep(seconds: float) -> None:
+        nonlocal per_read
+        sleeps.append(seconds)
+        if len(sleeps) == 1:
+            per_read = len(fake_api.requests)
+            # The second read fails at its first request; the third succeeds again.
+            fake_api.fail_after = per_read
+        elif len(sleeps) == 2:
+            fake_api.fail_after = None
+        elif len(sleeps) == 3:
+            raise KeyboardInterrupt
+
+    code, out, err = run("-o", "json", "--watch", sleep=sleep)
+    assert code == 0
+    documents = [json.loads(line) for line in out.splitlines()]
+    assert len(documents) == 2 and all(len(d["nodes"]) == 2 for d in documents)
+    assert sleeps == [status.WATCH_INTERVAL_S] * 3
+    assert "connection refused (retrying)" in err
+
+
+def test_watch_plain_text_is_stamped(fake_api: FakeApi) -> None:
+    calls = 0
+
+    def sleep(_: float) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise KeyboardInterrupt
+
+    code, out, _ = run("--watch", sleep=sleep)
+    assert code == 0 and out.count("--- 2025-03-01 12:00:00 UTC\n") == 2
+
+
+def test_the_subcommand_is_wired(fake_api: FakeApi, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["status", "-o", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["nodes"]) == 2
+
+
+def test_planner_nodes_are_read_from_the_snapshot_alone() -> None:
+    # The status rows never invent nodes: a NodeView without an UpgradeNode gives no row.
+    snap = UpgradeSnapshot(nodes=(UpgradeNode(name=NodeName("n1")),))
+    report = report_of(snap, views={"n1": node_view("n1"), "ghost": node_view("ghost")})
+    assert [row.node for row in report.rows] == ["n1"]
