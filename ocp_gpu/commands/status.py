@@ -90,8 +90,7 @@ OUTPUTS: Final = ("table", "wide", "json")
 WATCH_INTERVAL_S: Final = 2.0
 
 _POLICIES_PATH: Final = "/apis/nvidia.com/v1/clusterpolicies"
-# The operator's ClusterPolicy status values and condition reasons it is halted by (reconcilers.cluster).
-_STATE_IGNORED: Final = "ignored"
+# The reason of the Error condition the operator sets when it applies nothing (reconcilers.cluster).
 _INVALID_SPEC: Final = "InvalidSpec"
 # Table cells for "nothing there" and "not known".
 _NONE: Final = "-"
@@ -376,9 +375,11 @@ def status_rows(
 
 
 def _standing(plan: upgrade.UpgradePlan) -> upgrade.UpgradePlan:
-    """The plan with no transitions: the labels as they stay when no pass runs."""
+    """The plan with no transitions and no starts: the labels as they stay when no pass runs."""
     return dataclasses.replace(
-        plan, nodes=tuple(dataclasses.replace(node, transition=None, actions=()) for node in plan.nodes)
+        plan,
+        nodes=tuple(dataclasses.replace(node, transition=None, actions=()) for node in plan.nodes),
+        budget=dataclasses.replace(plan.budget, starts=(), newly_unavailable=0),
     )
 
 
@@ -386,15 +387,15 @@ def status_report(inputs: StatusInputs, now: datetime.datetime) -> StatusReport:
     """Plan one upgrade pass as the operator would, and turn it into rows (never applied)."""
     rules, halted = upgrade_policy_of(inputs.policy)
     plan = upgrade.plan_upgrades(inputs.snapshot, rules, now)
-    # No pass runs while halted: the metrics then count the labels as they are.
-    counts = upgrade.summarize(_standing(plan) if halted else plan)
+    # No pass runs while halted: the metrics and the budget then count the labels as they are.
+    counted = _standing(plan) if halted else plan
     return StatusReport(
         policy=inputs.policy,
         namespace=inputs.namespace,
         upgrade_policy=rules,
         halted=halted,
-        counts=counts,
-        budget=plan.budget,
+        counts=upgrade.summarize(counted),
+        budget=counted.budget,
         rows=status_rows(plan, inputs.snapshot, inputs.nodes, inputs.daemonset_selectors, halted),
         time=now,
     )
@@ -640,8 +641,7 @@ def choose_policy(items: Sequence[Mapping[str, Any]], wanted: str | None, server
     if name not in by_name:
         found = ", ".join(sorted(by_name))
         raise StatusError(f"{server} has no ClusterPolicy named {wanted!r} (found: {found})")
-    others = sorted(other for other in by_name if other != name)
-    return policy_view(by_name[name], ignored=others, active=name == selection.active)
+    return policy_view(by_name[name], ignored=sorted(selection.ignored), active=name == selection.active)
 
 
 def _list(api: Any, path: str, selector: str) -> list[dict[str, Any]]:

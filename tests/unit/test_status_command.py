@@ -289,6 +289,8 @@ def test_a_halted_operator_shows_no_next_and_counts_the_labels_as_they_are(
     # Nothing to do on n3: nothing to explain either.
     assert rows["n3"].waiting == ""
     assert (report.counts.in_progress, report.counts.pending, report.counts.done) == (0, 1, 2)
+    # n1 would have been granted the slot; no pass runs, so the slot is still free.
+    assert report.budget.starts == () and report.counts.available == 1
     assert f"  no upgrade pass: {report.halted}" in status.header_lines(report)
 
 
@@ -548,7 +550,7 @@ def test_the_oldest_policy_is_shown_unless_one_is_named() -> None:
     chosen = status.choose_policy(items, None, "https://api")
     assert (chosen.name, chosen.active, chosen.ignored) == ("cluster-policy", True, ("newer",))
     named = status.choose_policy(items, "newer", "https://api")
-    assert (named.name, named.active) == ("newer", False)
+    assert (named.name, named.active, named.ignored) == ("newer", False, ("newer",))
     assert "is ignored by the operator" in status.upgrade_policy_of(named)[1]
 
 
