@@ -266,29 +266,27 @@ def _wait(predicate: Callable[[], bool], timeout: float) -> None:
 def _display(console: Console, live: bool, render: Callable[[], Any]) -> Iterator[None]:
     """A live table on a terminal; periodic snapshots otherwise (CI logs, pipes)."""
     stop = threading.Event()
-    if live:
-        with Live(render(), console=console, refresh_per_second=2) as view:
+    with contextlib.ExitStack() as stack:
+        show: Callable[[], None]
+        if live:
+            view = stack.enter_context(Live(render(), console=console, refresh_per_second=2))
+            interval = 0.5
 
-            def refresh() -> None:
-                while not stop.wait(0.5):
-                    with contextlib.suppress(Exception):
-                        view.update(render())
+            def show() -> None:
+                view.update(render())
+        else:
+            interval = 5.0
 
-            thread = threading.Thread(target=refresh, daemon=True)
-            thread.start()
-            try:
-                yield
-            finally:
-                stop.set()
-                thread.join(2)
-    else:
+            def show() -> None:
+                console.print(render())
 
-        def snapshot() -> None:
-            while not stop.wait(5):
+        def refresh() -> None:
+            while not stop.wait(interval):
+                # NB: a transient API error must not kill the display.
                 with contextlib.suppress(Exception):
-                    console.print(render())
+                    show()
 
-        thread = threading.Thread(target=snapshot, daemon=True)
+        thread = threading.Thread(target=refresh, daemon=True)
         thread.start()
         try:
             yield

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 import yaml
@@ -148,3 +149,54 @@ def read_policy(kube: client.ApiClient, name: str = "cluster-policy") -> dict[st
 
 def yaml_dump(obj: Any) -> str:
     return str(yaml.safe_dump(obj))
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The status condition of that type ({} when absent)."""
+    for item in (obj.get("status") or {}).get("conditions") or []:
+        if item["type"] == kind:
+            return dict(item)
+    return {}
+
+
+def wait_for_event(kube: client.ApiClient, reason: str, contains: str, timeout: float = 30) -> Any:
+    """The first Event in `default` with that reason whose message contains `contains`."""
+    events = wait_for(
+        lambda: [
+            e
+            for e in client.CoreV1Api(kube).list_namespaced_event("default").items
+            if e.reason == reason and contains in (e.message or "")
+        ],
+        timeout,
+        what=f"{reason} event about {contains}",
+    )
+    return events[0]
+
+
+class BackgroundSampler:
+    """Calls `sample()` every 0.1 s in a thread while the `with` block runs.
+
+    Invariants such as "never two driver pods on a node" must hold at every moment,
+    not only at the end; subclasses record the worst moment they saw.
+    """
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            self.sample()
+            self.samples += 1

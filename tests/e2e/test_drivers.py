@@ -16,7 +16,6 @@ DaemonSet controller, scheduler and kwok's fake kubelets:
 from __future__ import annotations
 
 import collections
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,7 +28,7 @@ from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 
-from .conftest import kubectl, read_policy, wait_for
+from .conftest import BackgroundSampler, condition, kubectl, read_policy, wait_for, wait_for_event
 
 pytestmark = pytest.mark.e2e
 
@@ -53,13 +52,6 @@ def driver_pods_by_node(kube: client.ApiClient, namespace: str) -> dict[str, lis
         if pod.spec.node_name:
             by_node[pod.spec.node_name].append(pod.metadata.labels.get(labels.DTK_RHCOS, "?"))
     return dict(by_node)
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    for item in (obj.get("status") or {}).get("conditions") or []:
-        if item["type"] == kind:
-            return dict(item)
-    return {}
 
 
 def all_ready(kube: client.ApiClient, namespace: str, expected: set[str]) -> bool:
@@ -132,32 +124,20 @@ def test_a_one_daemonset_per_rhcos_version_pods_only_on_matching_nodes(
     assert summary[V1]["nodes"] == 2 and summary[V1]["dtkImage"] == TAGS[V1]
 
 
-class PodSampler:
-    """Samples driver pods per node in the background; remembers the worst moment."""
+class PodSampler(BackgroundSampler):
+    """Samples driver pods per node; remembers the worst moment."""
 
     def __init__(self, kube: client.ApiClient, namespace: str) -> None:
+        super().__init__()
         self._kube, self._namespace = kube, namespace
         self.max_pods_on_a_node = 0
         self.worst: dict[str, list[str]] = {}
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> PodSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.1):
-            by_node = driver_pods_by_node(self._kube, self._namespace)
-            self.samples += 1
-            worst = max((len(pods) for pods in by_node.values()), default=0)
-            if worst > self.max_pods_on_a_node:
-                self.max_pods_on_a_node, self.worst = worst, by_node
+    def sample(self) -> None:
+        by_node = driver_pods_by_node(self._kube, self._namespace)
+        worst = max((len(pods) for pods in by_node.values()), default=0)
+        if worst > self.max_pods_on_a_node:
+            self.max_pods_on_a_node, self.worst = worst, by_node
 
 
 def run_mco_upgrade(
@@ -229,16 +209,8 @@ def test_c_missing_tag_labels_daemonset_reports_and_recovers_when_the_tag_appear
         lambda: condition(read_policy(kube), "DriverToolkitImageMissing"), 30, what="condition"
     )
     assert version in missing["message"] and nodes[0] in missing["message"]
-    events = wait_for(
-        lambda: [
-            e
-            for e in client.CoreV1Api(kube).list_namespaced_event("default").items
-            if e.reason == "DriverToolkitImageMissing" and version in e.message
-        ],
-        30,
-        what="DriverToolkitImageMissing event",
-    )
-    assert events[0].type == "Warning"
+    event = wait_for_event(kube, "DriverToolkitImageMissing", version)
+    assert event.type == "Warning"
 
     image = DTK + "3" * 64
     openshift_emulation.set_driver_toolkit_tags(kube, {**TAGS, version: image})
@@ -406,13 +378,5 @@ def test_stale_nfd_label_is_reported_with_the_node_and_both_versions(
     start_operator()
     stale = wait_for(lambda: condition(read_policy(kube), "NodeFeatureLabelStale"), 30, what="condition")
     assert node in stale["message"] and V1 in stale["message"] and V2 in stale["message"]
-    events = wait_for(
-        lambda: [
-            e
-            for e in client.CoreV1Api(kube).list_namespaced_event("default").items
-            if e.reason == "NodeFeatureLabelStale" and node in e.message
-        ],
-        30,
-        what="NodeFeatureLabelStale event",
-    )
-    assert events[0].type == "Warning"
+    event = wait_for_event(kube, "NodeFeatureLabelStale", node)
+    assert event.type == "Warning"

@@ -23,7 +23,7 @@ from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 
-from .conftest import OPERATOR_USER, kubectl, read_policy, wait_for
+from .conftest import OPERATOR_USER, condition, kubectl, read_policy, wait_for, wait_for_event
 
 pytestmark = pytest.mark.e2e
 
@@ -37,13 +37,6 @@ def node_labels(kube: client.ApiClient, name: str) -> dict[str, str]:
 def policy_state(kube: client.ApiClient, name: str = "cluster-policy") -> str | None:
     state = (read_policy(kube, name).get("status") or {}).get("state")
     return None if state is None else str(state)
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    for item in (obj.get("status") or {}).get("conditions") or []:
-        if item["type"] == kind:
-            return dict(item)
-    return {}
 
 
 @pytest.fixture
@@ -175,17 +168,9 @@ def test_semantic_error_reported_in_status_and_event_nothing_deleted(
     assert error["status"] == "True"
     assert "spec.driver.upgradePolicy.drain.podSelector" in error["message"]
     assert "fix:" in error["message"]
-    events = wait_for(
-        lambda: [
-            e
-            for e in client.CoreV1Api(kube).list_namespaced_event("default").items
-            if e.involved_object.kind == "ClusterPolicy" and e.reason == "InvalidClusterPolicy"
-        ],
-        20,
-        what="InvalidClusterPolicy event",
-    )
-    assert "podSelector" in events[0].message
-    assert events[0].type == "Warning"
+    event = wait_for_event(kube, "InvalidClusterPolicy", "spec.driver.upgradePolicy.drain.podSelector")
+    assert event.involved_object.kind == "ClusterPolicy"
+    assert event.type == "Warning"
     time.sleep(2)
     # Nothing running was deleted or changed because of it.
     after = {

@@ -17,7 +17,6 @@ workload pods on kwok nodes that advertise `nvidia.com/gpu`:
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -30,7 +29,7 @@ from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 
-from .conftest import kubectl, wait_for
+from .conftest import BackgroundSampler, kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -62,29 +61,19 @@ def all_done(kube: client.ApiClient, names: list[str]) -> bool:
     return set(states(kube, names).values()) == {"upgrade-done"} and len(states(kube, names)) == len(names)
 
 
-class StateSampler:
-    """Samples upgrade states in the background; remembers the largest number of nodes in flight."""
+class StateSampler(BackgroundSampler):
+    """Samples upgrade states; remembers every state seen and the most nodes in flight at once."""
 
     def __init__(self, kube: client.ApiClient, names: list[str]) -> None:
+        super().__init__()
         self.kube, self.names = kube, names
         self.max_in_flight = 0
         self.seen: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> StateSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.1):
-            current = states(self.kube, self.names)
-            self.seen.update(current.values())
-            self.max_in_flight = max(self.max_in_flight, sum(s in IN_FLIGHT for s in current.values()))
+    def sample(self) -> None:
+        current = states(self.kube, self.names)
+        self.seen.update(current.values())
+        self.max_in_flight = max(self.max_in_flight, sum(s in IN_FLIGHT for s in current.values()))
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import io
 import json
 from collections.abc import Callable
@@ -49,6 +50,8 @@ POLICY_OBJECT: dict[str, Any] = {
     "spec": {"driver": {"version": "550.90.07"}},
 }
 DRIVER = "nvcr.io/nvidia/driver:550.90.07"
+
+NOW = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=datetime.UTC)
 
 
 # --- builders -----------------------------------------------------------------------------
@@ -359,7 +362,7 @@ def test_the_output_is_what_the_driver_reconciler_applies(
     owner = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": "cluster-policy", "uid": UID}
     openshift = platform_model.detect_platform({platform_model.CONFIG_GROUP, platform_model.IMAGE_GROUP})
     policy = policy_model.parse_policy(SPEC)
-    outcome = asyncio.run(drivers_reconciler.reconcile_drivers(rt, owner, policy, openshift))
+    outcome = asyncio.run(drivers_reconciler.reconcile_drivers(rt, owner, policy, openshift, NOW))
 
     assert outcome.errors == {} and applied
     # compared as printed: the same YAML stream, not just equal dicts
@@ -379,7 +382,7 @@ def test_the_reconciler_renders_through_the_shared_function(monkeypatch: pytest.
     monkeypatch.setattr(applying, "apply", lambda *_: None)
     rt = runtime.Runtime(api_client=None, namespace="ns", env=dict(releases.RELEASE_IMAGES))
     kubernetes = platform_model.detect_platform(set())
-    asyncio.run(drivers_reconciler.reconcile_drivers(rt, {}, policy_model.parse_policy({}), kubernetes))
+    asyncio.run(drivers_reconciler.reconcile_drivers(rt, {}, policy_model.parse_policy({}), kubernetes, NOW))
     assert len(calls) == 1 and calls[0].namespace == "ns"
 
 
