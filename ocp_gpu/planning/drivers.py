@@ -309,6 +309,8 @@ class StaleDriverDaemonSet:
     key: str
     strategy: Strategy
     reason: str
+    # Deleted although nodes still carry its key: a DaemonSet of another mode replaced it there.
+    superseded: bool = False
 
 
 # --- findings: each names what is at fault; `reason` is the event/condition reason.
@@ -747,7 +749,11 @@ def _garbage(
         # every node it serves has a scheduled pod of its replacement: the DaemonSet is superseded
         stale.append(
             StaleDriverDaemonSet(
-                daemonset.name, key_value, strategy, "superseded: every node it served has its replacement"
+                daemonset.name,
+                key_value,
+                strategy,
+                "superseded: every node it served has its replacement",
+                superseded=True,
             )
         )
     return stale, findings

@@ -109,8 +109,13 @@ async def _delete_stale(
 ) -> None:
     # NB: a last, targeted read of the nodes before an irreversible step: if the
     # watch missed a node that still carries the key, we keep the DaemonSet.
+    # (A superseded DaemonSet's nodes keep its key by design: the replacement proved itself there.)
     daemonset = rt.driver_daemonsets.get(stale.name)
-    if daemonset is not None and await asyncio.to_thread(_nodes_still_selected, rt.api_client, daemonset):
+    if (
+        daemonset is not None
+        and not stale.superseded
+        and await asyncio.to_thread(_nodes_still_selected, rt.api_client, daemonset)
+    ):
         logger.warning("kept %s: a node still carries its key", stale.name)
         return
     try:

@@ -380,3 +380,37 @@ def test_stale_nfd_label_is_reported_with_the_node_and_both_versions(
     assert node in stale["message"] and V1 in stale["message"] and V2 in stale["message"]
     event = wait_for_event(kube, "NodeFeatureLabelStale", node)
     assert event.type == "Warning"
+
+
+def test_switching_off_the_driver_toolkit_hands_nodes_over_without_two_driver_pods(
+    kube: client.ApiClient,
+    dtk_cluster: str,
+    gpu_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    nodes = gpu_nodes(2, rhcos=V1)
+    start_operator()
+    dtk_name = f"nvidia-driver-daemonset-{V1}"
+    wait_for(lambda: all_ready(kube, dtk_cluster, {dtk_name}), 60, what="DTK DaemonSet ready")
+    with PodSampler(kube, dtk_cluster) as sampler:
+        client.CustomObjectsApi(kube).patch_cluster_custom_object(
+            "nvidia.com",
+            "v1",
+            "clusterpolicies",
+            "cluster-policy",
+            {"spec": {"operator": {"use_ocp_driver_toolkit": False}}},
+        )
+
+        def switched() -> bool:
+            daemonsets = driver_daemonsets(kube, dtk_cluster)
+            return (
+                len(daemonsets) == 1
+                and dtk_name not in daemonsets
+                and all(ds.status.number_ready == 2 for ds in daemonsets.values())
+            )
+
+        wait_for(switched, 90, what="one ready non-DTK DaemonSet, the DTK one gone")
+    assert sampler.max_pods_on_a_node <= 1, f"two driver pods on a node: {sampler.worst}"
+    (vanilla,) = driver_daemonsets(kube, dtk_cluster).values()
+    assert [c.name for c in vanilla.spec.template.spec.containers] == ["nvidia-driver-ctr"]
+    assert set(driver_pods_by_node(kube, dtk_cluster)) == set(nodes)
