@@ -414,3 +414,39 @@ def test_switching_off_the_driver_toolkit_hands_nodes_over_without_two_driver_po
     (vanilla,) = driver_daemonsets(kube, dtk_cluster).values()
     assert [c.name for c in vanilla.spec.template.spec.containers] == ["nvidia-driver-ctr"]
     assert set(driver_pods_by_node(kube, dtk_cluster)) == set(nodes)
+
+
+def test_cluster_proxy_and_trusted_ca_reach_the_driver_container(
+    kube: client.ApiClient,
+    dtk_cluster: str,
+    gpu_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    openshift_emulation.set_cluster_proxy(
+        kube,
+        http="http://proxy.example:3128",
+        https="http://proxy.example:3128",
+        no_proxy=".cluster.local",
+        trusted_ca_configmap="user-ca-bundle",
+    )
+    gpu_nodes(1, rhcos=V1)
+    start_operator()
+    name = f"nvidia-driver-daemonset-{V1}"
+
+    def proxied() -> Any:
+        ds = driver_daemonsets(kube, dtk_cluster).get(name)
+        if ds is None:
+            return None
+        driver = next(c for c in ds.spec.template.spec.containers if c.name == "nvidia-driver-ctr")
+        env = {e.name: e.value for e in driver.env or []}
+        return (ds, driver, env) if env.get("HTTPS_PROXY") == "http://proxy.example:3128" else None
+
+    ds, driver, env = wait_for(proxied, 60, what="driver DaemonSet with the cluster proxy env")
+    assert ".cluster.local" in env["NO_PROXY"]
+    mounts = {m.name: m.mount_path for m in driver.volume_mounts or []}
+    assert "trusted-ca" in mounts
+    volume = next(v for v in ds.spec.template.spec.volumes if v.name == "trusted-ca")
+    configmap = client.CoreV1Api(kube).read_namespaced_config_map(volume.config_map.name, dtk_cluster)
+    # OpenShift's network operator fills it because of this label; we never write its data.
+    assert configmap.metadata.labels["config.openshift.io/inject-trusted-cabundle"] == "true"
+    assert not configmap.data
