@@ -31,16 +31,35 @@ new RHCOS version -> its DaemonSet
     from an idle operator, so this is the latency of one change, not of a queue.
 
 last node leaves a version -> its DaemonSet deleted
-    The same K nodes move back to V1 (osImage, settle, then the label). Latency is
-    from the label patch's response to the DELETED event. It has two parts: the
-    DaemonSet controller must first report ``desiredNumberScheduled == 0`` and
-    ``numberMisscheduled == 0`` (the operator's GC guard); then the operator re-reads
-    the nodes and deletes. We split it at the first watch event showing those zeros:
-    the part after it is ours. The operator's "deleted stale driver DaemonSet" log
-    line gives a second, in-process view of the same.
+    Each of those nodes then moves back to V1 (osImage, settle, then the label).
+    Latency is from the label patch's response to the DELETED event. It has two
+    parts: the DaemonSet controller must first report ``desiredNumberScheduled == 0``
+    and ``numberMisscheduled == 0`` (the operator's GC guard); then the operator
+    re-reads the nodes and deletes. We split it at the first watch event showing
+    those zeros: the part after it is ours. The operator's "deleted stale driver
+    DaemonSet" log line gives a second, in-process view of the same.
+
+    By default (``--pattern pairs``) each node goes out and straight back, so at most
+    two driver DaemonSets exist, as during an OpenShift upgrade, and the numbers show
+    how latency grows with nodes. ``--pattern accumulate`` moves all K out first (up
+    to K+1 DaemonSets), then all back: how latency grows with DaemonSets, since every
+    pass renders every one of them (``bench/pass_cost.py`` isolates that cost).
 
 memory
-    VmRSS idle (end of the quiet window) and VmHWM (the peak over the whole run).
+    VmRSS after the first full pass, idle (end of the quiet window), and VmHWM (the
+    peak over the whole run). NB: CPython rarely returns freed arenas, so idle RSS sits
+    near the peak of the startup burst, not near the live data.
+
+load
+    Cores used per phase by the machine, by each control plane process, by the
+    operator and by everything else ("foreign": other people's builds and tests on a
+    shared machine). On two cores a foreign load of 1.5 cores slows the operator and
+    the control plane several times over: read latencies with it.
+
+The operator runs from HEAD's committed code (``--source head``, extracted to a temp
+dir) so that numbers belong to a commit; ``--source tree`` runs the working tree.
+When kwok cannot keep N nodes Ready (node Leases renewed too slowly) the run goes on
+"degraded" and says so: nodes then flap, and DaemonSet statuses with them.
 
 Each size prints a table and writes ``bench/results/drivers-<N>.json``. Every wait has
 a timeout; the control plane and the operator are always stopped.
@@ -628,6 +647,7 @@ class Result:
     nodes: int
     measured_at: str
     commit: str
+    pattern: str
     machine: dict[str, Any]
     phases_s: dict[str, float] = dataclasses.field(default_factory=dict)
     startup_s: dict[str, float | None] = dataclasses.field(default_factory=dict)
@@ -782,6 +802,7 @@ def run_size(count: int, args: argparse.Namespace) -> Result:
         nodes=count,
         measured_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         commit="",
+        pattern=args.pattern,
         machine=machine(),
     )
     began = time.monotonic()
@@ -892,12 +913,10 @@ def measure(bench: Bench, sources: Path) -> None:
             measure_steady_state(bench)
         moved = bench.names[: len(bench.versions)]
         with (
-            phase(result, f"{len(moved)} nodes to new versions", bench.pids),
-            bench.profile("new-versions"),
+            phase(result, f"{len(moved)} nodes to new versions and back", bench.pids),
+            bench.profile("version-moves"),
         ):
-            measure_new_versions(bench, moved)
-        with phase(result, f"{len(moved)} nodes back to V1", bench.pids), bench.profile("back-to-v1"):
-            measure_deletions(bench, moved)
+            measure_version_moves(bench, moved)
         result.rss_peak_mib = round(max(proc_status_kib(op.pid, "VmHWM"), sampler.max_rss_kib) / 1024, 1)
 
 
@@ -973,70 +992,90 @@ def measure_steady_state(bench: Bench) -> None:
     )
 
 
-def measure_new_versions(bench: Bench, moved: list[str]) -> None:
-    """Each node in turn to a fresh build: label patch response -> DaemonSet ADDED on our watch."""
+def move_to_new_version(bench: Bench, name: str, version: str) -> None:
+    """One node to a fresh build: label patch response -> DaemonSet ADDED on our watch."""
     result, op, watch = bench.result, bench.op, bench.watch
-    for name, version in zip(moved, bench.versions, strict=True):
-        # The kubelet reports the new OS first; NFD relabels later. Let that pass settle.
-        patch_os_image(bench.api, name, version)
-        wait_operator_idle(op, bench.audit, timeout=bench.idle_timeout)
-        mark = watch.mark()
-        patch_ostree_label(bench.api, name, version)
-        t0 = time.monotonic()
-        added = watch.wait_for(
-            f"DaemonSet of {version}", event_of("ADDED", version), mark, timeout=30 * bench.scale
-        )
-        result.create_latency_s.append(round(added.at - t0, 4))
-        try:
-            watch.wait_for(f"DaemonSet of {version} filled", filled(version), mark, timeout=60 * bench.scale)
-        except TimeoutError as error:
-            result.notes.append(f"{name}: {error}")
-        wait_operator_idle(op, bench.audit, timeout=bench.idle_timeout)
-    result.create_latency = summarize(result.create_latency_s)
-    log(f"  new version -> DaemonSet: {fmt_summary(result.create_latency)}")
+    # The kubelet reports the new OS first; NFD relabels later. Let that pass settle.
+    patch_os_image(bench.api, name, version)
+    wait_operator_idle(op, bench.audit, timeout=bench.idle_timeout)
+    mark = watch.mark()
+    patch_ostree_label(bench.api, name, version)
+    t0 = time.monotonic()
+    added = watch.wait_for(
+        f"DaemonSet of {version}", event_of("ADDED", version), mark, timeout=30 * bench.scale
+    )
+    result.create_latency_s.append(round(added.at - t0, 4))
+    try:
+        watch.wait_for(f"DaemonSet of {version} filled", filled(version), mark, timeout=60 * bench.scale)
+    except TimeoutError as error:
+        result.notes.append(f"{name}: {error}")
+    wait_operator_idle(op, bench.audit, timeout=bench.idle_timeout)
 
 
-def measure_deletions(bench: Bench, moved: list[str]) -> None:
-    """Each node back to V1: label patch response -> its old version's DaemonSet DELETED.
+def move_back(bench: Bench, name: str, version: str, wall_t0: dict[str, float]) -> None:
+    """The node back to V1: label patch response -> its version's DaemonSet DELETED.
 
     Split at the first event with desiredNumberScheduled == numberMisscheduled == 0:
     before it the DaemonSet controller works, after it the operator.
     """
     result, op, watch = bench.result, bench.op, bench.watch
+    patch_os_image(bench.api, name, V1)
+    wait_operator_idle(op, bench.audit, timeout=bench.idle_timeout)
+    mark = watch.mark()
+    patch_ostree_label(bench.api, name, V1)
+    t0 = time.monotonic()
+    wall_t0[version] = time.time()
+    deleted = watch.wait_for(
+        f"deletion of the DaemonSet of {version}",
+        event_of("DELETED", version),
+        mark,
+        timeout=60 * bench.scale,
+    )
+    result.delete_latency_s.append(round(deleted.at - t0, 4))
+    emptied = next(
+        (
+            e
+            for e in watch.since(mark)
+            if e.version == version and e.type == "MODIFIED" and e.desired == 0 and e.misscheduled == 0
+        ),
+        None,
+    )
+    if emptied is not None:
+        result.delete_controller_part_s.append(round(emptied.at - t0, 4))
+        result.delete_operator_part_s.append(round(deleted.at - emptied.at, 4))
+    wait_operator_idle(op, bench.audit, timeout=bench.idle_timeout)
+
+
+def measure_version_moves(bench: Bench, moved: list[str]) -> None:
+    """K nodes to fresh builds and back, in the order ``--pattern`` says.
+
+    ``pairs`` (default): each node goes to its build and straight back, so at most two
+    driver DaemonSets exist, as during an OpenShift upgrade; the numbers then show how
+    latency grows with nodes. ``accumulate``: all K move first (K+1 DaemonSets at the
+    end), then all move back; this shows how it grows with DaemonSets (every pass
+    renders every DaemonSet; ``pass_cost.py`` isolates that).
+    """
+    result = bench.result
     wall_t0: dict[str, float] = {}
-    for name, version in zip(moved, bench.versions, strict=True):
-        patch_os_image(bench.api, name, V1)
-        wait_operator_idle(op, bench.audit, timeout=bench.idle_timeout)
-        mark = watch.mark()
-        patch_ostree_label(bench.api, name, V1)
-        t0 = time.monotonic()
-        wall_t0[version] = time.time()
-        deleted = watch.wait_for(
-            f"deletion of the DaemonSet of {version}",
-            event_of("DELETED", version),
-            mark,
-            timeout=60 * bench.scale,
-        )
-        result.delete_latency_s.append(round(deleted.at - t0, 4))
-        emptied = next(
-            (
-                e
-                for e in watch.since(mark)
-                if e.version == version and e.type == "MODIFIED" and e.desired == 0 and e.misscheduled == 0
-            ),
-            None,
-        )
-        if emptied is not None:
-            result.delete_controller_part_s.append(round(emptied.at - t0, 4))
-            result.delete_operator_part_s.append(round(deleted.at - emptied.at, 4))
-        wait_operator_idle(op, bench.audit, timeout=bench.idle_timeout)
-    logged = logged_deletions(op)
+    pairs = list(zip(moved, bench.versions, strict=True))
+    if bench.args.pattern == "pairs":
+        for name, version in pairs:
+            move_to_new_version(bench, name, version)
+            move_back(bench, name, version, wall_t0)
+    else:
+        for name, version in pairs:
+            move_to_new_version(bench, name, version)
+        for name, version in pairs:
+            move_back(bench, name, version, wall_t0)
+    logged = logged_deletions(bench.op)
     for version in bench.versions:
         ds_name = f"nvidia-driver-daemonset-{version}"
-        if ds_name in logged:
+        if ds_name in logged and version in wall_t0:
             result.delete_logged_s.append(round(logged[ds_name] - wall_t0[version], 3))
+    result.create_latency = summarize(result.create_latency_s)
     result.delete_latency = summarize(result.delete_latency_s)
     result.delete_operator_part = summarize(result.delete_operator_part_s)
+    log(f"  new version -> DaemonSet: {fmt_summary(result.create_latency)}")
     log(f"  last node leaves -> DaemonSet deleted: {fmt_summary(result.delete_latency)}")
     log(f"    of which after desired=0 (ours): {fmt_summary(result.delete_operator_part)}")
 
@@ -1103,6 +1142,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1000, 5000], help="sizes to run")
     parser.add_argument("--relabels", type=int, default=20, help="nodes moved to a new version (K)")
+    parser.add_argument(
+        "--pattern",
+        choices=("pairs", "accumulate"),
+        default="pairs",
+        help="each node to its new version and straight back (<= 2 DaemonSets), or all out then all back",
+    )
     parser.add_argument("--quiet", type=float, default=60.0, help="seconds of the steady-state window")
     parser.add_argument("--workers", type=int, default=16, help="threads creating nodes")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where drivers-<N>.json go")
