@@ -89,10 +89,10 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final
 
 import kubernetes.client
 import kubernetes.watch
@@ -267,9 +267,10 @@ class AuditWindow:
         stat = self.path.stat()
         self._inode, self._offset, self._started = stat.st_ino, stat.st_size, time.time()
 
-    def stop(self) -> list[bytes]:
+    def stop(self) -> Iterator[bytes]:
+        """The window's lines, streamed (a startup window at 5,000 nodes is hundreds of MB)."""
         files = sorted(self.path.parent.glob("*.log"), key=lambda p: p.stat().st_mtime)
-        lines: list[bytes] = []
+        end = self.path.stat().st_size
         seen_start = False
         for file in files:
             stat = file.stat()
@@ -277,21 +278,31 @@ class AuditWindow:
                 seen_start = True
                 with file.open("rb") as f:
                     f.seek(self._offset)
-                    lines.extend(f.read().splitlines())
+                    yield from _lines_until(f, end if file == self.path else None)
             elif seen_start or stat.st_mtime >= self._started:
-                lines.extend(file.read_bytes().splitlines())
-        return lines
+                with file.open("rb") as f:
+                    yield from _lines_until(f, end if file == self.path else None)
+
+
+def _lines_until(f: IO[bytes], end: int | None) -> Iterator[bytes]:
+    """Complete lines from the file's position up to byte ``end`` (None: its end now)."""
+    for line in f:
+        if end is not None and f.tell() > end and not line.endswith(b"\n"):
+            return
+        yield line.rstrip(b"\n")
 
 
 @dataclasses.dataclass(frozen=True)
 class WriteCounts:
     by_user_total: int  # every write in the window, all users (the apiserver's load)
     operator: Counter[str]  # "<verb> <resource.group>" -> count, operator's user only
+    last_write: float | None  # epoch seconds of the operator's last write other than a Lease
 
 
-def count_writes(lines: Sequence[bytes], username: str) -> WriteCounts:
+def count_writes(lines: Iterable[bytes], username: str) -> WriteCounts:
     operator: Counter[str] = Counter()
     total = 0
+    last: float | None = None
     needle = f'"username":"{username}"'.encode()
     for line in lines:
         if not line.strip():
@@ -310,7 +321,10 @@ def count_writes(lines: Sequence[bytes], username: str) -> WriteCounts:
         if ref.get("subresource"):
             resource += "/" + ref["subresource"]
         operator[f"{event['verb']} {resource}"] += 1
-    return WriteCounts(total, operator)
+        if not resource.startswith(LEASES) and event.get("stageTimestamp"):
+            stamp = datetime.datetime.fromisoformat(event["stageTimestamp"]).timestamp()
+            last = stamp if last is None else max(last, stamp)
+    return WriteCounts(total, operator, last)
 
 
 # --- watching our DaemonSets -------------------------------------------------------------------
@@ -516,7 +530,7 @@ def wait_nodes_ready(result: Result, cp: LocalControlPlane, api: ApiClient, coun
     audit = AuditWindow(cp.audit_log)
     audit.start()
     time.sleep(10)
-    lines = audit.stop()
+    lines = list(audit.stop())
     leases = sum(
         1 for line in lines if b'"username":"kwok-controller"' in line and b'"resource":"leases"' in line
     )
