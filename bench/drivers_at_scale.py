@@ -270,7 +270,6 @@ class AuditWindow:
     def stop(self) -> Iterator[bytes]:
         """The window's lines, streamed (a startup window at 5,000 nodes is hundreds of MB)."""
         files = sorted(self.path.parent.glob("*.log"), key=lambda p: p.stat().st_mtime)
-        end = self.path.stat().st_size
         seen_start = False
         for file in files:
             stat = file.stat()
@@ -278,18 +277,18 @@ class AuditWindow:
                 seen_start = True
                 with file.open("rb") as f:
                     f.seek(self._offset)
-                    yield from _lines_until(f, end if file == self.path else None)
+                    yield from _lines(f)
             elif seen_start or stat.st_mtime >= self._started:
                 with file.open("rb") as f:
-                    yield from _lines_until(f, end if file == self.path else None)
+                    yield from _lines(f)
 
 
-def _lines_until(f: IO[bytes], end: int | None) -> Iterator[bytes]:
-    """Complete lines from the file's position up to byte ``end`` (None: its end now)."""
+def _lines(f: IO[bytes]) -> Iterator[bytes]:
+    """Complete lines from the file's position on; a line still being written ends it."""
     for line in f:
-        if end is not None and f.tell() > end and not line.endswith(b"\n"):
+        if not line.endswith(b"\n"):
             return
-        yield line.rstrip(b"\n")
+        yield line[:-1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -665,6 +664,7 @@ class Result:
     machine: dict[str, Any]
     phases_s: dict[str, float] = dataclasses.field(default_factory=dict)
     startup_s: dict[str, float | None] = dataclasses.field(default_factory=dict)
+    startup_writes: dict[str, int] = dataclasses.field(default_factory=dict)
     quiet_window_s: float = 0.0
     writes_per_min: float = 0.0
     writes: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -909,8 +909,10 @@ class Bench:
 def measure(bench: Bench, sources: Path) -> None:
     result, op = bench.result, bench.op
     mark = bench.watch.mark()
+    startup_audit = AuditWindow(bench.cp.audit_log)
+    startup_audit.start()
     start_operator(op, sources)
-    started = time.monotonic()
+    started, started_wall = time.monotonic(), time.time()
     with RssSampler(op.pid) as sampler:
         with phase(result, "operator start -> first full reconcile", bench.pids), bench.profile("startup"):
             measure_startup(bench, started, mark)
@@ -918,11 +920,14 @@ def measure(bench: Bench, sources: Path) -> None:
             measure_rollout(bench, started)
         with phase(result, "settle"):
             settle = 120.0 if result.degraded else 120 * bench.scale
-            if wait_operator_idle(op, bench.audit, quiet_for=10.0, timeout=settle):
-                # The first passes' writes (node labels, upgrade-state labels, events) are done.
-                result.startup_s["startup_writes_done"] = round(time.monotonic() - 10.0 - started, 2)
-            else:
+            if not wait_operator_idle(op, bench.audit, quiet_for=10.0, timeout=settle):
                 result.notes.append("operator did not become idle before the quiet window")
+            # What the first passes wrote (node labels, upgrade-state labels, events...) and when
+            # the last of it was written.
+            startup = count_writes(startup_audit.stop(), OPERATOR_USER)
+            result.startup_writes = dict(startup.operator)
+            if startup.last_write is not None:
+                result.startup_s["startup_writes_done"] = round(startup.last_write - started_wall, 2)
         with phase(result, f"quiet window {bench.args.quiet:.0f}s", bench.pids):
             measure_steady_state(bench)
         moved = bench.names[: len(bench.versions)]
@@ -1112,6 +1117,10 @@ def table(result: Result) -> str:
         ("operator start -> first full reconcile", f"{result.startup_s.get('first_full_reconcile')} s"),
         ("operator start -> policy ready (all pods)", f"{ready} s" if ready is not None else "timed out"),
         ("operator start -> its startup writes done", f"{result.startup_s.get('startup_writes_done')} s"),
+        (
+            "  startup writes (excl. leases)",
+            ", ".join(f"{k} {v}" for k, v in sorted(result.startup_writes.items()) if LEASES not in k),
+        ),
         (
             "new OSTREE_VERSION -> DaemonSet (p50/p99/max)",
             " / ".join(ms(result.create_latency, k) for k in ("p50", "p99", "max")),
