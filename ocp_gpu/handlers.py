@@ -16,14 +16,16 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from ocp_gpu.kube import reading
-from ocp_gpu.model import labels, nodes
+from ocp_gpu.kube import reading, upgrading
+from ocp_gpu.model import labels, nodes, upgrades
 from ocp_gpu.reconcilers import runtime
 
 POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL = "nvidia.com", "v1", "clusterpolicies"
 
 
 IMAGE_GROUP, CONFIG_GROUP = "image.openshift.io", "config.openshift.io"
+VALIDATOR_APP = upgrades.VALIDATOR_SELECTOR.split("=", 1)[1]
+LIST_CHUNK = 500
 
 
 def operator_settings() -> kopf.OperatorSettings:
@@ -40,8 +42,13 @@ def operator_settings() -> kopf.OperatorSettings:
     settings.watching.label_selectors["apps", "daemonsets"] = (
         f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE},{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
     )
-    # NB: the only pods we watch are driver pods (their image pulls, for the precompiled fallback).
-    settings.watching.label_selectors["", "pods"] = f"{labels.APP}={labels.DRIVER_APP}"
+    # NB: the only pods we watch are driver pods (upgrade state, image pulls for the precompiled
+    # fallback) and validator pods (the upgrade's validation step).
+    settings.watching.label_selectors["", "pods"] = f"{labels.APP} in ({labels.DRIVER_APP},{VALIDATOR_APP})"
+    # The driver DaemonSets' revisions (the DaemonSet controller copies the template's labels).
+    settings.watching.label_selectors["apps", "controllerrevisions"] = f"{labels.APP}={labels.DRIVER_APP}"
+    # Initial lists in pages: at thousands of nodes one unpaged list is tens of megabytes at once.
+    settings.watching.chunk_size = LIST_CHUNK
     settings.watching.field_selectors[IMAGE_GROUP, "imagestreams"] = (
         f"metadata.name={labels.DTK_IMAGESTREAM_NAME}"
     )
@@ -88,10 +95,20 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
             rt.driver_daemonsets.pop(name, None)
             rt.mark_drivers()
 
-    @kopf.index("", "v1", "pods", registry=registry, id="driver-pod-pulls")
-    async def index_driver_pod(body: kopf.Body, namespace: str | None, **_: Any) -> None:
+    @kopf.index("", "v1", "pods", registry=registry, id="driver-and-validator-pods")
+    async def index_pod(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
         if namespace != rt.namespace:
             return
+        if ((body.get("metadata") or {}).get("labels") or {}).get(labels.APP) == VALIDATOR_APP:
+            validator = upgrading.validator_pod(body)
+            if rt.validator_pods.get(name) != validator:
+                rt.validator_pods[name] = validator
+                rt.mark_upgrades()
+            return
+        driver = upgrading.driver_pod(body)
+        if rt.driver_pods.get(name) != driver:
+            rt.driver_pods[name] = driver
+            rt.mark_upgrades()
         pull = reading.driver_pod_pull(body)
         rt.driver_pod_pulls[pull.name] = pull
         if pull.pull_failing and pull.name not in rt.pull_failing_since:
@@ -101,13 +118,47 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
         elif not pull.pull_failing and rt.pull_failing_since.pop(pull.name, None) is not None:
             rt.mark_drivers()
 
-    @kopf.on.event("", "v1", "pods", registry=registry, id="driver-pod-events")
-    async def driver_pod_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
+    @kopf.on.event("", "v1", "pods", registry=registry, id="pod-events")
+    async def pod_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
         rt.listed.set()
         if type == "DELETED" and namespace == rt.namespace:
             rt.driver_pod_pulls.pop(name, None)
+            if rt.driver_pods.pop(name, None) is not None or rt.validator_pods.pop(name, None) is not None:
+                rt.mark_upgrades()
             if rt.pull_failing_since.pop(name, None) is not None:
                 rt.mark_drivers()
+
+    @kopf.index("apps", "v1", "controllerrevisions", registry=registry, id="driver-revisions")
+    async def index_revision(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
+        if namespace != rt.namespace:
+            return
+        # Only what current_revisions reads: not the template copy each revision holds.
+        metadata = body.get("metadata") or {}
+        trimmed = {
+            "metadata": {
+                "name": name,
+                "labels": {
+                    key: value
+                    for key, value in (metadata.get("labels") or {}).items()
+                    if key == upgrades.POD_REVISION_LABEL
+                },
+                "ownerReferences": [dict(ref) for ref in metadata.get("ownerReferences") or ()],
+            },
+            "revision": body.get("revision", 0),
+        }
+        if rt.driver_revisions.get(name) != trimmed:
+            rt.driver_revisions[name] = trimmed
+            rt.mark_upgrades()
+
+    @kopf.on.event("apps", "v1", "controllerrevisions", registry=registry, id="driver-revision-events")
+    async def revision_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
+        rt.listed.set()
+        if (
+            type == "DELETED"
+            and namespace == rt.namespace
+            and rt.driver_revisions.pop(name, None) is not None
+        ):
+            rt.mark_upgrades()
 
     if IMAGE_GROUP in rt.api_groups:
 

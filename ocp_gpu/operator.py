@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import kopf
@@ -22,7 +23,7 @@ import kopf
 from ocp_gpu import handlers, metrics, serving
 from ocp_gpu.kube import clients, discovering, electing
 from ocp_gpu.model import labels
-from ocp_gpu.reconcilers import cluster, runtime
+from ocp_gpu.reconcilers import cluster, runtime, upgrades
 
 logger = logging.getLogger("ocp_gpu.operator")
 
@@ -36,6 +37,9 @@ class RunOptions:
     election: electing.ElectionSettings | None = None
     # Bursts of watch events within this window coalesce into one pass.
     coalesce_s: float = 0.2
+    # The same for upgrade passes: upgrades move in seconds, and at thousands of nodes
+    # driver pods change often during start-up.
+    upgrade_coalesce_s: float = 0.5
 
 
 def default_namespace(env: Mapping[str, str]) -> str:
@@ -51,6 +55,8 @@ async def run(options: RunOptions) -> int:
     elector = electing.LeaderElector(api_client, election)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # Threads for blocking API calls: a pass keeps WRITE_CONCURRENCY of them busy, plus the lease.
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=runtime.WRITE_CONCURRENCY + 4))
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, stop.set)
@@ -81,6 +87,7 @@ async def run(options: RunOptions) -> int:
             )
         ): "watches",
         asyncio.ensure_future(cluster.reconcile_forever(rt, options.coalesce_s)): "reconciler",
+        asyncio.ensure_future(upgrades.upgrade_forever(rt, options.upgrade_coalesce_s)): "upgrades",
         asyncio.ensure_future(elector.keep_renewing()): "lease",
         asyncio.ensure_future(stop.wait()): "signal",
     }

@@ -22,6 +22,8 @@ def load_api_client(kubeconfig: Path | None = None) -> client.ApiClient:
         config.load_incluster_config(client_configuration=configuration)
     else:
         config.load_kube_config(config_file=str(path) if path else None, client_configuration=configuration)
+    # One pooled connection per concurrent call (reconcilers/runtime.WRITE_CONCURRENCY plus the lease).
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, 16)
     api_client = client.ApiClient(configuration)
     api_client.user_agent = USER_AGENT
     return api_client

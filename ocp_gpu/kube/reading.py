@@ -25,6 +25,11 @@ def node_facts(body: Mapping[str, Any]) -> nodes.NodeFacts:
         kernel_version=str(info.get("kernelVersion", "")),
         unschedulable=bool(spec.get("unschedulable", False)),
         gpus=_quantity_int(allocatable.get("nvidia.com/gpu", "0")),
+        # NB: only the condition's status is kept, so heartbeats (lastHeartbeatTime) change nothing.
+        ready=all(
+            c.get("status") == "True" for c in status.get("conditions") or () if c.get("type") == "Ready"
+        ),
+        annotations=nodes.kept_annotations(metadata.get("annotations") or {}),
     )
 
 

@@ -19,7 +19,7 @@ from urllib.parse import quote
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.kube import reporting, requesting
+from ocp_gpu.kube import reading, reporting, requesting
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
@@ -281,29 +281,7 @@ def validator_pod(body: Mapping[str, Any]) -> ValidatorPod:
 
 def upgrade_node(body: Mapping[str, Any], driver_pods: Iterable[DriverPod] = ()) -> UpgradeNode:
     """The UpgradeNode record of a Node object, with the driver pods found on it."""
-    metadata = _meta(body)
-    node_labels = metadata.get("labels") or {}
-    annotations = metadata.get("annotations") or {}
-    conditions = (body.get("status") or {}).get("conditions") or ()
-    timers = {
-        key: moment
-        for key in upgrades.TIMER_ANNOTATIONS
-        if (moment := upgrades.parse_timestamp(annotations.get(key))) is not None
-    }
-    return UpgradeNode(
-        name=NodeName(str(metadata.get("name", ""))),
-        state_label=str(node_labels.get(labels.UPGRADE_STATE, "")),
-        unschedulable=bool((body.get("spec") or {}).get("unschedulable", False)),
-        # As NVIDIA: NotReady only when a Ready condition says so.
-        ready=all(c.get("status") == "True" for c in conditions if c.get("type") == "Ready"),
-        skip=node_labels.get(labels.UPGRADE_SKIP) == upgrades.SKIP_VALUE,
-        upgrade_enabled=annotations.get(labels.UPGRADE_ENABLED_ANNOTATION) == "true",
-        # NB: NVIDIA tests presence, not value.
-        initially_unschedulable=upgrades.INITIAL_UNSCHEDULABLE in annotations,
-        cordoned_by_upgrade=upgrades.CORDONED_BY_UPGRADE in annotations,
-        timers=timers,
-        driver_pods=tuple(driver_pods),
-    )
+    return upgrades.upgrade_node(reading.node_facts(body), tuple(driver_pods))
 
 
 # --- reads ------------------------------------------------------------------------------------
@@ -348,6 +326,17 @@ def list_validator_pods(
 ) -> tuple[ValidatorPod, ...]:
     items = _list(api, f"/api/v1{_in(namespace)}/pods", labelSelector=selector)
     return tuple(validator_pod(item) for item in items)
+
+
+def validator_daemonset_exists(api: client.ApiClient, namespace: str) -> bool:
+    """A DaemonSet labelled app=nvidia-operator-validator exists in the namespace (one small read)."""
+    page = requesting.request(
+        api,
+        "GET",
+        f"/apis/apps/v1{_in(namespace)}/daemonsets",
+        query=[("labelSelector", upgrades.VALIDATOR_SELECTOR), ("limit", "1")],
+    )
+    return bool(page.get("items"))
 
 
 def current_revisions(revisions: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -447,9 +436,7 @@ def read_upgrade_snapshot(
             logger.warning("could not list the pods of node %s: %s", name, error.reason)
     validators = list_validator_pods(api, namespace)
     if validator_deployed is None:
-        validator_deployed = bool(validators) or bool(
-            _list(api, f"/apis/apps/v1{_in(namespace)}/daemonsets", labelSelector=upgrades.VALIDATOR_SELECTOR)
-        )
+        validator_deployed = bool(validators) or validator_daemonset_exists(api, namespace)
     by_validator: dict[NodeName, list[ValidatorPod]] = {}
     for validator in validators:
         by_validator.setdefault(validator.node, []).append(validator)
@@ -468,7 +455,7 @@ def apply_upgrade_plan(
     """Carry out every node's plan; one node's failure never stops the others (KMM-style)."""
     applied: list[AppliedNode] = []
     errors: dict[NodeName, ApiException] = {}
-    for node_plan in _busy(plan.nodes):
+    for node_plan in busy_plans(plan.nodes):
         try:
             applied.append(apply_node_plan(api, node_plan, now=now))
         except ApiException as error:
@@ -479,6 +466,6 @@ def apply_upgrade_plan(
     return applied, errors
 
 
-def _busy(plans: Sequence[upgrade.NodePlan]) -> list[upgrade.NodePlan]:
-    # Nodes with nothing to do cost no request.
+def busy_plans(plans: Sequence[upgrade.NodePlan]) -> list[upgrade.NodePlan]:
+    """The node plans with something to do (the others cost no request)."""
     return [plan for plan in plans if plan.actions or plan.transition is not None or plan.annotations]

@@ -23,6 +23,8 @@ _KEPT_PREFIXES = (
     labels.KERNEL_VERSION_FULL,
     "nvidia.com/",
 )
+# Annotation prefix kept: the upgrade controller's memory (cordon owner, timers, enabled flag).
+_KEPT_ANNOTATION_PREFIX = "nvidia.com/gpu-driver-upgrade"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +37,10 @@ class NodeFacts:
     unschedulable: bool
     # Allocatable `nvidia.com/gpu` as reported by the device plugin (or kwok).
     gpus: int
+    # The Ready condition (True unless a Ready condition says otherwise, as NVIDIA reads it).
+    ready: bool = True
+    # Only the annotations under _KEPT_ANNOTATION_PREFIX.
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def is_gpu_node(self) -> bool:
@@ -45,3 +51,8 @@ class NodeFacts:
 def kept_labels(all_labels: Mapping[str, str]) -> dict[str, str]:
     """The subset of a node's labels that NodeFacts keeps."""
     return {key: value for key, value in all_labels.items() if key.startswith(_KEPT_PREFIXES)}
+
+
+def kept_annotations(all_annotations: Mapping[str, str]) -> dict[str, str]:
+    """The subset of a node's annotations that NodeFacts keeps (the upgrade controller's)."""
+    return {key: value for key, value in all_annotations.items() if key.startswith(_KEPT_ANNOTATION_PREFIX)}

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model import labels
+from ocp_gpu.model.nodes import NodeFacts, NodeName
 
 # --- the state label ---------------------------------------------------------------
 
@@ -258,3 +259,26 @@ class UpgradeSnapshot:
     validator_deployed: bool = False
     # Validator pods by node (nodes without any are absent).
     validator_pods: Mapping[NodeName, tuple[ValidatorPod, ...]] = field(default_factory=dict)
+
+
+def upgrade_node(facts: NodeFacts, driver_pods: tuple[DriverPod, ...] = ()) -> UpgradeNode:
+    """The UpgradeNode of a node as the watch keeps it (NodeFacts), with its driver pods."""
+    annotations = facts.annotations
+    timers = {
+        key: moment
+        for key in TIMER_ANNOTATIONS
+        if (moment := parse_timestamp(annotations.get(key))) is not None
+    }
+    return UpgradeNode(
+        name=facts.name,
+        state_label=facts.labels.get(labels.UPGRADE_STATE, ""),
+        unschedulable=facts.unschedulable,
+        ready=facts.ready,
+        skip=facts.labels.get(labels.UPGRADE_SKIP) == SKIP_VALUE,
+        upgrade_enabled=annotations.get(labels.UPGRADE_ENABLED_ANNOTATION) == "true",
+        # NB: NVIDIA tests presence, not value.
+        initially_unschedulable=INITIAL_UNSCHEDULABLE in annotations,
+        cordoned_by_upgrade=CORDONED_BY_UPGRADE in annotations,
+        timers=timers,
+        driver_pods=driver_pods,
+    )

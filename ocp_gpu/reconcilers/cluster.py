@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -21,7 +22,6 @@ from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import conditions, node_labels, platform, policies
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
 from ocp_gpu.reconcilers import runtime
-from ocp_gpu.reconcilers import upgrades as upgrades_reconciler
 
 logger = logging.getLogger("ocp_gpu.reconcile")
 
@@ -67,6 +67,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
             )
     if selection.active is None:
         # No ClusterPolicy: nothing is deployed and no node is labelled.
+        rt.set_upgrade_policy(None)
         return
     active = rt.policies[selection.active]
     policy = policy_model.parse_policy(active.spec)
@@ -81,8 +82,11 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
         outcome = await drivers_reconciler.reconcile_drivers(rt, _policy_ref(active), policy, detected, now)
         if outcome.problem is not None:
             problems = [*problems, outcome.problem]
-        elif policy.driver.enabled and upgrades_reconciler.is_pass_needed(rt, changes):
-            await upgrades_reconciler.reconcile_upgrades(rt, policy, now)
+    # NB: upgrades run in their own loop (reconcilers/upgrades.py), off this pass's latency path.
+    upgrades_allowed = (
+        not errors and outcome is not None and outcome.problem is None and policy.driver.enabled
+    )
+    rt.set_upgrade_policy(policy.driver.upgrade_policy if upgrades_allowed else None)
 
     status = _active_status(rt, problems, detected, label_errors, outcome)
     previous_messages = _condition_messages(active.status)
@@ -103,19 +107,21 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
 async def _reconcile_node_labels(rt: runtime.Runtime, changes: runtime.Changes) -> dict[str, str]:
     """Patch the labels of every changed node that needs it; returns errors by node."""
     names = rt.node_facts.keys() if (changes.everything or changes.policies) else changes.nodes
+    patches = {
+        name: patch
+        for name in list(names)
+        if (facts := rt.node_facts.get(name)) is not None
+        and (patch := node_labels.plan_node_labels(facts.labels))
+    }
+    results = await runtime.in_threads(
+        functools.partial(labelling.patch_node_labels, rt.api_client, name, patch)
+        for name, patch in patches.items()
+    )
     errors: dict[str, str] = {}
-    for name in list(names):
-        facts = rt.node_facts.get(name)
-        if facts is None:
-            continue
-        patch = node_labels.plan_node_labels(facts.labels)
-        if not patch:
-            continue
-        try:
-            await asyncio.to_thread(labelling.patch_node_labels, rt.api_client, name, patch)
-        except Exception as error:  # one node's failure never blocks the others
-            errors[name] = str(error)
-            logger.warning("could not label node %s: %s", name, error)
+    for name, result in zip(patches, results, strict=True):
+        if isinstance(result, Exception):  # one node's failure never blocks the others
+            errors[name] = str(result)
+            logger.warning("could not label node %s: %s", name, result)
     return errors
 
 

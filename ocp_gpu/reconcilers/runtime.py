@@ -10,12 +10,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from kubernetes import client
 
-from ocp_gpu.model import nodes, snapshot
+from ocp_gpu.model import nodes, snapshot, upgrades
+from ocp_gpu.model.policy import UpgradePolicy
+
+T = TypeVar("T")
+
+# How many API calls one pass keeps in flight (node label patches, upgrade steps): enough to
+# hide round trips at thousands of nodes, few enough not to flood the apiserver's priority levels.
+WRITE_CONCURRENCY = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +66,16 @@ class Runtime:
     # Driver pods' image pulls, and since when each failing pod has been seen failing.
     driver_pod_pulls: dict[str, snapshot.DriverPodPull] = dataclasses.field(default_factory=dict)
     pull_failing_since: dict[str, datetime.datetime] = dataclasses.field(default_factory=dict)
+    # What the upgrade controller reads, kept by the watches: driver and validator pods
+    # (operator namespace) and the driver DaemonSets' ControllerRevisions (trimmed JSON).
+    driver_pods: dict[str, upgrades.DriverPod] = dataclasses.field(default_factory=dict)
+    validator_pods: dict[str, upgrades.ValidatorPod] = dataclasses.field(default_factory=dict)
+    driver_revisions: dict[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    # The active policy's upgrade rules, set by the main pass; None: no upgrades (no valid
+    # policy, drivers disabled, or the driver image cannot be resolved).
+    upgrade_policy: UpgradePolicy | None = None
+    upgrade_wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    _upgrade_policy_changed: bool = True
     # Hashes of the non-DaemonSet objects applied by this process (DaemonSets carry theirs).
     applied: dict[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
     # Set once every watched kind has been listed completely.
@@ -74,6 +91,7 @@ class Runtime:
     def mark_node(self, name: nodes.NodeName) -> None:
         self._dirty_nodes.add(name)
         self.wake.set()
+        self.upgrade_wake.set()
 
     def mark_policies(self) -> None:
         self._policies_dirty = True
@@ -82,6 +100,25 @@ class Runtime:
     def mark_drivers(self) -> None:
         self._drivers_dirty = True
         self.wake.set()
+        self.upgrade_wake.set()
+
+    def mark_upgrades(self) -> None:
+        """Driver or validator pods, or ControllerRevisions changed: only the upgrade loop cares."""
+        self.upgrade_wake.set()
+
+    def set_upgrade_policy(self, rules: UpgradePolicy | None) -> None:
+        """The main pass hands the active upgrade rules to the upgrade loop."""
+        if rules != self.upgrade_policy:
+            self.upgrade_policy = rules
+            self._upgrade_policy_changed = True
+            self.upgrade_wake.set()
+
+    def take_upgrade_marks(self) -> bool:
+        """Clear the upgrade loop's wake-up; True when the upgrade rules changed since the last call."""
+        changed = self._upgrade_policy_changed
+        self._upgrade_policy_changed = False
+        self.upgrade_wake.clear()
+        return changed
 
     def poke_after(self, seconds: float) -> None:
         """Run a pass again after `seconds` even if nothing changes (timeouts need passes)."""
@@ -109,6 +146,23 @@ class Runtime:
         self._everything_dirty = False
         self.wake.clear()
         return changes
+
+
+async def in_threads(calls: Iterable[Callable[[], T]], limit: int = WRITE_CONCURRENCY) -> list[T | Exception]:
+    """Run blocking calls in threads, at most `limit` at a time; results (or errors) in order.
+
+    NB: one call's error never stops the others: each caller reports its failures per object.
+    """
+    gate = asyncio.Semaphore(limit)
+
+    async def one(call: Callable[[], T]) -> T | Exception:
+        async with gate:
+            try:
+                return await asyncio.to_thread(call)
+            except Exception as error:
+                return error
+
+    return list(await asyncio.gather(*(one(call) for call in calls)))
 
 
 def _loop_time() -> float:

@@ -1,22 +1,32 @@
-"""Driver upgrades, node by node: read the upgrade snapshot, plan one pass, apply it, record metrics.
+"""Driver upgrades, node by node: build the upgrade snapshot, plan one pass, apply it, record metrics.
 
-Runs only when something can need it: a driver DaemonSet has outdated pods
-(updatedNumberScheduled < desiredNumberScheduled), a GPU node's upgrade label
-is not `upgrade-done`, or the policy changed.  While nodes are in flight it
-re-runs itself every RECHECK_S, since timeouts only fire on a pass; once every
-node is done it goes quiet (zero writes, zero lists).
+Runs in its own loop, beside the main pass (reconcilers/cluster.py), so that its
+work never delays a driver DaemonSet's creation.  The snapshot comes from the
+watches' in-memory view (node facts, driver and validator pods, ControllerRevisions,
+driver DaemonSets); the only reads a pass makes are the pods of the few nodes
+whose state needs them (wait, pod deletion, drain).  A pass runs only when
+something can need it: a driver DaemonSet has outdated pods
+(updatedNumberScheduled < desiredNumberScheduled), a GPU node's upgrade label is
+not `upgrade-done`, or the upgrade rules changed.  While nodes are in flight it
+repeats every RECHECK_S, since timeouts only fire on a pass; once every node is
+done it goes quiet (zero writes, zero reads).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
+import functools
 import logging
+
+from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu import metrics
 from ocp_gpu.kube import upgrading
-from ocp_gpu.model import labels
-from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.model.upgrades import UpgradeState
 from ocp_gpu.planning import upgrade
 from ocp_gpu.reconcilers import runtime
@@ -27,13 +37,12 @@ logger = logging.getLogger(labels.UPGRADE_LOGGER)
 # the env var overrides it (tests use short timeouts).
 RECHECK_S = 10.0
 RECHECK_ENV = "OCP_GPU_UPGRADE_RECHECK_SECONDS"
+# A pass that raised is retried after this long.
+RETRY_S = 2.0
 
 
-def is_pass_needed(rt: runtime.Runtime, changes: runtime.Changes) -> bool:
+def is_pass_needed(rt: runtime.Runtime) -> bool:
     """Whether anything in the in-memory view can make an upgrade pass do something."""
-    if changes.policies or changes.everything:
-        # autoUpgrade or the driver spec may have changed.
-        return True
     if any(ds.updated_number_scheduled < ds.desired_number_scheduled for ds in rt.driver_daemonsets.values()):
         # Some driver pod runs an outdated template.
         return True
@@ -44,17 +53,52 @@ def is_pass_needed(rt: runtime.Runtime, changes: runtime.Changes) -> bool:
     )
 
 
-async def reconcile_upgrades(
-    rt: runtime.Runtime, policy: policy_model.Policy, now: datetime.datetime
-) -> upgrade.UpgradePlan:
-    rules = policy.driver.upgrade_policy
-    snap = await asyncio.to_thread(upgrading.read_upgrade_snapshot, rt.api_client, rt.namespace, rules)
-    plan = upgrade.plan_upgrades(snap, rules, now)
-    _, errors = await asyncio.to_thread(upgrading.apply_upgrade_plan, rt.api_client, plan, now=now)
-    for node, error in errors.items():
-        logger.warning(
-            "node %s: upgrade step failed (%s %s); other nodes carry on", node, error.status, error.reason
+async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
+    """Wait for a change (or the recheck timer), let a burst settle, run one upgrade pass; forever."""
+    await rt.listed.wait()
+    recheck: float | None = None
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(rt.upgrade_wake.wait(), recheck)
+        await asyncio.sleep(coalesce_s)
+        rules_changed = rt.take_upgrade_marks()
+        rules = rt.upgrade_policy
+        if rules is None or not (rules_changed or is_pass_needed(rt)):
+            recheck = None
+            continue
+        try:
+            plan, failed = await reconcile_upgrades(rt, rules, datetime.datetime.now(datetime.UTC))
+        except Exception:
+            logger.exception("upgrade pass failed; retrying shortly")
+            recheck = RETRY_S
+            continue
+        in_flight = any(
+            node.state_after in upgrade.IN_PROGRESS or node.state_after is UpgradeState.UPGRADE_REQUIRED
+            for node in plan.nodes
+            if not node.skipped
         )
+        recheck = (
+            float(rt.env.get(RECHECK_ENV, RECHECK_S)) if plan.auto_upgrade and (in_flight or failed) else None
+        )
+
+
+async def reconcile_upgrades(
+    rt: runtime.Runtime, rules: UpgradePolicy, now: datetime.datetime
+) -> tuple[upgrade.UpgradePlan, bool]:
+    """One pass: snapshot from the view, plan, apply (nodes in parallel); True in [1] when a node failed."""
+    snap = await _snapshot(rt, rules)
+    plan = upgrade.plan_upgrades(snap, rules, now)
+    busy = upgrading.busy_plans(plan.nodes)
+    results = await runtime.in_threads(
+        functools.partial(upgrading.apply_node_plan, rt.api_client, node_plan, now=now) for node_plan in busy
+    )
+    failed = False
+    for node_plan, result in zip(busy, results, strict=True):
+        if isinstance(result, Exception):
+            failed = True
+            # NB: one node's error never blocks the others; the next pass plans it again.
+            detail = f"{result.status} {result.reason}" if isinstance(result, ApiException) else repr(result)
+            logger.warning("node %s: upgrade step failed (%s); other nodes carry on", node_plan.node, detail)
     counts = upgrade.summarize(plan)
     metrics.auto_upgrade_enabled.set(counts.auto_upgrade_enabled)
     metrics.upgrades_in_progress.set(counts.in_progress)
@@ -62,11 +106,52 @@ async def reconcile_upgrades(
     metrics.upgrades_failed.set(counts.failed)
     metrics.upgrades_available.set(counts.available)
     metrics.upgrades_pending.set(counts.pending)
-    in_flight = any(
-        node.state_after in upgrade.IN_PROGRESS or node.state_after is UpgradeState.UPGRADE_REQUIRED
-        for node in plan.nodes
-        if not node.skipped
+    return plan, failed
+
+
+async def _snapshot(rt: runtime.Runtime, rules: UpgradePolicy) -> upgrades.UpgradeSnapshot:
+    """The upgrade snapshot from the watches' view, plus the pods of the nodes that need them."""
+    by_node: dict[str, list[upgrades.DriverPod]] = {}
+    for pod in rt.driver_pods.values():
+        by_node.setdefault(pod.node, []).append(pod)
+    nodes = tuple(
+        upgrades.upgrade_node(facts, tuple(by_node.get(facts.name, ())))
+        for facts in rt.node_facts.values()
+        if facts.is_gpu_node
     )
-    if plan.auto_upgrade and (in_flight or errors):
-        rt.poke_after(float(rt.env.get(RECHECK_ENV, RECHECK_S)))
-    return plan
+    hashes = upgrading.current_revisions(rt.driver_revisions.values())
+    daemonsets = {
+        name: upgrades.DriverRevision(
+            daemonset=name,
+            current_hash=hashes.get(name),
+            unscheduled=max(0, ds.desired_number_scheduled - ds.current_number_scheduled)
+            if ds.status_is_current
+            else 0,
+        )
+        for name, ds in rt.driver_daemonsets.items()
+    }
+    wanted = upgrade.nodes_needing_pods(nodes, rules)
+    listed = await runtime.in_threads(
+        functools.partial(upgrading.list_pods_on_node, rt.api_client, name) for name in wanted
+    )
+    pods: dict[NodeName, tuple[upgrades.WorkloadPod, ...]] = {}
+    for name, result in zip(wanted, listed, strict=True):
+        if isinstance(result, Exception):
+            # That node alone waits for the next pass.
+            logger.warning("could not list the pods of node %s: %s", name, result)
+        else:
+            pods[name] = result
+    validators: dict[NodeName, list[upgrades.ValidatorPod]] = {}
+    for validator in rt.validator_pods.values():
+        validators.setdefault(validator.node, []).append(validator)
+    # NB: a validator DaemonSet whose pods are not created yet still means "validation is coming".
+    deployed = bool(validators) or await asyncio.to_thread(
+        upgrading.validator_daemonset_exists, rt.api_client, rt.namespace
+    )
+    return upgrades.UpgradeSnapshot(
+        nodes=nodes,
+        daemonsets=daemonsets,
+        pods=pods,
+        validator_deployed=deployed,
+        validator_pods={name: tuple(group) for name, group in validators.items()},
+    )
