@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ocp_gpu.kube import upgrading
+from ocp_gpu.kube import reading, upgrading
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.upgrades import UpgradeState
 from tests.unit._upgrades import NOW
@@ -188,6 +188,26 @@ def test_upgrade_node_record() -> None:
 )
 def test_node_readiness(conditions: list[Any], ready: bool) -> None:
     assert upgrading.upgrade_node(node_body({}, {}, conditions)).ready is ready
+
+
+def test_heartbeats_leave_node_facts_unchanged() -> None:
+    """The watch keeps NodeFacts: a heartbeat must not look like a change (it would wake passes)."""
+    before = node_body({labels.UPGRADE_STATE: "upgrade-done"}, {}, [{"type": "Ready", "status": "True"}])
+    after = node_body(
+        {labels.UPGRADE_STATE: "upgrade-done"},
+        {"node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "1"},
+        [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-11-22T05:00:00Z"}],
+    )
+    assert reading.node_facts(before) == reading.node_facts(after)
+    not_ready = node_body({labels.UPGRADE_STATE: "upgrade-done"}, {}, [{"type": "Ready", "status": "False"}])
+    assert reading.node_facts(not_ready) != reading.node_facts(before)
+
+
+def test_upgrade_annotations_are_kept_and_others_dropped() -> None:
+    facts = reading.node_facts(
+        node_body({}, {upgrades.CORDONED_BY_UPGRADE: "true", "machineconfiguration.openshift.io/s": "x"}, [])
+    )
+    assert dict(facts.annotations) == {upgrades.CORDONED_BY_UPGRADE: "true"}
 
 
 def test_skip_needs_true() -> None:
