@@ -87,12 +87,40 @@ class DriverRenderInputs:
     trusted_ca_configmap: str = labels.TRUSTED_CA_CONFIGMAP
 
 
+@dataclasses.dataclass
+class _LastRender:
+    key: object = None
+    manifests: tuple[dict[str, Any], ...] = ()
+
+
+# NB: every reconcile pass renders; most passes (a node joined a version, a DaemonSet's
+# status moved) render exactly what the previous one did, and rendering is most of a
+# pass's CPU.  One slot, compared by equality (the policy holds dicts: not hashable).
+_last_render = _LastRender()
+
+
 def render_driver_state(
     desired: Sequence[DesiredDriverDaemonSet],
     policy: policy_model.Policy,
     inputs: DriverRenderInputs,
 ) -> list[dict[str, Any]]:
-    """Every state-driver manifest, in apply order, DRIVER_CONFIG_DIGEST filled in."""
+    """Every state-driver manifest, in apply order, DRIVER_CONFIG_DIGEST filled in.
+
+    The manifests are shared with the next identical call: treat them as read-only.
+    """
+    # Which nodes a key has does not change its manifests (pods select nodes by label).
+    key = (tuple(dataclasses.replace(entry, nodes=(), exists=False) for entry in desired), policy, inputs)
+    if _last_render.key != key:
+        _last_render.manifests = tuple(_render(desired, policy, inputs))
+        _last_render.key = key
+    return list(_last_render.manifests)
+
+
+def _render(
+    desired: Sequence[DesiredDriverDaemonSet],
+    policy: policy_model.Policy,
+    inputs: DriverRenderInputs,
+) -> list[dict[str, Any]]:
     # NB: the digest covers the rendered driver and sidecar containers and the volumes, so
     # it is rendered twice: once to see what the pods would run, once with the digest.
     draft = templating.render_state(COMPONENT, driver_state_context(desired, policy, inputs, {}))
