@@ -153,7 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--daemonsets", type=int, nargs="+", default=[1, 2, 11, 21])
     parser.add_argument("--repeat", type=int, default=5, help="runs per cell; the median is shown")
     args = parser.parse_args(argv)
-    print(f"{'nodes':>6} {'DSs':>4} {'pass ms':>9} {'plan ms':>9} {'render ms':>10} {'cold ms':>8} {'hash ms':>8} manifests")
+    print(
+        f"{'nodes':>6} {'DSs':>4} {'pass ms':>9} {'plan ms':>9} {'render ms':>10} {'cold ms':>8} "
+        f"{'hash ms':>8} manifests"
+    )
     for count in args.nodes:
         for daemonsets in args.daemonsets:
             if daemonsets > count:
@@ -161,7 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             row = measure(count, daemonsets, args.repeat)
             print(
                 f"{count:>6} {daemonsets:>4} {row['pass_ms']:>9.1f} {row['plan_ms']:>9.1f} "
-                f"{row['render_ms']:>10.1f} {row['cold_ms']:>8.1f} {row['hash_ms']:>8.2f} {row['manifests']:>9.0f}",
+                f"{row['render_ms']:>10.1f} {row['cold_ms']:>8.1f} {row['hash_ms']:>8.2f} "
+                f"{row['manifests']:>9.0f}",
                 flush=True,
             )
     return 0
