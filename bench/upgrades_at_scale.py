@@ -93,7 +93,6 @@ from kubernetes.client import ApiClient
 from ocp_gpu.harness import binaries, nodes
 from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.harness.operating import OperatorProcess
-from ocp_gpu.kube import upgrading
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
@@ -258,7 +257,7 @@ class SimulatedCluster:
         self.daemonsets = {SIM_DAEMONSET: DriverRevision(daemonset=SIM_DAEMONSET, current_hash=NEW_HASH)}
 
     def snapshot(self, policy: UpgradePolicy) -> UpgradeSnapshot:
-        """What `kube.upgrading.read_upgrade_snapshot` would read: pods only where the planner needs them."""
+        """What the operator's snapshot holds (its watch view): pods only where the planner needs them."""
         nodes = tuple(self.nodes[NodeName(name)] for name in self.names)
         wanted = upgrade.nodes_needing_pods(nodes, policy)
         return UpgradeSnapshot(
@@ -1075,8 +1074,6 @@ class E2ERun:
     profile: str = ""
     load_average_upgrade_start: list[float] = dataclasses.field(default_factory=list)
     load_average_upgrade_end: list[float] = dataclasses.field(default_factory=list)
-    # One upgrade pass's read and plan, done in this process after the upgrade (see measure_pass_cost).
-    pass_cost: dict[str, float] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
     total_s: float = 0.0
 
@@ -1302,64 +1299,6 @@ def measure_upgrade(
         run.wall_beyond_floor_s = round(run.wall_s - run.floor_s, 1)
 
 
-def _raw_list(api: ApiClient, path: str, selector: str) -> bytes:
-    response = api.call_api(
-        *api.param_serialize(
-            method="GET",
-            resource_path=path,
-            query_params=[("labelSelector", selector)],
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-    )
-    data: bytes = response.read()
-    return data
-
-
-def measure_pass_cost(run: E2ERun, api: ApiClient, parallel: int, max_unavailable: str, repeats: int) -> None:
-    """What one upgrade pass costs before it writes anything, measured here on the upgraded cluster.
-
-    The operator's own code: `kube.upgrading.read_upgrade_snapshot` (the lists every pass
-    makes, decoded and converted to records) then `planning.upgrade.plan_upgrades`, in
-    this thread (`time.thread_time`: our watch threads excluded). Also the two big lists
-    alone, raw: their size and their json.loads CPU. No node needs its pods listed now,
-    so this is the floor of a pass; a pass in pod-deletion-required adds one pod LIST
-    per node in that state.
-    """
-    policy = bench_policy(parallel, max_unavailable)
-    read_cpu: list[float] = []
-    read_wall: list[float] = []
-    plan_cpu: list[float] = []
-    for _ in range(repeats):
-        c0, w0 = time.thread_time(), time.monotonic()
-        snap = upgrading.read_upgrade_snapshot(api, NAMESPACE, policy)
-        c1, w1 = time.thread_time(), time.monotonic()
-        upgrade.plan_upgrades(snap, policy, datetime.datetime.now(datetime.UTC))
-        plan_cpu.append(time.thread_time() - c1)
-        read_cpu.append(c1 - c0)
-        read_wall.append(w1 - w0)
-    nodes_json = _raw_list(api, "/api/v1/nodes", GPU_NODE_SELECTOR)
-    pods_json = _raw_list(api, f"/api/v1/namespaces/{NAMESPACE}/pods", DRIVER_SELECTOR)
-    # A first decode warms the allocator up (its page faults are not a pass's cost).
-    json.loads(nodes_json)
-    json.loads(pods_json)
-    c0 = time.thread_time()
-    for _ in range(repeats):
-        json.loads(nodes_json)
-        json.loads(pods_json)
-    decode_ms = (time.thread_time() - c0) * 1000 / repeats
-    run.pass_cost = {
-        "read_snapshot_cpu_ms": round(statistics.median(read_cpu) * 1000, 1),
-        "read_snapshot_wall_ms": round(statistics.median(read_wall) * 1000, 1),
-        "plan_cpu_ms": round(statistics.median(plan_cpu) * 1000, 1),
-        "nodes_list_mib": round(len(nodes_json) / 2**20, 2),
-        "driver_pods_list_mib": round(len(pods_json) / 2**20, 2),
-        "json_decode_of_both_cpu_ms": round(decode_ms, 1),
-        "repeats": repeats,
-    }
-    log(f"  one pass before writes: {run.pass_cost}")
-
-
 def keep_log(args: argparse.Namespace, op: OperatorProcess, name: str) -> None:
     if args.keep_operator_log:
         args.keep_operator_log.mkdir(parents=True, exist_ok=True)
@@ -1432,11 +1371,6 @@ def run_e2e(parallel: int, args: argparse.Namespace) -> E2ERun:
             finally:
                 op.stop()
                 keep_log(args, op, f"operator-parallel-{parallel}-{count}.log")
-            with phase(run, "one pass's read and plan, in this process"):
-                try:
-                    measure_pass_cost(run, api, parallel, args.max_unavailable, repeats=5)
-                except Exception as error:  # a side measurement: never lose the run for it
-                    run.notes.append(f"pass cost not measured: {error!r}")
     run.load_average_end = load_average()
     run.total_s = round(time.monotonic() - began, 1)
     return run
@@ -1479,13 +1413,6 @@ def e2e_rows(run: E2ERun) -> list[tuple[str, str]]:
         ("  old pod deleted -> new pod Ready (the pods')", fmt_pct(run.node_pod_readiness)),
         ("  new pod Ready -> upgrade-done", fmt_pct(run.node_after_ready)),
         ("  in flight minus the pods' part (operator's)", fmt_pct(run.node_overhead)),
-        (
-            "one pass before writes: read / plan CPU",
-            f"{run.pass_cost.get('read_snapshot_cpu_ms')} ms / {run.pass_cost.get('plan_cpu_ms')} ms "
-            f"(lists: nodes {run.pass_cost.get('nodes_list_mib')} MiB, driver pods "
-            f"{run.pass_cost.get('driver_pods_list_mib')} MiB; json.loads "
-            f"{run.pass_cost.get('json_decode_of_both_cpu_ms')} ms)",
-        ),
         ("operator RSS peak", f"{run.operator_rss_peak_mib} MiB"),
         ("this bench's own CPU during the upgrade", f"{run.bench_cpu_s} s"),
         ("load average run start / end", f"{run.load_average_start} / {run.load_average_end}"),
