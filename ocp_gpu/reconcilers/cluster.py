@@ -53,6 +53,7 @@ async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
             logger.exception("reconcile pass failed; retrying everything shortly")
             await asyncio.sleep(2)
             rt.mark_everything()
+        rt.trimmer.worked()
 
 
 async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: datetime.datetime) -> None:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
+from ocp_gpu import memory
 from ocp_gpu.model import nodes, snapshot, upgrades
 from ocp_gpu.model.policy import UpgradePolicy
 
@@ -78,6 +79,8 @@ class Runtime:
     _upgrade_policy_changed: bool = True
     # Hashes of the non-DaemonSet objects applied by this process (DaemonSets carry theirs).
     applied: dict[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
+    # Gives memory back once the process is idle after a burst of passes.
+    trimmer: memory.Trimmer = dataclasses.field(default_factory=memory.Trimmer)
     # Set once every watched kind has been listed completely.
     listed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)

@@ -66,6 +66,7 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
         if rules is None or not (rules_changed or is_pass_needed(rt)):
             recheck = None
             continue
+        rt.trimmer.worked()
         try:
             plan, failed = await reconcile_upgrades(rt, rules, datetime.datetime.now(datetime.UTC))
         except Exception:
