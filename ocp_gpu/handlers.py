@@ -38,10 +38,8 @@ def operator_settings() -> kopf.OperatorSettings:
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
-    # Server-side filters: only our driver DaemonSets and the few OpenShift singletons we read.
-    settings.watching.label_selectors["apps", "daemonsets"] = (
-        f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE},{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
-    )
+    # Server-side filters: only our own DaemonSets and the few OpenShift singletons we read.
+    settings.watching.label_selectors["apps", "daemonsets"] = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
     # NB: the only pods we watch are driver pods (upgrade state, image pulls for the precompiled
     # fallback) and validator pods (the upgrade's validation step).
     settings.watching.label_selectors["", "pods"] = f"{labels.APP} in ({labels.DRIVER_APP},{VALIDATOR_APP})"
@@ -79,20 +77,27 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
             rt.node_facts.pop(nodes.NodeName(name), None)
             rt.mark_node(nodes.NodeName(name))
 
-    @kopf.index("apps", "v1", "daemonsets", registry=registry, id="driver-daemonsets")
+    @kopf.index("apps", "v1", "daemonsets", registry=registry, id="operand-daemonsets")
     async def index_daemonset(body: kopf.Body, namespace: str | None, **_: Any) -> None:
         if namespace != rt.namespace:
             return
         daemonset = reading.driver_daemonset(body)
-        if rt.driver_daemonsets.get(daemonset.name) != daemonset:
-            rt.driver_daemonsets[daemonset.name] = daemonset
+        # Driver DaemonSets are planned per key; the other operands' are looked up by name.
+        kept = (
+            rt.driver_daemonsets
+            if daemonset.labels.get(labels.COMPONENT) == labels.DRIVER_COMPONENT
+            else rt.operand_daemonsets
+        )
+        if kept.get(daemonset.name) != daemonset:
+            kept[daemonset.name] = daemonset
             rt.mark_drivers()
 
-    @kopf.on.event("apps", "v1", "daemonsets", registry=registry, id="driver-daemonset-events")
+    @kopf.on.event("apps", "v1", "daemonsets", registry=registry, id="operand-daemonset-events")
     async def daemonset_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
         rt.listed.set()
         if type == "DELETED" and namespace == rt.namespace:
             rt.driver_daemonsets.pop(name, None)
+            rt.operand_daemonsets.pop(name, None)
             rt.mark_drivers()
 
     @kopf.index("", "v1", "pods", registry=registry, id="driver-and-validator-pods")

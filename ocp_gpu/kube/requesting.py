@@ -7,6 +7,7 @@ take as a dict) we speak JSON directly.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -29,13 +30,25 @@ RESOURCES: Mapping[tuple[str, str], tuple[str, str, bool]] = {
     ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments", True),
     ("rbac.authorization.k8s.io/v1", "Role"): ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): (
-        "/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+        "/apis/rbac.authorization.k8s.io/v1",
+        "rolebindings",
+        True,
+    ),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): (
-        "/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
+        "/apis/rbac.authorization.k8s.io/v1",
+        "clusterroles",
+        False,
+    ),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): (
-        "/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+        "/apis/rbac.authorization.k8s.io/v1",
+        "clusterrolebindings",
+        False,
+    ),
     ("monitoring.coreos.com/v1", "ServiceMonitor"): (
-        "/apis/monitoring.coreos.com/v1", "servicemonitors", True),
+        "/apis/monitoring.coreos.com/v1",
+        "servicemonitors",
+        True,
+    ),
 }
 
 
@@ -78,3 +91,19 @@ def request(
     if method in WRITE_METHODS:
         metrics.api_writes.labels(method.lower(), resource or path.rsplit("/", 2)[-2]).inc()
     return json.loads(data) if data else None
+
+
+def describe_error(error: BaseException) -> str:
+    """A stable, readable one-line account of a failed call, for status conditions and logs.
+
+    NB: str(ApiException) includes response headers (Audit-Id, Date), different on every
+    try; a status message built from it would change on every pass, and the status write
+    would wake the next pass: a hot loop.  The apiserver's own `message` is stable.
+    """
+    if isinstance(error, ApiException):
+        message = ""
+        with contextlib.suppress(ValueError, AttributeError):
+            message = str(json.loads(error.body or "{}").get("message", ""))
+        prefix = f"HTTP {error.status} {error.reason}"
+        return f"{prefix}: {message}" if message else prefix
+    return str(error) or type(error).__name__

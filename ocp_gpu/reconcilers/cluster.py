@@ -16,16 +16,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from ocp_gpu import metrics
-from ocp_gpu.kube import labelling, reporting
+from ocp_gpu.kube import labelling, reporting, requesting
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import conditions, node_labels, platform, policies
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
-from ocp_gpu.reconcilers import runtime
+from ocp_gpu.reconcilers import operands, runtime
+from ocp_gpu.rendering import toolkit as toolkit_rendering
 
 logger = logging.getLogger("ocp_gpu.reconcile")
 
 STATE_READY, STATE_NOT_READY, STATE_IGNORED = "ready", "notReady", "ignored"
+RETRY_FAILED_WRITES_S = 30.0
 
 # Conditions that also become an Event when they appear or change: type -> (reason, Event type).
 EVENTED = {
@@ -78,18 +80,25 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     label_errors = await _reconcile_node_labels(rt, changes)
     errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
     outcome: drivers_reconciler.DriverOutcome | None = None
+    toolkit: operands.OperandOutcome | None = None
     if not errors:
         # NB: with a spec error nothing is applied or deleted: what runs keeps running.
         outcome = await drivers_reconciler.reconcile_drivers(rt, _policy_ref(active), policy, detected, now)
         if outcome.problem is not None:
             problems = [*problems, outcome.problem]
+        toolkit = await operands.reconcile_toolkit(rt, _policy_ref(active), policy, detected)
+        if toolkit.problem is not None:
+            problems = [*problems, toolkit.problem]
     # NB: upgrades run in their own loop (reconcilers/upgrades.py), off this pass's latency path.
     upgrades_allowed = (
         not errors and outcome is not None and outcome.problem is None and policy.driver.enabled
     )
     rt.set_upgrade_policy(policy.driver.upgrade_policy if upgrades_allowed else None)
 
-    status = _active_status(rt, problems, detected, label_errors, outcome)
+    status = _active_status(rt, problems, detected, label_errors, outcome, toolkit)
+    if any(operand is not None and operand.errors for operand in (outcome, toolkit)) or label_errors:
+        # A failed write is retried on the next change, and at the latest after this long.
+        rt.poke_after(RETRY_FAILED_WRITES_S)
     previous_messages = _condition_messages(active.status)
     await _write_status_if_changed(rt, active, status, now)
     for condition in status["_conditions"]:
@@ -121,7 +130,7 @@ async def _reconcile_node_labels(rt: runtime.Runtime, changes: runtime.Changes) 
     errors: dict[str, str] = {}
     for name, result in zip(patches, results, strict=True):
         if isinstance(result, Exception):  # one node's failure never blocks the others
-            errors[name] = str(result)
+            errors[name] = requesting.describe_error(result)
             logger.warning("could not label node %s: %s", name, result)
     return errors
 
@@ -132,12 +141,17 @@ def _active_status(
     detected: platform.Platform,
     label_errors: Mapping[str, str],
     outcome: drivers_reconciler.DriverOutcome | None,
+    toolkit: operands.OperandOutcome | None,
 ) -> dict[str, Any]:
     errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
-    apply_errors = dict(label_errors) | (dict(outcome.errors) if outcome else {})
+    apply_errors = dict(label_errors)
+    for operand in (outcome, toolkit):
+        apply_errors |= dict(operand.errors) if operand else {}
     found: list[conditions.Condition] = []
     summary = _driver_summary(rt, outcome)
     unready = [d["name"] for d in summary if not d.pop("_complete")]
+    if toolkit is not None and toolkit.enabled and operands.toolkit_unready(rt):
+        unready.append(toolkit_rendering.DAEMONSET)
     if errors:
         message = "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in errors)
         found.append(conditions.Condition("Ready", False, "InvalidSpec", message))
@@ -147,8 +161,8 @@ def _active_status(
         found.append(conditions.Condition("Ready", False, "ApplyFailed", message))
         found.append(conditions.Condition("Error", True, "ApplyFailed", message))
     elif unready:
-        message = "driver pods not ready in " + ", ".join(unready)
-        found.append(conditions.Condition("Ready", False, "DriverNotReady", message))
+        message = "pods not ready in " + ", ".join(unready)
+        found.append(conditions.Condition("Ready", False, "OperandsNotReady", message))
         found.append(conditions.Condition("Error", False, "Reconciled", ""))
     else:
         gpu_nodes = sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node)

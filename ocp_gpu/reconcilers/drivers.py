@@ -15,18 +15,17 @@ import dataclasses
 import datetime
 import logging
 from collections.abc import Mapping
-from typing import Any
 
 from kubernetes import client
 
 from ocp_gpu import metrics
-from ocp_gpu.kube import applying
+from ocp_gpu.kube import applying, requesting
 from ocp_gpu.model import labels, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
 from ocp_gpu.planning import drivers
 from ocp_gpu.planning import platform as platform_model
-from ocp_gpu.reconcilers import driver_manifests, runtime
+from ocp_gpu.reconcilers import driver_manifests, operands, runtime
 
 logger = logging.getLogger("ocp_gpu.drivers")
 
@@ -75,33 +74,10 @@ async def reconcile_drivers(
     metrics.driver_toolkit_tags_missing.set(len(plan.findings_of(drivers.MissingDriverToolkitTag)))
     errors: dict[str, str] = {}
     for manifest in manifests:
-        await _apply_if_changed(rt, owner, manifest, errors)
+        await operands.apply_if_changed(rt, owner, manifest, errors)
     for stale in plan.stale:
         await _delete_stale(rt, stale, errors)
     return DriverOutcome(plan, errors=errors)
-
-
-async def _apply_if_changed(
-    rt: runtime.Runtime, owner: Mapping[str, str], manifest: Mapping[str, Any], errors: dict[str, str]
-) -> None:
-    metadata = manifest["metadata"]
-    ident = (manifest["kind"], str(metadata.get("namespace", "")), str(metadata["name"]))
-    wanted = applying.applied_hash(manifest)
-    if manifest["kind"] == "DaemonSet":
-        existing = rt.driver_daemonsets.get(ident[2])
-        current = existing.annotations.get(applying.APPLIED_HASH) if existing else None
-    else:
-        current = rt.applied.get(ident)
-    if current == wanted:
-        # Already applied as rendered: no write.
-        return
-    try:
-        await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
-        rt.applied[ident] = wanted
-        logger.info("applied %s %s/%s", *ident)
-    except Exception as error:  # per object: one failure never blocks the others
-        errors[f"{ident[0]} {ident[2]}"] = str(error)
-        logger.warning("could not apply %s %s: %s", ident[0], ident[2], error)
 
 
 async def _delete_stale(
@@ -124,7 +100,7 @@ async def _delete_stale(
         )
         logger.info("deleted stale driver DaemonSet %s (%s)", stale.name, stale.reason)
     except Exception as error:
-        errors[f"DaemonSet {stale.name}"] = str(error)
+        errors[f"DaemonSet {stale.name}"] = requesting.describe_error(error)
 
 
 def _pull_failures(rt: runtime.Runtime) -> tuple[drivers.PullFailure, ...]:
@@ -161,5 +137,5 @@ async def _delete_all(rt: runtime.Runtime) -> dict[str, str]:
                 applying.delete, rt.api_client, "apps/v1", "DaemonSet", name, rt.namespace
             )
         except Exception as error:
-            errors[f"DaemonSet {name}"] = str(error)
+            errors[f"DaemonSet {name}"] = requesting.describe_error(error)
     return errors

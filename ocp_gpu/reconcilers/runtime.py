@@ -60,6 +60,8 @@ class Runtime:
     policies: dict[str, PolicyObject] = dataclasses.field(default_factory=dict)
     api_groups: frozenset[str] = frozenset()
     driver_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
+    # Our other operand DaemonSets (container toolkit, ...), in the same record: counts and our annotations.
+    operand_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
     # openshift/driver-toolkit as JSON; None while absent.
     dtk_imagestream: Mapping[str, Any] | None = None
     cluster_version: Mapping[str, Any] | None = None

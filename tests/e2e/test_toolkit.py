@@ -1,0 +1,152 @@
+"""We test these aspects of the container-toolkit operand on the local control plane, with the
+real DaemonSet controller and kwok's fake kubelets:
+
+- one `nvidia-container-toolkit-daemonset`, pods on every GPU node and on no CPU node, and the
+  policy is `ready` only once those pods are Ready too;
+- `daemonsets.updateStrategy` is honoured for it (RollingUpdate by default: a new toolkit
+  version replaces every pod; OnDelete: the template changes, the pods stay), while the driver
+  DaemonSet stays `OnDelete` whatever the policy says;
+- a toolkit image the operator cannot build is an error naming the field, and the running
+  DaemonSet is neither changed nor deleted;
+- `toolkit.enabled: false` removes the DaemonSet; the driver is untouched.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness.cluster import unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels
+from ocp_gpu.rendering import toolkit as toolkit_rendering
+
+from .conftest import condition, read_policy, wait_for, wait_for_event
+
+pytestmark = pytest.mark.e2e
+
+TOOLKIT = toolkit_rendering.DAEMONSET
+TOOLKIT_PODS = f"{labels.APP}={toolkit_rendering.APP}"
+
+
+@pytest.fixture
+def nodes(kube: client.ApiClient) -> Iterator[tuple[list[str], str]]:
+    gpu = [unique_name("gpu") for _ in range(3)]
+    cpu = unique_name("cpu")
+    fake_nodes.create_nodes(kube, [*(fake_nodes.vanilla_gpu_node(n) for n in gpu), fake_nodes.cpu_node(cpu)])
+    yield gpu, cpu
+    fake_nodes.delete_nodes(kube, [*gpu, cpu])
+
+
+def toolkit_pods(kube: client.ApiClient, namespace: str) -> list[Any]:
+    return list(client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=TOOLKIT_PODS).items)
+
+
+def images_by_node(kube: client.ApiClient, namespace: str) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for pod in toolkit_pods(kube, namespace):
+        if pod.spec.node_name and not pod.metadata.deletion_timestamp:
+            found.setdefault(pod.spec.node_name, set()).add(pod.spec.containers[0].image)
+    return found
+
+
+def daemonset(kube: client.ApiClient, namespace: str, name: str) -> Any:
+    return client.AppsV1Api(kube).read_namespaced_daemon_set(name, namespace)
+
+
+def patch_policy(kube: client.ApiClient, spec: dict[str, Any]) -> None:
+    client.CustomObjectsApi(kube).patch_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", {"spec": spec}
+    )
+
+
+def test_toolkit_daemonset_and_update_strategy(
+    kube: client.ApiClient,
+    namespace: str,
+    nodes: tuple[list[str], str],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    gpu, cpu = nodes
+    apply_policy(spec={"toolkit": {"version": "v1.16.2-ubuntu20.04"}})
+    start_operator()
+
+    wait_for(lambda: set(images_by_node(kube, namespace)) == set(gpu), 60, what="a toolkit pod per GPU node")
+    assert cpu not in images_by_node(kube, namespace)
+    ds = daemonset(kube, namespace, TOOLKIT)
+    assert ds.spec.update_strategy.type == "RollingUpdate"
+    assert ds.spec.template.spec.node_selector == {labels.deploy_label("container-toolkit"): "true"}
+    wait_for(lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", 60, what="policy ready")
+
+    # RollingUpdate: the DaemonSet controller replaces every pod with the new version.
+    patch_policy(kube, {"toolkit": {"version": "v1.17.0-ubuntu20.04"}})
+    wait_for(
+        lambda: (
+            all(
+                images == {"nvcr.io/nvidia/k8s/container-toolkit:v1.17.0-ubuntu20.04"}
+                for images in images_by_node(kube, namespace).values()
+            )
+            and len(images_by_node(kube, namespace)) == len(gpu)
+        ),
+        90,
+        what="toolkit pods rolled to v1.17.0",
+    )
+
+    # OnDelete: the template changes, the running pods stay as they are.
+    patch_policy(
+        kube, {"daemonsets": {"updateStrategy": "OnDelete"}, "toolkit": {"version": "v1.17.1-ubuntu20.04"}}
+    )
+    wait_for(
+        lambda: (
+            daemonset(kube, namespace, TOOLKIT).spec.update_strategy.type == "OnDelete"
+            and daemonset(kube, namespace, TOOLKIT)
+            .spec.template.spec.containers[0]
+            .image.endswith("v1.17.1-ubuntu20.04")
+        ),
+        30,
+        what="toolkit DaemonSet OnDelete with v1.17.1",
+    )
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline:
+        assert all(
+            images == {"nvcr.io/nvidia/k8s/container-toolkit:v1.17.0-ubuntu20.04"}
+            for images in images_by_node(kube, namespace).values()
+        ), "OnDelete: a running toolkit pod was replaced"
+        time.sleep(0.5)
+    # The driver's DaemonSets are OnDelete whatever daemonsets.updateStrategy says.
+    drivers = (
+        client.AppsV1Api(kube)
+        .list_namespaced_daemon_set(namespace, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}")
+        .items
+    )
+    assert drivers and all(d.spec.update_strategy.type == "OnDelete" for d in drivers)
+
+    # An image the operator cannot build: error naming the field, nothing changed or deleted.
+    generation = daemonset(kube, namespace, TOOLKIT).metadata.generation
+    patch_policy(kube, {"toolkit": {"repository": "Bad_Repo!", "image": "container-toolkit"}})
+    wait_for(
+        lambda: "spec.toolkit.repository" in condition(read_policy(kube), "Error").get("message", ""),
+        30,
+        what="Error condition naming spec.toolkit.repository",
+    )
+    wait_for_event(kube, "InvalidClusterPolicy", "spec.toolkit.repository")
+    assert daemonset(kube, namespace, TOOLKIT).metadata.generation == generation
+    patch_policy(kube, {"toolkit": {"repository": None, "image": None}})
+
+    # toolkit.enabled: false removes the toolkit; the driver DaemonSets stay.
+    patch_policy(kube, {"toolkit": {"enabled": False}})
+    wait_for(lambda: not toolkit_pods(kube, namespace), 60, what="toolkit pods gone")
+    with pytest.raises(client.exceptions.ApiException) as gone:
+        daemonset(kube, namespace, TOOLKIT)
+    assert gone.value.status == 404
+    assert [
+        d.metadata.name
+        for d in client.AppsV1Api(kube)
+        .list_namespaced_daemon_set(namespace, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}")
+        .items
+    ] == [d.metadata.name for d in drivers]
