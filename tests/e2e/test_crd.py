@@ -29,9 +29,11 @@ from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.model import policy
 from tests.unit._crd_schema import apply_defaults, spec_schema
 
+from .conftest import kubectl as run_kubectl
+from .conftest import wait_for
+
 pytestmark = pytest.mark.e2e
 
-KUBECTL = "/usr/bin/kubectl"
 REPO = Path(__file__).resolve().parents[2]
 CRD = REPO / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
 NVIDIA_SAMPLE = REPO / "tests" / "unit" / "data" / "nvidia-clusterpolicy.yaml"
@@ -41,14 +43,8 @@ GROUP, VERSION, PLURAL = "nvidia.com", "v1", "clusterpolicies"
 def kubectl(
     plane: LocalControlPlane, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [KUBECTL, "--kubeconfig", str(plane.kubeconfig), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    # These tests look at kubectl's refusals: a non-zero exit is an outcome, not an error.
+    return run_kubectl(plane, *args, stdin=stdin, check=False)
 
 
 def policy_manifest(name: str, spec: dict[str, Any]) -> str:
@@ -67,14 +63,17 @@ def crd(control_plane: LocalControlPlane) -> None:
     """The CRD, applied with kubectl as an admin would, and established."""
     applied = kubectl(control_plane, "apply", "--server-side", "--force-conflicts", "-f", str(CRD))
     assert applied.returncode == 0, applied.stderr
-    established = kubectl(
-        control_plane,
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/clusterpolicies.nvidia.com",
+    # NB: not `kubectl wait --for=condition=Established`: right after the apply the CRD may have
+    # no conditions yet, and kubectl then fails instead of waiting.
+    crds = client.ApiextensionsV1Api(control_plane.api_client())
+    wait_for(
+        lambda: any(
+            c.type == "Established" and c.status == "True"
+            for c in crds.read_custom_resource_definition(f"{PLURAL}.{GROUP}").status.conditions or ()
+        ),
+        60,
+        what="ClusterPolicy CRD established",
     )
-    assert established.returncode == 0, established.stderr
 
 
 @pytest.fixture
