@@ -25,6 +25,7 @@ from ocp_gpu.model.images import ImageRef
 from ocp_gpu.model.policy import ContainerRuntime
 from ocp_gpu.planning import operands
 from ocp_gpu.rendering import toolkit
+from tests.unit.test_driver_rendering import _spec as driver_spec
 from tests.unit.test_driver_rendering import hostile, token
 
 IMAGE = ImageRef("nvcr.io/nvidia/k8s/container-toolkit:v1.16.2-ubuntu20.04")
@@ -113,12 +114,8 @@ def test_daemonset_identity_selector_and_owned_env() -> None:
 
 def _spec(text: Any) -> dict[str, Any]:
     return {
-        "daemonsets": {
-            "labels": {text(1): text(2)},
-            "annotations": {text(3): text(4)},
-            "priorityClassName": text(5),
-            "tolerations": [{"key": text(6), "operator": text(7), "value": text(8), "effect": text(9)}],
-        },
+        # the same daemonsets fields, with texts 1-9, as the driver's hostile-string test
+        "daemonsets": driver_spec(text)["daemonsets"],
         "operator": {"runtimeClass": text(10)},
         "toolkit": {
             "imagePullSecrets": [text(11)],
