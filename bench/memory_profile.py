@@ -1,0 +1,119 @@
+"""Where the operator's memory goes at N GPU nodes: tracemalloc inside a real `ocp-gpu run`.
+
+Starts a local control plane in OpenShift mode with N kwok GPU nodes on one RHCOS build
+and the ClusterPolicy (the setup of ``drivers_at_scale.py``), runs the operator with
+``PYTHONTRACEMALLOC`` and a ``sitecustomize`` that, on SIGUSR1, collects garbage and
+writes tracemalloc's view (traced total; the largest allocation sites by file and by
+line) next to the process's VmRSS. The dump is taken once the policy is ready and the
+operator has been idle long enough for its post-burst trim (``ocp_gpu/memory.py``).
+
+NB: tracemalloc itself costs memory and time (RSS here is higher than in
+``drivers_at_scale.py``); what counts is the split: live Python objects (traced) versus
+RSS (the difference is interpreter, libraries' native memory and fragmentation).
+
+Run: ``.venv/bin/python bench/memory_profile.py --nodes 1000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import kubernetes.client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import drivers_at_scale as setup
+
+from ocp_gpu.harness import binaries, openshift
+from ocp_gpu.harness.cluster import LocalControlPlane
+from ocp_gpu.harness.operating import OperatorProcess
+
+SITECUSTOMIZE = """
+import gc, os, signal, tracemalloc
+
+def _dump(signum, frame):
+    gc.collect()
+    snapshot = tracemalloc.take_snapshot()
+    by_file = snapshot.statistics("filename")
+    with open(os.environ["OCP_GPU_MEMDUMP"], "w") as out:
+        rss = int([l for l in open("/proc/self/status") if l.startswith("VmRSS")][0].split()[1]) / 1024
+        traced = sum(s.size for s in by_file) / 2**20
+        out.write(f"traced {traced:.1f} MiB, VmRSS {rss:.1f} MiB\\n")
+        out.write("-- by file --\\n")
+        for stat in by_file[:25]:
+            out.write(f"{stat.size / 2**20:8.2f} MiB {stat.count:9d}  {stat.traceback[0].filename}\\n")
+        out.write("-- by line --\\n")
+        for stat in snapshot.statistics("lineno")[:25]:
+            frame = stat.traceback[0]
+            out.write(f"{stat.size / 2**20:8.2f} MiB {stat.count:9d}  {frame.filename}:{frame.lineno}\\n")
+
+if os.environ.get("OCP_GPU_MEMDUMP"):
+    signal.signal(signal.SIGUSR1, _dump)
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--idle", type=float, default=30.0, help="seconds idle before the dump")
+    args = parser.parse_args(argv)
+    binaries.ensure_binaries()
+    with tempfile.TemporaryDirectory() as scratch, LocalControlPlane(start_timeout=180) as cp:
+        Path(scratch, "sitecustomize.py").write_text(SITECUSTOMIZE)
+        dump = Path(scratch, "memory.txt")
+        api = cp.api_client(pool_size=64)
+        openshift.install_openshift_apis(api)
+        openshift.set_driver_toolkit_tags(api, {setup.V1: setup.DTK_IMAGE + "0" * 64})
+        setup.install_crd(api)
+        kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": setup.NAMESPACE}})
+        kubernetes.client.CustomObjectsApi(api).create_cluster_custom_object(
+            "nvidia.com",
+            "v1",
+            "clusterpolicies",
+            {
+                "apiVersion": "nvidia.com/v1",
+                "kind": "ClusterPolicy",
+                "metadata": {"name": setup.POLICY},
+                "spec": {},
+            },
+        )
+        setup.create_nodes_fast(api, args.nodes, 16)
+        setup.wait_until(
+            "nodes Ready", lambda: setup.ready_node_count(api) >= args.nodes, 120 + args.nodes * 0.1, 2
+        )
+        kubeconfig = cp.make_kubeconfig(setup.OPERATOR_USER, ["system:masters"])
+        env = {
+            "PYTHONPATH": os.pathsep.join([scratch, os.environ.get("PYTHONPATH", "")]),
+            "PYTHONTRACEMALLOC": "1",
+            "OCP_GPU_MEMDUMP": str(dump),
+        }
+        op = OperatorProcess(kubeconfig, setup.NAMESPACE, cp.state_dir / "logs" / "operator.log", env=env)
+        op.start()
+        try:
+            setup.wait_until(
+                "policy ready",
+                lambda: setup.read_policy_status(api).get("state") == "ready",
+                300 + args.nodes * 0.2,
+                2,
+            )
+            time.sleep(args.idle)
+            os.kill(op.pid, signal.SIGUSR1)
+            setup.wait_until("the dump", lambda: dump.exists() and dump.stat().st_size > 0, 120, 1)
+            time.sleep(2)
+            print(f"{args.nodes} GPU nodes, after {args.idle:.0f} s idle:")
+            print(dump.read_text())
+        finally:
+            op.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
