@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,8 +22,9 @@ def node_facts(body: Mapping[str, Any]) -> nodes.NodeFacts:
     return nodes.NodeFacts(
         name=nodes.NodeName(str(metadata.get("name", ""))),
         labels=nodes.kept_labels(metadata.get("labels") or {}),
-        os_image=str(info.get("osImage", "")),
-        kernel_version=str(info.get("kernelVersion", "")),
+        # NB: shared by every node on the same build: one copy (see nodes.kept_labels).
+        os_image=sys.intern(str(info.get("osImage", ""))),
+        kernel_version=sys.intern(str(info.get("kernelVersion", ""))),
         unschedulable=bool(spec.get("unschedulable", False)),
         gpus=_quantity_int(allocatable.get("nvidia.com/gpu", "0")),
         # NB: only the condition's status is kept, so heartbeats (lastHeartbeatTime) change nothing.

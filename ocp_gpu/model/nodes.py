@@ -8,6 +8,7 @@ status fields, so memory stays flat (DESIGN §6).
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping
 from typing import NewType
 
@@ -49,8 +50,16 @@ class NodeFacts:
 
 
 def kept_labels(all_labels: Mapping[str, str]) -> dict[str, str]:
-    """The subset of a node's labels that NodeFacts keeps."""
-    return {key: value for key, value in all_labels.items() if key.startswith(_KEPT_PREFIXES)}
+    """The subset of a node's labels that NodeFacts keeps.
+
+    NB: interned: thousands of nodes carry the same keys and mostly the same values (an
+    RHCOS build, "true"), and each watch event would otherwise hold its own copies.
+    """
+    return {
+        sys.intern(key): sys.intern(value)
+        for key, value in all_labels.items()
+        if key.startswith(_KEPT_PREFIXES)
+    }
 
 
 def kept_annotations(all_annotations: Mapping[str, str]) -> dict[str, str]:
