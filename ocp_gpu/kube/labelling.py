@@ -9,11 +9,21 @@ from kubernetes import client
 from ocp_gpu import metrics
 
 
-def patch_node_labels(api_client: client.ApiClient, node: str, changes: Mapping[str, str | None]) -> None:
-    """Set (value) or remove (None) node labels in one merge patch.
+def patch_node_labels(
+    api_client: client.ApiClient,
+    node: str,
+    changes: Mapping[str, str | None],
+    annotations: Mapping[str, str | None] | None = None,
+) -> None:
+    """Set (value) or remove (None) node labels, and annotations, in one merge patch.
 
     NB: a merge patch touches only the keys given, so an admin's labels and a
     concurrent NFD update of other keys are never overwritten.
     """
-    client.CoreV1Api(api_client).patch_node(node, {"metadata": {"labels": dict(changes)}})
+    metadata: dict[str, dict[str, str | None]] = {}
+    if changes:
+        metadata["labels"] = dict(changes)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    client.CoreV1Api(api_client).patch_node(node, {"metadata": metadata})
     metrics.api_writes.labels("patch", "nodes").inc()

@@ -63,3 +63,24 @@ def plan_node_labels(node_labels: Mapping[str, str]) -> LabelPatch | None:
         # Add the missing deploy labels; keep whatever value an admin chose.
         patch.update({key: TRUE for key in _deploy_labels() if key not in node_labels})
     return patch or None
+
+
+def plan_upgrade_annotation(
+    node_labels: Mapping[str, str], node_annotations: Mapping[str, str], auto_upgrade: bool | None
+) -> LabelPatch | None:
+    """The `nvidia.com/gpu-driver-upgrade-enabled` change for one node, or None.
+
+    As NVIDIA's ClusterPolicy controller: set on every GPU node while
+    `driver.upgradePolicy.autoUpgrade` is on (k8s-driver-manager then leaves eviction
+    to the upgrade controller), removed when it is off.  `auto_upgrade` None: no valid
+    policy with drivers enabled, so nothing changes.  Written in the same merge patch
+    as the deploy labels: one write per node at start-up, not two.
+    """
+    if auto_upgrade is None or not is_gpu_node(node_labels):
+        return None
+    present = node_annotations.get(labels.UPGRADE_ENABLED_ANNOTATION) == TRUE
+    if auto_upgrade and not present:
+        return {labels.UPGRADE_ENABLED_ANNOTATION: TRUE}
+    if not auto_upgrade and labels.UPGRADE_ENABLED_ANNOTATION in node_annotations:
+        return {labels.UPGRADE_ENABLED_ANNOTATION: None}
+    return None

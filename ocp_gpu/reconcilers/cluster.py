@@ -77,8 +77,9 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     problems = policy_model.validate_policy(policy, rt.env)
     detected = platform.detect_platform(rt.api_groups)
 
-    label_errors = await _reconcile_node_labels(rt, changes)
     errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
+    auto_upgrade = policy.driver.upgrade_policy.auto_upgrade if not errors and policy.driver.enabled else None
+    label_errors = await _reconcile_node_labels(rt, changes, auto_upgrade)
     outcome: drivers_reconciler.DriverOutcome | None = None
     toolkit: operands.OperandOutcome | None = None
     if not errors:
@@ -114,24 +115,31 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
             )
 
 
-async def _reconcile_node_labels(rt: runtime.Runtime, changes: runtime.Changes) -> dict[str, str]:
-    """Patch the labels of every changed node that needs it; returns errors by node."""
+async def _reconcile_node_labels(
+    rt: runtime.Runtime, changes: runtime.Changes, auto_upgrade: bool | None
+) -> dict[str, str]:
+    """Patch the labels (and upgrade annotation) of every changed node that needs it; errors by node."""
     names = rt.node_facts.keys() if (changes.everything or changes.policies) else changes.nodes
-    patches = {
-        name: patch
-        for name in list(names)
-        if (facts := rt.node_facts.get(name)) is not None
-        and (patch := node_labels.plan_node_labels(facts.labels))
-    }
+    patches: dict[str, tuple[node_labels.LabelPatch, node_labels.LabelPatch]] = {}
+    for name in list(names):
+        facts = rt.node_facts.get(name)
+        if facts is None:
+            continue
+        label_patch = node_labels.plan_node_labels(facts.labels) or {}
+        annotation_patch = (
+            node_labels.plan_upgrade_annotation(facts.labels, facts.annotations, auto_upgrade) or {}
+        )
+        if label_patch or annotation_patch:
+            patches[name] = (label_patch, annotation_patch)
     results = await runtime.in_threads(
-        functools.partial(labelling.patch_node_labels, rt.api_client, name, patch)
-        for name, patch in patches.items()
+        functools.partial(labelling.patch_node_labels, rt.api_client, node, *patch)
+        for node, patch in patches.items()
     )
     errors: dict[str, str] = {}
-    for name, result in zip(patches, results, strict=True):
+    for node, result in zip(patches, results, strict=True):
         if isinstance(result, Exception):  # one node's failure never blocks the others
-            errors[name] = requesting.describe_error(result)
-            logger.warning("could not label node %s: %s", name, result)
+            errors[node] = requesting.describe_error(result)
+            logger.warning("could not label node %s: %s", node, errors[node])
     return errors
 
 

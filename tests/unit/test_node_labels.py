@@ -112,3 +112,28 @@ def test_only_our_labels_are_touched_and_admin_false_is_kept(node: dict[str, str
     for key, value in node.items():
         if key in DEPLOY_ALL and value == "false":
             assert key not in patch
+
+
+ENABLED = labels.UPGRADE_ENABLED_ANNOTATION
+
+
+@pytest.mark.parametrize(
+    ("node", "annotations", "auto_upgrade", "expected"),
+    [
+        (GPU, {}, True, {ENABLED: "true"}),
+        (GPU, {ENABLED: "true"}, True, None),
+        (GPU, {ENABLED: "false"}, True, {ENABLED: "true"}),
+        (GPU, {ENABLED: "true"}, False, {ENABLED: None}),
+        (GPU, {}, False, None),
+        # no valid policy with drivers enabled: nothing changes either way
+        (GPU, {ENABLED: "true"}, None, None),
+        (GPU, {}, None, None),
+        # CPU nodes are never touched
+        ({}, {}, True, None),
+        ({}, {ENABLED: "true"}, False, None),
+    ],
+)
+def test_upgrade_enabled_annotation(
+    node: dict[str, str], annotations: dict[str, str], auto_upgrade: bool | None, expected: object
+) -> None:
+    assert node_labels.plan_upgrade_annotation(node, annotations, auto_upgrade) == expected
