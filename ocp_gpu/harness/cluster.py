@@ -345,9 +345,14 @@ class LocalControlPlane:
         start_timeout: float = 120.0,
         stop_grace: float = 5.0,
         keep_state: bool = False,
+        node_lease_seconds: int = NODE_LEASE_SECONDS,
     ) -> None:
         """``state_dir``: where PKI, data and logs go (a new temp dir if None; removed
         by `stop` unless ``keep_state``, or kept when the start failed).
+        ``node_lease_seconds``: the fake nodes' Lease duration (kwok renews at a quarter of
+        it; the node-lifecycle controller's grace period follows).  Benchmarks with
+        thousands of nodes on two cores lengthen it: kwok cannot renew 5,000 Leases every
+        10 s there, and nodes it misses go NotReady.
         ``binaries``: default `binaries.find_binaries()` (never builds; the pytest
         fixture calls `binaries.ensure_binaries` first)."""
         self._owns_state_dir = state_dir is None
@@ -356,6 +361,7 @@ class LocalControlPlane:
         self._start_timeout = start_timeout
         self._stop_grace = stop_grace
         self._keep_state = keep_state
+        self._node_lease_seconds = node_lease_seconds
         self._procs: list[_Process] = []
         self._ca: _CertificateAuthority | None = None
         self._apiserver_port: int | None = None
@@ -762,6 +768,8 @@ class LocalControlPlane:
                 # collector crawl when tests create hundreds of nodes.
                 "--kube-api-qps=100",
                 "--kube-api-burst=200",
+                # A node is NotReady once its Lease is this old (default 50 s, for a 40 s lease).
+                f"--node-monitor-grace-period={max(50, self._node_lease_seconds + 10)}s",
             ],
         )
 
@@ -785,7 +793,7 @@ class LocalControlPlane:
                 f"--kubeconfig={self._component_kubeconfig('kwok')}",
                 "--manage-all-nodes=true",
                 *(f"--config={f}" for f in stage_files),
-                f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
+                f"--node-lease-duration-seconds={self._node_lease_seconds}",
                 f"--cidr={POD_CIDR}",
             ],
         )
