@@ -909,7 +909,9 @@ def create_policy(api: ApiClient, parallel: int, max_unavailable: str) -> None:
                         "maxParallelUpgrades": parallel,
                         "maxUnavailable": max_unavailable,
                     },
-                }
+                },
+                # Only the driver is measured here: no toolkit pods competing for the two cores.
+                "toolkit": {"enabled": False},
             },
         },
     )
