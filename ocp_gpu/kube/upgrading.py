@@ -79,15 +79,18 @@ def set_upgrade_state(
     annotations: Mapping[str, str | None] | None = None,
     *,
     now: datetime.datetime | None = None,
+    unschedulable: bool | None = None,
 ) -> None:
-    """Write the state label and the annotations in one merge patch, then say so.
+    """Write the state label and the annotations (and a cordon change) in one merge patch, then say so.
 
     The Event (reason GPUDriverUpgrade, the seed's exact message) and the log line
     follow the patch; NB: a failed Event is logged, never fatal (reporting.post_event).
     """
-    body = {
+    body: dict[str, Any] = {
         "metadata": {"labels": {labels.UPGRADE_STATE: state.value}, "annotations": dict(annotations or {})}
     }
+    if unschedulable is not None:
+        body["spec"] = {"unschedulable": unschedulable}
     patched = _patch_node(api, node, body)
     message = upgrades.event_message(state)
     involved = {
@@ -164,10 +167,27 @@ def apply_node_plan(
 ) -> AppliedNode:
     """Carry out one node's plan: its actions in order, then its transition and annotations.
 
+    A plan whose only actions are a cordon change writes it with the transition, in one patch.
+
     Raises ApiException on the first failed call, before the transition is written (the
     next pass plans again from what is there); the caller isolates nodes from each other.
     """
     refused: list[PodRef] = []
+    if plan.transition is not None and plan.actions and all(
+        isinstance(action, upgrade.Cordon | upgrade.Uncordon) for action in plan.actions
+    ):
+        # A cordon change and the transition it leads to: one atomic merge patch, not two.
+        *_, last = plan.actions
+        folded = dict(last.annotations) if isinstance(last, upgrade.Cordon) else {}
+        set_upgrade_state(
+            api,
+            plan.node,
+            plan.transition,
+            {**folded, **plan.annotations},
+            now=now,
+            unschedulable=isinstance(last, upgrade.Cordon),
+        )
+        return AppliedNode(plan.node, plan.transition)
     for action in plan.actions:
         if isinstance(action, upgrade.Cordon):
             cordon(api, plan.node, True, action.annotations)

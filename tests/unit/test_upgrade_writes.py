@@ -1,0 +1,75 @@
+"""We test how `kube.upgrading.apply_node_plan` turns one node's plan into API calls (no server):
+
+- a cordon (or uncordon) and the transition it leads to are one merge patch: spec.unschedulable, the
+  state label, the cordon's and the transition's annotations together, then the Event;
+- a plan with other actions runs them in order, then writes the transition on its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ocp_gpu.kube import upgrading
+from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.upgrades import PodRef, UpgradeState
+from ocp_gpu.planning import upgrade
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, Any]]:
+    seen: list[tuple[str, str, Any]] = []
+
+    def request(api: Any, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        seen.append((method, path, kwargs.get("body")))
+        return {"metadata": {"uid": "u1"}}
+
+    monkeypatch.setattr(upgrading.requesting, "request", request)
+    monkeypatch.setattr(upgrading.reporting, "post_event", lambda *a, **k: seen.append(("EVENT", a[3], None)))
+    return seen
+
+
+def plan(transition: UpgradeState, *actions: upgrade.Action, **annotations: str | None) -> upgrade.NodePlan:
+    return upgrade.NodePlan(
+        NodeName("n1"),
+        UpgradeState.CORDON_REQUIRED,
+        upgrade.DriverStatus(upgrade.DriverCheck.OUTDATED, None, ""),
+        transition,
+        actions,
+        {key.replace("_", "-"): value for key, value in annotations.items()},
+    )
+
+
+def test_cordon_and_transition_are_one_patch(calls: list[tuple[str, str, Any]]) -> None:
+    cordon = upgrade.Cordon({upgrades.CORDONED_BY_UPGRADE: "true"})
+    upgrading.apply_node_plan(None, plan(UpgradeState.WAIT_FOR_JOBS_REQUIRED, cordon, timer="1"))
+    (patch, event) = calls
+    assert patch[0] == "PATCH" and patch[1] == "/api/v1/nodes/n1"
+    assert patch[2] == {
+        "spec": {"unschedulable": True},
+        "metadata": {
+            "labels": {labels.UPGRADE_STATE: "wait-for-jobs-required"},
+            "annotations": {upgrades.CORDONED_BY_UPGRADE: "true", "timer": "1"},
+        },
+    }
+    assert event[0] == "EVENT" and "wait-for-jobs-required" in event[1]
+
+
+def test_uncordon_and_done_are_one_patch(calls: list[tuple[str, str, Any]]) -> None:
+    upgrading.apply_node_plan(None, plan(UpgradeState.UPGRADE_DONE, upgrade.Uncordon()))
+    (patch, _) = calls
+    assert patch[2]["spec"] == {"unschedulable": False}
+    assert patch[2]["metadata"]["labels"] == {labels.UPGRADE_STATE: "upgrade-done"}
+
+
+def test_other_actions_run_first_then_the_transition(calls: list[tuple[str, str, Any]]) -> None:
+    gpu_pod = PodRef(namespace="work", name="p1", uid="x")
+    upgrading.apply_node_plan(None, plan(UpgradeState.POD_RESTART_REQUIRED, upgrade.DeletePods((gpu_pod,))))
+    assert [(method, path) for method, path, _ in calls] == [
+        ("DELETE", "/api/v1/namespaces/work/pods/p1"),
+        ("PATCH", "/api/v1/nodes/n1"),
+        ("EVENT", upgrades.event_message(UpgradeState.POD_RESTART_REQUIRED)),
+    ]
+    assert "spec" not in calls[1][2]
