@@ -472,6 +472,21 @@ def install_crd(api: ApiClient) -> None:
     wait_until("the ClusterPolicy CRD to be Established", established, 60)
 
 
+def create_policy(api: ApiClient, spec: dict[str, Any] | None = None) -> None:
+    """The ClusterPolicy `cluster-policy` (every default unless `spec` says otherwise)."""
+    kubernetes.client.CustomObjectsApi(api).create_cluster_custom_object(
+        "nvidia.com",
+        "v1",
+        "clusterpolicies",
+        {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": POLICY},
+            "spec": spec or {},
+        },
+    )
+
+
 def create_nodes_fast(api: ApiClient, count: int, workers: int) -> list[str]:
     """``count`` GPU nodes on V1, created by a thread pool without parsing the responses."""
     core = kubernetes.client.CoreV1Api(api)
@@ -838,17 +853,7 @@ def run_size(count: int, args: argparse.Namespace) -> Result:
             )
             install_crd(api)
             kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
-            kubernetes.client.CustomObjectsApi(api).create_cluster_custom_object(
-                "nvidia.com",
-                "v1",
-                "clusterpolicies",
-                {
-                    "apiVersion": "nvidia.com/v1",
-                    "kind": "ClusterPolicy",
-                    "metadata": {"name": POLICY},
-                    "spec": {},
-                },
-            )
+            create_policy(api)
         with phase(result, f"create {count} nodes"):
             names = create_nodes_fast(api, count, args.workers)
         with phase(result, "nodes Ready", cp.pids):

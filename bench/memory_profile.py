@@ -74,17 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         openshift.set_driver_toolkit_tags(api, {setup.V1: setup.DTK_IMAGE + "0" * 64})
         setup.install_crd(api)
         kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": setup.NAMESPACE}})
-        kubernetes.client.CustomObjectsApi(api).create_cluster_custom_object(
-            "nvidia.com",
-            "v1",
-            "clusterpolicies",
-            {
-                "apiVersion": "nvidia.com/v1",
-                "kind": "ClusterPolicy",
-                "metadata": {"name": setup.POLICY},
-                "spec": {},
-            },
-        )
+        setup.create_policy(api)
         setup.create_nodes_fast(api, args.nodes, 16)
         setup.wait_until(
             "nodes Ready", lambda: setup.ready_node_count(api) >= args.nodes, 120 + args.nodes * 0.1, 2
