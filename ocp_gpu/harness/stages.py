@@ -102,10 +102,8 @@ phase: Running
     + _IPS_TEMPLATE
 )
 
-# What a kubelet reports for a container that keeps exiting: phase stays Running,
-# Ready is False, the container waits in CrashLoopBackOff after a terminated run.
-_CRASH_LOOPING_TEMPLATE = (
-    """
+# The pod conditions of a pod whose containers are not ready, up to its container statuses.
+_NOT_READY_HEADER = """
 {{ $now := Now }}
 conditions:
 - lastTransitionTime: {{ $now | Quote }}
@@ -122,7 +120,13 @@ conditions:
   message: "containers with unready status"
   type: ContainersReady
 containerStatuses:
-{{ range .spec.containers }}
+"""
+
+# What a kubelet reports for a container that keeps exiting: phase stays Running,
+# Ready is False, the container waits in CrashLoopBackOff after a terminated run.
+_CRASH_LOOPING_TEMPLATE = (
+    _NOT_READY_HEADER
+    + """{{ range .spec.containers }}
 - image: {{ .image | Quote }}
   name: {{ .name | Quote }}
   ready: false
@@ -147,24 +151,8 @@ phase: Running
 # What a kubelet reports when the image cannot be pulled: the pod stays Pending and
 # each container waits in ImagePullBackOff (ErrImagePull alternates with it).
 _IMAGE_PULL_FAILING_TEMPLATE = (
-    """
-{{ $now := Now }}
-conditions:
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: Initialized
-- lastTransitionTime: {{ $now | Quote }}
-  status: "False"
-  reason: ContainersNotReady
-  message: "containers with unready status"
-  type: Ready
-- lastTransitionTime: {{ $now | Quote }}
-  status: "False"
-  reason: ContainersNotReady
-  message: "containers with unready status"
-  type: ContainersReady
-containerStatuses:
-{{ range .spec.containers }}
+    _NOT_READY_HEADER
+    + """{{ range .spec.containers }}
 - image: {{ .image | Quote }}
   name: {{ .name | Quote }}
   ready: false
