@@ -93,6 +93,7 @@ from kubernetes.client import ApiClient
 from ocp_gpu.harness import binaries, nodes
 from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.kube import upgrading
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
@@ -446,8 +447,8 @@ VERSION_A: Final = "550.90.07"
 # The seed's target version.
 VERSION_B: Final = "510.85.02"
 CRD_PATH: Final = REPO / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
-DRIVER_SELECTOR: Final = f"{labels.APP}={labels.DRIVER_APP}"
-GPU_NODE_SELECTOR: Final = f"{labels.NFD_NVIDIA_PCI}=true"
+DRIVER_SELECTOR: Final = upgrading.DRIVER_SELECTOR
+GPU_NODE_SELECTOR: Final = upgrading.GPU_NODE_SELECTOR
 RECONCILES: Final = "gpu_operator_reconciliation_total"
 CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
 # The states between a granted slot and upgrade-done, as label values.

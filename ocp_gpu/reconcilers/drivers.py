@@ -132,10 +132,5 @@ def _nodes_still_selected(api_client: client.ApiClient, daemonset: snapshot.Driv
 async def _delete_all(rt: runtime.Runtime) -> dict[str, str]:
     errors: dict[str, str] = {}
     for name in list(rt.driver_daemonsets):
-        try:
-            await asyncio.to_thread(
-                applying.delete, rt.api_client, "apps/v1", "DaemonSet", name, rt.namespace
-            )
-        except Exception as error:
-            errors[f"DaemonSet {name}"] = requesting.describe_error(error)
+        await operands.delete_daemonset(rt, name, errors)
     return errors

@@ -73,7 +73,7 @@ async def reconcile_toolkit(
     if not policy.toolkit.enabled:
         # toolkit.enabled: false (e.g. the toolkit is part of the host image): remove our DaemonSet.
         if toolkit_rendering.DAEMONSET in rt.operand_daemonsets:
-            await _delete_daemonset(rt, toolkit_rendering.DAEMONSET, errors)
+            await delete_daemonset(rt, toolkit_rendering.DAEMONSET, errors)
         return OperandOutcome(enabled=False, errors=errors)
     image = images.resolve_image(policy.toolkit.image, component="toolkit", env=rt.env)
     if isinstance(image, PolicyProblem):
@@ -95,7 +95,8 @@ def toolkit_unready(rt: runtime.Runtime) -> bool:
     )
 
 
-async def _delete_daemonset(rt: runtime.Runtime, name: str, errors: dict[str, str]) -> None:
+async def delete_daemonset(rt: runtime.Runtime, name: str, errors: dict[str, str]) -> None:
+    """Delete one of our DaemonSets in the operand namespace; a failure goes to `errors`."""
     try:
         await asyncio.to_thread(applying.delete, rt.api_client, "apps/v1", "DaemonSet", name, rt.namespace)
         logger.info("deleted DaemonSet %s", name)
