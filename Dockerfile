@@ -10,8 +10,6 @@ RUN pip install --no-cache-dir build && python -m build --wheel --outdir /wheels
 FROM registry.access.redhat.com/ubi9/python-311:latest
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
-COPY templates /opt/ocp-gpu/templates
-ENV OCP_GPU_TEMPLATES=/opt/ocp-gpu/templates
 USER 1001
 ENTRYPOINT ["ocp-gpu"]
 CMD ["run"]

@@ -730,7 +730,7 @@ def machine() -> dict[str, Any]:
 def operator_sources(source: str) -> Iterator[tuple[Path, str]]:
     """Where the operator's code is imported from, and the commit that names it.
 
-    ``head``: the committed ``ocp_gpu/`` and ``templates/`` of HEAD, extracted to a temp
+    ``head``: the committed ``ocp_gpu/`` (templates included) of HEAD, extracted to a temp
     dir, so numbers belong to a commit even while others edit the tree. ``tree``: the
     working tree as it is.
     """
@@ -740,7 +740,7 @@ def operator_sources(source: str) -> Iterator[tuple[Path, str]]:
     head = git_commit().removesuffix("+dirty")
     with tempfile.TemporaryDirectory(prefix="ocp-gpu-bench-src-") as tmp:
         archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", "--format=tar", "HEAD", "ocp_gpu", "templates"],
+            ["git", "-C", str(REPO), "archive", "--format=tar", "HEAD", "ocp_gpu"],
             capture_output=True,
             timeout=60,
             check=True,

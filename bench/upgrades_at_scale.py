@@ -134,7 +134,7 @@ def git_commit() -> str:
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--", "ocp_gpu", "templates"],
+            ["git", "-C", str(REPO), "status", "--porcelain", "--", "ocp_gpu"],
             capture_output=True,
             text=True,
             timeout=10,
@@ -932,7 +932,7 @@ def patch_driver_version(api: ApiClient, version: str) -> None:
 def operator_sources(source: str) -> Iterator[tuple[Path, str]]:
     """Where the operator imports ocp_gpu from, and the commit that names it.
 
-    `head`: HEAD's committed ocp_gpu/ and templates/, extracted to a temp dir, so the
+    `head`: HEAD's committed ocp_gpu/ (templates included), extracted to a temp dir, so the
     numbers belong to a commit even while others edit the tree; `tree`: the working tree.
     """
     if source == "tree":
@@ -941,7 +941,7 @@ def operator_sources(source: str) -> Iterator[tuple[Path, str]]:
     head = git_commit().removesuffix("+dirty")
     with tempfile.TemporaryDirectory(prefix="ocp-gpu-upgrade-bench-") as tmp:
         archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", "--format=tar", "HEAD", "ocp_gpu", "templates"],
+            ["git", "-C", str(REPO), "archive", "--format=tar", "HEAD", "ocp_gpu"],
             capture_output=True,
             timeout=60,
             check=True,

@@ -27,9 +27,11 @@ from typing import Any
 import jinja2
 import yaml
 
-# The repository's templates/ directory; OCP_GPU_TEMPLATES overrides it (e.g. in an image).
+# The package's templates/ directory (ocp_gpu/templates, shipped in the wheel as package
+# data, so `pip install` keeps it); OCP_GPU_TEMPLATES overrides it (e.g. to try edits).
+# NB: the one place a template path is resolved: everything else calls templates_dir().
 TEMPLATES_ENV = "OCP_GPU_TEMPLATES"
-_DEFAULT_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+_DEFAULT_TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 _SUFFIX = ".yaml.j2"
 
 # What YAML accepts raw inside a double-quoted scalar: printable characters except the
