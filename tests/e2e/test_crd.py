@@ -7,6 +7,9 @@
   upgradePolicy among them), exactly as tests/unit/_crd_schema.apply_defaults predicts,
   so the unit tests' defaulting is the server's;
 - NVIDIA's sample ClusterPolicy is accepted as is and means the same after defaulting;
+- a ClusterPolicy setting every field of NVIDIA's v1 schema, and one shaped like NVIDIA's
+  OperatorHub example, are applied by kubectl without an error or an unknown-field warning and
+  stored as sent (plus our defaults);
 - the seed's `kubectl patch ... /spec/driver/version` works verbatim on a minimal policy;
 - `kubectl get clusterpolicy` shows the State and Age columns.
 
@@ -28,6 +31,7 @@ from kubernetes import client
 from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.model import policy
 from tests.unit._crd_schema import apply_defaults, spec_schema
+from tests.unit._nvidia_fields import every_field_spec
 
 from .conftest import kubectl as run_kubectl
 from .conftest import wait_for
@@ -37,6 +41,7 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 CRD = REPO / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
 NVIDIA_SAMPLE = REPO / "tests" / "unit" / "data" / "nvidia-clusterpolicy.yaml"
+OPERATORHUB_SAMPLE = REPO / "tests" / "unit" / "data" / "nvidia-operatorhub-clusterpolicy.yaml"
 GROUP, VERSION, PLURAL = "nvidia.com", "v1", "clusterpolicies"
 
 
@@ -115,7 +120,7 @@ REJECTED: dict[str, tuple[dict[str, Any], list[str]]] = {
         {"driver": {"upgradePolicy": {"maxUnavailable": "a quarter"}}},
         ["spec.driver.upgradePolicy.maxUnavailable"],
     ),
-    "unknown field": ({"migManager": {"enabled": True}}, ["migManager"]),
+    "unknown field": ({"driver": {"useNvidiaDriverCrd": True}}, ["useNvidiaDriverCrd"]),
     "duplicate env names": (
         {"toolkit": {"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}},
         ["spec.toolkit.env", "Duplicate value"],
@@ -179,6 +184,24 @@ def test_nvidia_sample_is_accepted_as_is(
     stored = read_spec(kube, sample["metadata"]["name"])
     assert stored == apply_defaults(spec_schema(), sample["spec"])
     assert policy.parse_policy(stored) == policy.parse_policy(sample["spec"])
+
+
+@pytest.mark.parametrize("which", ["every-field", "operatorhub"])
+def test_nvidia_schema_policies_are_accepted_as_is(
+    control_plane: LocalControlPlane, policies: list[str], kube: client.ApiClient, which: str
+) -> None:
+    if which == "every-field":
+        name, spec = "every-nvidia-field", every_field_spec()
+        manifest = policy_manifest(name, spec)
+    else:
+        sample = yaml.safe_load(OPERATORHUB_SAMPLE.read_text())
+        name, spec, manifest = sample["metadata"]["name"], sample["spec"], json.dumps(sample)
+    policies.append(name)
+    result = kubectl(control_plane, "apply", "-f", "-", stdin=manifest)
+    assert result.returncode == 0, result.stderr
+    # an unknown field is dropped with a warning, not refused: no warning means every path is ours
+    assert "Warning" not in result.stderr, result.stderr
+    assert read_spec(kube, name) == apply_defaults(spec_schema(), spec)
 
 
 def test_seed_version_patch_works_verbatim(
