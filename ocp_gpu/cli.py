@@ -66,6 +66,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # --- end status ---
 
+    # --- must-gather (ocp_gpu/commands/must_gather.py) ---
+    from ocp_gpu.commands import must_gather as must_gather_command
+
+    must_gather_command.add_arguments(
+        commands.add_parser(
+            "must-gather",
+            help=must_gather_command.HELP,
+            description=must_gather_command.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    )
+    # --- end must-gather ---
+
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -83,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "status":
         # --- status (ocp_gpu/commands/status.py) ---
         return status_command.main(args)
+    if args.command == "must-gather":
+        # --- must-gather (ocp_gpu/commands/must_gather.py) ---
+        return must_gather_command.main(args)
     parser.error(f"unknown command {args.command}")
     return 2
 
