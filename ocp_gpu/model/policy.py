@@ -25,8 +25,9 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Final, NewType, TypedDict, TypeVar
 
-from ocp_gpu.model import images, selectors
+from ocp_gpu.model import images, resource_config, selectors
 from ocp_gpu.model.problems import PolicyProblem, Severity
+from ocp_gpu.model.resource_config import ResourceRename, parse_resource_config
 
 __all__ = [
     "ComponentSpec",
@@ -134,9 +135,6 @@ POD_DELETION_ALIAS: Final = "spec.driver.upgradePolicy.podDeletion"
 
 # Same pattern as the CRD's (int-or-string with ^[0-9]+%?$).
 _INT_OR_PERCENT_RE: Final = re.compile(r"^[0-9]+%?$")
-# One resourceConfig entry; the CRD's CEL rule uses the same expression (a unit test checks).
-RESOURCE_CONFIG_ENTRY: Final = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?:[a-z0-9]([a-z0-9.-]*[a-z0-9])?:[1-9][0-9]*$"
-_RESOURCE_CONFIG_ENTRY_RE: Final = re.compile(RESOURCE_CONFIG_ENTRY)
 
 
 # --- the spec -------------------------------------------------------------------
@@ -311,15 +309,6 @@ class DriverSpec(ComponentSpec):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ToolkitSpec(ComponentSpec):
     install_dir: str = DEFAULT_TOOLKIT_INSTALL_DIR
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ResourceRename:
-    """One resourceConfig entry: expose `resource` as nvidia.com/`new_name`, `replicas` per device."""
-
-    resource: str
-    new_name: str
-    replicas: int
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -750,22 +739,7 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
     )
 
 
-# --- resourceConfig and maxUnavailable ------------------------------------------
-
-
-def parse_resource_config(text: str) -> tuple[tuple[ResourceRename, ...], tuple[str, ...]]:
-    """The valid `<resource>:<newname>:<replicas>` entries, and the invalid ones as written."""
-    if text == "":
-        return (), ()
-    valid: list[ResourceRename] = []
-    invalid: list[str] = []
-    for entry in text.split(","):
-        if _RESOURCE_CONFIG_ENTRY_RE.match(entry) is None:
-            invalid.append(entry)
-            continue
-        resource, new_name, replicas = entry.split(":")
-        valid.append(ResourceRename(resource=resource, new_name=new_name, replicas=int(replicas)))
-    return tuple(valid), tuple(invalid)
+# --- maxUnavailable ------------------------------------------
 
 
 def scaled_max_unavailable(value: IntOrString, total: int) -> int:
@@ -959,22 +933,8 @@ def _driver_options(policy: Policy) -> Iterator[PolicyProblem]:
 
 def _device_plugin_options(policy: Policy) -> Iterator[PolicyProblem]:
     plugin = policy.device_plugin
-    field = "spec.devicePlugin.resourceConfig"
-    valid, invalid = parse_resource_config(plugin.resource_config)
-    for entry in invalid:
-        # The plugin would refuse the whole configuration.
-        yield PolicyProblem(
-            field=field,
-            message=f"{entry!r} is not of the form <resource>:<newname>:<replicas> with replicas >= 1",
-            fix="write entries like gpu:sharedgpu:4 or mig-3g.20gb:small:2, separated by commas",
-        )
-    resources = [rename.resource for rename in valid]
-    for resource in sorted({resource for resource in resources if resources.count(resource) > 1}):
-        yield PolicyProblem(
-            field=field,
-            message=f"{resource!r} is renamed more than once",
-            fix=f"keep one entry for {resource!r}",
-        )
+    # Each problem names the entry at fault (model/resource_config.py).
+    yield from resource_config.resource_config_problems(plugin.resource_config, plugin.mig_strategy.value)
     if policy.nvidia_mig_strategy is not None and plugin.mig_strategy is not policy.nvidia_mig_strategy:
         # Both places name a strategy and they disagree.
         yield PolicyProblem(

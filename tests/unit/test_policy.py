@@ -555,8 +555,12 @@ SEMANTIC_PROBLEMS: dict[str, tuple[dict[str, Any], set[tuple[str, Severity]]]] =
         {("spec.devicePlugin.resourceConfig", E)},
     ),
     "resourceConfig valid": (
-        {"devicePlugin": {"resourceConfig": "gpu:sharedgpu:4,mig-3g.20gb:small:2"}},
+        {"devicePlugin": {"resourceConfig": "gpu:sharedgpu:4,mig-3g.20gb:small:2", "migStrategy": "mixed"}},
         set(),
+    ),
+    "resourceConfig MIG entry without migStrategy mixed has no effect": (
+        {"devicePlugin": {"resourceConfig": "gpu:sharedgpu:4,mig-3g.20gb:small:2"}},
+        {("spec.devicePlugin.resourceConfig", W)},
     ),
     "duplicate env names (file only)": (
         {"toolkit": {"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}},
