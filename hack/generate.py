@@ -2,9 +2,13 @@
 """Generate the copies of files that have one source in the repository.
 
 The ClusterPolicy CRD's source is ocp_gpu/crds/clusterpolicies.nvidia.com.yaml;
-the OLM bundle and the Helm chart each need a copy.  This script writes them
-with a header saying where they come from.  `--check` writes nothing and exits
-1 naming every stale or missing copy (CI and tests/unit/test_generated.py run it).
+the OLM bundle and the Helm chart each need a copy.  What installs the operator
+(Deployment, ServiceAccount, RBAC, operand image defaults) comes from
+ocp_gpu/install/ and ocp_gpu/model/releases.py: this script writes it into the
+Helm chart's templates (charts/ocp-gpu/templates/operator.yaml) and the OLM
+bundle's ClusterServiceVersion (hack/olm.py builds it).  Every file says where it
+comes from.  `--check` writes nothing and exits 1 naming every stale or missing
+file (CI and tests/unit/test_generated.py run it).
 
 Usage: hack/generate.py [--check]
 """
@@ -14,9 +18,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "hack"))
+sys.path.insert(0, str(ROOT))
+
+import helm_operator  # noqa: E402  (hack/helm_operator.py)
+import olm  # noqa: E402  (hack/olm.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +41,13 @@ COPIES = (
         "ocp_gpu/crds/clusterpolicies.nvidia.com.yaml", "charts/ocp-gpu/crds/nvidia.com_clusterpolicies.yaml"
     ),
 )
+
+
+# Files built from the install source: target -> a function of the repository root.
+BUILT: dict[str, Callable[[Path], str]] = {
+    helm_operator.TARGET: helm_operator.render,
+    **olm.TARGETS,
+}
 
 
 def _strip_source_comments(text: str) -> str:
@@ -51,10 +68,12 @@ def render(copy: Copy, root: Path | None = None) -> str:
 def stale(root: Path | None = None) -> list[str]:
     """The generated copies that are missing or differ from their source."""
     root = root or ROOT
+    expected = {copy.target: render(copy, root) for copy in COPIES}
+    expected |= {target: build(root) for target, build in BUILT.items()}
     return [
-        copy.target
-        for copy in COPIES
-        if not (root / copy.target).is_file() or (root / copy.target).read_text() != render(copy, root)
+        target
+        for target, content in expected.items()
+        if not (root / target).is_file() or (root / target).read_text() != content
     ]
 
 
@@ -69,14 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         for target in outdated:
             print(f"{target} is out of date: run hack/generate.py", file=sys.stderr)
         return 1 if outdated else 0
-    for copy in COPIES:
-        target = ROOT / copy.target
-        content = render(copy)
+    expected = {copy.target: render(copy) for copy in COPIES}
+    expected |= {target: build(ROOT) for target, build in BUILT.items()}
+    for relative, content in expected.items():
+        target = ROOT / relative
         if target.is_file() and target.read_text() == content:
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content)
-        print(f"wrote {copy.target}")
+        print(f"wrote {relative}")
     return 0
 
 

@@ -46,10 +46,12 @@ def test_copies_name_their_source(target: str) -> None:
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     """A copy of the sources and generated files, to break without touching the repository."""
-    for copy in generate.COPIES:
-        for relative in (copy.source, copy.target):
-            (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(ROOT / relative, tmp_path / relative)
+    for relative in [
+        *(path for copy in generate.COPIES for path in (copy.source, copy.target)),
+        *generate.BUILT,
+    ]:
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / relative, tmp_path / relative)
     return tmp_path
 
 
@@ -69,6 +71,18 @@ def test_an_edited_source_makes_every_copy_stale(tree: Path) -> None:
     source = tree / generate.COPIES[0].source
     source.write_text(source.read_text() + "\n")
     assert generate.stale(tree) == TARGETS
+
+
+@pytest.mark.parametrize("target", sorted(generate.BUILT))
+def test_a_stale_built_file_is_named(tree: Path, target: str) -> None:
+    (tree / target).write_text((tree / target).read_text().replace("gpu-operator", "gpu-operatr", 1))
+    assert generate.stale(tree) == [target]
+
+
+@pytest.mark.parametrize("target", sorted(generate.BUILT))
+def test_built_files_name_their_source(target: str) -> None:
+    head = (ROOT / target).read_text()[:300]
+    assert "generated from ocp_gpu/" in head and "hack/generate.py" in head
 
 
 def test_check_exits_non_zero_naming_the_file(
