@@ -17,6 +17,7 @@ from typing import Any
 
 from ocp_gpu import metrics
 from ocp_gpu.kube import labelling, reporting, requesting
+from ocp_gpu.model import fields
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import conditions, node_labels, platform, policies
@@ -29,6 +30,8 @@ logger = logging.getLogger("ocp_gpu.reconcile")
 STATE_READY, STATE_NOT_READY, STATE_IGNORED = "ready", "notReady", "ignored"
 RETRY_FAILED_WRITES_S = 30.0
 
+# A field accepted for compatibility with NVIDIA's schema that ocp-gpu does not act on (model/fields.py).
+UNSUPPORTED = "UnsupportedSetting"
 # Conditions that also become an Event when they appear or change: type -> (reason, Event type).
 EVENTED = {
     "Error": ("InvalidClusterPolicy", "Warning"),
@@ -37,6 +40,7 @@ EVENTED = {
     "NodeFeatureLabelStale": ("NodeFeatureLabelStale", "Warning"),
     "NodeFeatureLabelsMissing": ("NodeFeatureLabelsMissing", "Warning"),
     "DriverDaemonSetDeferred": ("DriverDaemonSetDeferred", "Warning"),
+    UNSUPPORTED: (UNSUPPORTED, "Warning"),
 }
 
 
@@ -97,6 +101,11 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     rt.set_upgrade_policy(policy.driver.upgrade_policy if upgrades_allowed else None)
 
     status = _active_status(rt, problems, detected, label_errors, outcome, toolkit)
+    unsupported = fields.unsupported_settings(active.spec)
+    if unsupported:
+        # Accepted for compatibility with NVIDIA's schema, not acted on: say so, change nothing else.
+        message = fields.describe(unsupported)
+        status["_conditions"].append(conditions.Condition(UNSUPPORTED, True, UNSUPPORTED, message))
     if any(operand is not None and operand.errors for operand in (outcome, toolkit)) or label_errors:
         # A failed write is retried on the next change, and at the latest after this long.
         rt.poke_after(RETRY_FAILED_WRITES_S)

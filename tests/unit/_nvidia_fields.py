@@ -171,8 +171,10 @@ def every_field_spec() -> dict[str, Any]:
                     node.append(value)
                 node_next = node[0]
             elif part == "{}":
-                node.setdefault("example", value)
-                node_next = node["example"]
+                # resource maps take resource names; other maps (labels, selectors) any key
+                key = "cpu" if path.endswith(("limits{}", "requests{}")) else "example"
+                node.setdefault(key, value)
+                node_next = node[key]
             else:
                 node.setdefault(part, value)
                 node_next = node[part]

@@ -1,0 +1,289 @@
+"""Every ClusterPolicy field: honoured, refused, or deprecated and ignored; and which a spec sets.
+
+One list (`RULES`) says per field path what ocp-gpu does with it.  Our CRD accepts every
+field of NVIDIA's ClusterPolicy v1 schema, so that a policy written for NVIDIA's operator
+applies unchanged; the fields ocp-gpu does not implement are named back to the admin
+(`unsupported_settings`, the `UnsupportedSetting` condition and Event) instead of being
+silently dropped, and change nothing else.  docs/clusterpolicy-fields.md is generated
+from this list and the CRD (hack/gen_field_docs.py).
+
+A rule covers its path and everything below it; the longest matching path wins.  To mark a
+feature implemented, flip its rule to `HONOURED` and say what it does.
+
+Pure data and pure functions: no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterator, Mapping
+
+
+class Support(enum.StrEnum):
+    # ocp-gpu does what the field says.
+    HONOURED = "honoured"
+    # Accepted so the policy applies, not implemented: a value that would change something is
+    # reported by path (status condition and Event); nothing else changes.
+    REFUSED = "refused"
+    # Deprecated (NVIDIA ignores it too): accepted, reported when set, no effect.
+    IGNORED = "deprecated-and-ignored"
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    # A field path (`spec.driver.rdma`), covering everything below it.
+    path: str
+    support: Support
+    # Honoured: what ocp-gpu does with it.  Otherwise: what ocp-gpu does instead.
+    note: str
+    # Values that change nothing, by the leaf's path relative to `path` ("" for the path itself):
+    # NVIDIA's defaults and our CRD's, e.g. {"enabled": (True, False)} for a component whose
+    # default is on but which ocp-gpu does not deploy yet.  Unset, false, "", [] and {} always do.
+    quiet: Mapping[str, tuple[object, ...]] = dataclasses.field(default_factory=dict)
+
+
+H, R, IGN = Support.HONOURED, Support.REFUSED, Support.IGNORED
+_NOT_DEPLOYED = "not deployed by ocp-gpu yet: no DaemonSet, and `state: ready` does not wait for it"
+_SANDBOX = "ocp-gpu runs container workloads only (no vGPU, passthrough, Kata or confidential computing)"
+_ON_OFF: tuple[object, ...] = (True, False)
+
+RULES: tuple[Rule, ...] = (
+    # --- operator
+    Rule("spec.operator.defaultRuntime", H, "container runtime the toolkit configures"),
+    Rule("spec.operator.runtimeClass", H, "RuntimeClass name the toolkit registers", {"": ("nvidia",)}),
+    Rule("spec.operator.use_ocp_driver_toolkit", H, "Driver Toolkit builds, one DaemonSet per RHCOS version"),
+    Rule("spec.operator.labels", R, "not applied: use spec.daemonsets.labels for operand pods"),
+    Rule("spec.operator.annotations", R, "not applied: use spec.daemonsets.annotations for operand pods"),
+    Rule("spec.operator.initContainer", R, "ocp-gpu's operands have no CUDA init container: not used"),
+    Rule(
+        "spec.operator.metrics",
+        R,
+        "the operator's metrics Service and ServiceMonitor come with its install (OLM bundle or Helm chart)",
+    ),
+    # --- daemonsets
+    Rule("spec.daemonsets.labels", H, "labels on every operand DaemonSet and pod"),
+    Rule("spec.daemonsets.annotations", H, "annotations on every operand DaemonSet and pod"),
+    Rule("spec.daemonsets.tolerations", H, "tolerations of every operand pod"),
+    Rule(
+        "spec.daemonsets.priorityClassName",
+        H,
+        "PriorityClass of every operand pod",
+        {"": ("system-node-critical",)},
+    ),
+    Rule(
+        "spec.daemonsets.updateStrategy",
+        H,
+        "update strategy of operand DaemonSets (drivers stay OnDelete)",
+        {"": ("RollingUpdate",)},
+    ),
+    Rule(
+        "spec.daemonsets.rollingUpdate",
+        H,
+        "maxUnavailable of RollingUpdate operands",
+        {"maxUnavailable": ("1",)},
+    ),
+    Rule("spec.daemonsets.podSecurityContext", R, "operand pods keep their own security contexts"),
+    # --- driver
+    Rule("spec.driver.enabled", H, "deploy the driver DaemonSets", {"": _ON_OFF}),
+    Rule("spec.driver.repository", H, "driver image registry and path"),
+    Rule("spec.driver.image", H, "driver image name or reference"),
+    Rule("spec.driver.version", H, "driver image tag or digest"),
+    Rule("spec.driver.imagePullPolicy", H, "pull policy of the driver and sidecar containers"),
+    Rule("spec.driver.imagePullSecrets", H, "pull secrets of the driver pods"),
+    Rule("spec.driver.env", H, "env of the driver container (operator-owned names keep their values)"),
+    Rule("spec.driver.args", H, "extra arguments of the driver container"),
+    Rule("spec.driver.resources", H, "resources of the driver container and the DTK sidecar"),
+    Rule("spec.driver.usePrecompiled", H, "precompiled images, one DaemonSet per kernel and OS"),
+    Rule(
+        "spec.driver.precompiledFallback", H, "DTK build for kernels whose precompiled image cannot be pulled"
+    ),
+    Rule("spec.driver.kernelModuleType", H, "KERNEL_MODULE_TYPE of the driver container", {"": ("auto",)}),
+    Rule("spec.driver.upgradePolicy", H, "the driver upgrade controller (docs/upgrade-state-machine.md)"),
+    Rule("spec.driver.manager.repository", H, "k8s-driver-manager image registry and path"),
+    Rule("spec.driver.manager.image", H, "k8s-driver-manager image name or reference"),
+    Rule("spec.driver.manager.version", H, "k8s-driver-manager image tag or digest"),
+    Rule("spec.driver.manager.imagePullPolicy", H, "pull policy of the k8s-driver-manager init container"),
+    Rule("spec.driver.manager.env", H, "env of the k8s-driver-manager init container"),
+    Rule(
+        "spec.driver.manager.imagePullSecrets",
+        R,
+        "not added to the driver pods: list the secret in spec.driver.imagePullSecrets",
+    ),
+    Rule("spec.driver.repoConfig", R, "no custom package repositories are mounted into the driver container"),
+    Rule("spec.driver.certConfig", R, "no custom CA certificates are mounted into the driver container"),
+    Rule(
+        "spec.driver.licensingConfig",
+        R,
+        "no vGPU guest licensing configuration is mounted",
+        {"nlsEnabled": _ON_OFF},
+    ),
+    Rule("spec.driver.kernelModuleConfig", R, "the driver's kernel modules load with default parameters"),
+    Rule("spec.driver.virtualTopology", R, "no vGPU virtual topology configuration is mounted"),
+    Rule("spec.driver.startupProbe", R, "the driver container's startup probe keeps ocp-gpu's timing"),
+    Rule("spec.driver.livenessProbe", R, "the driver container has no liveness probe"),
+    Rule("spec.driver.readinessProbe", R, "the driver container has no readiness probe"),
+    Rule("spec.driver.secretEnv", R, "no Secret is added to the driver container's environment"),
+    Rule("spec.driver.hostNetwork", R, "driver pods use the pod network"),
+    Rule("spec.driver.rdma", R, "no nvidia-peermem container: GPUDirect RDMA stays off"),
+    Rule(
+        "spec.driver.useNvidiaDriverCRD",
+        R,
+        "NVIDIADriver resources are not read: spec.driver configures every node",
+    ),
+    Rule(
+        "spec.driver.useOpenKernelModules",
+        IGN,
+        "deprecated by NVIDIA: set spec.driver.kernelModuleType: open",
+    ),
+    # --- toolkit
+    Rule("spec.toolkit", H, "the container toolkit DaemonSet", {"enabled": _ON_OFF}),
+    Rule("spec.toolkit.hostNetwork", R, "toolkit pods use the pod network"),
+    # --- operands ocp-gpu does not deploy yet
+    Rule(
+        "spec.devicePlugin",
+        R,
+        f"the device plugin is {_NOT_DEPLOYED}",
+        {
+            "enabled": _ON_OFF,
+            "deviceListStrategy": ("envvar",),
+            "deviceIDStrategy": ("uuid",),
+            "failOnInitError": (True,),
+            "mps.root": ("/run/nvidia/mps",),
+        },
+    ),
+    Rule("spec.mig", R, f"the MIG strategy goes to the device plugin, which is {_NOT_DEPLOYED}"),
+    Rule("spec.dcgm", R, f"DCGM is {_NOT_DEPLOYED}", {"enabled": _ON_OFF, "hostPort": (5555,)}),
+    Rule("spec.dcgmExporter", R, f"the DCGM exporter is {_NOT_DEPLOYED}", {"enabled": _ON_OFF}),
+    Rule("spec.gfd", R, f"GPU feature discovery is {_NOT_DEPLOYED}", {"enabled": _ON_OFF}),
+    Rule("spec.nodeStatusExporter", R, f"the node status exporter is {_NOT_DEPLOYED}", {"enabled": _ON_OFF}),
+    Rule("spec.validator", R, f"the operator validator is {_NOT_DEPLOYED}"),
+    Rule(
+        "spec.migManager",
+        R,
+        f"the MIG manager is {_NOT_DEPLOYED}",
+        {"enabled": _ON_OFF, "config.default": ("all-disabled",)},
+    ),
+    # --- features ocp-gpu does not have
+    Rule(
+        "spec.hostPaths",
+        R,
+        "operands use / as the host root and /run/nvidia/driver for the driver",
+        {
+            "rootFS": ("/",),
+            "driverInstallDir": ("/run/nvidia/driver",),
+            "kubeletRootDir": ("/var/lib/kubelet",),
+        },
+    ),
+    Rule(
+        "spec.cdi",
+        R,
+        "the toolkit configures the runtime's hook, without CDI specifications",
+        {"enabled": _ON_OFF},
+    ),
+    Rule("spec.psa", R, "the operator namespace is not labelled for pod security admission"),
+    Rule("spec.psp", IGN, "PodSecurityPolicy was removed in Kubernetes 1.25; ignored, as NVIDIA does"),
+    Rule("spec.gds", R, "no nvidia-fs container: GPUDirect Storage stays off"),
+    Rule("spec.gdrcopy", R, "no nvidia-gdrcopy container: GDRCopy stays off"),
+    Rule(
+        "spec.sandboxWorkloads",
+        R,
+        _SANDBOX,
+        {"defaultWorkload": ("container",), "mode": ("kubevirt",)},
+    ),
+    Rule("spec.vgpuManager", R, _SANDBOX),
+    Rule("spec.vgpuDeviceManager", R, _SANDBOX, {"enabled": _ON_OFF, "config.default": ("default",)}),
+    Rule("spec.vfioManager", R, _SANDBOX, {"enabled": _ON_OFF}),
+    Rule(
+        "spec.kataManager",
+        R,
+        _SANDBOX,
+        {"enabled": _ON_OFF, "config.artifactsDir": ("/opt/nvidia-gpu-operator/artifacts/runtimeclasses",)},
+    ),
+    Rule("spec.sandboxDevicePlugin", R, _SANDBOX, {"enabled": _ON_OFF}),
+    Rule("spec.kataSandboxDevicePlugin", R, _SANDBOX, {"enabled": _ON_OFF}),
+    Rule("spec.ccManager", R, _SANDBOX, {"enabled": _ON_OFF, "defaultMode": ("off",)}),
+)
+
+_BY_PATH = {rule.path: rule for rule in RULES}
+# Values that change nothing wherever they appear: our CRD's default pull policy.
+_QUIET_BY_NAME: Mapping[str, tuple[object, ...]] = {"imagePullPolicy": ("IfNotPresent",)}
+
+
+def rule_for(path: str) -> Rule | None:
+    """The rule of a field path (`[]`/`{}` and map keys allowed); None when no rule covers it."""
+    # NB: strip list/map markers so `spec.driver.env[].name` finds `spec.driver.env`.
+    parts = path.replace("[]", "").replace("{}", "").split(".")
+    for end in range(len(parts), 0, -1):
+        rule = _BY_PATH.get(".".join(parts[:end]))
+        if rule is not None:
+            return rule
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """A field a spec sets to a value ocp-gpu does not act on."""
+
+    path: str
+    value: object
+    rule: Rule
+
+    def __str__(self) -> str:
+        return f"{self.path}={_show(self.value)}"
+
+
+def _show(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return f"[{len(value)} item(s)]"
+    return str(value)
+
+
+def _is_quiet(path: str, value: object, rule: Rule) -> bool:
+    if value is None or value is False or value in ("", [], {}):
+        return True
+    relative = path[len(rule.path) + 1 :] if path != rule.path else ""
+    if value in rule.quiet.get(relative, ()):
+        return True
+    return value in _QUIET_BY_NAME.get(path.rsplit(".", 1)[-1], ())
+
+
+def _leaves(value: object, path: str) -> Iterator[tuple[str, object]]:
+    """(path, value) of every scalar and every list in a spec; maps and objects are walked."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _leaves(item, f"{path}.{key}")
+    else:
+        yield path, value
+
+
+def unsupported_settings(spec: Mapping[str, object]) -> tuple[Setting, ...]:
+    """The fields `spec` sets, to a value that would change something, that ocp-gpu does not honour.
+
+    Lists count as one setting (a non-empty `env` is set).  A path no rule covers cannot reach
+    here through our CRD (tests/unit/test_fields.py covers every path of it); it is reported.
+    """
+    found: list[Setting] = []
+    for path, value in _leaves(spec, "spec"):
+        rule = rule_for(path)
+        if rule is None:
+            rule = Rule(path, Support.REFUSED, "not known to ocp-gpu")
+        if rule.support is Support.HONOURED or _is_quiet(path, value, rule):
+            continue
+        found.append(Setting(path, value, rule))
+    return tuple(found)
+
+
+def describe(settings: tuple[Setting, ...]) -> str:
+    """One message naming each setting and what ocp-gpu does instead, grouped by rule."""
+    grouped: dict[str, list[Setting]] = {}
+    for setting in settings:
+        grouped.setdefault(setting.rule.path, []).append(setting)
+    parts = []
+    for items in grouped.values():
+        rule = items[0].rule
+        what = "deprecated, ignored" if rule.support is Support.IGNORED else "not implemented"
+        parts.append(f"{', '.join(str(item) for item in items)}: {what}; {rule.note}")
+    return "; ".join(parts)

@@ -1,0 +1,136 @@
+"""We test these aspects of settings ocp-gpu accepts but does not implement, with the operator
+running against the local control plane:
+
+- NVIDIA's OperatorHub-shaped ClusterPolicy (tests/unit/data/nvidia-operatorhub-clusterpolicy.yaml)
+  and a policy setting every field of NVIDIA's v1 schema are applied with kubectl as they are;
+- the operator then reports an `UnsupportedSetting` condition and a Warning Event naming each
+  field it does not act on (and what it does instead), while what it does implement is deployed
+  as usual: the driver and toolkit DaemonSets appear with the policy's images, and no
+  DaemonSet exists for a refused feature.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import fields
+from ocp_gpu.rendering import toolkit as toolkit_rendering
+from tests.unit._nvidia_fields import every_field_spec
+
+from .conftest import condition, kubectl, read_policy, wait_for, wait_for_event
+
+pytestmark = pytest.mark.e2e
+
+OPERATORHUB = Path(__file__).resolve().parents[1] / "unit" / "data" / "nvidia-operatorhub-clusterpolicy.yaml"
+
+
+@pytest.fixture
+def gpu_node(kube: client.ApiClient) -> Iterator[str]:
+    name = unique_name("gpu")
+    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(name)])
+    yield name
+    fake_nodes.delete_nodes(kube, [name])
+
+
+@pytest.fixture
+def kubectl_policy(
+    control_plane: LocalControlPlane, kube: client.ApiClient
+) -> Iterator[Callable[[dict[str, Any]], None]]:
+    def apply(spec: dict[str, Any]) -> None:
+        manifest = {
+            "apiVersion": "nvidia.com/v1",
+            "kind": "ClusterPolicy",
+            "metadata": {"name": "cluster-policy"},
+            "spec": spec,
+        }
+        result = kubectl(control_plane, "apply", "-f", "-", stdin=json.dumps(manifest))
+        assert "Warning" not in result.stderr, result.stderr
+
+    yield apply
+    api = client.CustomObjectsApi(kube)
+    api.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")
+    wait_for(
+        lambda: not api.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies")["items"],
+        30,
+        what="ClusterPolicy deleted",
+    )
+
+
+def daemonset_names(kube: client.ApiClient, namespace: str) -> set[str]:
+    return {ds.metadata.name for ds in client.AppsV1Api(kube).list_namespaced_daemon_set(namespace).items}
+
+
+def test_operatorhub_example_names_what_is_not_implemented(
+    kube: client.ApiClient,
+    namespace: str,
+    gpu_node: str,
+    start_operator: Callable[..., OperatorProcess],
+    kubectl_policy: Callable[[dict[str, Any]], None],
+) -> None:
+    kubectl_policy(yaml.safe_load(OPERATORHUB.read_text())["spec"])
+    start_operator()
+    found = wait_for(
+        lambda: condition(read_policy(kube), "UnsupportedSetting"), 60, what="UnsupportedSetting condition"
+    )
+    assert found["status"] == "True"
+    assert found["reason"] == "UnsupportedSetting"
+    # exactly the two settings of NVIDIA's example that change something ocp-gpu does not do
+    assert found["message"].startswith("spec.dcgmExporter.serviceMonitor.enabled=true: not implemented;")
+    assert "spec.mig.strategy=single: not implemented;" in found["message"]
+    assert found["message"].count("=") == 2, found["message"]
+    event = wait_for_event(kube, "UnsupportedSetting", "spec.mig.strategy=single")
+    assert event.type == "Warning"
+    # and the rest is deployed as usual
+    wait_for(
+        lambda: (
+            {"nvidia-driver-daemonset-ubuntu22.04", toolkit_rendering.DAEMONSET}
+            <= daemonset_names(kube, namespace)
+        ),
+        60,
+        what="driver and toolkit DaemonSets",
+    )
+
+
+def test_every_nvidia_field_is_reported_or_honoured(
+    kube: client.ApiClient,
+    namespace: str,
+    gpu_node: str,
+    start_operator: Callable[..., OperatorProcess],
+    kubectl_policy: Callable[[dict[str, Any]], None],
+) -> None:
+    spec = every_field_spec()
+    kubectl_policy(spec)
+    start_operator()
+    found = wait_for(
+        lambda: condition(read_policy(kube), "UnsupportedSetting"), 60, what="UnsupportedSetting condition"
+    )
+    stored = read_policy(kube)["spec"]
+    expected = fields.unsupported_settings(stored)
+    assert len(expected) > 200
+    for setting in expected:
+        assert f"{setting.path}=" in found["message"], setting.path
+    for path in (
+        "spec.driver.rdma.enabled",
+        "spec.vgpuManager.image",
+        "spec.psp.enabled",
+        "spec.gds.enabled",
+    ):
+        assert f"{path}=" in found["message"], path
+    # honoured fields are not reported, and nothing is deployed for refused ones
+    assert "spec.driver.version=" not in found["message"]
+    wait_for_event(kube, "UnsupportedSetting", "spec.driver.rdma.enabled=true")
+    wait_for(lambda: daemonset_names(kube, namespace), 60, what="operand DaemonSets")
+    names = daemonset_names(kube, namespace)
+    assert not any(
+        word in name for name in names for word in ("peermem", "gds", "gdrcopy", "vgpu", "dcgm")
+    ), names
