@@ -10,7 +10,7 @@ bundle's ClusterServiceVersion (hack/olm.py builds it).  Every file says where i
 comes from.  `--check` writes nothing and exits 1 naming every stale or missing
 file (CI and tests/unit/test_generated.py run it).
 
-Usage: hack/generate.py [--check]
+Usage: .venv/bin/python hack/generate.py [--check]   (imports ocp_gpu: run it with the venv)
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT / "hack"))
 sys.path.insert(0, str(ROOT))
 
 import helm_operator  # noqa: E402  (hack/helm_operator.py)
+
 import olm  # noqa: E402  (hack/olm.py)
 
 
@@ -42,6 +43,9 @@ COPIES = (
     ),
 )
 
+
+# Files read by the builders below (beyond the imported ocp_gpu package).
+BUILT_INPUTS = (olm.CSV_BASE, olm.CRD_SOURCE)
 
 # Files built from the install source: target -> a function of the repository root.
 BUILT: dict[str, Callable[[Path], str]] = {

@@ -1,8 +1,257 @@
-"""The OLM bundle and file-based catalog built from the install source (used by hack/generate.py)."""
+"""The OLM bundle and file-based catalog, built from the one source (used by hack/generate.py).
+
+Inputs: hack/olm-src/csv-base.yaml (what OperatorHub shows, console descriptors),
+ocp_gpu/install (Deployment, ServiceAccount, RBAC), ocp_gpu/model/releases.py (images),
+the ClusterPolicy CRD, and the release history below (the upgrade graph).  Outputs:
+
+- bundle/manifests/ocp-gpu.clusterserviceversion.yaml (the CRD copy is hack/generate.py's)
+- bundle/metadata/annotations.yaml, bundle/metadata/dependencies.yaml, bundle.Dockerfile
+- olm/ocp-gpu/catalog.yaml: the file-based catalog (package, channels `stable` and `v0.x`,
+  one olm.bundle per release, the CSV and CRD embedded as olm.bundle.object properties)
+"""
 
 from __future__ import annotations
 
+import base64
+import copy
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-TARGETS: dict[str, Callable[[Path], str]] = {}
+import yaml
+
+from ocp_gpu.install import manifests
+from ocp_gpu.model import releases
+
+PACKAGE = "ocp-gpu"
+CHANNELS = ("stable", "v0.x")
+DEFAULT_CHANNEL = "stable"
+# Every release in upgrade order; each replaces the one before it (the upgrade graph).
+# NB: add a release by appending its version; older CSVs stay in the catalog unchanged.
+RELEASE_HISTORY: tuple[str, ...] = ("0.1.0",)
+VERSION = RELEASE_HISTORY[-1]
+CSV_NAME = f"{PACKAGE}.v{VERSION}"
+BUNDLE_IMAGE = f"quay.io/ocp-gpu/ocp-gpu-bundle:v{VERSION}"
+# NFD labels the GPU and RHCOS facts the operator selects on; OLM installs it first.
+NFD_DEPENDENCY = {"packageName": "nfd", "version": ">=4.14.0"}
+OPENSHIFT_VERSIONS = "v4.14-v4.20"
+CREATED_AT = "2026-11-23T00:00:00Z"  # NB: fixed, so generating twice gives the same bytes
+
+CSV_TARGET = f"bundle/manifests/{PACKAGE}.clusterserviceversion.yaml"
+CRD_SOURCE = "ocp_gpu/crds/clusterpolicies.nvidia.com.yaml"
+CSV_BASE = "hack/olm-src/csv-base.yaml"
+HEADER = (
+    f"# generated from {CSV_BASE}, ocp_gpu/install/, ocp_gpu/model/releases.py and\n"
+    f"# {CRD_SOURCE} by hack/olm.py; edit those and run hack/generate.py\n"
+)
+
+# The bundle's metadata (annotations.yaml and bundle.Dockerfile's labels are the same).
+BUNDLE_ANNOTATIONS = {
+    "operators.operatorframework.io.bundle.mediatype.v1": "registry+v1",
+    "operators.operatorframework.io.bundle.manifests.v1": "manifests/",
+    "operators.operatorframework.io.bundle.metadata.v1": "metadata/",
+    "operators.operatorframework.io.bundle.package.v1": PACKAGE,
+    "operators.operatorframework.io.bundle.channels.v1": ",".join(CHANNELS),
+    "operators.operatorframework.io.bundle.channel.default.v1": DEFAULT_CHANNEL,
+    "com.redhat.openshift.versions": OPENSHIFT_VERSIONS,
+}
+
+# The ClusterPolicy the console pre-fills (alm-examples): the name every doc uses, and the
+# defaults an admin is most likely to change, spelled out.
+EXAMPLE_POLICY: dict[str, Any] = {
+    "apiVersion": "nvidia.com/v1",
+    "kind": "ClusterPolicy",
+    "metadata": {"name": "cluster-policy"},
+    "spec": {
+        "operator": {"defaultRuntime": "crio", "use_ocp_driver_toolkit": True},
+        "daemonsets": {"updateStrategy": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "1"}},
+        "driver": {
+            "enabled": True,
+            "upgradePolicy": {
+                "autoUpgrade": True,
+                "maxParallelUpgrades": 1,
+                "maxUnavailable": "25%",
+                "drain": {"enable": False, "force": False, "timeoutSeconds": 300, "deleteEmptyDir": False},
+            },
+        },
+        "toolkit": {"enabled": True},
+        "devicePlugin": {"enabled": True},
+        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
+    },
+}
+
+
+def _dump(document: Any) -> str:
+    return yaml.safe_dump(document, sort_keys=False, width=120)
+
+
+def _crd(root: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((root / CRD_SOURCE).read_text())
+    return loaded
+
+
+def related_images() -> list[dict[str, str]]:
+    """The operator and every operand image, named for disconnected mirroring (oc-mirror)."""
+    images = [{"name": "ocp-gpu-operator", "image": releases.OPERATOR_IMAGE}]
+    seen = {releases.OPERATOR_IMAGE}
+    for env, image in releases.installed_images().items():
+        if image in seen:
+            continue  # NB: GFD and the device plugin share one image; a name per image, not per env
+        seen.add(image)
+        images.append({"name": env.removesuffix("_IMAGE").lower().replace("_", "-"), "image": image})
+    return images
+
+
+def csv(root: Path) -> dict[str, Any]:
+    """The ClusterServiceVersion as a dict."""
+    base: dict[str, Any] = yaml.safe_load((root / CSV_BASE).read_text())
+    rules = manifests.rules()
+    metadata = copy.deepcopy(base["metadata"])
+    metadata["name"] = CSV_NAME
+    annotations = metadata["annotations"]
+    annotations["alm-examples"] = json.dumps([EXAMPLE_POLICY], indent=2)
+    annotations["containerImage"] = releases.OPERATOR_IMAGE
+    annotations["createdAt"] = CREATED_AT
+    if len(RELEASE_HISTORY) > 1:
+        annotations["olm.skipRange"] = f">=0.0.0 <{VERSION}"
+    spec = copy.deepcopy(base["spec"])
+    spec["version"] = VERSION
+    if len(RELEASE_HISTORY) > 1:
+        spec["replaces"] = f"{PACKAGE}.v{RELEASE_HISTORY[-2]}"
+    spec["relatedImages"] = related_images()
+    spec["install"] = {
+        "strategy": "deployment",
+        "spec": {
+            "clusterPermissions": [
+                {
+                    "serviceAccountName": manifests.NAME,
+                    "rules": [rule.as_manifest() for rule in rules.cluster],
+                }
+            ],
+            "permissions": [
+                {
+                    "serviceAccountName": manifests.NAME,
+                    "rules": [rule.as_manifest() for rule in rules.namespace],
+                }
+            ],
+            "deployments": [
+                {
+                    "name": manifests.NAME,
+                    "label": dict(manifests.APP_LABELS),
+                    "spec": manifests.deployment_spec(),
+                }
+            ],
+        },
+    }
+    return {
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
+def render_csv(root: Path) -> str:
+    return HEADER + _dump(csv(root))
+
+
+def render_annotations(root: Path) -> str:
+    del root
+    return HEADER + _dump({"annotations": BUNDLE_ANNOTATIONS})
+
+
+def render_dependencies(root: Path) -> str:
+    del root
+    return HEADER + _dump({"dependencies": [{"type": "olm.package", "value": NFD_DEPENDENCY}]})
+
+
+def render_bundle_dockerfile(root: Path) -> str:
+    del root
+    labels = "".join(f"LABEL {key}={value}\n" for key, value in BUNDLE_ANNOTATIONS.items())
+    return (
+        HEADER
+        + "# The OLM bundle image (registry+v1): build from the repository root with\n"
+        + "#   podman build -f bundle.Dockerfile -t quay.io/ocp-gpu/ocp-gpu-bundle:v<version> .\n"
+        + "FROM scratch\n"
+        + labels
+        + "LABEL com.redhat.delivery.operator.bundle=true\n"
+        + "COPY bundle/manifests /manifests/\n"
+        + "COPY bundle/metadata /metadata/\n"
+    )
+
+
+def _object(document: dict[str, Any]) -> dict[str, Any]:
+    data = base64.b64encode(json.dumps(document, sort_keys=True, separators=(",", ":")).encode()).decode()
+    return {"type": "olm.bundle.object", "value": {"data": data}}
+
+
+def catalog_documents(root: Path, bundle_image: str | None = BUNDLE_IMAGE) -> list[dict[str, Any]]:
+    """The file-based catalog's documents.
+
+    NB: the bundle's manifests travel inside the catalog as olm.bundle.object properties
+    (what `opm render` of the bundle image writes), so a catalog server can answer with
+    them; `bundle_image=None` leaves the image out, which makes OLM install from those
+    objects without pulling a bundle image (the local end-to-end test has no registry).
+    """
+    crd = _crd(root)
+    the_csv = csv(root)
+    icon = the_csv["spec"]["icon"][0]
+    documents: list[dict[str, Any]] = [
+        {
+            "schema": "olm.package",
+            "name": PACKAGE,
+            "defaultChannel": DEFAULT_CHANNEL,
+            "description": the_csv["metadata"]["annotations"]["description"],
+            "icon": {"base64data": icon["base64data"], "mediatype": icon["mediatype"]},
+        }
+    ]
+    entries: list[dict[str, Any]] = []
+    for index, version in enumerate(RELEASE_HISTORY):
+        entry: dict[str, Any] = {"name": f"{PACKAGE}.v{version}"}
+        if index:
+            entry["replaces"] = f"{PACKAGE}.v{RELEASE_HISTORY[index - 1]}"
+            entry["skipRange"] = f">=0.0.0 <{version}"
+        entries.append(entry)
+    documents += [
+        {"schema": "olm.channel", "package": PACKAGE, "name": name, "entries": entries} for name in CHANNELS
+    ]
+    bundle: dict[str, Any] = {"schema": "olm.bundle", "name": CSV_NAME, "package": PACKAGE}
+    if bundle_image:
+        bundle["image"] = bundle_image
+    group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+    bundle["properties"] = [
+        {"type": "olm.package", "value": {"packageName": PACKAGE, "version": VERSION}},
+        *(
+            {"type": "olm.gvk", "value": {"group": group, "kind": kind, "version": served["name"]}}
+            for served in crd["spec"]["versions"]
+        ),
+        {
+            "type": "olm.package.required",
+            "value": {
+                "packageName": NFD_DEPENDENCY["packageName"],
+                "versionRange": NFD_DEPENDENCY["version"],
+            },
+        },
+        _object(the_csv),
+        _object(crd),
+    ]
+    bundle["relatedImages"] = [
+        *([{"name": "", "image": bundle_image}] if bundle_image else []),
+        *related_images(),
+    ]
+    documents.append(bundle)
+    return documents
+
+
+def render_catalog(root: Path) -> str:
+    return HEADER + "---\n".join(_dump(document) for document in catalog_documents(root))
+
+
+TARGETS: dict[str, Callable[[Path], str]] = {
+    CSV_TARGET: render_csv,
+    "bundle/metadata/annotations.yaml": render_annotations,
+    "bundle/metadata/dependencies.yaml": render_dependencies,
+    "bundle.Dockerfile": render_bundle_dockerfile,
+    f"olm/{PACKAGE}/catalog.yaml": render_catalog,
+}

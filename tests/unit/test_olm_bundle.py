@@ -1,0 +1,185 @@
+"""We test these aspects of the OLM bundle and catalog (hack/olm.py; validators in tests/olm/):
+
+- the CSV's install strategy is the install source (ocp_gpu/install): the same
+  Deployment spec, ClusterRole rules as clusterPermissions, Role rules as permissions,
+  the ServiceAccount `gpu-operator`;
+- relatedImages list the operator and every operand image of the release, operands by
+  digest, and the Deployment's env uses exactly those references;
+- alm-examples holds one ClusterPolicy named `cluster-policy` that the operator's own
+  policy validation accepts; every spec/status descriptor names a field the CRD has;
+- suggested namespace `nvidia-gpu-operator`, install modes, infrastructure features and
+  every `features.operators.openshift.io/*` annotation OpenShift's console reads;
+- bundle metadata: annotations.yaml and bundle.Dockerfile's labels agree; the NFD
+  dependency; the catalog has channels `stable` and `v0.x` with the release, the bundle
+  embeds the same CSV and CRD, and the upgrade graph is a chain.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ocp_gpu.install import manifests
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model import releases
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_olm() -> Any:
+    sys.path.insert(0, str(ROOT / "hack"))
+    sys.path.insert(0, str(ROOT))
+    spec = importlib.util.spec_from_file_location("olm", ROOT / "hack" / "olm.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["olm"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+olm = _load_olm()
+CSV: dict[str, Any] = yaml.safe_load((ROOT / olm.CSV_TARGET).read_text())
+CRD: dict[str, Any] = yaml.safe_load((ROOT / "bundle/manifests/nvidia.com_clusterpolicies.yaml").read_text())
+CATALOG = [doc for doc in yaml.safe_load_all((ROOT / "olm/ocp-gpu/catalog.yaml").read_text()) if doc]
+ANNOTATIONS = CSV["metadata"]["annotations"]
+INSTALL = CSV["spec"]["install"]
+
+
+def test_the_install_strategy_is_the_install_source() -> None:
+    assert INSTALL["strategy"] == "deployment"
+    spec = INSTALL["spec"]
+    (deployment,) = spec["deployments"]
+    assert deployment["name"] == "gpu-operator"
+    assert deployment["spec"] == manifests.deployment_spec()
+    assert spec["clusterPermissions"] == [
+        {"serviceAccountName": "gpu-operator", "rules": manifests.cluster_role()["rules"]}
+    ]
+    assert spec["permissions"] == [
+        {"serviceAccountName": "gpu-operator", "rules": manifests.role("x")["rules"]}
+    ]
+
+
+def test_related_images_are_every_image_the_operator_uses() -> None:
+    related = {item["image"] for item in CSV["spec"]["relatedImages"]}
+    (deployment,) = INSTALL["spec"]["deployments"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env_images = {item["value"] for item in container["env"] if item["name"].endswith("_IMAGE")}
+    assert related == env_images | {container["image"]}
+    assert container["image"] == ANNOTATIONS["containerImage"] == releases.OPERATOR_IMAGE
+    assert all("@sha256:" in image for image in env_images)
+    names = [item["name"] for item in CSV["spec"]["relatedImages"]]
+    assert len(names) == len(set(names))
+
+
+def test_alm_example_is_a_valid_cluster_policy() -> None:
+    (example,) = json.loads(ANNOTATIONS["alm-examples"])
+    assert example["kind"] == "ClusterPolicy" and example["metadata"]["name"] == "cluster-policy"
+    parsed = policy_model.parse_policy(example["spec"])
+    assert policy_model.validate_policy(parsed, releases.installed_images()) == []
+
+
+def _schema_has(schema: dict[str, Any], path: str) -> bool:
+    for part in path.split("."):
+        properties = schema.get("properties") or {}
+        if part not in properties:
+            return False
+        schema = properties[part]
+    return True
+
+
+def test_descriptors_name_fields_the_crd_has() -> None:
+    (owned,) = CSV["spec"]["customresourcedefinitions"]["owned"]
+    assert (owned["name"], owned["version"], owned["kind"]) == (
+        "clusterpolicies.nvidia.com",
+        "v1",
+        "ClusterPolicy",
+    )
+    root = CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    specs = [d["path"] for d in owned["specDescriptors"]]
+    statuses = [d["path"] for d in owned["statusDescriptors"]]
+    assert {"driver.version", "driver.upgradePolicy.autoUpgrade", "toolkit.enabled"} <= set(specs)
+    assert [path for path in specs if not _schema_has(root["spec"], path)] == []
+    assert [path for path in statuses if not _schema_has(root["status"], path)] == []
+
+
+def test_openshift_annotations() -> None:
+    assert ANNOTATIONS["operatorframework.io/suggested-namespace"] == "nvidia-gpu-operator"
+    assert json.loads(ANNOTATIONS["operators.openshift.io/infrastructure-features"]) == [
+        "disconnected",
+        "proxy-aware",
+    ]
+    features = {
+        key.removeprefix("features.operators.openshift.io/"): value
+        for key, value in ANNOTATIONS.items()
+        if key.startswith("features.operators.openshift.io/")
+    }
+    for feature in ("disconnected", "proxy-aware", "fips-compliant", "tls-profiles"):
+        assert features[feature] in ("true", "false")
+    for cloud in ("aws", "azure", "gcp"):
+        assert features[f"token-auth-{cloud}"] == "false"
+    assert features["disconnected"] == "true" and features["proxy-aware"] == "true"
+    modes = {mode["type"]: mode["supported"] for mode in CSV["spec"]["installModes"]}
+    assert modes == {
+        "OwnNamespace": True,
+        "SingleNamespace": True,
+        "MultiNamespace": False,
+        "AllNamespaces": False,
+    }
+
+
+def test_bundle_metadata_and_dockerfile_agree() -> None:
+    annotations = yaml.safe_load((ROOT / "bundle/metadata/annotations.yaml").read_text())["annotations"]
+    assert annotations["operators.operatorframework.io.bundle.package.v1"] == "ocp-gpu"
+    assert annotations["operators.operatorframework.io.bundle.channels.v1"] == "stable,v0.x"
+    dockerfile = (ROOT / "bundle.Dockerfile").read_text()
+    labels = dict(
+        line.removeprefix("LABEL ").split("=", 1)
+        for line in dockerfile.splitlines()
+        if line.startswith("LABEL ")
+    )
+    assert {key: labels[key] for key in annotations} == annotations
+    dependencies = yaml.safe_load((ROOT / "bundle/metadata/dependencies.yaml").read_text())["dependencies"]
+    assert dependencies == [{"type": "olm.package", "value": {"packageName": "nfd", "version": ">=4.14.0"}}]
+
+
+def _by_schema(schema: str) -> list[dict[str, Any]]:
+    return [doc for doc in CATALOG if doc["schema"] == schema]
+
+
+def test_catalog_channels_and_bundle() -> None:
+    (package,) = _by_schema("olm.package")
+    assert package["name"] == "ocp-gpu" and package["defaultChannel"] == "stable"
+    channels = {channel["name"]: channel for channel in _by_schema("olm.channel")}
+    assert set(channels) == {"stable", "v0.x"}
+    (bundle,) = _by_schema("olm.bundle")
+    assert bundle["name"] == CSV["metadata"]["name"]
+    for channel in channels.values():
+        assert channel["entries"][-1]["name"] == bundle["name"]
+    objects = [
+        json.loads(base64.b64decode(prop["value"]["data"]))
+        for prop in bundle["properties"]
+        if prop["type"] == "olm.bundle.object"
+    ]
+    assert objects == [CSV, {key: CRD[key] for key in CRD}]
+    required = [prop["value"] for prop in bundle["properties"] if prop["type"] == "olm.package.required"]
+    assert required == [{"packageName": "nfd", "versionRange": ">=4.14.0"}]
+
+
+@pytest.mark.parametrize("history", [("0.1.0",), ("0.1.0", "0.2.0", "0.3.0")])
+def test_upgrade_graph_is_a_chain(monkeypatch: pytest.MonkeyPatch, history: tuple[str, ...]) -> None:
+    monkeypatch.setattr(olm, "RELEASE_HISTORY", history)
+    documents = olm.catalog_documents(ROOT)
+    for channel in (doc for doc in documents if doc["schema"] == "olm.channel"):
+        entries = channel["entries"]
+        assert [entry["name"] for entry in entries] == [f"ocp-gpu.v{version}" for version in history]
+        assert "replaces" not in entries[0]
+        for before, entry in itertools.pairwise(entries):
+            assert entry["replaces"] == before["name"]
