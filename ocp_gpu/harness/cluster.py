@@ -363,6 +363,9 @@ class LocalControlPlane:
         self._keep_state = keep_state
         self._node_lease_seconds = node_lease_seconds
         self._procs: list[_Process] = []
+        # Each process's command line by name, so a chaos test can start it again.
+        self._commands: dict[str, list[str]] = {}
+        self._etcd_url: str | None = None
         self._ca: _CertificateAuthority | None = None
         self._apiserver_port: int | None = None
         self._started = False
@@ -416,6 +419,13 @@ class LocalControlPlane:
         return self.state_dir / "logs"
 
     @property
+    def etcd_url(self) -> str:
+        """etcd's client URL (plain HTTP on loopback; its gRPC gateway serves ``/v3/...``)."""
+        if self._etcd_url is None:
+            raise ControlPlaneError("not started")
+        return self._etcd_url
+
+    @property
     def pids(self) -> dict[str, int]:
         """The running processes' pids by name, in start order."""
         return {p.name: p.pid for p in self._procs}
@@ -447,6 +457,7 @@ class LocalControlPlane:
         try:
             self._write_pki()
             etcd_url = self._start_etcd(bins, deadline)
+            self._etcd_url = etcd_url
             self._start_apiserver(bins, etcd_url, deadline)
             self._start_controller_manager(bins)
             self._start_scheduler(bins)
@@ -467,6 +478,40 @@ class LocalControlPlane:
             shutil.rmtree(self._state_dir, ignore_errors=True)
         self._started = False
         _LIVE.discard(self)
+
+    # -- faults (chaos tests) --
+
+    def kill_process(self, name: str) -> None:
+        """SIGKILL one component (a crash: no graceful shutdown) and wait until it is gone.
+
+        Until `restart_process`, `check_processes` reports it as exited."""
+        proc = next(p for p in self._procs if p.name == name)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.popen.wait(timeout=30)
+
+    def restart_process(self, name: str, *, timeout: float = 120.0) -> None:
+        """Start a killed (or still running: it is killed first) component again with the
+        same command line, state and port; for the apiserver, wait until ``/readyz``."""
+        index = next(i for i, p in enumerate(self._procs) if p.name == name)
+        old = self._procs[index]
+        if old.popen.poll() is None:
+            self.kill_process(name)
+        old.log_file.close()
+        self._procs.pop(index)
+        new = self._spawn(name, self._commands[name])
+        # Keep the start order: `stop` stops in reverse order (kwok before the apiserver...).
+        self._procs.remove(new)
+        self._procs.insert(index, new)
+        if name == "kube-apiserver":
+            self._wait("kube-apiserver /readyz", self._apiserver_ready, time.monotonic() + timeout, name)
+
+    def _apiserver_ready(self) -> bool | None:
+        pki = self.state_dir / "pki"
+        ctx = ssl.create_default_context(cafile=str(self.ca_cert))
+        ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+        with urllib.request.urlopen(f"{self.server}/readyz", context=ctx, timeout=5) as resp:
+            return True if resp.status == 200 else None
 
     # -- identities --
 
@@ -622,6 +667,7 @@ class LocalControlPlane:
     # -- internals: processes --
 
     def _spawn(self, name: str, args: list[str]) -> _Process:
+        self._commands[name] = list(args)
         log = self.logs_dir / f"{name}.log"
         log_file = log.open("ab")
         log_file.write(f"$ {' '.join(args)}\n".encode())
@@ -736,14 +782,7 @@ class LocalControlPlane:
                 "--profiling=false",
             ],
         )
-        ctx = ssl.create_default_context(cafile=str(self.ca_cert))
-        ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
-
-        def ready() -> bool | None:
-            with urllib.request.urlopen(f"{self.server}/readyz", context=ctx, timeout=5) as resp:
-                return True if resp.status == 200 else None
-
-        self._wait("kube-apiserver /readyz", ready, deadline, "kube-apiserver")
+        self._wait("kube-apiserver /readyz", self._apiserver_ready, deadline, "kube-apiserver")
 
     def _start_controller_manager(self, bins: binaries_mod.ControlPlaneBinaries) -> None:
         pki = self.state_dir / "pki"

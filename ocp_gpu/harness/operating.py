@@ -31,13 +31,17 @@ class OperatorProcess:
         log_path: Path,
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> None:
+        """``cwd``: where the process starts; `python -m` puts it first on sys.path, so a
+        directory holding another ``ocp_gpu/`` (e.g. a commit's, extracted) is what runs."""
         self.kubeconfig = kubeconfig
         self.namespace = namespace
         self.log_path = log_path
         self.port = free_port()
         self._args = list(extra_args)
         self._env = dict(env or {})
+        self._cwd = cwd
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -69,6 +73,7 @@ class OperatorProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
+            cwd=self._cwd,
             start_new_session=True,
         )
         log.close()

@@ -1,0 +1,122 @@
+"""What the chaos benchmarks share: the same scenario run without faults (the baseline) and
+with them, each on a fresh control plane, then a table and a JSON file.
+
+The scenario and its invariants are `ocp_gpu.harness.chaos` (the e2e tests in
+tests/e2e/test_chaos.py run the same code at tens of nodes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import time
+from typing import Any
+
+from _common import (
+    RESULTS_DIR,
+    load_average,
+    log,
+    machine,
+    operator_sources,
+    print_table,
+    stop_cleanly_on_signals,
+    write_result,
+)
+
+from ocp_gpu.harness import binaries, chaos
+from ocp_gpu.harness.cluster import LocalControlPlane
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, nodes: int) -> None:
+    parser.add_argument("--nodes", type=int, default=nodes, help=f"GPU nodes (default {nodes})")
+    parser.add_argument("--parallel", type=int, default=10, help="maxParallelUpgrades (default 10)")
+    parser.add_argument(
+        "--mco-max-unavailable", type=int, default=1, help="MCO pool maxUnavailable (default 1)"
+    )
+    parser.add_argument("--no-mco", action="store_true", help="no RHCOS migration during the upgrade")
+    parser.add_argument(
+        "--admin-cordoned", type=int, default=None, help="nodes an admin cordoned (default N/50)"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--fault-window",
+        type=float,
+        default=None,
+        help="seconds after the version patch over which faults fire (default: 90%% of the baseline's wall)",
+    )
+    parser.add_argument("--no-baseline", action="store_true", help="skip the run without faults")
+    parser.add_argument("--timeout", type=float, default=None, help="per run (default scales with nodes)")
+    parser.add_argument(
+        "--source", choices=("head", "tree"), default="head", help="operator code: HEAD or tree"
+    )
+    parser.add_argument("--name", default=None, help="results file name (bench/results/<name>.json)")
+
+
+def _run(config: chaos.ChaosConfig, source: str) -> tuple[chaos.ChaosResult, dict[str, Any]]:
+    binaries.ensure_binaries()
+    context: dict[str, Any] = {"load_average_start": load_average()}
+    with operator_sources(source) as (sources, commit), LocalControlPlane(start_timeout=180) as cp:
+        context["commit"] = commit
+        result = chaos.run_chaos(cp, config, operator_cwd=sources, log=log)
+    context["load_average_end"] = load_average()
+    return result, context
+
+
+def run_with_baseline(args: argparse.Namespace, faults: dict[str, Any], name: str) -> int:
+    """The baseline (unless --no-baseline), then the run with ``faults`` (ChaosConfig fields)."""
+    stop_cleanly_on_signals()
+    admin = args.admin_cordoned if args.admin_cordoned is not None else max(1, args.nodes // 50)
+    base = chaos.ChaosConfig(
+        nodes=args.nodes,
+        max_parallel=args.parallel,
+        mco=not args.no_mco,
+        mco_max_unavailable=args.mco_max_unavailable,
+        admin_cordoned=admin,
+        seed=args.seed,
+        timeout_s=args.timeout or 600 + 3.0 * args.nodes,
+    )
+    began = time.monotonic()
+    output: dict[str, Any] = {
+        "measured_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+    }
+    window = args.fault_window
+    if not args.no_baseline:
+        log(f"=== baseline: {args.nodes} nodes, no faults ===")
+        baseline, context = _run(base, args.source)
+        output["baseline"] = {**dataclasses.asdict(baseline), **context, "ok": baseline.ok}
+        print_table(f"baseline, {args.nodes} nodes, no faults", chaos.summary_rows(baseline))
+        window = window or max(10.0, 0.9 * baseline.wall_s)
+    config = dataclasses.replace(base, fault_window_s=window or 60.0, **faults)
+    log(f"=== chaos: {args.nodes} nodes, faults {faults}, over {config.fault_window_s:.0f} s ===")
+    result, context = _run(config, args.source)
+    output["chaos"] = {**dataclasses.asdict(result), **context, "ok": result.ok}
+    output["commit"] = context["commit"]
+    output["total_s"] = round(time.monotonic() - began, 1)
+    if "baseline" in output:
+        b = output["baseline"]
+        output["against_baseline"] = {
+            "wall_s": [b["wall_s"], result.wall_s],
+            "writes_total": [b["writes_total"], result.writes_total],
+            "wall_ratio": round(result.wall_s / max(0.1, b["wall_s"]), 2),
+            "writes_ratio": round(result.writes_total / max(1, b["writes_total"]), 2),
+        }
+    path = write_result(RESULTS_DIR, name, output)
+    rows = chaos.summary_rows(result)
+    if "against_baseline" in output:
+        a = output["against_baseline"]
+        rows.append(
+            ("wall: baseline / with faults", f"{a['wall_s'][0]} s / {a['wall_s'][1]} s ({a['wall_ratio']}x)")
+        )
+        rows.append(
+            (
+                "writes: baseline / with faults",
+                f"{a['writes_total'][0]} / {a['writes_total'][1]} ({a['writes_ratio']}x)",
+            )
+        )
+    rows.append(
+        ("load average start / end", f"{context['load_average_start']} / {context['load_average_end']}")
+    )
+    print_table(f"chaos, {args.nodes} nodes ({path})", rows)
+    return 0 if result.ok else 1

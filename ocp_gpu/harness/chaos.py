@@ -1,0 +1,1027 @@
+"""Chaos runs: a driver upgrade of an OpenShift GPU pool, while the Machine Config Operator
+moves the same pool to a new RHCOS, with faults injected, and the invariants watched.
+
+One scenario, shared by the benchmarks (``bench/chaos_*.py``, hundreds of nodes) and the
+short end-to-end tests (``tests/e2e/test_chaos.py``, tens of nodes):
+
+1. OpenShift emulation (Driver Toolkit tags for the old and the new RHCOS), N kwok GPU
+   nodes on the old RHCOS, a few of them cordoned by an admin beforehand (and left out
+   of the MCO's pool: an admin's cordon is the one thing nobody else may lift).
+2. The ClusterPolicy at driver version A (``maxParallelUpgrades`` P, ``maxUnavailable``
+   100% so that the budget is P), the operator replicas started and supervised
+   (`faults.Supervisor`), every node ``upgrade-done`` on A.
+3. The seed's change: ``/spec/driver/version`` to B; at the same moment the simulated
+   MCO (`nodes.simulate_mco_update`) rolls the pool to the new RHCOS, and the faults of
+   the plan fire at random moments over ``fault_window_s``: operator SIGKILLs (any
+   replica, or the leader), kube-apiserver SIGKILLed and restarted, etcd compacted.
+4. Until every node is ``upgrade-done`` on a current, Ready driver pod of B (or time
+   out), while an `InvariantMonitor` checks every watch event.
+
+Invariants (each violation is recorded with when and what):
+
+- never two driver pods on one node (bound to it, not yet deleted);
+- upgrades in flight never above ``maxParallelUpgrades``;
+- no admin cordon lifted, ever;
+- never two driver DaemonSets selecting the same nodes;
+and at the end (from fresh LISTs): no node cordoned but the admin's; every GPU node
+``upgrade-done`` with one Ready driver pod of B from the DaemonSet of its RHCOS; exactly
+one driver DaemonSet per RHCOS version present, each owned by the ClusterPolicy (no
+orphan); every operand object that existed before the faults still there.
+
+Measured: wall time (version patch -> done), the operator's API writes (audit log, its
+user, Leases apart), faults fired before the upgrade finished, replica exits we did not
+cause, the most upgrades seen in flight.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import kubernetes.client
+import kubernetes.watch
+import yaml
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from ocp_gpu.harness import faults, nodes, openshift
+from ocp_gpu.harness.cluster import LEASES, WRITE_VERBS, LocalControlPlane
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels
+
+NAMESPACE: Final = labels.OPENSHIFT_NAMESPACE
+POLICY: Final = "cluster-policy"
+OPERATOR_USER: Final = "ocp-gpu-operator"
+CRD_PATH: Final = Path(__file__).resolve().parents[1] / "crds" / "clusterpolicies.nvidia.com.yaml"
+VERSION_A: Final = "550.90.07"
+# The seed's target (a downgrade, as the seed does it).
+VERSION_B: Final = "510.85.02"
+RHCOS_OLD: Final = "416.94.202407030122-0"
+RHCOS_NEW: Final = "417.94.202410090854-0"
+_DTK: Final = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
+DTK_TAGS: Final = {RHCOS_OLD: _DTK + "a" * 64, RHCOS_NEW: _DTK + "b" * 64}
+DRIVER_SELECTOR: Final = f"{labels.APP}={labels.DRIVER_APP}"
+GPU_NODE_SELECTOR: Final = f"{labels.NFD_NVIDIA_PCI}=true"
+MANAGED_SELECTOR: Final = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
+# The upgrade states that hold a slot of maxParallelUpgrades (planning.upgrade.IN_PROGRESS).
+IN_FLIGHT: Final = frozenset(
+    {
+        "cordon-required",
+        "wait-for-jobs-required",
+        "pod-deletion-required",
+        "drain-required",
+        "pod-restart-required",
+        "validation-required",
+        "uncordon-required",
+    }
+)
+DONE: Final = "upgrade-done"
+# Fault kinds of a plan.
+KILL_OPERATOR: Final = "kill-operator"
+KILL_LEADER: Final = "kill-leader"
+RESTART_APISERVER: Final = "restart-apiserver"
+COMPACT_ETCD: Final = "compact-etcd"
+# A leader notices a lost Lease within its renew deadline (3 s) of the apiserver coming back
+# (or failing): exits within this many seconds of an outage are that, not crashes.
+LEASE_LOSS_GRACE_S: Final = 15.0
+# Violations kept in full per invariant (the count is always complete).
+_KEEP: Final = 20
+
+
+def log_to_stdout(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChaosConfig:
+    nodes: int = 30
+    max_parallel: int = 10
+    # The MCO rolls the pool (all nodes but the admin-cordoned) to RHCOS_NEW during the upgrade.
+    mco: bool = True
+    # The MCO's default: one node at a time (the upgrade then meets nodes on both RHCOS).
+    mco_max_unavailable: int = 1
+    admin_cordoned: int = 2
+    replicas: int = 1
+    operator_kills: int = 0
+    # Kill the leader (with replicas >= 2: a standby takes over) rather than any replica.
+    kill_leader: bool = False
+    apiserver_restarts: int = 0
+    compactions: int = 0
+    # Faults fire at random moments in [3 s, fault_window_s] after the version patch.
+    fault_window_s: float = 60.0
+    # How long the apiserver stays down per restart (uniform in this range).
+    apiserver_down_s: tuple[float, float] = (1.0, 4.0)
+    seed: int = 1
+    timeout_s: float = 900.0
+
+    @property
+    def fault_count(self) -> int:
+        return self.operator_kills + self.apiserver_restarts + self.compactions
+
+
+def plan_faults(config: ChaosConfig) -> list[tuple[float, str]]:
+    """(seconds after the version patch, kind) for every fault, in time order; reproducible
+    from ``config.seed``."""
+    rng = random.Random(config.seed)
+    kill = KILL_LEADER if config.kill_leader else KILL_OPERATOR
+    kinds = (
+        [kill] * config.operator_kills
+        + [RESTART_APISERVER] * config.apiserver_restarts
+        + [COMPACT_ETCD] * config.compactions
+    )
+    low = min(3.0, config.fault_window_s)
+    return sorted((round(rng.uniform(low, config.fault_window_s), 2), kind) for kind in kinds)
+
+
+@dataclasses.dataclass
+class Violation:
+    invariant: str
+    at_s: float
+    detail: str
+
+
+# The invariants checked continuously, and the names results use.
+TWO_DRIVER_PODS: Final = "two driver pods on a node"
+OVER_BUDGET: Final = "upgrades in flight above maxParallelUpgrades"
+ADMIN_CORDON_LIFTED: Final = "admin cordon lifted"
+DUPLICATE_DAEMONSET: Final = "two driver DaemonSets for the same nodes"
+CONTINUOUS: Final = (TWO_DRIVER_PODS, OVER_BUDGET, ADMIN_CORDON_LIFTED, DUPLICATE_DAEMONSET)
+
+
+class InvariantMonitor:
+    """Watches GPU nodes, driver pods and driver DaemonSets (one thread each) and checks
+    the continuous invariants after every event.
+
+    NB: a watch that is cut (apiserver restart) or expires (410 Gone) lists again; what
+    changed while it was away is seen as one jump (the apiserver was down: nothing could
+    change but what the controllers had in flight).
+    """
+
+    def __init__(self, api: ApiClient, budget: int, admin_cordoned: Iterable[str], t0: float) -> None:
+        self._core = kubernetes.client.CoreV1Api(api)
+        self._apps = kubernetes.client.AppsV1Api(api)
+        self.budget = budget
+        self.admin = frozenset(admin_cordoned)
+        self.t0 = t0
+        self.lock = threading.Lock()
+        self.node_state: dict[str, str] = {}
+        self.node_unschedulable: dict[str, bool] = {}
+        # pod uid -> (node, name); pods bound to a node and not yet DELETED.
+        self.pods: dict[str, tuple[str, str]] = {}
+        # DaemonSet name -> its nodeSelector, serialized.
+        self.daemonsets: dict[str, str] = {}
+        self.violations: dict[str, list[Violation]] = {name: [] for name in CONTINUOUS}
+        self.violation_counts: Counter[str] = Counter()
+        self.max_in_flight = 0
+        self.max_driver_pods_on_a_node = 0
+        self.events = 0
+        self.relists: Counter[str] = Counter()
+        self.watch_errors: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._watches: list[kubernetes.watch.Watch] = []
+        self._threads = [
+            threading.Thread(target=self._run, args=(kind,), daemon=True, name=f"monitor-{kind}")
+            for kind in ("nodes", "pods", "daemonsets")
+        ]
+
+    def __enter__(self) -> InvariantMonitor:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        for w in list(self._watches):
+            w.stop()
+        for thread in self._threads:
+            thread.join(10)
+
+    # -- watching --
+
+    def _list_fn(self, kind: str) -> tuple[Callable[..., Any], dict[str, str]]:
+        if kind == "nodes":
+            return self._core.list_node, {"label_selector": GPU_NODE_SELECTOR}
+        if kind == "pods":
+            return self._core.list_namespaced_pod, {"namespace": NAMESPACE, "label_selector": DRIVER_SELECTOR}
+        return self._apps.list_namespaced_daemon_set, {
+            "namespace": NAMESPACE,
+            "label_selector": DRIVER_SELECTOR,
+        }
+
+    def _run(self, kind: str) -> None:
+        list_fn, kwargs = self._list_fn(kind)
+        version = ""
+        while not self._stop.is_set():
+            try:
+                if not version:
+                    listed = json.loads(list_fn(_preload_content=False, **kwargs).data)
+                    self.relists[kind] += 1
+                    version = listed["metadata"]["resourceVersion"]
+                    self._replace(kind, listed["items"])
+                w = kubernetes.watch.Watch()
+                self._watches.append(w)
+                for event in w.stream(
+                    list_fn,
+                    resource_version=version,
+                    timeout_seconds=30,
+                    allow_watch_bookmarks=True,
+                    deserialize=False,
+                    **kwargs,
+                ):
+                    obj = event["object"]
+                    if event["type"] == "ERROR":
+                        # 410 Gone: the version we resume from is compacted away; list again.
+                        self.watch_errors[f"{kind} {obj.get('code')}"] += 1
+                        version = ""
+                        break
+                    version = obj["metadata"]["resourceVersion"]
+                    if event["type"] != "BOOKMARK":
+                        self._record(kind, event["type"], obj)
+                    if self._stop.is_set():
+                        break
+                self._watches.remove(w)
+            except Exception as error:  # cut connection: resume from the last version
+                if (isinstance(error, ApiException) and error.status == 410) or isinstance(error, KeyError):
+                    # NB: KeyError is the client failing on an ERROR event (410 Gone) when not
+                    # deserializing (it reads event["raw_object"]): list again.
+                    self.watch_errors[f"{kind} 410"] += 1
+                    version = ""
+                if not self._stop.is_set():
+                    time.sleep(0.5)
+
+    def _replace(self, kind: str, items: list[Mapping[str, Any]]) -> None:
+        """A fresh LIST: forget what is no longer there, record what is."""
+        names = {str(i["metadata"]["name"]) for i in items}
+        uids = {str(i["metadata"].get("uid")) for i in items}
+        with self.lock:
+            if kind == "nodes":
+                for gone in set(self.node_state) - names:
+                    self.node_state.pop(gone, None)
+            elif kind == "pods":
+                for gone in set(self.pods) - uids:
+                    del self.pods[gone]
+            else:
+                for gone in set(self.daemonsets) - names:
+                    del self.daemonsets[gone]
+        for item in items:
+            self._record(kind, "ADDED", item)
+
+    def _violate(self, invariant: str, detail: str) -> None:
+        """Caller holds the lock."""
+        self.violation_counts[invariant] += 1
+        if len(self.violations[invariant]) < _KEEP:
+            self.violations[invariant].append(
+                Violation(invariant, round(time.monotonic() - self.t0, 2), detail)
+            )
+
+    def _record(self, kind: str, type_: str, obj: Mapping[str, Any]) -> None:
+        metadata = obj.get("metadata") or {}
+        name = str(metadata.get("name", ""))
+        with self.lock:
+            self.events += 1
+            if kind == "nodes":
+                self._record_node(type_, name, obj)
+            elif kind == "pods":
+                self._record_pod(type_, name, obj)
+            else:
+                self._record_daemonset(type_, name, obj)
+
+    def _record_node(self, type_: str, name: str, obj: Mapping[str, Any]) -> None:
+        if type_ == "DELETED":
+            self.node_state.pop(name, None)
+            return
+        state = str(((obj.get("metadata") or {}).get("labels") or {}).get(labels.UPGRADE_STATE, ""))
+        unschedulable = bool((obj.get("spec") or {}).get("unschedulable"))
+        self.node_state[name] = state
+        self.node_unschedulable[name] = unschedulable
+        if name in self.admin and not unschedulable:
+            self._violate(ADMIN_CORDON_LIFTED, f"{name} schedulable")
+        in_flight = sum(s in IN_FLIGHT for s in self.node_state.values())
+        self.max_in_flight = max(self.max_in_flight, in_flight)
+        if in_flight > self.budget:
+            busy = sorted(n for n, s in self.node_state.items() if s in IN_FLIGHT)
+            self._violate(OVER_BUDGET, f"{in_flight} > {self.budget}: {busy}")
+
+    def _record_pod(self, type_: str, name: str, obj: Mapping[str, Any]) -> None:
+        uid = str((obj.get("metadata") or {}).get("uid", ""))
+        node = str((obj.get("spec") or {}).get("nodeName") or "")
+        if type_ == "DELETED" or not node:
+            self.pods.pop(uid, None)
+            return
+        self.pods[uid] = (node, name)
+        on_node = sorted(n for n_node, n in self.pods.values() if n_node == node)
+        self.max_driver_pods_on_a_node = max(self.max_driver_pods_on_a_node, len(on_node))
+        if len(on_node) > 1:
+            self._violate(TWO_DRIVER_PODS, f"{node}: {on_node}")
+
+    def _record_daemonset(self, type_: str, name: str, obj: Mapping[str, Any]) -> None:
+        if type_ == "DELETED" or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            self.daemonsets.pop(name, None)
+            return
+        template = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+        selector = json.dumps(template.get("nodeSelector") or {}, sort_keys=True)
+        self.daemonsets[name] = selector
+        same = sorted(n for n, s in self.daemonsets.items() if s == selector)
+        if len(same) > 1:
+            self._violate(DUPLICATE_DAEMONSET, f"{same} select {selector}")
+
+    # -- questions --
+
+    def states(self) -> Counter[str]:
+        with self.lock:
+            return Counter(self.node_state.values())
+
+    def all_done(self, count: int) -> bool:
+        with self.lock:
+            states = list(self.node_state.values())
+        return len(states) >= count and all(s == DONE for s in states)
+
+    def report(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "violations": {k: self.violation_counts[k] for k in CONTINUOUS},
+                "examples": {
+                    k: [dataclasses.asdict(v) for v in vs] for k, vs in self.violations.items() if vs
+                },
+                "max_in_flight": self.max_in_flight,
+                "max_driver_pods_on_a_node": self.max_driver_pods_on_a_node,
+                "watch_events": self.events,
+                "relists": dict(self.relists),
+                "watch_errors": dict(self.watch_errors),
+            }
+
+
+# --- what the end must look like (fresh LISTs) ---------------------------------------------------
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _pod_version(pod: Mapping[str, Any]) -> str:
+    """The driver version in the pod's driver image tag (``...:510.85.02-rhcos4.17``)."""
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        tag = str(container.get("image", "")).rpartition(":")[2]
+        if tag[:1].isdigit():
+            return tag.split("-")[0]
+    return ""
+
+
+def _raw_list(call: Callable[..., Any], **kwargs: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(call(_preload_content=False, **kwargs).data)["items"]
+    return items
+
+
+@dataclasses.dataclass(frozen=True)
+class OperandObject:
+    kind: str
+    name: str
+
+
+def list_operand_objects(api: ApiClient) -> set[OperandObject]:
+    """Every object labelled as ours (managed-by ocp-gpu) in the operand namespace and
+    cluster-wide: ServiceAccounts, Roles, RoleBindings, ConfigMaps, DaemonSets,
+    ClusterRoles, ClusterRoleBindings."""
+    core = kubernetes.client.CoreV1Api(api)
+    rbac = kubernetes.client.RbacAuthorizationV1Api(api)
+    apps = kubernetes.client.AppsV1Api(api)
+    calls: dict[str, tuple[Callable[..., Any], dict[str, str]]] = {
+        "ServiceAccount": (core.list_namespaced_service_account, {"namespace": NAMESPACE}),
+        "ConfigMap": (core.list_namespaced_config_map, {"namespace": NAMESPACE}),
+        "Role": (rbac.list_namespaced_role, {"namespace": NAMESPACE}),
+        "RoleBinding": (rbac.list_namespaced_role_binding, {"namespace": NAMESPACE}),
+        "DaemonSet": (apps.list_namespaced_daemon_set, {"namespace": NAMESPACE}),
+        "ClusterRole": (rbac.list_cluster_role, {}),
+        "ClusterRoleBinding": (rbac.list_cluster_role_binding, {}),
+    }
+    found: set[OperandObject] = set()
+    for kind, (call, kwargs) in calls.items():
+        for item in _raw_list(call, label_selector=MANAGED_SELECTOR, **kwargs):
+            if not item["metadata"].get("deletionTimestamp"):
+                found.add(OperandObject(kind, item["metadata"]["name"]))
+    return found
+
+
+def current_problems(
+    api: ApiClient,
+    names: Iterable[str],
+    admin_cordoned: Iterable[str],
+    operands_before: set[OperandObject],
+    version: str = VERSION_B,
+) -> list[str]:
+    """`final_problems`, or the reason the cluster cannot be read now (the apiserver is
+    restarting): never raises, so a check made during an outage only says "not yet"."""
+    try:
+        return final_problems(api, names, admin_cordoned, operands_before, version)
+    except Exception as error:
+        return [f"cannot read the cluster: {type(error).__name__}"]
+
+
+def final_problems(
+    api: ApiClient,
+    names: Iterable[str],
+    admin_cordoned: Iterable[str],
+    operands_before: set[OperandObject],
+    version: str = VERSION_B,
+) -> list[str]:
+    """What is wrong with the cluster now, against the end invariants (empty: all hold)."""
+    core = kubernetes.client.CoreV1Api(api)
+    apps = kubernetes.client.AppsV1Api(api)
+    custom = kubernetes.client.CustomObjectsApi(api)
+    problems: list[str] = []
+    expected = set(names)
+    admin = set(admin_cordoned)
+    gpu_nodes = {
+        n["metadata"]["name"]: n for n in _raw_list(core.list_node, label_selector=GPU_NODE_SELECTOR)
+    }
+    daemonsets = {
+        d["metadata"]["name"]: d
+        for d in _raw_list(
+            apps.list_namespaced_daemon_set, namespace=NAMESPACE, label_selector=DRIVER_SELECTOR
+        )
+    }
+    pods = _raw_list(core.list_namespaced_pod, namespace=NAMESPACE, label_selector=DRIVER_SELECTOR)
+    policy = custom.get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", POLICY)
+    policy_uid = policy["metadata"]["uid"]
+
+    if missing := sorted(expected - set(gpu_nodes)):
+        problems.append(f"GPU nodes missing: {missing[:5]}")
+    rhcos_present: Counter[str] = Counter()
+    pods_by_node: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        if node := (pod.get("spec") or {}).get("nodeName"):
+            pods_by_node.setdefault(node, []).append(pod)
+    cordoned, not_done, no_pod, stale_pod, two_pods = [], [], [], [], []
+    for name, node in gpu_nodes.items():
+        node_labels = node["metadata"].get("labels") or {}
+        rhcos = node_labels.get(labels.OSTREE_VERSION, "")
+        rhcos_present[rhcos] += 1
+        unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
+        if name in admin and not unschedulable:
+            problems.append(f"admin cordon lifted on {name}")
+        elif name not in admin and unschedulable:
+            cordoned.append(name)
+        if node_labels.get(labels.UPGRADE_STATE) != DONE:
+            not_done.append(f"{name}={node_labels.get(labels.UPGRADE_STATE)}")
+        on_node = pods_by_node.get(name, [])
+        if len(on_node) > 1:
+            two_pods.append(name)
+        if not on_node:
+            no_pod.append(name)
+            continue
+        pod = on_node[0]
+        owner = next(
+            (r["name"] for r in pod["metadata"].get("ownerReferences") or () if r.get("controller")), ""
+        )
+        selector = ((daemonsets.get(owner) or {}).get("spec") or {}).get("template", {}).get("spec", {})
+        matches = (selector.get("nodeSelector") or {}).get(labels.OSTREE_VERSION, rhcos) == rhcos
+        if (
+            pod["metadata"].get("deletionTimestamp")
+            or not _ready(pod)
+            or _pod_version(pod) != version
+            or owner not in daemonsets
+            or not matches
+        ):
+            stale_pod.append(f"{name}:{pod['metadata']['name']}")
+    for what, found in (
+        ("nodes left cordoned", cordoned),
+        ("nodes not upgrade-done", not_done),
+        ("nodes without a driver pod", no_pod),
+        ("nodes whose driver pod is not current and Ready", stale_pod),
+        ("nodes with two driver pods", two_pods),
+    ):
+        if found:
+            problems.append(f"{what} ({len(found)}): {sorted(found)[:5]}")
+
+    by_rhcos: dict[str, list[str]] = {}
+    for ds_name, ds in daemonsets.items():
+        if ds["metadata"].get("deletionTimestamp"):
+            continue
+        owners = [r.get("uid") for r in ds["metadata"].get("ownerReferences") or ()]
+        if policy_uid not in owners:
+            problems.append(f"orphan DaemonSet {ds_name} (owners {owners})")
+        node_selector = ds["spec"]["template"]["spec"].get("nodeSelector") or {}
+        by_rhcos.setdefault(node_selector.get(labels.OSTREE_VERSION, ""), []).append(ds_name)
+    for rhcos, ds_names in by_rhcos.items():
+        if len(ds_names) > 1:
+            problems.append(f"duplicate DaemonSets for RHCOS {rhcos}: {sorted(ds_names)}")
+        if rhcos not in rhcos_present:
+            problems.append(f"DaemonSets {ds_names} for RHCOS {rhcos}, which no GPU node runs")
+    if absent := sorted(set(rhcos_present) - set(by_rhcos)):
+        problems.append(f"no driver DaemonSet for RHCOS {absent}")
+
+    now = list_operand_objects(api)
+    lost = sorted(
+        f"{o.kind}/{o.name}"
+        for o in operands_before - now
+        if not (o.kind == "DaemonSet" and o.name.startswith(labels.DRIVER_APP))
+    )
+    if lost:
+        problems.append(f"operand objects missing: {lost}")
+    return problems
+
+
+# --- the audit log -----------------------------------------------------------------------
+
+
+class AuditWindow:
+    """Audit events written from `start` on, across the apiserver's log rotation (see
+    bench/upgrades_at_scale.py) and restarts (the apiserver appends)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._inode = 0
+        self._offset = 0
+        self._started = 0.0
+
+    def start(self) -> AuditWindow:
+        stat = self.path.stat()
+        self._inode, self._offset, self._started = stat.st_ino, stat.st_size, time.time()
+        return self
+
+    def lines(self) -> Iterable[bytes]:
+        files = sorted(self.path.parent.glob("*.log"), key=lambda p: p.stat().st_mtime)
+        seen_start = False
+        for file in files:
+            stat = file.stat()
+            if stat.st_ino == self._inode:
+                seen_start = True
+                with file.open("rb") as f:
+                    f.seek(self._offset)
+                    yield from f
+            elif seen_start or stat.st_mtime >= self._started:
+                with file.open("rb") as f:
+                    yield from f
+
+    def writes(self, username: str) -> Counter[str]:
+        """``username``'s writes by "<verb> <resource>[/<subresource>]", Leases apart."""
+        needle = f'"username":"{username}"'.encode()
+        found: Counter[str] = Counter()
+        for line in self.lines():
+            if needle not in line or not line.strip():
+                continue
+            event = json.loads(line)
+            if event.get("stage") != "ResponseComplete" or event.get("verb") not in WRITE_VERBS:
+                continue
+            if (event.get("user") or {}).get("username") != username:
+                continue
+            ref = event.get("objectRef") or {}
+            group = ref.get("apiGroup") or ""
+            resource = ref.get("resource", "") + (f".{group}" if group else "")
+            if resource == LEASES:
+                continue
+            if ref.get("subresource"):
+                resource += "/" + ref["subresource"]
+            found[f"{event.get('verb')} {resource}"] += 1
+        return found
+
+    def writes_per_minute(self, username: str, bucket_s: float = 60.0) -> list[int]:
+        """``username``'s writes (Leases apart) per ``bucket_s`` window since `start`."""
+        needle = f'"username":"{username}"'.encode()
+        buckets: Counter[int] = Counter()
+        for line in self.lines():
+            if needle not in line:
+                continue
+            event = json.loads(line)
+            ref = event.get("objectRef") or {}
+            if event.get("verb") not in WRITE_VERBS or ref.get("resource") == "leases":
+                continue
+            stamp = event.get("stageTimestamp", "").replace("Z", "+00:00")
+
+            moment = datetime.datetime.fromisoformat(stamp).timestamp()
+            buckets[int((moment - self._started) // bucket_s)] += 1
+        return [buckets[i] for i in range(max(buckets, default=-1) + 1)]
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class ChaosResult:
+    config: dict[str, Any]
+    completed: bool = False
+    wall_s: float = 0.0
+    # problems at the end (empty: every end invariant holds)
+    final_problems: list[str] = dataclasses.field(default_factory=list)
+    monitor: dict[str, Any] = dataclasses.field(default_factory=dict)
+    faults_planned: int = 0
+    faults_fired: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    faults_before_done: int = 0
+    operator_exits_not_ours: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # Exits not ours and not explained by an apiserver outage (a leader that cannot renew
+    # its Lease exits on purpose, see ocp_gpu/operator.py): crashes.
+    operator_crashes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    operator_starts: int = 0
+    writes: dict[str, int] = dataclasses.field(default_factory=dict)
+    writes_total: int = 0
+    writes_per_node: float = 0.0
+    compaction_410: list[bool] = dataclasses.field(default_factory=list)
+    mco_s: float | None = None
+    mco_error: str = ""
+    setup_s: float = 0.0
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def continuous_violations(self) -> int:
+        return int(sum(self.monitor.get("violations", {}).values()))
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.completed
+            and not self.final_problems
+            and self.continuous_violations == 0
+            and not self.operator_crashes
+        )
+
+
+def _wait(what: str, check: Callable[[], bool], timeout: float, interval: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def install_crd(api: ApiClient) -> None:
+    ext = kubernetes.client.ApiextensionsV1Api(api)
+    crd = yaml.safe_load(CRD_PATH.read_text())
+    ext.create_custom_resource_definition(crd)
+
+    def established() -> bool:
+        status = ext.read_custom_resource_definition(crd["metadata"]["name"]).status
+        return any(c.type == "Established" and c.status == "True" for c in status.conditions or ())
+
+    _wait("the ClusterPolicy CRD Established", established, 60)
+
+
+def create_namespace(api: ApiClient, name: str) -> None:
+    core = kubernetes.client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": name}})
+    _wait(
+        f"the default ServiceAccount of {name}",
+        lambda: bool(
+            core.list_namespaced_service_account(name, field_selector="metadata.name=default").items
+        ),
+        60,
+        0.2,
+    )
+
+
+def policy_body(max_parallel: int, version: str = VERSION_A) -> dict[str, Any]:
+    return {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": POLICY},
+        "spec": {
+            "driver": {
+                "version": version,
+                "upgradePolicy": {
+                    "autoUpgrade": True,
+                    "maxParallelUpgrades": max_parallel,
+                    "maxUnavailable": "100%",
+                },
+            }
+        },
+    }
+
+
+def operator_factory(
+    cp: LocalControlPlane, index: int, cwd: Path | None, env: Mapping[str, str] | None = None
+) -> Callable[[], OperatorProcess]:
+    """`ocp-gpu run` as `OPERATOR_USER` (every replica: the audit log sums them), short
+    Leases (4 s) and upgrade re-checks every second, as the e2e tests run it."""
+    kubeconfig = cp.make_kubeconfig(OPERATOR_USER, ["system:masters"], name=f"operator-{index}")
+
+    def make() -> OperatorProcess:
+        return OperatorProcess(
+            kubeconfig,
+            NAMESPACE,
+            cp.logs_dir / f"operator-{index}.log",
+            extra_args=[
+                "--lease-duration",
+                "4",
+                "--lease-renew-deadline",
+                "3",
+                "--lease-retry-period",
+                "0.5",
+            ],
+            env={"OCP_GPU_UPGRADE_RECHECK_SECONDS": "1", **(env or {})},
+            cwd=cwd,
+        )
+
+    return make
+
+
+def _watch_410_since(api: ApiClient, resource_version: str) -> bool:
+    """Does a node watch from ``resource_version`` get 410 Gone now?"""
+    core = kubernetes.client.CoreV1Api(api)
+    w = kubernetes.watch.Watch()
+    try:
+        for _ in w.stream(
+            core.list_node, resource_version=resource_version, timeout_seconds=2, deserialize=False
+        ):
+            return False
+    except ApiException as error:
+        return bool(error.status == 410)
+    except KeyError:
+        # NB: the client (v29-v33) fails on an ERROR event when not deserializing
+        # (it reads event["raw_object"]); the only ERROR a watch sends is 410 Gone.
+        return True
+    finally:
+        w.stop()
+    return False
+
+
+class _FaultRunner(threading.Thread):
+    """Fires the planned faults at their moments (seconds after ``t0``)."""
+
+    def __init__(
+        self,
+        cp: LocalControlPlane,
+        api: ApiClient,
+        supervisor: faults.Supervisor,
+        plan: list[tuple[float, str]],
+        config: ChaosConfig,
+        t0: float,
+        log: Callable[[str], None],
+    ) -> None:
+        super().__init__(daemon=True, name="faults")
+        self.cp, self.api, self.supervisor, self.plan = cp, api, supervisor, plan
+        self.config, self.t0, self.log = config, t0, log
+        self.fired: list[dict[str, Any]] = []
+        self.compaction_410: list[bool] = []
+        self.error = ""
+        self.stop_event = threading.Event()
+        self._rng = random.Random(config.seed + 1)
+
+    def run(self) -> None:
+        try:
+            for at, kind in self.plan:
+                if self.stop_event.wait(max(0.0, self.t0 + at - time.monotonic())):
+                    return
+                started = round(time.monotonic() - self.t0, 2)
+                detail = self._fire(kind)
+                self.fired.append(
+                    {
+                        "started_s": started,
+                        "at_s": round(time.monotonic() - self.t0, 2),
+                        "kind": kind,
+                        "detail": detail,
+                    }
+                )
+        except Exception as error:  # reported, never silently lost
+            self.error = f"{type(error).__name__}: {error}"
+            self.log(f"fault runner failed: {self.error}")
+
+    def _fire(self, kind: str) -> str:
+        if kind == KILL_OPERATOR:
+            replica = self._rng.choice(self.supervisor.replicas)
+            role = replica.role()
+            replica.kill()
+            return f"replica {replica.index} ({role})"
+        if kind == KILL_LEADER:
+            deadline = time.monotonic() + 30
+            while (leader := self.supervisor.leader()) is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if leader is None:
+                return "no leader to kill within 30 s"
+            leader.kill()
+            return f"leader replica {leader.index}"
+        if kind == RESTART_APISERVER:
+            down = self._rng.uniform(*self.config.apiserver_down_s)
+            self.cp.kill_process("kube-apiserver")
+            time.sleep(down)
+            began = time.monotonic()
+            self.cp.restart_process("kube-apiserver")
+            return f"down {down:.1f} s, back in {time.monotonic() - began:.1f} s"
+        if kind == COMPACT_ETCD:
+            core = kubernetes.client.CoreV1Api(self.api)
+            listed = json.loads(core.list_node(_preload_content=False, limit=1).data)
+            before = listed["metadata"]["resourceVersion"]
+            # Something to compact past: the version above must fall behind.
+            core.patch_node(
+                _first_node(self.api),
+                {"metadata": {"annotations": {"ocp-gpu.harness/chaos": str(time.time())}}},
+            )
+            revision = faults.compact_etcd(self.cp.etcd_url)
+            # NB: compaction alone expires no watch served from the apiserver's watch cache
+            # (the cache still holds the versions); the restart re-initialises the cache at
+            # the compacted revision, so every watch resuming from before gets 410 Gone.
+            self.cp.kill_process("kube-apiserver")
+            self.cp.restart_process("kube-apiserver")
+            gone = _watch_410_since(self.api, before)
+            self.compaction_410.append(gone)
+            return f"compacted at revision {revision}, apiserver restarted; 410 from {before}: {gone}"
+        raise ValueError(f"unknown fault {kind}")
+
+
+def _first_node(api: ApiClient) -> str:
+    items = _raw_list(kubernetes.client.CoreV1Api(api).list_node, label_selector=GPU_NODE_SELECTOR, limit=1)
+    return str(items[0]["metadata"]["name"])
+
+
+def run_chaos(
+    cp: LocalControlPlane,
+    config: ChaosConfig,
+    *,
+    operator_cwd: Path | None = None,
+    log: Callable[[str], None] = log_to_stdout,
+) -> ChaosResult:
+    """The scenario of the module docstring on a fresh control plane ``cp``; never raises for
+    a broken invariant (the result says), only for a set-up that cannot be done."""
+    result = ChaosResult(config=dataclasses.asdict(config))
+    began = time.monotonic()
+    api = cp.api_client(pool_size=64)
+    scale = 1 + config.nodes / 200
+    install_crd(api)
+    create_namespace(api, NAMESPACE)
+    openshift.install_openshift_apis(api)
+    openshift.set_driver_toolkit_tags(api, DTK_TAGS)
+    names = [f"gpu-{i:05d}" for i in range(config.nodes)]
+    admin = names[: config.admin_cordoned]
+    log(f"creating {config.nodes} GPU nodes on RHCOS {RHCOS_OLD}")
+    nodes.create_nodes(
+        api,
+        [nodes.gpu_node(n, rhcos=RHCOS_OLD, unschedulable=n in admin) for n in names],
+        timeout=120 * scale,
+        workers=16,
+    )
+    kubernetes.client.CustomObjectsApi(api).create_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", policy_body(config.max_parallel)
+    )
+    replicas = [
+        faults.Replica(index=i, make=operator_factory(cp, i, operator_cwd)) for i in range(config.replicas)
+    ]
+    with faults.Supervisor(replicas) as supervisor:
+        t_setup = time.monotonic()
+        with InvariantMonitor(api, config.max_parallel, admin, t_setup) as setup_watch:
+            _wait(
+                f"driver {VERSION_A} on every node, upgrade-done",
+                lambda: (
+                    setup_watch.all_done(config.nodes)
+                    and not current_problems(api, names, admin, set(), version=VERSION_A)
+                ),
+                300 * scale,
+                2.0,
+            )
+        operands = list_operand_objects(api)
+        result.setup_s = round(time.monotonic() - began, 1)
+        log(
+            f"set up in {result.setup_s} s: {len(operands)} operand objects; "
+            f"patching the driver to {VERSION_B}"
+        )
+        pool = [n for n in names if n not in admin]
+        plan = plan_faults(config)
+        result.faults_planned = len(plan)
+        audit = AuditWindow(cp.audit_log).start()
+        t0 = time.monotonic()
+        with InvariantMonitor(api, config.max_parallel, admin, t0) as monitor:
+            kubernetes.client.CustomObjectsApi(api).patch_cluster_custom_object(
+                "nvidia.com", "v1", "clusterpolicies", POLICY, {"spec": {"driver": {"version": VERSION_B}}}
+            )
+            mco = _MCO(api, pool, config, t0, log) if config.mco else None
+            runner = _FaultRunner(cp, api, supervisor, plan, config, t0, log)
+            runner.start()
+            if mco is not None:
+                mco.start()
+            done_at: float | None = None
+            last_report = t0
+            deadline = t0 + config.timeout_s
+            try:
+                while time.monotonic() < deadline:
+                    time.sleep(1.0)
+                    if time.monotonic() - last_report > 30:
+                        last_report = time.monotonic()
+                        log(
+                            f"  {time.monotonic() - t0:.0f} s: {dict(monitor.states())}, "
+                            f"faults {len(runner.fired)}/{len(plan)}, mco "
+                            f"{'done' if mco is None or not mco.is_alive() else 'running'}"
+                        )
+                    if (
+                        done_at is None
+                        and monitor.all_done(config.nodes)
+                        and (mco is None or not mco.is_alive())
+                        and not current_problems(api, names, admin, operands)
+                    ):
+                        done_at = time.monotonic()
+                        result.faults_before_done = len(runner.fired)
+                    if done_at is not None and not runner.is_alive():
+                        break
+            finally:
+                runner.stop_event.set()
+                runner.join(120)
+                if mco is not None:
+                    mco.join(max(1.0, deadline - time.monotonic()))
+            # After the last fault, the cluster must (again) satisfy everything.
+            if not runner.is_alive() and (mco is None or not mco.is_alive()):
+                settle = time.monotonic() + max(60.0, 120 * scale)
+                while current_problems(api, names, admin, operands) and time.monotonic() < settle:
+                    time.sleep(2.0)
+            result.completed = done_at is not None
+            result.wall_s = round((done_at or time.monotonic()) - t0, 1)
+            result.final_problems = current_problems(api, names, admin, operands)
+            result.monitor = monitor.report()
+        result.faults_fired = runner.fired
+        if runner.error:
+            result.notes.append(f"fault runner: {runner.error}")
+        result.compaction_410 = runner.compaction_410
+        if mco is not None:
+            result.mco_s = mco.seconds
+            result.mco_error = mco.error
+        result.operator_exits_not_ours = [dataclasses.asdict(e) for e in supervisor.unexpected_exits()]
+        outages = [
+            (f["started_s"], f["at_s"] + LEASE_LOSS_GRACE_S)
+            for f in runner.fired
+            if f["kind"] in (RESTART_APISERVER, COMPACT_ETCD)
+        ]
+        for exit_ in result.operator_exits_not_ours:
+            exit_["at"] = round(exit_["at"] - t0, 2)
+            if not any(start <= exit_["at"] <= end for start, end in outages):
+                result.operator_crashes.append(exit_)
+        result.operator_starts = sum(r.starts for r in supervisor.replicas)
+    writes = audit.writes(OPERATOR_USER)
+    result.writes = dict(sorted(writes.items()))
+    result.writes_total = sum(writes.values())
+    result.writes_per_node = round(result.writes_total / max(1, config.nodes), 2)
+    if not result.completed:
+        result.notes.append(f"not finished within {config.timeout_s:.0f} s")
+    return result
+
+
+class _MCO(threading.Thread):
+    """The Machine Config Operator rolling the pool to RHCOS_NEW (`nodes.simulate_mco_update`)."""
+
+    def __init__(
+        self, api: ApiClient, pool: list[str], config: ChaosConfig, t0: float, log: Callable[[str], None]
+    ) -> None:
+        super().__init__(daemon=True, name="mco")
+        self.api, self.pool, self.config, self.t0, self.log = api, pool, config, t0, log
+        self.seconds: float | None = None
+        self.error = ""
+
+    def run(self) -> None:
+        # Retried: the apiserver may be down in the middle of a node's update.
+        remaining = list(self.pool)
+        while remaining and time.monotonic() - self.t0 < self.config.timeout_s:
+            batch = remaining[: self.config.mco_max_unavailable]
+            try:
+                nodes.simulate_mco_update(
+                    self.api,
+                    batch,
+                    RHCOS_NEW,
+                    max_unavailable=self.config.mco_max_unavailable,
+                    drain_timeout=300,
+                )
+                remaining = remaining[len(batch) :]
+            except Exception as error:  # the apiserver restarting: try the batch again
+                self.error = f"{type(error).__name__} (retried)"
+                time.sleep(1.0)
+        self.seconds = round(time.monotonic() - self.t0, 1)
+        if remaining:
+            self.error = f"{len(remaining)} nodes not moved"
+        self.log(f"  MCO: pool on {RHCOS_NEW} after {self.seconds} s")
+
+
+def summary_rows(result: ChaosResult) -> list[tuple[str, str]]:
+    """One line per measured thing, for a printed table."""
+    monitor = result.monitor
+    return [
+        ("completed (every end invariant held)", f"{result.completed}"),
+        ("wall: version patch -> every node upgrade-done", f"{result.wall_s} s"),
+        (
+            "faults planned / fired / before done",
+            f"{result.faults_planned} / {len(result.faults_fired)} / {result.faults_before_done}",
+        ),
+        (
+            "operator starts / exits we did not cause",
+            f"{result.operator_starts} / {len(result.operator_exits_not_ours)} "
+            f"(crashes: {len(result.operator_crashes)})",
+        ),
+        (
+            "compactions whose old version got 410",
+            f"{sum(result.compaction_410)} / {len(result.compaction_410)}",
+        ),
+        *((f"violations: {name}", str(monitor.get("violations", {}).get(name, "-"))) for name in CONTINUOUS),
+        ("largest in flight / budget", f"{monitor.get('max_in_flight')} / {result.config['max_parallel']}"),
+        ("most driver pods seen on one node", f"{monitor.get('max_driver_pods_on_a_node')}"),
+        ("end problems", "; ".join(result.final_problems) or "none"),
+        (
+            "operator writes (audit, Leases apart)",
+            f"{result.writes_total} ({result.writes_per_node} per node)",
+        ),
+        ("MCO pool migration", f"{result.mco_s} s {result.mco_error}".strip()),
+        (
+            "monitor watch events / relists / errors",
+            f"{monitor.get('watch_events')} / {monitor.get('relists')} / {monitor.get('watch_errors')}",
+        ),
+    ]

@@ -1,0 +1,75 @@
+"""We test these aspects of the operator under faults, on a control plane of its own per test
+(the faults would disturb the shared one), with the scenario of `ocp_gpu.harness.chaos`
+(the short version of bench/chaos_upgrade.py and bench/chaos_apiserver.py): a driver
+upgrade (maxParallelUpgrades 10) of 20 GPU nodes while the MCO simulation moves the same
+pool to a new RHCOS, two nodes cordoned by an admin beforehand, and
+
+- the operator SIGKILLed 5 times at random moments (and restarted, as a kubelet would);
+- kube-apiserver SIGKILLed and restarted once, and etcd compacted (with an apiserver
+  restart, so that every watch resuming from before gets 410 Gone) once;
+- two replicas, the leader SIGKILLed 3 times (a standby takes over through the Lease).
+
+In each, the invariants hold at every watch event (never two driver pods on a node, in
+flight never above the budget, no admin cordon lifted, no duplicate DaemonSet) and at the
+end (every node upgrade-done on a current Ready driver pod, no node left cordoned but the
+admin's, one DaemonSet per RHCOS owned by the policy, no operand object missing), and the
+operator never exits on its own but for a Lease lost while the apiserver was down.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from ocp_gpu.harness import binaries, chaos
+from ocp_gpu.harness.cluster import LocalControlPlane
+
+pytestmark = pytest.mark.e2e
+
+SHORT = chaos.ChaosConfig(nodes=20, max_parallel=10, admin_cordoned=2, timeout_s=300)
+
+
+@pytest.fixture
+def own_control_plane(control_plane: LocalControlPlane) -> Iterator[LocalControlPlane]:
+    """A control plane for this test alone (``control_plane`` is requested only so the
+    session's skip and build logic applies)."""
+    with LocalControlPlane(binaries=binaries.ensure_binaries(), start_timeout=180) as plane:
+        yield plane
+
+
+def check(result: chaos.ChaosResult) -> None:
+    report = json.dumps(dataclasses.asdict(result), indent=1, default=str)
+    print(report)  # shown when the test fails
+    assert len(result.faults_fired) == result.faults_planned, result.notes
+    assert result.monitor["violations"] == dict.fromkeys(chaos.CONTINUOUS, 0), result.monitor["examples"]
+    assert result.final_problems == []
+    assert result.completed
+    assert result.operator_crashes == []
+    assert result.monitor["max_in_flight"] <= SHORT.max_parallel
+    assert result.monitor["max_driver_pods_on_a_node"] == 1
+
+
+def test_operator_killed_during_upgrade_and_rhcos_migration(own_control_plane: LocalControlPlane) -> None:
+    config = dataclasses.replace(SHORT, operator_kills=5, fault_window_s=30)
+    result = chaos.run_chaos(own_control_plane, config)
+    check(result)
+    assert sum(e["killed"] is False for e in result.operator_exits_not_ours) == 0
+    assert result.operator_starts == 1 + 5
+
+
+def test_apiserver_restart_and_watch_expiry(own_control_plane: LocalControlPlane) -> None:
+    config = dataclasses.replace(SHORT, apiserver_restarts=1, compactions=1, fault_window_s=20)
+    result = chaos.run_chaos(own_control_plane, config)
+    check(result)
+    # The compaction really expired watches: a watch from before it got 410 Gone.
+    assert result.compaction_410 == [True]
+
+
+def test_leader_killed_with_two_replicas(own_control_plane: LocalControlPlane) -> None:
+    config = dataclasses.replace(SHORT, replicas=2, kill_leader=True, operator_kills=3, fault_window_s=30)
+    result = chaos.run_chaos(own_control_plane, config)
+    check(result)
+    assert all(f["detail"].startswith("leader replica") for f in result.faults_fired), result.faults_fired
