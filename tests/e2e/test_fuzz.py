@@ -1,0 +1,88 @@
+"""We test these aspects of the operator against adversarial input, on the local control
+plane with the operator running (the short version of bench/fuzz_policies.py):
+
+- hypothesis generates mutations of a running ClusterPolicy from the CRD's own schema
+  (hostile strings in every string field, boundary numbers, empty and huge lists and
+  maps; one section or the whole spec), each applied to the real apiserver;
+- for every case: the operator stays up and reports on the new generation; input it calls
+  invalid deletes and rewrites no running driver DaemonSet; accepted input keeps each
+  DaemonSet's structure (selector, containers, owner); no case costs more than a bounded
+  number of writes (audit log);
+- afterwards, back on the base spec, the operator is quiet (no hot loop left behind).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from kubernetes import client
+
+from ocp_gpu.harness import fuzzing
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness.chaos import AuditWindow
+from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+
+from .conftest import OPERATOR_USER, wait_for
+
+pytestmark = pytest.mark.e2e
+
+BASE_SPEC = {"driver": {"version": "550.90.07"}}
+CASES = 25
+
+
+@pytest.fixture
+def gpu_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
+    names = [unique_name("fuzz-gpu") for _ in range(3)]
+    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(n) for n in names])
+    yield names
+    fake_nodes.delete_nodes(kube, names)
+
+
+@pytest.mark.timeout(600)
+def test_fuzzed_policies_never_crash_hot_loop_or_break_running_daemonsets(
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    namespace: str,
+    gpu_nodes: list[str],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    apply_policy(spec=BASE_SPEC)
+    operator = start_operator()
+    fuzzer = fuzzing.PolicyFuzzer(
+        kube, operator, namespace, BASE_SPEC, control_plane.audit_log, OPERATOR_USER
+    )
+    fuzzer.restore_base()
+
+    @settings(
+        max_examples=CASES,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        # NB: shrinking re-applies cases to a live cluster; the first failure says enough.
+        phases=[p for p in settings.default.phases if p.name != "shrink"],
+    )
+    @given(fuzzing.mutation_strategy())
+    def case(mutation: fuzzing.Mutation) -> None:
+        failures = fuzzer.run_case(mutation)
+        assert not failures, failures
+
+    case()
+    stats = fuzzer.stats.as_dict()
+    print(stats)
+    assert fuzzer.stats.cases >= CASES
+    assert operator.running()
+
+    # Back on the base spec: once the operator has settled, it writes nothing.
+    fuzzer.restore_base()
+    time.sleep(5)
+    quiet = AuditWindow(control_plane.audit_log).start()
+    time.sleep(15)
+    writes = quiet.writes(OPERATOR_USER)
+    assert sum(writes.values()) == 0, writes
+    wait_for(operator.running, 1, what="operator still running")
