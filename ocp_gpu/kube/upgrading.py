@@ -173,8 +173,10 @@ def apply_node_plan(
     next pass plans again from what is there); the caller isolates nodes from each other.
     """
     refused: list[PodRef] = []
-    if plan.transition is not None and plan.actions and all(
-        isinstance(action, upgrade.Cordon | upgrade.Uncordon) for action in plan.actions
+    if (
+        plan.transition is not None
+        and plan.actions
+        and all(isinstance(action, upgrade.Cordon | upgrade.Uncordon) for action in plan.actions)
     ):
         # A cordon change and the transition it leads to: one atomic merge patch, not two.
         *_, last = plan.actions

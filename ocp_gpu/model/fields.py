@@ -83,7 +83,7 @@ RULES: tuple[Rule, ...] = (
         "maxUnavailable of RollingUpdate operands",
         {"maxUnavailable": ("1",)},
     ),
-    Rule("spec.daemonsets.podSecurityContext", R, "operand pods keep their own security contexts"),
+    Rule("spec.daemonsets.podSecurityContext", H, "securityContext of the driver and toolkit pods"),
     # --- driver
     Rule("spec.driver.enabled", H, "deploy the driver DaemonSets", {"": _ON_OFF}),
     Rule("spec.driver.repository", H, "driver image registry and path"),
@@ -105,25 +105,29 @@ RULES: tuple[Rule, ...] = (
     Rule("spec.driver.manager.version", H, "k8s-driver-manager image tag or digest"),
     Rule("spec.driver.manager.imagePullPolicy", H, "pull policy of the k8s-driver-manager init container"),
     Rule("spec.driver.manager.env", H, "env of the k8s-driver-manager init container"),
-    Rule(
-        "spec.driver.manager.imagePullSecrets",
-        R,
-        "not added to the driver pods: list the secret in spec.driver.imagePullSecrets",
-    ),
+    Rule("spec.driver.manager.imagePullSecrets", H, "pull secrets of the driver pods, with the driver's"),
     Rule("spec.driver.repoConfig", R, "no custom package repositories are mounted into the driver container"),
     Rule("spec.driver.certConfig", R, "no custom CA certificates are mounted into the driver container"),
     Rule(
         "spec.driver.licensingConfig",
-        R,
-        "no vGPU guest licensing configuration is mounted",
-        {"nlsEnabled": _ON_OFF},
+        H,
+        "gridd.conf at /drivers/gridd.conf from secretName (or configMapName); with nlsEnabled (default)"
+        " client_configuration_token.tok at /drivers/ClientConfigToken/",
     ),
     Rule("spec.driver.kernelModuleConfig", R, "the driver's kernel modules load with default parameters"),
     Rule("spec.driver.virtualTopology", R, "no vGPU virtual topology configuration is mounted"),
-    Rule("spec.driver.startupProbe", R, "the driver container's startup probe keeps ocp-gpu's timing"),
-    Rule("spec.driver.livenessProbe", R, "the driver container has no liveness probe"),
-    Rule("spec.driver.readinessProbe", R, "the driver container has no readiness probe"),
-    Rule("spec.driver.secretEnv", R, "no Secret is added to the driver container's environment"),
+    Rule(
+        "spec.driver.startupProbe", H, "timings of the driver container's startup probe (0 keeps ocp-gpu's)"
+    ),
+    Rule(
+        "spec.driver.livenessProbe", H, "a liveness probe (nvidia-smi) on the driver container, these timings"
+    ),
+    Rule(
+        "spec.driver.readinessProbe",
+        H,
+        "a readiness probe (nvidia-smi) on the driver container, these timings",
+    ),
+    Rule("spec.driver.secretEnv", H, "envFrom: every key of this Secret is env of the driver container"),
     Rule("spec.driver.hostNetwork", R, "driver pods use the pod network"),
     Rule("spec.driver.rdma", R, "no nvidia-peermem container: GPUDirect RDMA stays off"),
     Rule(
@@ -168,12 +172,15 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "spec.hostPaths",
         R,
-        "operands use / as the host root and /run/nvidia/driver for the driver",
-        {
-            "rootFS": ("/",),
-            "driverInstallDir": ("/run/nvidia/driver",),
-            "kubeletRootDir": ("/var/lib/kubelet",),
-        },
+        "the driver installs to /run/nvidia/driver; the kubelet is at /var/lib/kubelet (their consumers,"
+        " the validator and device plugin, are not deployed yet)",
+        {"driverInstallDir": ("/run/nvidia/driver",), "kubeletRootDir": ("/var/lib/kubelet",)},
+    ),
+    Rule(
+        "spec.hostPaths.rootFS",
+        H,
+        "the driver pods' host-root volume, and HOST_ROOT when not /",
+        {"": ("/",)},
     ),
     Rule(
         "spec.cdi",

@@ -42,6 +42,7 @@ __all__ = [
     "DriverSpec",
     "EnvVar",
     "GpuPodDeletion",
+    "HostPaths",
     "ImagePullPolicy",
     "ImageSpec",
     "KernelModuleType",
@@ -52,6 +53,7 @@ __all__ = [
     "PolicyParseError",
     "PolicyProblem",
     "PrecompiledFallback",
+    "ProbeTiming",
     "ResourceRename",
     "ResourceRequirements",
     "ServiceMonitorSpec",
@@ -231,6 +233,8 @@ class DaemonsetsSpec:
     # NB: driver DaemonSets always use OnDelete; this applies to the other operands.
     update_strategy: UpdateStrategy = UpdateStrategy.ROLLING_UPDATE
     max_unavailable: IntOrString = DEFAULT_DAEMONSET_MAX_UNAVAILABLE  # rollingUpdate.maxUnavailable
+    # podSecurityContext: a core PodSecurityContext, passed through to every operand pod.
+    pod_security_context: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -280,7 +284,27 @@ class DriverManagerSpec:
 class LicensingConfig:
     config_map_name: ConfigMapName = ConfigMapName("")
     secret_name: str = ""
-    nls_enabled: bool = False
+    # NB: unset means true, as in NVIDIA's operator (the client token is mounted too).
+    nls_enabled: bool = True
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProbeTiming:
+    """driver.{startup,liveness,readiness}Probe: timings laid over ocp-gpu's probe; None keeps ours."""
+
+    initial_delay_seconds: int | None = None
+    timeout_seconds: int | None = None
+    period_seconds: int | None = None
+    success_threshold: int | None = None
+    failure_threshold: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HostPaths:
+    """spec.hostPaths: where things are on the host."""
+
+    root_fs: str = "/"  # rootFS
+    driver_install_dir: str = DRIVER_ROOT_CONTAINERIZED  # driverInstallDir
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -302,6 +326,10 @@ class DriverSpec(ComponentSpec):
     licensing: LicensingConfig = dataclasses.field(default_factory=LicensingConfig)  # licensingConfig
     kernel_module_config_map: ConfigMapName = ConfigMapName("")  # kernelModuleConfig.name
     manager: DriverManagerSpec = dataclasses.field(default_factory=DriverManagerSpec)
+    secret_env: str = ""  # secretEnv: a Secret whose keys become the driver container's env
+    startup_probe: ProbeTiming = dataclasses.field(default_factory=ProbeTiming)  # startupProbe
+    liveness_probe: ProbeTiming | None = None  # livenessProbe; None: no liveness probe
+    readiness_probe: ProbeTiming | None = None  # readinessProbe; None: no readiness probe
     upgrade_policy: UpgradePolicy = dataclasses.field(default_factory=UpgradePolicy)
     precompiled_fallback: PrecompiledFallback = dataclasses.field(default_factory=PrecompiledFallback)
 
@@ -372,6 +400,7 @@ class Policy:
         default_factory=lambda: ComponentSpec(enabled=False)
     )
     validator: ValidatorSpec = dataclasses.field(default_factory=ValidatorSpec)
+    host_paths: HostPaths = dataclasses.field(default_factory=HostPaths)  # hostPaths
     # NVIDIA's spec.mig.strategy as written; device_plugin.mig_strategy is what applies.
     nvidia_mig_strategy: MigStrategy | None = None
     # Wire paths of NVIDIA-named aliases the spec used (validate_policy warns about them).
@@ -503,6 +532,15 @@ class _Fields:
         """Free-form objects (x-kubernetes-preserve-unknown-fields), passed through."""
         return tuple({str(k): v for k, v in item._data.items()} for item in self.objects(key))
 
+    def raw_object(self, key: str) -> dict[str, object]:
+        """A free-form object (a core type such as a PodSecurityContext), passed through."""
+        value = self._get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise PolicyParseError(f"{self.path}.{key}", "an object", value)
+        return {str(name): item for name, item in value.items()}
+
     def text_map(self, key: str) -> dict[str, str]:
         value = self._get(key)
         if value is None:
@@ -597,6 +635,7 @@ def _daemonsets(fields: _Fields) -> DaemonsetsSpec:
         max_unavailable=fields.child("rollingUpdate").int_or_string(
             "maxUnavailable", DEFAULT_DAEMONSET_MAX_UNAVAILABLE
         ),
+        pod_security_context=fields.raw_object("podSecurityContext"),
     )
 
 
@@ -648,10 +687,14 @@ def _driver(fields: _Fields) -> tuple[DriverSpec, tuple[str, ...]]:
         licensing=LicensingConfig(
             config_map_name=ConfigMapName(licensing.text("configMapName")),
             secret_name=licensing.text("secretName"),
-            nls_enabled=licensing.flag("nlsEnabled", False),
+            nls_enabled=licensing.flag("nlsEnabled", True),
         ),
         kernel_module_config_map=ConfigMapName(fields.child("kernelModuleConfig").text("name")),
         manager=DriverManagerSpec(image=_image(manager), env=_env(manager)),
+        secret_env=fields.text("secretEnv"),
+        startup_probe=_probe(fields.child("startupProbe")),
+        liveness_probe=_probe(fields.child("livenessProbe")) if fields.has("livenessProbe") else None,
+        readiness_probe=_probe(fields.child("readinessProbe")) if fields.has("readinessProbe") else None,
         upgrade_policy=upgrade_policy,
         precompiled_fallback=PrecompiledFallback(
             enabled=fallback.flag("enabled", False),
@@ -660,6 +703,16 @@ def _driver(fields: _Fields) -> tuple[DriverSpec, tuple[str, ...]]:
         ),
     )
     return driver, aliases
+
+
+def _probe(fields: _Fields) -> ProbeTiming:
+    return ProbeTiming(
+        initial_delay_seconds=fields.opt_number("initialDelaySeconds"),
+        timeout_seconds=fields.opt_number("timeoutSeconds"),
+        period_seconds=fields.opt_number("periodSeconds"),
+        success_threshold=fields.opt_number("successThreshold"),
+        failure_threshold=fields.opt_number("failureThreshold"),
+    )
 
 
 def _device_plugin(
@@ -734,6 +787,11 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
         gfd=ComponentSpec(**_component_fields(fields.child("gfd"), True)),
         node_status_exporter=ComponentSpec(**_component_fields(fields.child("nodeStatusExporter"), False)),
         validator=_validator(fields.child("validator")),
+        host_paths=HostPaths(
+            root_fs=fields.child("hostPaths").text("rootFS") or "/",
+            driver_install_dir=fields.child("hostPaths").text("driverInstallDir")
+            or DRIVER_ROOT_CONTAINERIZED,
+        ),
         nvidia_mig_strategy=nvidia_mig_strategy,
         aliases_used=aliases,
     )
@@ -893,6 +951,14 @@ def _driver_options(policy: Policy) -> Iterator[PolicyProblem]:
             fix="use kernelModuleType auto with usePrecompiled, or build the driver on the node",
             severity=Severity.WARNING,
         )
+    for kind, probe in (("startupProbe", driver.startup_probe), ("livenessProbe", driver.liveness_probe)):
+        if probe is not None and probe.success_threshold not in (None, 0, 1):
+            # Kubernetes rejects the pod template: the DaemonSet could not be applied.
+            yield PolicyProblem(
+                field=f"spec.driver.{kind}.successThreshold",
+                message=f"{probe.success_threshold}: Kubernetes allows only 1 for a {kind}",
+                fix=f"remove spec.driver.{kind}.successThreshold or set it to 1",
+            )
     fallback = driver.precompiled_fallback
     field = "spec.driver.precompiledFallback"
     if fallback.enabled and not fallback.version:

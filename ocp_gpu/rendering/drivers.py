@@ -42,9 +42,38 @@ DRIVER_MANAGER_ENV: Final[Mapping[str, str]] = {
     "DRAIN_TIMEOUT_SECONDS": "0s",
     "DRAIN_DELETE_EMPTYDIR_DATA": "false",
 }
+# ocp-gpu's probes of the driver container; driver.<kind>Probe timings are laid over them.
+# NB: liveness and readiness start only once the startup probe passed (the driver is loaded).
+_STARTUP_PROBE: Final[Mapping[str, int]] = {
+    "initialDelaySeconds": 60,
+    "periodSeconds": 10,
+    "timeoutSeconds": 60,
+    "successThreshold": 1,
+    "failureThreshold": 120,
+}
+_LATER_PROBE: Final[Mapping[str, int]] = {
+    "initialDelaySeconds": 0,
+    "periodSeconds": 30,
+    "timeoutSeconds": 10,
+    "successThreshold": 1,
+    "failureThreshold": 3,
+}
+# vGPU guest licensing, where NVIDIA's driver container reads it.
+LICENSING_FILE: Final = "gridd.conf"
+LICENSING_PATH: Final = "/drivers/gridd.conf"
+NLS_TOKEN_FILE: Final = "client_configuration_token.tok"
+NLS_TOKEN_PATH: Final = "/drivers/ClientConfigToken/client_configuration_token.tok"
 # Env the templates or the operator own: a policy's env never replaces them.
 _OWNED_ENV: Final = frozenset(
-    {"NODE_NAME", "NODE_IP", "OPERATOR_NAMESPACE", "RHCOS_VERSION", "RHCOS_IMAGE_MISSING", DIGEST_ENV}
+    {
+        "NODE_NAME",
+        "NODE_IP",
+        "OPERATOR_NAMESPACE",
+        "RHCOS_VERSION",
+        "RHCOS_IMAGE_MISSING",
+        "HOST_ROOT",
+        DIGEST_ENV,
+    }
 )
 
 
@@ -148,7 +177,9 @@ def config_digest(daemonset: Mapping[str, Any]) -> str:
                     if key == "env"
                     else container.get(key)
                 )
-                for key in ("name", "image", "command", "args", "env", "volumeMounts")
+                for key in ("name", "image", "command", "args", "env", "envFrom", "volumeMounts")
+                # NB: absent keys stay out, so a template gaining a field keeps existing digests
+                if key != "envFrom" or key in container
             }
             for container in pod.get("containers", [])
         ],
@@ -221,9 +252,13 @@ def _daemonset(
             ("RHCOS_IMAGE_MISSING", "true" if entry.image_missing else "false"),
             ("OPENSHIFT_VERSION", openshift_version),
         ]
+    # hostPaths.rootFS: the host's root somewhere else than / (as NVIDIA does, HOST_ROOT says where).
+    root_fs = policy.host_paths.root_fs
+    host_root_env = [("HOST_ROOT", root_fs)] if root_fs != "/" else []
     driver_env = [
         ("NVIDIA_VISIBLE_DEVICES", "void"),
         *dtk_env,
+        *host_root_env,
         ("KERNEL_MODULE_TYPE", driver.kernel_module_type.value),
         (DIGEST_ENV, digest),
         *(inputs.proxy.env() if inputs.openshift and inputs.proxy else []),
@@ -235,6 +270,11 @@ def _daemonset(
         "args": list(driver.args),
         "env": _env(_merge(driver_env, driver.env)),
         "resources": driver.resources.as_wire(),
+        "secret_env": driver.secret_env,
+        "startup_probe": _probe(_STARTUP_PROBE, driver.startup_probe),
+        "liveness_probe": _probe(_LATER_PROBE, driver.liveness_probe) if driver.liveness_probe else None,
+        "readiness_probe": _probe(_LATER_PROBE, driver.readiness_probe) if driver.readiness_probe else None,
+        "licensing": _licensing(driver.licensing),
     }
     sidecar = None
     if dtk:
@@ -250,7 +290,8 @@ def _daemonset(
         "pull_policy": driver.manager.image.pull_policy.value,
         "env": _env(
             _merge(
-                [("NVIDIA_VISIBLE_DEVICES", "void"), *manager_env, (DIGEST_ENV, digest)], driver.manager.env
+                [("NVIDIA_VISIBLE_DEVICES", "void"), *manager_env, *host_root_env, (DIGEST_ENV, digest)],
+                driver.manager.env,
             )
         ),
     }
@@ -264,13 +305,48 @@ def _daemonset(
         "node_selector": {labels.deploy_label("driver"): "true", **entry.node_selector},
         "tolerations": [toleration.as_wire() for toleration in daemonsets.tolerations],
         "priority_class_name": daemonsets.priority_class_name,
-        "image_pull_secrets": [{"name": name} for name in driver.image.pull_secrets],
+        # the driver's and the k8s-driver-manager's secrets: one pod pulls both images
+        "image_pull_secrets": [
+            {"name": name}
+            for name in dict.fromkeys((*driver.image.pull_secrets, *driver.manager.image.pull_secrets))
+        ],
+        "pod_security_context": dict(daemonsets.pod_security_context),
+        "host_root": root_fs,
         "anti_affinity": {labels.COMPONENT: labels.DRIVER_COMPONENT},
         "driver": driver_container,
         "dtk": sidecar,
         "manager": manager,
         "trusted_ca": inputs.trusted_ca_configmap if trusted_ca else None,
     }
+
+
+def _probe(defaults: Mapping[str, int], timing: policy_model.ProbeTiming) -> dict[str, int]:
+    """Our probe timings with the policy's laid over them (0 or unset keeps ours, as NVIDIA does)."""
+    given = {
+        "initialDelaySeconds": timing.initial_delay_seconds,
+        "periodSeconds": timing.period_seconds,
+        "timeoutSeconds": timing.timeout_seconds,
+        "successThreshold": timing.success_threshold,
+        "failureThreshold": timing.failure_threshold,
+    }
+    return {name: given[name] or value for name, value in defaults.items()}
+
+
+def _licensing(licensing: policy_model.LicensingConfig) -> dict[str, Any] | None:
+    """The licensing volume: gridd.conf, and the NLS client token when nlsEnabled; None when unset."""
+    if not (licensing.secret_name or licensing.config_map_name):
+        return None
+    files = [(LICENSING_FILE, LICENSING_PATH)]
+    if licensing.nls_enabled:
+        files.append((NLS_TOKEN_FILE, NLS_TOKEN_PATH))
+    items = [{"key": name, "path": name} for name, _ in files]
+    # NB: secretName wins over the deprecated configMapName, as in NVIDIA's operator.
+    source = (
+        {"secret": {"secretName": licensing.secret_name, "items": items}}
+        if licensing.secret_name
+        else {"configMap": {"name": licensing.config_map_name, "items": items}}
+    )
+    return {"source": source, "mounts": [{"file": name, "path": path} for name, path in files]}
 
 
 def _merge(

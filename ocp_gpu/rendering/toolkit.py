@@ -89,6 +89,7 @@ def toolkit_state_context(policy: policy_model.Policy, inputs: ToolkitRenderInpu
         "node_selector": {labels.deploy_label("container-toolkit"): "true"},
         "tolerations": [toleration.as_wire() for toleration in daemonsets.tolerations],
         "image_pull_secrets": [{"name": name} for name in toolkit.image.pull_secrets],
+        "pod_security_context": dict(daemonsets.pod_security_context),
         "image": inputs.image,
         "pull_policy": toolkit.image.pull_policy.value,
         "wait_for_driver": (

@@ -30,7 +30,7 @@ from ocp_gpu.model.snapshot import DriverDaemonSet, DriverKey
 from ocp_gpu.planning import drivers
 from ocp_gpu.planning.drivers import DesiredDriverDaemonSet, Strategy
 from ocp_gpu.rendering import templating
-from ocp_gpu.rendering.drivers import ClusterProxy, DriverRenderInputs, render_driver_state
+from ocp_gpu.rendering.drivers import DRIVER_CONTAINER, ClusterProxy, DriverRenderInputs, render_driver_state
 from tests.unit._drivers import (
     DTK_416,
     DTK_417,
@@ -86,6 +86,22 @@ FULL_SPEC: dict[str, Any] = {
                 {"name": "DRAIN_TIMEOUT_SECONDS", "value": "300s"},
             ]
         },
+    },
+}
+
+
+# The driver fields of NVIDIA's schema that ocp-gpu honours beyond the basics.
+NVIDIA_DRIVER_SPEC: dict[str, Any] = {
+    "daemonsets": {"podSecurityContext": {"runAsUser": 0, "seLinuxOptions": {"type": "spc_t"}}},
+    "hostPaths": {"rootFS": "/host-root"},
+    "driver": {
+        "imagePullSecrets": ["ngc-secret"],
+        "manager": {"imagePullSecrets": ["manager-secret", "ngc-secret"]},
+        "secretEnv": "driver-secrets",
+        "startupProbe": {"initialDelaySeconds": 120, "failureThreshold": 60},
+        "livenessProbe": {"periodSeconds": 60},
+        "readinessProbe": {"timeoutSeconds": 5},
+        "licensingConfig": {"secretName": "licensing", "configMapName": "old-licensing"},
     },
 }
 
@@ -148,6 +164,7 @@ def _scenarios() -> dict[str, tuple[tuple[DesiredDriverDaemonSet, ...], dict[str
         ),
         "proxy-trusted-ca": (plan(two_versions[:1]).desired, {}, dataclasses.replace(OPENSHIFT, proxy=PROXY)),
         "tolerations-and-options": (plan(two_versions[:1]).desired, FULL_SPEC, OPENSHIFT),
+        "honoured-nvidia-fields": (plan(two_versions[:1]).desired, NVIDIA_DRIVER_SPEC, OPENSHIFT),
     }
 
 
@@ -456,8 +473,15 @@ def _spec(text: Any) -> dict[str, Any]:
             "annotations": {text(3): text(4)},
             "priorityClassName": text(5),
             "tolerations": [{"key": text(6), "operator": text(7), "value": text(8), "effect": text(9)}],
+            "podSecurityContext": {
+                "seLinuxOptions": {"type": text(37)},
+                "sysctls": [{"name": text(39), "value": text(40)}],
+            },
         },
+        "hostPaths": {"rootFS": text(38)},
         "driver": {
+            "secretEnv": text(35),
+            "licensingConfig": {"secretName": text(36)},
             "imagePullSecrets": [text(10)],
             "env": [{"name": text(11), "value": text(12)}],
             "args": [text(13)],
@@ -466,7 +490,8 @@ def _spec(text: Any) -> dict[str, Any]:
                 "env": [
                     {"name": text(17), "value": text(18)},
                     {"name": "ENABLE_AUTO_DRAIN", "value": text(19)},
-                ]
+                ],
+                "imagePullSecrets": [text(34)],
             },
         },
     }
@@ -534,7 +559,7 @@ def test_hostile_strings_render_verbatim_as_values() -> None:
     attacked = render_driver_state(
         _desired(hostile), policy_model.parse_policy(_spec(hostile)), _inputs(hostile)
     )
-    mapping = {hostile(i): token(i) for i in range(1, 34)}
+    mapping = {hostile(i): token(i) for i in range(1, 41)}
     seen: set[str] = set()
     # the same structure, with each hostile string exactly where its token was
     assert _replace_strings(_without_digests(attacked), mapping, seen) == _without_digests(benign)
@@ -591,3 +616,89 @@ def test_templates_render_objects_only(tmp_path: Path) -> None:
 def test_unknown_component() -> None:
     with pytest.raises(FileNotFoundError):
         templating.render_state("state-nothing", {})
+
+
+# --- NVIDIA's driver fields ocp-gpu honours ---------------------------------------------
+
+
+def _driver_pod(spec: dict[str, Any]) -> dict[str, Any]:
+    (ds,) = daemonsets(render(plan([rhcos_node("n", V416)]).desired, spec))
+    pod: dict[str, Any] = ds["spec"]["template"]["spec"]
+    return pod
+
+
+def test_unset_driver_fields_add_nothing() -> None:
+    pod = _driver_pod({})
+    driver = container({"spec": {"template": {"spec": pod}}}, DRIVER_CONTAINER)
+    assert "securityContext" not in pod
+    assert "envFrom" not in driver
+    assert "livenessProbe" not in driver and "readinessProbe" not in driver
+    assert not [m for m in driver["volumeMounts"] if m["name"] == "licensing-config"]
+    assert next(v for v in pod["volumes"] if v["name"] == "host-root")["hostPath"]["path"] == "/"
+    assert "HOST_ROOT" not in env_of(driver)
+
+
+def test_pull_secrets_of_driver_and_manager_are_merged_once() -> None:
+    pod = _driver_pod(
+        {"driver": {"imagePullSecrets": ["a", "b"], "manager": {"imagePullSecrets": ["b", "c"]}}}
+    )
+    assert pod["imagePullSecrets"] == [{"name": "a"}, {"name": "b"}, {"name": "c"}]
+
+
+@pytest.mark.parametrize(
+    ("licensing", "source", "files"),
+    [
+        ({"secretName": "lic"}, {"secret": "lic"}, ["gridd.conf", "client_configuration_token.tok"]),
+        ({"secretName": "lic", "nlsEnabled": False}, {"secret": "lic"}, ["gridd.conf"]),
+        ({"configMapName": "old", "nlsEnabled": False}, {"configMap": "old"}, ["gridd.conf"]),
+        (
+            {"configMapName": "old", "secretName": "lic"},
+            {"secret": "lic"},
+            ["gridd.conf", "client_configuration_token.tok"],
+        ),
+    ],
+)
+def test_licensing_mounts_what_nvidia_mounts(
+    licensing: dict[str, Any], source: dict[str, str], files: list[str]
+) -> None:
+    pod = _driver_pod({"driver": {"licensingConfig": licensing}})
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "licensing-config"]
+    ((kind, name),) = source.items()
+    assert (volume[kind].get("secretName") or volume[kind].get("name")) == name
+    assert [item["key"] for item in volume[kind]["items"]] == files
+    driver = container({"spec": {"template": {"spec": pod}}}, DRIVER_CONTAINER)
+    mounts = {m["subPath"]: m["mountPath"] for m in driver["volumeMounts"] if m["name"] == "licensing-config"}
+    assert list(mounts) == files
+    assert mounts["gridd.conf"] == "/drivers/gridd.conf"
+
+
+def test_probe_timings_lay_over_ours() -> None:
+    pod = _driver_pod(
+        {"driver": {"startupProbe": {"failureThreshold": 10, "periodSeconds": 0}, "livenessProbe": {}}}
+    )
+    driver = container({"spec": {"template": {"spec": pod}}}, DRIVER_CONTAINER)
+    assert driver["startupProbe"]["failureThreshold"] == 10
+    assert driver["startupProbe"]["periodSeconds"] == 10  # 0 keeps ours, as NVIDIA does
+    assert driver["livenessProbe"]["exec"]["command"] == ["nvidia-smi"]
+    assert "readinessProbe" not in driver
+
+
+def test_a_startup_success_threshold_kubernetes_refuses_is_an_error() -> None:
+    problems = policy_model.validate_policy(
+        policy_model.parse_policy({"driver": {"startupProbe": {"successThreshold": 2}}}), {}
+    )
+    # (the image problems of an empty operator environment aside)
+    assert [p.field for p in problems if "successThreshold" in p.field] == [
+        "spec.driver.startupProbe.successThreshold"
+    ]
+    assert "allows only 1" in str(problems)
+
+
+def test_root_fs_moves_host_root_and_says_so() -> None:
+    pod = _driver_pod(
+        {"hostPaths": {"rootFS": "/sysroot"}, "driver": {"env": [{"name": "HOST_ROOT", "value": "/x"}]}}
+    )
+    assert next(v for v in pod["volumes"] if v["name"] == "host-root")["hostPath"]["path"] == "/sysroot"
+    for item in pod["containers"] + pod["initContainers"]:
+        if item["name"] != "openshift-driver-toolkit-ctr":
+            assert env_of(item)["HOST_ROOT"] == "/sysroot", item["name"]

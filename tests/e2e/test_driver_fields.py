@@ -1,0 +1,137 @@
+"""We test these aspects of NVIDIA's driver fields that ocp-gpu honours, with the operator running
+against the local control plane (the API server validates and stores what we render):
+
+- driver.manager.imagePullSecrets, driver.secretEnv, driver.{startup,liveness,readiness}Probe,
+  driver.licensingConfig, daemonsets.podSecurityContext and hostPaths.rootFS reach the driver
+  DaemonSet (pull secrets, envFrom, probes, licensing volume and mounts, pod security context,
+  host-root volume and HOST_ROOT) and podSecurityContext the toolkit DaemonSet too;
+- removing them from the policy removes them from the DaemonSet; no UnsupportedSetting is
+  reported for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness.cluster import unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.rendering import toolkit as toolkit_rendering
+
+from .conftest import condition, read_policy, wait_for
+
+pytestmark = pytest.mark.e2e
+
+DRIVER = "nvidia-driver-daemonset-ubuntu22.04"
+SPEC: dict[str, Any] = {
+    "daemonsets": {"podSecurityContext": {"runAsUser": 0, "seLinuxOptions": {"type": "spc_t"}}},
+    "hostPaths": {"rootFS": "/sysroot"},
+    "driver": {
+        "imagePullSecrets": ["ngc"],
+        "manager": {"imagePullSecrets": ["manager-pull"]},
+        "secretEnv": "driver-secrets",
+        "startupProbe": {"failureThreshold": 30},
+        "livenessProbe": {"periodSeconds": 45},
+        "readinessProbe": {"timeoutSeconds": 7},
+        "licensingConfig": {"secretName": "licensing"},
+    },
+}
+
+
+@pytest.fixture
+def gpu_node(kube: client.ApiClient) -> Iterator[str]:
+    name = unique_name("gpu")
+    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(name)])
+    yield name
+    fake_nodes.delete_nodes(kube, [name])
+
+
+def pod_spec(kube: client.ApiClient, namespace: str, name: str) -> Any:
+    return client.AppsV1Api(kube).read_namespaced_daemon_set(name, namespace).spec.template.spec
+
+
+def driver_container(pod: Any) -> Any:
+    return next(c for c in pod.containers if c.name == "nvidia-driver-ctr")
+
+
+def test_honoured_driver_fields_reach_the_daemonset_and_leave_with_the_policy(
+    kube: client.ApiClient,
+    namespace: str,
+    gpu_node: str,
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    apply_policy(spec=SPEC)
+    start_operator()
+    wait_for(
+        lambda: (
+            client.AppsV1Api(kube)
+            .list_namespaced_daemon_set(namespace, field_selector=f"metadata.name={DRIVER}")
+            .items
+            and driver_container(pod_spec(kube, namespace, DRIVER)).env_from
+        ),
+        60,
+        what="driver DaemonSet with the policy's fields",
+    )
+    pod = pod_spec(kube, namespace, DRIVER)
+    driver = driver_container(pod)
+    assert [s.name for s in pod.image_pull_secrets] == ["ngc", "manager-pull"]
+    assert driver.env_from[0].secret_ref.name == "driver-secrets"
+    assert driver.startup_probe.failure_threshold == 30
+    assert driver.startup_probe.period_seconds == 10
+    assert driver.liveness_probe.period_seconds == 45
+    assert driver.readiness_probe.timeout_seconds == 7
+    licensing = next(v for v in pod.volumes if v.name == "licensing-config")
+    assert licensing.secret.secret_name == "licensing"
+    assert {m.mount_path for m in driver.volume_mounts if m.name == "licensing-config"} == {
+        "/drivers/gridd.conf",
+        "/drivers/ClientConfigToken/client_configuration_token.tok",
+    }
+    assert pod.security_context.run_as_user == 0
+    assert pod.security_context.se_linux_options.type == "spc_t"
+    assert next(v for v in pod.volumes if v.name == "host-root").host_path.path == "/sysroot"
+    assert {e.name: e.value for e in driver.env}["HOST_ROOT"] == "/sysroot"
+    wait_for(
+        lambda: (
+            client.AppsV1Api(kube)
+            .list_namespaced_daemon_set(
+                namespace, field_selector=f"metadata.name={toolkit_rendering.DAEMONSET}"
+            )
+            .items
+        ),
+        60,
+        what="toolkit DaemonSet",
+    )
+    assert pod_spec(kube, namespace, toolkit_rendering.DAEMONSET).security_context.run_as_user == 0
+    assert not condition(read_policy(kube), "UnsupportedSetting")
+
+    # all of it goes away with the policy's fields
+    client.CustomObjectsApi(kube).patch_cluster_custom_object(
+        "nvidia.com",
+        "v1",
+        "clusterpolicies",
+        "cluster-policy",
+        # a merge patch: null removes a field
+        {
+            "spec": {
+                "driver": {"secretEnv": None, "licensingConfig": None, "livenessProbe": None},
+                "hostPaths": None,
+                "daemonsets": {"podSecurityContext": None},
+            }
+        },
+    )
+    wait_for(
+        lambda: not driver_container(pod_spec(kube, namespace, DRIVER)).env_from, 60, what="envFrom removed"
+    )
+    pod = pod_spec(kube, namespace, DRIVER)
+    driver = driver_container(pod)
+    assert driver.liveness_probe is None
+    assert driver.readiness_probe.timeout_seconds == 7
+    assert not [v for v in pod.volumes if v.name == "licensing-config"]
+    assert next(v for v in pod.volumes if v.name == "host-root").host_path.path == "/"
+    assert "HOST_ROOT" not in {e.name for e in driver.env}
+    assert pod.security_context is None or pod.security_context.run_as_user is None
