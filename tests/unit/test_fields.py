@@ -91,7 +91,11 @@ def test_operatorhub_example_reports_its_two_unimplemented_settings() -> None:
             "spec.sandboxWorkloads.enabled",
             "container workloads only",
         ),
-        ({"hostPaths": {"driverInstallDir": "/opt/nv"}}, "spec.hostPaths.driverInstallDir", "/run/nvidia/driver"),
+        (
+            {"hostPaths": {"driverInstallDir": "/opt"}},
+            "spec.hostPaths.driverInstallDir",
+            "/run/nvidia/driver",
+        ),
         ({"vgpuManager": {"env": [{"name": "A", "value": "1"}]}}, "spec.vgpuManager.env", "vGPU"),
         ({"operator": {"labels": {"team": "gpu"}}}, "spec.operator.labels.team", "daemonsets.labels"),
         ({"dcgm": {"hostPort": 5556}}, "spec.dcgm.hostPort", "DCGM is not deployed"),
