@@ -1,42 +1,85 @@
 """Every Prometheus collector the operator exports.  No logic lives here.
 
-Names of the upgrade metrics are NVIDIA's (seed 000), so existing dashboards
-and alerts keep working.
+Names are NVIDIA's (controllers/operator_metrics.go of NVIDIA's GPU operator, and
+the upgrade metrics of seed 000), so existing dashboards and alerts keep working;
+ours start with `ocp_gpu_`.  `ORIGIN` says where each name comes from;
+docs/metrics.md is generated from this module (hack/gen_metric_docs.py).
+The values are decided in planning/operator_health.py and set by the reconcilers.
 """
 
 from __future__ import annotations
+
+from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
-# --- operator health --------------------------------------------------------
-is_leader = Gauge("ocp_gpu_is_leader", "1 while this replica holds the leader lease", registry=REGISTRY)
-reconciliations = Counter("gpu_operator_reconciliation_total", "Reconcile passes run", registry=REGISTRY)
+NVIDIA: Final = "NVIDIA gpu-operator"
+NVIDIA_UPGRADE: Final = "NVIDIA gpu-operator (upgrade controller, seed 000)"
+SEED: Final = "seed 000 (the documented name; NVIDIA's code says gpu_operator_driver_auto_upgrade_enabled)"
+OURS: Final = "ocp-gpu"
+
+# --- operator health (NVIDIA's names) ----------------------------------------
+gpu_nodes = Gauge("gpu_operator_gpu_nodes_total", "Number of nodes with GPUs", registry=REGISTRY)
+reconciliations = Counter(
+    "gpu_operator_reconciliation_total", "Total number of reconciliation", registry=REGISTRY
+)
 reconciliation_failures = Counter(
-    "gpu_operator_reconciliation_failed_total", "Reconcile passes that raised", registry=REGISTRY
+    "gpu_operator_reconciliation_failed_total",
+    "Number of failed reconciliation (passes that raised)",
+    registry=REGISTRY,
 )
 reconciliation_status = Gauge(
     "gpu_operator_reconciliation_status",
-    "1 when the active ClusterPolicy is ready, 0 when not ready, -1 when it has errors",
+    "1 if the reconciliation is currently successful, 0 if the operands are not ready, "
+    "-1 if the cluster policy is unavailable (none, or invalid), -2 if an error occurred within the operator",
     registry=REGISTRY,
 )
-gpu_nodes = Gauge("gpu_operator_gpu_nodes_total", "GPU nodes seen (NFD pci-10de)", registry=REGISTRY)
-api_writes = Counter(
-    "ocp_gpu_api_writes_total",
-    "Writes the operator made to the API, by verb and resource (0 in steady state)",
-    ["verb", "resource"],
+reconciliation_last_success = Gauge(
+    "gpu_operator_reconciliation_last_success_ts_seconds",
+    "Timestamp (in seconds) of the last reconciliation loop success (the ClusterPolicy was ready)",
     registry=REGISTRY,
 )
-
-# --- driver DaemonSets (DESIGN §3) -------------------------------------------
-driver_toolkit_tags_missing = Gauge(
-    "gpu_operator_openshift_driver_toolkit_imagestream_tags_missing",
-    "RHCOS versions in use by GPU nodes that have no driver-toolkit ImageStream tag",
+has_nfd_labels = Gauge(
+    "gpu_operator_reconciliation_has_nfd_labels",
+    "1 if NFD mandatory kernel labels have been found, 0 otherwise",
     registry=REGISTRY,
 )
 
-# --- driver upgrades (seed 000, names verbatim) -------------------------------
+# --- the Driver Toolkit on OpenShift (NVIDIA's names) -------------------------
+driver_toolkit_enabled = Gauge(
+    "gpu_operator_openshift_driver_toolkit_enabled",
+    "1 if OCP DriverToolkit is enabled, -1 if requested but could not be enabled, 0 if not requested",
+    registry=REGISTRY,
+)
+driver_toolkit_nfd_too_old = Gauge(
+    "gpu_operator_openshift_driver_toolkit_nfd_too_old",
+    "1 if OCP DriverToolkit is enabled but NFD doesn't expose OSTREE labels, 0 otherwise",
+    registry=REGISTRY,
+)
+driver_toolkit_imagestream_missing = Gauge(
+    "gpu_operator_openshift_driver_toolkit_imagestream_missing",
+    "1 if OCP DriverToolkit is enabled but its imagestream is not available, 0 otherwise",
+    registry=REGISTRY,
+)
+driver_toolkit_imagestream_broken = Gauge(
+    "gpu_operator_openshift_driver_toolkit_imagestream_broken",
+    "1 if OCP DriverToolkit is enabled but its imagestream is broken (rhbz#2015024), 0 otherwise",
+    registry=REGISTRY,
+)
+driver_toolkit_rhcos_tags_missing = Gauge(
+    "gpu_operator_openshift_driver_toolkit_rhcos_tags_missing",
+    "1 if OCP DriverToolkit is enabled but some of the RHCOS tags are missing, 0 otherwise",
+    registry=REGISTRY,
+)
+
+# --- driver upgrades (seed 000 and NVIDIA's upgrade controller, names verbatim) --
+driver_auto_upgrade_enabled = Gauge(
+    "gpu_operator_driver_auto_upgrade_enabled",
+    "1 if driver auto upgrade is enabled; 0 if not",
+    registry=REGISTRY,
+)
 auto_upgrade_enabled = Gauge(
     "gpu_operator_auto_upgrade_enabled", "1 if driver auto upgrade is enabled; 0 if not", registry=REGISTRY
 )
@@ -65,3 +108,43 @@ upgrades_pending = Gauge(
     "Total number of nodes in which driver pod upgrades are pending",
     registry=REGISTRY,
 )
+
+# --- ours ----------------------------------------------------------------------
+is_leader = Gauge("ocp_gpu_is_leader", "1 while this replica holds the leader lease", registry=REGISTRY)
+api_writes = Counter(
+    "ocp_gpu_api_writes_total",
+    "Writes the operator made to the API, by verb and resource (0 in steady state)",
+    ["verb", "resource"],
+    registry=REGISTRY,
+)
+driver_toolkit_tag_missing = Gauge(
+    "ocp_gpu_driver_toolkit_tag_missing",
+    "1 for each RHCOS version that GPU nodes run and the driver-toolkit ImageStream has no tag for",
+    ["rhcos_version"],
+    registry=REGISTRY,
+)
+
+# Where each metric's name (and meaning) comes from: docs/metrics.md shows it.
+ORIGIN: Final[dict[str, str]] = {
+    "gpu_operator_gpu_nodes_total": NVIDIA,
+    "gpu_operator_reconciliation_total": NVIDIA,
+    "gpu_operator_reconciliation_failed_total": NVIDIA,
+    "gpu_operator_reconciliation_status": NVIDIA,
+    "gpu_operator_reconciliation_last_success_ts_seconds": NVIDIA,
+    "gpu_operator_reconciliation_has_nfd_labels": NVIDIA,
+    "gpu_operator_openshift_driver_toolkit_enabled": NVIDIA,
+    "gpu_operator_openshift_driver_toolkit_nfd_too_old": NVIDIA,
+    "gpu_operator_openshift_driver_toolkit_imagestream_missing": NVIDIA,
+    "gpu_operator_openshift_driver_toolkit_imagestream_broken": NVIDIA,
+    "gpu_operator_openshift_driver_toolkit_rhcos_tags_missing": NVIDIA,
+    "gpu_operator_driver_auto_upgrade_enabled": NVIDIA_UPGRADE,
+    "gpu_operator_auto_upgrade_enabled": SEED,
+    "gpu_operator_nodes_upgrades_in_progress": NVIDIA_UPGRADE,
+    "gpu_operator_nodes_upgrades_done": NVIDIA_UPGRADE,
+    "gpu_operator_nodes_upgrades_failed": NVIDIA_UPGRADE,
+    "gpu_operator_nodes_upgrades_available": NVIDIA_UPGRADE,
+    "gpu_operator_nodes_upgrades_pending": NVIDIA_UPGRADE,
+    "ocp_gpu_is_leader": OURS,
+    "ocp_gpu_api_writes_total": OURS,
+    "ocp_gpu_driver_toolkit_tag_missing": OURS,
+}

@@ -20,7 +20,7 @@ from ocp_gpu.kube import labelling, reporting, requesting
 from ocp_gpu.model import fields
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import problems as policy_problems
-from ocp_gpu.planning import conditions, node_labels, platform, policies
+from ocp_gpu.planning import conditions, node_labels, operator_health, platform, policies
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
 from ocp_gpu.reconcilers import operands, runtime
 from ocp_gpu.rendering import toolkit as toolkit_rendering
@@ -56,6 +56,7 @@ async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
             await reconcile_once(rt, changes, datetime.datetime.now(datetime.UTC))
         except Exception:
             metrics.reconciliation_failures.inc()
+            metrics.reconciliation_status.set(operator_health.ReconciliationStatus.OPERATOR_ERROR)
             logger.exception("reconcile pass failed; retrying everything shortly")
             await asyncio.sleep(2)
             rt.mark_everything()
@@ -64,6 +65,9 @@ async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
 
 async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: datetime.datetime) -> None:
     metrics.gpu_nodes.set(sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node))
+    metrics.has_nfd_labels.set(
+        operator_health.has_nfd_labels(facts.labels for facts in rt.node_facts.values())
+    )
     selection = policies.select_active_policy(
         [policies.PolicyRef(p.name, p.created, p.uid) for p in rt.policies.values()]
     )
@@ -75,6 +79,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     if selection.active is None:
         # No ClusterPolicy: nothing is deployed and no node is labelled.
         rt.set_upgrade_policy(None)
+        metrics.reconciliation_status.set(operator_health.ReconciliationStatus.POLICY_UNAVAILABLE)
         return
     active = rt.policies[selection.active]
     policy = policy_model.parse_policy(active.spec)
@@ -101,6 +106,8 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     rt.set_upgrade_policy(policy.driver.upgrade_policy if upgrades_allowed else None)
 
     status = _active_status(rt, problems, detected, label_errors, outcome, toolkit)
+    if status["state"] == STATE_READY:
+        metrics.reconciliation_last_success.set(now.timestamp())
     unsupported = fields.unsupported_settings(active.spec)
     if unsupported:
         # Accepted for compatibility with NVIDIA's schema, not acted on: say so, change nothing else.
@@ -209,7 +216,14 @@ def _active_status(
         for reason, messages in sorted(by_reason.items()):
             found.append(conditions.Condition(reason, True, reason, "; ".join(messages)))
     state = STATE_READY if found[0].status else STATE_NOT_READY
-    metrics.reconciliation_status.set(-1 if errors else (1 if state == STATE_READY else 0))
+    metrics.reconciliation_status.set(
+        operator_health.reconciliation_status(
+            has_policy=True,
+            spec_errors=bool(errors),
+            apply_errors=bool(apply_errors),
+            ready=state == STATE_READY,
+        )
+    )
     return {
         "state": state,
         "namespace": rt.namespace,

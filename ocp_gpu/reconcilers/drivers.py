@@ -23,7 +23,7 @@ from ocp_gpu.kube import applying, requesting
 from ocp_gpu.model import labels, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
-from ocp_gpu.planning import drivers
+from ocp_gpu.planning import drivers, imagestreams, operator_health
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import driver_manifests, operands, runtime
 
@@ -49,6 +49,7 @@ async def reconcile_drivers(
 ) -> DriverOutcome:
     if not policy.driver.enabled:
         # driver.enabled: false: the admin removes our drivers (e.g. drivers preinstalled on the host).
+        _record_driver_toolkit_gauges(rt, policy, platform)
         return DriverOutcome(None, errors=await _delete_all(rt))
     # Plan and render: the same pure function `ocp-gpu render` prints (reconcilers/driver_manifests).
     view = driver_manifests.DriverView(
@@ -71,7 +72,7 @@ async def reconcile_drivers(
         # A key falls back when its grace period ends, even if nothing else changes by then.
         due = min(desired.fallback_pending.values())
         rt.poke_after(max(0.5, (due - now).total_seconds() + 0.5))
-    metrics.driver_toolkit_tags_missing.set(len(plan.findings_of(drivers.MissingDriverToolkitTag)))
+    _record_driver_toolkit_gauges(rt, policy, platform)
     errors: dict[str, str] = {}
     for manifest in manifests:
         await operands.apply_if_changed(rt, owner, manifest, errors)
@@ -101,6 +102,26 @@ async def _delete_stale(
         logger.info("deleted stale driver DaemonSet %s (%s)", stale.name, stale.reason)
     except Exception as error:
         errors[f"DaemonSet {stale.name}"] = requesting.describe_error(error)
+
+
+def _record_driver_toolkit_gauges(
+    rt: runtime.Runtime, policy: policy_model.Policy, platform: platform_model.Platform
+) -> None:
+    """NVIDIA's gpu_operator_openshift_driver_toolkit_* gauges and ours per RHCOS version."""
+    gauges = operator_health.plan_driver_toolkit_gauges(
+        requested=platform_model.should_use_driver_toolkit(platform, policy),
+        stream=imagestreams.resolve_driver_toolkit_stream(rt.dtk_imagestream),
+        gpu_node_labels=[facts.labels for facts in rt.node_facts.values() if facts.is_gpu_node],
+    )
+    metrics.driver_toolkit_enabled.set(gauges.enabled)
+    metrics.driver_toolkit_nfd_too_old.set(gauges.nfd_too_old)
+    metrics.driver_toolkit_imagestream_missing.set(gauges.imagestream_missing)
+    metrics.driver_toolkit_imagestream_broken.set(gauges.imagestream_broken)
+    metrics.driver_toolkit_rhcos_tags_missing.set(gauges.rhcos_tags_missing)
+    # NB: cleared first so a version that got its tag (or lost its nodes) leaves the series.
+    metrics.driver_toolkit_tag_missing.clear()
+    for version in gauges.missing_versions:
+        metrics.driver_toolkit_tag_missing.labels(version).set(1)
 
 
 def _pull_failures(rt: runtime.Runtime) -> tuple[drivers.PullFailure, ...]:

@@ -102,6 +102,7 @@ async def reconcile_upgrades(
             logger.warning("node %s: upgrade step failed (%s); other nodes carry on", node_plan.node, detail)
     counts = upgrade.summarize(plan)
     metrics.auto_upgrade_enabled.set(counts.auto_upgrade_enabled)
+    metrics.driver_auto_upgrade_enabled.set(counts.auto_upgrade_enabled)
     metrics.upgrades_in_progress.set(counts.in_progress)
     metrics.upgrades_done.set(counts.done)
     metrics.upgrades_failed.set(counts.failed)
