@@ -79,6 +79,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # --- end must-gather ---
 
+    # --- validate (ocp_gpu/commands/validate.py) ---
+    from ocp_gpu.commands import validate as validate_command
+
+    validate_command.add_arguments(
+        commands.add_parser(
+            "validate",
+            help=validate_command.HELP,
+            description=validate_command.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    )
+    # --- end validate ---
+
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -99,6 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "must-gather":
         # --- must-gather (ocp_gpu/commands/must_gather.py) ---
         return must_gather_command.main(args)
+    if args.command == "validate":
+        # --- validate (ocp_gpu/commands/validate.py) ---
+        return validate_command.main(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

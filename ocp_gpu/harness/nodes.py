@@ -465,6 +465,8 @@ def simulate_mco_update(
 
 def _fate_reached(pod: Any, fate: str) -> bool:
     statuses = pod.status.container_statuses or []
+    if fate in (stages.FATE_SUCCEEDED, stages.FATE_FAILED):
+        return bool(pod.status.phase == ("Succeeded" if fate == stages.FATE_SUCCEEDED else "Failed"))
     if fate == stages.FATE_READY:
         return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
     reason = "CrashLoopBackOff" if fate == stages.FATE_CRASH_LOOPING else "ImagePullBackOff"
@@ -480,7 +482,7 @@ def set_pod_fate(
     wait: bool = True,
     timeout: float = 30.0,
 ) -> None:
-    """Make a scheduled pod "ready", "crash-looping" or "image-pull-failing".
+    """Make a scheduled pod "ready", "crash-looping", "image-pull-failing", "succeeded" or "failed".
 
     Sets the pod's `stages.FATE_ANNOTATION`; kwok's pod-fate stages then write the
     status a kubelet would (see `stages`). A pod template carrying the annotation

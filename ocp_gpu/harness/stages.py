@@ -9,6 +9,10 @@ source tree (see `binaries.KWOK_STAGE_FILES`), with one change and three additio
   selector: the pod has no `FATE_ANNOTATION`.
 - ``pod-fate-crash-looping``, ``pod-fate-image-pull-failing`` and ``pod-fate-ready``
   turn a pod's `FATE_ANNOTATION` into the status a kubelet would report.
+- ``pod-fate-succeeded`` and ``pod-fate-failed`` end a pod's containers (exit 0, or
+  exit 1 with a termination message): a simulation of a run-once workload (the
+  validator's vectorAdd pod) whose process ends, which kwok cannot know by itself
+  (its own pod-complete stage only completes pods owned by a Job).
 
 So a pod's fate is a pod annotation, played by kwok like everything else: it works on
 a pod whose template carries it from the start (no window where the pod looks Ready)
@@ -32,7 +36,12 @@ FATE_ANNOTATION: Final = "ocp-gpu.harness/pod-fate"
 FATE_READY: Final = "ready"
 FATE_CRASH_LOOPING: Final = "crash-looping"
 FATE_IMAGE_PULL_FAILING: Final = "image-pull-failing"
-FATES: Final = (FATE_READY, FATE_CRASH_LOOPING, FATE_IMAGE_PULL_FAILING)
+# A run-once pod whose containers exit 0 (phase Succeeded), or exit 1 (phase Failed).
+FATE_SUCCEEDED: Final = "succeeded"
+FATE_FAILED: Final = "failed"
+FATES: Final = (FATE_READY, FATE_CRASH_LOOPING, FATE_IMAGE_PULL_FAILING, FATE_SUCCEEDED, FATE_FAILED)
+# The termination message a "failed" pod's containers report.
+FAILED_MESSAGE: Final = "simulated failure (ocp-gpu harness pod fate: failed)"
 
 # The restart count a crash-looping container reports (a kubelet would keep counting).
 CRASH_LOOP_RESTARTS: Final = 5
@@ -169,6 +178,52 @@ phase: Pending
 )
 
 
+# What a kubelet reports once a run-once pod's containers have exited (EXIT_CODE, REASON, PHASE).
+_ENDED_TEMPLATE = (
+    """
+{{ $now := Now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Initialized
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  reason: PodCompleted
+  type: Ready
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  reason: PodCompleted
+  type: ContainersReady
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  started: false
+  restartCount: 0
+  state:
+    terminated:
+      exitCode: EXIT_CODE
+      reason: REASON
+      message: MESSAGE
+      startedAt: {{ $now | Quote }}
+      finishedAt: {{ $now | Quote }}
+{{ end }}
+phase: PHASE
+"""
+    + _IPS_TEMPLATE
+)
+
+
+def _ended_template(exit_code: int, reason: str, phase: str, message: str) -> str:
+    return (
+        _ENDED_TEMPLATE.replace("EXIT_CODE", str(exit_code))
+        .replace("REASON", reason)
+        .replace("PHASE", phase)
+        .replace("MESSAGE", f'"{message}"')
+    )
+
+
 def _stage(
     name: str,
     expressions: list[dict[str, Any]],
@@ -200,7 +255,7 @@ def patched_pod_ready(kwok_pod_ready: dict[str, Any]) -> dict[str, Any]:
 
 
 def fate_stages() -> list[dict[str, Any]]:
-    """The three pod-fate stages.
+    """The pod-fate stages, one per fate.
 
     Each selector excludes the state it produces, so a played stage does not match
     again (kwok would otherwise patch the pod in a loop).
@@ -250,6 +305,22 @@ def fate_stages() -> list[dict[str, Any]]:
             ],
             _IMAGE_PULL_FAILING_TEMPLATE,
             {"type": "Warning", "reason": "Failed", "message": "Error: ImagePullBackOff"},
+        ),
+        *(
+            _stage(
+                f"pod-fate-{fate}",
+                [
+                    _NOT_DELETED,
+                    {"key": _FATE_KEY, "operator": "In", "values": [fate]},
+                    # The end state (Succeeded, Failed) is terminal: the stage plays once.
+                    {"key": ".status.phase", "operator": "In", "values": ["Pending", "Running"]},
+                ],
+                template,
+            )
+            for fate, template in (
+                (FATE_SUCCEEDED, _ended_template(0, "Completed", "Succeeded", "")),
+                (FATE_FAILED, _ended_template(1, "Error", "Failed", FAILED_MESSAGE)),
+            )
         ),
     ]
 

@@ -1,0 +1,431 @@
+"""`ocp-gpu validate driver|toolkit|cuda|plugin`: check one step of a node's GPU stack, leave its marker.
+
+Runs in the validator DaemonSet's (init) containers on each GPU node, in stack order.
+Each validation first removes its marker and every later one in the validations
+directory (`--validations-dir`, /run/nvidia/validations), checks, and on success
+writes its marker; the next operands' init containers wait for those files:
+
+| validation | checks | marker |
+|---|---|---|
+| driver | `nvidia-smi` of the driver root (`--driver-root`, /run/nvidia/driver: where the driver container's root is mounted; a host-installed driver: mount the host's / and point here) runs and exits 0 | driver-ready |
+| toolkit | `nvidia-smi` found on PATH runs: the NVIDIA runtime injected the driver's utilities into this container (run it with the toolkit's RuntimeClass and NVIDIA_VISIBLE_DEVICES=all) | toolkit-ready |
+| cuda | a vectorAdd pod (image `$CUDA_VALIDATION_IMAGE`) placed on this node (`$NODE_NAME`) runs to completion | cuda-ready |
+| plugin | the node advertises a GPU resource (nvidia.com/gpu, a MIG or a renamed one; `--resource` to name it), and a pod requesting one is scheduled on this node and starts | plugin-ready |
+
+A failure says what failed and what to check, in the log and in the container's
+termination message (`--termination-log`, /dev/termination-log, which `kubectl
+describe pod` shows), removes the markers, and exits 1.  `--retry-for S` retries a
+failing check for up to S seconds (every `--interval` s) before giving up, as an
+init container waiting for its step should; `--timeout` bounds one attempt
+(nvidia-smi: 30 s; a workload pod: 300 s).
+
+The workload pods (cuda, plugin) are named per node (`nvidia-cuda-validator-<hash>`,
+`nvidia-device-plugin-validator-<hash>`, annotation nvidia.com/validation-node), in
+`$OPERATOR_NAMESPACE`; a leftover from an earlier run is deleted first, and the pod
+is deleted when the check ends either way (the plugin workload holds a GPU).  With
+`$POD_NAME` set (downward API), the validator's own pod owns them, so they go with it.
+Image settings: `$VALIDATOR_IMAGE_PULL_POLICY`, `$VALIDATOR_IMAGE_PULL_SECRETS`
+(comma-separated), `$VALIDATOR_RUNTIME_CLASS` (default nvidia).  The validator needs
+get/create/delete on pods in its namespace and get on nodes.
+
+Exit status: 0 valid (marker written); 1 not valid (markers removed, termination
+message written); 2 a bad command line.
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from kubernetes.client.exceptions import ApiException
+
+from ocp_gpu.kube import clients, requesting, validating
+from ocp_gpu.planning import validation
+from ocp_gpu.planning.validation import Component, Verdict
+from ocp_gpu.rendering import validation as rendering
+
+HELP: Final = "validate one step of this node's GPU stack and write its marker (runs on the node)"
+DEFAULT_VALIDATIONS_DIR: Final = "/run/nvidia/validations"
+DEFAULT_TERMINATION_LOG: Final = "/dev/termination-log"
+DEFAULT_DRIVER_ROOT: Final = "/run/nvidia/driver"
+DEFAULT_NAMESPACE: Final = "nvidia-gpu-operator"
+# NVIDIA's CUDA vectorAdd sample: adds two vectors on the GPU and checks the result.
+DEFAULT_CUDA_VALIDATION_IMAGE: Final = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+DEFAULT_RUNTIME_CLASS: Final = "nvidia"
+# Where a driver root keeps nvidia-smi (NVIDIA's driver images: usr/bin).
+NVIDIA_SMI_DIRS: Final = ("usr/bin", "usr/sbin", "bin", "sbin", "usr/local/bin")
+# Where it keeps libnvidia-ml, which nvidia-smi loads.
+NVML_DIRS: Final = ("usr/lib64", "usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu", "usr/lib", "lib64")
+NVML: Final = "libnvidia-ml.so.1"
+# Kubernetes keeps at most this much of a termination message.
+TERMINATION_MESSAGE_LIMIT: Final = 4096
+# How often a workload pod is looked at.
+POLL_SECONDS: Final = 1.0
+
+log = logging.getLogger("ocp_gpu.validate")
+
+
+class ValidationFailed(Exception):
+    """The check failed; the message says what failed and what to check."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("component", choices=[component.value for component in Component])
+    parser.add_argument("--validations-dir", type=Path, default=Path(DEFAULT_VALIDATIONS_DIR))
+    parser.add_argument("--termination-log", type=Path, default=Path(DEFAULT_TERMINATION_LOG))
+    parser.add_argument(
+        "--driver-root",
+        type=Path,
+        default=Path(DEFAULT_DRIVER_ROOT),
+        help="driver: where its root is mounted",
+    )
+    parser.add_argument("--nvidia-smi", default="nvidia-smi", help="toolkit: the command the runtime injects")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds one attempt may take")
+    parser.add_argument(
+        "--retry-for", type=float, default=0.0, help="keep retrying a failing check this long"
+    )
+    parser.add_argument("--interval", type=float, default=5.0, help="seconds between attempts")
+    parser.add_argument("--kubeconfig", type=Path, default=None, help="cuda, plugin: default in-cluster")
+    parser.add_argument("--node-name", default=None, help="cuda, plugin: default $NODE_NAME")
+    parser.add_argument("--namespace", default=None, help="cuda, plugin: default $OPERATOR_NAMESPACE")
+    parser.add_argument("--image", default=None, help="cuda, plugin: default $CUDA_VALIDATION_IMAGE")
+    parser.add_argument("--resource", default="", help="plugin: the resource to request (default: found)")
+    parser.add_argument(
+        "--workload-annotation",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="cuda, plugin: an annotation for the workload pod (repeatable)",
+    )
+
+
+# --- markers and the termination message ------------------------------------------------
+
+
+def clear_markers(directory: Path, component: Component) -> None:
+    """Remove the component's marker and every later one."""
+    for marker in validation.markers_to_clear(component):
+        (directory / marker).unlink(missing_ok=True)
+
+
+def write_marker(directory: Path, component: Component, content: str = "") -> None:
+    """Write the marker atomically: a reader never sees a half-written file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    final = directory / validation.MARKERS[component]
+    partial = directory / f".{final.name}.tmp"
+    partial.write_text(content)
+    partial.replace(final)
+
+
+def write_termination_message(path: Path, message: str) -> None:
+    try:
+        path.write_text(message.encode()[:TERMINATION_MESSAGE_LIMIT].decode(errors="ignore"))
+    except OSError as error:
+        # Not in a container (or no such file): the log carries the message anyway.
+        log.warning("could not write the termination message to %s: %s", path, error)
+
+
+# --- driver and toolkit: nvidia-smi ---------------------------------------------------------
+
+
+def _in_root(root: Path, relative: str) -> Path | None:
+    """`relative` inside `root`, following symlinks as if `root` were / (absolute links re-rooted)."""
+    path = root / relative
+    for _ in range(16):
+        if not path.is_symlink():
+            return path if path.exists() else None
+        target = Path(os.readlink(path))
+        path = root / target.relative_to("/") if target.is_absolute() else path.parent / target
+    return None
+
+
+def find_nvidia_smi(root: Path) -> Path | None:
+    """nvidia-smi in a driver root, or None."""
+    for directory in NVIDIA_SMI_DIRS:
+        found = _in_root(root, f"{directory}/nvidia-smi")
+        if found is not None:
+            return found
+    return None
+
+
+def _nvml_env(root: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """The environment for the root's nvidia-smi: its libnvidia-ml preloaded when found (as NVIDIA's does)."""
+    result = dict(env)
+    for directory in NVML_DIRS:
+        library = _in_root(root, f"{directory}/{NVML}")
+        if library is not None:
+            result["LD_PRELOAD"] = ":".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
+            break
+    return result
+
+
+def _tail(text: str, lines: int = 5) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
+
+
+def run_nvidia_smi(binary: Path | str, env: Mapping[str, str], timeout: float, what: str, check: str) -> str:
+    """Run nvidia-smi; its first line on success, else ValidationFailed naming `what` and `check`."""
+    try:
+        done = subprocess.run(
+            [str(binary)], env=dict(env), capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise ValidationFailed(
+            f"{what} did not finish within {timeout:.0f}s: the driver may still be loading or a GPU may "
+            f"hang; {check}"
+        ) from None
+    except OSError as error:
+        raise ValidationFailed(f"{what} could not be run ({error.strerror or error}); {check}") from None
+    if done.returncode != 0:
+        output = _tail(done.stderr) or _tail(done.stdout) or "no output"
+        raise ValidationFailed(f"{what} exited {done.returncode}: {output}; {check}")
+    return (done.stdout.strip().splitlines() or [""])[0]
+
+
+def validate_driver(root: Path, timeout: float, env: Mapping[str, str]) -> str:
+    """nvidia-smi of the driver root runs: the kernel modules are loaded and see the GPUs."""
+    check = (
+        "check the driver pod on this node (kubectl get pods -l app=nvidia-driver-daemonset -o wide, "
+        f"then its log) and that its root is mounted at {root}"
+    )
+    binary = find_nvidia_smi(root)
+    if binary is None:
+        raise ValidationFailed(
+            f"no nvidia-smi under the driver root {root} (looked in {', '.join(NVIDIA_SMI_DIRS)}): "
+            f"the driver is not installed there yet; {check}"
+        )
+    first = run_nvidia_smi(binary, _nvml_env(root, env), timeout, f"{binary}", check)
+    log.info("driver: %s ran: %s", binary, first)
+    return f"NVIDIA_DRIVER_ROOT={root}\n"
+
+
+def validate_toolkit(command: str, timeout: float, env: Mapping[str, str]) -> str:
+    """nvidia-smi is in this container and runs: the NVIDIA runtime injected the driver into it."""
+    check = (
+        "check the container-toolkit pod on this node (kubectl get pods -l "
+        "app=nvidia-container-toolkit-daemonset -o wide, then its log), that the RuntimeClass "
+        "this pod runs with has the nvidia handler, and that NVIDIA_VISIBLE_DEVICES=all is set"
+    )
+    binary = shutil.which(command, path=env.get("PATH", os.defpath))
+    if binary is None:
+        raise ValidationFailed(
+            f"{command} is not in this container (PATH={env.get('PATH', '')}): the NVIDIA runtime did not "
+            f"inject the driver's utilities; {check}"
+        )
+    first = run_nvidia_smi(binary, env, timeout, f"{binary} (injected by the runtime)", check)
+    log.info("toolkit: %s ran: %s", binary, first)
+    return ""
+
+
+# --- cuda and plugin: workload pods ---------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WorkloadSettings:
+    node: str
+    namespace: str
+    image: str
+    pull_policy: str
+    pull_secrets: tuple[str, ...]
+    runtime_class: str
+    annotations: Mapping[str, str]
+    own_pod: str  # "" when not run in a pod (no owner for the workload)
+    resource: str  # plugin: the resource to request, "" to find one
+
+
+def workload_settings(args: argparse.Namespace, env: Mapping[str, str]) -> WorkloadSettings:
+    node = args.node_name or env.get("NODE_NAME", "")
+    if not node:
+        raise ValidationFailed(
+            "no node name: set NODE_NAME from the downward API (fieldRef spec.nodeName) or pass --node-name"
+        )
+    annotations: dict[str, str] = {}
+    for item in args.workload_annotation:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValidationFailed(f"--workload-annotation {item!r} is not KEY=VALUE")
+        annotations[key] = value
+    secrets = tuple(s.strip() for s in env.get("VALIDATOR_IMAGE_PULL_SECRETS", "").split(",") if s.strip())
+    return WorkloadSettings(
+        node=node,
+        namespace=args.namespace or env.get("OPERATOR_NAMESPACE") or DEFAULT_NAMESPACE,
+        image=args.image or env.get("CUDA_VALIDATION_IMAGE") or DEFAULT_CUDA_VALIDATION_IMAGE,
+        pull_policy=env.get("VALIDATOR_IMAGE_PULL_POLICY") or "IfNotPresent",
+        pull_secrets=secrets,
+        runtime_class=env.get("VALIDATOR_RUNTIME_CLASS", DEFAULT_RUNTIME_CLASS),
+        annotations=annotations,
+        own_pod=env.get("POD_NAME", ""),
+        resource=args.resource,
+    )
+
+
+def _rbac_hint(settings: WorkloadSettings) -> str:
+    return (
+        f"check the validator's RBAC (get, create, delete pods in {settings.namespace}; get nodes) "
+        "and that the API server is reachable"
+    )
+
+
+def wait_for_gpu_resource(api_client: Any, settings: WorkloadSettings, timeout: float) -> str:
+    """The GPU resource the node advertises (waiting up to `timeout` for the device plugin)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        allocatable = validating.read_node_allocatable(api_client, settings.node)
+        resource = validation.select_gpu_resource(allocatable, settings.resource)
+        if resource is not None:
+            return resource
+        if time.monotonic() >= deadline:
+            wanted = settings.resource or "no nvidia.com/ resource"
+            raise ValidationFailed(
+                f"node {settings.node} advertises {wanted} after {timeout:.0f}s "
+                f"(allocatable: {', '.join(f'{k}={v}' for k, v in sorted(allocatable.items()))}); "
+                "check that the device plugin pod on this node is Running (kubectl get pods -l "
+                "app=nvidia-device-plugin-daemonset -o wide) and its log"
+            )
+        time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+
+
+def run_workload(
+    api_client: Any,
+    component: Component,
+    settings: WorkloadSettings,
+    timeout: float,
+    judge: Callable[[Mapping[str, Any]], Verdict],
+    resource: str = "",
+) -> str:
+    """Create the workload pod on the node, wait for `judge` to pass it, delete it; the verdict."""
+    owner = (
+        validating.read_pod_owner(api_client, settings.namespace, settings.own_pod)
+        if settings.own_pod
+        else None
+    )
+    manifest = rendering.render_workload_pod(
+        rendering.WorkloadInputs(
+            component=component,
+            node=settings.node,
+            namespace=settings.namespace,
+            image=settings.image,
+            pull_policy=settings.pull_policy,
+            pull_secrets=settings.pull_secrets,
+            runtime_class=settings.runtime_class,
+            resource=resource,
+            owner_pod=owner,
+            annotations=settings.annotations,
+        )
+    )
+    name = manifest["metadata"]["name"]
+    # A pod left by an earlier run (the validator restarted) would answer for this one.
+    validating.delete_pod(api_client, settings.namespace, name, wait=60)
+    validating.create_pod(api_client, manifest)
+    log.info("%s: created pod %s/%s for node %s", component, settings.namespace, name, settings.node)
+    try:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while True:
+            pod = validating.read_pod(api_client, settings.namespace, name)
+            if pod is None:
+                raise ValidationFailed(
+                    f"{component} workload pod {settings.namespace}/{name} was deleted while running"
+                )
+            verdict = judge(pod)
+            if verdict.done and verdict.passed:
+                return verdict.message
+            if verdict.done:
+                raise ValidationFailed(verdict.message)
+            if verdict.message != last:
+                log.info("%s", verdict.message)
+                last = verdict.message
+            if time.monotonic() >= deadline:
+                raise ValidationFailed(f"gave up after {timeout:.0f}s: {verdict.message}")
+            time.sleep(POLL_SECONDS)
+    finally:
+        # Either way: a finished pod is clutter, a running plugin workload holds a GPU.
+        try:
+            validating.delete_pod(api_client, settings.namespace, name)
+        except ApiException as error:
+            log.warning("could not delete pod %s/%s: %s", settings.namespace, name, error.reason)
+
+
+def validate_workload(
+    component: Component, args: argparse.Namespace, env: Mapping[str, str], timeout: float
+) -> str:
+    settings = workload_settings(args, env)
+    api_client = clients.load_api_client(args.kubeconfig)
+    try:
+        if component is Component.CUDA:
+            message = run_workload(api_client, component, settings, timeout, validation.judge_cuda_pod)
+        else:
+            resource = wait_for_gpu_resource(api_client, settings, timeout)
+            message = run_workload(
+                api_client, component, settings, timeout, validation.judge_plugin_pod, resource=resource
+            )
+    except ApiException as error:
+        described = requesting.describe_error(error)
+        hint = _rbac_hint(settings)
+        if "RuntimeClass" in described:
+            # Admission refused the workload pod: the runtime it asks for is not there.
+            hint = (
+                f"create the RuntimeClass {settings.runtime_class!r} (the operator does, from "
+                "spec.operator.runtimeClass) or set VALIDATOR_RUNTIME_CLASS to an existing one"
+            )
+        raise ValidationFailed(f"{component} validation: the API refused: {described}; {hint}") from None
+    except TimeoutError as error:
+        raise ValidationFailed(f"{component} validation: {error}; {_rbac_hint(settings)}") from None
+    finally:
+        api_client.close()
+    log.info("%s: %s", component, message)
+    return ""
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def check(component: Component, args: argparse.Namespace, env: Mapping[str, str]) -> str:
+    """One attempt at the component's check; the marker's content, or ValidationFailed."""
+    if component is Component.DRIVER:
+        return validate_driver(args.driver_root, args.timeout or 30.0, env)
+    if component is Component.TOOLKIT:
+        return validate_toolkit(args.nvidia_smi, args.timeout or 30.0, env)
+    return validate_workload(component, args, env, args.timeout or 300.0)
+
+
+def validate(component: Component, args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """Validate, retrying for `--retry-for`; write or remove the markers; the exit status."""
+    directory: Path = args.validations_dir
+    clear_markers(directory, component)
+    give_up = time.monotonic() + args.retry_for
+    while True:
+        try:
+            content = check(component, args, env)
+            break
+        except ValidationFailed as failure:
+            message = f"{component} validation failed: {failure}"
+            if time.monotonic() + args.interval > give_up:
+                clear_markers(directory, component)
+                log.error("%s", message)
+                write_termination_message(args.termination_log, message)
+                return 1
+            log.warning("%s (retrying in %.0fs)", message, args.interval)
+            time.sleep(args.interval)
+    write_marker(directory, component, content)
+    log.info("%s is valid: wrote %s", component, directory / validation.MARKERS[component])
+    return 0
+
+
+def main(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
+    return validate(Component(args.component), args, os.environ if env is None else env)
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The arguments as `ocp-gpu validate` parses them (for tests and callers in Python)."""
+    parser = argparse.ArgumentParser(prog="ocp-gpu validate")
+    add_arguments(parser)
+    return parser.parse_args(list(argv))

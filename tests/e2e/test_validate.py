@@ -1,0 +1,476 @@
+"""We test these aspects of `ocp-gpu validate cuda|plugin` on the local control plane,
+run as a user with only the RBAC the validator documents (get/create/delete pods in
+its namespace, get nodes):
+
+- cuda: the vectorAdd pod is created on the validator's node by name (no scheduler),
+  owned by the validator's own pod; completed -> cuda-ready written, failed -> markers
+  removed and the termination message names the pod and its container's exit; still
+  running at --timeout -> failure saying so; the pod is deleted either way, and a
+  leftover from an earlier run is replaced;
+- plugin: the node's GPU resource is found (nvidia.com/gpu or a renamed one), a pod
+  requesting one goes through the real scheduler and starts on that node ->
+  plugin-ready; a node advertising no GPU, or one whose GPUs are all taken
+  (Insufficient nvidia.com/gpu), fails with the scheduler's reason.
+
+NB: kwok runs no containers.  A pod whose container would exit gets its end through
+the harness's pod fates (`ocp-gpu.harness/pod-fate: succeeded|failed`, kwok stages,
+see ocp_gpu/harness/stages.py), put on the workload pod with the validator's
+--workload-annotation.  Without a fate, kwok keeps the pod Running forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ocp_gpu.commands import validate
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness import stages
+from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.planning import validation
+from ocp_gpu.planning.validation import Component
+
+pytestmark = pytest.mark.e2e
+
+ALL_MARKERS = ("driver-ready", "toolkit-ready", "cuda-ready", "plugin-ready")
+
+
+@pytest.fixture
+def node(kube: client.ApiClient) -> Iterator[Callable[..., str]]:
+    """Make a Ready GPU node with `gpus` nvidia.com/gpu (or other allocatable resources)."""
+    created: list[str] = []
+
+    def make(gpus: int = 1, extra: dict[str, str] | None = None) -> str:
+        manifest = fake_nodes.gpu_node(unique_name("val"), gpus=gpus)
+        for key in ("capacity", "allocatable"):
+            manifest["status"][key].update(extra or {})
+        fake_nodes.create_nodes(kube, [manifest])
+        created.append(manifest["metadata"]["name"])
+        return str(manifest["metadata"]["name"])
+
+    yield make
+    fake_nodes.delete_nodes(kube, created)
+
+
+@pytest.fixture
+def validator_kubeconfig(
+    control_plane: LocalControlPlane, kube: client.ApiClient, namespace: str
+) -> Iterator[Path]:
+    """A kubeconfig with exactly the RBAC the validator's docstring asks for."""
+    user = unique_name("validator")
+    rbac = client.RbacAuthorizationV1Api(kube)
+    rbac.create_namespaced_role(
+        namespace,
+        {
+            "metadata": {"name": user},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "create", "delete"]}],
+        },
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": user},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
+            "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+        },
+    )
+    rbac.create_cluster_role(
+        {"metadata": {"name": user}, "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]}
+    )
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": user},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
+            "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+        }
+    )
+    yield control_plane.make_kubeconfig(user)
+    rbac.delete_cluster_role_binding(user)
+    rbac.delete_cluster_role(user)
+
+
+@pytest.fixture
+def runtime_class(kube: client.ApiClient) -> Iterator[str]:
+    """A RuntimeClass of our own (the operator's `nvidia` may come and go with other tests)."""
+    name = unique_name("nvidia")
+    node_api = client.NodeV1Api(kube)
+    node_api.create_runtime_class({"metadata": {"name": name}, "handler": "nvidia"})
+    yield name
+    node_api.delete_runtime_class(name)
+
+
+@pytest.fixture
+def validations(tmp_path: Path) -> Path:
+    directory = tmp_path / "validations"
+    directory.mkdir()
+    for marker in ALL_MARKERS:
+        (directory / marker).write_text("")
+    return directory
+
+
+def _validate(
+    component: str,
+    kubeconfig: Path,
+    validations: Path,
+    node: str,
+    namespace: str,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    runtime_class: str = "",
+) -> int:
+    args = validate.parse(
+        [
+            component,
+            "--kubeconfig",
+            str(kubeconfig),
+            "--validations-dir",
+            str(validations),
+            "--termination-log",
+            str(validations.parent / "termination-log"),
+            "--node-name",
+            node,
+            "--namespace",
+            namespace,
+            "--image",
+            "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
+            # A test that should pass never needs the default 300 s; one that hangs fails sooner.
+            "--timeout",
+            "60",
+            *extra,
+        ]
+    )
+    return validate.main(args, {"VALIDATOR_RUNTIME_CLASS": runtime_class, **(env or {})})
+
+
+def _fate(fate: str) -> tuple[str, str]:
+    return ("--workload-annotation", f"{stages.FATE_ANNOTATION}={fate}")
+
+
+def _markers(directory: Path) -> set[str]:
+    return {path.name for path in directory.iterdir()}
+
+
+def _pods(kube: client.ApiClient, namespace: str, app: str) -> list[Any]:
+    return list(client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=f"app={app}").items)
+
+
+def _wait_gone(kube: client.ApiClient, namespace: str, app: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while _pods(kube, namespace, app):
+        assert time.monotonic() < deadline, f"{app} pods still there after {timeout}s"
+        time.sleep(0.1)
+
+
+# --- cuda ----------------------------------------------------------------------------------
+
+
+def test_cuda_completed(
+    kube: client.ApiClient,
+    namespace: str,
+    node: Callable[..., str],
+    validator_kubeconfig: Path,
+    validations: Path,
+    runtime_class: str,
+) -> None:
+    name = node()
+    core = client.CoreV1Api(kube)
+    # The validator's own pod (POD_NAME, downward API) owns the workload.
+    own = core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "validator"},
+            "spec": {"nodeName": name, "containers": [{"name": "c", "image": "v"}]},
+        },
+    )
+    seen: list[Any] = []
+    stop = _watch_pods(kube, namespace, validation.WORKLOAD_APPS[Component.CUDA], seen)
+    try:
+        status = _validate(
+            "cuda",
+            validator_kubeconfig,
+            validations,
+            name,
+            namespace,
+            *_fate(stages.FATE_SUCCEEDED),
+            env={"POD_NAME": "validator"},
+            runtime_class=runtime_class,
+        )
+    finally:
+        stop()
+    assert status == 0
+    assert _markers(validations) == {"driver-ready", "toolkit-ready", "cuda-ready"}
+    # The pod ran on this node, placed by name, owned by the validator's pod, and succeeded.
+    assert seen, "no workload pod was seen"
+    assert {pod.spec.node_name for pod in seen} == {name}
+    assert seen[0].metadata.owner_references[0].uid == own.metadata.uid
+    assert "Succeeded" in {pod.status.phase for pod in seen}
+    _wait_gone(kube, namespace, validation.WORKLOAD_APPS[Component.CUDA])
+
+
+def test_cuda_failed_removes_markers_and_says_why(
+    kube: client.ApiClient,
+    namespace: str,
+    node: Callable[..., str],
+    validator_kubeconfig: Path,
+    validations: Path,
+    runtime_class: str,
+) -> None:
+    name = node()
+    status = _validate(
+        "cuda",
+        validator_kubeconfig,
+        validations,
+        name,
+        namespace,
+        *_fate(stages.FATE_FAILED),
+        runtime_class=runtime_class,
+    )
+    assert status == 1
+    assert _markers(validations) == {"driver-ready", "toolkit-ready"}
+    message = (validations.parent / "termination-log").read_text()
+    pod = validation.workload_pod_name(Component.CUDA, name)
+    assert message.startswith(f"cuda validation failed: CUDA workload pod {namespace}/{pod} failed: ")
+    assert f"container cuda-validation exited 1 (Error): {stages.FAILED_MESSAGE}" in message
+    assert "RuntimeClass" in message
+    _wait_gone(kube, namespace, validation.WORKLOAD_APPS[Component.CUDA])
+
+
+def test_cuda_still_running_at_the_timeout(
+    kube: client.ApiClient,
+    namespace: str,
+    node: Callable[..., str],
+    validator_kubeconfig: Path,
+    validations: Path,
+    runtime_class: str,
+) -> None:
+    """Without a fate kwok keeps the pod Running: a vectorAdd that never ends."""
+    name = node()
+    started = time.monotonic()
+    assert (
+        _validate(
+            "cuda",
+            validator_kubeconfig,
+            validations,
+            name,
+            namespace,
+            "--timeout",
+            "3",
+            runtime_class=runtime_class,
+        )
+        == 1
+    )
+    assert time.monotonic() - started < 30
+    message = (validations.parent / "termination-log").read_text()
+    assert "gave up after 3s" in message and "is Running, waiting for it to complete" in message
+    assert "cuda-ready" not in _markers(validations)
+    _wait_gone(kube, namespace, validation.WORKLOAD_APPS[Component.CUDA])
+
+
+def test_cuda_replaces_a_leftover_pod(
+    kube: client.ApiClient,
+    namespace: str,
+    node: Callable[..., str],
+    validator_kubeconfig: Path,
+    validations: Path,
+    runtime_class: str,
+) -> None:
+    """A validator that restarted finds its earlier pod (same name) and starts over."""
+    name = node()
+    pod_name = validation.workload_pod_name(Component.CUDA, name)
+    client.CoreV1Api(kube).create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": pod_name, "annotations": {stages.FATE_ANNOTATION: stages.FATE_FAILED}},
+            "spec": {
+                "nodeName": name,
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "old"}],
+            },
+        },
+    )
+    assert (
+        _validate(
+            "cuda",
+            validator_kubeconfig,
+            validations,
+            name,
+            namespace,
+            *_fate(stages.FATE_SUCCEEDED),
+            runtime_class=runtime_class,
+        )
+        == 0
+    )
+    # Replaced, not judged: the failed leftover did not fail this run.
+    assert "cuda-ready" in _markers(validations)
+
+
+def test_cuda_without_the_runtime_class(
+    kube: client.ApiClient,
+    namespace: str,
+    node: Callable[..., str],
+    validator_kubeconfig: Path,
+    validations: Path,
+    runtime_class: str,
+) -> None:
+    """The API server's admission refuses the pod: the message says which RuntimeClass to create."""
+    name = node()
+    missing = f"{runtime_class}-missing"
+    assert _validate("cuda", validator_kubeconfig, validations, name, namespace, runtime_class=missing) == 1
+    message = (validations.parent / "termination-log").read_text()
+    assert f'RuntimeClass "{missing}" not found' in message
+    assert f"create the RuntimeClass '{missing}'" in message
+
+
+# --- plugin --------------------------------------------------------------------------------
+
+
+def test_plugin_scheduled_with_a_gpu(
+    kube: client.ApiClient,
+    namespace: str,
+    node: Callable[..., str],
+    validator_kubeconfig: Path,
+    validations: Path,
+    caplog: pytest.LogCaptureFixture,
+    runtime_class: str,
+) -> None:
+    node()  # another GPU node: the scheduler must still pick ours
+    name = node(gpus=8)
+    caplog.set_level("INFO", logger="ocp_gpu.validate")
+    assert (
+        _validate("plugin", validator_kubeconfig, validations, name, namespace, runtime_class=runtime_class)
+        == 0
+    )
+    assert _markers(validations) == set(ALL_MARKERS)
+    assert f"was scheduled on {name} with a GPU and started" in caplog.text
+    _wait_gone(kube, namespace, validation.WORKLOAD_APPS[Component.PLUGIN])
+
+
+def test_plugin_with_a_renamed_resource(
+    kube: client.ApiClient,
+    namespace: str,
+    node: Callable[..., str],
+    validator_kubeconfig: Path,
+    validations: Path,
+    runtime_class: str,
+) -> None:
+    """gpu:sharedgpu:4 on 8 GPUs: the node advertises nvidia.com/sharedgpu only."""
+    name = node(gpus=0, extra={"nvidia.com/sharedgpu": "32"})
+    seen: list[Any] = []
+    stop = _watch_pods(kube, namespace, validation.WORKLOAD_APPS[Component.PLUGIN], seen)
+    try:
+        assert (
+            _validate(
+                "plugin", validator_kubeconfig, validations, name, namespace, runtime_class=runtime_class
+            )
+            == 0
+        )
+    finally:
+        stop()
+    assert seen[0].spec.containers[0].resources.limits == {"nvidia.com/sharedgpu": "1"}
+
+
+def test_plugin_node_without_gpus(
+    kube: client.ApiClient,
+    namespace: str,
+    node: Callable[..., str],
+    validator_kubeconfig: Path,
+    validations: Path,
+    runtime_class: str,
+) -> None:
+    name = node(gpus=0)
+    assert (
+        _validate(
+            "plugin",
+            validator_kubeconfig,
+            validations,
+            name,
+            namespace,
+            "--timeout",
+            "2",
+            runtime_class=runtime_class,
+        )
+        == 1
+    )
+    message = (validations.parent / "termination-log").read_text()
+    assert f"node {name} advertises no nvidia.com/ resource after 2s" in message
+    assert "nvidia.com/gpu=0" in message
+    assert "device plugin pod on this node" in message
+    assert _markers(validations) == {"driver-ready", "toolkit-ready", "cuda-ready"}
+    assert not _pods(kube, namespace, validation.WORKLOAD_APPS[Component.PLUGIN])
+
+
+def test_plugin_all_gpus_taken(
+    kube: client.ApiClient,
+    namespace: str,
+    node: Callable[..., str],
+    validator_kubeconfig: Path,
+    validations: Path,
+    runtime_class: str,
+) -> None:
+    """The node advertises one GPU and a workload holds it: the scheduler says Insufficient."""
+    name = node(gpus=1)
+    core = client.CoreV1Api(kube)
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "holder"},
+            "spec": {
+                "nodeName": name,
+                "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            },
+        },
+    )
+    assert (
+        _validate(
+            "plugin",
+            validator_kubeconfig,
+            validations,
+            name,
+            namespace,
+            "--timeout",
+            "4",
+            runtime_class=runtime_class,
+        )
+        == 1
+    )
+    message = (validations.parent / "termination-log").read_text()
+    assert "cannot be scheduled" in message and "Insufficient nvidia.com/gpu" in message
+    assert "plugin-ready" not in _markers(validations)
+    _wait_gone(kube, namespace, validation.WORKLOAD_APPS[Component.PLUGIN])
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _watch_pods(kube: client.ApiClient, namespace: str, app: str, seen: list[Any]) -> Callable[[], None]:
+    """Record every state of the workload pods while the validator runs (it deletes them after)."""
+    import threading
+
+    from kubernetes import watch
+
+    watcher = watch.Watch()
+    core = client.CoreV1Api(kube)
+
+    def run() -> None:
+        # NB: stop() may end the stream mid-chunk; what was seen is what counts.
+        with contextlib.suppress(Exception):
+            for event in watcher.stream(
+                core.list_namespaced_pod, namespace, label_selector=f"app={app}", timeout_seconds=120
+            ):
+                seen.append(event["object"])
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    time.sleep(0.3)  # the watch is open before the validator creates its pod
+
+    def stop() -> None:
+        time.sleep(0.3)
+        watcher.stop()
+
+    return stop
