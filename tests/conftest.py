@@ -7,6 +7,9 @@
 - ``kube``: an admin `kubernetes.client.ApiClient`.
 - ``openshift``: the same client, with the OpenShift APIs installed for the test.
 - ``namespace``: a fresh namespace for the test, deleted afterwards.
+- ``helm_tools``: helm (built from Go modules on first use, hack/build-helm.sh) and the
+  Node Feature Discovery chart the ocp-gpu chart depends on; skipped only when
+  ``OCP_GPU_SKIP_E2E=1`` (a machine without Go).
 """
 
 from __future__ import annotations
@@ -30,17 +33,26 @@ def _needs_control_plane(item: pytest.Item) -> bool:
     return item.get_closest_marker("e2e") is not None or "control_plane" in getattr(item, "fixturenames", ())
 
 
+def _needs_helm(item: pytest.Item) -> bool:
+    return "helm_tools" in getattr(item, "fixturenames", ())
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Build missing control plane binaries before any test runs.
 
     NB: here, not in the fixture: a cold build takes 30-60 minutes, and inside a
     fixture pytest-timeout would kill it; output capture is suspended so the
     build's progress shows."""
-    if SKIP_E2E or not any(_needs_control_plane(item) for item in session.items):
+    if SKIP_E2E:
+        return
+    capture = session.config.pluginmanager.getplugin("capturemanager")
+    if any(_needs_helm(item) for item in session.items) and binaries.find_helm() is None:
+        with capture.global_and_fixture_disabled():
+            binaries.ensure_helm(progress=lambda line: print(line, end="", file=sys.stderr, flush=True))
+    if not any(_needs_control_plane(item) for item in session.items):
         return
     if not binaries.missing():
         return
-    capture = session.config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
         binaries.ensure_binaries(progress=lambda line: print(line, end="", file=sys.stderr, flush=True))
 
@@ -57,6 +69,13 @@ def control_plane() -> Iterator[LocalControlPlane]:
         plane.check_processes()
     if keep:
         print(f"\ncontrol plane state kept in {plane.state_dir}", file=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def helm_tools() -> binaries.HelmTools:
+    if SKIP_E2E:
+        pytest.skip("OCP_GPU_SKIP_E2E=1: helm (built with Go) not used")
+    return binaries.ensure_helm()
 
 
 @pytest.fixture

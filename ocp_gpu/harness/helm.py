@@ -55,7 +55,9 @@ class Helm:
         command = [str(self.tools.helm), *args]
         if self.kubeconfig is not None:
             command += ["--kubeconfig", str(self.kubeconfig)]
-        return subprocess.run(command, capture_output=True, text=True, env=self._env, timeout=timeout, check=False)
+        return subprocess.run(
+            command, capture_output=True, text=True, env=self._env, timeout=timeout, check=False
+        )
 
     def check(self, *args: str, timeout: float = 180) -> str:
         """Run and return stdout; AssertionError with helm's stderr when it fails."""
