@@ -1,0 +1,291 @@
+"""We test these aspects of the Helm chart on the local control plane, with real helm, running the
+README's "Install with Helm" commands in order:
+
+- `helm install` creates the CRD (from crds/), the operator's ServiceAccount, RBAC and
+  Deployment (whose pod kwok runs), and the ClusterPolicy `cluster-policy` from the values;
+- `ocp-gpu run`, authenticated as the chart's ServiceAccount with a TokenRequest token (the
+  identity the Deployment's pod would have), deploys the driver on every GPU node under the
+  chart's RBAC alone: no request of it is refused;
+- `helm upgrade` with a values change reaches the ClusterPolicy, and the running operator
+  rolls the driver DaemonSet to it; the CRD is the same object (uid) as before;
+- `helm uninstall` removes the ClusterPolicy and the chart's objects, and the garbage collector
+  the operands through their ownerReferences; the README's kubectl lines then clear the nodes'
+  labels and the namespace: nothing of ours is left but the CRD, which helm keeps by design.
+
+Simulated: `helm dependency update` (see ocp_gpu/harness/helm.py); NFD is off (nfd.enabled=false).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ocp_gpu.harness import helm as helm_harness
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness import tokens
+from ocp_gpu.harness.binaries import HelmTools
+from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels
+
+from .conftest import wait_for
+
+pytestmark = pytest.mark.e2e
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+NAMESPACE = labels.HELM_NAMESPACE
+CRD_NAME = "clusterpolicies.nvidia.com"
+RELEASE = "ocp-gpu"
+NEW_DRIVER_VERSION = "570.86.15"
+
+
+def readme_commands() -> list[list[str]]:
+    """The helm and kubectl lines of the README's "Install with Helm" block, split as a shell would."""
+    text = README.read_text()
+    marker = text.index("<!-- tests/e2e/test_helm.py runs")
+    block = re.search(r"```bash\n(.*?)```", text[marker:], re.S)
+    assert block, "the README's Install with Helm block is gone"
+    commands = []
+    for line in block.group(1).splitlines():
+        words = shlex.split(line, comments=True)
+        if words and words[0] in ("helm", "kubectl"):
+            commands.append(words)
+    return commands
+
+
+@pytest.fixture
+def gpu_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
+    names = [unique_name("gpu") for _ in range(2)]
+    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(n) for n in names])
+    yield names
+    fake_nodes.delete_nodes(kube, names)
+
+
+def delete_crd_if_unused(kube: client.ApiClient) -> None:
+    """helm installs crds/ only when the CRD is absent: start without it (no ClusterPolicy may exist)."""
+    ext = client.ApiextensionsV1Api(kube)
+    try:
+        client.CustomObjectsApi(kube).list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies")
+    except client.exceptions.ApiException as error:
+        if error.status == 404:
+            return
+        raise
+    assert not client.CustomObjectsApi(kube).list_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies"
+    )["items"], "a ClusterPolicy from another test is still there"
+    ext.delete_custom_resource_definition(CRD_NAME)
+
+    def gone() -> bool:
+        try:
+            ext.read_custom_resource_definition(CRD_NAME)
+        except client.exceptions.ApiException as error:
+            return error.status == 404
+        return False
+
+    wait_for(gone, 60, what="the ClusterPolicy CRD deleted")
+
+
+def run_command(
+    words: list[str], helm: helm_harness.Helm, chart: Path, control_plane: LocalControlPlane
+) -> subprocess.CompletedProcess[str]:
+    if words[0] == "helm":
+        args = [str(chart) if w == "charts/ocp-gpu" else w for w in words[1:]]
+        if args[0] == "install":
+            args += ["--set", "nfd.enabled=false"]
+        return helm.run(*args, timeout=240)
+    return subprocess.run(
+        ["kubectl", "--kubeconfig", str(control_plane.kubeconfig), *words[1:]],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def driver_images(kube: client.ApiClient) -> dict[str, str]:
+    """Node -> the driver container's image of the driver pod running there."""
+    pods = (
+        client.CoreV1Api(kube)
+        .list_namespaced_pod(NAMESPACE, label_selector=f"{labels.APP}={labels.DRIVER_APP}")
+        .items
+    )
+    return {
+        p.spec.node_name: next(c.image for c in p.spec.containers if c.name == "nvidia-driver-ctr")
+        for p in pods
+        if p.spec.node_name and not p.metadata.deletion_timestamp and p.status.phase == "Running"
+    }
+
+
+def policy(kube: client.ApiClient) -> dict[str, Any]:
+    obj: dict[str, Any] = client.CustomObjectsApi(kube).get_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", "cluster-policy"
+    )
+    return obj
+
+
+def leftovers(kube: client.ApiClient) -> list[str]:
+    """Everything of ours still in the cluster, the CRD apart."""
+    found: list[str] = []
+    rbac = client.RbacAuthorizationV1Api(kube)
+    for kind, items in (
+        ("ClusterRole", rbac.list_cluster_role().items),
+        ("ClusterRoleBinding", rbac.list_cluster_role_binding().items),
+    ):
+        for item in items:
+            item_labels = item.metadata.labels or {}
+            if (
+                item.metadata.name.startswith(("gpu-operator", "ocp-gpu"))
+                or item_labels.get(labels.MANAGED_BY) == labels.MANAGED_BY_VALUE
+            ):
+                found.append(f"{kind} {item.metadata.name}")
+    found += [
+        f"ClusterPolicy {p['metadata']['name']}"
+        for p in client.CustomObjectsApi(kube).list_cluster_custom_object(
+            "nvidia.com", "v1", "clusterpolicies"
+        )["items"]
+    ]
+    found += [
+        f"DaemonSet {d.metadata.namespace}/{d.metadata.name}"
+        for d in client.AppsV1Api(kube)
+        .list_daemon_set_for_all_namespaces(label_selector=f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}")
+        .items
+    ]
+    for node in client.CoreV1Api(kube).list_node().items:
+        ours = [
+            k
+            for k in {**(node.metadata.labels or {}), **(node.metadata.annotations or {})}
+            if k.startswith("nvidia.com/")
+        ]
+        if ours:
+            found.append(f"Node {node.metadata.name}: {sorted(ours)}")
+    if any(n.metadata.name == NAMESPACE for n in client.CoreV1Api(kube).list_namespace().items):
+        found.append(f"Namespace {NAMESPACE}")
+    return found
+
+
+def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_service_account(
+    control_plane: LocalControlPlane,
+    kube: client.ApiClient,
+    helm_tools: HelmTools,
+    gpu_nodes: list[str],
+    tmp_path: Path,
+) -> None:
+    commands = readme_commands()
+    assert [c[:2] for c in commands[:3]] == [
+        ["helm", "dependency"],
+        ["helm", "install"],
+        ["helm", "upgrade"],
+    ], "the README's Helm block changed shape: update this test"
+    helm = helm_harness.Helm(helm_tools, control_plane.kubeconfig, tmp_path / "helm-home")
+    # `helm dependency update` (commands[0]) is the simulated step: prepare_chart does its work.
+    chart = helm_harness.prepare_chart(helm_tools, tmp_path)
+    delete_crd_if_unused(kube)
+
+    # --- helm install ---------------------------------------------------------------------------
+    result = run_command(commands[1], helm, chart, control_plane)
+    assert result.returncode == 0, result.stderr
+    ext = client.ApiextensionsV1Api(kube)
+    crd_uid = ext.read_custom_resource_definition(CRD_NAME).metadata.uid
+    apps, core = client.AppsV1Api(kube), client.CoreV1Api(kube)
+    deployment = apps.read_namespaced_deployment(labels.OPERATOR_DEPLOYMENT, NAMESPACE)
+    assert deployment.status.ready_replicas == 1, "helm --wait returned before the operator pod was Ready"
+    core.read_namespaced_service_account("gpu-operator", NAMESPACE)
+    assert policy(kube)["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
+
+    # --- the operator, as the chart's ServiceAccount -------------------------------------------
+    kubeconfig = tokens.service_account_kubeconfig(control_plane, NAMESPACE, "gpu-operator")
+    whoami = subprocess.run(
+        [
+            "kubectl",
+            "--kubeconfig",
+            str(kubeconfig),
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
+    assert whoami == f"system:serviceaccount:{NAMESPACE}:gpu-operator"
+    operator = OperatorProcess(kubeconfig, NAMESPACE, tmp_path / "operator.log").start()
+    try:
+        operator.wait_http("/healthz")
+        wait_for(lambda: operator.role() == "leader", 30, what="operator leader")
+        wait_for(lambda: set(driver_images(kube)) == set(gpu_nodes), 90, what="a driver pod per GPU node")
+        wait_for(lambda: (policy(kube).get("status") or {}).get("namespace") == NAMESPACE, 30, what="status")
+
+        # --- helm upgrade: a values change reaches the ClusterPolicy and the drivers ----------
+        result = run_command(commands[2], helm, chart, control_plane)
+        assert result.returncode == 0, result.stderr
+        assert policy(kube)["spec"]["driver"]["version"] == NEW_DRIVER_VERSION
+        assert ext.read_custom_resource_definition(CRD_NAME).metadata.uid == crd_uid, "the CRD was replaced"
+        wait_for(
+            lambda: all(
+                d.spec.template.spec.containers[0].image.endswith(f":{NEW_DRIVER_VERSION}-ubuntu22.04")
+                for d in apps.list_namespaced_daemon_set(
+                    NAMESPACE, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
+                ).items
+            ),
+            60,
+            what=f"driver DaemonSet at {NEW_DRIVER_VERSION}",
+        )
+        # The driver upgrade runs node by node through the upgrade state machine.
+        wait_for(
+            lambda: (
+                set(driver_images(kube)) == set(gpu_nodes)
+                and all(
+                    i.endswith(f":{NEW_DRIVER_VERSION}-ubuntu22.04") for i in driver_images(kube).values()
+                )
+            ),
+            180,
+            what="driver pods upgraded",
+        )
+        # The README: uninstall when no upgrade is in flight.
+        wait_for(
+            lambda: all(
+                (n.metadata.labels or {}).get(labels.UPGRADE_STATE) == "upgrade-done"
+                and not n.spec.unschedulable
+                for n in core.list_node(label_selector=f"{labels.GPU_PRESENT}=true").items
+                if n.metadata.name in gpu_nodes
+            ),
+            120,
+            what="every GPU node upgrade-done and schedulable",
+        )
+        log = operator.log()
+        assert "403" not in log and "Forbidden" not in log, "a request was refused under the chart's RBAC"
+
+        # --- helm uninstall and the README's clean-up -----------------------------------------
+        result = run_command(commands[3], helm, chart, control_plane)
+        assert result.returncode == 0, result.stderr
+    finally:
+        operator.stop()
+        print(f"--- operator.log (tail) ---\n{operator.log()[-6000:]}")
+    wait_for(
+        lambda: (
+            not apps.list_daemon_set_for_all_namespaces(
+                label_selector=f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
+            ).items
+        ),
+        60,
+        what="operand DaemonSets garbage-collected",
+    )
+    for words in commands[4:]:
+        result = run_command(words, helm, chart, control_plane)
+        assert result.returncode == 0, f"{shlex.join(words)}: {result.stderr}"
+    deadline = time.monotonic() + 120
+    while (left := leftovers(kube)) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert left == [], "left behind after uninstall and the README's clean-up"
+    # helm keeps a chart's CRDs (documented in the README).
+    assert ext.read_custom_resource_definition(CRD_NAME).metadata.uid == crd_uid
