@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 import helm_operator  # noqa: E402  (hack/helm_operator.py)
 import helm_values_schema  # noqa: E402  (hack/helm_values_schema.py)
+
 import olm  # noqa: E402  (hack/olm.py)
 
 

@@ -98,7 +98,7 @@ def schema(root: Path) -> dict[str, Any]:
     properties.update(CHART_VALUES)
     return {
         "$schema": "https://json-schema.org/draft-07/schema#",
-        "$comment": f"generated from {CRD} by hack/generate.py (hack/helm_values_schema.py); do not edit",
+        "$comment": f"generated from {CRD} (hack/helm_values_schema.py); edit that and run hack/generate.py",
         "title": "ocp-gpu chart values",
         "type": "object",
         "properties": properties,
