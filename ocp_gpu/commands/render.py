@@ -56,6 +56,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO
+from urllib.parse import quote
 
 import yaml
 from kubernetes.client.exceptions import ApiException
@@ -664,8 +665,34 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
         dtk_imagestream=stream,
         cluster_version=cluster_version,
         cluster_proxy=proxy,
+        config_map_keys=_config_map_keys(api_client, server, namespace, policy.spec),
     )
     return RenderInputs(policy, platform, view, live=True, env_origin=env_origin)
+
+
+def _config_map_keys(
+    api_client: Any, server: str, namespace: str, spec: object
+) -> dict[str, tuple[str, ...] | None]:
+    """The keys of the ConfigMaps the driver section names (they decide the driver pods' mounts)."""
+    try:
+        named = (
+            driver_manifests.named_config_maps(policy_model.parse_policy(spec))
+            if isinstance(spec, Mapping)
+            else {}
+        )
+    except policy_model.PolicyParseError:
+        return {}  # render() reports the malformed spec
+    found: dict[str, tuple[str, ...] | None] = {}
+    with _reading(f"ConfigMaps in {namespace}", server):
+        for name in named.values():
+            path = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{quote(name, safe='')}"
+            body = _get(api_client, path)
+            found[name] = (
+                None
+                if body is None
+                else tuple(sorted({**(body.get("data") or {}), **(body.get("binaryData") or {})}))
+            )
+    return found
 
 
 def _live_policy(

@@ -106,15 +106,29 @@ RULES: tuple[Rule, ...] = (
     Rule("spec.driver.manager.imagePullPolicy", H, "pull policy of the k8s-driver-manager init container"),
     Rule("spec.driver.manager.env", H, "env of the k8s-driver-manager init container"),
     Rule("spec.driver.manager.imagePullSecrets", H, "pull secrets of the driver pods, with the driver's"),
-    Rule("spec.driver.repoConfig", R, "no custom package repositories are mounted into the driver container"),
-    Rule("spec.driver.certConfig", R, "no custom CA certificates are mounted into the driver container"),
+    Rule(
+        "spec.driver.repoConfig",
+        H,
+        "each key of the ConfigMap mounted where the node OS reads repositories (/etc/yum.repos.d, "
+        "/etc/apt/sources.list.d, /etc/zypp/repos.d)",
+    ),
+    Rule(
+        "spec.driver.certConfig",
+        H,
+        "each key of the ConfigMap mounted into the OS's CA directory (/etc/pki/ca-trust/extracted/pem, "
+        "/usr/local/share/ca-certificates, /etc/pki/trust/anchors)",
+    ),
     Rule(
         "spec.driver.licensingConfig",
         H,
         "gridd.conf at /drivers/gridd.conf from secretName (or configMapName); with nlsEnabled (default)"
         " client_configuration_token.tok at /drivers/ClientConfigToken/",
     ),
-    Rule("spec.driver.kernelModuleConfig", R, "the driver's kernel modules load with default parameters"),
+    Rule(
+        "spec.driver.kernelModuleConfig",
+        H,
+        "each key of the ConfigMap (nvidia.conf, …) mounted under /drivers",
+    ),
     Rule("spec.driver.virtualTopology", R, "no vGPU virtual topology configuration is mounted"),
     Rule(
         "spec.driver.startupProbe", H, "timings of the driver container's startup probe (0 keeps ocp-gpu's)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ocp_gpu.kube import reading
@@ -46,6 +46,10 @@ class DriverView:
     # Precompiled driver pods that cannot pull their image (for the DTK fallback), and `now`.
     pull_failures: tuple[drivers.PullFailure, ...] = ()
     now: datetime.datetime | None = None
+    # The data keys of the ConfigMaps the policy names (driver.repoConfig, certConfig,
+    # kernelModuleConfig): one file each is mounted.  None: not read (offline render);
+    # a name mapped to None: no such ConfigMap in the namespace.
+    config_map_keys: Mapping[str, tuple[str, ...] | None] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +106,10 @@ def desired_driver_manifests(
         settings = dataclasses.replace(settings, dtk_fallback=dict(fallback.keys))
         pending = fallback.pending
     plan = drivers.plan_driver_daemonsets(observed, settings)
+    config_problem = config_map_problem(policy, view, plan.desired)
+    if config_problem is not None:
+        # A named ConfigMap is missing, unreadable or has no place on an OS: change nothing.
+        return config_problem
     manifests = rendering.render_driver_state(
         plan.desired,
         policy,
@@ -111,9 +119,53 @@ def desired_driver_manifests(
             manager_image=manager_image,
             openshift_version=reading.openshift_version(view.cluster_version or {}),
             proxy=cluster_proxy(view.cluster_proxy) if platform.is_openshift else None,
+            config_map_keys={name: keys for name, keys in (view.config_map_keys or {}).items() if keys},
         ),
     )
     return DriverManifests(plan=plan, manifests=tuple(manifests), settings=settings, fallback_pending=pending)
+
+
+def named_config_maps(policy: policy_model.Policy) -> dict[str, str]:
+    """The ConfigMaps the driver section names: field path -> name (unset fields left out)."""
+    driver = policy.driver
+    named = {
+        "spec.driver.repoConfig.configMapName": driver.repo_config_map,
+        "spec.driver.certConfig.name": driver.cert_config_map,
+        "spec.driver.kernelModuleConfig.name": driver.kernel_module_config_map,
+    }
+    return {field: name for field, name in named.items() if name}
+
+
+def config_map_problem(
+    policy: policy_model.Policy, view: DriverView, desired: Sequence[drivers.DesiredDriverDaemonSet]
+) -> PolicyProblem | None:
+    """Why the named ConfigMaps cannot be mounted, naming the field; None when they can."""
+    for field, name in named_config_maps(policy).items():
+        if view.config_map_keys is None:
+            # Offline: the ConfigMap's keys decide the mounts, and there is no cluster to ask.
+            return PolicyProblem(
+                field=field,
+                message=f"the keys of ConfigMap {name!r} decide what is mounted; they cannot be read offline",
+                fix="render with --live, or leave the field out of the file",
+            )
+        if view.config_map_keys.get(name) is None:
+            return PolicyProblem(
+                field=field,
+                message=f"ConfigMap {name!r} does not exist in namespace {view.namespace!r}",
+                fix=f"create it in {view.namespace!r}, or unset {field}",
+            )
+        if field == "spec.driver.kernelModuleConfig.name":
+            continue
+        for entry in desired:
+            os_id = rendering.os_id(entry.os_tag)
+            if rendering.config_dir(field, os_id) is None:
+                return PolicyProblem(
+                    field=field,
+                    message=f"ocp-gpu knows no {'repository' if 'repo' in field else 'certificate'} "
+                    f"directory for the OS {os_id!r} of {entry.name}",
+                    fix=f"unset {field} (supported: rhcos, rhel, centos, rocky, ol, ubuntu, debian, sles)",
+                )
+    return None
 
 
 def cluster_proxy(proxy: Mapping[str, Any] | None) -> rendering.ClusterProxy | None:

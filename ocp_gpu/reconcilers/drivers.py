@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from kubernetes import client
 
 from ocp_gpu import metrics
-from ocp_gpu.kube import applying, requesting
+from ocp_gpu.kube import applying, fetching, requesting
 from ocp_gpu.model import labels, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
@@ -28,6 +28,8 @@ from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import driver_manifests, operands, runtime
 
 logger = logging.getLogger("ocp_gpu.drivers")
+# How soon a missing ConfigMap named by the policy is looked for again.
+CONFIG_MAP_RECHECK_S = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +53,14 @@ async def reconcile_drivers(
         # driver.enabled: false: the admin removes our drivers (e.g. drivers preinstalled on the host).
         _record_driver_toolkit_gauges(rt, policy, platform)
         return DriverOutcome(None, errors=await _delete_all(rt))
+    # The ConfigMaps the policy names: their keys decide the driver pods' mounts.
+    named = driver_manifests.named_config_maps(policy).values()
+    try:
+        config_map_keys = await asyncio.to_thread(
+            fetching.config_map_keys, rt.api_client, rt.namespace, named
+        )
+    except Exception as error:  # a failed read changes nothing; the pass is retried
+        return DriverOutcome(None, errors={"configmaps": requesting.describe_error(error)})
     # Plan and render: the same pure function `ocp-gpu render` prints (reconcilers/driver_manifests).
     view = driver_manifests.DriverView(
         namespace=rt.namespace,
@@ -62,10 +72,14 @@ async def reconcile_drivers(
         cluster_proxy=rt.cluster_proxy,
         pull_failures=_pull_failures(rt),
         now=now,
+        config_map_keys=config_map_keys,
     )
     desired = driver_manifests.desired_driver_manifests(policy, platform, view)
     if isinstance(desired, PolicyProblem):
         # The driver or manager image cannot be resolved: change nothing, say what to fix.
+        if desired.field in driver_manifests.named_config_maps(policy):
+            # NB: ConfigMaps are not watched: look again soon for the one the admin creates.
+            rt.poke_after(CONFIG_MAP_RECHECK_S)
         return DriverOutcome(None, problem=desired)
     plan, manifests = desired.plan, desired.manifests
     if desired.fallback_pending:

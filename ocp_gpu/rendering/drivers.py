@@ -63,6 +63,20 @@ LICENSING_FILE: Final = "gridd.conf"
 LICENSING_PATH: Final = "/drivers/gridd.conf"
 NLS_TOKEN_FILE: Final = "client_configuration_token.tok"
 NLS_TOKEN_PATH: Final = "/drivers/ClientConfigToken/client_configuration_token.tok"
+# Where each OS's package manager reads repository files and the CA store reads certificates
+# (driver.repoConfig, driver.certConfig); the ConfigMap's keys are mounted one file each.
+_REPO_DIRS: Final[Mapping[str, str]] = {
+    **dict.fromkeys(("rhcos", "rhel", "centos", "rocky", "ol"), "/etc/yum.repos.d"),
+    **dict.fromkeys(("ubuntu", "debian"), "/etc/apt/sources.list.d"),
+    **dict.fromkeys(("sles", "sl-micro"), "/etc/zypp/repos.d"),
+}
+_CERT_DIRS: Final[Mapping[str, str]] = {
+    **dict.fromkeys(("rhcos", "rhel", "centos", "rocky", "ol"), "/etc/pki/ca-trust/extracted/pem"),
+    **dict.fromkeys(("ubuntu", "debian"), "/usr/local/share/ca-certificates"),
+    **dict.fromkeys(("sles", "sl-micro"), "/etc/pki/trust/anchors"),
+}
+# driver.kernelModuleConfig: module parameter files (nvidia.conf, …) where the driver container reads them.
+KERNEL_MODULE_CONFIG_DIR: Final = "/drivers"
 # Env the templates or the operator own: a policy's env never replaces them.
 _OWNED_ENV: Final = frozenset(
     {
@@ -114,6 +128,22 @@ class DriverRenderInputs:
     service_account: str = SERVICE_ACCOUNT
     cluster_role: str = CLUSTER_ROLE
     trusted_ca_configmap: str = labels.TRUSTED_CA_CONFIGMAP
+    # The data keys of the ConfigMaps the policy names, by name (reconcilers.driver_manifests reads them).
+    config_map_keys: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+
+def os_id(os_tag: str) -> str:
+    """The OS ID of a DaemonSet's OS tag: rhcos4.16 -> rhcos, sl-micro6.0 -> sl-micro."""
+    return os_tag.rstrip("0123456789.")
+
+
+def config_dir(field: str, os: str) -> str | None:
+    """Where the files of a ConfigMap-naming driver field go on an OS; None: nowhere known."""
+    if field == "spec.driver.repoConfig.configMapName":
+        return _REPO_DIRS.get(os)
+    if field == "spec.driver.certConfig.name":
+        return _CERT_DIRS.get(os)
+    return KERNEL_MODULE_CONFIG_DIR
 
 
 @dataclasses.dataclass
@@ -275,6 +305,7 @@ def _daemonset(
         "liveness_probe": _probe(_LATER_PROBE, driver.liveness_probe) if driver.liveness_probe else None,
         "readiness_probe": _probe(_LATER_PROBE, driver.readiness_probe) if driver.readiness_probe else None,
         "licensing": _licensing(driver.licensing),
+        "config_files": _config_files(driver, os_id(entry.os_tag), inputs.config_map_keys),
     }
     sidecar = None
     if dtk:
@@ -330,6 +361,31 @@ def _probe(defaults: Mapping[str, int], timing: policy_model.ProbeTiming) -> dic
         "failureThreshold": timing.failure_threshold,
     }
     return {name: given[name] or value for name, value in defaults.items()}
+
+
+def _config_files(
+    driver: policy_model.DriverSpec, os: str, keys: Mapping[str, tuple[str, ...]]
+) -> list[dict[str, Any]]:
+    """One volume per named ConfigMap, each key mounted as one file (subPath keeps the image's others)."""
+    found = []
+    for volume, field, name in (
+        ("repo-config", "spec.driver.repoConfig.configMapName", driver.repo_config_map),
+        ("cert-config", "spec.driver.certConfig.name", driver.cert_config_map),
+        ("kernel-module-config", "spec.driver.kernelModuleConfig.name", driver.kernel_module_config_map),
+    ):
+        directory = config_dir(field, os)
+        if not name or directory is None or not keys.get(name):
+            # unset, or refused before rendering (driver_manifests.config_map_problem)
+            continue
+        found.append(
+            {
+                "volume": volume,
+                "config_map": name,
+                "files": [{"key": key, "path": key} for key in keys[name]],
+                "mounts": [{"path": f"{directory}/{key}", "key": key} for key in keys[name]],
+            }
+        )
+    return found
 
 
 def _licensing(licensing: policy_model.LicensingConfig) -> dict[str, Any] | None:

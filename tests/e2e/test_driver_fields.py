@@ -135,3 +135,71 @@ def test_honoured_driver_fields_reach_the_daemonset_and_leave_with_the_policy(
     assert next(v for v in pod.volumes if v.name == "host-root").host_path.path == "/"
     assert "HOST_ROOT" not in {e.name for e in driver.env}
     assert pod.security_context is None or pod.security_context.run_as_user is None
+
+
+def test_named_config_maps_are_mounted_key_by_key_and_a_missing_one_changes_nothing(
+    kube: client.ApiClient,
+    namespace: str,
+    gpu_node: str,
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    core = client.CoreV1Api(kube)
+    core.create_namespaced_config_map(
+        namespace,
+        {"metadata": {"name": "module-params"}, "data": {"nvidia.conf": "NVreg_EnableGpuFirmware=0\n"}},
+    )
+    apply_policy(
+        spec={
+            "driver": {
+                "kernelModuleConfig": {"name": "module-params"},
+                "repoConfig": {"configMapName": "repos"},
+            }
+        }
+    )
+    start_operator()
+    # repos does not exist: an error naming the field, and no driver DaemonSet half-configured
+    error = wait_for(
+        lambda: (
+            condition(read_policy(kube), "Error").get("status") == "True"
+            and condition(read_policy(kube), "Error")
+        ),
+        60,
+        what="Error condition",
+    )
+    assert "spec.driver.repoConfig.configMapName" in error["message"]
+    assert "'repos' does not exist" in error["message"]
+    assert (
+        not client.AppsV1Api(kube)
+        .list_namespaced_daemon_set(namespace, field_selector=f"metadata.name={DRIVER}")
+        .items
+    )
+
+    # the admin creates it: the operator looks again and mounts each key where Ubuntu reads repositories
+    core.create_namespaced_config_map(
+        namespace,
+        {
+            "metadata": {"name": "repos"},
+            "data": {"cuda.list": "deb http://mirror.example/ /\n", "extra.list": ""},
+        },
+    )
+    wait_for(
+        lambda: (
+            client.AppsV1Api(kube)
+            .list_namespaced_daemon_set(namespace, field_selector=f"metadata.name={DRIVER}")
+            .items
+        ),
+        60,
+        what="driver DaemonSet once the ConfigMap exists",
+    )
+    pod = pod_spec(kube, namespace, DRIVER)
+    mounts = {m.mount_path: m.sub_path for m in driver_container(pod).volume_mounts if m.sub_path}
+    assert mounts == {
+        "/etc/apt/sources.list.d/cuda.list": "cuda.list",
+        "/etc/apt/sources.list.d/extra.list": "extra.list",
+        "/drivers/nvidia.conf": "nvidia.conf",
+    }
+    volumes = {v.name: v.config_map.name for v in pod.volumes if v.config_map}
+    assert volumes["repo-config"] == "repos"
+    assert volumes["kernel-module-config"] == "module-params"
+    wait_for(lambda: condition(read_policy(kube), "Error").get("status") == "False", 60, what="error cleared")

@@ -102,7 +102,15 @@ NVIDIA_DRIVER_SPEC: dict[str, Any] = {
         "livenessProbe": {"periodSeconds": 60},
         "readinessProbe": {"timeoutSeconds": 5},
         "licensingConfig": {"secretName": "licensing", "configMapName": "old-licensing"},
+        "repoConfig": {"configMapName": "repos"},
+        "certConfig": {"name": "certs"},
+        "kernelModuleConfig": {"name": "module-params"},
     },
+}
+CONFIG_MAP_KEYS = {
+    "repos": ("cuda.repo", "local.repo"),
+    "certs": ("corp-ca.pem",),
+    "module-params": ("nvidia-uvm.conf", "nvidia.conf"),
 }
 
 
@@ -164,7 +172,11 @@ def _scenarios() -> dict[str, tuple[tuple[DesiredDriverDaemonSet, ...], dict[str
         ),
         "proxy-trusted-ca": (plan(two_versions[:1]).desired, {}, dataclasses.replace(OPENSHIFT, proxy=PROXY)),
         "tolerations-and-options": (plan(two_versions[:1]).desired, FULL_SPEC, OPENSHIFT),
-        "honoured-nvidia-fields": (plan(two_versions[:1]).desired, NVIDIA_DRIVER_SPEC, OPENSHIFT),
+        "honoured-nvidia-fields": (
+            plan(two_versions[:1]).desired,
+            NVIDIA_DRIVER_SPEC,
+            dataclasses.replace(OPENSHIFT, config_map_keys=CONFIG_MAP_KEYS),
+        ),
     }
 
 
@@ -482,6 +494,8 @@ def _spec(text: Any) -> dict[str, Any]:
         "driver": {
             "secretEnv": text(35),
             "licensingConfig": {"secretName": text(36)},
+            "repoConfig": {"configMapName": text(41)},
+            "kernelModuleConfig": {"name": text(42)},
             "imagePullSecrets": [text(10)],
             "env": [{"name": text(11), "value": text(12)}],
             "args": [text(13)],
@@ -507,6 +521,7 @@ def _inputs(text: Any) -> DriverRenderInputs:
         service_account=text(26),
         cluster_role=text(27),
         trusted_ca_configmap=text(28),
+        config_map_keys={text(41): (text(43),), text(42): (text(44),)},
     )
 
 
@@ -532,6 +547,11 @@ def _replace_strings(value: Any, mapping: dict[str, str], seen: set[str]) -> Any
         if value in mapping:
             seen.add(value)
             return mapping[value]
+        # a hostile string inside a value (a ConfigMap key in a mount path): verbatim too
+        for hostile_text in sorted(mapping, key=len, reverse=True):
+            if hostile_text in value:
+                seen.add(hostile_text)
+                value = value.replace(hostile_text, mapping[hostile_text])
         return value
     if isinstance(value, dict):
         return {
@@ -559,7 +579,7 @@ def test_hostile_strings_render_verbatim_as_values() -> None:
     attacked = render_driver_state(
         _desired(hostile), policy_model.parse_policy(_spec(hostile)), _inputs(hostile)
     )
-    mapping = {hostile(i): token(i) for i in range(1, 41)}
+    mapping = {hostile(i): token(i) for i in range(1, 45)}
     seen: set[str] = set()
     # the same structure, with each hostile string exactly where its token was
     assert _replace_strings(_without_digests(attacked), mapping, seen) == _without_digests(benign)
@@ -702,3 +722,65 @@ def test_root_fs_moves_host_root_and_says_so() -> None:
     for item in pod["containers"] + pod["initContainers"]:
         if item["name"] != "openshift-driver-toolkit-ctr":
             assert env_of(item)["HOST_ROOT"] == "/sysroot", item["name"]
+
+
+# --- ConfigMaps the driver section names (repoConfig, certConfig, kernelModuleConfig) ------
+
+
+def _view(keys: dict[str, tuple[str, ...] | None] | None) -> Any:
+    from ocp_gpu.reconcilers import driver_manifests
+
+    return driver_manifests.DriverView(namespace="gpu-operator", env={}, node_facts=(), config_map_keys=keys)
+
+
+CONFIG_SPEC = {"driver": {"repoConfig": {"configMapName": "repos"}, "kernelModuleConfig": {"name": "params"}}}
+
+
+@pytest.mark.parametrize(
+    ("keys", "field", "words"),
+    [
+        (None, "spec.driver.repoConfig.configMapName", "cannot be read offline"),
+        ({"params": ("nvidia.conf",)}, "spec.driver.repoConfig.configMapName", "'repos' does not exist"),
+        ({"repos": ("a.repo",)}, "spec.driver.kernelModuleConfig.name", "'params' does not exist"),
+    ],
+)
+def test_a_named_config_map_that_cannot_be_mounted_is_a_problem_naming_the_field(
+    keys: dict[str, tuple[str, ...] | None] | None, field: str, words: str
+) -> None:
+    from ocp_gpu.reconcilers import driver_manifests
+
+    problem = driver_manifests.config_map_problem(
+        policy_model.parse_policy(CONFIG_SPEC),
+        _view(keys),
+        plan([ubuntu_node("u")], Strategy.VANILLA).desired,
+    )
+    assert problem is not None and problem.field == field and words in problem.message
+
+
+def test_an_os_without_a_repository_directory_is_a_problem() -> None:
+    from ocp_gpu.reconcilers import driver_manifests
+
+    (entry,) = plan([ubuntu_node("u")], Strategy.VANILLA).desired
+    problem = driver_manifests.config_map_problem(
+        policy_model.parse_policy(CONFIG_SPEC),
+        _view({"repos": ("a.repo",), "params": ("nvidia.conf",)}),
+        [dataclasses.replace(entry, os_tag="plan9.4")],
+    )
+    assert problem is not None and "'plan'" in problem.message
+
+
+def test_config_maps_mount_each_key_where_the_os_expects_it() -> None:
+    desired = plan([ubuntu_node("u")], Strategy.VANILLA).desired
+    inputs = dataclasses.replace(
+        KUBERNETES, config_map_keys={"repos": ("a.list",), "params": ("nvidia.conf",)}
+    )
+    (ds,) = daemonsets(render(desired, CONFIG_SPEC, inputs))
+    driver = container(ds, DRIVER_CONTAINER)
+    mounts = {m["mountPath"]: (m["name"], m["subPath"]) for m in driver["volumeMounts"] if "subPath" in m}
+    assert mounts == {
+        "/etc/apt/sources.list.d/a.list": ("repo-config", "a.list"),
+        "/drivers/nvidia.conf": ("kernel-module-config", "nvidia.conf"),
+    }
+    # and nothing at all while the keys are unknown or the fields unset
+    (bare,) = daemonsets(render(desired, CONFIG_SPEC, KUBERNETES))
+    assert not [m for m in container(bare, DRIVER_CONTAINER)["volumeMounts"] if "subPath" in m]
