@@ -73,7 +73,6 @@ import argparse
 import contextlib
 import dataclasses
 import datetime
-import io
 import json
 import math
 import os
@@ -83,8 +82,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
-import tempfile
 import threading
 import time
 import urllib.request
@@ -97,6 +94,7 @@ from typing import IO, Any, Final
 import kubernetes.client
 import kubernetes.watch
 import yaml
+from _common import operator_sources
 from kubernetes.client import ApiClient
 
 from ocp_gpu.harness import binaries, nodes, openshift
@@ -727,30 +725,6 @@ def machine() -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def operator_sources(source: str) -> Iterator[tuple[Path, str]]:
-    """Where the operator's code is imported from, and the commit that names it.
-
-    ``head``: the committed ``ocp_gpu/`` (templates included) of HEAD, extracted to a temp
-    dir, so numbers belong to a commit even while others edit the tree. ``tree``: the
-    working tree as it is.
-    """
-    if source == "tree":
-        yield REPO, git_commit()
-        return
-    head = git_commit().removesuffix("+dirty")
-    with tempfile.TemporaryDirectory(prefix="ocp-gpu-bench-src-") as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", "--format=tar", "HEAD", "ocp_gpu"],
-            capture_output=True,
-            timeout=60,
-            check=True,
-        ).stdout
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(tmp, filter="data")
-        yield Path(tmp), head
-
-
-@contextlib.contextmanager
 def profiled(pid: int, out: Path | None) -> Iterator[None]:
     """py-spy samples ``pid`` while the block runs (nothing if ``out`` is None).
 
@@ -788,28 +762,6 @@ def start_operator(op: OperatorProcess, sources: Path) -> None:
     """
     with contextlib.chdir(sources):
         op.start()
-
-
-def git_commit() -> str:
-    """HEAD, plus "+dirty" when the operator's sources differ from it (they are what runs)."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--", "ocp_gpu"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
 
 
 @contextlib.contextmanager

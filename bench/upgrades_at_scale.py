@@ -64,7 +64,6 @@ import contextlib
 import dataclasses
 import datetime
 import functools
-import io
 import json
 import math
 import os
@@ -75,8 +74,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tarfile
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -88,6 +85,7 @@ from typing import Any, Final
 import kubernetes.client
 import kubernetes.watch
 import yaml
+from _common import git_commit, operator_sources
 from kubernetes.client import ApiClient
 
 from ocp_gpu.harness import binaries, nodes
@@ -121,28 +119,6 @@ def log(message: str) -> None:
 
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
-
-
-def git_commit() -> str:
-    """HEAD, plus "+dirty" when ocp_gpu/ differs from it (the operator runs from the tree)."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--", "ocp_gpu"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
 
 
 def machine() -> dict[str, Any]:
@@ -926,29 +902,6 @@ def patch_driver_version(api: ApiClient, version: str) -> None:
 
 
 # --- the operator ---
-
-
-@contextlib.contextmanager
-def operator_sources(source: str) -> Iterator[tuple[Path, str]]:
-    """Where the operator imports ocp_gpu from, and the commit that names it.
-
-    `head`: HEAD's committed ocp_gpu/ (templates included), extracted to a temp dir, so the
-    numbers belong to a commit even while others edit the tree; `tree`: the working tree.
-    """
-    if source == "tree":
-        yield REPO, git_commit()
-        return
-    head = git_commit().removesuffix("+dirty")
-    with tempfile.TemporaryDirectory(prefix="ocp-gpu-upgrade-bench-") as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", "--format=tar", "HEAD", "ocp_gpu"],
-            capture_output=True,
-            timeout=60,
-            check=True,
-        ).stdout
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(tmp, filter="data")
-        yield Path(tmp), head
 
 
 def start_operator(cp: LocalControlPlane, sources: Path, log_name: str) -> OperatorProcess:

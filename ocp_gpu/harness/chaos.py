@@ -183,6 +183,8 @@ class InvariantMonitor:
         self.max_in_flight = 0
         self.max_driver_pods_on_a_node = 0
         self.events = 0
+        # Node events only: during an upgrade nearly all are the operator's label writes.
+        self.node_events = 0
         self.relists: Counter[str] = Counter()
         self.watch_errors: Counter[str] = Counter()
         self._stop = threading.Event()
@@ -287,6 +289,8 @@ class InvariantMonitor:
         name = str(metadata.get("name", ""))
         with self.lock:
             self.events += 1
+            if kind == "nodes":
+                self.node_events += 1
             if kind == "nodes":
                 self._record_node(type_, name, obj)
             elif kind == "pods":
@@ -625,6 +629,8 @@ class ChaosResult:
     writes_total: int = 0
     writes_per_node: float = 0.0
     compaction_410: list[bool] = dataclasses.field(default_factory=list)
+    # Kills that followed a node write by at most a few ms (see _FaultRunner._await_operator_write).
+    kills_mid_pass: int = 0
     mco_s: float | None = None
     mco_error: str = ""
     setup_s: float = 0.0
@@ -754,8 +760,11 @@ class _FaultRunner(threading.Thread):
         config: ChaosConfig,
         t0: float,
         log: Callable[[str], None],
+        monitor: InvariantMonitor,
     ) -> None:
         super().__init__(daemon=True, name="faults")
+        self.monitor = monitor
+        self.kills_mid_pass = 0
         self.cp, self.api, self.supervisor, self.plan = cp, api, supervisor, plan
         self.config, self.t0, self.log = config, t0, log
         self.fired: list[dict[str, Any]] = []
@@ -783,20 +792,34 @@ class _FaultRunner(threading.Thread):
             self.error = f"{type(error).__name__}: {error}"
             self.log(f"fault runner failed: {self.error}")
 
+    def _await_operator_write(self, patience: float = 3.0) -> bool:
+        """Wait (at most ``patience`` s) for a node event, so that the kill lands in the
+        middle of a pass (right after one of its writes) rather than between passes."""
+        seen = self.monitor.node_events
+        deadline = time.monotonic() + patience
+        while time.monotonic() < deadline:
+            if self.monitor.node_events != seen:
+                self.kills_mid_pass += 1
+                return True
+            time.sleep(0.01)
+        return False
+
     def _fire(self, kind: str) -> str:
         if kind == KILL_OPERATOR:
             replica = self._rng.choice(self.supervisor.replicas)
+            mid_pass = self._await_operator_write()
             role = replica.role()
             replica.kill()
-            return f"replica {replica.index} ({role})"
+            return f"replica {replica.index} ({role}){' mid-pass' if mid_pass else ''}"
         if kind == KILL_LEADER:
             deadline = time.monotonic() + 30
             while (leader := self.supervisor.leader()) is None and time.monotonic() < deadline:
                 time.sleep(0.2)
             if leader is None:
                 return "no leader to kill within 30 s"
+            mid_pass = self._await_operator_write()
             leader.kill()
-            return f"leader replica {leader.index}"
+            return f"leader replica {leader.index}{' mid-pass' if mid_pass else ''}"
         if kind == RESTART_APISERVER:
             down = self._rng.uniform(*self.config.apiserver_down_s)
             self.cp.kill_process("kube-apiserver")
@@ -890,7 +913,7 @@ def run_chaos(
                 "nvidia.com", "v1", "clusterpolicies", POLICY, {"spec": {"driver": {"version": VERSION_B}}}
             )
             mco = _MCO(api, pool, config, t0, log) if config.mco else None
-            runner = _FaultRunner(cp, api, supervisor, plan, config, t0, log)
+            runner = _FaultRunner(cp, api, supervisor, plan, config, t0, log, monitor)
             runner.start()
             if mco is not None:
                 mco.start()
@@ -935,6 +958,7 @@ def run_chaos(
         if runner.error:
             result.notes.append(f"fault runner: {runner.error}")
         result.compaction_410 = runner.compaction_410
+        result.kills_mid_pass = runner.kills_mid_pass
         if mco is not None:
             result.mco_s = mco.seconds
             result.mco_error = mco.error
