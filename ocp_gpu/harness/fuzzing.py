@@ -343,6 +343,14 @@ def _shape(daemonset: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _error_conditions(policy: Mapping[str, Any]) -> list[tuple[str, str]]:
+    return [
+        (str(c.get("reason")), str(c.get("message")))
+        for c in (policy.get("status") or {}).get("conditions") or ()
+        if c.get("type") == "Error" and c.get("status") == "True"
+    ]
+
+
 def _error_reasons(policy: Mapping[str, Any]) -> list[str]:
     return [
         str(c.get("reason"))
@@ -486,11 +494,11 @@ class PolicyFuzzer:
                     self._fail(mutation, f"invalid input rewrote DaemonSet {name}")
             return
         self.stats.accepted += 1
-        for reason in reasons:
+        for reason, message in _error_conditions(policy):
             self.stats.error_reasons[reason] += 1
             examples = self.stats.error_examples.setdefault(reason, [])
             if len(examples) < 5:
-                examples.append(mutation.describe())
+                examples.append(f"{mutation.describe()} -> {message[:300]}")
         if reasons:
             # Input the operator took but could not apply: what was running must still run.
             for name, daemonset in before.items():
