@@ -7,7 +7,7 @@ writes its marker; the next operands' init containers wait for those files:
 
 | validation | checks | marker |
 |---|---|---|
-| driver | `nvidia-smi` of the driver root (`--driver-root`, /run/nvidia/driver: where the driver container's root is mounted; a host-installed driver: mount the host's / and point here) runs and exits 0 | driver-ready |
+| driver | `nvidia-smi` of a driver installed on the host (its / mounted at `--host-root`, /host), else of the driver container's root (`--driver-root`, /run/nvidia/driver), runs and exits 0 | driver-ready |
 | toolkit | `nvidia-smi` found on PATH runs: the NVIDIA runtime injected the driver's utilities into this container (run it with the toolkit's RuntimeClass and NVIDIA_VISIBLE_DEVICES=all) | toolkit-ready |
 | cuda | a vectorAdd pod (image `$CUDA_VALIDATION_IMAGE`) placed on this node (`$NODE_NAME`) runs to completion | cuda-ready |
 | plugin | the node advertises a GPU resource (nvidia.com/gpu, a MIG or a renamed one; `--resource` to name it), and a pod requesting one is scheduled on this node and starts | plugin-ready |
@@ -56,6 +56,7 @@ HELP: Final = "validate one step of this node's GPU stack and write its marker (
 DEFAULT_VALIDATIONS_DIR: Final = "/run/nvidia/validations"
 DEFAULT_TERMINATION_LOG: Final = "/dev/termination-log"
 DEFAULT_DRIVER_ROOT: Final = "/run/nvidia/driver"
+DEFAULT_HOST_ROOT: Final = "/host"
 DEFAULT_NAMESPACE: Final = "nvidia-gpu-operator"
 # NVIDIA's CUDA vectorAdd sample: adds two vectors on the GPU and checks the result.
 DEFAULT_CUDA_VALIDATION_IMAGE: Final = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
@@ -86,6 +87,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=Path(DEFAULT_DRIVER_ROOT),
         help="driver: where its root is mounted",
+    )
+    parser.add_argument(
+        "--host-root",
+        type=Path,
+        default=Path(DEFAULT_HOST_ROOT),
+        help="driver: where the host's / is mounted",
     )
     parser.add_argument("--nvidia-smi", default="nvidia-smi", help="toolkit: the command the runtime injects")
     parser.add_argument("--timeout", type=float, default=None, help="seconds one attempt may take")
@@ -190,21 +197,35 @@ def run_nvidia_smi(binary: Path | str, env: Mapping[str, str], timeout: float, w
     return (done.stdout.strip().splitlines() or [""])[0]
 
 
-def validate_driver(root: Path, timeout: float, env: Mapping[str, str]) -> str:
-    """nvidia-smi of the driver root runs: the kernel modules are loaded and see the GPUs."""
+def validate_driver(host_root: Path, root: Path, timeout: float, env: Mapping[str, str]) -> str:
+    """nvidia-smi of the driver runs: the kernel modules are loaded and see the GPUs.
+
+    As NVIDIA's validator: a driver preinstalled on the host first (the host's / at
+    `host_root`), then the operator's driver container's root.
+    """
     check = (
         "check the driver pod on this node (kubectl get pods -l app=nvidia-driver-daemonset -o wide, "
         f"then its log) and that its root is mounted at {root}"
     )
-    binary = find_nvidia_smi(root)
-    if binary is None:
-        raise ValidationFailed(
-            f"no nvidia-smi under the driver root {root} (looked in {', '.join(NVIDIA_SMI_DIRS)}): "
-            f"the driver is not installed there yet; {check}"
-        )
-    first = run_nvidia_smi(binary, _nvml_env(root, env), timeout, f"{binary}", check)
-    log.info("driver: %s ran: %s", binary, first)
-    return f"NVIDIA_DRIVER_ROOT={root}\n"
+    failures: list[str] = []
+    for where, base, is_host in (("on the host", host_root, True), ("in the driver root", root, False)):
+        binary = find_nvidia_smi(base)
+        if binary is None:
+            continue
+        try:
+            first = run_nvidia_smi(binary, _nvml_env(base, env), timeout, f"{binary} ({where})", check)
+        except ValidationFailed as failure:
+            # NB: a broken host install must not hide a working driver container (and vice versa).
+            failures.append(str(failure))
+            continue
+        log.info("driver: %s ran: %s", binary, first)
+        return f"IS_HOST_DRIVER={str(is_host).lower()}\nNVIDIA_DRIVER_ROOT={base}\n"
+    if failures:
+        raise ValidationFailed(" and ".join(failures))
+    raise ValidationFailed(
+        f"no nvidia-smi on the host ({host_root}) nor under the driver root {root} (looked in "
+        f"{', '.join(NVIDIA_SMI_DIRS)}): no driver is installed yet; {check}"
+    )
 
 
 def validate_toolkit(command: str, timeout: float, env: Mapping[str, str]) -> str:
@@ -391,7 +412,7 @@ def validate_workload(
 def check(component: Component, args: argparse.Namespace, env: Mapping[str, str]) -> str:
     """One attempt at the component's check; the marker's content, or ValidationFailed."""
     if component is Component.DRIVER:
-        return validate_driver(args.driver_root, args.timeout or 30.0, env)
+        return validate_driver(args.host_root, args.driver_root, args.timeout or 30.0, env)
     if component is Component.TOOLKIT:
         return validate_toolkit(args.nvidia_smi, args.timeout or 30.0, env)
     return validate_workload(component, args, env, args.timeout or 300.0)

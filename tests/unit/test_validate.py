@@ -56,6 +56,7 @@ def dirs(tmp_path: Path) -> dict[str, Path]:
         (validations / marker).write_text("old")
     return {
         "root": tmp_path / "driver-root",
+        "host": tmp_path / "host",
         "validations": validations,
         "termination": tmp_path / "termination-log",
         "tmp": tmp_path,
@@ -72,6 +73,8 @@ def _run(component: str, dirs: dict[str, Path], *extra: str, env: dict[str, str]
             str(dirs["termination"]),
             "--driver-root",
             str(dirs["root"]),
+            "--host-root",
+            str(dirs["host"]),
             *extra,
         ]
     )
@@ -88,14 +91,16 @@ def _markers(dirs: dict[str, Path]) -> set[str]:
 def test_driver_valid_writes_its_marker(dirs: dict[str, Path]) -> None:
     _script(dirs["root"] / "usr/bin/nvidia-smi", SMI_OK)
     assert _run("driver", dirs) == 0
-    assert (dirs["validations"] / "driver-ready").read_text() == f"NVIDIA_DRIVER_ROOT={dirs['root']}\n"
+    assert (dirs["validations"] / "driver-ready").read_text() == (
+        f"IS_HOST_DRIVER=false\nNVIDIA_DRIVER_ROOT={dirs['root']}\n"
+    )
     # Later markers were cleared when the validation started: their steps revalidate.
     assert _markers(dirs) == {"driver-ready"}
     assert not dirs["termination"].exists()
 
 
 DRIVER_FAILURES = {
-    "missing binary": (None, (), "no nvidia-smi under the driver root"),
+    "missing binary": (None, (), "no nvidia-smi on the host"),
     "non-zero exit": (SMI_NO_DRIVER, (), "exited 9: NVIDIA-SMI has failed because it couldn't communicate"),
     "hangs": (SMI_HANGS, ("--timeout", "0.5"), "did not finish within 0s"),
     "not executable": ("not-executable", (), "could not be run (Permission denied)"),
@@ -118,6 +123,28 @@ def test_driver_failures_remove_every_marker_and_say_what_to_check(
     assert termination.startswith("driver validation failed: ")
     assert message in termination
     assert "check the driver pod on this node" in termination
+
+
+def test_a_driver_installed_on_the_host_comes_first(dirs: dict[str, Path]) -> None:
+    _script(dirs["host"] / "usr/bin/nvidia-smi", SMI_OK)
+    _script(dirs["root"] / "usr/bin/nvidia-smi", SMI_NO_DRIVER)
+    assert _run("driver", dirs) == 0
+    assert (dirs["validations"] / "driver-ready").read_text().startswith("IS_HOST_DRIVER=true\n")
+
+
+def test_a_broken_host_install_does_not_hide_the_driver_container(dirs: dict[str, Path]) -> None:
+    _script(dirs["host"] / "usr/bin/nvidia-smi", SMI_NO_DRIVER)
+    _script(dirs["root"] / "usr/bin/nvidia-smi", SMI_OK)
+    assert _run("driver", dirs) == 0
+    assert (dirs["validations"] / "driver-ready").read_text().startswith("IS_HOST_DRIVER=false\n")
+
+
+def test_both_failing_are_both_reported(dirs: dict[str, Path]) -> None:
+    _script(dirs["host"] / "usr/bin/nvidia-smi", SMI_NO_DRIVER)
+    _script(dirs["root"] / "usr/bin/nvidia-smi", "exit 3\n")
+    assert _run("driver", dirs) == 1
+    termination = dirs["termination"].read_text()
+    assert "(on the host) exited 9" in termination and "(in the driver root) exited 3" in termination
 
 
 def test_driver_in_an_absolute_symlink_stays_inside_the_root(dirs: dict[str, Path]) -> None:
