@@ -23,6 +23,7 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.harness import binaries
+from ocp_gpu.harness import monitoring as monitoring_emulation
 from ocp_gpu.harness import openshift as openshift_emulation
 from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 
@@ -107,3 +108,11 @@ def namespace(kube: client.ApiClient) -> Iterator[str]:
     yield name
     # Not waited for: the namespace controller empties it in the background.
     core.delete_namespace(name)
+
+
+@pytest.fixture
+def monitoring_api(kube: client.ApiClient) -> Iterator[client.ApiClient]:
+    """The cluster serves monitoring.coreos.com (ServiceMonitor, PrometheusRule) for the test."""
+    monitoring_emulation.install_monitoring_apis(kube)
+    yield kube
+    monitoring_emulation.uninstall_monitoring_apis(kube)

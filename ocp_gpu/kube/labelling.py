@@ -27,3 +27,15 @@ def patch_node_labels(
         metadata["annotations"] = dict(annotations)
     client.CoreV1Api(api_client).patch_node(node, {"metadata": metadata})
     metrics.api_writes.labels("patch", "nodes").inc()
+
+
+def read_namespace_labels(api_client: client.ApiClient, namespace: str) -> dict[str, str]:
+    """The namespace's labels."""
+    found = client.CoreV1Api(api_client).read_namespace(namespace)
+    return dict(found.metadata.labels or {})
+
+
+def patch_namespace_labels(api_client: client.ApiClient, namespace: str, changes: Mapping[str, str]) -> None:
+    """Set namespace labels in one merge patch (other labels untouched)."""
+    client.CoreV1Api(api_client).patch_namespace(namespace, {"metadata": {"labels": dict(changes)}})
+    metrics.api_writes.labels("patch", "namespaces").inc()

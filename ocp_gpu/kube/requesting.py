@@ -49,6 +49,11 @@ RESOURCES: Mapping[tuple[str, str], tuple[str, str, bool]] = {
         "servicemonitors",
         True,
     ),
+    ("monitoring.coreos.com/v1", "PrometheusRule"): (
+        "/apis/monitoring.coreos.com/v1",
+        "prometheusrules",
+        True,
+    ),
 }
 
 

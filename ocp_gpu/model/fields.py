@@ -58,8 +58,9 @@ RULES: tuple[Rule, ...] = (
     Rule("spec.operator.initContainer", R, "ocp-gpu's operands have no CUDA init container: not used"),
     Rule(
         "spec.operator.metrics",
-        R,
-        "the operator's metrics Service and ServiceMonitor come with its install (OLM bundle or Helm chart)",
+        H,
+        "ServiceMonitor `gpu-operator` for the operator's /metrics (Service `gpu-operator`, port"
+        " `gpu-operator-metrics`) where monitoring.coreos.com is served; enabled: false removes it",
     ),
     # --- daemonsets
     Rule("spec.daemonsets.labels", H, "labels on every operand DaemonSet and pod"),

@@ -94,3 +94,12 @@ OPERANDS: Final = (
 def deploy_label(operand: str) -> str:
     """The `nvidia.com/gpu.deploy.<operand>` label key for one operand."""
     return GPU_DEPLOY_PREFIX + operand
+
+
+# --- monitoring (operator metrics, alerts, dashboard) ---------------------------
+# On a namespace: OpenShift's platform Prometheus scrapes its ServiceMonitors.
+CLUSTER_MONITORING: Final = "openshift.io/cluster-monitoring"
+# On a ConfigMap in openshift-config-managed: the OpenShift console shows it as a dashboard.
+CONSOLE_DASHBOARD: Final = "console.openshift.io/dashboard"
+# On a ConfigMap: the Grafana sidecar (kube-prometheus-stack) loads it as a dashboard.
+GRAFANA_DASHBOARD: Final = "grafana_dashboard"

@@ -222,6 +222,12 @@ class OperatorSpec:
     use_ocp_driver_toolkit: bool | None = None
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # metrics.serviceMonitor: the ServiceMonitor of the operator's own /metrics.
+    metrics_service_monitor: ServiceMonitorSpec = dataclasses.field(
+        default_factory=lambda: ServiceMonitorSpec()
+    )
+    # metrics.serviceMonitor.enabled as written (None: unset, a ServiceMonitor where the API is served).
+    metrics_service_monitor_enabled: bool | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -363,6 +369,7 @@ class ServiceMonitorSpec:
     enabled: bool = False
     interval: str = ""  # "": Prometheus' global scrape interval
     honor_labels: bool = False
+    scrape_timeout: str = ""  # scrapeTimeout; "": Prometheus' default
     additional_labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # Prometheus RelabelConfigs, passed through as written.
     relabelings: tuple[Mapping[str, object], ...] = ()
@@ -613,6 +620,19 @@ def _operator(fields: _Fields) -> OperatorSpec:
         use_ocp_driver_toolkit=fields.opt_flag("use_ocp_driver_toolkit"),
         labels=fields.text_map("labels"),
         annotations=fields.text_map("annotations"),
+        metrics_service_monitor=_service_monitor(fields.child("metrics").child("serviceMonitor")),
+        metrics_service_monitor_enabled=fields.child("metrics").child("serviceMonitor").opt_flag("enabled"),
+    )
+
+
+def _service_monitor(monitor: _Fields) -> ServiceMonitorSpec:
+    return ServiceMonitorSpec(
+        enabled=monitor.flag("enabled", False),
+        interval=monitor.text("interval"),
+        honor_labels=monitor.flag("honorLabels", False),
+        scrape_timeout=monitor.text("scrapeTimeout"),
+        additional_labels=monitor.text_map("additionalLabels"),
+        relabelings=monitor.raw_objects("relabelings"),
     )
 
 
@@ -739,13 +759,7 @@ def _dcgm_exporter(fields: _Fields) -> DcgmExporterSpec:
     monitor = fields.child("serviceMonitor")
     return DcgmExporterSpec(
         **_component_fields(fields, True),
-        service_monitor=ServiceMonitorSpec(
-            enabled=monitor.flag("enabled", False),
-            interval=monitor.text("interval"),
-            honor_labels=monitor.flag("honorLabels", False),
-            additional_labels=monitor.text_map("additionalLabels"),
-            relabelings=monitor.raw_objects("relabelings"),
-        ),
+        service_monitor=_service_monitor(monitor),
         metrics_config_map=ConfigMapName(fields.child("config").text("name")),
     )
 

@@ -20,8 +20,9 @@ from ocp_gpu.kube import labelling, reporting, requesting
 from ocp_gpu.model import fields
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import problems as policy_problems
-from ocp_gpu.planning import conditions, node_labels, operator_health, platform, policies
+from ocp_gpu.planning import conditions, monitoring, node_labels, operator_health, platform, policies
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
+from ocp_gpu.reconcilers import monitoring as monitoring_reconciler
 from ocp_gpu.reconcilers import operands, runtime
 from ocp_gpu.rendering import toolkit as toolkit_rendering
 
@@ -40,6 +41,7 @@ EVENTED = {
     "NodeFeatureLabelStale": ("NodeFeatureLabelStale", "Warning"),
     "NodeFeatureLabelsMissing": ("NodeFeatureLabelsMissing", "Warning"),
     "DriverDaemonSetDeferred": ("DriverDaemonSetDeferred", "Warning"),
+    monitoring.MonitoringUnavailable.reason: (monitoring.MonitoringUnavailable.reason, "Warning"),
     UNSUPPORTED: (UNSUPPORTED, "Warning"),
 }
 
@@ -91,6 +93,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     label_errors = await _reconcile_node_labels(rt, changes, auto_upgrade)
     outcome: drivers_reconciler.DriverOutcome | None = None
     toolkit: operands.OperandOutcome | None = None
+    watching: monitoring_reconciler.MonitoringOutcome | None = None
     if not errors:
         # NB: with a spec error nothing is applied or deleted: what runs keeps running.
         outcome = await drivers_reconciler.reconcile_drivers(rt, _policy_ref(active), policy, detected, now)
@@ -99,6 +102,9 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
         toolkit = await operands.reconcile_toolkit(rt, _policy_ref(active), policy, detected)
         if toolkit.problem is not None:
             problems = [*problems, toolkit.problem]
+        watching = await monitoring_reconciler.reconcile_monitoring(rt, _policy_ref(active), policy, detected)
+        # The monitoring objects' write failures are reported with the others'.
+        label_errors = {**label_errors, **watching.errors}
     # NB: upgrades run in their own loop (reconcilers/upgrades.py), off this pass's latency path.
     upgrades_allowed = (
         not errors and outcome is not None and outcome.problem is None and policy.driver.enabled
@@ -108,6 +114,12 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     status = _active_status(rt, problems, detected, label_errors, outcome, toolkit)
     if status["state"] == STATE_READY:
         metrics.reconciliation_last_success.set(now.timestamp())
+    if watching is not None and watching.problem is not None:
+        # Asked for a ServiceMonitor where none can exist: say so (and once as an Event), go on.
+        problem = watching.problem
+        status["_conditions"].append(
+            conditions.Condition(problem.reason, True, problem.reason, problem.message)
+        )
     unsupported = fields.unsupported_settings(active.spec)
     if unsupported:
         # Accepted for compatibility with NVIDIA's schema, not acted on: say so, change nothing else.

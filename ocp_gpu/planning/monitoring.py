@@ -1,0 +1,85 @@
+"""Which monitoring objects the operator keeps for its own metrics, alerts and dashboard.
+
+Decides, from the policy (`operator.metrics.serviceMonitor`), the platform and the API
+groups the server serves: the operator's metrics Service (always, so any Prometheus can
+scrape it), the ServiceMonitor and PrometheusRule (only when `monitoring.coreos.com` is
+served: without the prometheus-operator CRDs applying them would fail every pass), the
+platform Prometheus' read access and the namespace's cluster-monitoring label (OpenShift),
+and whether an explicit request cannot be met (a condition and an Event, never a retry
+loop).  Never renders (rendering/monitoring.py) and never reads the cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping
+from typing import ClassVar, Final
+
+from ocp_gpu.model import labels
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.planning import platform as platform_model
+
+# ServiceMonitor and PrometheusRule live here (the prometheus-operator's CRDs).
+MONITORING_GROUP: Final = "monitoring.coreos.com"
+
+
+@dataclasses.dataclass(frozen=True)
+class MonitoringUnavailable:
+    """serviceMonitor.enabled is true but the cluster serves no ServiceMonitor API."""
+
+    reason: ClassVar[str] = "ServiceMonitorUnavailable"
+    field: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{self.field}.enabled is true but the API group {MONITORING_GROUP} is not served "
+            "(no prometheus-operator CRDs): no ServiceMonitor or PrometheusRule is created; the "
+            "metrics Service is. Fix: install the prometheus-operator (on OpenShift it is part of "
+            f"the platform), or set {self.field}.enabled to false. The operator reads API groups "
+            "when it becomes leader: restart it after installing the CRDs."
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class MonitoringPlan:
+    """The operator-metrics objects to keep, and those to remove, this pass."""
+
+    service_monitor: bool
+    prometheus_rule: bool
+    # OpenShift: a Role and RoleBinding letting openshift-monitoring/prometheus-k8s discover targets.
+    prometheus_access: bool
+    # OpenShift: `openshift.io/cluster-monitoring=true` on the operator's namespace.
+    namespace_labels: Mapping[str, str]
+    # Kinds of ours that must go (the admin switched them off).
+    remove: tuple[str, ...]
+    problem: MonitoringUnavailable | None = None
+
+
+def plan_operator_monitoring(
+    policy: policy_model.Policy,
+    platform: platform_model.Platform,
+    api_groups: Collection[str],
+    namespace_labels: Mapping[str, str],
+) -> MonitoringPlan:
+    """What to keep for the operator's /metrics; `namespace_labels` are the namespace's current labels."""
+    served = MONITORING_GROUP in api_groups
+    requested = policy.operator.metrics_service_monitor_enabled
+    # explicitly off: no ServiceMonitor (ours is removed); the alerts stay, they cost nothing
+    wanted = requested is not False and served
+    problem = None
+    if requested is True and not served:
+        # asked for in so many words, and impossible here: say so, once, and keep going
+        problem = MonitoringUnavailable("spec.operator.metrics.serviceMonitor")
+    label_patch: dict[str, str] = {}
+    if platform.is_openshift and namespace_labels.get(labels.CLUSTER_MONITORING) != "true":
+        # OpenShift's platform Prometheus only scrapes namespaces carrying this label
+        label_patch[labels.CLUSTER_MONITORING] = "true"
+    return MonitoringPlan(
+        service_monitor=wanted,
+        prometheus_rule=served,
+        prometheus_access=platform.is_openshift,
+        namespace_labels=label_patch,
+        remove=() if wanted or not served else ("ServiceMonitor",),
+        problem=problem,
+    )

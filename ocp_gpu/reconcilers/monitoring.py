@@ -1,0 +1,88 @@
+"""The operator's own monitoring: metrics Service, ServiceMonitor, alerts, dashboard, namespace label.
+
+Read: the API groups (at leadership), the operator namespace's labels (once per process).
+Plan: planning/monitoring.py.  Render: rendering/monitoring.py.  Apply:
+operands.apply_if_changed (zero writes when nothing changed), kube.labelling for the
+namespace label, kube.applying.delete for a ServiceMonitor switched off (once per process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Mapping
+
+from ocp_gpu.kube import applying, labelling, requesting
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.planning import monitoring
+from ocp_gpu.planning import platform as platform_model
+from ocp_gpu.reconcilers import operands, runtime
+from ocp_gpu.rendering import monitoring as monitoring_rendering
+
+logger = logging.getLogger("ocp_gpu.monitoring")
+
+# rt.applied keys for what this module did once per process (no hash: a fact, not a manifest).
+_LABELLED = "namespace-labelled"
+_REMOVED = "removed"
+
+
+@dataclasses.dataclass(frozen=True)
+class MonitoringOutcome:
+    problem: monitoring.MonitoringUnavailable | None
+    errors: Mapping[str, str]
+
+
+async def reconcile_monitoring(
+    rt: runtime.Runtime,
+    owner: Mapping[str, str],
+    policy: policy_model.Policy,
+    platform: platform_model.Platform,
+) -> MonitoringOutcome:
+    errors: dict[str, str] = {}
+    namespace_key = ("Namespace", "", rt.namespace)
+    namespace_labels: dict[str, str] = {}
+    if platform.is_openshift and rt.applied.get(namespace_key) != _LABELLED:
+        # NB: read once per process; afterwards the label is known to be there.
+        try:
+            namespace_labels = await asyncio.to_thread(
+                labelling.read_namespace_labels, rt.api_client, rt.namespace
+            )
+        except Exception as error:
+            errors[f"Namespace {rt.namespace}"] = requesting.describe_error(error)
+    plan = monitoring.plan_operator_monitoring(policy, platform, rt.api_groups, namespace_labels)
+    if platform.is_openshift and rt.applied.get(namespace_key) != _LABELLED and not errors:
+        try:
+            if plan.namespace_labels:
+                await asyncio.to_thread(
+                    labelling.patch_namespace_labels, rt.api_client, rt.namespace, plan.namespace_labels
+                )
+                logger.info("labelled namespace %s %s", rt.namespace, dict(plan.namespace_labels))
+            rt.applied[namespace_key] = _LABELLED
+        except Exception as error:
+            errors[f"Namespace {rt.namespace}"] = requesting.describe_error(error)
+    inputs = monitoring_rendering.MonitoringRenderInputs(rt.namespace, plan)
+    for manifest in monitoring_rendering.render_monitoring_state(policy, inputs):
+        await operands.apply_if_changed(rt, owner, manifest, errors)
+    for kind in plan.remove:
+        await _remove(rt, kind, errors)
+    return MonitoringOutcome(plan.problem, errors)
+
+
+async def _remove(rt: runtime.Runtime, kind: str, errors: dict[str, str]) -> None:
+    """Delete our object of `kind` once per process (a 404 is fine: it was never made)."""
+    ident = (kind, rt.namespace, monitoring_rendering.SERVICE)
+    if rt.applied.get(ident) == _REMOVED:
+        return
+    try:
+        await asyncio.to_thread(
+            applying.delete,
+            rt.api_client,
+            "monitoring.coreos.com/v1",
+            kind,
+            monitoring_rendering.SERVICE,
+            rt.namespace,
+        )
+        rt.applied[ident] = _REMOVED
+    except Exception as error:
+        errors[f"{kind} {monitoring_rendering.SERVICE}"] = requesting.describe_error(error)

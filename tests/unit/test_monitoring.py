@@ -1,0 +1,108 @@
+"""We test these aspects of the operator's monitoring objects (planning/monitoring, rendering/monitoring):
+
+- the metrics Service always; ServiceMonitor and PrometheusRule only where monitoring.coreos.com is
+  served; `operator.metrics.serviceMonitor.enabled: false` removes ours; `true` where the API is not
+  served is a problem naming the field and the fix (and nothing crashes);
+- OpenShift: the prometheus-k8s Role and RoleBinding, and the namespace label only when missing;
+- the ServiceMonitor selects the Service (labels, port name, namespace), the Service selects the
+  operator Deployment's pods, and the policy's fields reach the ServiceMonitor; additionalLabels
+  never replace ours; hostile strings stay strings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ocp_gpu.install import manifests as install
+from ocp_gpu.model import labels
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.planning import monitoring, platform
+from ocp_gpu.rendering import monitoring as rendering
+
+OPENSHIFT = platform.Platform(platform.PlatformKind.OPENSHIFT, "test")
+VANILLA = platform.Platform(platform.PlatformKind.KUBERNETES, "test")
+SERVED = {monitoring.MONITORING_GROUP}
+
+
+def policy(monitor: dict[str, Any] | None = None) -> policy_model.Policy:
+    spec = {"operator": {"metrics": {"serviceMonitor": monitor}}} if monitor is not None else {}
+    return policy_model.parse_policy(spec)
+
+
+def render(pol: policy_model.Policy, plan: monitoring.MonitoringPlan) -> dict[str, dict[str, Any]]:
+    found = rendering.render_monitoring_state(pol, rendering.MonitoringRenderInputs("gpu-ns", plan))
+    return {m["kind"]: m for m in found}
+
+
+def test_vanilla_without_the_api_gets_service_and_dashboard_only() -> None:
+    plan = monitoring.plan_operator_monitoring(policy(), VANILLA, set(), {})
+    assert plan.problem is None and plan.remove == () and not plan.namespace_labels
+    assert set(render(policy(), plan)) == {"Service", "ConfigMap"}
+
+
+def test_openshift_with_the_api_gets_everything_and_the_namespace_label() -> None:
+    plan = monitoring.plan_operator_monitoring(policy(), OPENSHIFT, SERVED, {"other": "x"})
+    assert plan.namespace_labels == {labels.CLUSTER_MONITORING: "true"}
+    assert set(render(policy(), plan)) == {
+        "Service",
+        "Role",
+        "RoleBinding",
+        "ServiceMonitor",
+        "PrometheusRule",
+        "ConfigMap",
+    }
+    labelled = monitoring.plan_operator_monitoring(
+        policy(), OPENSHIFT, SERVED, {labels.CLUSTER_MONITORING: "true"}
+    )
+    assert labelled.namespace_labels == {}
+
+
+def test_disabled_removes_our_service_monitor_but_keeps_the_rest() -> None:
+    plan = monitoring.plan_operator_monitoring(policy({"enabled": False}), OPENSHIFT, SERVED, {})
+    assert plan.remove == ("ServiceMonitor",) and not plan.service_monitor
+    assert "ServiceMonitor" not in render(policy({"enabled": False}), plan)
+    assert "PrometheusRule" in render(policy({"enabled": False}), plan)
+
+
+def test_enabled_without_the_api_is_a_problem_naming_the_field_and_the_fix() -> None:
+    plan = monitoring.plan_operator_monitoring(policy({"enabled": True}), VANILLA, set(), {})
+    assert plan.problem is not None and plan.remove == ()
+    assert "spec.operator.metrics.serviceMonitor" in plan.problem.message
+    assert "monitoring.coreos.com" in plan.problem.message and "Fix:" in plan.problem.message
+
+
+def test_service_monitor_selects_the_service_which_selects_the_operator() -> None:
+    spec = {
+        "enabled": True,
+        "interval": "15s",
+        "scrapeTimeout": "10s",
+        "honorLabels": True,
+        "additionalLabels": {"release": "kube-prometheus", labels.MANAGED_BY: "someone-else"},
+        "relabelings": [
+            {"action": "replace", "sourceLabels": ["__meta_x"], "targetLabel": "x", "modulus": 3}
+        ],
+    }
+    pol = policy(spec)
+    found = render(pol, monitoring.plan_operator_monitoring(pol, VANILLA, SERVED, {}))
+    service, monitor = found["Service"], found["ServiceMonitor"]
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [service["metadata"]["namespace"]]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"] == "gpu-operator-metrics"
+    assert service["spec"]["ports"][0]["port"] == install.METRICS_PORT
+    pod_labels = install.deployment_spec()["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert (endpoint["interval"], endpoint["scrapeTimeout"], endpoint["honorLabels"]) == ("15s", "10s", True)
+    assert endpoint["relabelings"] == spec["relabelings"]
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus"
+    assert monitor["metadata"]["labels"][labels.MANAGED_BY] == labels.MANAGED_BY_VALUE
+
+
+def test_hostile_strings_stay_strings() -> None:
+    hostile = "x\n  selector: {}\n---\nkind: Secret"
+    pol = policy({"enabled": True, "interval": hostile, "additionalLabels": {"a": hostile}})
+    found = render(pol, monitoring.plan_operator_monitoring(pol, VANILLA, SERVED, {}))
+    assert found["ServiceMonitor"]["spec"]["endpoints"][0]["interval"] == hostile
+    assert found["ServiceMonitor"]["metadata"]["labels"]["a"] == hostile
+    assert "Secret" not in found
