@@ -50,7 +50,7 @@ def test_dashboard_structure() -> None:
     for panel in DASHBOARD["panels"]:
         grid = panel["gridPos"]
         assert all(isinstance(grid[key], int) for key in ("h", "w", "x", "y")), panel["title"]
-        assert 0 <= grid["x"] and grid["x"] + grid["w"] <= 24, panel["title"]
+        assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24, panel["title"]
         assert panel["type"] in ("row", "timeseries", "stat", "table", "gauge"), panel["type"]
         if panel["type"] != "row":
             assert panel["targets"], panel["title"]
