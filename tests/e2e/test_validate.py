@@ -9,7 +9,8 @@ its namespace, get nodes):
   leftover from an earlier run is replaced;
 - plugin: the node's GPU resource is found (nvidia.com/gpu or a renamed one), a pod
   requesting one goes through the real scheduler and starts on that node ->
-  plugin-ready; a node advertising no GPU, or one whose GPUs are all taken
+  plugin-ready, also on a cordoned node (a driver upgrade validates before it
+  uncordons); a node advertising no GPU, or one whose GPUs are all taken
   (Insufficient nvidia.com/gpu), fails with the scheduler's reason.
 
 NB: kwok runs no containers.  A pod whose container would exit gets its end through
@@ -349,6 +350,25 @@ def test_plugin_scheduled_with_a_gpu(
     assert _markers(validations) == set(ALL_MARKERS)
     assert f"was scheduled on {name} with a GPU and started" in caplog.text
     _wait_gone(kube, namespace, validation.WORKLOAD_APPS[Component.PLUGIN])
+
+
+def test_plugin_on_a_cordoned_node(
+    kube: client.ApiClient,
+    namespace: str,
+    node: Callable[..., str],
+    validator_kubeconfig: Path,
+    validations: Path,
+    runtime_class: str,
+) -> None:
+    """A driver upgrade validates with the node still cordoned (validation-required comes before
+    uncordon-required): the workload tolerates the unschedulable taint, as DaemonSet pods do."""
+    name = node(gpus=2)
+    fake_nodes.cordon(kube, name)
+    assert (
+        _validate("plugin", validator_kubeconfig, validations, name, namespace, runtime_class=runtime_class)
+        == 0
+    )
+    assert "plugin-ready" in _markers(validations)
 
 
 def test_plugin_with_a_renamed_resource(
