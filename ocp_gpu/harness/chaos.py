@@ -92,6 +92,9 @@ COMPACT_ETCD: Final = "compact-etcd"
 # A leader notices a lost Lease within its renew deadline (3 s) of the apiserver coming back
 # (or failing): exits within this many seconds of an outage are that, not crashes.
 LEASE_LOSS_GRACE_S: Final = 15.0
+# How long (seconds, times 1 + nodes/200) every node may say upgrade-done with no fault left
+# while an end invariant still fails, before the run reports it rather than waits.
+STALL_S: Final = 60.0
 # Violations kept in full per invariant (the count is always complete).
 _KEEP: Final = 20
 
@@ -918,6 +921,7 @@ def run_chaos(
             if mco is not None:
                 mco.start()
             done_at: float | None = None
+            stalled_since: float | None = None
             last_report = t0
             deadline = t0 + config.timeout_s
             try:
@@ -930,23 +934,32 @@ def run_chaos(
                             f"faults {len(runner.fired)}/{len(plan)}, mco "
                             f"{'done' if mco is None or not mco.is_alive() else 'running'}"
                         )
-                    if (
-                        done_at is None
-                        and monitor.all_done(config.nodes)
-                        and (mco is None or not mco.is_alive())
-                        and not current_problems(api, names, admin, operands)
-                    ):
+                    if done_at is not None:
+                        if not runner.is_alive():
+                            break
+                        continue
+                    if not monitor.all_done(config.nodes) or (mco is not None and mco.is_alive()):
+                        continue
+                    problems = current_problems(api, names, admin, operands)
+                    if not problems:
                         done_at = time.monotonic()
                         result.faults_before_done = len(runner.fired)
-                    if done_at is not None and not runner.is_alive():
-                        break
+                    elif not runner.is_alive():
+                        # Every node says upgrade-done and nothing is left to happen, yet an
+                        # end invariant fails: give it a while, then report instead of waiting.
+                        if stalled_since is None:
+                            stalled_since = time.monotonic()
+                            log(f"  every node upgrade-done, no fault left, but: {problems}")
+                        elif time.monotonic() - stalled_since > STALL_S * scale:
+                            result.notes.append(f"stalled {STALL_S * scale:.0f} s with: {problems}")
+                            break
             finally:
                 runner.stop_event.set()
                 runner.join(120)
                 if mco is not None:
                     mco.join(max(1.0, deadline - time.monotonic()))
             # After the last fault, the cluster must (again) satisfy everything.
-            if not runner.is_alive() and (mco is None or not mco.is_alive()):
+            if stalled_since is None and not runner.is_alive() and (mco is None or not mco.is_alive()):
                 settle = time.monotonic() + max(60.0, 120 * scale)
                 while current_problems(api, names, admin, operands) and time.monotonic() < settle:
                     time.sleep(2.0)
