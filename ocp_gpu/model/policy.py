@@ -34,6 +34,7 @@ __all__ = [
     "ContainerRuntime",
     "DaemonsetsSpec",
     "DcgmExporterSpec",
+    "DcgmSpec",
     "DeviceIDStrategy",
     "DeviceListStrategy",
     "DevicePluginSpec",
@@ -129,6 +130,8 @@ DEFAULT_PRIORITY_CLASS: Final = "system-node-critical"
 DEFAULT_DAEMONSET_MAX_UNAVAILABLE: Final = "1"
 DEFAULT_UPGRADE_MAX_UNAVAILABLE: Final = "25%"
 DEFAULT_TOOLKIT_INSTALL_DIR: Final = "/usr/local/nvidia"
+# The standalone DCGM hostengine's port (NVIDIA's default); the exporter connects to it.
+DEFAULT_DCGM_HOST_PORT: Final = 5555
 # Not CRD defaults: derived from driver.enabled when devicePlugin.nvidiaDriverRoot is unset.
 DRIVER_ROOT_CONTAINERIZED: Final = "/run/nvidia/driver"
 DRIVER_ROOT_HOST: Final = "/"
@@ -376,8 +379,19 @@ class ServiceMonitorSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class DcgmSpec(ComponentSpec):
+    """The standalone DCGM hostengine (`dcgm`)."""
+
+    host_port: int = DEFAULT_DCGM_HOST_PORT  # hostPort
+    host_network: bool = False  # hostNetwork
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DcgmExporterSpec(ComponentSpec):
     service_monitor: ServiceMonitorSpec = dataclasses.field(default_factory=ServiceMonitorSpec)
+    # service.type and service.internalTrafficPolicy of Service nvidia-dcgm-exporter (NVIDIA's defaults).
+    service_type: str = "ClusterIP"
+    internal_traffic_policy: str = "Cluster"
     metrics_config_map: ConfigMapName = ConfigMapName("")  # config.name
 
 
@@ -400,7 +414,7 @@ class Policy:
     driver: DriverSpec = dataclasses.field(default_factory=DriverSpec)
     toolkit: ToolkitSpec = dataclasses.field(default_factory=ToolkitSpec)
     device_plugin: DevicePluginSpec = dataclasses.field(default_factory=DevicePluginSpec)  # devicePlugin
-    dcgm: ComponentSpec = dataclasses.field(default_factory=ComponentSpec)
+    dcgm: DcgmSpec = dataclasses.field(default_factory=DcgmSpec)
     dcgm_exporter: DcgmExporterSpec = dataclasses.field(default_factory=DcgmExporterSpec)  # dcgmExporter
     gfd: ComponentSpec = dataclasses.field(default_factory=ComponentSpec)
     node_status_exporter: ComponentSpec = dataclasses.field(  # nodeStatusExporter
@@ -761,6 +775,8 @@ def _dcgm_exporter(fields: _Fields) -> DcgmExporterSpec:
         **_component_fields(fields, True),
         service_monitor=_service_monitor(monitor),
         metrics_config_map=ConfigMapName(fields.child("config").text("name")),
+        service_type=fields.child("service").text("type") or "ClusterIP",
+        internal_traffic_policy=fields.child("service").text("internalTrafficPolicy") or "Cluster",
     )
 
 
@@ -796,7 +812,11 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
             install_dir=toolkit_fields.text("installDir", DEFAULT_TOOLKIT_INSTALL_DIR),
         ),
         device_plugin=_device_plugin(fields.child("devicePlugin"), nvidia_mig_strategy, driver.enabled),
-        dcgm=ComponentSpec(**_component_fields(fields.child("dcgm"), True)),
+        dcgm=DcgmSpec(
+            **_component_fields(fields.child("dcgm"), True),
+            host_port=fields.child("dcgm").number("hostPort", DEFAULT_DCGM_HOST_PORT),
+            host_network=fields.child("dcgm").flag("hostNetwork", False),
+        ),
         dcgm_exporter=_dcgm_exporter(fields.child("dcgmExporter")),
         gfd=ComponentSpec(**_component_fields(fields.child("gfd"), True)),
         node_status_exporter=ComponentSpec(**_component_fields(fields.child("nodeStatusExporter"), False)),
@@ -1050,4 +1070,41 @@ def validate_policy(policy: Policy, env: Mapping[str, str]) -> list[PolicyProble
         *_device_plugin_options(policy),
         *_duplicate_env(policy),
         *_aliases(policy),
+        *_monitoring_options(policy),
     ]
+
+
+# Kubernetes' Service types and internal traffic policies (core/v1 Service).
+SERVICE_TYPES: Final = ("ClusterIP", "NodePort", "LoadBalancer")
+TRAFFIC_POLICIES: Final = ("Cluster", "Local")
+
+
+def _monitoring_options(policy: Policy) -> list[PolicyProblem]:
+    """The DCGM hostengine's port and the exporter's Service must be ones Kubernetes accepts."""
+    found = []
+    exporter = policy.dcgm_exporter
+    if exporter.enabled and exporter.service_type not in SERVICE_TYPES:
+        found.append(
+            PolicyProblem(
+                field="spec.dcgmExporter.service.type",
+                message=f"{exporter.service_type!r} is not a Service type",
+                fix=f"use one of {', '.join(SERVICE_TYPES)} (ExternalName cannot serve metrics)",
+            )
+        )
+    if exporter.enabled and exporter.internal_traffic_policy not in TRAFFIC_POLICIES:
+        found.append(
+            PolicyProblem(
+                field="spec.dcgmExporter.service.internalTrafficPolicy",
+                message=f"{exporter.internal_traffic_policy!r} is not an internal traffic policy",
+                fix=f"use one of {', '.join(TRAFFIC_POLICIES)}",
+            )
+        )
+    if policy.dcgm.enabled and not 1 <= policy.dcgm.host_port <= 65535:
+        found.append(
+            PolicyProblem(
+                field="spec.dcgm.hostPort",
+                message=f"{policy.dcgm.host_port} is not a port number",
+                fix=f"use a port from 1 to 65535 (unset: {DEFAULT_DCGM_HOST_PORT})",
+            )
+        )
+    return found

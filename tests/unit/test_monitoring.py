@@ -106,3 +106,45 @@ def test_hostile_strings_stay_strings() -> None:
     assert found["ServiceMonitor"]["spec"]["endpoints"][0]["interval"] == hostile
     assert found["ServiceMonitor"]["metadata"]["labels"]["a"] == hostile
     assert "Secret" not in found
+
+
+def test_dcgm_and_exporter_service_fields_parse_with_nvidias_defaults() -> None:
+    default = policy_model.parse_policy({})
+    assert default.dcgm.host_port == 5555 and default.dcgm.host_network is False
+    assert (default.dcgm_exporter.service_type, default.dcgm_exporter.internal_traffic_policy) == (
+        "ClusterIP",
+        "Cluster",
+    )
+    spec = {
+        "dcgm": {"hostPort": 6555, "hostNetwork": True},
+        "dcgmExporter": {
+            "service": {"type": "NodePort", "internalTrafficPolicy": "Local"},
+            "config": {"name": "m"},
+        },
+    }
+    parsed = policy_model.parse_policy(spec)
+    assert (parsed.dcgm.host_port, parsed.dcgm.host_network) == (6555, True)
+    assert (parsed.dcgm_exporter.service_type, parsed.dcgm_exporter.internal_traffic_policy) == (
+        "NodePort",
+        "Local",
+    )
+    assert parsed.dcgm_exporter.metrics_config_map == "m"
+    assert policy_model.validate_policy(parsed, {}) == policy_model.validate_policy(default, {})
+
+
+def test_bad_service_type_traffic_policy_and_port_name_the_field_and_the_fix() -> None:
+    spec = {
+        "dcgm": {"hostPort": 70000},
+        "dcgmExporter": {"service": {"type": "ExternalName", "internalTrafficPolicy": "Nearby"}},
+    }
+    found = {p.field: p for p in policy_model.validate_policy(policy_model.parse_policy(spec), {})}
+    assert "ClusterIP" in found["spec.dcgmExporter.service.type"].fix
+    assert "Local" in found["spec.dcgmExporter.service.internalTrafficPolicy"].fix
+    assert "65535" in found["spec.dcgm.hostPort"].fix
+    # Switched off: its settings do not matter.
+    off = {
+        "dcgm": {"enabled": False, "hostPort": 0},
+        "dcgmExporter": {"enabled": False, "service": {"type": "x"}},
+    }
+    fields = {p.field for p in policy_model.validate_policy(policy_model.parse_policy(off), {})}
+    assert not fields & {"spec.dcgm.hostPort", "spec.dcgmExporter.service.type"}
