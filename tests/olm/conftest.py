@@ -3,6 +3,8 @@
 ``olm_tools``: the directory holding `opm` and `validate-bundle`
 (hack/build-olm-tools.sh, built once into ~/.cache/ocp-gpu and skipped when present).
 Skipped only with ``OCP_GPU_SKIP_E2E=1`` (a machine without Go), like the end-to-end tests.
+OLM itself (`olm`, `catalog`: hack/build-olm.sh) is built before the session too when
+test_olm_install.py is selected and OLM's source is on the machine.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from ocp_gpu.harness import olm
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "hack" / "build-olm-tools.sh"
@@ -40,6 +44,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     with capture.global_and_fixture_disabled():
         # NB: always run: the script also rebuilds validate-bundle when its source changed.
         subprocess.run(["bash", str(SCRIPT)], check=True, stdout=sys.stderr, timeout=3600)
+        wants_olm = any("olm_bins" in getattr(item, "fixturenames", ()) for item in session.items)
+        if wants_olm and olm.source_dir() is not None and not olm.is_built():
+            olm.build(progress=lambda line: print(line, end="", file=sys.stderr, flush=True))
 
 
 @pytest.fixture(scope="session")
