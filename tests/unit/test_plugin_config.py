@@ -394,3 +394,18 @@ def test_mig_entries_without_mixed_are_a_warning() -> None:
     assert "sharing" not in plugin_config.render_plugin_config(
         _plugin(resourceConfig="mig-3g.20gb:small:2", migStrategy="single")
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet="gpumix-0123456789.:,ab ", max_size=40),
+    st.sampled_from(_STRATEGIES),
+)
+def test_any_resource_config_text_renders_and_checks_without_raising(text: str, strategy: str) -> None:
+    """Whatever an off-server file holds: problems are reported, never exceptions."""
+    problems = list(resource_config.resource_config_problems(text, strategy))
+    assert all(problem.field == FIELD and problem.fix for problem in problems)
+    config = plugin_config.render_plugin_config(_plugin(resourceConfig=text, migStrategy=strategy))
+    assert plugin_config.advertised_resources(config, 2, {"3g.20gb": 1}) is not None
+    if not text:
+        assert problems == []
