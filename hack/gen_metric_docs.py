@@ -16,6 +16,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
 from ocp_gpu import metrics
@@ -33,11 +34,13 @@ class Documented:
     origin: str
 
 
-def documented() -> list[Documented]:
-    """Every collector of ocp_gpu/metrics.py, in the module's order, with its exposed name."""
+def documented(registry: CollectorRegistry = metrics.REGISTRY) -> list[Documented]:
+    """Every collector of ocp_gpu/metrics.py in `registry` (the operator's by default), in the
+    module's order, with its exposed name."""
     found = []
     for value in vars(metrics).values():
-        if not isinstance(value, MetricWrapperBase):
+        # NB: prometheus_client has no public "is this collector registered here"; this map is it.
+        if not isinstance(value, MetricWrapperBase) or value not in registry._collector_to_names:
             continue
         # NB: prometheus_client keeps a counter's name without `_total` and serves it with it.
         name = value._name + ("_total" if value._type == "counter" else "")
@@ -53,13 +56,18 @@ def documented() -> list[Documented]:
     return found
 
 
-def render() -> str:
+def _rows(registry: CollectorRegistry) -> list[str]:
     rows = []
-    for metric in documented():
+    for metric in documented(registry):
         if not metric.origin:
             raise SystemExit(f"{metric.name}: no entry in ocp_gpu/metrics.py ORIGIN")
         labels = ", ".join(f"`{label}`" for label in metric.labels) or "none"
         rows.append(f"| `{metric.name}` | {metric.kind} | {labels} | {metric.help} | {metric.origin} |")
+    return rows
+
+
+def render() -> str:
+    header = ["| metric | type | labels | meaning | name from |", "|---|---|---|---|---|"]
     lines = [
         "# Operator metrics",
         "",
@@ -72,9 +80,16 @@ def render() -> str:
         "versions without a tag are in `ocp_gpu_driver_toolkit_tag_missing{rhcos_version}`.",
         "Counters also serve a `<name>_created` sample (prometheus_client's default).",
         "",
-        "| metric | type | labels | meaning | name from |",
-        "|---|---|---|---|---|",
-        *rows,
+        *header,
+        *_rows(metrics.REGISTRY),
+        "",
+        "## Node status exporter",
+        "",
+        "`ocp-gpu node-status` (DaemonSet `nvidia-node-status-exporter`, one pod per GPU node) serves",
+        "these on port 8000, with NVIDIA's names and meanings, labelled with its node:",
+        "",
+        *header,
+        *_rows(metrics.NODE_REGISTRY),
     ]
     return "\n".join(lines) + "\n"
 

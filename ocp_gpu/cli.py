@@ -92,6 +92,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # --- end validate ---
 
+    # --- node-status (ocp_gpu/commands/node_status.py) ---
+    from ocp_gpu.commands import node_status as node_status_command
+
+    node_status_command.add_arguments(
+        commands.add_parser(
+            "node-status",
+            help=node_status_command.HELP,
+            description=node_status_command.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    )
+    # --- end node-status ---
+
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -115,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "validate":
         # --- validate (ocp_gpu/commands/validate.py) ---
         return validate_command.main(args)
+    if args.command == "node-status":
+        # --- node-status (ocp_gpu/commands/node_status.py) ---
+        return node_status_command.main(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

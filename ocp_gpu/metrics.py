@@ -19,6 +19,7 @@ NVIDIA: Final = "NVIDIA gpu-operator"
 NVIDIA_UPGRADE: Final = "NVIDIA gpu-operator (upgrade controller, seed 000)"
 SEED: Final = "seed 000 (the documented name; NVIDIA's code says gpu_operator_driver_auto_upgrade_enabled)"
 OURS: Final = "ocp-gpu"
+NVIDIA_NODE: Final = "NVIDIA gpu-operator (node status exporter)"
 
 # --- operator health (NVIDIA's names) ----------------------------------------
 gpu_nodes = Gauge("gpu_operator_gpu_nodes_total", "Number of nodes with GPUs", registry=REGISTRY)
@@ -124,6 +125,59 @@ driver_toolkit_tag_missing = Gauge(
     registry=REGISTRY,
 )
 
+# --- the node status exporter (`ocp-gpu node-status`, one per GPU node; NVIDIA's names) ---
+# NB: its own registry: it runs in the nvidia-node-status-exporter pods, not in the operator.
+NODE_REGISTRY = CollectorRegistry(auto_describe=True)
+node_metrics_ready = Gauge(
+    "gpu_operator_node_metrics_ready_ts_seconds",
+    "timestamp (in seconds) of the launch time of the GPU Operator node metrics Pod",
+    ["node"],
+    registry=NODE_REGISTRY,
+)
+node_driver_ready = Gauge(
+    "gpu_operator_node_driver_ready",
+    "1 if the driver synchronization barrier of the local node is open, 0 otherwise",
+    ["node"],
+    registry=NODE_REGISTRY,
+)
+node_toolkit_ready = Gauge(
+    "gpu_operator_node_toolkit_ready",
+    "1 if the container-toolkit synchronization barrier on the local node is open, 0 otherwise",
+    ["node"],
+    registry=NODE_REGISTRY,
+)
+node_cuda_ready = Gauge(
+    "gpu_operator_node_cuda_ready",
+    "1 if cuda synchronization barrier on the local node is open, 0 otherwise",
+    ["node"],
+    registry=NODE_REGISTRY,
+)
+node_plugin_ready = Gauge(
+    "gpu_operator_node_plugin_ready",
+    "1 if the device plugin synchronization barrier on the local node is open, 0 otherwise",
+    ["node"],
+    registry=NODE_REGISTRY,
+)
+node_device_plugin_devices = Gauge(
+    "gpu_operator_node_device_plugin_devices_total",
+    "number of GPU devices exposed by the DevicePlugin on the local node. "
+    "-1 if failing to inspect the node spec.",
+    ["node"],
+    registry=NODE_REGISTRY,
+)
+node_device_plugin_last_success = Gauge(
+    "gpu_operator_node_device_plugin_validation_last_success_ts_seconds",
+    "timestamp (in seconds) of the last time GPU devices were found on the local node spec",
+    ["node"],
+    registry=NODE_REGISTRY,
+)
+node_nvidia_pci_devices = Gauge(
+    "gpu_operator_nvidia_pci_devices_total",
+    "number of NVIDIA devices found in the node. -1 if failing to count",
+    ["node"],
+    registry=NODE_REGISTRY,
+)
+
 # Where each metric's name (and meaning) comes from: docs/metrics.md shows it.
 ORIGIN: Final[dict[str, str]] = {
     "gpu_operator_gpu_nodes_total": NVIDIA,
@@ -147,4 +201,12 @@ ORIGIN: Final[dict[str, str]] = {
     "ocp_gpu_is_leader": OURS,
     "ocp_gpu_api_writes_total": OURS,
     "ocp_gpu_driver_toolkit_tag_missing": OURS,
+    "gpu_operator_node_metrics_ready_ts_seconds": NVIDIA_NODE,
+    "gpu_operator_node_driver_ready": NVIDIA_NODE,
+    "gpu_operator_node_toolkit_ready": NVIDIA_NODE,
+    "gpu_operator_node_cuda_ready": NVIDIA_NODE,
+    "gpu_operator_node_plugin_ready": NVIDIA_NODE,
+    "gpu_operator_node_device_plugin_devices_total": NVIDIA_NODE,
+    "gpu_operator_node_device_plugin_validation_last_success_ts_seconds": NVIDIA_NODE,
+    "gpu_operator_nvidia_pci_devices_total": NVIDIA_NODE,
 }

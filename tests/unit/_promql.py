@@ -49,7 +49,13 @@ def operator_metrics() -> set[str]:
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    return {metric.name for metric in module.documented()}
+    from ocp_gpu import metrics
+
+    return {
+        metric.name
+        for registry in (metrics.REGISTRY, metrics.NODE_REGISTRY)
+        for metric in module.documented(registry)
+    }
 
 
 def published_metrics() -> set[str]:

@@ -60,8 +60,27 @@ def test_every_nvidia_name_is_a_collector_of_nvidias_type() -> None:
 
 
 def test_every_collector_has_an_origin_and_no_origin_is_stale() -> None:
-    names = {metric.name for metric in generator.documented()}
+    names = {
+        metric.name
+        for registry in (metrics.REGISTRY, metrics.NODE_REGISTRY)
+        for metric in generator.documented(registry)
+    }
     assert names == set(metrics.ORIGIN)
+
+
+def test_node_status_metrics_are_nvidias_and_labelled_by_node() -> None:
+    node = {metric.name: metric for metric in generator.documented(metrics.NODE_REGISTRY)}
+    assert {
+        "gpu_operator_node_driver_ready",
+        "gpu_operator_node_toolkit_ready",
+        "gpu_operator_node_cuda_ready",
+        "gpu_operator_node_plugin_ready",
+        "gpu_operator_node_device_plugin_devices_total",
+        "gpu_operator_nvidia_pci_devices_total",
+    } <= set(node)
+    assert all(metric.labels == ("node",) for metric in node.values())
+    # The operator's /metrics does not carry them (another process serves them).
+    assert not set(node) & {metric.name for metric in generator.documented()}
 
 
 def test_metric_docs_are_up_to_date() -> None:
