@@ -17,7 +17,7 @@ import kopf
 from kubernetes import client
 
 from ocp_gpu.kube import reading, upgrading
-from ocp_gpu.model import labels, nodes, upgrades
+from ocp_gpu.model import labels, nodes, operands, upgrades
 from ocp_gpu.reconcilers import runtime
 
 POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL = "nvidia.com", "v1", "clusterpolicies"
@@ -40,9 +40,10 @@ def operator_settings() -> kopf.OperatorSettings:
     settings.networking.request_timeout = 60
     # Server-side filters: only our own DaemonSets and the few OpenShift singletons we read.
     settings.watching.label_selectors["apps", "daemonsets"] = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
-    # NB: the only pods we watch are driver pods (upgrade state, image pulls for the precompiled
-    # fallback) and validator pods (the upgrade's validation step).
-    settings.watching.label_selectors["", "pods"] = f"{labels.APP} in ({labels.DRIVER_APP},{VALIDATOR_APP})"
+    # NB: the only pods we watch are operand pods: driver pods (upgrade state, image pulls for the
+    # precompiled fallback), validator pods (the upgrade's validation step), and every operand's
+    # readiness per node (status).
+    settings.watching.label_selectors["", "pods"] = f"{labels.APP} in ({','.join(operands.POD_APPS)})"
     # The driver DaemonSets' revisions (the DaemonSet controller copies the template's labels).
     settings.watching.label_selectors["apps", "controllerrevisions"] = f"{labels.APP}={labels.DRIVER_APP}"
     # Initial lists in pages: at thousands of nodes one unpaged list is tens of megabytes at once.
@@ -100,11 +101,17 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
             rt.operand_daemonsets.pop(name, None)
             rt.mark_drivers()
 
-    @kopf.index("", "v1", "pods", registry=registry, id="driver-and-validator-pods")
+    @kopf.index("", "v1", "pods", registry=registry, id="operand-pods")
     async def index_pod(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
         if namespace != rt.namespace:
             return
-        if ((body.get("metadata") or {}).get("labels") or {}).get(labels.APP) == VALIDATOR_APP:
+        operand_pod = reading.operand_pod(body)
+        if rt.operand_pods.get(name) != operand_pod:
+            rt.operand_pods[name] = operand_pod
+            rt.mark_operands()
+        if operand_pod.app not in (labels.DRIVER_APP, VALIDATOR_APP):
+            return
+        if operand_pod.app == VALIDATOR_APP:
             validator = upgrading.validator_pod(body)
             if rt.validator_pods.get(name) != validator:
                 rt.validator_pods[name] = validator
@@ -127,6 +134,8 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
     async def pod_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
         rt.listed.set()
         if type == "DELETED" and namespace == rt.namespace:
+            if rt.operand_pods.pop(name, None) is not None:
+                rt.mark_operands()
             rt.driver_pod_pulls.pop(name, None)
             if rt.driver_pods.pop(name, None) is not None or rt.validator_pods.pop(name, None) is not None:
                 rt.mark_upgrades()

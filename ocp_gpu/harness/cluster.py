@@ -463,6 +463,7 @@ class LocalControlPlane:
             self._start_scheduler(bins)
             self._start_kwok(bins)
             self._wait_for_cluster(deadline)
+            self._start_node_agent()
         except BaseException:
             # Keep the state dir: its logs are the only clue.
             self._keep_state = True
@@ -835,6 +836,13 @@ class LocalControlPlane:
                 f"--node-lease-duration-seconds={self._node_lease_seconds}",
                 f"--cidr={POD_CIDR}",
             ],
+        )
+
+    def _start_node_agent(self) -> None:
+        """SIMULATION of kubelets + the NVIDIA stack on GPU nodes (node_agent.py)."""
+        self._spawn(
+            "node-agent",
+            [sys.executable, "-m", "ocp_gpu.harness.node_agent", f"--kubeconfig={self.kubeconfig}"],
         )
 
     # -- internals: readiness --

@@ -36,6 +36,11 @@ KWOK_NODE_ANNOTATION: Final = "kwok.x-k8s.io/node"
 OPENSHIFT_OS_ID: Final = "node.openshift.io/os_id"
 WORKER_ROLE: Final = "node-role.kubernetes.io/worker"
 GPU_RESOURCE: Final = "nvidia.com/gpu"
+# SIMULATION (harness/node_agent.py): node annotation with the number of physical GPUs; on such a
+# node the agent, not the builder, sets nvidia.com/* resources (when the device plugin is Ready).
+SIMULATED_GPUS: Final = "ocp-gpu.harness/gpus"
+# SIMULATION: node annotation with the GPU model GFD would report (nvidia.com/gpu.product).
+SIMULATED_PRODUCT: Final = "ocp-gpu.harness/gpu-product"
 
 # The Machine Config Daemon's node annotations, which tools watch during an update.
 MCO_STATE: Final = "machineconfiguration.openshift.io/state"
@@ -126,14 +131,20 @@ def gpu_node(
     os_version: str = "4.16",
     kernel: str = DEFAULT_RHCOS_KERNEL,
     extra_labels: Mapping[str, str] | None = None,
+    simulated: bool = False,
 ) -> dict[str, Any]:
     """A worker with ``gpus`` NVIDIA GPUs, labelled as NFD labels it.
 
     With ``gpus=0`` it is still a GPU node to NFD (the PCI device is there) but
     advertises no ``nvidia.com/gpu``, like a node whose device plugin is not up yet.
+    ``simulated``: the node starts without ``nvidia.com/gpu``; the node agent
+    simulation advertises its GPUs once a device plugin pod is Ready on it.
     """
     node = _node(name, unschedulable, os_id, os_version, rhcos, kernel, extra_labels)
     node["metadata"]["labels"][labels.NFD_NVIDIA_PCI] = "true"
+    if simulated:
+        node["metadata"]["annotations"][SIMULATED_GPUS] = str(gpus)
+        return node
     for key in ("capacity", "allocatable"):
         node["status"][key][GPU_RESOURCE] = str(gpus)
     return node
@@ -147,6 +158,7 @@ def vanilla_gpu_node(
     unschedulable: bool = False,
     gpus: int = 1,
     extra_labels: Mapping[str, str] | None = None,
+    simulated: bool = False,
 ) -> dict[str, Any]:
     """A GPU node of a non-OpenShift cluster (no OSTREE_VERSION)."""
     return gpu_node(
@@ -158,6 +170,7 @@ def vanilla_gpu_node(
         os_version=os_version,
         kernel=kernel,
         extra_labels=extra_labels,
+        simulated=simulated,
     )
 
 

@@ -43,6 +43,14 @@ FATES: Final = (FATE_READY, FATE_CRASH_LOOPING, FATE_IMAGE_PULL_FAILING, FATE_SU
 # The termination message a "failed" pod's containers report.
 FAILED_MESSAGE: Final = "simulated failure (ocp-gpu harness pod fate: failed)"
 
+# SIMULATION: the operand pods whose readiness waits for validation markers (node_agent.py).
+GATED_APPS: Final = (
+    "nvidia-container-toolkit-daemonset",
+    "nvidia-operator-validator",
+    "nvidia-device-plugin-daemonset",
+    "gpu-feature-discovery",
+)
+
 # The restart count a crash-looping container reports (a kubelet would keep counting).
 CRASH_LOOP_RESTARTS: Final = 5
 
@@ -246,11 +254,19 @@ def _stage(
 
 
 def patched_pod_ready(kwok_pod_ready: dict[str, Any]) -> dict[str, Any]:
-    """kwok's pod-ready stage, for pods without a fate (the fate stages own those)."""
+    """kwok's pod-ready stage, for pods without a fate (the fate stages own those).
+
+    SIMULATION: nor for operand pods whose init containers wait for validation markers
+    (`GATED_APPS`): the node agent (node_agent.py) gives them the fate "ready" once their
+    markers would exist on their node.
+    """
     stage: dict[str, Any] = yaml.safe_load(yaml.safe_dump(kwok_pod_ready))  # deep copy
     # NB: also not for fate "ready": two matching stages are played at random, and
     # kwok's template assigns a second pod IP to a pod that has one (see _IPS_TEMPLATE).
     stage["spec"]["selector"]["matchExpressions"].append({"key": _FATE_KEY, "operator": "DoesNotExist"})
+    stage["spec"]["selector"]["matchExpressions"].append(
+        {"key": '.metadata.labels["app"]', "operator": "NotIn", "values": list(GATED_APPS)}
+    )
     return stage
 
 

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ocp_gpu.model import labels, nodes, snapshot
+from ocp_gpu.model import labels, nodes, operands, snapshot
 
 # The Driver Toolkit sidecar's container name (DESIGN §2).
 DTK_CONTAINER = "openshift-driver-toolkit-ctr"
@@ -106,4 +106,20 @@ def driver_pod_pull(body: Mapping[str, Any]) -> snapshot.DriverPodPull:
         strategy=pod_labels.get(labels.DRIVER_STRATEGY),
         image=image,
         pull_failing=failing,
+    )
+
+
+def operand_pod(body: Mapping[str, Any]) -> operands.OperandPod:
+    """The OperandPod record of an operand pod: Ready means running with every container ready."""
+    metadata = body.get("metadata") or {}
+    status = body.get("status") or {}
+    ready = not metadata.get("deletionTimestamp") and any(
+        condition.get("type") == "Ready" and condition.get("status") == "True"
+        for condition in status.get("conditions") or ()
+    )
+    return operands.OperandPod(
+        name=str(metadata.get("name", "")),
+        app=str((metadata.get("labels") or {}).get(labels.APP, "")),
+        node=sys.intern(str((body.get("spec") or {}).get("nodeName", ""))),
+        ready=bool(ready),
     )

@@ -44,6 +44,7 @@ RESOURCES: Mapping[tuple[str, str], tuple[str, str, bool]] = {
         "clusterrolebindings",
         False,
     ),
+    ("node.k8s.io/v1", "RuntimeClass"): ("/apis/node.k8s.io/v1", "runtimeclasses", False),
     ("monitoring.coreos.com/v1", "ServiceMonitor"): (
         "/apis/monitoring.coreos.com/v1",
         "servicemonitors",

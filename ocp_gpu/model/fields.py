@@ -51,7 +51,12 @@ _ON_OFF: tuple[object, ...] = (True, False)
 RULES: tuple[Rule, ...] = (
     # --- operator
     Rule("spec.operator.defaultRuntime", H, "container runtime the toolkit configures"),
-    Rule("spec.operator.runtimeClass", H, "RuntimeClass name the toolkit registers", {"": ("nvidia",)}),
+    Rule(
+        "spec.operator.runtimeClass",
+        H,
+        "the RuntimeClass created (handler nvidia) and named by GPU operand pods outside cri-o",
+        {"": ("nvidia",)},
+    ),
     Rule("spec.operator.use_ocp_driver_toolkit", H, "Driver Toolkit builds, one DaemonSet per RHCOS version"),
     Rule("spec.operator.labels", R, "not applied: use spec.daemonsets.labels for operand pods"),
     Rule("spec.operator.annotations", R, "not applied: use spec.daemonsets.annotations for operand pods"),
@@ -158,25 +163,31 @@ RULES: tuple[Rule, ...] = (
     # --- toolkit
     Rule("spec.toolkit", H, "the container toolkit DaemonSet", {"enabled": _ON_OFF}),
     Rule("spec.toolkit.hostNetwork", R, "toolkit pods use the pod network"),
-    # --- operands ocp-gpu does not deploy yet
+    # --- the GPU stack (model/operands.py)
     Rule(
         "spec.devicePlugin",
-        R,
-        f"the device plugin is {_NOT_DEPLOYED}",
-        {
-            "enabled": _ON_OFF,
-            "deviceListStrategy": ("envvar",),
-            "deviceIDStrategy": ("uuid",),
-            "failOnInitError": (True,),
-            "mps.root": ("/run/nvidia/mps",),
-        },
+        H,
+        "the device plugin DaemonSet (nvidia-device-plugin-daemonset) and its config ConfigMap",
+        {"enabled": _ON_OFF},
     ),
-    Rule("spec.mig", R, f"the MIG strategy goes to the device plugin, which is {_NOT_DEPLOYED}"),
+    Rule(
+        "spec.devicePlugin.mps",
+        R,
+        "no MPS control daemon: GPUs are shared by time-slicing (resourceConfig) only",
+        {"root": ("/run/nvidia/mps",)},
+    ),
+    Rule("spec.mig", H, "spec.mig.strategy: the device plugin's and GFD's MIG strategy"),
+    Rule("spec.gfd", H, "the GPU feature discovery DaemonSet (gpu-feature-discovery)", {"enabled": _ON_OFF}),
+    Rule(
+        "spec.validator", H, "the operator validator DaemonSet (ocp-gpu validate driver|toolkit|cuda|plugin)"
+    ),
+    Rule("spec.validator.vfioPCI", R, _SANDBOX),
+    Rule("spec.validator.vgpuManager", R, _SANDBOX),
+    Rule("spec.validator.vgpuDevices", R, _SANDBOX),
+    # --- operands ocp-gpu does not deploy yet
     Rule("spec.dcgm", R, f"DCGM is {_NOT_DEPLOYED}", {"enabled": _ON_OFF, "hostPort": (5555,)}),
     Rule("spec.dcgmExporter", R, f"the DCGM exporter is {_NOT_DEPLOYED}", {"enabled": _ON_OFF}),
-    Rule("spec.gfd", R, f"GPU feature discovery is {_NOT_DEPLOYED}", {"enabled": _ON_OFF}),
     Rule("spec.nodeStatusExporter", R, f"the node status exporter is {_NOT_DEPLOYED}", {"enabled": _ON_OFF}),
-    Rule("spec.validator", R, f"the operator validator is {_NOT_DEPLOYED}"),
     Rule(
         "spec.migManager",
         R,
@@ -203,7 +214,11 @@ RULES: tuple[Rule, ...] = (
         "the toolkit configures the runtime's hook, without CDI specifications",
         {"enabled": _ON_OFF},
     ),
-    Rule("spec.psa", R, "the operator namespace is not labelled for pod security admission"),
+    Rule(
+        "spec.psa",
+        H,
+        "the operand namespace is labelled pod-security.kubernetes.io/enforce, audit, warn = privileged",
+    ),
     Rule("spec.psp", IGN, "PodSecurityPolicy was removed in Kubernetes 1.25; ignored, as NVIDIA does"),
     Rule("spec.gds", R, "no nvidia-fs container: GPUDirect Storage stays off"),
     Rule("spec.gdrcopy", R, "no nvidia-gdrcopy container: GDRCopy stays off"),

@@ -360,6 +360,10 @@ class DevicePluginSpec(ComponentSpec):
     nvidia_driver_root: str = DRIVER_ROOT_CONTAINERIZED
     # As written, e.g. "gpu:sharedgpu:4,mig-3g.20gb:small:2"; see `resource_renames`.
     resource_config: str = ""
+    # NVIDIA's devicePlugin.config: an admin's ConfigMap of plugin configs (name) and the key
+    # used on nodes without a nvidia.com/device-plugin.config label (default).
+    config_name: ConfigMapName = ConfigMapName("")  # config.name
+    config_default: str = ""  # config.default
 
     @property
     def resource_renames(self) -> tuple[ResourceRename, ...]:
@@ -422,6 +426,8 @@ class Policy:
     )
     validator: ValidatorSpec = dataclasses.field(default_factory=ValidatorSpec)
     host_paths: HostPaths = dataclasses.field(default_factory=HostPaths)  # hostPaths
+    # psa.enabled: label the operand namespace for the privileged pod security level.
+    psa_enabled: bool = False
     # NVIDIA's spec.mig.strategy as written; device_plugin.mig_strategy is what applies.
     nvidia_mig_strategy: MigStrategy | None = None
     # Wire paths of NVIDIA-named aliases the spec used (validate_policy warns about them).
@@ -766,6 +772,8 @@ def _device_plugin(
         compat_with_cpu_manager=fields.flag("compatWithCPUManager", False),
         nvidia_driver_root=fields.text("nvidiaDriverRoot") or derived_root,
         resource_config=fields.text("resourceConfig"),
+        config_name=ConfigMapName(fields.child("config").text("name")),
+        config_default=fields.child("config").text("default"),
     )
 
 
@@ -826,6 +834,7 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
             driver_install_dir=fields.child("hostPaths").text("driverInstallDir")
             or DRIVER_ROOT_CONTAINERIZED,
         ),
+        psa_enabled=fields.child("psa").flag("enabled", False),
         nvidia_mig_strategy=nvidia_mig_strategy,
         aliases_used=aliases,
     )
@@ -1035,6 +1044,21 @@ def _device_plugin_options(policy: Policy) -> Iterator[PolicyProblem]:
     plugin = policy.device_plugin
     # Each problem names the entry at fault (model/resource_config.py).
     yield from resource_config.resource_config_problems(plugin.resource_config, plugin.mig_strategy.value)
+    if plugin.config_name and not plugin.config_default:
+        # The config-manager would not know which of the ConfigMap's configs an unlabelled node uses.
+        yield PolicyProblem(
+            field="spec.devicePlugin.config.default",
+            message=f"devicePlugin.config.name {plugin.config_name!r} is set but no default config is named",
+            fix="set spec.devicePlugin.config.default to one of the ConfigMap's keys",
+        )
+    if plugin.config_name and plugin.resource_config:
+        # The admin's ConfigMap is used as is; resourceConfig only shapes the operator's own.
+        yield PolicyProblem(
+            field="spec.devicePlugin.resourceConfig",
+            message=f"ignored: devicePlugin.config.name {plugin.config_name!r} supplies the plugin's configs",
+            fix="put the sharing settings in that ConfigMap, or unset devicePlugin.config.name",
+            severity=Severity.WARNING,
+        )
     if policy.nvidia_mig_strategy is not None and plugin.mig_strategy is not policy.nvidia_mig_strategy:
         # Both places name a strategy and they disagree.
         yield PolicyProblem(

@@ -5,12 +5,17 @@ driver pod restarts (planning/upgrade.py).  Every other operand follows
 `spec.daemonsets.updateStrategy`: `RollingUpdate` (the default) lets the DaemonSet
 controller replace pods itself, `maxUnavailable` (`daemonsets.rollingUpdate`) at a
 time; `OnDelete` leaves the old pods running until someone deletes them.
+
+Operand readiness is decided here too (`unready_nodes`): per node, from the operand
+pods the watch saw, never from a DaemonSet's counters alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ocp_gpu.model import labels, operands
 from ocp_gpu.model.policy import ContainerRuntime, DaemonsetsSpec, UpdateStrategy
 
 
@@ -30,3 +35,27 @@ def container_runtime(configured: ContainerRuntime | None, openshift: bool) -> C
     if configured is not None:
         return configured
     return ContainerRuntime.CRIO if openshift else ContainerRuntime.CONTAINERD
+
+
+def should_run(operand: operands.Operand, node_labels: Mapping[str, str]) -> bool:
+    """The operand belongs on this node: a GPU node labelled nvidia.com/gpu.deploy.<name>=true."""
+    return (
+        node_labels.get(labels.NFD_NVIDIA_PCI) == "true" and node_labels.get(operand.deploy_label) == "true"
+    )
+
+
+def unready_nodes(
+    operand: operands.Operand,
+    node_labels: Mapping[str, Mapping[str, str]],
+    pods: Iterable[operands.OperandPod],
+) -> list[str]:
+    """The nodes that should run `operand` but have no Ready pod of it, sorted.
+
+    `node_labels` maps every node name to its labels.  NB: a GPU node that no
+    DaemonSet selects (a taint not tolerated, a missing driver key) has no pod at
+    all and so is never ready: "ready" is judged per node, not from the DaemonSet's counts.
+    """
+    ready = {pod.node for pod in pods if pod.app == operand.app and pod.ready}
+    return sorted(
+        name for name, node in node_labels.items() if should_run(operand, node) and name not in ready
+    )

@@ -24,12 +24,13 @@ from ocp_gpu.planning import conditions, monitoring, node_labels, operator_healt
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
 from ocp_gpu.reconcilers import monitoring as monitoring_reconciler
 from ocp_gpu.reconcilers import operands, runtime
-from ocp_gpu.rendering import toolkit as toolkit_rendering
 
 logger = logging.getLogger("ocp_gpu.reconcile")
 
 STATE_READY, STATE_NOT_READY, STATE_IGNORED = "ready", "notReady", "ignored"
 RETRY_FAILED_WRITES_S = 30.0
+# How many not-ready nodes the OperandNotReady message names per operand.
+UNREADY_NODES_NAMED = 3
 
 # A field accepted for compatibility with NVIDIA's schema that ocp-gpu does not act on (model/fields.py).
 UNSUPPORTED = "UnsupportedSetting"
@@ -92,16 +93,15 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     auto_upgrade = policy.driver.upgrade_policy.auto_upgrade if not errors and policy.driver.enabled else None
     label_errors = await _reconcile_node_labels(rt, changes, auto_upgrade)
     outcome: drivers_reconciler.DriverOutcome | None = None
-    toolkit: operands.OperandOutcome | None = None
+    stack: dict[str, operands.OperandOutcome] = {}
     watching: monitoring_reconciler.MonitoringOutcome | None = None
     if not errors:
         # NB: with a spec error nothing is applied or deleted: what runs keeps running.
         outcome = await drivers_reconciler.reconcile_drivers(rt, _policy_ref(active), policy, detected, now)
         if outcome.problem is not None:
             problems = [*problems, outcome.problem]
-        toolkit = await operands.reconcile_toolkit(rt, _policy_ref(active), policy, detected)
-        if toolkit.problem is not None:
-            problems = [*problems, toolkit.problem]
+        stack = await operands.reconcile_operands(rt, _policy_ref(active), policy, detected)
+        problems = [*problems, *(o.problem for o in stack.values() if o.problem is not None)]
         watching = await monitoring_reconciler.reconcile_monitoring(rt, _policy_ref(active), policy, detected)
         # The monitoring objects' write failures are reported with the others'.
         label_errors = {**label_errors, **watching.errors}
@@ -111,7 +111,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     )
     rt.set_upgrade_policy(policy.driver.upgrade_policy if upgrades_allowed else None)
 
-    status = _active_status(rt, problems, detected, label_errors, outcome, toolkit)
+    status = _active_status(rt, policy, problems, detected, label_errors, outcome, stack)
     if status["state"] == STATE_READY:
         metrics.reconciliation_last_success.set(now.timestamp())
     if watching is not None and watching.problem is not None:
@@ -125,7 +125,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
         # Accepted for compatibility with NVIDIA's schema, not acted on: say so, change nothing else.
         message = fields.describe(unsupported)
         status["_conditions"].append(conditions.Condition(UNSUPPORTED, True, UNSUPPORTED, message))
-    if any(operand is not None and operand.errors for operand in (outcome, toolkit)) or label_errors:
+    if any(operand is not None and operand.errors for operand in (outcome, *stack.values())) or label_errors:
         # A failed write is retried on the next change, and at the latest after this long.
         rt.poke_after(RETRY_FAILED_WRITES_S)
     previous_messages = _condition_messages(active.status)
@@ -173,21 +173,22 @@ async def _reconcile_node_labels(
 
 def _active_status(
     rt: runtime.Runtime,
+    policy: policy_model.Policy,
     problems: list[policy_problems.PolicyProblem],
     detected: platform.Platform,
     label_errors: Mapping[str, str],
     outcome: drivers_reconciler.DriverOutcome | None,
-    toolkit: operands.OperandOutcome | None,
+    stack: Mapping[str, operands.OperandOutcome],
 ) -> dict[str, Any]:
     errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
     apply_errors = dict(label_errors)
-    for operand in (outcome, toolkit):
+    for operand in (outcome, *stack.values()):
         apply_errors |= dict(operand.errors) if operand else {}
     found: list[conditions.Condition] = []
     summary = _driver_summary(rt, outcome)
     unready = [d["name"] for d in summary if not d.pop("_complete")]
-    if toolkit is not None and toolkit.enabled and operands.toolkit_unready(rt):
-        unready.append(toolkit_rendering.DAEMONSET)
+    # Per operand, the GPU nodes that should run it and have no Ready pod of it yet.
+    unready_nodes = operands.unready_operands(rt, policy) if stack else {}
     if errors:
         message = "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in errors)
         found.append(conditions.Condition("Ready", False, "InvalidSpec", message))
@@ -196,9 +197,12 @@ def _active_status(
         message = "; ".join(f"{what}: {error}" for what, error in sorted(apply_errors.items()))
         found.append(conditions.Condition("Ready", False, "ApplyFailed", message))
         found.append(conditions.Condition("Error", True, "ApplyFailed", message))
-    elif unready:
-        message = "pods not ready in " + ", ".join(unready)
-        found.append(conditions.Condition("Ready", False, "OperandsNotReady", message))
+    elif unready or unready_nodes:
+        parts = [f"pods not ready in {', '.join(unready)}"] if unready else []
+        for name, nodes in unready_nodes.items():
+            more = f" (+{len(nodes) - UNREADY_NODES_NAMED} more)" if len(nodes) > UNREADY_NODES_NAMED else ""
+            parts.append(f"{name} not ready on {', '.join(nodes[:UNREADY_NODES_NAMED])}{more}")
+        found.append(conditions.Condition("Ready", False, "OperandNotReady", "; ".join(parts)))
         found.append(conditions.Condition("Error", False, "Reconciled", ""))
     else:
         gpu_nodes = sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node)

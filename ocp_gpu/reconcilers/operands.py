@@ -1,13 +1,17 @@
-"""Applying rendered operand manifests, and the operands other than the driver.
+"""The operand mechanism: every operand of model/operands.py rendered, applied, removed and judged alike.
 
 `apply_if_changed` is how every rendered manifest reaches the cluster: server-side
 apply, skipped when the applied-hash annotation (DaemonSets, seen by the watch) or
 this process's memory (other kinds) says the object is already as rendered.  So a
 quiet cluster sees no writes, and a restarted operator re-applies only what changed.
 
-The container toolkit (state-container-toolkit) is the first operand after the driver:
-one DaemonSet on every node labelled `nvidia.com/gpu.deploy.container-toolkit=true`,
-updated as `spec.daemonsets.updateStrategy` says (planning/operands.py).
+One pass (`reconcile_operands`): the pre-requisites (RuntimeClass, namespace pod
+security labels), then each generic operand in order (container toolkit, validator,
+device plugin, GFD): enabled, its image resolves -> render (rendering/operands.py)
+and apply; disabled -> delete what it renders, nothing else.  NB: a not-ready or
+failing operand never stops the later ones: on each node the validation markers
+order the pods.  The driver plans its own DaemonSets (reconcilers/drivers.py) and
+joins here for apply and readiness (`unready_operands`).
 """
 
 from __future__ import annotations
@@ -18,15 +22,25 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ocp_gpu.kube import applying, requesting
-from ocp_gpu.model import images
+from ocp_gpu.kube import applying, labelling, requesting
+from ocp_gpu.model import images, operands
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
+from ocp_gpu.planning import operands as operand_planning
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import runtime
-from ocp_gpu.rendering import toolkit as toolkit_rendering
+from ocp_gpu.rendering import common
+from ocp_gpu.rendering import operands as operand_rendering
 
 logger = logging.getLogger("ocp_gpu.operands")
+
+# Pod security admission labels for the operand namespace (psa.enabled): the operands
+# need host paths and privileged containers.
+PSA_LABELS: Mapping[str, str] = {
+    f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")
+}
+# Stands in for an image when rendering only to learn which objects a disabled operand has.
+_NAMES_ONLY_IMAGE = images.ImageRef("disabled.invalid/operand:none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,12 +53,16 @@ class OperandOutcome:
     errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
+def _ident(manifest: Mapping[str, Any]) -> tuple[str, str, str]:
+    metadata = manifest["metadata"]
+    return (manifest["kind"], str(metadata.get("namespace", "")), str(metadata["name"]))
+
+
 async def apply_if_changed(
     rt: runtime.Runtime, owner: Mapping[str, str], manifest: Mapping[str, Any], errors: dict[str, str]
 ) -> None:
     """Server-side apply `manifest` unless it is already applied as rendered; errors go to `errors`."""
-    metadata = manifest["metadata"]
-    ident = (manifest["kind"], str(metadata.get("namespace", "")), str(metadata["name"]))
+    ident = _ident(manifest)
     wanted = applying.applied_hash(manifest)
     if manifest["kind"] == "DaemonSet":
         existing = rt.driver_daemonsets.get(ident[2]) or rt.operand_daemonsets.get(ident[2])
@@ -57,42 +75,108 @@ async def apply_if_changed(
     try:
         await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
         rt.applied[ident] = wanted
+        rt.removed.discard(ident)
         logger.info("applied %s %s/%s", *ident)
     except Exception as error:  # per object: one failure never blocks the others
         errors[f"{ident[0]} {ident[2]}"] = requesting.describe_error(error)
         logger.warning("could not apply %s %s: %s", ident[0], ident[2], error)
 
 
-async def reconcile_toolkit(
+async def delete_if_present(rt: runtime.Runtime, manifest: Mapping[str, Any], errors: dict[str, str]) -> None:
+    """Delete one of our objects unless this process knows it is gone; errors go to `errors`."""
+    ident = _ident(manifest)
+    kind, namespace, name = ident
+    present = (
+        name in rt.operand_daemonsets
+        if kind == "DaemonSet"
+        else (ident in rt.applied or ident not in rt.removed)
+    )
+    if not present:
+        # Gone (watched), or deleted by this process already: no write.
+        return
+    try:
+        await asyncio.to_thread(
+            applying.delete, rt.api_client, manifest["apiVersion"], kind, name, namespace or None
+        )
+        rt.applied.pop(ident, None)
+        rt.removed.add(ident)
+        logger.info("deleted %s %s", kind, name)
+    except Exception as error:
+        errors[f"{kind} {name}"] = requesting.describe_error(error)
+
+
+async def reconcile_prerequisites(
+    rt: runtime.Runtime, owner: Mapping[str, str], policy: policy_model.Policy
+) -> dict[str, str]:
+    """The RuntimeClass and, with psa.enabled, the namespace's pod security labels; errors by object."""
+    errors: dict[str, str] = {}
+    for manifest in operand_rendering.render_prerequisites(policy, rt.namespace):
+        await apply_if_changed(rt, owner, manifest, errors)
+    if policy.psa_enabled and rt.namespace_labelled != dict(PSA_LABELS):
+        # NB: a label patch, never an apply with an owner: deleting the policy must not delete the namespace.
+        try:
+            await asyncio.to_thread(
+                labelling.patch_namespace_labels, rt.api_client, rt.namespace, dict(PSA_LABELS)
+            )
+            rt.namespace_labelled = dict(PSA_LABELS)
+        except Exception as error:
+            errors[f"Namespace {rt.namespace}"] = requesting.describe_error(error)
+    return errors
+
+
+async def reconcile_operand(
     rt: runtime.Runtime,
     owner: Mapping[str, str],
+    operand: operands.Operand,
     policy: policy_model.Policy,
     platform: platform_model.Platform,
 ) -> OperandOutcome:
     errors: dict[str, str] = {}
-    if not policy.toolkit.enabled:
-        # toolkit.enabled: false (e.g. the toolkit is part of the host image): remove our DaemonSet.
-        if toolkit_rendering.DAEMONSET in rt.operand_daemonsets:
-            await delete_daemonset(rt, toolkit_rendering.DAEMONSET, errors)
+    spec = policy.components()[operand.section]
+    if not spec.enabled:
+        # <section>.enabled: false: remove this operand's objects, nothing else.
+        inputs = common.OperandRenderInputs(rt.namespace, platform.is_openshift, _NAMES_ONLY_IMAGE)
+        for manifest in reversed(operand_rendering.render_operand(operand, policy, inputs)):
+            await delete_if_present(rt, manifest, errors)
         return OperandOutcome(enabled=False, errors=errors)
-    image = images.resolve_image(policy.toolkit.image, component="toolkit", env=rt.env)
+    image = images.resolve_image(spec.image, component=operand.section, env=rt.env)
     if isinstance(image, PolicyProblem):
-        # NB: nothing is applied or deleted: a running toolkit keeps running.
+        # NB: nothing is applied or deleted: what runs keeps running.
         return OperandOutcome(enabled=True, problem=image)
-    inputs = toolkit_rendering.ToolkitRenderInputs(rt.namespace, platform.is_openshift, image)
-    for manifest in toolkit_rendering.render_toolkit_state(policy, inputs):
+    inputs = common.OperandRenderInputs(rt.namespace, platform.is_openshift, image)
+    for manifest in operand_rendering.render_operand(operand, policy, inputs):
         await apply_if_changed(rt, owner, manifest, errors)
     return OperandOutcome(enabled=True, errors=errors)
 
 
-def toolkit_unready(rt: runtime.Runtime) -> bool:
-    """The toolkit DaemonSet is missing, or not every pod it wants is Ready."""
-    observed = rt.operand_daemonsets.get(toolkit_rendering.DAEMONSET)
-    return not (
-        observed is not None
-        and observed.status_is_current
-        and observed.number_ready == observed.desired_number_scheduled
-    )
+async def reconcile_operands(
+    rt: runtime.Runtime,
+    owner: Mapping[str, str],
+    policy: policy_model.Policy,
+    platform: platform_model.Platform,
+) -> dict[str, OperandOutcome]:
+    """Pre-requisites, then every generic operand in order; one outcome per operand name."""
+    outcomes = {
+        "pre-requisites": OperandOutcome(
+            enabled=True, errors=await reconcile_prerequisites(rt, owner, policy)
+        )
+    }
+    for operand in operands.GENERIC:
+        outcomes[operand.name] = await reconcile_operand(rt, owner, operand, policy, platform)
+    return outcomes
+
+
+def unready_operands(rt: runtime.Runtime, policy: policy_model.Policy) -> dict[str, list[str]]:
+    """Every enabled operand (the driver included) with the GPU nodes it is not Ready on yet."""
+    node_labels: dict[str, Mapping[str, str]] = {name: facts.labels for name, facts in rt.node_facts.items()}
+    found: dict[str, list[str]] = {}
+    for operand in operands.OPERANDS:
+        if not policy.components()[operand.section].enabled:
+            continue
+        unready = operand_planning.unready_nodes(operand, node_labels, rt.operand_pods.values())
+        if unready:
+            found[operand.name] = unready
+    return found
 
 
 async def delete_daemonset(rt: runtime.Runtime, name: str, errors: dict[str, str]) -> None:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from kubernetes import client
 
 from ocp_gpu import memory
-from ocp_gpu.model import nodes, snapshot, upgrades
+from ocp_gpu.model import nodes, operands, snapshot, upgrades
 from ocp_gpu.model.policy import UpgradePolicy
 
 T = TypeVar("T")
@@ -81,6 +81,12 @@ class Runtime:
     _upgrade_policy_changed: bool = True
     # Hashes of the non-DaemonSet objects applied by this process (DaemonSets carry theirs).
     applied: dict[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
+    # Objects of disabled operands this process deleted (kind, namespace, name): not deleted again.
+    removed: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)
+    # The pod security labels this process set on the operand namespace (psa.enabled).
+    namespace_labelled: dict[str, str] | None = None
+    # Every operand pod (driver, toolkit, validator, device plugin, GFD) in the operand namespace.
+    operand_pods: dict[str, operands.OperandPod] = dataclasses.field(default_factory=dict)
     # Gives memory back once the process is idle after a burst of passes.
     trimmer: memory.Trimmer = dataclasses.field(default_factory=memory.Trimmer)
     # Set once every watched kind has been listed completely.
@@ -106,6 +112,10 @@ class Runtime:
         self._drivers_dirty = True
         self.wake.set()
         self.upgrade_wake.set()
+
+    def mark_operands(self) -> None:
+        """An operand pod changed readiness: the status may change."""
+        self.wake.set()
 
     def mark_upgrades(self) -> None:
         """Driver or validator pods, or ControllerRevisions changed: only the upgrade loop cares."""

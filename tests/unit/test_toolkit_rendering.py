@@ -20,11 +20,13 @@ from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu.kube import requesting
 from ocp_gpu.model import labels
+from ocp_gpu.model import operands as operand_model
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.images import ImageRef
 from ocp_gpu.model.policy import ContainerRuntime
 from ocp_gpu.planning import operands
-from ocp_gpu.rendering import toolkit
+from ocp_gpu.rendering import common, toolkit
+from ocp_gpu.rendering import operands as operand_rendering
 from tests.unit.test_driver_rendering import _spec as driver_spec
 from tests.unit.test_driver_rendering import hostile, token
 
@@ -33,8 +35,8 @@ IMAGE = ImageRef("nvcr.io/nvidia/k8s/container-toolkit:v1.16.2-ubuntu20.04")
 
 def render(spec: dict[str, Any], openshift: bool = True, image: str = IMAGE) -> list[dict[str, Any]]:
     policy = policy_model.parse_policy(spec)
-    return toolkit.render_toolkit_state(
-        policy, toolkit.ToolkitRenderInputs("gpu", openshift, ImageRef(image))
+    return operand_rendering.render_operand(
+        operand_model.CONTAINER_TOOLKIT, policy, common.OperandRenderInputs("gpu", openshift, ImageRef(image))
     )
 
 

@@ -1,0 +1,94 @@
+"""Every operand, declared once as data: what the generic operand mechanism needs to know.
+
+An operand is a node agent the operator deploys as one DaemonSet (the driver as one
+per key).  Its declaration says where its templates are (`templates/state-<name>/`),
+which ClusterPolicy section switches it (`<section>.enabled`), which node label it
+selects on (`nvidia.com/gpu.deploy.<name>`), where its default image comes from (the
+section's entry in `images.DEFAULT_IMAGE_ENV`), how its readiness is judged and its
+place in the order (DESIGN §4: the order of `OPERANDS`).  Adding an operand is a
+template folder plus a row here (and, if its templates need more than the common
+context, a context function in `rendering/operands.py`).
+
+Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Final
+
+from ocp_gpu.model import images, labels
+
+
+class Readiness(enum.StrEnum):
+    """How an operand's readiness is judged."""
+
+    # A Ready pod (label app=<app>) on every GPU node labelled nvidia.com/gpu.deploy.<name>=true.
+    POD_ON_EVERY_NODE = "pod-on-every-node"
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    # The deploy label suffix and template folder (state-<name>), e.g. "device-plugin".
+    name: str
+    # Its field under `spec`, e.g. "devicePlugin" (its `enabled` switches it).
+    section: str
+    # The DaemonSet's name; its pods carry app=<daemonset>.
+    daemonset: str
+    readiness: Readiness = Readiness.POD_ON_EVERY_NODE
+    # False for the driver: it plans its own DaemonSets (one per key, planning/drivers.py).
+    generic: bool = True
+
+    @property
+    def component(self) -> str:
+        """The template folder."""
+        return f"state-{self.name}"
+
+    @property
+    def app(self) -> str:
+        """The `app` label of its pods."""
+        return labels.DRIVER_APP if self.name == "driver" else self.daemonset
+
+    @property
+    def deploy_label(self) -> str:
+        return labels.deploy_label(self.name)
+
+    @property
+    def image_env(self) -> str:
+        """The operator's environment variable holding its default image."""
+        return images.DEFAULT_IMAGE_ENV[self.section]
+
+
+DRIVER: Final = Operand("driver", "driver", "nvidia-driver-daemonset", generic=False)
+CONTAINER_TOOLKIT: Final = Operand("container-toolkit", "toolkit", "nvidia-container-toolkit-daemonset")
+OPERATOR_VALIDATOR: Final = Operand("operator-validator", "validator", "nvidia-operator-validator")
+DEVICE_PLUGIN: Final = Operand("device-plugin", "devicePlugin", "nvidia-device-plugin-daemonset")
+GPU_FEATURE_DISCOVERY: Final = Operand("gpu-feature-discovery", "gfd", "gpu-feature-discovery")
+
+# Deploy order (DESIGN §4).  NB: order decides apply order only; a not-ready operand never
+# stops a later one from being applied (on each node, marker files order the pods).
+OPERANDS: Final = (DRIVER, CONTAINER_TOOLKIT, OPERATOR_VALIDATOR, DEVICE_PLUGIN, GPU_FEATURE_DISCOVERY)
+# The operands rendered by the generic mechanism from templates/state-<name>/.
+GENERIC: Final = tuple(operand for operand in OPERANDS if operand.generic)
+# The `app` label values of every operand pod, e.g. for a pod watch's label selector.
+POD_APPS: Final = tuple(operand.app for operand in OPERANDS)
+
+
+def by_name(name: str) -> Operand:
+    """The operand declared with this name; KeyError names the known ones."""
+    for operand in OPERANDS:
+        if operand.name == name:
+            return operand
+    raise KeyError(f"no operand {name!r}; known: {', '.join(o.name for o in OPERANDS)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class OperandPod:
+    """One operand pod as the status needs it: whose it is, where, and whether it is Ready."""
+
+    name: str
+    # Its `app` label (Operand.app).
+    app: str
+    node: str
+    ready: bool = False

@@ -1,0 +1,108 @@
+"""Render any operand declared in model/operands.py: one common context plus the operand's own.
+
+Every operand's templates (`templates/state-<name>/`) get the same common context:
+the namespace, the DaemonSet's name and identity labels, its ServiceAccount and SCC
+binding, the update strategy, the node selector on `nvidia.com/gpu.deploy.<name>`,
+the tolerations (`nvidia.com/gpu` Exists NoSchedule first, then
+`daemonsets.tolerations`), the priority class, the image and its pull settings, the
+args, env and resources of the policy section, and the RuntimeClass to run under.
+What an operand's templates need beyond that comes from its own module (`_OWN`).
+
+Also the pre-requisites every operand shares (templates/state-pre-requisites): the
+RuntimeClass `operator.runtimeClass`.
+
+Pure: no I/O; every value reaches YAML through `templating.render_state`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ocp_gpu.model import labels, operands
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.planning import operands as operand_planning
+from ocp_gpu.rendering import common, device_plugin, gfd, templating, toolkit, validator
+from ocp_gpu.rendering.common import OperandRenderInputs
+
+# Each generic operand's names and own context, by operand name.
+_OWN: Final[Mapping[str, tuple[common.Identity, common.ExtraContext]]] = {
+    operands.CONTAINER_TOOLKIT.name: (toolkit.IDENTITY, toolkit.extra_context),
+    operands.OPERATOR_VALIDATOR.name: (validator.IDENTITY, validator.extra_context),
+    operands.DEVICE_PLUGIN.name: (device_plugin.IDENTITY, device_plugin.extra_context),
+    operands.GPU_FEATURE_DISCOVERY.name: (gfd.IDENTITY, gfd.extra_context),
+}
+
+
+def operand_context(
+    operand: operands.Operand, policy: policy_model.Policy, inputs: OperandRenderInputs
+) -> dict[str, Any]:
+    """The template context of one operand: the common part, then its own."""
+    identity, own = _OWN[operand.name]
+    spec = policy.components()[operand.section]
+    daemonsets = policy.daemonsets
+    common_labels = {labels.MANAGED_BY: labels.MANAGED_BY_VALUE, labels.COMPONENT: identity.component}
+    # Ours win over the policy's: the selector must stay what the DaemonSet was created with.
+    pod_identity = {labels.APP: operand.app, **common_labels}
+    extra = own(policy, inputs)
+    env = dict(extra.pop("default_env", {}))
+    pod_annotations = {
+        **daemonsets.annotations,
+        **extra.pop("pod_annotations", {}),
+        common.DEFAULT_CONTAINER_ANNOTATION: identity.container,
+    }
+    for item in spec.env:
+        if item.name not in identity.owned_env:
+            env[item.name] = item.value
+    return {
+        "namespace": inputs.namespace,
+        "openshift": inputs.openshift,
+        "name": operand.daemonset,
+        "service_account": identity.service_account,
+        "scc_cluster_role": common.SCC_CLUSTER_ROLE,
+        "scc_role_binding": f"{identity.service_account}-privileged-scc",
+        "common_labels": common_labels,
+        "labels": {**daemonsets.labels, **pod_identity},
+        "selector": {labels.APP: operand.app},
+        "update_strategy": operand_planning.update_strategy(daemonsets),
+        "pod_labels": {**daemonsets.labels, **pod_identity},
+        "pod_annotations": pod_annotations,
+        "priority_class_name": daemonsets.priority_class_name,
+        "node_selector": {operand.deploy_label: "true"},
+        "tolerations": common.tolerations(policy),
+        "image_pull_secrets": [{"name": name} for name in spec.image.pull_secrets],
+        "image": inputs.image,
+        "pull_policy": spec.image.pull_policy.value,
+        "container": identity.container,
+        "args": list(spec.args),
+        "env": [{"name": name, "value": value} for name, value in env.items()],
+        "resources": spec.resources.as_wire(),
+        "runtime_class_name": common.runtime_class_name(policy, inputs.openshift),
+        "validations_dir": common.VALIDATIONS_DIR,
+        **extra,
+    }
+
+
+def covered() -> frozenset[str]:
+    """The operands this module renders (a unit test checks: every generic one)."""
+    return frozenset(_OWN)
+
+
+def render_operand(
+    operand: operands.Operand, policy: policy_model.Policy, inputs: OperandRenderInputs
+) -> list[dict[str, Any]]:
+    """Every manifest of one generic operand, in apply (file name) order."""
+    return templating.render_state(operand.component, operand_context(operand, policy, inputs))
+
+
+def render_prerequisites(policy: policy_model.Policy, namespace: str) -> list[dict[str, Any]]:
+    """The objects every operand needs first: the RuntimeClass."""
+    return templating.render_state(
+        common.PREREQUISITES,
+        {
+            "namespace": namespace,
+            "runtime_class": policy.operator.runtime_class,
+            "handler": common.RUNTIME_HANDLER,
+            "common_labels": {labels.MANAGED_BY: labels.MANAGED_BY_VALUE, labels.COMPONENT: "nvidia-runtime"},
+        },
+    )

@@ -1,0 +1,54 @@
+"""The operator-validation operand's own context: one init container per validation.
+
+The validator pod (`nvidia-operator-validator`, label app=nvidia-operator-validator,
+which the upgrade controller's validation step waits for) runs our own program,
+`ocp-gpu validate driver|toolkit|cuda|plugin`, from VALIDATOR_IMAGE (the operator's
+image), as init containers in that order; each writes its marker in
+/run/nvidia/validations (driver-ready, toolkit-ready, cuda-ready, plugin-ready) that the
+other operands' init containers wait for.  The toolkit and plugin validations are
+left out when their operand is disabled.  Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ocp_gpu.model import operands
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.rendering import common
+
+DAEMONSET: Final = operands.OPERATOR_VALIDATOR.daemonset
+IDENTITY: Final = common.Identity(
+    component="nvidia-operator-validator",
+    service_account="nvidia-operator-validator",
+    container="nvidia-operator-validator",
+    owned_env=frozenset({"NODE_NAME", "OPERATOR_NAMESPACE", "VALIDATOR_IMAGE"}),
+)
+# The validations, in order; each is an init container `<name>-validation`.
+VALIDATIONS: Final = ("driver", "toolkit", "cuda", "plugin")
+
+
+def _validation_env(policy: policy_model.Policy, name: str) -> list[dict[str, str]]:
+    """validator.<name>.env as written (the program's own variables come first in the template)."""
+    env: tuple[policy_model.EnvVar, ...] = getattr(policy.validator, f"{name}_env")
+    return [{"name": item.name, "value": item.value} for item in env if item.name not in IDENTITY.owned_env]
+
+
+def extra_context(policy: policy_model.Policy, inputs: common.OperandRenderInputs) -> dict[str, Any]:
+    enabled = {
+        "driver": True,
+        # Without our toolkit (preinstalled on the hosts) there is nothing of ours to validate.
+        "toolkit": policy.toolkit.enabled,
+        "cuda": True,
+        # The plugin validation requests a GPU: only meaningful with our device plugin.
+        "plugin": policy.device_plugin.enabled,
+    }
+    return {
+        "default_env": {},
+        "validations": [
+            {"name": name, "container": f"{name}-validation", "env": _validation_env(policy, name)}
+            for name in VALIDATIONS
+            if enabled[name]
+        ],
+        "driver_root": policy.device_plugin.nvidia_driver_root,
+    }
