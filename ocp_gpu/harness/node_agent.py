@@ -13,8 +13,9 @@ operator) plays those parts, reading only what a node would see:
     device plugin, GFD <- toolkit-ready (a Ready toolkit pod on the node);
     validator <- driver-ready, toolkit-ready and, where a device plugin should run,
     plugin-ready (a Ready plugin pod: the plugin validation requests a GPU).
-  An operand whose DaemonSet does not exist in that namespace counts as present on
-  the host (e.g. `driver.enabled: false`: a preinstalled driver).  A pod given
+  An operand whose DaemonSet does not exist in that namespace, or that is not to run
+  on the node (its deploy label is not "true"), counts as present on the host (e.g.
+  `driver.enabled: false`: a preinstalled driver).  A pod given
   another fate by a test (`nodes.set_pod_fate`) is left alone.
 - **GPUs become allocatable when the device plugin is Ready.**  For nodes that carry
   `SIMULATED_GPUS` (the number of physical GPUs, set by `nodes.gpu_node(...,
@@ -114,8 +115,14 @@ class NodeAgent:
                 )
 
         def present(namespace: str, node: str, operand: operands.Operand) -> bool:
-            """The operand's marker would exist: its pod is Ready there, or it is not deployed (host)."""
-            return (namespace, node, operand.app) in ready or (namespace, operand.app) not in deployed
+            """The operand's marker would exist on the node: its pod is Ready there, or it is not
+            ours to run there (not deployed, or the node not labelled for it): the host has it."""
+            node_labels = ((nodes.get(node) or {}).get("metadata") or {}).get("labels") or {}
+            return (
+                (namespace, node, operand.app) in ready
+                or (namespace, operand.app) not in deployed
+                or node_labels.get(operand.deploy_label) != "true"
+            )
 
         for pod in pods:
             self._gate(pod, nodes, present)
@@ -137,9 +144,7 @@ class NodeAgent:
         if app == operands.CONTAINER_TOOLKIT.app:
             gate = driver_ready
         elif app == operands.OPERATOR_VALIDATOR.app:
-            node_labels = ((nodes.get(node) or {}).get("metadata") or {}).get("labels") or {}
-            plugin_wanted = node_labels.get(operands.DEVICE_PLUGIN.deploy_label) == "true"
-            gate = toolkit_ready and (not plugin_wanted or present(namespace, node, operands.DEVICE_PLUGIN))
+            gate = toolkit_ready and present(namespace, node, operands.DEVICE_PLUGIN)
         else:
             gate = toolkit_ready
         if gate:

@@ -17,7 +17,7 @@ from typing import Any, Final
 from ocp_gpu.model import labels
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.planning.drivers import DesiredDriverDaemonSet, Strategy
-from ocp_gpu.rendering import templating
+from ocp_gpu.rendering import common, templating
 
 COMPONENT: Final = "state-driver"
 # The driver pods' ServiceAccount (and Role, RoleBinding); the ClusterRole is namespaced by name.
@@ -334,7 +334,7 @@ def _daemonset(
         "pod_labels": {**daemonsets.labels, **identity},
         "pod_annotations": {**daemonsets.annotations, DEFAULT_CONTAINER_ANNOTATION: DRIVER_CONTAINER},
         "node_selector": {labels.deploy_label("driver"): "true", **entry.node_selector},
-        "tolerations": [toleration.as_wire() for toleration in daemonsets.tolerations],
+        "tolerations": common.tolerations(policy),
         "priority_class_name": daemonsets.priority_class_name,
         # the driver's and the k8s-driver-manager's secrets: one pod pulls both images
         "image_pull_secrets": [

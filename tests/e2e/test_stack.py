@@ -1,0 +1,361 @@
+"""We test these aspects of the GPU stack (driver, toolkit, validator, device plugin, GFD) on the
+local control plane, with the node-agent SIMULATION (ocp_gpu/harness/node_agent.py) standing in
+for kubelets and the NVIDIA stack: operand pods become Ready only once their markers would
+exist, GPUs become allocatable from the plugin config the operator rendered, GFD labels appear:
+
+- a pod requesting `nvidia.com/gpu` stays Pending until driver -> toolkit -> device plugin ->
+  validator are Ready on a node, then is scheduled there; the CPU node gets no operand pod; a node
+  labelled `nvidia.com/gpu.deploy.device-plugin=false` gets no plugin and no GPU capacity; the
+  RuntimeClass exists and every operand pod tolerates `nvidia.com/gpu`;
+- `resourceConfig: gpu:sharedgpu:4` on an 8-GPU node: `nvidia.com/sharedgpu: 32`, 32 pods run,
+  the 33rd stays Pending; back to no sharing: `nvidia.com/gpu: 8`;
+- each operand's `enabled: false` removes its objects and nothing else, `true` brings them back,
+  and with every operand deployed the operator makes zero writes in steady state (audit log);
+- a tainted GPU pool (`nvidia.com/gpu=present:NoSchedule`): every operand runs there, a CPU
+  workload does not;
+- the upgrade's validation step passes on Ready validator pods and waits on a node whose
+  validator never becomes Ready.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels, operands
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model.images import ImageRef
+from ocp_gpu.rendering import common
+from ocp_gpu.rendering import operands as operand_rendering
+
+from .conftest import OPERATOR_USER, read_policy, wait_for
+
+pytestmark = pytest.mark.e2e
+
+APPS = f"{labels.APP} in ({','.join(operands.POD_APPS)})"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+
+def patch_policy(kube: client.ApiClient, spec: dict[str, Any]) -> None:
+    client.CustomObjectsApi(kube).patch_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", {"spec": spec}
+    )
+
+
+def state(kube: client.ApiClient) -> str:
+    return str((read_policy(kube).get("status") or {}).get("state"))
+
+
+def operand_pods(kube: client.ApiClient, namespace: str) -> list[Any]:
+    return [
+        pod
+        for pod in client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=APPS).items
+        if not pod.metadata.deletion_timestamp
+    ]
+
+
+def ready(pod: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
+
+
+def ready_apps_on(kube: client.ApiClient, namespace: str, node: str) -> set[str]:
+    return {
+        pod.metadata.labels[labels.APP]
+        for pod in operand_pods(kube, namespace)
+        if pod.spec.node_name == node and ready(pod)
+    }
+
+
+def nvidia_resources(kube: client.ApiClient, node: str) -> dict[str, str]:
+    allocatable = client.CoreV1Api(kube).read_node(node).status.allocatable or {}
+    return {key: value for key, value in allocatable.items() if key.startswith("nvidia.com/")}
+
+
+def make_pod(
+    kube: client.ApiClient, namespace: str, resource: str, node: str | None = None, gpu: bool = True
+) -> str:
+    name = unique_name("work")
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "cuda",
+                "image": "cuda:12",
+                "resources": {"limits": {resource: "1"}} if gpu else {},
+            }
+        ]
+    }
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    client.CoreV1Api(kube).create_namespaced_pod(namespace, {"metadata": {"name": name}, "spec": spec})
+    return name
+
+
+def pod_node(kube: client.ApiClient, namespace: str, name: str) -> str | None:
+    node = client.CoreV1Api(kube).read_namespaced_pod(name, namespace).spec.node_name
+    return str(node) if node else None
+
+
+@pytest.fixture
+def make_nodes(kube: client.ApiClient) -> Iterator[Callable[..., list[str]]]:
+    made: list[str] = []
+
+    def make(
+        count: int, prefix: str = "gpu", cpu: bool = False, taint: bool = False, **kwargs: Any
+    ) -> list[str]:
+        names = [unique_name(prefix) for _ in range(count)]
+        bodies = [
+            fake_nodes.cpu_node(n, rhcos=None, os_id="ubuntu", os_version="22.04")
+            if cpu
+            else fake_nodes.vanilla_gpu_node(n, simulated=True, **kwargs)
+            for n in names
+        ]
+        if taint:
+            for body in bodies:
+                body["spec"]["taints"] = [GPU_TAINT]
+        fake_nodes.create_nodes(kube, bodies)
+        made.extend(names)
+        return names
+
+    yield make
+    fake_nodes.delete_nodes(kube, made)
+
+
+def test_gpu_pod_waits_for_the_chain_then_runs(
+    kube: client.ApiClient,
+    namespace: str,
+    make_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    (gpu,) = make_nodes(1, gpus=8)
+    (no_plugin,) = make_nodes(1, gpus=8, extra_labels={labels.deploy_label("device-plugin"): "false"})
+    (cpu,) = make_nodes(1, prefix="cpu", cpu=True)
+    work = make_pod(kube, namespace, "nvidia.com/gpu")
+    time.sleep(2)
+    assert pod_node(kube, namespace, work) is None, "scheduled before any GPU was advertised"
+
+    apply_policy()
+    start_operator()
+    scheduled = wait_for(lambda: pod_node(kube, namespace, work), 90, what="the GPU pod scheduled")
+    assert scheduled == gpu
+    # By then the chain up to the device plugin is Ready on that node; the validator follows it.
+    assert {operands.DRIVER.app, operands.CONTAINER_TOOLKIT.app, operands.DEVICE_PLUGIN.app} <= ready_apps_on(
+        kube, namespace, gpu
+    )
+    wait_for(lambda: state(kube) == "ready", 60, what="policy ready")
+    pods = {(p.spec.node_name, p.metadata.labels[labels.APP]): p for p in operand_pods(kube, namespace)}
+    assert {app for node, app in pods if node == gpu} == set(operands.POD_APPS)
+    # The markers order them on the node: each became Ready no earlier than what it waits for.
+    became_ready = {
+        app: next(c.last_transition_time for c in pods[(gpu, app)].status.conditions if c.type == "Ready")
+        for app in operands.POD_APPS
+    }
+    order = [operands.DRIVER, operands.CONTAINER_TOOLKIT, operands.DEVICE_PLUGIN, operands.OPERATOR_VALIDATOR]
+    times = [became_ready[o.app] for o in order]
+    assert times == sorted(times), f"readiness out of marker order: {became_ready}"
+
+    assert nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}
+    # Opted out of the device plugin: every other operand, but no plugin and no GPU capacity.
+    assert (no_plugin, operands.DEVICE_PLUGIN.app) not in pods
+    assert (no_plugin, operands.CONTAINER_TOOLKIT.app) in pods
+    assert nvidia_resources(kube, no_plugin) == {}
+    # The CPU node never gets an operand pod.
+    assert not [key for key in pods if key[0] == cpu]
+    # Every operand pod tolerates the GPU taint; the RuntimeClass exists.
+    for pod in pods.values():
+        assert any(
+            t.key == "nvidia.com/gpu" and t.operator == "Exists" and t.effect == "NoSchedule"
+            for t in pod.spec.tolerations
+        ), pod.metadata.name
+    runtime_class = client.NodeV1Api(kube).read_runtime_class("nvidia")
+    assert runtime_class.handler == "nvidia"
+    # GFD's labels (simulated) on the node it runs on.
+    node_labels = client.CoreV1Api(kube).read_node(gpu).metadata.labels
+    assert node_labels["nvidia.com/gpu.count"] == "8"
+    assert "nvidia.com/gpu.product" in node_labels
+
+
+def test_shared_gpus_follow_the_rendered_config(
+    kube: client.ApiClient,
+    namespace: str,
+    make_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    (gpu,) = make_nodes(1, gpus=8)
+    apply_policy(spec={"devicePlugin": {"resourceConfig": "gpu:sharedgpu:4"}})
+    start_operator()
+    wait_for(lambda: nvidia_resources(kube, gpu) == {"nvidia.com/sharedgpu": "32"}, 90, what="32 shared GPUs")
+
+    work = [make_pod(kube, namespace, "nvidia.com/sharedgpu", node=gpu) for _ in range(33)]
+    wait_for(
+        lambda: sum(pod_node(kube, namespace, name) == gpu for name in work) == 32,
+        60,
+        what="32 pods scheduled",
+    )
+    time.sleep(3)
+    pending = [name for name in work if pod_node(kube, namespace, name) is None]
+    assert len(pending) == 1, "the 33rd pod found a shared GPU that does not exist"
+    for name in work:
+        client.CoreV1Api(kube).delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+
+    patch_policy(kube, {"devicePlugin": {"resourceConfig": None}})
+    wait_for(lambda: nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}, 90, what="back to 8 GPUs")
+
+
+SWITCHABLE = [
+    (operands.CONTAINER_TOOLKIT, "toolkit"),
+    (operands.DEVICE_PLUGIN, "devicePlugin"),
+    (operands.GPU_FEATURE_DISCOVERY, "gfd"),
+]
+
+
+def owned(kube: client.ApiClient, namespace: str) -> dict[tuple[str, str], str]:
+    """Our objects in the namespace (and cluster-scoped RBAC), (kind, name) -> uid."""
+    selector = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
+    core, apps, rbac = client.CoreV1Api(kube), client.AppsV1Api(kube), client.RbacAuthorizationV1Api(kube)
+    found: dict[tuple[str, str], str] = {}
+    for kind, items in (
+        ("DaemonSet", apps.list_namespaced_daemon_set(namespace, label_selector=selector).items),
+        ("ServiceAccount", core.list_namespaced_service_account(namespace, label_selector=selector).items),
+        ("ConfigMap", core.list_namespaced_config_map(namespace, label_selector=selector).items),
+        ("ClusterRole", rbac.list_cluster_role(label_selector=selector).items),
+    ):
+        for item in items:
+            if not item.metadata.deletion_timestamp:
+                found[(kind, item.metadata.name)] = item.metadata.uid
+    return found
+
+
+def test_each_operand_switches_alone_and_steady_state_is_quiet(
+    kube: client.ApiClient,
+    namespace: str,
+    control_plane: LocalControlPlane,
+    make_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    make_nodes(2, gpus=2)
+    apply_policy()
+    start_operator()
+    wait_for(lambda: state(kube) == "ready", 90, what="policy ready")
+    everything = owned(kube, namespace)
+    for operand, section in SWITCHABLE:
+        mine = {key for key in everything if key[1] in _names_of(operand)}
+        assert ("DaemonSet", operand.daemonset) in mine
+        patch_policy(kube, {section: {"enabled": False}})
+        wait_for(
+            lambda mine=mine: not (mine & set(owned(kube, namespace))), 60, what=f"{operand.name} removed"
+        )
+        # Nothing else was touched: every other object is the same object (same uid).
+        rest = owned(kube, namespace)
+        assert {k: v for k, v in everything.items() if k not in mine} == rest
+        patch_policy(kube, {section: {"enabled": True}})
+        wait_for(lambda mine=mine: mine <= set(owned(kube, namespace)), 60, what=f"{operand.name} back")
+        everything = owned(kube, namespace)
+
+    wait_for(lambda: state(kube) == "ready", 90, what="policy ready again")
+    time.sleep(2)  # the last status write's watch event comes back
+    mark = control_plane.audit_line_count()
+    time.sleep(10)
+    writes = [
+        f"{e['verb']} {e.get('objectRef')}"
+        for e in control_plane.read_audit_events(since_line=mark)
+        if e.get("user", {}).get("username") == OPERATOR_USER
+        and e.get("stage") == "ResponseComplete"
+        and e.get("verb") in ("create", "update", "patch", "delete", "deletecollection")
+        and e.get("objectRef", {}).get("resource") != "leases"
+    ]
+    assert writes == []
+
+
+def _names_of(operand: operands.Operand) -> set[str]:
+    """The names of the objects the operand renders (what enabled: false must remove)."""
+    inputs = common.OperandRenderInputs("x", False, ImageRef("x:1"))
+    return {
+        m["metadata"]["name"]
+        for m in operand_rendering.render_operand(operand, policy_model.parse_policy({}), inputs)
+    }
+
+
+def test_tainted_gpu_pool_runs_every_operand_but_no_cpu_work(
+    kube: client.ApiClient,
+    namespace: str,
+    make_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    pool = make_nodes(2, gpus=4, taint=True)
+    apply_policy()
+    start_operator()
+    wait_for(lambda: state(kube) == "ready", 90, what="policy ready on the tainted pool")
+    for node in pool:
+        assert ready_apps_on(kube, namespace, node) == set(operands.POD_APPS), node
+        assert nvidia_resources(kube, node) == {"nvidia.com/gpu": "4"}
+    cpu_work = make_pod(kube, namespace, "cpu", node=pool[0], gpu=False)
+    time.sleep(3)
+    assert pod_node(kube, namespace, cpu_work) is None, "a CPU workload landed on the tainted GPU pool"
+
+
+def test_upgrade_validation_waits_for_validator_pods(
+    kube: client.ApiClient,
+    namespace: str,
+    make_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    good, bad = make_nodes(2)
+    # Both nodes may upgrade at once: `good` must not wait behind `bad`.
+    apply_policy(
+        spec={
+            "driver": {
+                "version": "550.90.07",
+                "upgradePolicy": {"maxParallelUpgrades": 0, "maxUnavailable": "100%"},
+            }
+        }
+    )
+    start_operator()
+    wait_for(lambda: state(kube) == "ready", 90, what="policy ready")
+    (validator,) = [
+        p.metadata.name
+        for p in operand_pods(kube, namespace)
+        if p.spec.node_name == bad and p.metadata.labels[labels.APP] == operands.OPERATOR_VALIDATOR.app
+    ]
+    # The validator on `bad` fails from now on (its pod restarts after the driver's, too).
+    fake_nodes.set_pod_fate(kube, namespace, validator, "crash-looping")
+    patch_policy(kube, {"driver": {"version": "550.127.05"}})
+
+    def upgrade_state(node: str) -> str:
+        return str(client.CoreV1Api(kube).read_node(node).metadata.labels.get(labels.UPGRADE_STATE, ""))
+
+    def new_driver_on(node: str) -> bool:
+        return any(
+            p.spec.node_name == node
+            and ready(p)
+            and p.spec.containers[0].image.endswith(":550.127.05-ubuntu22.04")
+            for p in operand_pods(kube, namespace)
+            if p.metadata.labels[labels.APP] == labels.DRIVER_APP
+        )
+
+    wait_for(
+        lambda: (
+            new_driver_on(good)
+            and upgrade_state(good) == "upgrade-done"
+            and upgrade_state(bad) == "validation-required"
+        ),
+        120,
+        what="good upgraded, bad waiting in validation",
+    )
+    time.sleep(3)
+    assert upgrade_state(bad) == "validation-required"
+    fake_nodes.set_pod_fate(kube, namespace, validator, "ready")
+    wait_for(
+        lambda: upgrade_state(bad) == "upgrade-done", 60, what="bad upgraded once its validator is Ready"
+    )

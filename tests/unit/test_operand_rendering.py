@@ -1,0 +1,363 @@
+"""We test the operand mechanism's pure parts (model/operands.py, rendering/operands.py,
+planning/operands.unready_nodes), no server:
+
+- every generic operand has a template folder and a context, its DaemonSet is named and
+  labelled as DESIGN §4 says, selects on its deploy label, and tolerates nvidia.com/gpu first;
+- golden files for every operand and the pre-requisites (tests/unit/golden/state-<name>/);
+- the device plugin: every seed-002 option reaches the plugin (env and config file), a
+  resourceConfig becomes time-slicing in our ConfigMap, an admin's devicePlugin.config.name
+  is mounted instead with its default key, compatWithCPUManager runs it privileged;
+- the validator: one init container per validation, toolkit/plugin left out when disabled;
+- the RuntimeClass is set on GPU-using pods except under cri-o;
+- injection-proof: hostile strings in every new string field render verbatim, as values;
+- readiness is judged per node: a GPU node labelled for an operand without a Ready pod of
+  it is named; CPU nodes and opted-out nodes never are.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ocp_gpu.model import labels, operands
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model.images import ImageRef
+from ocp_gpu.planning import operands as operand_planning
+from ocp_gpu.rendering import common, device_plugin, templating, validator
+from ocp_gpu.rendering import operands as operand_rendering
+from tests.unit.test_driver_rendering import hostile, token
+
+IMAGE = ImageRef("nvcr.io/nvidia/k8s-device-plugin:v0.17.0")
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def render(
+    operand: operands.Operand,
+    spec: dict[str, Any],
+    openshift: bool = True,
+    image: str = IMAGE,
+    ns: str = "gpu",
+) -> list[dict[str, Any]]:
+    policy = policy_model.parse_policy(spec)
+    inputs = common.OperandRenderInputs(ns, openshift, ImageRef(image))
+    return operand_rendering.render_operand(operand, policy, inputs)
+
+
+def the(manifests: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [m for m in manifests if m["kind"] == kind]
+    return found
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {item["name"]: item.get("value", "") for item in container.get("env", [])}
+
+
+all_generic = pytest.mark.parametrize("operand", operands.GENERIC, ids=lambda o: o.name)
+
+
+@all_generic
+def test_every_generic_operand_is_declared_and_rendered(operand: operands.Operand) -> None:
+    assert operand.name in operand_rendering.covered()
+    assert (templating.templates_dir() / operand.component).is_dir()
+    assert operand.image_env  # a default image in the operator's environment
+    ds = the(render(operand, {}), "DaemonSet")
+    assert ds["metadata"]["name"] == operand.daemonset
+    assert ds["spec"]["selector"]["matchLabels"] == {labels.APP: operand.app}
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {labels.deploy_label(operand.name): "true"}
+    assert pod["tolerations"][0] == GPU_TOLERATION
+    assert pod["priorityClassName"] == "system-node-critical"
+
+
+def test_order_and_names_follow_the_design() -> None:
+    assert [o.name for o in operands.OPERANDS] == [
+        "driver",
+        "container-toolkit",
+        "operator-validator",
+        "device-plugin",
+        "gpu-feature-discovery",
+    ]
+    assert operands.OPERATOR_VALIDATOR.app == "nvidia-operator-validator"
+    assert operands.DRIVER.app == labels.DRIVER_APP
+    # Every operand's deploy label is one the node labeller writes.
+    assert {o.name for o in operands.OPERANDS} <= set(labels.OPERANDS)
+
+
+@all_generic
+def test_policy_tolerations_follow_ours_without_duplicates(operand: operands.Operand) -> None:
+    spec = {
+        "daemonsets": {
+            "tolerations": [
+                GPU_TOLERATION,
+                {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+            ]
+        }
+    }
+    pod = the(render(operand, spec), "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["tolerations"] == [
+        GPU_TOLERATION,
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+    ]
+
+
+# --- golden files ----------------------------------------------------------------------
+
+FULL_PLUGIN = {
+    "devicePlugin": {
+        "migStrategy": "mixed",
+        "deviceListStrategy": "volume-mounts",
+        "deviceIDStrategy": "index",
+        "failOnInitError": False,
+        "compatWithCPUManager": True,
+        "nvidiaDriverRoot": "/",
+        "resourceConfig": "gpu:sharedgpu:4,mig-3g.20gb:small:2",
+    }
+}
+GOLDEN: dict[str, tuple[operands.Operand, dict[str, Any], bool]] = {
+    **{f"{o.name}/openshift": (o, {}, True) for o in operands.GENERIC},
+    **{f"{o.name}/vanilla": (o, {}, False) for o in operands.GENERIC},
+    "device-plugin/every-option": (operands.DEVICE_PLUGIN, FULL_PLUGIN, False),
+    "device-plugin/admin-configmap": (
+        operands.DEVICE_PLUGIN,
+        {"devicePlugin": {"config": {"name": "plugin-configs", "default": "a100"}}},
+        True,
+    ),
+    "operator-validator/without-toolkit-and-plugin": (
+        operands.OPERATOR_VALIDATOR,
+        {"toolkit": {"enabled": False}, "devicePlugin": {"enabled": False}},
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(GOLDEN))
+def test_golden(scenario: str, update_golden: bool, golden_dir: Path) -> None:
+    operand, spec, openshift = GOLDEN[scenario]
+    rendered = render(operand, spec, openshift)
+    name, case = scenario.split("/")
+    path = golden_dir / f"state-{name}" / f"{case}.yaml"
+    if update_golden:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump_all(rendered, sort_keys=False, width=120))
+    assert path.exists(), f"{path} missing: run `pytest tests/unit --update-golden`"
+    assert rendered == list(yaml.safe_load_all(path.read_text())), f"{scenario} differs from {path}"
+
+
+def test_golden_prerequisites(update_golden: bool, golden_dir: Path) -> None:
+    rendered = operand_rendering.render_prerequisites(policy_model.parse_policy({}), "gpu")
+    path = golden_dir / "state-pre-requisites" / "default.yaml"
+    if update_golden:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump_all(rendered, sort_keys=False, width=120))
+    assert rendered == list(yaml.safe_load_all(path.read_text()))
+    (runtime_class,) = rendered
+    assert (runtime_class["kind"], runtime_class["metadata"]["name"], runtime_class["handler"]) == (
+        "RuntimeClass",
+        "nvidia",
+        "nvidia",
+    )
+
+
+# --- the device plugin -----------------------------------------------------------------
+
+
+def test_every_seed_option_reaches_the_plugin() -> None:
+    manifests = render(operands.DEVICE_PLUGIN, FULL_PLUGIN, openshift=False)
+    pod = the(manifests, "DaemonSet")["spec"]["template"]["spec"]
+    plugin, manager = pod["containers"]
+    assert env_of(plugin) | {"CONFIG_FILE": "x"} == {
+        "MIG_STRATEGY": "mixed",
+        "FAIL_ON_INIT_ERROR": "false",
+        "DEVICE_LIST_STRATEGY": "volume-mounts",
+        "DEVICE_ID_STRATEGY": "index",
+        "NVIDIA_DRIVER_ROOT": "/",
+        "PASS_DEVICE_SPECS": "true",
+        "CONFIG_FILE": "x",
+    }
+    assert plugin["securityContext"] == {"privileged": True}
+    assert pod["runtimeClassName"] == "nvidia"
+    assert "/var/run/nvidia-container-devices" in [m["mountPath"] for m in plugin["volumeMounts"]]
+    config = yaml.safe_load(the(manifests, "ConfigMap")["data"][device_plugin.DEFAULT_CONFIG_KEY])
+    assert config["flags"]["migStrategy"] == "mixed"
+    sharing = config["sharing"]["timeSlicing"]["resources"]
+    assert {"name": "nvidia.com/gpu", "rename": "nvidia.com/sharedgpu", "replicas": 4} in sharing
+    assert env_of(manager)["DEFAULT_CONFIG"] == device_plugin.DEFAULT_CONFIG_KEY
+    assert env_of(manager)["NODE_LABEL"] == "nvidia.com/device-plugin.config"
+
+
+def test_a_new_config_rolls_the_plugin_pods() -> None:
+    def digest(spec: dict[str, Any]) -> str:
+        ds = the(render(operands.DEVICE_PLUGIN, spec), "DaemonSet")
+        return str(ds["spec"]["template"]["metadata"]["annotations"][device_plugin.CONFIG_DIGEST_ANNOTATION])
+
+    assert digest({}) != digest({"devicePlugin": {"resourceConfig": "gpu:sharedgpu:4"}})
+    assert digest({}) == digest({"devicePlugin": {"args": []}})
+
+
+def test_an_admin_configmap_is_mounted_with_its_default() -> None:
+    spec = {"devicePlugin": {"config": {"name": "plugin-configs", "default": "a100"}}}
+    pod = the(render(operands.DEVICE_PLUGIN, spec), "DaemonSet")["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "available-configs"]
+    assert volume["configMap"]["name"] == "plugin-configs"
+    assert env_of(pod["containers"][1])["DEFAULT_CONFIG"] == "a100"
+    # Under cri-o (OpenShift) no RuntimeClass is named; the plugin is not privileged by default.
+    assert "runtimeClassName" not in pod
+    assert pod["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_config_problems_name_the_field() -> None:
+    problems = policy_model.validate_policy(
+        policy_model.parse_policy(
+            {"devicePlugin": {"config": {"name": "plugin-configs"}, "resourceConfig": "gpu:sharedgpu:4"}}
+        ),
+        {"DEVICE_PLUGIN_IMAGE": IMAGE},
+    )
+    fields = {p.field: p.severity for p in problems}
+    assert fields["spec.devicePlugin.config.default"] is policy_model.Severity.ERROR
+    assert fields["spec.devicePlugin.resourceConfig"] is policy_model.Severity.WARNING
+
+
+# --- the validator -----------------------------------------------------------------------
+
+
+def test_validator_runs_each_validation_in_order() -> None:
+    pod = the(render(operands.OPERATOR_VALIDATOR, {}), "DaemonSet")["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["initContainers"]] == [f"{v}-validation" for v in validator.VALIDATIONS]
+    assert [c["command"] for c in pod["initContainers"]] == [
+        ["ocp-gpu", "validate", v] for v in validator.VALIDATIONS
+    ]
+    assert all(c["image"] == IMAGE for c in pod["initContainers"])
+    trimmed = the(
+        render(
+            operands.OPERATOR_VALIDATOR, {"toolkit": {"enabled": False}, "devicePlugin": {"enabled": False}}
+        ),
+        "DaemonSet",
+    )
+    assert [c["name"] for c in trimmed["spec"]["template"]["spec"]["initContainers"]] == [
+        "driver-validation",
+        "cuda-validation",
+    ]
+
+
+def test_validation_env_goes_to_its_container() -> None:
+    spec = {"validator": {"cuda": {"env": [{"name": "WITH_WORKLOAD", "value": "false"}]}}}
+    pod = the(render(operands.OPERATOR_VALIDATOR, spec), "DaemonSet")["spec"]["template"]["spec"]
+    by_name = {c["name"]: c for c in pod["initContainers"]}
+    assert {"name": "WITH_WORKLOAD", "value": "false"} in by_name["cuda-validation"]["env"]
+    assert all(e["name"] != "WITH_WORKLOAD" for e in by_name["driver-validation"]["env"])
+
+
+# --- hostile strings ----------------------------------------------------------------------
+
+
+def _spec(text: Any) -> dict[str, Any]:
+    """Every new string field the operand templates take from a policy."""
+    component = {
+        "imagePullSecrets": [text(3)],
+        "env": [{"name": text(4), "value": text(5)}],
+        "args": [text(6)],
+        "resources": {"limits": {text(7): text(8)}},
+    }
+    return {
+        "operator": {"runtimeClass": text(1)},
+        "daemonsets": {"labels": {text(9): text(10)}, "priorityClassName": text(2)},
+        "devicePlugin": {
+            **component,
+            "nvidiaDriverRoot": text(11),
+            "config": {"name": text(12), "default": text(13)},
+        },
+        "gfd": component,
+        "toolkit": component,
+        "validator": {
+            **component,
+            "driver": {"env": [{"name": text(14), "value": text(15)}]},
+            "cuda": {"env": [{"name": text(16), "value": text(17)}]},
+        },
+    }
+
+
+def _swap(value: Any, mapping: dict[str, str], seen: set[str]) -> Any:
+    if isinstance(value, str):
+        for hostile_text, benign in mapping.items():
+            if hostile_text in value:
+                seen.add(hostile_text)
+                value = value.replace(hostile_text, benign)
+        return value
+    if isinstance(value, dict):
+        return {_swap(k, mapping, seen): _swap(v, mapping, seen) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_swap(item, mapping, seen) for item in value]
+    return value
+
+
+def _without_config(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The manifests minus the plugin's config text and its digest (checked on their own below)."""
+    loaded: list[dict[str, Any]] = yaml.safe_load(yaml.safe_dump(manifests))
+    for manifest in loaded:
+        if manifest["kind"] == "DaemonSet":
+            manifest["spec"]["template"]["metadata"]["annotations"].pop(
+                device_plugin.CONFIG_DIGEST_ANNOTATION, None
+            )
+        if manifest["kind"] == "ConfigMap":
+            manifest["data"] = {}
+    return loaded
+
+
+@all_generic
+def test_hostile_strings_render_verbatim_as_values(operand: operands.Operand) -> None:
+    benign = render(operand, _spec(token), openshift=False, image=token(18), ns=token(19))
+    attacked = render(operand, _spec(hostile), openshift=False, image=hostile(18), ns=hostile(19))
+    mapping = {hostile(i): token(i) for i in range(19, 0, -1)}  # longest index first
+    seen: set[str] = set()
+    assert _swap(_without_config(attacked), mapping, seen) == _without_config(benign)
+    assert {hostile(1), hostile(2), hostile(9), hostile(18), hostile(19)} <= seen
+
+
+def test_hostile_strings_in_the_plugin_config_load_back() -> None:
+    configmap = the(render(operands.DEVICE_PLUGIN, _spec(hostile), openshift=False), "ConfigMap")
+    config = yaml.safe_load(configmap["data"][device_plugin.DEFAULT_CONFIG_KEY])
+    assert config["flags"]["nvidiaDriverRoot"] == hostile(11)
+
+
+def test_hostile_runtime_class_renders_verbatim() -> None:
+    for text in (token, hostile):
+        (runtime_class,) = operand_rendering.render_prerequisites(
+            policy_model.parse_policy({"operator": {"runtimeClass": text(1)}}), text(2)
+        )
+        assert runtime_class["metadata"]["name"] == text(1)
+
+
+# --- readiness per node ---------------------------------------------------------------------
+
+
+def gpu(deploy: dict[str, str] | None = None) -> dict[str, str]:
+    return {
+        labels.NFD_NVIDIA_PCI: "true",
+        **{labels.deploy_label(o): "true" for o in labels.OPERANDS},
+        **(deploy or {}),
+    }
+
+
+def test_unready_nodes_per_operand() -> None:
+    nodes = {
+        "gpu-a": gpu(),
+        "gpu-b": gpu(),
+        "gpu-off": gpu({labels.deploy_label("device-plugin"): "false"}),
+        "cpu": {"kubernetes.io/os": "linux"},
+    }
+    app = operands.DEVICE_PLUGIN.app
+    pods = [
+        operands.OperandPod("p-a", app, "gpu-a", ready=True),
+        operands.OperandPod("p-b", app, "gpu-b", ready=False),
+        operands.OperandPod("t-b", operands.CONTAINER_TOOLKIT.app, "gpu-b", ready=True),
+    ]
+    # gpu-b's plugin pod is not Ready; gpu-off opted out; the CPU node never counts.
+    assert operand_planning.unready_nodes(operands.DEVICE_PLUGIN, nodes, pods) == ["gpu-b"]
+    # A node without any pod of the operand (not scheduled: a taint, a missing key) is not ready.
+    assert operand_planning.unready_nodes(operands.CONTAINER_TOOLKIT, nodes, pods) == ["gpu-a", "gpu-off"]
+    assert operand_planning.unready_nodes(
+        operands.CONTAINER_TOOLKIT, nodes, [*pods, operands.OperandPod("t-a", pods[2].app, "gpu-a", True)]
+    ) == ["gpu-off"]
