@@ -63,14 +63,16 @@ from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu import __version__
 from ocp_gpu.kube import applying, clients, discovering, reading, requesting
-from ocp_gpu.model import labels, nodes, releases, snapshot
+from ocp_gpu.model import images, labels, nodes, operands, releases, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem, Severity
 from ocp_gpu.planning import drivers, policies
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import driver_manifests
+from ocp_gpu.rendering import common as operand_common
+from ocp_gpu.rendering import operands as operand_rendering
 
-HELP: Final = "print the driver manifests the operator would apply (from files, or a live cluster read-only)"
+HELP: Final = "print every manifest the operator would apply (from files, or a live cluster read-only)"
 
 EXIT_RENDERED: Final = 0
 EXIT_UNREADABLE: Final = 1
@@ -225,16 +227,42 @@ def render(inputs: RenderInputs) -> Rendering:
     if any(p.severity is Severity.ERROR for p in problems):
         # the operator applies nothing while the spec has errors: neither do we
         return Rendering(inputs, problems, None, ())
+    owner = inputs.policy.owner
+    stack, stack_problems = operand_manifests(policy, inputs)
+    problems = (*problems, *stack_problems)
+    stack_owned = tuple(with_ownership(manifest, owner) for manifest in stack)
     if not policy.driver.enabled:
         # driver.enabled: false: the operator deletes its driver DaemonSets and renders none
-        return Rendering(inputs, problems, None, (), drivers_enabled=False)
+        return Rendering(inputs, problems, None, stack_owned, drivers_enabled=False)
     desired = driver_manifests.desired_driver_manifests(policy, inputs.platform, inputs.view)
     if isinstance(desired, PolicyProblem):
         # an image only planning could not resolve (validate_policy normally catches it first)
         return Rendering(inputs, (*problems, desired), None, ())
-    owner = inputs.policy.owner
-    manifests = tuple(with_ownership(manifest, owner) for manifest in desired.manifests)
+    # The operator's order: pre-requisites and drivers, then the other operands (DESIGN section 4).
+    manifests = (*stack_owned[:1], *(with_ownership(m, owner) for m in desired.manifests), *stack_owned[1:])
     return Rendering(inputs, problems, desired, manifests)
+
+
+def operand_manifests(
+    policy: policy_model.Policy, inputs: RenderInputs
+) -> tuple[list[dict[str, Any]], list[PolicyProblem]]:
+    """The pre-requisites (first) and every enabled operand but the driver, as the operator renders them."""
+    namespace, openshift = inputs.view.namespace, inputs.platform.is_openshift
+    manifests = operand_rendering.render_prerequisites(policy, namespace)
+    problems: list[PolicyProblem] = []
+    for operand in operands.GENERIC:
+        spec = policy.components()[operand.section]
+        if not spec.enabled:
+            # <section>.enabled: false: the operator deletes its objects and renders none
+            continue
+        image = images.resolve_image(spec.image, component=operand.section, env=inputs.view.env)
+        if isinstance(image, PolicyProblem):
+            problems.append(image)
+            continue
+        manifests += operand_rendering.render_operand(
+            operand, policy, operand_common.OperandRenderInputs(namespace, openshift, image)
+        )
+    return manifests, problems
 
 
 def with_ownership(manifest: Mapping[str, Any], owner: Mapping[str, str] | None) -> dict[str, Any]:
@@ -287,6 +315,7 @@ def summary_lines(result: Rendering) -> list[str]:
         return lines + _warning_lines(warnings)
 
     assert result.desired is not None  # rendered: see render()
+    lines.append(_operands_line(result))
     plan = result.desired.plan
     lines.append(f"strategy: {result.desired.settings.strategy.value}")
     if plan.desired:
@@ -311,6 +340,14 @@ def summary_lines(result: Rendering) -> list[str]:
         f"manifests: {len(result.manifests)} on stdout ({', '.join(f'{n} {k}' for k, n in kinds.items())})"
     )
     return lines
+
+
+def _operands_line(result: Rendering) -> str:
+    """Which operands besides the driver are rendered, which are switched off."""
+    rendered = {str(m["metadata"]["name"]) for m in result.manifests if m.get("kind") == "DaemonSet"}
+    shown = [o.name for o in operands.GENERIC if o.daemonset in rendered]
+    off = [o.name for o in operands.GENERIC if o.daemonset not in rendered]
+    return f"operands: {', '.join(shown) or 'none'}" + (f" (not rendered: {', '.join(off)})" if off else "")
 
 
 def _daemonset_line(entry: drivers.DesiredDriverDaemonSet) -> str:

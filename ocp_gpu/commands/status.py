@@ -72,13 +72,14 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from ocp_gpu.kube import clients, requesting, upgrading
-from ocp_gpu.model import labels
+from ocp_gpu.kube import clients, reading, requesting, upgrading
+from ocp_gpu.model import labels, operands
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import snapshot as snapshot_model
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot, UpgradeState
+from ocp_gpu.planning import operands as operand_planning
 from ocp_gpu.planning import policies, upgrade
 
 HELP: Final = "show each GPU node's driver, upgrade state and why it waits (read-only)"
@@ -185,6 +186,8 @@ class StatusInputs:
     nodes: Mapping[NodeName, NodeView]
     # Driver DaemonSets by name -> their pod template's nodeSelector.
     daemonset_selectors: Mapping[str, Mapping[str, str]]
+    # The pods of the other operands (toolkit, validator, device plugin, GFD).
+    operand_pods: tuple[operands.OperandPod, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,6 +223,9 @@ class StatusRow:
     waiting: str
     skipped: bool
     unschedulable: bool
+    # Per operand but the driver (model/operands.GENERIC names): "yes" (a Ready pod), "no"
+    # (should run here, no Ready pod), "off" (disabled in the policy), "-" (not for this node).
+    operands: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,6 +310,25 @@ def _daemonset_of(
     return (selecting[0], "selector") if selecting else (None, "")
 
 
+def operand_cells(
+    policy: policy_model.Policy | None,
+    node_labels: Mapping[str, str],
+    node: str,
+    pods: Sequence[operands.OperandPod],
+) -> dict[str, str]:
+    """One cell per operand but the driver: is it Ready on this node (planning.operands' rule)?"""
+    cells: dict[str, str] = {}
+    for operand in operands.GENERIC:
+        if policy is not None and not policy.components()[operand.section].enabled:
+            cells[operand.name] = "off"
+        elif not operand_planning.should_run(operand, node_labels):
+            cells[operand.name] = _NONE
+        else:
+            unready = operand_planning.unready_nodes(operand, {node: node_labels}, pods)
+            cells[operand.name] = "no" if unready else "yes"
+    return cells
+
+
 def status_row(
     node: UpgradeNode,
     plan: upgrade.NodePlan,
@@ -311,6 +336,7 @@ def status_row(
     view: NodeView | None,
     daemonset_selectors: Mapping[str, Mapping[str, str]],
     halted: str = "",
+    operand_row: Mapping[str, str] | None = None,
 ) -> StatusRow:
     """The row of one GPU node, from the planner's verdict on it."""
     gpu = snapshot_model.GpuNode.from_labels(
@@ -355,6 +381,7 @@ def status_row(
         waiting=waiting,
         skipped=plan.skipped,
         unschedulable=node.unschedulable,
+        operands=dict(operand_row or {}),
     )
 
 
@@ -364,11 +391,29 @@ def status_rows(
     nodes: Mapping[NodeName, NodeView],
     daemonset_selectors: Mapping[str, Mapping[str, str]],
     halted: str = "",
+    policy: policy_model.Policy | None = None,
+    operand_pods: Sequence[operands.OperandPod] = (),
 ) -> tuple[StatusRow, ...]:
     """One row per GPU node of the snapshot, by name."""
     plans = plan.by_node()
+    by_node: dict[str, list[operands.OperandPod]] = {}
+    for pod in operand_pods:
+        by_node.setdefault(pod.node, []).append(pod)
     rows = (
-        status_row(node, plans[node.name], snapshot, nodes.get(node.name), daemonset_selectors, halted)
+        status_row(
+            node,
+            plans[node.name],
+            snapshot,
+            nodes.get(node.name),
+            daemonset_selectors,
+            halted,
+            operand_cells(
+                policy,
+                nodes[node.name].labels if node.name in nodes else {},
+                node.name,
+                by_node.get(node.name, []),
+            ),
+        )
         for node in snapshot.nodes
     )
     return tuple(sorted(rows, key=lambda row: row.node))
@@ -381,6 +426,14 @@ def _standing(plan: upgrade.UpgradePlan) -> upgrade.UpgradePlan:
         nodes=tuple(dataclasses.replace(node, transition=None, actions=()) for node in plan.nodes),
         budget=dataclasses.replace(plan.budget, starts=(), newly_unavailable=0),
     )
+
+
+def _parsed(policy: PolicyView) -> policy_model.Policy | None:
+    """The policy's spec with defaults; None when it cannot be parsed (then no operand is "off")."""
+    try:
+        return policy_model.parse_policy(policy.spec)
+    except policy_model.PolicyParseError:
+        return None
 
 
 def status_report(inputs: StatusInputs, now: datetime.datetime) -> StatusReport:
@@ -396,7 +449,15 @@ def status_report(inputs: StatusInputs, now: datetime.datetime) -> StatusReport:
         halted=halted,
         counts=upgrade.summarize(counted),
         budget=counted.budget,
-        rows=status_rows(plan, inputs.snapshot, inputs.nodes, inputs.daemonset_selectors, halted),
+        rows=status_rows(
+            plan,
+            inputs.snapshot,
+            inputs.nodes,
+            inputs.daemonset_selectors,
+            halted,
+            _parsed(inputs.policy),
+            inputs.operand_pods,
+        ),
         time=now,
     )
 
@@ -441,7 +502,10 @@ def report_json(report: StatusReport) -> dict[str, Any]:
             "starts": list(budget.starts),
             "blocked_by": budget.blocked_by,
         },
-        "nodes": [{**dataclasses.asdict(row), "actions": list(row.actions)} for row in report.rows],
+        "nodes": [
+            {**dataclasses.asdict(row), "actions": list(row.actions), "operands": dict(row.operands)}
+            for row in report.rows
+        ],
     }
 
 
@@ -505,6 +569,13 @@ def _current_cell(row: StatusRow) -> str:
     return _yes_no(row.current, _NONE if row.driver_pod is None else _UNKNOWN)
 
 
+# The column header of each operand but the driver, by operand name.
+OPERAND_COLUMNS: Final = {
+    operands.CONTAINER_TOOLKIT.name: "TOOLKIT",
+    operands.OPERATOR_VALIDATOR.name: "VALIDATOR",
+    operands.DEVICE_PLUGIN.name: "PLUGIN",
+    operands.GPU_FEATURE_DISCOVERY.name: "GFD",
+}
 COLUMNS: Final = (
     "NODE",
     "RHCOS/OS",
@@ -513,6 +584,8 @@ COLUMNS: Final = (
     "CURRENT",
     "READY",
     "STATE",
+    # One column per operand but the driver: Ready on this node? (operand_cells)
+    *OPERAND_COLUMNS.values(),
     "WAITING / NEXT",
 )
 WIDE_COLUMNS: Final = (*COLUMNS[:-1], "POD REV", "DS REV", "CHECK", "ACTIONS", COLUMNS[-1])
@@ -531,6 +604,7 @@ def row_cells(row: StatusRow, wide: bool = False) -> tuple[str, ...]:
         _current_cell(row),
         _yes_no(row.ready),
         _state_cell(row),
+        *(row.operands.get(name, _NONE) for name in OPERAND_COLUMNS),
     )
     if wide:
         cells += (
@@ -564,7 +638,7 @@ _STATE_STYLES: Final = {
 
 
 # Columns whose cells are a few characters: never wrapped.
-_SHORT_COLUMNS: Final = frozenset({"NODE", "CURRENT", "READY", "CHECK"})
+_SHORT_COLUMNS: Final = frozenset({"NODE", "CURRENT", "READY", "CHECK", *OPERAND_COLUMNS.values()})
 
 
 def rich_table(report: StatusReport, wide: bool = False) -> RenderableType:
@@ -698,6 +772,8 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
             for view in map(node_view, _list(api, "/api/v1/nodes", upgrading.GPU_NODE_SELECTOR))
         }
         daemonsets = _list(api, f"/apis/apps/v1/namespaces/{where}/daemonsets", upgrading.DRIVER_SELECTOR)
+        stack_apps = ",".join(o.app for o in operands.GENERIC)
+        stack_pods = _list(api, f"/api/v1/namespaces/{where}/pods", f"{labels.APP} in ({stack_apps})")
     except ApiException as error:
         raise StatusError(f"cannot read {what} on {server}: {error.status} {error.reason}") from None
     except Exception as error:  # connection lost midway
@@ -710,6 +786,7 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
         daemonset_selectors={
             str((ds.get("metadata") or {}).get("name", "")): node_selector_of(ds) for ds in daemonsets
         },
+        operand_pods=tuple(reading.operand_pod(pod) for pod in stack_pods),
     )
 
 

@@ -34,7 +34,7 @@ from ocp_gpu import cli
 from ocp_gpu.commands import render
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.kube import applying, reading
-from ocp_gpu.model import labels, releases
+from ocp_gpu.model import labels, operands, releases
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import driver_manifests, runtime
@@ -91,7 +91,14 @@ class Run:
 
     def __init__(self, status: int, out: str, err: str) -> None:
         self.status, self.out, self.err = status, out, err
-        self.manifests: list[dict[str, Any]] = [m for m in yaml.safe_load_all(out) if m is not None]
+        # Everything rendered; `manifests` holds the driver's (the operand stack's are
+        # tested in test_operand_rendering.py and below, test_every_operand_is_rendered).
+        self.all_manifests: list[dict[str, Any]] = [m for m in yaml.safe_load_all(out) if m is not None]
+        self.manifests = [
+            m
+            for m in self.all_manifests
+            if m["metadata"].get("labels", {}).get(labels.COMPONENT) == labels.DRIVER_COMPONENT
+        ]
 
     def daemonsets(self) -> dict[str, dict[str, Any]]:
         return {m["metadata"]["name"]: m for m in self.manifests if m["kind"] == "DaemonSet"}
@@ -395,18 +402,26 @@ def test_the_stream_is_in_apply_order_with_sorted_keys_and_stable(
     first, second = run(*dtk_files), run(*dtk_files)
     assert first.out == second.out
     assert first.out.startswith("---\n")
-    assert first.out.count("\n---\n") + 1 == len(first.manifests)
+    assert first.out.count("\n---\n") + 1 == len(first.all_manifests)
     kinds = [m["kind"] for m in first.manifests]
     # RBAC before the DaemonSets that use it
     assert kinds.index("ServiceAccount") < kinds.index("DaemonSet")
     assert kinds[-2:] == ["DaemonSet", "DaemonSet"]
+    # The operator's order: the RuntimeClass first, the drivers, then the operands in DESIGN order.
+    every = [(m["kind"], m["metadata"]["name"]) for m in first.all_manifests]
+    assert every[0] == ("RuntimeClass", "nvidia")
+    stack = [name for kind, name in every if kind == "DaemonSet" and not name.startswith("nvidia-driver-")]
+    assert stack == [o.daemonset for o in operands.GENERIC]
     # sorted keys, as `kubectl get -o yaml` prints them
     for document in first.out.split("---\n")[1:]:
         top = [
             line.split(":")[0] for line in document.splitlines() if line and not line.startswith((" ", "-"))
         ]
         assert top == sorted(top)
-    assert f"manifests: {len(first.manifests)} on stdout" in first.err
+    assert f"manifests: {len(first.all_manifests)} on stdout" in first.err
+    assert (
+        "operands: container-toolkit, operator-validator, device-plugin, gpu-feature-discovery" in first.err
+    )
 
 
 HOSTILE = "a: b\n---\nkind: Secret\n# {{ x }} 'q' \"qq\" - item\u2028end"
@@ -590,14 +605,18 @@ def test_kubernetes_platform_despite_an_imagestream_file(
     }
 
 
-def test_drivers_disabled_renders_nothing_and_says_why(
+def test_drivers_disabled_renders_no_driver_and_says_why(
     run: Callable[..., Run], write: Callable[..., str], dtk_files: list[str]
 ) -> None:
     files = list(dtk_files)
-    files[1] = write("off.yaml", {"driver": {"enabled": False}})
+    files[1] = write("off.yaml", {"driver": {"enabled": False}, "gfd": {"enabled": False}})
     result = run(*files)
-    assert result.status == 0 and result.out == ""
+    assert result.status == 0 and result.manifests == []
     assert "spec.driver.enabled is false" in result.err
+    # The rest of the stack is still rendered (on a preinstalled driver); a disabled operand is not.
+    assert {m["metadata"]["name"] for m in result.all_manifests if m["kind"] == "DaemonSet"} == {
+        o.daemonset for o in operands.GENERIC if o is not operands.GPU_FEATURE_DISCOVERY
+    }
 
 
 def test_no_gpu_nodes_renders_only_the_rbac(run: Callable[..., Run], write: Callable[..., str]) -> None:

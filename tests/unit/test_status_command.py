@@ -36,7 +36,8 @@ from rich.console import Console
 from ocp_gpu import cli
 from ocp_gpu.commands import status
 from ocp_gpu.kube import clients, requesting, upgrading
-from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model import labels, operands, upgrades
+from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot
 from ocp_gpu.planning import upgrade
@@ -370,6 +371,7 @@ ROW_KEYS = {
     "state",
     "next",
     "actions",
+    "operands",
     "waiting",
     "skipped",
     "unschedulable",
@@ -500,7 +502,8 @@ def test_the_rich_table_renders_the_same_cells_and_folds_rather_than_crops() -> 
     assert "waiting for an upgrade slot: 1 of maxParallelUpgrades 1 taken (n1)" in text
     assert "auto_upgrade_enabled=1" in text
     # On a narrow terminal every character of every cell is still there, folded onto more lines.
-    for width in (100, 160):
+    # NB: 12 columns (one per operand): below ~130 characters the last header itself folds.
+    for width in (130, 200):
         narrow = io.StringIO()
         Console(file=narrow, width=width, force_terminal=False).print(status.rich_table(report))
         lines = narrow.getvalue().splitlines()
@@ -802,3 +805,27 @@ def test_planner_nodes_are_read_from_the_snapshot_alone() -> None:
     snap = UpgradeSnapshot(nodes=(UpgradeNode(name=NodeName("n1")),))
     report = report_of(snap, views={"n1": node_view("n1"), "ghost": node_view("ghost")})
     assert [row.node for row in report.rows] == ["n1"]
+
+
+def test_one_cell_per_operand_says_whether_it_is_ready_on_the_node() -> None:
+    node_labels = {
+        labels.NFD_NVIDIA_PCI: "true",
+        **{labels.deploy_label(o): "true" for o in labels.OPERANDS},
+        labels.deploy_label("gpu-feature-discovery"): "false",
+    }
+    pods = [
+        operands.OperandPod("t", operands.CONTAINER_TOOLKIT.app, "n1", ready=True),
+        operands.OperandPod("p", operands.DEVICE_PLUGIN.app, "n1", ready=False),
+    ]
+    policy = policy_model.parse_policy({"validator": {}, "devicePlugin": {}})
+    assert status.operand_cells(policy, node_labels, "n1", pods) == {
+        "container-toolkit": "yes",
+        "operator-validator": "no",
+        "device-plugin": "no",
+        "gpu-feature-discovery": "-",
+    }
+    off = policy_model.parse_policy({"devicePlugin": {"enabled": False}})
+    assert status.operand_cells(off, node_labels, "n1", pods)["device-plugin"] == "off"
+    assert list(status.OPERAND_COLUMNS.values()) == [
+        status.COLUMNS[status.COLUMNS.index("STATE") + 1 + i] for i in range(4)
+    ]
