@@ -296,7 +296,8 @@ def test_status_follows_an_upgrade_with_one_parallel_slot_without_writing(
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(6)
+    # NB: 2 s refreshes; the start-up and each read take seconds more on a loaded 2-core machine.
+    time.sleep(10)
     watch.send_signal(signal.SIGINT)
     out, err = watch.communicate(timeout=30)
     assert watch.returncode == 0, err
