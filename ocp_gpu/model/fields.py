@@ -89,7 +89,7 @@ RULES: tuple[Rule, ...] = (
         "maxUnavailable of RollingUpdate operands",
         {"maxUnavailable": ("1",)},
     ),
-    Rule("spec.daemonsets.podSecurityContext", H, "securityContext of the driver and toolkit pods"),
+    Rule("spec.daemonsets.podSecurityContext", H, "securityContext of every operand pod"),
     # --- driver
     Rule("spec.driver.enabled", H, "deploy the driver DaemonSets", {"": _ON_OFF}),
     Rule("spec.driver.repository", H, "driver image registry and path"),

@@ -71,6 +71,7 @@ def operand_context(
         "node_selector": {operand.deploy_label: "true"},
         "tolerations": common.tolerations(policy),
         "image_pull_secrets": [{"name": name} for name in spec.image.pull_secrets],
+        "pod_security_context": dict(daemonsets.pod_security_context),
         "image": inputs.image,
         "pull_policy": spec.image.pull_policy.value,
         "container": identity.container,
