@@ -31,7 +31,7 @@ from ocp_gpu.harness import binaries, openshift
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.harness.operating import OperatorProcess
-from ocp_gpu.model import labels
+from ocp_gpu.model import labels, operands
 
 CRD = Path(__file__).resolve().parent / "crds" / "clusterpolicies.nvidia.com.yaml"
 RHCOS_OLD = "416.94.202407030122-0"
@@ -134,8 +134,9 @@ def _prepare_cluster(control_plane: LocalControlPlane, api: client.ApiClient, na
     fake_nodes.create_nodes(
         api,
         [
-            *(fake_nodes.gpu_node(f"gpu-{i}", rhcos=RHCOS_OLD) for i in range(1, 4)),
-            *(fake_nodes.gpu_node(f"gpu-{i}", rhcos=RHCOS_NEW) for i in range(4, 6)),
+            # SIMULATION: the node agent advertises their GPUs once a device plugin pod is Ready there.
+            *(fake_nodes.gpu_node(f"gpu-{i}", rhcos=RHCOS_OLD, gpus=4, simulated=True) for i in range(1, 4)),
+            *(fake_nodes.gpu_node(f"gpu-{i}", rhcos=RHCOS_NEW, gpus=4, simulated=True) for i in range(4, 6)),
             fake_nodes.cpu_node("cpu-1"),
             fake_nodes.cpu_node("cpu-2"),
         ],
@@ -161,18 +162,36 @@ def _scenario(api: client.ApiClient, narrator: Narrator) -> None:
             "spec": {"operator": {"use_ocp_driver_toolkit": True}, "driver": {"version": "550.90.07"}},
         },
     )
-    _wait(lambda: _policy_state(custom) == "ready", 60)
+    _narrate_allocatable(core, narrator, [f"gpu-{i}" for i in range(1, 6)], 180)
+    _wait(lambda: _policy_state(custom) == "ready", 120)
     narrator.say("operator: GPU nodes labelled nvidia.com/gpu.present and gpu.deploy.*; CPU nodes untouched")
     time.sleep(3)
     narrator.say("admin: kubectl label node gpu-5 nvidia.com/gpu.deploy.driver=false --overwrite")
     core.patch_node("gpu-5", {"metadata": {"labels": {labels.deploy_label("driver"): "false"}}})
     time.sleep(3)
     narrator.say("a new GPU node gpu-6 joins on the newer RHCOS")
-    fake_nodes.create_nodes(api, [fake_nodes.gpu_node("gpu-6", rhcos=RHCOS_NEW)])
+    fake_nodes.create_nodes(api, [fake_nodes.gpu_node("gpu-6", rhcos=RHCOS_NEW, gpus=4, simulated=True)])
     _wait(lambda: (core.read_node("gpu-6").metadata.labels or {}).get(labels.GPU_PRESENT) == "true", 30)
     narrator.say("operator: gpu-6 labelled; gpu-5 keeps the admin's driver opt-out")
     time.sleep(3)
     _openshift_upgrade(api, narrator)
+
+
+def _narrate_allocatable(
+    core: client.CoreV1Api, narrator: Narrator, names: list[str], timeout: float
+) -> None:
+    """Say each node's GPUs as they become allocatable (driver -> toolkit -> device plugin Ready there)."""
+    deadline = time.monotonic() + timeout
+    waiting = list(names)
+    while waiting and time.monotonic() < deadline:
+        for name in list(waiting):
+            gpus = (core.read_node(name).status.allocatable or {}).get("nvidia.com/gpu")
+            if gpus:
+                narrator.say(
+                    f"{name}: driver, toolkit, device plugin Ready: nvidia.com/gpu {gpus} allocatable"
+                )
+                waiting.remove(name)
+        time.sleep(0.5)
 
 
 def _openshift_upgrade(api: client.ApiClient, narrator: Narrator) -> None:
@@ -304,6 +323,20 @@ def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator
         version = pod.spec.containers[0].image.rsplit(":", 1)[-1].split("-")[0]
         mark = "ready" if ready else ("terminating" if pod.metadata.deletion_timestamp else "starting")
         pods_by_node[pod.spec.node_name or ""] = f"{version} {mark}"
+    # Which other operands are Ready on each node: T(oolkit) V(alidator) P(lugin) G(FD).
+    stack_by_node: dict[str, set[str]] = {}
+    short = {
+        operands.CONTAINER_TOOLKIT.app: "T",
+        operands.OPERATOR_VALIDATOR.app: "V",
+        operands.DEVICE_PLUGIN.app: "P",
+        operands.GPU_FEATURE_DISCOVERY.app: "G",
+    }
+    selector = f"{labels.APP} in ({','.join(short)})"
+    for pod in core.list_namespaced_pod(NAMESPACE, label_selector=selector).items:
+        if any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ()):
+            stack_by_node.setdefault(pod.spec.node_name or "", set()).add(
+                short[pod.metadata.labels[labels.APP]]
+            )
     nodes = Table(title="Nodes, as the operator sees them", title_justify="left")
     for column in (
         "node",
@@ -312,6 +345,8 @@ def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator
         "osImage",
         "deploy.driver",
         "driver pod",
+        "stack Ready",
+        "nvidia.com/gpu",
         "upgrade",
         "sched",
     ):
@@ -327,6 +362,8 @@ def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator
             Text("matches", style="green") if rhcos in os_image else Text("differs", style="red"),
             _styled(lbl.get(labels.deploy_label("driver"), "-")),
             pods_by_node.get(node.metadata.name, "-"),
+            " ".join(x for x in short.values() if x in stack_by_node.get(node.metadata.name, ())) or "-",
+            (node.status.allocatable or {}).get("nvidia.com/gpu", "-"),
             lbl.get(labels.UPGRADE_STATE, "-"),
             Text("cordoned", style="yellow") if node.spec.unschedulable else "yes",
         )

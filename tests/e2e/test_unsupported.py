@@ -116,7 +116,8 @@ def test_every_nvidia_field_is_reported_or_honoured(
     )
     stored = read_policy(kube)["spec"]
     expected = fields.unsupported_settings(stored)
-    assert len(expected) > 200
+    # NB: fewer as operands get implemented (the GPU stack took devicePlugin, gfd, validator, mig, psa).
+    assert len(expected) > 150
     for setting in expected:
         assert f"{setting.path}=" in found["message"], setting.path
     for path in (
