@@ -24,6 +24,8 @@ IDENTITY: Final = common.Identity(
     container="nvidia-operator-validator",
     owned_env=frozenset({"NODE_NAME", "OPERATOR_NAMESPACE", "VALIDATOR_IMAGE"}),
 )
+# The cluster-scoped read of nodes the plugin validation needs.
+CLUSTER_ROLE: Final = "ocp-gpu-nvidia-operator-validator"
 # The validations, in order; each is an init container `<name>-validation`.
 VALIDATIONS: Final = ("driver", "toolkit", "cuda", "plugin")
 
@@ -51,4 +53,5 @@ def extra_context(policy: policy_model.Policy, inputs: common.OperandRenderInput
             if enabled[name]
         ],
         "driver_root": policy.device_plugin.nvidia_driver_root,
+        "cluster_role": CLUSTER_ROLE,
     }
