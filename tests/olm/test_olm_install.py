@@ -11,9 +11,11 @@
 - the operator, run as a local process **authenticated as that ServiceAccount** (a token
   from the TokenRequest API), runs the driver scenario: the ClusterPolicy from the CSV's
   alm-examples, GPU nodes labelled, the driver and toolkit DaemonSets ready, the policy
-  `ready`; then, on OpenShift (emulated APIs), one driver DaemonSet per RHCOS version with
-  the Driver Toolkit image and the SCC RoleBinding; the API server's audit log holds no
-  403 for that ServiceAccount (any missing RBAC rule fails the test).
+  `ready`, the seed's driver upgrade on every node (a GPU pod in another namespace
+  deleted, driver pods restarted, nodes uncordoned); then, on OpenShift (emulated APIs),
+  one driver DaemonSet per RHCOS version with the Driver Toolkit image and the SCC
+  RoleBinding; the API server's audit log holds no 403 for that ServiceAccount (any
+  missing RBAC rule fails the test).
 
 What is simulated: kwok runs the pods (nothing executes); the bundle's manifests travel in
 the catalog (no bundle image to pull); NFD is a stand-in package (a CSV with one Deployment)
@@ -240,6 +242,18 @@ def forbidden_for(control_plane: LocalControlPlane, since: int, user: str) -> li
 
 
 @pytest.fixture
+def cleanup_namespaces(kube: client.ApiClient) -> Iterator[list[str]]:
+    names: list[str] = []
+    yield names
+    for name in names:
+        try:
+            client.CoreV1Api(kube).delete_namespace(name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+
+@pytest.fixture
 def cleanup(kube: client.ApiClient) -> Iterator[list[str]]:
     nodes: list[str] = []
     yield nodes
@@ -266,6 +280,7 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
     olm_bins: Path,
     tmp_path: Path,
     cleanup: list[str],
+    cleanup_namespaces: list[str],
 ) -> None:
     timings = Timings()
     generator = _load_olm_generator()
@@ -416,6 +431,80 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
 
         wait_for(lambda: policy_state() == "ready", 90, what="ClusterPolicy ready")
         timings.mark("vanilla: driver and toolkit DaemonSets ready, policy ready")
+
+        # The seed's upgrade under the ServiceAccount: cordon, GPU pod deletion in another
+        # namespace, driver pod restart, uncordon, on every node.
+        workloads = unique_name("workload")
+        core.create_namespace({"metadata": {"name": workloads}})
+        cleanup_namespaces.append(workloads)
+        # NB: a Deployment's pod, as a real GPU job would be (a bare pod needs gpuPodDeletion.force)
+        client.AppsV1Api(kube).create_namespaced_deployment(
+            workloads,
+            {
+                "metadata": {"name": "train"},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": "train"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "train"}},
+                        "spec": {
+                            "nodeSelector": {"kubernetes.io/hostname": gpu[0]},
+                            "containers": [
+                                {
+                                    "name": "cuda",
+                                    "image": "cuda:12",
+                                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                                }
+                            ],
+                        },
+                    },
+                },
+            },
+        )
+        gpu_pod = wait_for(
+            lambda: next(
+                (
+                    pod
+                    for pod in core.list_namespaced_pod(workloads, label_selector="app=train").items
+                    if pod.spec.node_name == gpu[0]
+                    and any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
+                ),
+                None,
+            ),
+            60,
+            what="the GPU workload running",
+        )
+
+        def upgrade_states() -> set[str]:
+            return {core.read_node(name).metadata.labels.get(labels.UPGRADE_STATE, "") for name in gpu}
+
+        wait_for(lambda: upgrade_states() == {"upgrade-done"}, 90, what="initial upgrade-done labels")
+        kubectl(
+            control_plane,
+            "patch",
+            "clusterpolicy/cluster-policy",
+            "--type=json",
+            "-p",
+            '[{"op": "replace", "path": "/spec/driver/version", "value":"510.85.02"}]',
+        )
+
+        def upgraded() -> bool:
+            pods = core.list_namespaced_pod(
+                NAMESPACE, label_selector=f"{labels.APP}={labels.DRIVER_APP}"
+            ).items
+            on_new = {
+                pod.spec.node_name
+                for pod in pods
+                if any("510.85.02" in c.image for c in pod.spec.containers)
+                and any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
+            }
+            return on_new >= set(gpu) and upgrade_states() == {"upgrade-done"}
+
+        wait_for(upgraded, 240, interval=1, what="every node upgraded to 510.85.02")
+        remaining = {pod.metadata.uid for pod in core.list_namespaced_pod(workloads).items}
+        assert gpu_pod.metadata.uid not in remaining, "the GPU pod on the upgraded node was not deleted"
+        assert not any(core.read_node(name).spec.unschedulable for name in gpu)
+        timings.mark("vanilla: driver upgrade 550 -> 510.85.02 on every node (GPU pod deleted)")
 
         # OpenShift: one DaemonSet per RHCOS version with the Driver Toolkit, SCC RoleBinding.
         # NB: the operator learns the platform from API discovery when it starts, as it
