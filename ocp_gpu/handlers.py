@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from ocp_gpu.kube import reading, upgrading
+from ocp_gpu.kube import owning, reading, upgrading
 from ocp_gpu.model import labels, nodes, operands, upgrades
 from ocp_gpu.reconcilers import runtime
 
@@ -25,6 +25,7 @@ POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL = "nvidia.com", "v1", "clusterpolici
 
 IMAGE_GROUP, CONFIG_GROUP = "image.openshift.io", "config.openshift.io"
 VALIDATOR_APP = upgrades.VALIDATOR_SELECTOR.split("=", 1)[1]
+OWNED_SELECTOR = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
 LIST_CHUNK = 500
 
 
@@ -38,8 +39,10 @@ def operator_settings() -> kopf.OperatorSettings:
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
-    # Server-side filters: only our own DaemonSets and the few OpenShift singletons we read.
-    settings.watching.label_selectors["apps", "daemonsets"] = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
+    # Server-side filters: only the objects we own (every kind of kube/owning.OWNED_KINDS:
+    # tens of objects, never every ConfigMap of the cluster) and the few OpenShift singletons we read.
+    for kind in owning.OWNED_KINDS:
+        settings.watching.label_selectors[kind.group, kind.plural] = OWNED_SELECTOR
     # NB: the only pods we watch are operand pods: driver pods (upgrade state, image pulls for the
     # precompiled fallback), validator pods (the upgrade's validation step), and every operand's
     # readiness per node (status).
@@ -77,6 +80,9 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
         if type == "DELETED":
             rt.node_facts.pop(nodes.NodeName(name), None)
             rt.mark_node(nodes.NodeName(name))
+
+    for kind in owning.watched_kinds(rt.api_groups):
+        _register_owned_kind(registry, rt, kind)
 
     @kopf.index("apps", "v1", "daemonsets", registry=registry, id="operand-daemonsets")
     async def index_daemonset(body: kopf.Body, namespace: str | None, **_: Any) -> None:
@@ -216,6 +222,34 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
         rt.mark_policies()
 
     return registry
+
+
+def _register_owned_kind(
+    registry: kopf.OperatorRegistry, rt: runtime.Runtime, kind: owning.OwnedKind
+) -> None:
+    """Keep (applied hash, owner) of every owned object of `kind`; wake a pass when one changes or goes."""
+
+    def ours(namespace: str | None) -> bool:
+        # Namespaced objects count only in our operand namespace; cluster-scoped ones always.
+        return not kind.namespaced or namespace == rt.namespace
+
+    @kopf.index(kind.group, kind.version, kind.plural, registry=registry, id=f"owned-{kind.plural}")
+    async def index_owned(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
+        if not ours(namespace):
+            return
+        key = owning.ident(kind.kind, namespace, name)
+        observed = owning.observed_object(body)
+        if rt.owned.get(key) != observed:
+            rt.owned[key] = observed
+            rt.mark_owned()
+
+    @kopf.on.event(kind.group, kind.version, kind.plural, registry=registry, id=f"owned-{kind.plural}-events")
+    async def owned_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
+        rt.listed.set()
+        if type == "DELETED" and ours(namespace):
+            # Deleted by hand or garbage-collected: the next pass applies it again.
+            rt.owned.pop(owning.ident(kind.kind, namespace, name), None)
+            rt.mark_owned()
 
 
 def connection_info(api_client: client.ApiClient) -> kopf.ConnectionInfo:

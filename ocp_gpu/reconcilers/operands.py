@@ -1,9 +1,10 @@
 """The operand mechanism: every operand of model/operands.py rendered, applied, removed and judged alike.
 
 `apply_if_changed` is how every rendered manifest reaches the cluster: server-side
-apply, skipped when the applied-hash annotation (DaemonSets, seen by the watch) or
-this process's memory (other kinds) says the object is already as rendered.  So a
-quiet cluster sees no writes, and a restarted operator re-applies only what changed.
+apply, skipped when the watched object (kube/owning: every owned kind is watched)
+carries the same applied hash and belongs to the active policy.  So a quiet cluster
+sees no writes, a restarted operator re-applies only what changed, and an owned
+object deleted by hand (or garbage-collected with an old policy) comes back.
 
 One pass (`reconcile_operands`): the pre-requisites (RuntimeClass, namespace pod
 security labels), then each generic operand in order (container toolkit, validator,
@@ -22,7 +23,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ocp_gpu.kube import applying, labelling, requesting
+from ocp_gpu.kube import applying, labelling, owning, requesting
 from ocp_gpu.model import images, operands
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
@@ -61,36 +62,32 @@ def _ident(manifest: Mapping[str, Any]) -> tuple[str, str, str]:
 async def apply_if_changed(
     rt: runtime.Runtime, owner: Mapping[str, str], manifest: Mapping[str, Any], errors: dict[str, str]
 ) -> None:
-    """Server-side apply `manifest` unless it is already applied as rendered; errors go to `errors`."""
-    ident = _ident(manifest)
+    """Server-side apply `manifest` unless the watched object is already as rendered; errors to `errors`."""
+    ident = owning.manifest_ident(manifest)
     wanted = applying.applied_hash(manifest)
-    if manifest["kind"] == "DaemonSet":
-        existing = rt.driver_daemonsets.get(ident[2]) or rt.operand_daemonsets.get(ident[2])
-        current = existing.annotations.get(applying.APPLIED_HASH) if existing else None
-    else:
-        current = rt.applied.get(ident)
-    if current == wanted:
-        # Already applied as rendered: no write.
+    if owning.is_current(rt.owned.get(ident), wanted, owner.get("uid", "")):
+        # The watch shows it applied as rendered, owned by this policy: no write.
         return
     try:
-        await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
-        rt.applied[ident] = wanted
+        applied = await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
+        # The response is the object as stored: the watch will confirm the same record.
+        rt.owned[ident] = owning.observed_object(applied or {})
         rt.removed.discard(ident)
         logger.info("applied %s %s/%s", *ident)
     except Exception as error:  # per object: one failure never blocks the others
         errors[f"{ident[0]} {ident[2]}"] = requesting.describe_error(error)
-        logger.warning("could not apply %s %s: %s", ident[0], ident[2], error)
+        logger.warning("could not apply %s %s: %s", ident[0], ident[2], requesting.describe_error(error))
 
 
 async def delete_if_present(rt: runtime.Runtime, manifest: Mapping[str, Any], errors: dict[str, str]) -> None:
     """Delete one of our objects unless this process knows it is gone; errors go to `errors`."""
     ident = _ident(manifest)
     kind, namespace, name = ident
-    present = (
-        name in rt.operand_daemonsets
-        if kind == "DaemonSet"
-        else (ident in rt.applied or ident not in rt.removed)
-    )
+    if owning.is_owned_kind(kind):
+        # Watched (kube/owning): present exactly when the watch shows it.
+        present = ident in rt.owned
+    else:
+        present = ident in rt.applied or ident not in rt.removed
     if not present:
         # Gone (watched), or deleted by this process already: no write.
         return

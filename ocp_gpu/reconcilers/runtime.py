@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from kubernetes import client
 
 from ocp_gpu import memory
+from ocp_gpu.kube import owning
 from ocp_gpu.model import nodes, operands, snapshot, upgrades
 from ocp_gpu.model.policy import UpgradePolicy
 
@@ -79,7 +80,8 @@ class Runtime:
     upgrade_policy: UpgradePolicy | None = None
     upgrade_wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     _upgrade_policy_changed: bool = True
-    # Hashes of the non-DaemonSet objects applied by this process (DaemonSets carry theirs).
+    # Facts this process established once, and objects of kinds no watch covers.
+    # NB: never "already applied" for an owned kind: that is `owned`, kept by the watches.
     applied: dict[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
     # Objects of disabled operands this process deleted (kind, namespace, name): not deleted again.
     removed: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)
@@ -87,6 +89,9 @@ class Runtime:
     namespace_labelled: dict[str, str] | None = None
     # Every operand pod (driver, toolkit, validator, device plugin, GFD) in the operand namespace.
     operand_pods: dict[str, operands.OperandPod] = dataclasses.field(default_factory=dict)
+    # Every owned object the watches see (kube/owning.OWNED_KINDS): applied hash and owner.
+    # NB: never a memory of what this process applied: a deleted object must be re-applied.
+    owned: dict[owning.ObjectIdent, owning.ObservedObject] = dataclasses.field(default_factory=dict)
     # Gives memory back once the process is idle after a burst of passes.
     trimmer: memory.Trimmer = dataclasses.field(default_factory=memory.Trimmer)
     # Set once every watched kind has been listed completely.
@@ -115,6 +120,10 @@ class Runtime:
 
     def mark_operands(self) -> None:
         """An operand pod changed readiness: the status may change."""
+        self.wake.set()
+
+    def mark_owned(self) -> None:
+        """An owned object changed or vanished: a pass re-applies what differs from the rendering."""
         self.wake.set()
 
     def mark_upgrades(self) -> None:
