@@ -22,7 +22,7 @@ import kopf
 
 from ocp_gpu import handlers, metrics, serving
 from ocp_gpu.kube import clients, discovering, electing
-from ocp_gpu.model import labels
+from ocp_gpu.model import labels, releases
 from ocp_gpu.reconcilers import cluster, runtime, upgrades
 
 logger = logging.getLogger("ocp_gpu.operator")
@@ -73,7 +73,9 @@ async def run(options: RunOptions) -> int:
 
     health.role = "leader"
     metrics.is_leader.set(1)
-    rt = runtime.Runtime(api_client=api_client, namespace=options.namespace, env=dict(os.environ))
+    # Image defaults: the release's (model/releases.py), overridden by the *_IMAGE env vars.
+    env = releases.with_release_defaults(os.environ)
+    rt = runtime.Runtime(api_client=api_client, namespace=options.namespace, env=env)
     rt.api_groups = await asyncio.to_thread(discovering.list_api_groups, api_client)
     kopf_stop: asyncio.Future[None] = loop.create_future()
     tasks = {

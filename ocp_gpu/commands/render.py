@@ -519,7 +519,7 @@ def _env(
     overrides: Sequence[tuple[str, str]], *, deployment: Mapping[str, str] | None = None
 ) -> tuple[dict[str, str], str]:
     """The operator env to render with, and where it came from: release < Deployment < --env."""
-    env = dict(releases.RELEASE_IMAGES)
+    env: dict[str, str] = {}
     origin = [f"ocp-gpu {__version__} release images"]
     if deployment:
         env |= deployment
@@ -527,7 +527,8 @@ def _env(
     if overrides:
         env |= dict(overrides)
         origin.append("--env " + ", ".join(sorted({name for name, _ in overrides})))
-    return env, ", overridden by ".join(origin)
+    # The same defaulting as `ocp-gpu run` (operator.py): what is not set is the release's.
+    return releases.with_release_defaults(env), ", overridden by ".join(origin)
 
 
 def read_files(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderInputs:

@@ -32,6 +32,7 @@ class OperatorProcess:
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        image_env: Mapping[str, str] | None = None,
     ) -> None:
         """``cwd``: where the process starts; `python -m` puts it first on sys.path, so a
         directory holding another ``ocp_gpu/`` (e.g. a commit's, extracted) is what runs."""
@@ -42,6 +43,9 @@ class OperatorProcess:
         self._args = list(extra_args)
         self._env = dict(env or {})
         self._cwd = cwd
+        # The *_IMAGE variables, exactly (the built-in release defaults fill the rest);
+        # None: all of the release's, as the CSV and the Helm chart set them.
+        self._image_env = releases.RELEASE_IMAGES if image_env is None else dict(image_env)
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -51,7 +55,8 @@ class OperatorProcess:
 
     def start(self) -> OperatorProcess:
         # As the CSV and the Helm chart set them; a test may override any.
-        env = {**os.environ, **releases.RELEASE_IMAGES, **self._env}
+        inherited = {k: v for k, v in os.environ.items() if k not in releases.RELEASE_IMAGES}
+        env = {**inherited, **self._image_env, **self._env}
         # NB: the operator must not inherit a KUBECONFIG pointing elsewhere.
         env.pop("KUBECONFIG", None)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

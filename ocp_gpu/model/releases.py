@@ -1,11 +1,13 @@
 """The operand images this operator release ships with, by the operator env var that carries each.
 
-The one source for the CSV's and the Helm chart's Deployment env (hack/generate.py)
-and for the demo and tests.  The operator itself reads only its environment.
+The one source for the CSV's and the Helm chart's Deployment env (hack/generate.py),
+for the demo and tests, and the built-in defaults of both `ocp-gpu run` and
+`ocp-gpu render` (`with_release_defaults`): the environment overrides them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 RELEASE_IMAGES: Final = {
@@ -63,3 +65,13 @@ OPERATOR_IMAGE: Final = "quay.io/ocp-gpu/ocp-gpu:v0.1.0"
 def installed_images() -> dict[str, str]:
     """The operand image env the OLM bundle and the Helm chart set: by digest where known."""
     return {env: RELEASE_DIGESTS.get(env, image) for env, image in RELEASE_IMAGES.items()}
+
+
+def with_release_defaults(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with this release's image under every `*_IMAGE` variable it leaves unset.
+
+    One rule for `ocp-gpu run` (its process environment) and `ocp-gpu render` (the
+    Deployment's env and `--env`): a variable that is set wins, a missing one is the release's.
+    NB: set but empty is kept: model/images reports it by name rather than guessing.
+    """
+    return {**RELEASE_IMAGES, **env}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Self
 
@@ -75,7 +75,12 @@ def start_operator(
 ) -> Iterator[Callable[..., OperatorProcess]]:
     started: list[OperatorProcess] = []
 
-    def start(*extra: str, wait_role: str | None = "leader", user: str = OPERATOR_USER) -> OperatorProcess:
+    def start(
+        *extra: str,
+        wait_role: str | None = "leader",
+        user: str = OPERATOR_USER,
+        image_env: Mapping[str, str] | None = None,
+    ) -> OperatorProcess:
         kubeconfig = (
             operator_kubeconfig
             if user == OPERATOR_USER
@@ -96,6 +101,7 @@ def start_operator(
             ],
             # Short upgrade re-checks so timeouts fire within a test's patience.
             env={"OCP_GPU_UPGRADE_RECHECK_SECONDS": "1"},
+            image_env=image_env,
         ).start()
         started.append(proc)
         proc.wait_http("/healthz")

@@ -303,3 +303,35 @@ def test_result_is_a_reference_or_a_problem(
         assert "/" in resolved
         # Given back as a full reference, it resolves to itself.
         assert images.resolve_image(source(name=resolved), component="driver", env=NO_DEFAULT) == resolved
+
+
+# --- the release's defaults under the operator's environment (model/releases.py) ----------------
+
+
+def test_release_defaults_fill_only_unset_image_variables() -> None:
+    from ocp_gpu.model import releases
+
+    env = releases.with_release_defaults(
+        {"DRIVER_IMAGE": "mirror.example/driver:1", "GFD_IMAGE": "  ", "OTHER": "x"}
+    )
+    assert env["DRIVER_IMAGE"] == "mirror.example/driver:1"  # set: the environment wins
+    assert env["GFD_IMAGE"] == "  "  # set but blank: kept, and reported by name (model/images)
+    assert env["VALIDATOR_IMAGE"] == releases.RELEASE_IMAGES["VALIDATOR_IMAGE"]  # unset
+    assert env["OTHER"] == "x"
+    # With none set, every component resolves (no InvalidSpec for a bare `ocp-gpu run`).
+    from ocp_gpu.model import policy as policy_model
+
+    bare = releases.with_release_defaults({})
+    assert not [
+        p for p in policy_model.validate_policy(policy_model.parse_policy({}), bare) if "IMAGE" in p.message
+    ]
+
+
+def test_readme_names_every_image_variable_with_its_release_default() -> None:
+    from pathlib import Path
+
+    from ocp_gpu.model import releases
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for name, image in releases.RELEASE_IMAGES.items():
+        assert f"| `{name}` |" in readme and f"| `{image}` |" in readme, name

@@ -1,0 +1,58 @@
+"""We test these aspects of image defaults on the local control plane:
+
+- `ocp-gpu run` without any `*_IMAGE` variable uses the release's images (model/releases.py),
+  so the policy is `ready`, not `InvalidSpec`, and the driver DaemonSet runs the release's driver;
+- a variable that is set overrides the release's default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness.cluster import unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels, releases
+
+from .conftest import read_policy, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def gpu_node(kube: client.ApiClient) -> Iterator[str]:
+    name = unique_name("gpu")
+    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(name)])
+    yield name
+    fake_nodes.delete_nodes(kube, [name])
+
+
+def images(kube: client.ApiClient, namespace: str) -> dict[str, str]:
+    """DaemonSet name -> its first container's image."""
+    return {
+        ds.metadata.name: ds.spec.template.spec.containers[0].image
+        for ds in client.AppsV1Api(kube).list_namespaced_daemon_set(namespace).items
+    }
+
+
+@pytest.mark.parametrize("toolkit_override", [None, "mirror.example/k8s/container-toolkit:v9"])
+def test_run_without_image_env_uses_the_release_defaults(
+    kube: client.ApiClient,
+    namespace: str,
+    gpu_node: str,
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+    toolkit_override: str | None,
+) -> None:
+    apply_policy()
+    start_operator(image_env={"CONTAINER_TOOLKIT_IMAGE": toolkit_override} if toolkit_override else {})
+    wait_for(lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", 60, what="ready")
+    found = images(kube, namespace)
+    driver = [image for name, image in found.items() if name.startswith(labels.DRIVER_DAEMONSET_PREFIX)]
+    assert driver and all(image.startswith(releases.RELEASE_IMAGES["DRIVER_IMAGE"] + "-") for image in driver)
+    toolkit = found["nvidia-container-toolkit-daemonset"]
+    assert toolkit == (toolkit_override or releases.RELEASE_IMAGES["CONTAINER_TOOLKIT_IMAGE"])
