@@ -129,6 +129,9 @@ DEFAULT_RUNTIME_CLASS: Final = "nvidia"
 DEFAULT_PRIORITY_CLASS: Final = "system-node-critical"
 DEFAULT_DAEMONSET_MAX_UNAVAILABLE: Final = "1"
 DEFAULT_UPGRADE_MAX_UNAVAILABLE: Final = "25%"
+# As NVIDIA's fixed validation timeout: a driver pod that is not current and Ready after
+# this long (an image that cannot be pulled, a build that never finishes) fails the node.
+DEFAULT_POD_RESTART_TIMEOUT_SECONDS: Final = 600
 DEFAULT_TOOLKIT_INSTALL_DIR: Final = "/usr/local/nvidia"
 # The standalone DCGM hostengine's port (NVIDIA's default); the exporter connects to it.
 DEFAULT_DCGM_HOST_PORT: Final = 5555
@@ -279,6 +282,10 @@ class UpgradePolicy:
     # gpuPodDeletion, with NVIDIA's podDeletion fields laid over it.
     gpu_pod_deletion: GpuPodDeletion = dataclasses.field(default_factory=GpuPodDeletion)
     drain: Drain = dataclasses.field(default_factory=Drain)
+    # Not a ClusterPolicy field (NVIDIA's schema has none): how long a node waits in
+    # pod-restart-required for a current, Ready driver pod before upgrade-failed.  The
+    # operator's env OCP_GPU_DRIVER_RESTART_TIMEOUT_SECONDS overrides it (reconcilers/upgrades.py).
+    pod_restart_timeout_seconds: int = DEFAULT_POD_RESTART_TIMEOUT_SECONDS
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -79,8 +79,16 @@ POD_DELETION_START: Final = "nvidia.com/gpu-driver-upgrade-pod-deletion-start-ti
 DRAIN_START: Final = "nvidia.com/gpu-driver-upgrade-drain-start-time"
 # NVIDIA's: when validation started (unix seconds).
 VALIDATION_START: Final = "nvidia.com/gpu-driver-upgrade-validation-start-time"
+# Ours, in NVIDIA's pattern: when the node started waiting for a current, Ready driver pod.
+POD_RESTART_START: Final = "nvidia.com/gpu-driver-upgrade-pod-restart-start-time"
 # Every start-time annotation; the transition table says which state uses which.
-TIMER_ANNOTATIONS: Final = (WAIT_FOR_COMPLETION_START, POD_DELETION_START, DRAIN_START, VALIDATION_START)
+TIMER_ANNOTATIONS: Final = (
+    WAIT_FOR_COMPLETION_START,
+    POD_DELETION_START,
+    DRAIN_START,
+    POD_RESTART_START,
+    VALIDATION_START,
+)
 
 # --- other wire strings ---------------------------------------------------------------
 

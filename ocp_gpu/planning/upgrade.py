@@ -535,9 +535,10 @@ def _wait_drain(ctx: Context) -> str:
 
 
 def _wait_restart(ctx: Context) -> str:
+    note = _timeout_note(ctx, "OCP_GPU_DRIVER_RESTART_TIMEOUT_SECONDS")
     if ctx.driver.check is DriverCheck.OUTDATED:
-        return f"{ctx.driver.detail}: restarting it"
-    return ctx.driver.detail
+        return f"{ctx.driver.detail}: restarting it {note}"
+    return f"{ctx.driver.detail} {note}"
 
 
 def _wait_validation(ctx: Context) -> str:
@@ -766,10 +767,20 @@ TABLE: Final[Mapping[UpgradeState, Rule]] = {
                     f"driver pod current but restarted more than {DRIVER_RESTART_LIMIT} times",
                     _driver_failing,
                 ),
+                Edge(
+                    S.UPGRADE_FAILED,
+                    "timeout: still no current, Ready driver pod (e.g. its image cannot be pulled)",
+                    lambda ctx: ctx.expired,
+                ),
             ),
             wait=_wait_restart,
             work=_restart_driver,
             work_doing="delete the outdated driver pod (once; not while it terminates)",
+            timer=upgrades.POD_RESTART_START,
+            timeout=Timeout(
+                "fixed, 600 s (operator env OCP_GPU_DRIVER_RESTART_TIMEOUT_SECONDS)",
+                lambda policy: policy.pod_restart_timeout_seconds,
+            ),
         ),
         Rule(
             S.VALIDATION_REQUIRED,
@@ -806,7 +817,8 @@ TABLE: Final[Mapping[UpgradeState, Rule]] = {
         Rule(
             S.UPGRADE_FAILED,
             "Something failed. Left by the admin relabelling upgrade-required, or by the operator once "
-            "the driver pod is healthy again.",
+            "the driver pod is healthy again. The upgrade's own cordon stays until then (the node "
+            "may run no driver); an admin's cordon is never lifted.",
             edges=(
                 Edge(
                     S.UNCORDON_REQUIRED,

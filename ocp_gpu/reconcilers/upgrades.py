@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import functools
 import logging
+from collections.abc import Mapping
 
 from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu import metrics
-from ocp_gpu.kube import upgrading
+from ocp_gpu.kube import requesting, upgrading
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
@@ -37,6 +39,8 @@ logger = logging.getLogger(labels.UPGRADE_LOGGER)
 # the env var overrides it (tests use short timeouts).
 RECHECK_S = 10.0
 RECHECK_ENV = "OCP_GPU_UPGRADE_RECHECK_SECONDS"
+# Seconds a node waits in pod-restart-required for a current, Ready driver pod (default 600).
+POD_RESTART_TIMEOUT_ENV = "OCP_GPU_DRIVER_RESTART_TIMEOUT_SECONDS"
 # A pass that raised is retried after this long.
 RETRY_S = 2.0
 
@@ -83,10 +87,19 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
         )
 
 
+def _with_env_timeouts(rules: UpgradePolicy, env: Mapping[str, str]) -> UpgradePolicy:
+    """The operator's env may shorten or lengthen the pod-restart timeout (no CRD field for it)."""
+    text = env.get(POD_RESTART_TIMEOUT_ENV, "").strip()
+    if not text.isdigit():
+        return rules
+    return dataclasses.replace(rules, pod_restart_timeout_seconds=int(text))
+
+
 async def reconcile_upgrades(
     rt: runtime.Runtime, rules: UpgradePolicy, now: datetime.datetime
 ) -> tuple[upgrade.UpgradePlan, bool]:
     """One pass: snapshot from the view, plan, apply (nodes in parallel); True in [1] when a node failed."""
+    rules = _with_env_timeouts(rules, rt.env)
     snap = await _snapshot(rt, rules)
     plan = upgrade.plan_upgrades(snap, rules, now)
     busy = upgrading.busy_plans(plan.nodes)
@@ -140,7 +153,7 @@ async def _snapshot(rt: runtime.Runtime, rules: UpgradePolicy) -> upgrades.Upgra
     for name, result in zip(wanted, listed, strict=True):
         if isinstance(result, Exception):
             # That node alone waits for the next pass.
-            logger.warning("could not list the pods of node %s: %s", name, result)
+            logger.warning("could not list the pods of node %s: %s", name, requesting.describe_error(result))
         else:
             pods[name] = result
     validators: dict[NodeName, list[upgrades.ValidatorPod]] = {}

@@ -661,9 +661,44 @@ def test_pod_restart_done(driver: str, cordon: str, lifted: bool, validator_depl
 
 def test_pod_restart_says_what_the_new_pod_waits_for() -> None:
     result = plan_one(node(state=S.POD_RESTART_REQUIRED, driver=FAILING.replace("failing", "starting")))
-    assert result.waiting == "driver pod nvidia-driver-n1 is not Ready yet"
+    assert result.waiting == "driver pod nvidia-driver-n1 is not Ready yet (timeout 10m00s, 10m00s left)"
     outdated = plan_one(node(state=S.POD_RESTART_REQUIRED, driver=OUTDATED))
-    assert outdated.waiting.endswith("is at 7c9a5d): restarting it")
+    assert outdated.waiting.endswith("is at 7c9a5d): restarting it (timeout 10m00s, 10m00s left)")
+
+
+@finish_cordons
+@pytest.mark.parametrize("driver", [STARTING, MISSING, OUTDATED, TERMINATING])
+def test_pod_restart_times_out_into_upgrade_failed(driver: str, cordon: str, lifted: bool) -> None:
+    """A driver pod that never becomes current and Ready (image pull failing) does not strand the node."""
+    waiting = node(
+        state=S.POD_RESTART_REQUIRED,
+        driver=driver,
+        cordon=cordon,
+        started=NOW - datetime.timedelta(seconds=599),
+    )
+    assert plan_one(waiting).transition is None
+    stuck = node(
+        state=S.POD_RESTART_REQUIRED,
+        driver=driver,
+        cordon=cordon,
+        started=NOW - datetime.timedelta(seconds=601),
+    )
+    result = plan_one(stuck)
+    assert result.transition is S.UPGRADE_FAILED
+    # The cordon is left as it is: lifted only once the node recovers, an admin's never.
+    assert not any(isinstance(action, upgrade.Uncordon) for action in result.actions)
+    shorter = dataclasses.replace(policy(), pod_restart_timeout_seconds=30)
+    assert plan_one(
+        node(state=S.POD_RESTART_REQUIRED, driver=driver, started=NOW - datetime.timedelta(seconds=31)),
+        shorter,
+    ).transition is (S.UPGRADE_FAILED)
+
+
+def test_pod_restart_timer_starts_when_missing() -> None:
+    unlabelled_timer = dataclasses.replace(node(state=S.POD_RESTART_REQUIRED, driver=STARTING), timers={})
+    result = plan_one(unlabelled_timer)
+    assert result.transition is None
+    assert upgrades.POD_RESTART_START in result.annotations
 
 
 # --- validation-required --------------------------------------------------------------------------

@@ -159,6 +159,7 @@ def test_timed_states_have_their_own_timer() -> None:
         S.WAIT_FOR_JOBS_REQUIRED,
         S.POD_DELETION_REQUIRED,
         S.DRAIN_REQUIRED,
+        S.POD_RESTART_REQUIRED,
         S.VALIDATION_REQUIRED,
     }
     timers = [rule.timer for rule in timed.values()]
