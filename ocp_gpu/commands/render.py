@@ -66,7 +66,7 @@ from ocp_gpu.kube import applying, clients, discovering, reading, requesting
 from ocp_gpu.model import images, labels, nodes, operands, releases, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem, Severity
-from ocp_gpu.planning import drivers, policies
+from ocp_gpu.planning import driver_coverage, drivers, policies
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import driver_manifests
 from ocp_gpu.rendering import common as operand_common
@@ -326,9 +326,15 @@ def summary_lines(result: Rendering) -> list[str]:
         str(m["metadata"]["name"]): m for m in result.desired.manifests if m.get("kind") == "DaemonSet"
     }
     existing = {d.name: d for d in inputs.view.daemonsets}
+    # The nodes each DaemonSet selects (an admin's gpu.deploy.driver=false is not counted).
+    coverage = driver_coverage.plan_driver_coverage(
+        {facts.name: facts.labels for facts in inputs.view.node_facts}, plan.desired
+    )
     for entry in plan.desired:
         change = _change(rendered.get(entry.name), existing.get(entry.name)) if inputs.live else ""
-        lines.append(f"  {_daemonset_line(entry)}{change}")
+        lines.append(f"  {_daemonset_line(entry, coverage.selected.get(entry.name, ()))}{change}")
+    if coverage.uncovered:
+        lines.append(driver_coverage.describe_uncovered(coverage.uncovered, plan.findings))
     if inputs.live:
         lines.append(_deletions([f"{s.name} ({s.reason})" for s in plan.stale]))
     if plan.findings:
@@ -350,11 +356,11 @@ def _operands_line(result: Rendering) -> str:
     return f"operands: {', '.join(shown) or 'none'}" + (f" (not rendered: {', '.join(off)})" if off else "")
 
 
-def _daemonset_line(entry: drivers.DesiredDriverDaemonSet) -> str:
-    shown = ", ".join(entry.nodes[:_NODES_SHOWN])
-    if len(entry.nodes) > _NODES_SHOWN:
-        shown += f", +{len(entry.nodes) - _NODES_SHOWN} more"
-    count = f"{len(entry.nodes)} node{'s' if len(entry.nodes) != 1 else ''}"
+def _daemonset_line(entry: drivers.DesiredDriverDaemonSet, selected: Sequence[str]) -> str:
+    shown = ", ".join(selected[:_NODES_SHOWN])
+    if len(selected) > _NODES_SHOWN:
+        shown += f", +{len(selected) - _NODES_SHOWN} more"
+    count = f"{len(selected)} node{'s' if len(selected) != 1 else ''}"
     line = f"{entry.name}: key {entry.key}, {count} ({shown}), driver {entry.driver_image}"
     if entry.strategy is drivers.Strategy.DTK:
         # a missing tag renders the driver image in the sidecar: say "missing", not that image

@@ -20,7 +20,15 @@ from ocp_gpu.kube import labelling, reporting, requesting
 from ocp_gpu.model import fields
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import problems as policy_problems
-from ocp_gpu.planning import conditions, monitoring, node_labels, operator_health, platform, policies
+from ocp_gpu.planning import (
+    conditions,
+    driver_coverage,
+    monitoring,
+    node_labels,
+    operator_health,
+    platform,
+    policies,
+)
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
 from ocp_gpu.reconcilers import monitoring as monitoring_reconciler
 from ocp_gpu.reconcilers import operands, runtime
@@ -185,7 +193,8 @@ def _active_status(
     for operand in (outcome, *stack.values()):
         apply_errors |= dict(operand.errors) if operand else {}
     found: list[conditions.Condition] = []
-    summary = _driver_summary(rt, outcome)
+    coverage = _coverage(rt, outcome)
+    summary = _driver_summary(rt, outcome, coverage)
     unready = [d["name"] for d in summary if not d.pop("_complete")]
     # Per operand, the GPU nodes that should run it and have no Ready pod of it yet.
     unready_nodes = operands.unready_operands(rt, policy) if stack else {}
@@ -197,6 +206,11 @@ def _active_status(
         message = "; ".join(f"{what}: {error}" for what, error in sorted(apply_errors.items()))
         found.append(conditions.Condition("Ready", False, "ApplyFailed", message))
         found.append(conditions.Condition("Error", True, "ApplyFailed", message))
+    elif coverage is not None and coverage.uncovered and outcome is not None and outcome.plan is not None:
+        # A GPU node that no driver DaemonSet selects is never "ready" (DESIGN §4).
+        message = driver_coverage.describe_uncovered(coverage.uncovered, outcome.plan.findings)
+        found.append(conditions.Condition("Ready", False, "GPUNodesWithoutDriver", message))
+        found.append(conditions.Condition("Error", False, "Reconciled", ""))
     elif unready or unready_nodes:
         parts = [f"pods not ready in {', '.join(unready)}"] if unready else []
         for name, nodes in unready_nodes.items():
@@ -249,12 +263,26 @@ def _active_status(
     }
 
 
-def _driver_summary(
+def _coverage(
     rt: runtime.Runtime, outcome: drivers_reconciler.DriverOutcome | None
-) -> list[dict[str, Any]]:
-    """One entry per desired driver DaemonSet: its key, images, nodes and ready pods."""
+) -> driver_coverage.DriverCoverage | None:
     if outcome is None or outcome.plan is None:
-        return []
+        return None
+    return driver_coverage.plan_driver_coverage(
+        {name: facts.labels for name, facts in rt.node_facts.items()}, outcome.plan.desired
+    )
+
+
+def _driver_summary(
+    rt: runtime.Runtime,
+    outcome: drivers_reconciler.DriverOutcome | None,
+    coverage: driver_coverage.DriverCoverage | None,
+) -> list[dict[str, Any]]:
+    """One entry per desired driver DaemonSet: its key, images, the nodes it selects and ready pods."""
+    if outcome is None or outcome.plan is None or coverage is None:
+        # No plan this pass (an invalid spec, an image that cannot be resolved): the
+        # DaemonSets keep running, so describe them as they are.
+        return _observed_driver_summary(rt)
     summary = []
     for entry in outcome.plan.desired:
         observed = rt.driver_daemonsets.get(entry.name)
@@ -264,7 +292,8 @@ def _driver_summary(
                 "key": str(entry.key),
                 "image": entry.driver_image,
                 "dtkImage": entry.dtk_image or "",
-                "nodes": len(entry.nodes),
+                # Nodes the DaemonSet selects: the key's nodes less the admin's opt-outs.
+                "nodes": len(coverage.selected.get(entry.name, ())),
                 "ready": observed.number_ready if observed else 0,
                 # Every pod the DaemonSet controller wants is Ready (opted-out nodes do not count).
                 "_complete": observed is not None
@@ -273,6 +302,23 @@ def _driver_summary(
             }
         )
     return summary
+
+
+def _observed_driver_summary(rt: runtime.Runtime) -> list[dict[str, Any]]:
+    """The driver DaemonSets as the watch sees them (nodes: what the DaemonSet controller schedules)."""
+    return [
+        {
+            "name": daemonset.name,
+            "key": daemonset.key or "",
+            "image": daemonset.image,
+            "dtkImage": daemonset.dtk_image or "",
+            "nodes": daemonset.desired_number_scheduled,
+            "ready": daemonset.number_ready,
+            "_complete": daemonset.status_is_current
+            and daemonset.number_ready == daemonset.desired_number_scheduled,
+        }
+        for daemonset in sorted(rt.driver_daemonsets.values(), key=lambda d: d.name)
+    ]
 
 
 def _ignored_status(message: str, obj: runtime.PolicyObject) -> dict[str, Any]:
