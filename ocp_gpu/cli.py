@@ -34,11 +34,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--lease-retry-period", type=float, default=2.0)
 
     demo = commands.add_parser("demo", help="start a local control plane and show the operator at work")
-    demo.add_argument("--state-dir", type=Path, default=None)
-    demo.add_argument("--no-live", action="store_true", help="print snapshots instead of a live table")
+    demo.add_argument("--state-dir", type=Path, default=None, help="where to keep its state (kept on exit)")
     demo.add_argument(
-        "--once", action="store_true", help="run the scenario once and exit (no waiting for Ctrl-C)"
+        "--keep-state",
+        action="store_true",
+        help="keep the state directory on exit (also OCP_GPU_KEEP_STATE=1)",
     )
+    demo.add_argument(
+        "--no-live", action="store_true", help="print snapshots (on change) instead of a live table"
+    )
+    demo.add_argument(
+        "--follow", action="store_true", help="keep the cluster up after the scenario, until Ctrl-C"
+    )
+    # The default since the demo stops by itself; kept so existing scripts keep working.
+    demo.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
 
     # --- render (ocp_gpu/commands/render.py) ---
     from ocp_gpu.commands import render as render_command
@@ -115,7 +124,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from ocp_gpu import demo as demo_module
 
-        return demo_module.main(state_dir=args.state_dir, live=not args.no_live, once=args.once)
+        return demo_module.main(
+            state_dir=args.state_dir,
+            live=not args.no_live,
+            follow=args.follow and not args.once,
+            keep_state=args.keep_state,
+        )
     if args.command == "render":
         # --- render (ocp_gpu/commands/render.py) ---
         return render_command.main(args)

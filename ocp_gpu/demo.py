@@ -4,13 +4,20 @@ Starts a real control plane (etcd, kube-apiserver, controller-manager,
 scheduler, kwok) in OpenShift mode, GPU nodes on two RHCOS versions plus CPU
 nodes, installs the ClusterPolicy CRD and `cluster-policy`, runs `ocp-gpu run`
 as a separate process, then plays a short scenario while a live table shows
-nodes, labels, driver DaemonSets and the ClusterPolicy's status.  Ctrl-C (or
-the end of `--once`) stops everything it started.
+nodes, labels, driver DaemonSets and the ClusterPolicy's status.  The end of the
+scenario (or Ctrl-C) stops everything it started; `--follow` keeps the cluster up
+for exploring until Ctrl-C.  The state directory (≈ 70 MB, including the CA and
+admin keys) is removed on exit unless `--keep-state`, `OCP_GPU_KEEP_STATE=1` or an
+explicit `--state-dir` asks to keep it.  Without a terminal, a snapshot is printed
+only when it differs from the previous one, so a pipe or CI log is not flooded.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,17 +70,32 @@ class Narrator:
             return Text("\n".join(self.lines))
 
 
-def main(state_dir: Path | None, live: bool, once: bool) -> int:
+def main(state_dir: Path | None, live: bool, follow: bool, keep_state: bool = False) -> int:
     console = Console()
     live = live and console.is_terminal
     if not console.is_terminal:
         # Logs and pipes: wide enough that the tables do not wrap.
         console = Console(width=150)
+    keep = keep_state or state_dir is not None or os.environ.get("OCP_GPU_KEEP_STATE") == "1"
     console.print("[bold]ocp-gpu demo[/]: building/locating the local control plane binaries…")
     binaries.ensure_binaries()
     work = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="ocp-gpu-demo-"))
+    try:
+        _run_demo(console, work, live, follow)
+    finally:
+        if keep:
+            console.print(f"state kept in {work} (control plane logs, operator log, kubeconfig, keys)")
+        else:
+            # NB: it holds the control plane's CA and admin private keys: never leave it behind.
+            shutil.rmtree(work, ignore_errors=True)
+            console.print(f"removed {work} (keep it with --keep-state or OCP_GPU_KEEP_STATE=1)")
+    return 0
+
+
+def _run_demo(console: Console, work: Path, live: bool, follow: bool) -> None:
     narrator = Narrator()
-    with LocalControlPlane(work / "cluster", keep_state=state_dir is not None) as control_plane:
+    # The caller removes (or keeps) `work`, so the control plane never deletes part of it.
+    with LocalControlPlane(work / "cluster", keep_state=True) as control_plane:
         console.print(
             f"control plane up in {control_plane.startup_seconds:.1f}s; "
             f"kubeconfig: [cyan]{control_plane.kubeconfig}[/]"
@@ -91,9 +113,7 @@ def main(state_dir: Path | None, live: bool, once: bool) -> int:
         try:
             with _display(console, live, lambda: _render(api, operator, narrator)):
                 _scenario(api, narrator)
-                if once:
-                    time.sleep(3)
-                else:
+                if follow:
                     narrator.say(
                         "scenario done: explore with "
                         f"`kubectl --kubeconfig {control_plane.kubeconfig} get nodes --show-labels`; "
@@ -101,13 +121,14 @@ def main(state_dir: Path | None, live: bool, once: bool) -> int:
                     )
                     while True:
                         time.sleep(1)
+                narrator.say("scenario done: stopping (run with --follow to keep the cluster up)")
+                time.sleep(1)
         except KeyboardInterrupt:
             pass
         finally:
             operator.stop()
             console.print(_render(api, operator, narrator))
             console.print("stopping the operator and the control plane…")
-    return 0
 
 
 def _prepare_cluster(control_plane: LocalControlPlane, api: client.ApiClient, narrator: Narrator) -> None:
@@ -295,9 +316,14 @@ def _display(console: Console, live: bool, render: Callable[[], Any]) -> Iterato
                 view.update(render())
         else:
             interval = 5.0
+            last = [""]
 
             def show() -> None:
-                console.print(render())
+                # Only what changed: a pipe gets a snapshot per change, not one every 5 s.
+                shown = _plain_text(render())
+                if shown != last[0]:
+                    last[0] = shown
+                    console.print(shown, end="", markup=False, highlight=False)
 
         def refresh() -> None:
             while not stop.wait(interval):
@@ -312,6 +338,13 @@ def _display(console: Console, live: bool, render: Callable[[], Any]) -> Iterato
         finally:
             stop.set()
             thread.join(2)
+
+
+def _plain_text(renderable: Any) -> str:
+    """What `renderable` prints on a 150-column non-terminal, as plain text."""
+    buffer = io.StringIO()
+    Console(file=buffer, width=150, no_color=True, force_terminal=False).print(renderable)
+    return buffer.getvalue()
 
 
 def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator) -> Group:
@@ -415,4 +448,4 @@ def _styled(value: str) -> Text:
 
 
 if __name__ == "__main__":
-    sys.exit(main(None, live=True, once=False))
+    sys.exit(main(None, live=True, follow=False))
