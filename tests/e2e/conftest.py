@@ -80,6 +80,7 @@ def start_operator(
         wait_role: str | None = "leader",
         user: str = OPERATOR_USER,
         image_env: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> OperatorProcess:
         kubeconfig = (
             operator_kubeconfig
@@ -100,7 +101,7 @@ def start_operator(
                 *extra,
             ],
             # Short upgrade re-checks so timeouts fire within a test's patience.
-            env={"OCP_GPU_UPGRADE_RECHECK_SECONDS": "1"},
+            env={"OCP_GPU_UPGRADE_RECHECK_SECONDS": "1", **(env or {})},
             image_env=image_env,
         ).start()
         started.append(proc)

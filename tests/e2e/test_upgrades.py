@@ -10,6 +10,9 @@ workload pods on kwok nodes that advertise `nvidia.com/gpu`:
 - a node the admin cordoned before the upgrade stays cordoned after it;
 - the skip label keeps a node out; pause (`autoUpgrade: false`) freezes and resume continues;
 - a PodDisruptionBudget blocks a drain -> timeout -> upgrade-failed -> recovery by relabelling;
+- a new driver pod whose image cannot be pulled times out in pod-restart-required into
+  upgrade-failed (counted in gpu_operator_nodes_upgrades_failed, with a GPUDriverUpgrade Event):
+  the node keeps the upgrade's cordon, no other node starts, and relabelling recovers it;
 - waitForCompletion holds a node until its job's pod completes;
 - the operator killed mid-upgrade resumes from the labels.
 """
@@ -25,6 +28,7 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness import stages
 from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
@@ -414,3 +418,60 @@ def test_operator_killed_mid_upgrade_resumes_from_the_labels(
     )
     assert any(s in IN_FLIGHT for s in mid.values()), mid
     assert json.dumps(mid)  # recorded for the failure message above
+
+
+def test_driver_image_pull_failing_times_out_into_upgrade_failed(
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    namespace: str,
+    gpu_cluster: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    nodes = gpu_cluster(2)
+    operator = start_operator(env={"OCP_GPU_DRIVER_RESTART_TIMEOUT_SECONDS": "5"})
+    wait_for(lambda: all_done(kube, nodes), 60, what="initial label")
+    # The new version's image cannot be pulled: its pods carry the harness's pull-failure fate.
+    failing = {stages.FATE_ANNOTATION: stages.FATE_IMAGE_PULL_FAILING}
+    patch_policy(kube, {"spec": {"driver": {"version": "510.85.02"}, "daemonsets": {"annotations": failing}}})
+    with StateSampler(kube, nodes) as sampler:
+        failed = wait_for(
+            lambda: [n for n, s in states(kube, nodes).items() if s == "upgrade-failed"],
+            90,
+            what="upgrade-failed after the pod-restart timeout",
+        )
+        time.sleep(3)  # the failed node holds the only slot: no other node starts meanwhile
+    assert len(failed) == 1 and "pod-restart-required" in sampler.seen
+    [node] = failed
+    [other] = [n for n in nodes if n != node]
+    assert states(kube, nodes)[other] in ("upgrade-done", "upgrade-required")
+    assert sampler.max_in_flight <= 1
+    assert client.CoreV1Api(kube).read_node(node).spec.unschedulable, "the upgrade's cordon is kept"
+    wait_for(lambda: operator.metric("gpu_operator_nodes_upgrades_failed") == 1, 20, what="failed metric 1")
+    wait_for(
+        lambda: [
+            e
+            for e in client.CoreV1Api(kube).list_namespaced_event("default").items
+            if e.reason == "GPUDriverUpgrade"
+            and e.involved_object.name == node
+            and e.message == "Successfully updated node state label to [upgrade-failed]"
+        ],
+        30,
+        what="GPUDriverUpgrade event about the failed node",
+    )
+
+    # The admin fixes the image and relabels, as the seed says: the node recovers and is uncordoned.
+    patch_policy(kube, {"spec": {"daemonsets": {"annotations": None}}})
+    kubectl(
+        control_plane,
+        "label",
+        "node",
+        node,
+        "nvidia.com/gpu-driver-upgrade-state=upgrade-required",
+        "--overwrite",
+    )
+    wait_for(
+        lambda: driver_pods_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
+        120,
+        what="recovered",
+    )
+    assert not client.CoreV1Api(kube).read_node(node).spec.unschedulable
