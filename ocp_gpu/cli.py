@@ -168,7 +168,14 @@ def _run(args: argparse.Namespace) -> int:
             retry_period_s=args.lease_retry_period,
         ),
     )
-    return asyncio.run(operator.run(options))
+    from ocp_gpu.kube import clients
+
+    try:
+        return asyncio.run(operator.run(options))
+    except clients.ConfigError as error:
+        # One line naming the file, not a traceback.
+        print(f"ocp-gpu run: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

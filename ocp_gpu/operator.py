@@ -49,8 +49,9 @@ def default_namespace(env: Mapping[str, str]) -> str:
 
 async def run(options: RunOptions) -> int:
     health = serving.Health()
-    server = serving.serve(options.metrics_address, options.metrics_port, health)
+    # First the configuration: a missing kubeconfig fails before anything starts (clients.ConfigError).
     api_client = clients.load_api_client(options.kubeconfig)
+    server = serving.serve(options.metrics_address, options.metrics_port, health)
     election = options.election or electing.ElectionSettings(namespace=options.namespace)
     elector = electing.LeaderElector(api_client, election)
     stop = asyncio.Event()

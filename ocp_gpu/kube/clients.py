@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import yaml
 from kubernetes import client, config
 
 from ocp_gpu import __version__
@@ -14,14 +15,32 @@ from ocp_gpu import __version__
 USER_AGENT = f"ocp-gpu/{__version__}"
 
 
+class ConfigError(Exception):
+    """No usable cluster configuration; the message is one line naming what to fix."""
+
+
 def load_api_client(kubeconfig: Path | None = None) -> client.ApiClient:
-    """An ApiClient for the given kubeconfig, $KUBECONFIG, ~/.kube/config, or in-cluster config."""
+    """An ApiClient for the given kubeconfig, $KUBECONFIG, ~/.kube/config, or in-cluster config.
+
+    Raises ConfigError (one line naming the file) when the configuration cannot be loaded.
+    """
     configuration = client.Configuration()
     path = kubeconfig or (Path(os.environ["KUBECONFIG"]) if os.environ.get("KUBECONFIG") else None)
-    if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        config.load_kube_config(config_file=str(path) if path else None, client_configuration=configuration)
+    if path is not None and not path.is_file():
+        origin = "--kubeconfig" if kubeconfig else "$KUBECONFIG"
+        raise ConfigError(f"kubeconfig {path} (from {origin}) does not exist or is not a file")
+    try:
+        if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            config.load_kube_config(
+                config_file=str(path) if path else None, client_configuration=configuration
+            )
+    except (config.ConfigException, OSError, ValueError, yaml.YAMLError) as error:
+        # NB: the client's own message spans lines and may not name the file.
+        where = str(path) if path else "~/.kube/config (no --kubeconfig, $KUBECONFIG or in-cluster config)"
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ConfigError(f"cannot load kubeconfig {where}: {first}") from None
     # One pooled connection per concurrent call (reconcilers/runtime.WRITE_CONCURRENCY plus the lease).
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, 16)
     api_client = client.ApiClient(configuration)

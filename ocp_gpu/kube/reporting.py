@@ -12,6 +12,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu import metrics
+from ocp_gpu.kube import requesting
+from ocp_gpu.planning import conditions
 
 logger = logging.getLogger("ocp_gpu.reporting")
 
@@ -49,7 +51,7 @@ def post_event(
         "metadata": {"name": f"{involved['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
         "involvedObject": dict(involved),
         "reason": reason,
-        "message": message,
+        "message": conditions.bounded_message(message, conditions.EVENT_MESSAGE_LIMIT),
         "type": event_type,
         "source": {"component": EVENT_SOURCE},
         "reportingComponent": EVENT_SOURCE,
@@ -62,4 +64,9 @@ def post_event(
         client.CoreV1Api(api_client).create_namespaced_event(namespace, body)
         metrics.api_writes.labels("create", "events").inc()
     except ApiException as error:
-        logger.warning("could not post event %s on %s: %s", reason, involved.get("name"), error.reason)
+        logger.warning(
+            "could not post event %s on %s: %s",
+            reason,
+            involved.get("name"),
+            requesting.describe_error(error),
+        )

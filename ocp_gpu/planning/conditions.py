@@ -11,6 +11,20 @@ import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+# The longest condition message we store, and the longest Event message we post.  Messages
+# quote user input (a field's value, node names); a 10 KB string must not be copied whole
+# into every condition and Event.
+CONDITION_MESSAGE_LIMIT = 2048
+EVENT_MESSAGE_LIMIT = 1024
+
+
+def bounded_message(message: str, limit: int = CONDITION_MESSAGE_LIMIT) -> str:
+    """`message`, cut to `limit` characters with a note of how much was left out."""
+    if len(message) <= limit:
+        return message
+    note = f"… ({len(message) - limit} more characters)"
+    return message[: max(0, limit - len(note))] + note
+
 
 @dataclasses.dataclass(frozen=True)
 class Condition:
@@ -18,6 +32,11 @@ class Condition:
     status: bool
     reason: str
     message: str
+
+    def __post_init__(self) -> None:
+        # NB: bounded here, once, so a fresh message compares equal to the stored one (no
+        # re-written status, no repeated Event).
+        object.__setattr__(self, "message", bounded_message(self.message))
 
 
 def merge_conditions(

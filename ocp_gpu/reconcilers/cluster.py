@@ -15,6 +15,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from ocp_gpu import metrics
 from ocp_gpu.kube import labelling, reporting, requesting
 from ocp_gpu.model import fields
@@ -65,6 +67,14 @@ async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
         metrics.reconciliations.inc()
         try:
             await reconcile_once(rt, changes, datetime.datetime.now(datetime.UTC))
+        except ApiException as error:
+            # NB: str(ApiException) carries every HTTP header; the apiserver's message is enough.
+            metrics.reconciliation_failures.inc()
+            logger.error(
+                "reconcile pass failed: %s; retrying everything shortly", requesting.describe_error(error)
+            )
+            await asyncio.sleep(2)
+            rt.mark_everything()
         except Exception:
             metrics.reconciliation_failures.inc()
             metrics.reconciliation_status.set(operator_health.ReconciliationStatus.OPERATOR_ERROR)
@@ -84,9 +94,25 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     )
     if changes.policies or changes.everything:
         for name, message in selection.ignored.items():
-            await _write_status_if_changed(
-                rt, rt.policies[name], _ignored_status(message, rt.policies[name]), now
-            )
+            ignored = rt.policies[name]
+            if _ready_message(ignored.status) != message:
+                # A second ClusterPolicy (or a new reason to ignore it): say so once, loudly.
+                logger.warning("ClusterPolicy %s ignored: %s", name, message)
+                await asyncio.to_thread(
+                    reporting.post_event,
+                    rt.api_client,
+                    _policy_ref(ignored),
+                    "ClusterPolicyIgnored",
+                    conditions.bounded_message(message),
+                    "Warning",
+                )
+            await _write_status_if_changed(rt, ignored, _ignored_status(message, ignored), now)
+    if selection.active != rt.active_policy:
+        # Deleting the active policy hands over to the next oldest: worth a line in the log.
+        logger.info(
+            "active ClusterPolicy: %s (was %s)", selection.active or "none", rt.active_policy or "none"
+        )
+        rt.active_policy = selection.active
     if selection.active is None:
         # No ClusterPolicy: nothing is deployed and no node is labelled.
         rt.set_upgrade_policy(None)
@@ -95,6 +121,20 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     active = rt.policies[selection.active]
     policy = policy_model.parse_policy(active.spec)
     problems = policy_model.validate_policy(policy, rt.env)
+    spec_errors = "; ".join(
+        f"{p.field}: {p.message}" for p in problems if p.severity is policy_problems.Severity.ERROR
+    )
+    if spec_errors != rt.logged_spec_errors:
+        # Logged once per change, not every pass (the status and an Event carry it too).
+        if spec_errors:
+            logger.warning(
+                "ClusterPolicy %s has an invalid spec (nothing is applied or deleted): %s",
+                active.name,
+                conditions.bounded_message(spec_errors),
+            )
+        elif rt.logged_spec_errors:
+            logger.info("ClusterPolicy %s: the spec is valid again", active.name)
+        rt.logged_spec_errors = spec_errors
     detected = platform.detect_platform(rt.api_groups)
 
     errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
@@ -343,6 +383,12 @@ async def _write_status_if_changed(
     if all(obj.status.get(key) == value for key, value in status.items()):
         return
     await asyncio.to_thread(reporting.patch_policy_status, rt.api_client, obj.name, status)
+
+
+def _ready_message(status: Mapping[str, Any]) -> str:
+    return next(
+        (str(c.get("message", "")) for c in status.get("conditions") or [] if c.get("type") == "Ready"), ""
+    )
 
 
 def _condition_messages(status: Mapping[str, Any]) -> set[str]:

@@ -15,15 +15,16 @@ import dataclasses
 import datetime
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from kubernetes import client
 
 from ocp_gpu import metrics
-from ocp_gpu.kube import applying, fetching, requesting
+from ocp_gpu.kube import applying, fetching, owning, reading, reporting, requesting
 from ocp_gpu.model import labels, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
-from ocp_gpu.planning import drivers, imagestreams, operator_health
+from ocp_gpu.planning import downgrades, drivers, imagestreams, operator_health
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import driver_manifests, operands, runtime
 
@@ -89,6 +90,8 @@ async def reconcile_drivers(
     _record_driver_toolkit_gauges(rt, policy, platform)
     errors: dict[str, str] = {}
     for manifest in manifests:
+        if manifest["kind"] == "DaemonSet":
+            await _say_if_downgrade(rt, owner, manifest)
         await operands.apply_if_changed(rt, owner, manifest, errors)
     for stale in plan.stale:
         await _delete_stale(rt, stale, errors)
@@ -136,6 +139,30 @@ def _record_driver_toolkit_gauges(
     metrics.driver_toolkit_tag_missing.clear()
     for version in gauges.missing_versions:
         metrics.driver_toolkit_tag_missing.labels(version).set(1)
+
+
+async def _say_if_downgrade(
+    rt: runtime.Runtime, owner: Mapping[str, str], manifest: Mapping[str, Any]
+) -> None:
+    """A driver DaemonSet about to be re-applied with an older driver: log it and a Warning Event.
+
+    NB: it still proceeds (the admin asked for that version, as NVIDIA's operator does);
+    said once, when the change is applied (the next pass finds it current).
+    """
+    name = str(manifest["metadata"]["name"])
+    existing = rt.driver_daemonsets.get(name)
+    wanted = applying.applied_hash(manifest)
+    if existing is None or owning.is_current(
+        rt.owned.get(owning.manifest_ident(manifest)), wanted, owner["uid"]
+    ):
+        return
+    downgrade = downgrades.plan_downgrade(name, existing.image, reading.driver_daemonset(manifest).image)
+    if downgrade is None:
+        return
+    logger.warning("driver downgrade: %s", downgrade.message)
+    await asyncio.to_thread(
+        reporting.post_event, rt.api_client, owner, "DriverDowngrade", downgrade.message, "Warning"
+    )
 
 
 def _pull_failures(rt: runtime.Runtime) -> tuple[drivers.PullFailure, ...]:

@@ -92,6 +92,9 @@ class Runtime:
     # Every owned object the watches see (kube/owning.OWNED_KINDS): applied hash and owner.
     # NB: never a memory of what this process applied: a deleted object must be re-applied.
     owned: dict[owning.ObjectIdent, owning.ObservedObject] = dataclasses.field(default_factory=dict)
+    # The active ClusterPolicy's name and its spec errors, as last logged (logged on change only).
+    active_policy: str | None = None
+    logged_spec_errors: str = ""
     # Gives memory back once the process is idle after a burst of passes.
     trimmer: memory.Trimmer = dataclasses.field(default_factory=memory.Trimmer)
     # Set once every watched kind has been listed completely.
