@@ -51,6 +51,7 @@ import argparse
 import collections
 import contextlib
 import dataclasses
+import functools
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -63,7 +64,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu import __version__
 from ocp_gpu.kube import applying, clients, discovering, reading, requesting
-from ocp_gpu.model import images, labels, nodes, operands, releases, snapshot
+from ocp_gpu.model import images, labels, nodes, operands, releases, snapshot, structural
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem, Severity
 from ocp_gpu.planning import driver_coverage, drivers, policies
@@ -222,6 +223,11 @@ def render(inputs: RenderInputs) -> Rendering:
     spec = inputs.policy.spec
     if not isinstance(spec, Mapping):
         raise policy_model.PolicyParseError("spec", "an object", spec)
+    # First what the API server itself would refuse (a misspelt field, a wrong type): a
+    # review must not pass what `kubectl apply` then rejects.
+    refused = structural.schema_problems(_crd_spec_schema(), spec)
+    if refused:
+        return Rendering(inputs, _schema_errors(refused), None, ())
     policy = policy_model.parse_policy(spec)
     problems = tuple(policy_model.validate_policy(policy, inputs.view.env))
     if any(p.severity is Severity.ERROR for p in problems):
@@ -263,6 +269,27 @@ def operand_manifests(
             operand, policy, operand_common.OperandRenderInputs(namespace, openshift, image)
         )
     return manifests, problems
+
+
+@functools.cache
+def _crd_spec_schema() -> Mapping[str, Any]:
+    """The packaged ClusterPolicy CRD's spec schema (the one source, ocp_gpu/crds/)."""
+    text = (Path(__file__).resolve().parents[1] / "crds" / "clusterpolicies.nvidia.com.yaml").read_text()
+    return structural.spec_schema(yaml.safe_load(text))
+
+
+def _schema_errors(refused: Sequence[structural.SchemaProblem]) -> tuple[PolicyProblem, ...]:
+    shown = [
+        PolicyProblem(
+            problem.path,
+            problem.message,
+            "the API server rejects this ClusterPolicy as written; correct the field",
+        )
+        for problem in refused[: structural.REPORTED]
+    ]
+    if len(refused) > structural.REPORTED:
+        shown.append(PolicyProblem("spec", f"+{len(refused) - structural.REPORTED} more", "see above"))
+    return tuple(shown)
 
 
 def with_ownership(manifest: Mapping[str, Any], owner: Mapping[str, str] | None) -> dict[str, Any]:

@@ -634,3 +634,32 @@ def test_many_nodes_are_counted_not_all_listed(run: Callable[..., Run], write: C
     many = node_list(*(fake_nodes.vanilla_gpu_node(f"n{i:02}") for i in range(12)))
     result = run("--policy", write("p.yaml", POLICY_OBJECT), "--nodes", write("n.yaml", many))
     assert "12 nodes (n00, n01, n02, n03, n04, +7 more)" in result.err
+
+
+# --- what the API server would refuse ---------------------------------------------------------
+
+
+def test_a_misspelt_field_is_refused_with_the_close_name(
+    run: Callable[..., Run], dtk_files: list[str], write: Callable[..., str]
+) -> None:
+    files = list(dtk_files)
+    files[1] = write("typo.yaml", {**POLICY_OBJECT, "spec": {"driver": {"verison": "510.85.02"}}})
+    result = run(*files)
+    assert result.status != 0 and not result.out
+    assert "spec.driver.verison: unknown field; did you mean spec.driver.version?" in result.err
+    wrong_type = write(
+        "type.yaml", {**POLICY_OBJECT, "spec": {"driver": {"upgradePolicy": {"autoUpgrade": "yes"}}}}
+    )
+    files[1] = wrong_type
+    assert "spec.driver.upgradePolicy.autoUpgrade: must be boolean" in run(*files).err
+
+
+@pytest.mark.parametrize("name", ["nvidia-clusterpolicy.yaml", "nvidia-operatorhub-clusterpolicy.yaml"])
+def test_nvidia_policies_pass_the_structural_check(name: str) -> None:
+    """No false refusal: NVIDIA's every-field and OperatorHub policies are valid as the API server sees them."""
+    from ocp_gpu.commands import render as render_command
+    from ocp_gpu.model import structural
+
+    document = yaml.safe_load((Path(__file__).parent / "data" / name).read_text())
+    spec = document.get("spec", document)
+    assert structural.schema_problems(render_command._crd_spec_schema(), spec) == []
