@@ -656,7 +656,7 @@ def test_a_misspelt_field_is_refused_with_the_close_name(
 
 @pytest.mark.parametrize("name", ["nvidia-clusterpolicy.yaml", "nvidia-operatorhub-clusterpolicy.yaml"])
 def test_nvidia_policies_pass_the_structural_check(name: str) -> None:
-    """No false refusal: NVIDIA's every-field and OperatorHub policies are valid as the API server sees them."""
+    """No false refusal: NVIDIA's every-field and OperatorHub policies pass, as on the API server."""
     from ocp_gpu.commands import render as render_command
     from ocp_gpu.model import structural
 
