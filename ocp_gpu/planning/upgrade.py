@@ -325,8 +325,13 @@ def _current(ctx: Context) -> bool:
     return ctx.driver.current
 
 
-def _outdated_not_skipped(ctx: Context) -> bool:
-    return ctx.driver.check is DriverCheck.OUTDATED and not ctx.node.skip
+def _outdated(ctx: Context) -> bool:
+    return ctx.driver.check is DriverCheck.OUTDATED
+
+
+# NB: as NVIDIA's library, a skipped node with an outdated driver is labelled upgrade-required
+# (and waits there without a slot), never left claiming upgrade-done.
+OUTDATED_EDGE: Final = "driver pod outdated (a node with the skip label waits in upgrade-required)"
 
 
 def _slot_granted(ctx: Context) -> bool:
@@ -627,14 +632,14 @@ TABLE: Final[Mapping[UpgradeState, Rule]] = {
                     _uncordon,
                     "uncordon if the upgrade's own cordon is still there (label removed by hand)",
                 ),
-                Edge(S.UPGRADE_REQUIRED, "driver pod outdated and no skip label", _outdated_not_skipped),
+                Edge(S.UPGRADE_REQUIRED, OUTDATED_EDGE, _outdated),
             ),
             wait=_wait_idle,
         ),
         Rule(
             S.UPGRADE_DONE,
             "The driver pod is current.",
-            edges=(Edge(S.UPGRADE_REQUIRED, "driver pod outdated and no skip label", _outdated_not_skipped),),
+            edges=(Edge(S.UPGRADE_REQUIRED, OUTDATED_EDGE, _outdated),),
             wait=_wait_idle,
             work=_uncordon,
             work_doing="uncordon if the upgrade's own cordon is still there (label set by hand)",

@@ -8,7 +8,8 @@ workload pods on kwok nodes that advertise `nvidia.com/gpu`:
 - the seed's `kubectl get node -l nvidia.com/gpu.present -ojsonpath=...` and
   `kubectl get events --sort-by='.lastTimestamp' | grep GPUDriverUpgrade` show what the seed shows;
 - a node the admin cordoned before the upgrade stays cordoned after it;
-- the skip label keeps a node out; pause (`autoUpgrade: false`) freezes and resume continues;
+- the skip label keeps a node out (upgrade-required while its driver is old);
+  pause (`autoUpgrade: false`) freezes and resume continues;
 - a PodDisruptionBudget blocks a drain -> timeout -> upgrade-failed -> recovery by relabelling;
 - a new driver pod whose image cannot be pulled times out in pod-restart-required into
   upgrade-failed (counted in gpu_operator_nodes_upgrades_failed, with a GPUDriverUpgrade Event):
@@ -259,6 +260,10 @@ def test_skip_label_pause_and_resume(
         what="resumed upgrade finished",
     )
     assert not driver_pods_ready(kube, namespace, [skipped], "510.85.02"), "the skipped node was upgraded"
+    # As NVIDIA's: the skipped node runs the old driver, so it says upgrade-required, not upgrade-done.
+    wait_for(
+        lambda: states(kube, nodes)[skipped] == "upgrade-required", 30, what="skipped node upgrade-required"
+    )
     assert proc.metric("gpu_operator_auto_upgrade_enabled") == 1
 
 

@@ -235,11 +235,15 @@ def test_an_outdated_driver_pod_is_flagged_and_restarted() -> None:
 
 
 def test_a_skipped_node_says_so_and_stays() -> None:
-    snap = snapshot(node("n1", S.UPGRADE_DONE, driver=OUTDATED, skip=True))
+    # As NVIDIA's: an outdated skipped node is upgrade-required (never upgrade-done), and stays there.
+    moving = snapshot(node("n1", S.UPGRADE_DONE, driver=OUTDATED, skip=True))
+    (row,) = report_of(moving).rows
+    assert row.skipped and row.next == "upgrade-required"
+    snap = snapshot(node("n1", S.UPGRADE_REQUIRED, driver=OUTDATED, skip=True))
     (row,) = report_of(snap).rows
     assert row.skipped and row.next is None
-    assert row.waiting.endswith(f"; skipped: {labels.UPGRADE_SKIP}=true")
-    assert status.row_cells(row)[6] == "upgrade-done [skip]"
+    assert row.waiting.endswith(f"skipped: {labels.UPGRADE_SKIP}=true")
+    assert status.row_cells(row)[6] == "upgrade-required [skip]"
 
 
 def test_paused_freezes_every_node_and_the_metrics_say_so() -> None:

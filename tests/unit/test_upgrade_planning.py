@@ -213,7 +213,8 @@ def test_a_steady_node_costs_no_write(driver: str) -> None:
     [
         (OUTDATED, False, S.UPGRADE_REQUIRED),
         (TERMINATING, False, S.UPGRADE_REQUIRED),
-        (OUTDATED, True, None),
+        # as NVIDIA's: outdated and skipped is upgrade-required (it waits there), never upgrade-done
+        (OUTDATED, True, S.UPGRADE_REQUIRED),
         (MISSING, False, None),
         (NO_REVISION, False, None),
         (ORPHAN, False, None),
@@ -233,9 +234,9 @@ def test_an_unprocessed_node_with_a_current_pod_is_done(driver: str) -> None:
 
 @pytest.mark.parametrize("state", [S.UNKNOWN, S.UPGRADE_DONE], ids=["unknown", "done"])
 def test_idle_nodes_say_why_they_wait(state: UpgradeState) -> None:
-    assert (
-        "skipped: nvidia.com/gpu-driver-upgrade.skip=true" in plan_one(node(state=state, skip=True)).waiting
-    )
+    skipped = plan_one(node(state=S.UPGRADE_REQUIRED, skip=True))
+    assert skipped.transition is None
+    assert "skipped: nvidia.com/gpu-driver-upgrade.skip=true" in skipped.waiting
     assert plan_one(node(state=state, driver=MISSING)).waiting == "no driver pod on the node"
     assert "no known current revision" in plan_one(node(state=state, driver=NO_REVISION)).waiting
 
@@ -999,8 +1000,8 @@ def test_never_an_admins_uncordon_and_skip_is_honoured(
             # Only the upgrade's own cordon is ever lifted.
             assert n.cordoned_by_upgrade and not n.initially_unschedulable
         if n.skip and n.state in (S.UNKNOWN, S.UPGRADE_DONE, S.UPGRADE_REQUIRED):
-            # A skipped node never starts an upgrade.
-            assert plan.transition in (None, S.UPGRADE_DONE)
+            # A skipped node never starts an upgrade (an outdated one says upgrade-required).
+            assert plan.transition in (None, S.UPGRADE_DONE, S.UPGRADE_REQUIRED)
 
 
 @hypothesis_settings
@@ -1084,7 +1085,7 @@ def _bound(world: World) -> int:
 def _assert_settled(world: World, initial: Mapping[NodeName, UpgradeState]) -> None:
     for name, n in world.nodes.items():
         if n.skip:
-            assert n.state in (initial[name], S.UPGRADE_DONE), name
+            assert n.state in (initial[name], S.UPGRADE_DONE, S.UPGRADE_REQUIRED), name
         else:
             assert n.state is S.UPGRADE_DONE, (name, n)
             assert not n.cordoned_by_upgrade and not n.timers

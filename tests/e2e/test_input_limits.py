@@ -1,0 +1,108 @@
+"""We test these aspects of input limits and messages on the local control plane:
+
+- the API server refuses a 10 KB `driver.version` (the CRD's maxLength), naming the field;
+- a second ClusterPolicy gets a `ClusterPolicyIgnored` Warning Event naming the active one,
+  and the operator logs which policy is active;
+- an invalid spec is logged once, with the field;
+- a driver downgrade (510.85.02 below a running 550.90.07) is logged and gets a
+  `DriverDowngrade` Warning Event, and still rolls as the admin asked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness.cluster import unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels
+
+from .conftest import read_policy, wait_for, wait_for_event
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def gpu_node(kube: client.ApiClient) -> Iterator[str]:
+    name = unique_name("gpu")
+    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(name)])
+    yield name
+    fake_nodes.delete_nodes(kube, [name])
+
+
+def state(kube: client.ApiClient, name: str = "cluster-policy") -> str:
+    return str((read_policy(kube, name).get("status") or {}).get("state", ""))
+
+
+def patch(kube: client.ApiClient, body: dict[str, Any]) -> None:
+    client.CustomObjectsApi(kube).patch_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", body
+    )
+
+
+def test_a_10kb_version_is_refused_by_the_api_server(
+    kube: client.ApiClient, apply_policy: Callable[..., dict[str, Any]]
+) -> None:
+    with pytest.raises(client.exceptions.ApiException) as refused:
+        apply_policy(spec={"driver": {"version": "5" * 10_000}})
+    assert refused.value.status == 422
+    assert "spec.driver.version" in str(refused.value.body) and "Too long" in str(refused.value.body)
+
+
+def test_second_policy_event_and_active_policy_logged(
+    kube: client.ApiClient,
+    gpu_node: str,
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    apply_policy("cluster-policy")
+    operator = start_operator()
+    wait_for(lambda: state(kube) == "ready", 60, what="ready")
+    time.sleep(1.1)  # creationTimestamp has second resolution
+    second = unique_name("second")
+    apply_policy(second)
+    event = wait_for_event(kube, "ClusterPolicyIgnored", second, timeout=30)
+    assert event.type == "Warning" and event.involved_object.name == second
+    assert "cluster-policy" in event.message
+    assert "active ClusterPolicy: cluster-policy" in operator.log()
+    assert f"ClusterPolicy {second} ignored" in operator.log()
+
+    # An invalid spec is logged (once) with the field at fault.
+    patch(kube, {"spec": {"driver": {"upgradePolicy": {"drain": {"podSelector": "app in (a"}}}}})
+    wait_for(lambda: state(kube) == "notReady", 30, what="notReady")
+    wait_for(lambda: "has an invalid spec" in operator.log(), 10, what="invalid spec logged")
+    time.sleep(2)
+    log = operator.log()
+    assert log.count("has an invalid spec") == 1
+    assert "spec.driver.upgradePolicy.drain.podSelector" in log
+
+
+def test_driver_downgrade_is_logged_and_evented_and_still_rolls(
+    kube: client.ApiClient,
+    namespace: str,
+    gpu_node: str,
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    apply_policy(spec={"driver": {"version": "550.90.07"}})
+    operator = start_operator()
+    wait_for(lambda: state(kube) == "ready", 60, what="ready")
+    patch(kube, {"spec": {"driver": {"version": "510.85.02"}}})
+    event = wait_for_event(kube, "DriverDowngrade", "510.85.02", timeout=30)
+    assert event.type == "Warning" and "550.90.07" in event.message and "downgrade" in event.message
+    assert "driver downgrade" in operator.log()
+
+    def rolled() -> bool:
+        pods = client.CoreV1Api(kube).list_namespaced_pod(
+            namespace, label_selector=f"{labels.APP}={labels.DRIVER_APP}"
+        )
+        return any(
+            p.spec.node_name == gpu_node and ":510.85.02-" in p.spec.containers[0].image for p in pods.items
+        )
+
+    wait_for(rolled, 90, what="the downgrade rolls")
