@@ -47,6 +47,8 @@ OWNED_KINDS: tuple[OwnedKind, ...] = (
     OwnedKind("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     OwnedKind("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
     OwnedKind("apps", "v1", "daemonsets", "DaemonSet", True),
+    OwnedKind("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", True),
+    OwnedKind("monitoring.coreos.com", "v1", "prometheusrules", "PrometheusRule", True),
 )
 
 # Groups every Kubernetes serves; discovery lists only named groups ("" is the core group).
