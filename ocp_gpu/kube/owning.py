@@ -47,12 +47,13 @@ OWNED_KINDS: tuple[OwnedKind, ...] = (
     OwnedKind("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     OwnedKind("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
     OwnedKind("apps", "v1", "daemonsets", "DaemonSet", True),
+    OwnedKind("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False),
     OwnedKind("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", True),
     OwnedKind("monitoring.coreos.com", "v1", "prometheusrules", "PrometheusRule", True),
 )
 
 # Groups every Kubernetes serves; discovery lists only named groups ("" is the core group).
-ALWAYS_SERVED = frozenset({"", "apps", "rbac.authorization.k8s.io"})
+ALWAYS_SERVED = frozenset({"", "apps", "rbac.authorization.k8s.io", "node.k8s.io"})
 
 # (kind, namespace or "", name): how apply_if_changed and the watches name one object.
 ObjectIdent = tuple[str, str, str]

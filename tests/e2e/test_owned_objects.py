@@ -85,7 +85,7 @@ def test_owned_objects_deleted_by_hand_come_back_within_seconds(
     before = owned_objects(kube, namespace)
     expected = {
         f"ServiceAccount {driver_rendering.SERVICE_ACCOUNT}",
-        f"ServiceAccount {toolkit_rendering.SERVICE_ACCOUNT}",
+        f"ServiceAccount {toolkit_rendering.IDENTITY.service_account}",
         f"ClusterRole {driver_rendering.CLUSTER_ROLE}",
     }
     assert expected <= before.keys(), before
