@@ -1,8 +1,8 @@
 """We test these aspects of the Python package as users install it (not editable):
 
 - the wheel built from the source tree carries every template folder
-  (`ocp_gpu/templates/state-<component>/NNNN_<kind>.yaml.j2`, whatever folders exist
-  now), the CRD and `py.typed`;
+  (`ocp_gpu/templates/<folder>/NNNN_<kind>.yaml.j2`, whatever folders exist now), the
+  CRD, `py.typed`, and every other non-Python file under ocp_gpu/ (data the code reads);
 - installed with its dependencies into a fresh venv, outside the checkout, the
   `ocp-gpu` entry point answers `--version` with the project's version and
   `ocp-gpu render` renders driver manifests from its own installed templates (no
@@ -82,13 +82,22 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_wheel_carries_every_template_folder(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    expected = {path.relative_to(ROOT).as_posix() for path in PACKAGE_TEMPLATES.glob("state-*/*.yaml.j2")}
-    assert {"state-driver", "state-container-toolkit"} <= {
-        path.parent.name for path in PACKAGE_TEMPLATES.glob("state-*/*.yaml.j2")
-    }
-    assert expected <= names, f"missing from the wheel: {sorted(expected - names)}"
+    templates = {path.relative_to(ROOT).as_posix() for path in PACKAGE_TEMPLATES.glob("*/*.yaml.j2")}
+    assert {"state-driver", "state-container-toolkit"} <= {Path(name).parent.name for name in templates}
+    assert templates <= names, f"missing from the wheel: {sorted(templates - names)}"
     assert "ocp_gpu/crds/clusterpolicies.nvidia.com.yaml" in names
     assert "ocp_gpu/py.typed" in names
+
+
+def test_the_wheel_carries_every_data_file_of_the_package(wheel: Path) -> None:
+    """Anything under ocp_gpu/ that is not Python is data the code reads: it must ship."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    data = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "ocp_gpu").rglob("*")
+        if path.is_file() and path.suffix not in {".py", ".pyc"} and "__pycache__" not in path.parts
+    }
+    assert data <= names, f"add to [tool.setuptools.package-data] in pyproject.toml: {sorted(data - names)}"
 
 
 @pytest.mark.timeout(900)
@@ -125,8 +134,11 @@ def test_installed_wheel_runs_version_and_render(wheel: Path, tmp_path: Path) ->
     assert rendered.returncode == 0, rendered.stderr
     documents = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
     daemonsets = [doc for doc in documents if doc["kind"] == "DaemonSet"]
-    assert [ds["metadata"]["name"] for ds in daemonsets] == ["nvidia-driver-daemonset-ubuntu22.04"]
-    image = daemonsets[0]["spec"]["template"]["spec"]["containers"][0]["image"]
+    by_name = {ds["metadata"]["name"]: ds for ds in daemonsets}
+    assert "nvidia-driver-daemonset-ubuntu22.04" in by_name, sorted(by_name)
+    image = by_name["nvidia-driver-daemonset-ubuntu22.04"]["spec"]["template"]["spec"]["containers"][0][
+        "image"
+    ]
     assert image.endswith("/driver:550.90.07-ubuntu22.04")
     # the templates came from the installed package, not from this checkout
     probe = "from ocp_gpu.rendering import templating; print(templating.templates_dir())"
