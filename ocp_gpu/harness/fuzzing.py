@@ -11,10 +11,11 @@ replaced, or the whole spec.
 
 `PolicyFuzzer` applies each case to the real apiserver with the operator running and
 checks, per case: the operator is alive and reports on the new generation (no hang); when
-it calls the input invalid, every driver DaemonSet is still there, unrewritten (same uid
-and generation); when it accepts it, the DaemonSets keep their structure (containers,
-selector) and no object of ours appears or vanishes but driver DaemonSets; its writes
-per case stay bounded (no hot loop). Used by tests/e2e/test_fuzz.py (a few dozen cases)
+it calls the input invalid, every DaemonSet of ours (driver, container toolkit) is still
+there, unrewritten (same uid and generation); when it takes the input but cannot apply it
+(an Error condition), every DaemonSet is still there (same uid); when it accepts it, each
+DaemonSet present in the base keeps its structure (selector, containers, owner); its
+writes per case stay bounded (no hot loop). Used by tests/e2e/test_fuzz.py (a few dozen cases)
 and bench/fuzz_policies.py (as many as asked).
 """
 
@@ -319,15 +320,20 @@ class FuzzStats:
         return found
 
 
-def _driver_daemonsets(api: ApiClient, namespace: str) -> dict[str, dict[str, Any]]:
+def _our_daemonsets(api: ApiClient, namespace: str) -> dict[str, dict[str, Any]]:
+    """Every DaemonSet of ours (driver, container toolkit, ...), by name."""
     items = json.loads(
         kubernetes.client.AppsV1Api(api)
         .list_namespaced_daemon_set(
-            namespace, label_selector=f"{labels.APP}={labels.DRIVER_APP}", _preload_content=False
+            namespace, label_selector=f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}", _preload_content=False
         )
         .data
     )["items"]
     return {d["metadata"]["name"]: d for d in items if not d["metadata"].get("deletionTimestamp")}
+
+
+def _has_driver(daemonsets: Mapping[str, Any]) -> bool:
+    return any(name.startswith(labels.DRIVER_APP) for name in daemonsets)
 
 
 def _shape(daemonset: Mapping[str, Any]) -> dict[str, Any]:
@@ -420,16 +426,26 @@ class PolicyFuzzer:
         return None
 
     def restore_base(self) -> None:
-        """The base spec back, and its driver DaemonSets present (their shapes recorded)."""
+        """The base spec back, and its DaemonSets present (their shapes recorded the first time)."""
         replaced = self._replace_spec(self.base_spec)
         self._wait_reported(int(replaced["metadata"]["generation"]))
         deadline = time.monotonic() + REPORT_TIMEOUT_S
-        while not (found := _driver_daemonsets(self.api, self.namespace)):
+        while not self._complete(found := _our_daemonsets(self.api, self.namespace)):
             if time.monotonic() > deadline:
-                raise TimeoutError("no driver DaemonSet with the base spec")
+                raise TimeoutError(f"DaemonSets of the base spec not all there: {sorted(found)}")
             time.sleep(0.2)
         if not self._base_shapes:
             self._base_shapes = {n: _shape(d) for n, d in found.items()}
+
+    def _complete(self, daemonsets: Mapping[str, Any]) -> bool:
+        """The base spec's DaemonSets are all there (the first time: a driver DaemonSet and
+        whatever else has appeared a moment later)."""
+        if self._base_shapes:
+            return set(self._base_shapes) <= set(daemonsets)
+        if _has_driver(daemonsets):
+            time.sleep(2.0)
+            return True
+        return False
 
     def _fail(self, mutation: Mutation, what: str) -> None:
         self.stats.failures.append(f"{what} | {mutation.describe()}")
@@ -439,10 +455,11 @@ class PolicyFuzzer:
         began = time.monotonic()
         failures_before = len(self.stats.failures)
         self.stats.cases += 1
-        before = _driver_daemonsets(self.api, self.namespace)
-        if not before:
+        before = _our_daemonsets(self.api, self.namespace)
+        if not self._complete(before):
+            # A previous (valid) case turned an operand off: start from the base again.
             self.restore_base()
-            before = _driver_daemonsets(self.api, self.namespace)
+            before = _our_daemonsets(self.api, self.namespace)
         audit = AuditWindow(self.audit_log).start()
         spec = mutation.apply_to(self.base_spec)
         try:
@@ -479,7 +496,7 @@ class PolicyFuzzer:
         self, mutation: Mutation, policy: Mapping[str, Any], before: Mapping[str, dict[str, Any]]
     ) -> None:
         reasons = _error_reasons(policy)
-        after = _driver_daemonsets(self.api, self.namespace)
+        after = _our_daemonsets(self.api, self.namespace)
         if self.INVALID_REASON in reasons:
             self.stats.reported_invalid += 1
             # Bad input: every DaemonSet stays, unrewritten.

@@ -5,7 +5,7 @@ plane with the operator running (the short version of bench/fuzz_policies.py):
   (hostile strings in every string field, boundary numbers, empty and huge lists and
   maps; one section or the whole spec), each applied to the real apiserver;
 - for every case: the operator stays up and reports on the new generation; input it calls
-  invalid deletes and rewrites no running driver DaemonSet; accepted input keeps each
+  invalid deletes and rewrites no running DaemonSet (driver, toolkit); accepted input keeps each
   DaemonSet's structure (selector, containers, owner); no case costs more than a bounded
   number of writes (audit log);
 - afterwards, back on the base spec, the operator is quiet (no hot loop left behind).
