@@ -56,7 +56,10 @@ def add_common_arguments(parser: argparse.ArgumentParser, nodes: int) -> None:
 def _run(config: chaos.ChaosConfig, source: str) -> tuple[chaos.ChaosResult, dict[str, Any]]:
     binaries.ensure_binaries()
     context: dict[str, Any] = {"load_average_start": load_average()}
-    with operator_sources(source) as (sources, commit), LocalControlPlane(start_timeout=180) as cp:
+    with (
+        operator_sources(source) as (sources, commit),
+        LocalControlPlane(start_timeout=180, node_lease_seconds=chaos.NODE_LEASE_SECONDS) as cp,
+    ):
         context["commit"] = commit
         result = chaos.run_chaos(cp, config, operator_cwd=sources, log=log)
     context["load_average_end"] = load_average()

@@ -92,6 +92,12 @@ COMPACT_ETCD: Final = "compact-etcd"
 # A leader notices a lost Lease within its renew deadline (3 s) of the apiserver coming back
 # (or failing): exits within this many seconds of an outage are that, not crashes.
 LEASE_LOSS_GRACE_S: Final = 15.0
+# The fake nodes' Lease for chaos control planes (`LocalControlPlane(node_lease_seconds=...)`).
+# NB: with the default 40 s, an apiserver outage on a loaded machine lets Leases lapse; the
+# node-lifecycle controller then marks the nodes' pods not Ready, and kwok, unlike a
+# kubelet, never marks them Ready again (seen: driver pods 2/2 ready, condition Ready False).
+# Real kubelets re-report; longer Leases keep that kwok gap out of the results.
+NODE_LEASE_SECONDS: Final = 120
 # How long (seconds, times 1 + nodes/200) every node may say upgrade-done with no fault left
 # while an end invariant still fails, before the run reports it rather than waits.
 STALL_S: Final = 60.0
@@ -491,14 +497,19 @@ def final_problems(
         )
         selector = ((daemonsets.get(owner) or {}).get("spec") or {}).get("template", {}).get("spec", {})
         matches = (selector.get("nodeSelector") or {}).get(labels.OSTREE_VERSION, rhcos) == rhcos
-        if (
-            pod["metadata"].get("deletionTimestamp")
-            or not _ready(pod)
-            or _pod_version(pod) != version
-            or owner not in daemonsets
-            or not matches
-        ):
-            stale_pod.append(f"{name}:{pod['metadata']['name']}")
+        why = [
+            what
+            for what, wrong in (
+                ("terminating", bool(pod["metadata"].get("deletionTimestamp"))),
+                ("not Ready", not _ready(pod)),
+                (f"version {_pod_version(pod)}", _pod_version(pod) != version),
+                (f"owner {owner or '-'} gone", owner not in daemonsets),
+                ("DaemonSet of another RHCOS", not matches),
+            )
+            if wrong
+        ]
+        if why:
+            stale_pod.append(f"{name}:{pod['metadata']['name']} ({', '.join(why)})")
     for what, found in (
         ("nodes left cordoned", cordoned),
         ("nodes not upgrade-done", not_done),

@@ -36,7 +36,9 @@ SHORT = chaos.ChaosConfig(nodes=20, max_parallel=10, admin_cordoned=2, timeout_s
 def own_control_plane(control_plane: LocalControlPlane) -> Iterator[LocalControlPlane]:
     """A control plane for this test alone (``control_plane`` is requested only so the
     session's skip and build logic applies)."""
-    with LocalControlPlane(binaries=binaries.ensure_binaries(), start_timeout=180) as plane:
+    with LocalControlPlane(
+        binaries=binaries.ensure_binaries(), start_timeout=180, node_lease_seconds=chaos.NODE_LEASE_SECONDS
+    ) as plane:
         yield plane
 
 
