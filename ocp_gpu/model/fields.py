@@ -149,7 +149,12 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("spec.driver.secretEnv", H, "envFrom: every key of this Secret is env of the driver container"),
     Rule("spec.driver.hostNetwork", R, "driver pods use the pod network"),
-    Rule("spec.driver.rdma", R, "no nvidia-peermem container: GPUDirect RDMA stays off"),
+    Rule(
+        "spec.driver.rdma",
+        H,
+        "nvidia-peermem-ctr in the driver pods, MOFED mounts (host /usr/src with useHostMofed), "
+        "GPU_DIRECT_RDMA_ENABLED / USE_HOST_MOFED for the driver and k8s-driver-manager",
+    ),
     Rule(
         "spec.driver.useNvidiaDriverCRD",
         R,

@@ -55,6 +55,7 @@ __all__ = [
     "PolicyProblem",
     "PrecompiledFallback",
     "ProbeTiming",
+    "RdmaSpec",
     "ResourceRename",
     "ResourceRequirements",
     "ServiceMonitorSpec",
@@ -316,6 +317,14 @@ class ProbeTiming:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class RdmaSpec:
+    """driver.rdma: GPUDirect RDMA through nvidia-peermem."""
+
+    enabled: bool = False
+    use_host_mofed: bool = False  # useHostMofed: MLNX_OFED installed on the host, not by the Network Operator
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class HostPaths:
     """spec.hostPaths: where things are on the host."""
 
@@ -342,6 +351,7 @@ class DriverSpec(ComponentSpec):
     licensing: LicensingConfig = dataclasses.field(default_factory=LicensingConfig)  # licensingConfig
     kernel_module_config_map: ConfigMapName = ConfigMapName("")  # kernelModuleConfig.name
     manager: DriverManagerSpec = dataclasses.field(default_factory=DriverManagerSpec)
+    rdma: RdmaSpec = dataclasses.field(default_factory=RdmaSpec)
     secret_env: str = ""  # secretEnv: a Secret whose keys become the driver container's env
     startup_probe: ProbeTiming = dataclasses.field(default_factory=ProbeTiming)  # startupProbe
     liveness_probe: ProbeTiming | None = None  # livenessProbe; None: no liveness probe
@@ -738,6 +748,10 @@ def _driver(fields: _Fields) -> tuple[DriverSpec, tuple[str, ...]]:
         ),
         kernel_module_config_map=ConfigMapName(fields.child("kernelModuleConfig").text("name")),
         manager=DriverManagerSpec(image=_image(manager), env=_env(manager)),
+        rdma=RdmaSpec(
+            enabled=fields.child("rdma").flag("enabled", False),
+            use_host_mofed=fields.child("rdma").flag("useHostMofed", False),
+        ),
         secret_env=fields.text("secretEnv"),
         startup_probe=_probe(fields.child("startupProbe")),
         liveness_probe=_probe(fields.child("livenessProbe")) if fields.has("livenessProbe") else None,

@@ -77,6 +77,8 @@ _CERT_DIRS: Final[Mapping[str, str]] = {
 }
 # driver.kernelModuleConfig: module parameter files (nvidia.conf, …) where the driver container reads them.
 KERNEL_MODULE_CONFIG_DIR: Final = "/drivers"
+# The ConfigMap holding the driver container's startup probe script (0430_startup_probe_configmap).
+STARTUP_PROBE_CONFIGMAP: Final = "nvidia-driver-startup-probe"
 # Env the templates or the operator own: a policy's env never replaces them.
 _OWNED_ENV: Final = frozenset(
     {
@@ -236,6 +238,7 @@ def driver_state_context(
         "scc_cluster_role": SCC_CLUSTER_ROLE,
         "scc_role_binding": SCC_ROLE_BINDING,
         "common_labels": common_labels,
+        "startup_probe_configmap": STARTUP_PROBE_CONFIGMAP,
         "trusted_ca": (
             {
                 "name": inputs.trusted_ca_configmap,
@@ -285,10 +288,17 @@ def _daemonset(
     # hostPaths.rootFS: the host's root somewhere else than / (as NVIDIA does, HOST_ROOT says where).
     root_fs = policy.host_paths.root_fs
     host_root_env = [("HOST_ROOT", root_fs)] if root_fs != "/" else []
+    # driver.rdma: the driver builds nvidia-peermem against MOFED's ib_* interfaces, the manager knows.
+    rdma_env: list[tuple[str, str]] = []
+    if driver.rdma.enabled:
+        rdma_env.append(("GPU_DIRECT_RDMA_ENABLED", "true"))
+        if driver.rdma.use_host_mofed:
+            rdma_env.append(("USE_HOST_MOFED", "true"))
     driver_env = [
         ("NVIDIA_VISIBLE_DEVICES", "void"),
         *dtk_env,
         *host_root_env,
+        *rdma_env,
         ("KERNEL_MODULE_TYPE", driver.kernel_module_type.value),
         (DIGEST_ENV, digest),
         *(inputs.proxy.env() if inputs.openshift and inputs.proxy else []),
@@ -321,7 +331,13 @@ def _daemonset(
         "pull_policy": driver.manager.image.pull_policy.value,
         "env": _env(
             _merge(
-                [("NVIDIA_VISIBLE_DEVICES", "void"), *manager_env, *host_root_env, (DIGEST_ENV, digest)],
+                [
+                    ("NVIDIA_VISIBLE_DEVICES", "void"),
+                    *manager_env,
+                    *host_root_env,
+                    *rdma_env,
+                    (DIGEST_ENV, digest),
+                ],
                 driver.manager.env,
             )
         ),
@@ -342,6 +358,15 @@ def _daemonset(
             for name in dict.fromkeys((*driver.image.pull_secrets, *driver.manager.image.pull_secrets))
         ],
         "pod_security_context": dict(daemonsets.pod_security_context),
+        "rdma": (
+            {
+                "env": _env([("NVIDIA_VISIBLE_DEVICES", "void"), *rdma_env[1:]]),
+                # NB: a host MOFED keeps its sources in /usr/src (ofa_kernel), the Network Operator's in /run
+                "ofed_sources": "/usr/src" if driver.rdma.use_host_mofed else "/run/mellanox/drivers/usr/src",
+            }
+            if driver.rdma.enabled
+            else None
+        ),
         "host_root": root_fs,
         "anti_affinity": {labels.COMPONENT: labels.DRIVER_COMPONENT},
         "driver": driver_container,

@@ -193,7 +193,11 @@ def test_named_config_maps_are_mounted_key_by_key_and_a_missing_one_changes_noth
         what="driver DaemonSet once the ConfigMap exists",
     )
     pod = pod_spec(kube, namespace, DRIVER)
-    mounts = {m.mount_path: m.sub_path for m in driver_container(pod).volume_mounts if m.sub_path}
+    mounts = {
+        m.mount_path: m.sub_path
+        for m in driver_container(pod).volume_mounts
+        if m.sub_path and m.name != "driver-startup-probe-script"
+    }
     assert mounts == {
         "/etc/apt/sources.list.d/cuda.list": "cuda.list",
         "/etc/apt/sources.list.d/extra.list": "extra.list",
@@ -203,3 +207,52 @@ def test_named_config_maps_are_mounted_key_by_key_and_a_missing_one_changes_noth
     assert volumes["repo-config"] == "repos"
     assert volumes["kernel-module-config"] == "module-params"
     wait_for(lambda: condition(read_policy(kube), "Error").get("status") == "False", 60, what="error cleared")
+
+
+def test_finished_daemonset_startup_script_and_rdma_containers_come_and_go(
+    kube: client.ApiClient,
+    namespace: str,
+    gpu_node: str,
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    apply_policy(spec={"driver": {"rdma": {"enabled": True}}})
+    start_operator()
+
+    def containers() -> list[str]:
+        found = client.AppsV1Api(kube).list_namespaced_daemon_set(
+            namespace, field_selector=f"metadata.name={DRIVER}"
+        )
+        return [c.name for c in found.items[0].spec.template.spec.containers] if found.items else []
+
+    wait_for(
+        lambda: containers() == ["nvidia-driver-ctr", "nvidia-peermem-ctr"], 60, what="peermem container"
+    )
+    pod = pod_spec(kube, namespace, DRIVER)
+    driver = driver_container(pod)
+    assert {e.name: e.value for e in driver.env}["GPU_DIRECT_RDMA_ENABLED"] == "true"
+    assert driver.startup_probe._exec.command == ["sh", "/usr/local/bin/startup-probe.sh"]
+    script = client.CoreV1Api(kube).read_namespaced_config_map("nvidia-driver-startup-probe", namespace)
+    assert "/sys/module/nvidia/refcnt" in script.data["startup-probe.sh"]
+    assert {v.name for v in pod.volumes} >= {
+        "host-sys-devices-system",
+        "mlnx-ofed-usr-src",
+        "run-mellanox-drivers",
+    }
+    # the driver pods' ClusterRole no longer deletes pods cluster-wide, and reads DRA claims
+    role = client.RbacAuthorizationV1Api(kube).read_cluster_role("ocp-gpu-nvidia-driver")
+    assert not [r for r in role.rules if "pods" in r.resources and "delete" in r.verbs]
+    assert [r.verbs for r in role.rules if r.resources == ["resourceclaims"]] == [["get", "list"]]
+
+    client.CustomObjectsApi(kube).patch_cluster_custom_object(
+        "nvidia.com",
+        "v1",
+        "clusterpolicies",
+        "cluster-policy",
+        {"spec": {"driver": {"rdma": {"enabled": False}}}},
+    )
+    wait_for(lambda: containers() == ["nvidia-driver-ctr"], 60, what="peermem container gone")
+    assert not {v.name for v in pod_spec(kube, namespace, DRIVER).volumes} & {
+        "mlnx-ofed-usr-src",
+        "run-mellanox-drivers",
+    }

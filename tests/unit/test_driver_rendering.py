@@ -172,6 +172,16 @@ def _scenarios() -> dict[str, tuple[tuple[DesiredDriverDaemonSet, ...], dict[str
         ),
         "proxy-trusted-ca": (plan(two_versions[:1]).desired, {}, dataclasses.replace(OPENSHIFT, proxy=PROXY)),
         "tolerations-and-options": (plan(two_versions[:1]).desired, FULL_SPEC, OPENSHIFT),
+        "rdma-host-mofed": (
+            plan([ubuntu_node("u-1")], Strategy.VANILLA).desired,
+            {
+                "driver": {
+                    "rdma": {"enabled": True, "useHostMofed": True},
+                    "kernelModuleConfig": {"name": "params"},
+                }
+            },
+            dataclasses.replace(KUBERNETES, config_map_keys={"params": ("nvidia-peermem.conf",)}),
+        ),
         "honoured-nvidia-fields": (
             plan(two_versions[:1]).desired,
             NVIDIA_DRIVER_SPEC,
@@ -217,8 +227,11 @@ def test_objects_in_apply_order() -> None:
         "ClusterRoleBinding",
         "RoleBinding",
         "ConfigMap",
+        "ConfigMap",
         "DaemonSet",
     ]
+    # the trusted CA bundle, then the startup probe script the DaemonSet mounts
+    assert [name for kind, name in kinds if kind == "ConfigMap"][1] == "nvidia-driver-startup-probe"
 
 
 def test_openshift_only_objects() -> None:
@@ -230,6 +243,7 @@ def test_openshift_only_objects() -> None:
         "RoleBinding",
         "ClusterRole",
         "ClusterRoleBinding",
+        "ConfigMap",
         "DaemonSet",
     }
     scc = next(
@@ -344,7 +358,9 @@ def test_proxy_without_trusted_ca_mounts_nothing() -> None:
         OPENSHIFT, proxy=dataclasses.replace(PROXY, trusted_ca=False, https_proxy="")
     )
     manifests = render(SCENARIOS["dtk"][0], {}, inputs)
-    assert "ConfigMap" not in {m["kind"] for m in manifests}
+    assert [m["metadata"]["name"] for m in manifests if m["kind"] == "ConfigMap"] == [
+        "nvidia-driver-startup-probe"
+    ]
     env = env_of(container(daemonsets(manifests)[0], "nvidia-driver-ctr"))
     assert "HTTPS_PROXY" not in env and env["HTTP_PROXY"] == PROXY.http_proxy
 
@@ -776,11 +792,85 @@ def test_config_maps_mount_each_key_where_the_os_expects_it() -> None:
     )
     (ds,) = daemonsets(render(desired, CONFIG_SPEC, inputs))
     driver = container(ds, DRIVER_CONTAINER)
-    mounts = {m["mountPath"]: (m["name"], m["subPath"]) for m in driver["volumeMounts"] if "subPath" in m}
+    mounts = {
+        m["mountPath"]: (m["name"], m["subPath"])
+        for m in driver["volumeMounts"]
+        if "subPath" in m and m["name"] != "driver-startup-probe-script"
+    }
     assert mounts == {
         "/etc/apt/sources.list.d/a.list": ("repo-config", "a.list"),
         "/drivers/nvidia.conf": ("kernel-module-config", "nvidia.conf"),
     }
     # and nothing at all while the keys are unknown or the fields unset
     (bare,) = daemonsets(render(desired, CONFIG_SPEC, KUBERNETES))
-    assert not [m for m in container(bare, DRIVER_CONTAINER)["volumeMounts"] if "subPath" in m]
+    assert not [m for m in container(bare, DRIVER_CONTAINER)["volumeMounts"] if m["name"].endswith("-config")]
+
+
+# --- the finished driver DaemonSet -----------------------------------------------------------
+
+
+def test_startup_probe_runs_the_script_from_the_configmap() -> None:
+    manifests = render(SCENARIOS["dtk"][0])
+    (script,) = [m for m in manifests if m["metadata"]["name"] == "nvidia-driver-startup-probe"]
+    text = script["data"]["startup-probe.sh"]
+    for check in (
+        "/sys/module/nvidia/refcnt",
+        ".driver-daemons-status",
+        "nvidia-smi",
+        'mkdir -p "$validations"',
+    ):
+        assert check in text
+    ds = daemonsets(manifests)[0]
+    driver = container(ds, DRIVER_CONTAINER)
+    assert driver["startupProbe"]["exec"]["command"] == ["sh", "/usr/local/bin/startup-probe.sh"]
+    (mount,) = [m for m in driver["volumeMounts"] if m["name"] == "driver-startup-probe-script"]
+    assert mount == {
+        "name": "driver-startup-probe-script",
+        "mountPath": "/usr/local/bin/startup-probe.sh",
+        "subPath": "startup-probe.sh",
+    }
+    volume = next(
+        v for v in ds["spec"]["template"]["spec"]["volumes"] if v["name"] == "driver-startup-probe-script"
+    )
+    assert volume["configMap"] == {"name": "nvidia-driver-startup-probe", "defaultMode": 0o555}
+
+
+def test_sys_devices_system_replaces_the_memory_online_file() -> None:
+    ds = daemonsets(render(SCENARIOS["dtk"][0]))[0]
+    volumes = {v["name"]: v for v in ds["spec"]["template"]["spec"]["volumes"]}
+    assert "sysfs-memory-online" not in volumes
+    assert volumes["host-sys-devices-system"]["hostPath"] == {"path": "/sys/devices/system"}
+    assert {"name": "host-sys-devices-system", "mountPath": "/sys/devices/system"} in container(
+        ds, DRIVER_CONTAINER
+    )["volumeMounts"]
+
+
+def test_init_container_gets_the_driver_resources() -> None:
+    ds = daemonsets(render(SCENARIOS["dtk"][0], {"driver": {"resources": {"limits": {"memory": "1Gi"}}}}))[0]
+    assert container(ds, "k8s-driver-manager")["resources"] == {"limits": {"memory": "1Gi"}}
+
+
+@pytest.mark.parametrize("host_mofed", [False, True])
+def test_rdma_adds_peermem_mofed_mounts_and_env_and_leaves_with_the_flag(host_mofed: bool) -> None:
+    desired = plan([ubuntu_node("u")], Strategy.VANILLA).desired
+    (ds,) = daemonsets(
+        render(desired, {"driver": {"rdma": {"enabled": True, "useHostMofed": host_mofed}}}, KUBERNETES)
+    )
+    pod = ds["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == [DRIVER_CONTAINER, "nvidia-peermem-ctr"]
+    peermem = container(ds, "nvidia-peermem-ctr")
+    assert peermem["image"] == container(ds, DRIVER_CONTAINER)["image"]
+    assert peermem["args"] == ["reload_nvidia_peermem"]
+    for name in (DRIVER_CONTAINER, "k8s-driver-manager"):
+        env = env_of(container(ds, name))
+        assert env["GPU_DIRECT_RDMA_ENABLED"] == "true"
+        assert env.get("USE_HOST_MOFED") == ("true" if host_mofed else None)
+    sources = next(v for v in pod["volumes"] if v["name"] == "mlnx-ofed-usr-src")["hostPath"]["path"]
+    assert sources == ("/usr/src" if host_mofed else "/run/mellanox/drivers/usr/src")
+    (plain,) = daemonsets(
+        render(desired, {"driver": {"rdma": {"enabled": False, "useHostMofed": True}}}, KUBERNETES)
+    )
+    plain_pod = plain["spec"]["template"]["spec"]
+    assert [c["name"] for c in plain_pod["containers"]] == [DRIVER_CONTAINER]
+    assert not [v for v in plain_pod["volumes"] if "mellanox" in v["name"] or "ofed" in v["name"]]
+    assert "GPU_DIRECT_RDMA_ENABLED" not in env_of(container(plain, DRIVER_CONTAINER))
