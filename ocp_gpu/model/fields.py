@@ -225,8 +225,24 @@ RULES: tuple[Rule, ...] = (
         "the operand namespace is labelled pod-security.kubernetes.io/enforce, audit, warn = privileged",
     ),
     Rule("spec.psp", IGN, "PodSecurityPolicy was removed in Kubernetes 1.25; ignored, as NVIDIA does"),
-    Rule("spec.gds", R, "no nvidia-fs container: GPUDirect Storage stays off"),
-    Rule("spec.gdrcopy", R, "no nvidia-gdrcopy container: GDRCopy stays off"),
+    Rule(
+        "spec.gds",
+        H,
+        "nvidia-fs-ctr in the driver pods (image <version>-<os> like the driver's; GDS_IMAGE when unset),"
+        " GDS_ENABLED for the driver and the DTK build",
+    ),
+    Rule(
+        "spec.gdrcopy",
+        H,
+        "nvidia-gdrcopy-ctr in the driver pods (image <version>-<os>; GDRCOPY_IMAGE when unset),"
+        " GDRCOPY_ENABLED for the driver and the DTK build",
+    ),
+    Rule("spec.gds.args", R, "the nvidia-fs container runs NVIDIA's install command without extra arguments"),
+    Rule("spec.gds.hostNetwork", R, "driver pods use the pod network"),
+    Rule(
+        "spec.gdrcopy.args", R, "the gdrcopy container runs NVIDIA's install command without extra arguments"
+    ),
+    Rule("spec.gdrcopy.hostNetwork", R, "driver pods use the pod network"),
     Rule(
         "spec.sandboxWorkloads",
         R,

@@ -47,6 +47,9 @@ DEFAULT_IMAGE_ENV: Final[Mapping[str, str]] = {
     "gfd": "GFD_IMAGE",
     "validator": "VALIDATOR_IMAGE",
     "nodeStatusExporter": "VALIDATOR_IMAGE",
+    # NB: no release default yet: spec.gds / spec.gdrcopy name the image, or these variables do.
+    "gds": "GDS_IMAGE",
+    "gdrcopy": "GDRCOPY_IMAGE",
 }
 
 # The reference grammar of distribution/reference (what container runtimes accept).

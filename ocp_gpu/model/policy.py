@@ -445,6 +445,9 @@ class Policy:
     host_paths: HostPaths = dataclasses.field(default_factory=HostPaths)  # hostPaths
     # psa.enabled: label the operand namespace for the privileged pod security level.
     psa_enabled: bool = False
+    # GPUDirect Storage (nvidia-fs) and GDRCopy (gdrdrv) modules, containers of the driver pods.
+    gds: ComponentSpec = dataclasses.field(default_factory=lambda: ComponentSpec(enabled=False))
+    gdrcopy: ComponentSpec = dataclasses.field(default_factory=lambda: ComponentSpec(enabled=False))
     # NVIDIA's spec.mig.strategy as written; device_plugin.mig_strategy is what applies.
     nvidia_mig_strategy: MigStrategy | None = None
     # Wire paths of NVIDIA-named aliases the spec used (validate_policy warns about them).
@@ -850,6 +853,8 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
         gfd=ComponentSpec(**_component_fields(fields.child("gfd"), True)),
         node_status_exporter=ComponentSpec(**_component_fields(fields.child("nodeStatusExporter"), False)),
         validator=_validator(fields.child("validator")),
+        gds=ComponentSpec(**_component_fields(fields.child("gds"), False)),
+        gdrcopy=ComponentSpec(**_component_fields(fields.child("gdrcopy"), False)),
         host_paths=HostPaths(
             root_fs=fields.child("hostPaths").text("rootFS") or "/",
             driver_install_dir=fields.child("hostPaths").text("driverInstallDir")
@@ -979,6 +984,13 @@ def _images(policy: Policy, env: Mapping[str, str]) -> Iterator[PolicyProblem]:
         resolved = images.resolve_image(policy.driver.manager.image, component="driver.manager", env=env)
         if isinstance(resolved, PolicyProblem):
             yield resolved
+        for key, module in (("gds", policy.gds), ("gdrcopy", policy.gdrcopy)):
+            # containers of the driver pods: their images matter only with the driver
+            if not module.enabled:
+                continue
+            module_image = images.resolve_image(module.image, component=key, env=env)
+            if isinstance(module_image, PolicyProblem):
+                yield module_image
 
 
 def _driver_options(policy: Policy) -> Iterator[PolicyProblem]:
@@ -1015,6 +1027,14 @@ def _driver_options(policy: Policy) -> Iterator[PolicyProblem]:
             fix="use kernelModuleType auto with usePrecompiled, or build the driver on the node",
             severity=Severity.WARNING,
         )
+    for key, module in (("gds", policy.gds), ("gdrcopy", policy.gdrcopy)):
+        if module.enabled and driver.use_precompiled:
+            # Their modules are built on the node against the driver's sources, which precompiled images lack.
+            yield PolicyProblem(
+                field=f"spec.{key}.enabled",
+                message=f"{key} builds its kernel module on the node; precompiled driver images cannot",
+                fix=f"set spec.driver.usePrecompiled to false, or spec.{key}.enabled to false",
+            )
     for kind, probe in (("startupProbe", driver.startup_probe), ("livenessProbe", driver.liveness_probe)):
         if probe is not None and probe.success_threshold not in (None, 0, 1):
             # Kubernetes rejects the pod template: the DaemonSet could not be applied.

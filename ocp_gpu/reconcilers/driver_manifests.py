@@ -83,6 +83,13 @@ def desired_driver_manifests(
     )
     if isinstance(manager_image, PolicyProblem):
         return manager_image
+    module_images: dict[str, str] = {}
+    for key, module in (("gds", policy.gds), ("gdrcopy", policy.gdrcopy)):
+        if module.enabled:
+            resolved = images.resolve_image(module.image, component=key, env=view.env)
+            if isinstance(resolved, PolicyProblem):
+                return resolved
+            module_images[key] = resolved
 
     gpu_nodes = tuple(snapshot.GpuNode.from_facts(facts) for facts in view.node_facts if facts.is_gpu_node)
     stream = (
@@ -120,6 +127,7 @@ def desired_driver_manifests(
             openshift_version=reading.openshift_version(view.cluster_version or {}),
             proxy=cluster_proxy(view.cluster_proxy) if platform.is_openshift else None,
             config_map_keys={name: keys for name, keys in (view.config_map_keys or {}).items() if keys},
+            module_images=module_images,
         ),
     )
     return DriverManifests(plan=plan, manifests=tuple(manifests), settings=settings, fallback_pending=pending)

@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ocp_gpu.model import labels
+from ocp_gpu.model import images, labels
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.planning.drivers import DesiredDriverDaemonSet, Strategy
 from ocp_gpu.rendering import common, templating
@@ -132,6 +132,8 @@ class DriverRenderInputs:
     trusted_ca_configmap: str = labels.TRUSTED_CA_CONFIGMAP
     # The data keys of the ConfigMaps the policy names, by name (reconcilers.driver_manifests reads them).
     config_map_keys: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    # The resolved images of the enabled driver modules: "gds", "gdrcopy" -> reference (no OS suffix).
+    module_images: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def os_id(os_tag: str) -> str:
@@ -288,6 +290,9 @@ def _daemonset(
     # hostPaths.rootFS: the host's root somewhere else than / (as NVIDIA does, HOST_ROOT says where).
     root_fs = policy.host_paths.root_fs
     host_root_env = [("HOST_ROOT", root_fs)] if root_fs != "/" else []
+    # gds / gdrcopy: the driver (and in DTK mode the sidecar's build) includes their modules.
+    enabled_modules = [key for key in ("gds", "gdrcopy") if key in inputs.module_images]
+    module_env = [(f"{key.upper()}_ENABLED", "true") for key in enabled_modules]
     # driver.rdma: the driver builds nvidia-peermem against MOFED's ib_* interfaces, the manager knows.
     rdma_env: list[tuple[str, str]] = []
     if driver.rdma.enabled:
@@ -299,6 +304,7 @@ def _daemonset(
         *dtk_env,
         *host_root_env,
         *rdma_env,
+        *module_env,
         ("KERNEL_MODULE_TYPE", driver.kernel_module_type.value),
         (DIGEST_ENV, digest),
         *(inputs.proxy.env() if inputs.openshift and inputs.proxy else []),
@@ -323,7 +329,7 @@ def _daemonset(
         # RHCOS_IMAGE_MISSING=true tells both containers there is nothing to build with.
         sidecar = {
             "image": entry.dtk_image or entry.driver_image,
-            "env": _env([("NVIDIA_VISIBLE_DEVICES", "void"), *dtk_env, (DIGEST_ENV, digest)]),
+            "env": _env([("NVIDIA_VISIBLE_DEVICES", "void"), *dtk_env, *module_env, (DIGEST_ENV, digest)]),
         }
     manager_env = [(name, value) for name, value in DRIVER_MANAGER_ENV.items()]
     manager = {
@@ -355,7 +361,21 @@ def _daemonset(
         # the driver's and the k8s-driver-manager's secrets: one pod pulls both images
         "image_pull_secrets": [
             {"name": name}
-            for name in dict.fromkeys((*driver.image.pull_secrets, *driver.manager.image.pull_secrets))
+            for name in dict.fromkeys(
+                (
+                    *driver.image.pull_secrets,
+                    *driver.manager.image.pull_secrets,
+                    *(
+                        secret
+                        for key in enabled_modules
+                        for secret in _module(policy, key).image.pull_secrets
+                    ),
+                )
+            )
+        ],
+        "modules": [
+            _module_container(key, _module(policy, key), inputs.module_images[key], entry, dtk)
+            for key in enabled_modules
         ],
         "pod_security_context": dict(daemonsets.pod_security_context),
         "rdma": (
@@ -373,6 +393,44 @@ def _daemonset(
         "dtk": sidecar,
         "manager": manager,
         "trusted_ca": inputs.trusted_ca_configmap if trusted_ca else None,
+    }
+
+
+# GPUDirect Storage and GDRCopy: container name, install command, DTK entrypoint argument, loaded module.
+_MODULES: Final[Mapping[str, tuple[str, str, str, str]]] = {
+    "gds": ("nvidia-fs-ctr", "nvidia-gds-driver install", "nv-fs-ctr-run-with-dtk", "nvidia_fs"),
+    "gdrcopy": ("nvidia-gdrcopy-ctr", "nvidia-gdrcopy-driver install", "gdrcopy-ctr-run-with-dtk", "gdrdrv"),
+}
+
+
+def _module(policy: policy_model.Policy, key: str) -> policy_model.ComponentSpec:
+    return policy.gds if key == "gds" else policy.gdrcopy
+
+
+def _module_container(
+    key: str, spec: policy_model.ComponentSpec, image: str, entry: DesiredDriverDaemonSet, dtk: bool
+) -> dict[str, Any]:
+    """nvidia-fs-ctr / nvidia-gdrcopy-ctr: builds and loads its module once the driver is in."""
+    name, install, dtk_arg, module = _MODULES[key]
+    try:
+        # NVIDIA publishes these per OS like the driver (<version>-<os>)
+        tagged = images.driver_image_for(images.ImageRef(image), entry.os_tag)
+    except ValueError:
+        tagged = images.ImageRef(image)
+    wait = (
+        "until [ -d /run/nvidia/driver/usr/src ] && lsmod | grep -q '^nvidia '; "
+        "do echo waiting for the driver; sleep 10; done"
+    )
+    return {
+        "name": name,
+        "image": tagged,
+        "pull_policy": spec.image.pull_policy.value,
+        # in DTK mode the sidecar builds it (GDS_ENABLED/GDRCOPY_ENABLED); this container loads it
+        "command": ["ocp_dtk_entrypoint"] if dtk else ["bash", "-xc"],
+        "args": [dtk_arg] if dtk else [f"{wait}; exec {install}"],
+        "env": _env([("NVIDIA_VISIBLE_DEVICES", "void"), *((e.name, e.value) for e in spec.env)]),
+        "probe": f"lsmod | grep -q '^{module} '",
+        "dtk": dtk,
     }
 
 

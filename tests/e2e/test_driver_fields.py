@@ -6,7 +6,12 @@ against the local control plane (the API server validates and stores what we ren
   DaemonSet (pull secrets, envFrom, probes, licensing volume and mounts, pod security context,
   host-root volume and HOST_ROOT) and podSecurityContext the toolkit DaemonSet too;
 - removing them from the policy removes them from the DaemonSet; no UnsupportedSetting is
-  reported for them.
+  reported for them;
+- repoConfig / kernelModuleConfig ConfigMaps are mounted key by key where the OS reads them; a
+  missing one is an error naming the field that creates nothing, until the admin creates it;
+- the finished DaemonSet: the startup probe script from its ConfigMap, /sys/devices/system,
+  nvidia-peermem-ctr (driver.rdma) and nvidia-fs-ctr (gds) appearing and leaving with their
+  flags, and the driver ClusterRole without cluster-wide pod deletion.
 """
 
 from __future__ import annotations
@@ -209,14 +214,24 @@ def test_named_config_maps_are_mounted_key_by_key_and_a_missing_one_changes_noth
     wait_for(lambda: condition(read_policy(kube), "Error").get("status") == "False", 60, what="error cleared")
 
 
-def test_finished_daemonset_startup_script_and_rdma_containers_come_and_go(
+def test_finished_daemonset_startup_script_and_rdma_and_gds_containers_come_and_go(
     kube: client.ApiClient,
     namespace: str,
     gpu_node: str,
     start_operator: Callable[..., OperatorProcess],
     apply_policy: Callable[..., dict[str, Any]],
 ) -> None:
-    apply_policy(spec={"driver": {"rdma": {"enabled": True}}})
+    apply_policy(
+        spec={
+            "driver": {"rdma": {"enabled": True}},
+            "gds": {
+                "enabled": True,
+                "repository": "nvcr.io/nvidia/cloud-native",
+                "image": "nvidia-fs",
+                "version": "2.20.5",
+            },
+        }
+    )
     start_operator()
 
     def containers() -> list[str]:
@@ -226,11 +241,16 @@ def test_finished_daemonset_startup_script_and_rdma_containers_come_and_go(
         return [c.name for c in found.items[0].spec.template.spec.containers] if found.items else []
 
     wait_for(
-        lambda: containers() == ["nvidia-driver-ctr", "nvidia-peermem-ctr"], 60, what="peermem container"
+        lambda: containers() == ["nvidia-driver-ctr", "nvidia-peermem-ctr", "nvidia-fs-ctr"],
+        60,
+        what="peermem and nvidia-fs containers",
     )
+    fs = next(c for c in pod_spec(kube, namespace, DRIVER).containers if c.name == "nvidia-fs-ctr")
+    assert fs.image == "nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5-ubuntu22.04"
     pod = pod_spec(kube, namespace, DRIVER)
     driver = driver_container(pod)
     assert {e.name: e.value for e in driver.env}["GPU_DIRECT_RDMA_ENABLED"] == "true"
+    assert {e.name: e.value for e in driver.env}["GDS_ENABLED"] == "true"
     assert driver.startup_probe._exec.command == ["sh", "/usr/local/bin/startup-probe.sh"]
     script = client.CoreV1Api(kube).read_namespaced_config_map("nvidia-driver-startup-probe", namespace)
     assert "/sys/module/nvidia/refcnt" in script.data["startup-probe.sh"]
@@ -249,9 +269,9 @@ def test_finished_daemonset_startup_script_and_rdma_containers_come_and_go(
         "v1",
         "clusterpolicies",
         "cluster-policy",
-        {"spec": {"driver": {"rdma": {"enabled": False}}}},
+        {"spec": {"driver": {"rdma": {"enabled": False}}, "gds": {"enabled": False}}},
     )
-    wait_for(lambda: containers() == ["nvidia-driver-ctr"], 60, what="peermem container gone")
+    wait_for(lambda: containers() == ["nvidia-driver-ctr"], 60, what="peermem and nvidia-fs gone")
     assert not {v.name for v in pod_spec(kube, namespace, DRIVER).volumes} & {
         "mlnx-ofed-usr-src",
         "run-mellanox-drivers",

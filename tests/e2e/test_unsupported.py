@@ -121,15 +121,16 @@ def test_every_nvidia_field_is_reported_or_honoured(
     for setting in expected:
         assert f"{setting.path}=" in found["message"], setting.path
     for path in (
-        "spec.driver.rdma.enabled",
+        "spec.driver.hostNetwork",
         "spec.vgpuManager.image",
         "spec.psp.enabled",
-        "spec.gds.enabled",
+        "spec.gds.args",
     ):
         assert f"{path}=" in found["message"], path
     # honoured fields are not reported, and nothing is deployed for refused ones
     assert "spec.driver.version=" not in found["message"]
-    wait_for_event(kube, "UnsupportedSetting", "spec.driver.rdma.enabled=true")
+    assert "spec.driver.rdma.enabled=" not in found["message"]
+    wait_for_event(kube, "UnsupportedSetting", "spec.driver.hostNetwork=true")
     wait_for(lambda: daemonset_names(kube, namespace), 60, what="operand DaemonSets")
     names = daemonset_names(kube, namespace)
     assert not any(

@@ -84,6 +84,8 @@ _SAMPLES: dict[str, object] = {
     ".repository": "registry.example.com/nvidia",
     ".version": "1.2.3",
     "driver.version": "570.124.06",
+    # GDS and GDRCopy build on the node: not with precompiled drivers (a spec error)
+    "driver.usePrecompiled": False,
     ".image": "example-image",
     ".imagePullSecrets[]": "pull-secret",
     ".env[].name": "EXAMPLE_SETTING",

@@ -107,6 +107,10 @@ NVIDIA_DRIVER_SPEC: dict[str, Any] = {
         "kernelModuleConfig": {"name": "module-params"},
     },
 }
+MODULE_IMAGES = {
+    "gds": "nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5",
+    "gdrcopy": "nvcr.io/nvidia/cloud-native/gdrdrv:v2.4.1",
+}
 CONFIG_MAP_KEYS = {
     "repos": ("cuda.repo", "local.repo"),
     "certs": ("corp-ca.pem",),
@@ -181,6 +185,14 @@ def _scenarios() -> dict[str, tuple[tuple[DesiredDriverDaemonSet, ...], dict[str
                 }
             },
             dataclasses.replace(KUBERNETES, config_map_keys={"params": ("nvidia-peermem.conf",)}),
+        ),
+        "gds-gdrcopy-dtk": (
+            plan(two_versions[:1]).desired,
+            {
+                "gds": {"enabled": True, "version": "2.20.5"},
+                "gdrcopy": {"enabled": True, "imagePullSecrets": ["gdr"]},
+            },
+            dataclasses.replace(OPENSHIFT, module_images=MODULE_IMAGES),
         ),
         "honoured-nvidia-fields": (
             plan(two_versions[:1]).desired,
@@ -874,3 +886,39 @@ def test_rdma_adds_peermem_mofed_mounts_and_env_and_leaves_with_the_flag(host_mo
     assert [c["name"] for c in plain_pod["containers"]] == [DRIVER_CONTAINER]
     assert not [v for v in plain_pod["volumes"] if "mellanox" in v["name"] or "ofed" in v["name"]]
     assert "GPU_DIRECT_RDMA_ENABLED" not in env_of(container(plain, DRIVER_CONTAINER))
+
+
+@pytest.mark.parametrize("openshift", [True, False])
+def test_gds_and_gdrcopy_containers_come_and_go_with_their_flags(openshift: bool) -> None:
+    if openshift:
+        desired, inputs = plan([rhcos_node("n", V416)]).desired, OPENSHIFT
+    else:
+        desired, inputs = plan([ubuntu_node("u")], Strategy.VANILLA).desired, KUBERNETES
+    spec = {"gds": {"enabled": True}, "gdrcopy": {"enabled": True}}
+    (ds,) = daemonsets(render(desired, spec, dataclasses.replace(inputs, module_images=MODULE_IMAGES)))
+    names = [c["name"] for c in ds["spec"]["template"]["spec"]["containers"]]
+    assert names[:3] == [DRIVER_CONTAINER, "nvidia-fs-ctr", "nvidia-gdrcopy-ctr"]
+    fs = container(ds, "nvidia-fs-ctr")
+    suffix = desired[0].os_tag
+    assert fs["image"] == f"nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5-{suffix}"
+    for name in [DRIVER_CONTAINER] + (["openshift-driver-toolkit-ctr"] if openshift else []):
+        env = env_of(container(ds, name))
+        assert env["GDS_ENABLED"] == env["GDRCOPY_ENABLED"] == "true", name
+    if openshift:
+        assert fs["command"] == ["ocp_dtk_entrypoint"] and fs["args"] == ["nv-fs-ctr-run-with-dtk"]
+        assert {
+            "name": "shared-nvidia-driver-toolkit",
+            "mountPath": "/mnt/shared-nvidia-driver-toolkit",
+        } in fs["volumeMounts"]
+    else:
+        assert fs["args"][0].endswith("exec nvidia-gds-driver install")
+    (plain,) = daemonsets(render(desired, {}, inputs))
+    assert "nvidia-fs-ctr" not in [c["name"] for c in plain["spec"]["template"]["spec"]["containers"]]
+    assert "GDS_ENABLED" not in env_of(container(plain, DRIVER_CONTAINER))
+
+
+def test_gds_with_precompiled_drivers_is_an_error_naming_the_field() -> None:
+    problems = policy_model.validate_policy(
+        policy_model.parse_policy({"driver": {"usePrecompiled": True}, "gds": {"enabled": True}}), {}
+    )
+    assert "spec.gds.enabled" in [p.field for p in problems]

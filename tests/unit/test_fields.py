@@ -84,7 +84,7 @@ def test_operatorhub_example_reports_its_one_unimplemented_setting() -> None:
 @pytest.mark.parametrize(
     ("spec", "path", "words"),
     [
-        ({"driver": {"rdma": {"enabled": True}}}, "spec.driver.rdma.enabled", "nvidia-peermem"),
+        ({"driver": {"hostNetwork": True}}, "spec.driver.hostNetwork", "pod network"),
         ({"driver": {"useOpenKernelModules": True}}, "spec.driver.useOpenKernelModules", "kernelModuleType"),
         ({"psp": {"enabled": True}}, "spec.psp.enabled", "removed in Kubernetes 1.25"),
         (
@@ -141,11 +141,12 @@ def test_the_every_field_policy_reports_every_refused_leaf_it_sets() -> None:
         if rule.support is fields.Support.HONOURED:
             assert concrete not in found, path
     assert {
-        "spec.driver.rdma.enabled",
-        "spec.gds.enabled",
+        "spec.driver.hostNetwork",
+        "spec.gds.args",
         "spec.psp.enabled",
         "spec.ccManager.defaultMode",
     } <= found
+    assert not {"spec.driver.rdma.enabled", "spec.gds.enabled", "spec.driver.secretEnv"} & found
 
 
 def test_field_docs_are_up_to_date() -> None:

@@ -42,6 +42,8 @@ def test_environment_names_are_nvidias() -> None:
         "gfd": "GFD_IMAGE",
         "validator": "VALIDATOR_IMAGE",
         "nodeStatusExporter": "VALIDATOR_IMAGE",
+        "gds": "GDS_IMAGE",
+        "gdrcopy": "GDRCOPY_IMAGE",
     }
 
 
