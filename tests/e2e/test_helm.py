@@ -12,7 +12,11 @@ README's "Install with Helm" commands in order:
   the operands through their ownerReferences; the README's kubectl lines then clear the nodes'
   labels and the namespace: nothing of ours is left but the CRD, which helm keeps by design.
 
-Simulated: `helm dependency update` (see ocp_gpu/harness/helm.py); NFD is off (nfd.enabled=false).
+- with nfd.enabled (the default), NFD's chart comes along and our NodeFeatureRule is created
+  (NFD's CRDs are installed before our templates render); uninstall removes it.
+
+Simulated: `helm dependency update` (see ocp_gpu/harness/helm.py). The README's commands run with
+nfd.enabled=false added to the install.
 """
 
 from __future__ import annotations
@@ -289,3 +293,65 @@ def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_servi
     assert left == [], "left behind after uninstall and the README's clean-up"
     # helm keeps a chart's CRDs (documented in the README).
     assert ext.read_custom_resource_definition(CRD_NAME).metadata.uid == crd_uid
+
+
+NFD_CRDS = (
+    "nodefeaturerules.nfd.k8s-sigs.io",
+    "nodefeatures.nfd.k8s-sigs.io",
+    "nodefeaturegroups.nfd.k8s-sigs.io",
+)
+
+
+def test_helm_with_nfd_creates_the_node_feature_rule(
+    control_plane: LocalControlPlane,
+    kube: client.ApiClient,
+    helm_tools: HelmTools,
+    gpu_nodes: list[str],
+    tmp_path: Path,
+) -> None:
+    """nfd.enabled (the default): NFD's chart comes along, its CRDs are installed before our
+    templates render, so `.Capabilities.APIVersions.Has` sees the NodeFeatureRule API and the
+    chart creates our rule; uninstall removes it (NFD's CRDs stay, as helm keeps CRDs)."""
+    helm = helm_harness.Helm(helm_tools, control_plane.kubeconfig, tmp_path / "helm-home")
+    chart = helm_harness.prepare_chart(helm_tools, tmp_path)
+    namespace = unique_name("helm-nfd")
+    custom = client.CustomObjectsApi(kube)
+    ext = client.ApiextensionsV1Api(kube)
+    try:
+        result = helm.run(
+            "install",
+            RELEASE,
+            str(chart),
+            "--namespace",
+            namespace,
+            "--create-namespace",
+            "--wait",
+            timeout=240,
+        )
+        assert result.returncode == 0, result.stderr
+        rule = custom.get_cluster_custom_object(
+            "nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules", "ocp-gpu-nvidia-pci"
+        )
+        assert rule["spec"]["rules"][0]["labels"] == {"feature.node.kubernetes.io/pci-10de.present": "true"}
+        workers = client.AppsV1Api(kube).list_namespaced_daemon_set(namespace).items
+        assert any("node-feature-discovery-worker" in d.metadata.name for d in workers)
+
+        result = helm.run("uninstall", RELEASE, "--namespace", namespace, "--wait", timeout=120)
+        assert result.returncode == 0, result.stderr
+        rules = custom.list_cluster_custom_object("nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules")["items"]
+        assert "ocp-gpu-nvidia-pci" not in {r["metadata"]["name"] for r in rules}
+        wait_for(
+            lambda: not custom.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies")["items"],
+            60,
+            what="ClusterPolicy deleted",
+        )
+    finally:
+        helm.run("uninstall", RELEASE, "--namespace", namespace, timeout=30)
+        client.CoreV1Api(kube).delete_namespace(namespace)
+        # NFD's API would make later charts render our rule: leave the session as it was.
+        for name in NFD_CRDS:
+            try:
+                ext.delete_custom_resource_definition(name)
+            except client.exceptions.ApiException as error:
+                if error.status != 404:
+                    raise
