@@ -203,8 +203,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "spec.hostPaths",
         R,
-        "the driver installs to /run/nvidia/driver; the kubelet is at /var/lib/kubelet (their consumers,"
-        " the validator and device plugin, are not deployed yet)",
+        "the validator and device plugin look for the driver at /run/nvidia/driver and the kubelet"
+        " at /var/lib/kubelet",
         {"driverInstallDir": ("/run/nvidia/driver",), "kubeletRootDir": ("/var/lib/kubelet",)},
     ),
     Rule(

@@ -519,11 +519,13 @@ def _spec(text: Any) -> dict[str, Any]:
             },
         },
         "hostPaths": {"rootFS": text(38)},
+        "gds": {"enabled": True, "env": [{"name": text(47), "value": text(48)}]},
         "driver": {
             "secretEnv": text(35),
             "licensingConfig": {"secretName": text(36)},
             "repoConfig": {"configMapName": text(41)},
             "kernelModuleConfig": {"name": text(42)},
+            "certConfig": {"name": text(45)},
             "imagePullSecrets": [text(10)],
             "env": [{"name": text(11), "value": text(12)}],
             "args": [text(13)],
@@ -549,7 +551,8 @@ def _inputs(text: Any) -> DriverRenderInputs:
         service_account=text(26),
         cluster_role=text(27),
         trusted_ca_configmap=text(28),
-        config_map_keys={text(41): (text(43),), text(42): (text(44),)},
+        config_map_keys={text(41): (text(43),), text(42): (text(44),), text(45): (text(46),)},
+        module_images={"gds": text(49)},
     )
 
 
@@ -607,7 +610,7 @@ def test_hostile_strings_render_verbatim_as_values() -> None:
     attacked = render_driver_state(
         _desired(hostile), policy_model.parse_policy(_spec(hostile)), _inputs(hostile)
     )
-    mapping = {hostile(i): token(i) for i in range(1, 45)}
+    mapping = {hostile(i): token(i) for i in range(1, 50)}
     seen: set[str] = set()
     # the same structure, with each hostile string exactly where its token was
     assert _replace_strings(_without_digests(attacked), mapping, seen) == _without_digests(benign)
