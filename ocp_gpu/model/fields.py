@@ -334,14 +334,40 @@ def unsupported_settings(spec: Mapping[str, object]) -> tuple[Setting, ...]:
     return tuple(found)
 
 
-def describe(settings: tuple[Setting, ...]) -> str:
-    """One message naming each setting and what ocp-gpu does instead, grouped by rule."""
+def describe(settings: tuple[Setting, ...], limit: int = 2048) -> str:
+    """One message naming each setting and what ocp-gpu does instead, grouped by rule, within `limit`.
+
+    A rule with a few settings shows each `path=value`; with more, `path.{a,b,…}`.  What does
+    not fit is summed up by section ("and 12 more settings under spec.vgpuManager, …") and
+    docs/clusterpolicy-fields.md says the rest, so a status never ends mid-word.
+    """
     grouped: dict[str, list[Setting]] = {}
     for setting in settings:
         grouped.setdefault(setting.rule.path, []).append(setting)
-    parts = []
+    parts: list[str] = []
+    left: list[Setting] = []
     for items in grouped.values():
-        rule = items[0].rule
-        what = "deprecated, ignored" if rule.support is Support.IGNORED else "not implemented"
-        parts.append(f"{', '.join(str(item) for item in items)}: {what}; {rule.note}")
-    return "; ".join(parts)
+        part = _describe_rule(items)
+        # room for this part and for the summary of whatever does not fit after it
+        if left or len("; ".join([*parts, part])) > limit - 500:
+            left.extend(items)
+        else:
+            parts.append(part)
+    if left:
+        sections = ", ".join(dict.fromkeys(".".join(s.path.split(".")[:2]) for s in left))
+        parts.append(
+            f"and {len(left)} more unimplemented settings under {sections} (see docs/clusterpolicy-fields.md)"
+        )
+    return "; ".join(parts)[:limit]
+
+
+def _describe_rule(items: list[Setting]) -> str:
+    rule = items[0].rule
+    what = "deprecated, ignored" if rule.support is Support.IGNORED else "not implemented"
+    if len(items) <= 3:
+        named = ", ".join(str(item) for item in items)
+    else:
+        # many leaves of one rule (a whole section): name them, without values
+        base = rule.path
+        named = f"{base}.{{{','.join(item.path[len(base) + 1 :] for item in items)}}}"
+    return f"{named}: {what}; {rule.note}"

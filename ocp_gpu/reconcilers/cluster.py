@@ -171,7 +171,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     unsupported = fields.unsupported_settings(active.spec)
     if unsupported:
         # Accepted for compatibility with NVIDIA's schema, not acted on: say so, change nothing else.
-        message = fields.describe(unsupported)
+        message = fields.describe(unsupported, conditions.CONDITION_MESSAGE_LIMIT)
         status["_conditions"].append(conditions.Condition(UNSUPPORTED, True, UNSUPPORTED, message))
     if any(operand is not None and operand.errors for operand in (outcome, *stack.values())) or label_errors:
         # A failed write is retried on the next change, and at the latest after this long.

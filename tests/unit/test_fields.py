@@ -167,3 +167,19 @@ def test_field_docs_check_fails_when_stale(tmp_path: Path) -> None:
         [sys.executable, str(ROOT / "hack" / "gen_field_docs.py"), "--check"], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_a_long_report_stays_within_the_bound_and_names_every_section() -> None:
+    settings = fields.unsupported_settings(nv.every_field_spec())
+    for limit in (2048, 1024):
+        message = fields.describe(settings, limit)
+        assert len(message) <= limit
+        assert message.endswith("(see docs/clusterpolicy-fields.md)")
+        for section in {".".join(setting.path.split(".")[:2]) for setting in settings}:
+            assert section in message, section
+
+
+def test_a_rule_with_many_settings_names_them_compactly() -> None:
+    spec = {"vgpuManager": {"enabled": True, "image": "x", "version": "1", "repository": "r"}}
+    message = fields.describe(fields.unsupported_settings(spec))
+    assert message.startswith("spec.vgpuManager.{enabled,image,version,repository}: not implemented;")
