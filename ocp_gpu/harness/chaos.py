@@ -638,6 +638,8 @@ class ChaosResult:
     # Exits not ours and not explained by an apiserver outage (a leader that cannot renew
     # its Lease exits on purpose, see ocp_gpu/operator.py): crashes.
     operator_crashes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # Exits because the Lease could not be renewed in time (the operator's design).
+    operator_lease_losses: int = 0
     operator_starts: int = 0
     writes: dict[str, int] = dataclasses.field(default_factory=dict)
     writes_total: int = 0
@@ -992,9 +994,14 @@ def run_chaos(
             for f in runner.fired
             if f["kind"] in (RESTART_APISERVER, COMPACT_ETCD)
         ]
-        for exit_ in result.operator_exits_not_ours:
+        for exit_, record in zip(result.operator_exits_not_ours, supervisor.unexpected_exits(), strict=True):
             exit_["at"] = round(exit_["at"] - t0, 2)
-            if not any(start <= exit_["at"] <= end for start, end in outages):
+            exit_["log_tail"] = exit_["log_tail"][-600:]
+            if record.lease_lost:
+                # Not a crash: a leader that cannot renew in time steps down on purpose
+                # (apiserver down, or the machine too busy to renew within the deadline).
+                result.operator_lease_losses += 1
+            elif not any(start <= exit_["at"] <= end for start, end in outages):
                 result.operator_crashes.append(exit_)
         result.operator_starts = sum(r.starts for r in supervisor.replicas)
     writes = audit.writes(OPERATOR_USER)
@@ -1053,7 +1060,7 @@ def summary_rows(result: ChaosResult) -> list[tuple[str, str]]:
         (
             "operator starts / exits we did not cause",
             f"{result.operator_starts} / {len(result.operator_exits_not_ours)} "
-            f"(crashes: {len(result.operator_crashes)})",
+            f"(Lease lost: {result.operator_lease_losses}, crashes: {len(result.operator_crashes)})",
         ),
         (
             "compactions whose old version got 410",

@@ -21,9 +21,12 @@ import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from ocp_gpu.harness.operating import OperatorProcess
+
+# What `ocp-gpu run` logs when it exits because its Lease could not be renewed in time.
+LEASE_LOST_LOG: Final = "lost leadership lease"
 
 
 def _etcd_post(etcd_url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -69,6 +72,13 @@ class ReplicaExit:
     code: int | None
     killed: bool
     at: float
+    # The end of its log: why it exited (e.g. "lost leadership lease").
+    log_tail: str = ""
+
+    @property
+    def lease_lost(self) -> bool:
+        """It exited because it could not renew its Lease in time (on purpose: see ocp_gpu/operator.py)."""
+        return LEASE_LOST_LOG in self.log_tail
 
 
 @dataclass
@@ -110,7 +120,8 @@ class Replica:
         if self.process is None or self.process.running():
             return False
         code = self.process.stop()
-        self.exits.append(ReplicaExit(self.index, code, self._kill_pending, time.monotonic()))
+        tail = "" if self._kill_pending else self.process.log()[-1500:]
+        self.exits.append(ReplicaExit(self.index, code, self._kill_pending, time.monotonic(), tail))
         self._kill_pending = False
         time.sleep(self.restart_delay)
         self.start()
