@@ -16,6 +16,7 @@ Pure: no I/O; every value reaches YAML through `templating.render_state`.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -89,11 +90,24 @@ def covered() -> frozenset[str]:
     return frozenset(_OWN)
 
 
+# NB: every reconcile pass renders every operand, and most passes (an operand pod became
+# Ready, a node joined) render exactly what the previous one did; rendering is most of a
+# pass's CPU.  One slot per operand, compared by equality (the policy holds dicts: not hashable).
+_last_render: dict[str, tuple[object, tuple[dict[str, Any], ...]]] = {}
+
+
 def render_operand(
     operand: operands.Operand, policy: policy_model.Policy, inputs: OperandRenderInputs
 ) -> list[dict[str, Any]]:
-    """Every manifest of one generic operand, in apply (file name) order."""
-    return templating.render_state(operand.component, operand_context(operand, policy, inputs))
+    """Every manifest of one generic operand, in apply (file name) order (a copy: the caller's own)."""
+    key = (policy, inputs, templating.templates_dir())
+    last = _last_render.get(operand.name)
+    if last is None or last[0] != key:
+        context = operand_context(operand, policy, inputs)
+        last = (key, tuple(templating.render_state(operand.component, context)))
+        _last_render[operand.name] = last
+    # NB: a deep copy costs a fraction of a render (jinja2 + YAML parsing).
+    return copy.deepcopy(list(last[1]))
 
 
 def render_prerequisites(policy: policy_model.Policy, namespace: str) -> list[dict[str, Any]]:
