@@ -176,6 +176,8 @@ def test_control_plane_comes_up(control_plane: LocalControlPlane, kube: client.A
         "kube-controller-manager",
         "kube-scheduler",
         "kwok",
+        # SIMULATION of kubelets + the NVIDIA stack on GPU nodes (harness/node_agent.py).
+        "node-agent",
     }
     assert control_plane.startup_seconds is not None and control_plane.startup_seconds < 60
     assert control_plane.kubeconfig.is_file()
