@@ -199,6 +199,9 @@ class UpgradeNode:
     timers: Mapping[str, datetime.datetime] = field(default_factory=dict)
     # The driver pods on the node: normally one; during a hand-over also a terminating one.
     driver_pods: tuple[DriverPod, ...] = ()
+    # The admin opted the node out of the driver (`nvidia.com/gpu.deploy.driver=false`, or
+    # `nvidia.com/gpu.deploy.operands=false`): no driver DaemonSet selects it.
+    driver_opted_out: bool = False
 
     @property
     def state(self) -> UpgradeState:
@@ -289,4 +292,6 @@ def upgrade_node(facts: NodeFacts, driver_pods: tuple[DriverPod, ...] = ()) -> U
         cordoned_by_upgrade=CORDONED_BY_UPGRADE in annotations,
         timers=timers,
         driver_pods=driver_pods,
+        driver_opted_out=facts.labels.get(labels.deploy_label("driver")) == "false"
+        or facts.labels.get(labels.GPU_DEPLOY_OPERANDS) == "false",
     )

@@ -30,6 +30,10 @@ from ocp_gpu.model import labels
 TRUE: Final = "true"
 FALSE: Final = "false"
 
+# Upgrade states with no upgrade under way (planning/upgrade.IDLE; "" is unknown).
+# NB: a node opted out mid-upgrade keeps its label until the upgrade lifts its cordon.
+_IDLE_STATES: Final = frozenset({"upgrade-done", "upgrade-required"})
+
 # A label patch: key -> new value, or None to remove the label (JSON merge patch).
 LabelPatch = dict[str, str | None]
 
@@ -62,6 +66,14 @@ def plan_node_labels(node_labels: Mapping[str, str]) -> LabelPatch | None:
     else:
         # Add the missing deploy labels; keep whatever value an admin chose.
         patch.update({key: TRUE for key in _deploy_labels() if key not in node_labels})
+    opted_out = FALSE in (
+        node_labels.get(labels.deploy_label("driver")),
+        node_labels.get(labels.GPU_DEPLOY_OPERANDS),
+    )
+    if opted_out and node_labels.get(labels.UPGRADE_STATE) in _IDLE_STATES:
+        # No driver here: an upgrade-done (or -required) label would lie; the upgrade
+        # controller leaves such nodes alone (planning/upgrade.is_unmanaged).
+        patch[labels.UPGRADE_STATE] = None
     return patch or None
 
 

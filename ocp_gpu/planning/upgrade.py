@@ -63,6 +63,8 @@ IN_PROGRESS: Final = frozenset(
 # NB: a failed node keeps its slot (as NVIDIA's does), so a driver that fails stops the
 # rollout at maxParallelUpgrades nodes instead of failing node after node.
 HOLDS_SLOT: Final = IN_PROGRESS | {S.UPGRADE_FAILED}
+# States with no upgrade under way on the node.
+IDLE: Final = frozenset({S.UNKNOWN, S.UPGRADE_DONE, S.UPGRADE_REQUIRED})
 # NVIDIA's fixed validation timeout.
 VALIDATION_TIMEOUT_SECONDS: Final = 600
 # A current driver pod whose unready containers restarted more often than this is failing (NVIDIA's).
@@ -970,6 +972,9 @@ class NodePlan:
     waiting: str = ""
     # The node carries the skip label.
     skipped: bool = False
+    # False for a node opted out of the driver with no upgrade under way: it is not counted
+    # in the metrics or the budget (NVIDIA counts only nodes with a driver pod).
+    managed: bool = True
 
     @property
     def state_after(self) -> UpgradeState:
@@ -1098,8 +1103,38 @@ def _paused(node: UpgradeNode, driver: DriverStatus) -> NodePlan:
     )
 
 
+def is_unmanaged(node: UpgradeNode) -> bool:
+    """Opted out of the driver and no upgrade under way: nothing to upgrade or count.
+
+    NB: a node opted out mid-upgrade stays managed, so the upgrade's cordon is still lifted.
+    Its driver pod may still be terminating: it is not upgraded (nor labelled upgrade-done,
+    which the node labeller would remove again: no flapping).
+    """
+    return node.driver_opted_out and node.state in IDLE
+
+
+def _unmanaged(node: UpgradeNode) -> NodePlan:
+    # Its stale state label is removed by the node labeller (planning/node_labels).
+    return NodePlan(
+        node.name,
+        node.state,
+        DriverStatus(DriverCheck.MISSING, node.driver_pod, "opted out of the driver"),
+        waiting=f"opted out of the driver ({labels.deploy_label('driver')}=false): not upgraded or counted",
+        skipped=node.skip,
+        managed=False,
+    )
+
+
 def plan_upgrades(snapshot: UpgradeSnapshot, policy: UpgradePolicy, now: datetime.datetime) -> UpgradePlan:
     """Per node, at most one transition and the actions before it, for one pass."""
+    unmanaged = tuple(_unmanaged(node) for node in snapshot.nodes if is_unmanaged(node))
+    if unmanaged:
+        # Opted-out nodes are planned apart: the state machine and the budget never see them.
+        managed = dataclasses.replace(
+            snapshot, nodes=tuple(node for node in snapshot.nodes if not is_unmanaged(node))
+        )
+        plan = plan_upgrades(managed, policy, now)
+        return dataclasses.replace(plan, nodes=plan.nodes + unmanaged)
     drivers = {node.name: check_driver(node, snapshot) for node in snapshot.nodes}
     if not policy.auto_upgrade:
         # Paused: freeze every node where it is.
@@ -1121,7 +1156,7 @@ def plan_upgrades(snapshot: UpgradeSnapshot, policy: UpgradePolicy, now: datetim
 
 def summarize(plan: UpgradePlan) -> UpgradeCounts:
     """The six metrics' values, from the states the labels will have after this pass."""
-    after = [node.state_after for node in plan.nodes]
+    after = [node.state_after for node in plan.nodes if node.managed]
     return UpgradeCounts(
         auto_upgrade_enabled=int(plan.auto_upgrade),
         in_progress=sum(state in IN_PROGRESS for state in after),
@@ -1129,5 +1164,7 @@ def summarize(plan: UpgradePlan) -> UpgradeCounts:
         failed=after.count(S.UPGRADE_FAILED),
         available=plan.budget.available if plan.auto_upgrade else 0,
         # Waiting for a slot: skipped nodes never get one.
-        pending=sum(node.state_after is S.UPGRADE_REQUIRED and not node.skipped for node in plan.nodes),
+        pending=sum(
+            node.state_after is S.UPGRADE_REQUIRED and not node.skipped for node in plan.nodes if node.managed
+        ),
     )

@@ -30,7 +30,7 @@ from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.model.upgrades import UpgradeState
-from ocp_gpu.planning import upgrade
+from ocp_gpu.planning import driver_coverage, upgrade
 from ocp_gpu.reconcilers import runtime
 
 logger = logging.getLogger(labels.UPGRADE_LOGGER)
@@ -50,9 +50,10 @@ def is_pass_needed(rt: runtime.Runtime) -> bool:
     if any(ds.updated_number_scheduled < ds.desired_number_scheduled for ds in rt.driver_daemonsets.values()):
         # Some driver pod runs an outdated template.
         return True
-    # A GPU node not yet labelled, or somewhere in the state machine.
+    # A GPU node not yet labelled, or somewhere in the state machine (opted-out nodes never count).
     return any(
-        facts.is_gpu_node and facts.labels.get(labels.UPGRADE_STATE) != UpgradeState.UPGRADE_DONE
+        driver_coverage.wants_driver(facts.labels)
+        and facts.labels.get(labels.UPGRADE_STATE) != UpgradeState.UPGRADE_DONE
         for facts in rt.node_facts.values()
     )
 
@@ -61,13 +62,16 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
     """Wait for a change (or the recheck timer), let a burst settle, run one upgrade pass; forever."""
     await rt.listed.wait()
     recheck: float | None = None
+    # The last pass wrote something: one more pass, so the metrics count the labels as they
+    # are now (gpu_operator_nodes_upgrades_available agrees with `ocp-gpu status`).
+    settle = False
     while True:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(rt.upgrade_wake.wait(), recheck)
         await asyncio.sleep(coalesce_s)
         rules_changed = rt.take_upgrade_marks()
         rules = rt.upgrade_policy
-        if rules is None or not (rules_changed or is_pass_needed(rt)):
+        if rules is None or not (rules_changed or settle or is_pass_needed(rt)):
             recheck = None
             continue
         rt.trimmer.worked()
@@ -77,10 +81,11 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
             logger.exception("upgrade pass failed; retrying shortly")
             recheck = RETRY_S
             continue
+        settle = bool(upgrading.busy_plans(plan.nodes))
         in_flight = any(
             node.state_after in upgrade.IN_PROGRESS or node.state_after is UpgradeState.UPGRADE_REQUIRED
             for node in plan.nodes
-            if not node.skipped
+            if not node.skipped and node.managed
         )
         recheck = (
             float(rt.env.get(RECHECK_ENV, RECHECK_S)) if plan.auto_upgrade and (in_flight or failed) else None

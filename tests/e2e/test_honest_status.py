@@ -6,11 +6,16 @@
 - `status.driverDaemonSets[].nodes` counts only the nodes the DaemonSet selects (an admin's
   `nvidia.com/gpu.deploy.driver=false` is not counted), as the DaemonSet controller does;
 - while the spec is invalid, `status.driverDaemonSets` keeps describing the DaemonSets that
-  keep running, instead of becoming empty.
+  keep running, instead of becoming empty;
+- a node opted out of the driver loses a stale `upgrade-done` label and is not counted, and
+  `gpu_operator_nodes_upgrades_available` agrees with `ocp-gpu status`.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,7 +23,7 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness.cluster import unique_name
+from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 
@@ -103,3 +108,59 @@ def test_running_daemonsets_stay_described_while_the_spec_is_invalid(
     during = status(kube)["driverDaemonSets"]
     assert [d["name"] for d in during] == [d["name"] for d in before]
     assert during[0]["image"] == before[0]["image"]
+
+
+def test_opted_out_node_is_not_upgrade_done_and_metrics_agree_with_status(
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    keyed = [unique_name("gpu") for _ in range(2)]
+    # Opted out after an earlier upgrade: it still carries upgrade-done, but runs no driver.
+    optout = unique_name("optout")
+    stale = {labels.deploy_label("driver"): "false", labels.UPGRADE_STATE: "upgrade-done"}
+    fake_nodes.create_nodes(
+        kube,
+        [
+            *(fake_nodes.vanilla_gpu_node(n) for n in keyed),
+            fake_nodes.vanilla_gpu_node(optout, extra_labels=stale),
+        ],
+    )
+    try:
+        apply_policy()
+        operator = start_operator()
+        wait_for(lambda: status(kube).get("state") == "ready", 60, what="ready")
+        wait_for(
+            lambda: (
+                labels.UPGRADE_STATE not in (client.CoreV1Api(kube).read_node(optout).metadata.labels or {})
+            ),
+            30,
+            what="the opted-out node's upgrade-done label removed",
+        )
+        wait_for(lambda: operator.metric("gpu_operator_nodes_upgrades_done") == 2, 30, what="done counts 2")
+        report = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ocp_gpu.cli",
+                "status",
+                "--kubeconfig",
+                str(control_plane.kubeconfig),
+                "-o",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        metrics = json.loads(report.stdout)["metrics"]
+        assert metrics["done"] == 2
+        wait_for(
+            lambda: operator.metric("gpu_operator_nodes_upgrades_available") == metrics["available"],
+            20,
+            what=f"available metric agrees with ocp-gpu status ({metrics['available']})",
+        )
+    finally:
+        fake_nodes.delete_nodes(kube, [*keyed, optout])

@@ -137,3 +137,25 @@ def test_upgrade_enabled_annotation(
     node: dict[str, str], annotations: dict[str, str], auto_upgrade: bool | None, expected: object
 ) -> None:
     assert node_labels.plan_upgrade_annotation(node, annotations, auto_upgrade) == expected
+
+
+@pytest.mark.parametrize(
+    ("opt_out", "state", "removed"),
+    [
+        ({labels.deploy_label("driver"): "false"}, "upgrade-done", True),
+        ({labels.deploy_label("driver"): "false"}, "upgrade-required", True),
+        ({labels.GPU_DEPLOY_OPERANDS: "false"}, "upgrade-done", True),
+        # mid-upgrade: the label stays until the upgrade lifts its cordon
+        ({labels.deploy_label("driver"): "false"}, "pod-restart-required", False),
+        ({labels.deploy_label("driver"): "false"}, "upgrade-failed", False),
+        # not opted out: the upgrade controller owns the label
+        ({}, "upgrade-done", False),
+    ],
+)
+def test_an_opted_out_node_loses_an_idle_upgrade_state(
+    opt_out: dict[str, str], state: str, removed: bool
+) -> None:
+    node = {**GPU, **{k: "true" for k in DEPLOY_ALL}, labels.GPU_PRESENT: "true", **opt_out}
+    node[labels.UPGRADE_STATE] = state
+    patch = node_labels.plan_node_labels(node) or {}
+    assert (labels.UPGRADE_STATE in patch and patch[labels.UPGRADE_STATE] is None) is removed

@@ -1124,3 +1124,27 @@ def test_a_node_switching_rhcos_daemonsets_is_not_looped(
     _assert_settled(world, initial)
     # A fresh, current pod is not an upgrade: no node goes round twice.
     assert all(entries <= 1 for entries in world.upgrade_required_entries.values())
+
+
+@pytest.mark.parametrize("state", [S.UNKNOWN, S.UPGRADE_DONE, S.UPGRADE_REQUIRED])
+@pytest.mark.parametrize("driver", [MISSING, OUTDATED, CURRENT])
+def test_an_opted_out_node_is_neither_upgraded_nor_counted(state: UpgradeState, driver: str) -> None:
+    """deploy.driver=false: no driver to upgrade; never counted (or left labelled) upgrade-done."""
+    opted = dataclasses.replace(node("n1", state, driver=driver), driver_opted_out=True)
+    other = node("n2", S.UPGRADE_DONE, driver=CURRENT)
+    result = upgrade.plan_upgrades(snapshot(opted, other), policy(), NOW)
+    plans = result.by_node()
+    assert plans[NodeName("n1")].transition is None and plans[NodeName("n1")].actions == ()
+    assert not plans[NodeName("n1")].managed and "opted out" in plans[NodeName("n1")].waiting
+    counts = upgrade.summarize(result)
+    assert (counts.done, counts.pending, counts.in_progress) == (1, 0, 0)
+    assert result.budget.total == 1
+
+
+def test_a_node_opted_out_mid_upgrade_still_finishes_its_cordon() -> None:
+    mid = dataclasses.replace(
+        node("n1", S.UNCORDON_REQUIRED, driver=MISSING, cordon=OURS), driver_opted_out=True
+    )
+    result = plan_one(mid)
+    assert result.managed and result.transition is S.UPGRADE_DONE
+    assert any(isinstance(action, Uncordon) for action in result.actions)
