@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up what is missing, then runs the demo: a local control plane in
 # OpenShift mode, GPU nodes on two RHCOS versions, and the operator at work.
-# Ctrl-C stops everything it started.  Extra arguments go to `ocp-gpu demo`.
+# It stops at the end of the scenario (`--follow` keeps it up until Ctrl-C) and removes its
+# state directory (`--keep-state` keeps it).  Extra arguments go to `ocp-gpu demo`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/setup.sh
