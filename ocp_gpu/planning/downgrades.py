@@ -28,18 +28,20 @@ class Downgrade:
         )
 
 
-def driver_version(image: str) -> versions.Version | None:
-    """The driver version in a driver image's tag (`…/driver:550.90.07-rhel9.4` -> 550.90.07).
+def driver_version(image: str) -> tuple[str, versions.Version] | None:
+    """The driver version in a driver image's tag, as written and comparable.
 
-    None for a digest, a tag without a version, or a version packaging cannot compare.
+    `…/driver:550.90.07-rhel9.4` -> ("550.90.07", Version("550.90.7")).  None for a digest,
+    a tag without a version, or a version packaging cannot compare.
+    NB: the text is kept for messages: packaging normalises 550.90.07 to 550.90.7.
     """
     name = image.rsplit("/", 1)[-1]
     if "@" in name or ":" not in name:
         # pinned by digest, or no tag: nothing to compare
         return None
-    tag = name.split(":", 1)[1]
+    text = name.split(":", 1)[1].split("-", 1)[0]
     try:
-        return versions.Version(tag.split("-", 1)[0])
+        return text, versions.Version(text)
     except versions.InvalidVersion:
         return None
 
@@ -47,7 +49,7 @@ def driver_version(image: str) -> versions.Version | None:
 def plan_downgrade(daemonset: str, running_image: str, wanted_image: str) -> Downgrade | None:
     """A Downgrade when `wanted_image` carries an older driver than `running_image`."""
     running, wanted = driver_version(running_image), driver_version(wanted_image)
-    if running is None or wanted is None or wanted >= running:
+    if running is None or wanted is None or wanted[1] >= running[1]:
         # not comparable, the same, or newer: nothing to say
         return None
-    return Downgrade(daemonset, str(running), str(wanted))
+    return Downgrade(daemonset, running[0], wanted[0])
