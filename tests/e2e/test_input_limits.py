@@ -46,7 +46,7 @@ def patch(kube: client.ApiClient, body: dict[str, Any]) -> None:
 
 
 def test_a_10kb_version_is_refused_by_the_api_server(
-    kube: client.ApiClient, apply_policy: Callable[..., dict[str, Any]]
+    kube: client.ApiClient, clusterpolicy_crd: None, apply_policy: Callable[..., dict[str, Any]]
 ) -> None:
     with pytest.raises(client.exceptions.ApiException) as refused:
         apply_policy(spec={"driver": {"version": "5" * 10_000}})
