@@ -5,16 +5,13 @@
   cordons the node itself, and then never uncordons it: the node stays cordoned forever
   (found by bench/chaos_apiserver.py's baseline at 300 nodes, no fault needed: gpu-00269
   went upgrade-required -> cordon-required -> wait-for-jobs-required -> pod-restart-required
-  -> upgrade-done without uncordon-required, left unschedulable). Marked xfail(strict) until
-  the planner is fixed (ocp_gpu/planning/upgrade.py is being changed in another branch):
-  when the fix lands this test passes, strict xfail fails, and the marker must go.
+  -> upgrade-done without uncordon-required, left unschedulable). Fixed: the cordon the upgrade
+  makes itself drops the stale record (planning/upgrade._cordon).
 """
 
 from __future__ import annotations
 
 import dataclasses
-
-import pytest
 
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.planning import upgrade
@@ -22,9 +19,6 @@ from ocp_gpu.planning import upgrade
 from ._upgrades import OUTDATED, S, World, node, policy
 
 
-@pytest.mark.xfail(
-    strict=True, reason="planner keeps a stale initial-unschedulable record after cordoning itself"
-)
 def test_a_transient_mco_cordon_at_upgrade_start_does_not_strand_the_node() -> None:
     n1 = NodeName("n1")
     world = World(nodes={n1: node("n1", S.UPGRADE_REQUIRED, driver=OUTDATED)}, pods={n1: []})
