@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import kubernetes.client
+import urllib3
 import yaml
 from hypothesis import strategies as st
 from kubernetes.client import ApiClient
@@ -293,6 +294,10 @@ def mutation_strategy(schema: Mapping[str, Any] | None = None) -> st.SearchStrat
 # A case may legitimately roll a DaemonSet, relabel nodes and write status and Events;
 # more writes than this for one case is a hot loop.
 MAX_WRITES_PER_CASE: Final = 150
+# The apiserver's request body limit (3 MiB): larger cases are counted as refused, not sent.
+MAX_REQUEST_BYTES: Final = 3 * 1024 * 1024
+# Above this, a closed connection (instead of an answer) counts as a refusal too.
+LARGE_REQUEST_BYTES: Final = 512 * 1024
 # How long the operator may take to report on a new generation.
 REPORT_TIMEOUT_S: Final = 30.0
 
@@ -462,9 +467,24 @@ class PolicyFuzzer:
             before = _our_daemonsets(self.api, self.namespace)
         audit = AuditWindow(self.audit_log).start()
         spec = mutation.apply_to(self.base_spec)
+        size = len(json.dumps(spec))
+        if size > MAX_REQUEST_BYTES:
+            # The apiserver refuses such a body (it may just close the connection): not sent.
+            self.stats.rejected_by_apiserver += 1
+            self.stats.rejection_reasons["too large (not sent)"] += 1
+            return []
         try:
             replaced = self._replace_spec(spec)
+        except urllib3.exceptions.HTTPError:
+            if size < LARGE_REQUEST_BYTES:
+                raise
+            # A large body the apiserver cut off (seen: SSL EOF) rather than answered.
+            self.stats.rejected_by_apiserver += 1
+            self.stats.rejection_reasons["large body, connection closed"] += 1
+            return []
         except ApiException as error:
+            if error.status == 500 and "too large" in (error.body or ""):
+                error.status = 413  # etcd's object size limit, reported as a server error
             if error.status in (400, 413, 422):
                 self.stats.rejected_by_apiserver += 1
                 reason = json.loads(error.body or "{}").get("reason", str(error.status)) if error.body else ""
