@@ -574,7 +574,10 @@ OPERAND_COLUMNS: Final = {
     operands.CONTAINER_TOOLKIT.name: "TOOLKIT",
     operands.OPERATOR_VALIDATOR.name: "VALIDATOR",
     operands.DEVICE_PLUGIN.name: "PLUGIN",
+    operands.DCGM.name: "DCGM",
+    operands.DCGM_EXPORTER.name: "EXPORTER",
     operands.GPU_FEATURE_DISCOVERY.name: "GFD",
+    operands.NODE_STATUS_EXPORTER.name: "NSE",
 }
 COLUMNS: Final = (
     "NODE",

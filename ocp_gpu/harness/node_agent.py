@@ -10,7 +10,7 @@ operator) plays those parts, reading only what a node would see:
   then writes a kubelet's Ready status) once what its init container waits for would
   exist on its node:
     container toolkit <- driver-ready (a Ready driver pod on the node);
-    device plugin, GFD <- toolkit-ready (a Ready toolkit pod on the node);
+    device plugin, GFD, DCGM, DCGM exporter <- toolkit-ready (a Ready toolkit pod on the node);
     validator <- driver-ready, toolkit-ready and, where a device plugin should run,
     plugin-ready (a Ready plugin pod: the plugin validation requests a GPU).
   An operand whose DaemonSet does not exist in that namespace, or that is not to run

@@ -49,6 +49,8 @@ GATED_APPS: Final = (
     "nvidia-operator-validator",
     "nvidia-device-plugin-daemonset",
     "gpu-feature-discovery",
+    "nvidia-dcgm",
+    "nvidia-dcgm-exporter",
 )
 
 # The restart count a crash-looping container reports (a kubelet would keep counting).

@@ -190,9 +190,27 @@ RULES: tuple[Rule, ...] = (
     Rule("spec.validator.vgpuManager", R, _SANDBOX),
     Rule("spec.validator.vgpuDevices", R, _SANDBOX),
     # --- operands ocp-gpu does not deploy yet
-    Rule("spec.dcgm", R, f"DCGM is {_NOT_DEPLOYED}", {"enabled": _ON_OFF, "hostPort": (5555,)}),
-    Rule("spec.dcgmExporter", R, f"the DCGM exporter is {_NOT_DEPLOYED}", {"enabled": _ON_OFF}),
-    Rule("spec.nodeStatusExporter", R, f"the node status exporter is {_NOT_DEPLOYED}", {"enabled": _ON_OFF}),
+    Rule(
+        "spec.dcgm",
+        H,
+        "the standalone DCGM hostengine DaemonSet (nvidia-dcgm) on hostPort (5555) and hostNetwork",
+        {"enabled": _ON_OFF, "hostPort": (5555,)},
+    ),
+    Rule(
+        "spec.dcgmExporter",
+        H,
+        "the DCGM exporter DaemonSet and Service nvidia-dcgm-exporter (port gpu-metrics 9400;"
+        " service.type, service.internalTrafficPolicy), config.name's dcgm-metrics.csv, serviceMonitor"
+        " where monitoring.coreos.com is served",
+        {"enabled": _ON_OFF},
+    ),
+    Rule(
+        "spec.nodeStatusExporter",
+        H,
+        "the node status exporter DaemonSet (nvidia-node-status-exporter: `ocp-gpu node-status`),"
+        " its Service and ServiceMonitor",
+        {"enabled": _ON_OFF},
+    ),
     Rule(
         "spec.migManager",
         R,

@@ -65,10 +65,24 @@ CONTAINER_TOOLKIT: Final = Operand("container-toolkit", "toolkit", "nvidia-conta
 OPERATOR_VALIDATOR: Final = Operand("operator-validator", "validator", "nvidia-operator-validator")
 DEVICE_PLUGIN: Final = Operand("device-plugin", "devicePlugin", "nvidia-device-plugin-daemonset")
 GPU_FEATURE_DISCOVERY: Final = Operand("gpu-feature-discovery", "gfd", "gpu-feature-discovery")
+DCGM: Final = Operand("dcgm", "dcgm", "nvidia-dcgm")
+DCGM_EXPORTER: Final = Operand("dcgm-exporter", "dcgmExporter", "nvidia-dcgm-exporter")
+NODE_STATUS_EXPORTER: Final = Operand(
+    "node-status-exporter", "nodeStatusExporter", "nvidia-node-status-exporter"
+)
 
 # Deploy order (DESIGN §4).  NB: order decides apply order only; a not-ready operand never
 # stops a later one from being applied (on each node, marker files order the pods).
-OPERANDS: Final = (DRIVER, CONTAINER_TOOLKIT, OPERATOR_VALIDATOR, DEVICE_PLUGIN, GPU_FEATURE_DISCOVERY)
+OPERANDS: Final = (
+    DRIVER,
+    CONTAINER_TOOLKIT,
+    OPERATOR_VALIDATOR,
+    DEVICE_PLUGIN,
+    DCGM,
+    DCGM_EXPORTER,
+    GPU_FEATURE_DISCOVERY,
+    NODE_STATUS_EXPORTER,
+)
 # The operands rendered by the generic mechanism from templates/state-<name>/.
 GENERIC: Final = tuple(operand for operand in OPERANDS if operand.generic)
 # The `app` label values of every operand pod, e.g. for a pod watch's label selector.

@@ -25,7 +25,7 @@ MONITORING_GROUP: Final = "monitoring.coreos.com"
 
 @dataclasses.dataclass(frozen=True)
 class MonitoringUnavailable:
-    """serviceMonitor.enabled is true but the cluster serves no ServiceMonitor API."""
+    """A serviceMonitor.enabled is true but the cluster serves no ServiceMonitor API."""
 
     reason: ClassVar[str] = "ServiceMonitorUnavailable"
     field: str
@@ -34,8 +34,8 @@ class MonitoringUnavailable:
     def message(self) -> str:
         return (
             f"{self.field}.enabled is true but the API group {MONITORING_GROUP} is not served "
-            "(no prometheus-operator CRDs): no ServiceMonitor or PrometheusRule is created; the "
-            "metrics Service is. Fix: install the prometheus-operator (on OpenShift it is part of "
+            "(no prometheus-operator CRDs): no ServiceMonitor is created; the metrics Service "
+            "is. Fix: install the prometheus-operator (on OpenShift it is part of "
             f"the platform), or set {self.field}.enabled to false. The operator reads API groups "
             "when it becomes leader: restart it after installing the CRDs."
         )
@@ -53,7 +53,8 @@ class MonitoringPlan:
     namespace_labels: Mapping[str, str]
     # Kinds of ours that must go (the admin switched them off).
     remove: tuple[str, ...]
-    problem: MonitoringUnavailable | None = None
+    # One per serviceMonitor asked for in so many words where the API is not served.
+    problems: tuple[MonitoringUnavailable, ...] = ()
 
 
 def plan_operator_monitoring(
@@ -67,10 +68,14 @@ def plan_operator_monitoring(
     requested = policy.operator.metrics_service_monitor_enabled
     # explicitly off: no ServiceMonitor (ours is removed); the alerts stay, they cost nothing
     wanted = requested is not False and served
-    problem = None
+    problems = []
     if requested is True and not served:
         # asked for in so many words, and impossible here: say so, once, and keep going
-        problem = MonitoringUnavailable("spec.operator.metrics.serviceMonitor")
+        problems.append(MonitoringUnavailable("spec.operator.metrics.serviceMonitor"))
+    exporter = policy.dcgm_exporter
+    if exporter.enabled and exporter.service_monitor.enabled and not served:
+        # the same for the DCGM exporter's (its Service is made; Prometheus can still scrape it)
+        problems.append(MonitoringUnavailable("spec.dcgmExporter.serviceMonitor"))
     label_patch: dict[str, str] = {}
     if platform.is_openshift and namespace_labels.get(labels.CLUSTER_MONITORING) != "true":
         # OpenShift's platform Prometheus only scrapes namespaces carrying this label
@@ -81,5 +86,5 @@ def plan_operator_monitoring(
         prometheus_access=platform.is_openshift,
         namespace_labels=label_patch,
         remove=() if wanted or not served else ("ServiceMonitor",),
-        problem=problem,
+        problems=tuple(problems),
     )

@@ -162,12 +162,11 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     status = _active_status(rt, policy, problems, detected, label_errors, outcome, stack)
     if status["state"] == STATE_READY:
         metrics.reconciliation_last_success.set(now.timestamp())
-    if watching is not None and watching.problem is not None:
+    if watching is not None and watching.problems:
         # Asked for a ServiceMonitor where none can exist: say so (and once as an Event), go on.
-        problem = watching.problem
-        status["_conditions"].append(
-            conditions.Condition(problem.reason, True, problem.reason, problem.message)
-        )
+        reason = monitoring.MonitoringUnavailable.reason
+        message = " ".join(problem.message for problem in watching.problems)
+        status["_conditions"].append(conditions.Condition(reason, True, reason, message))
     unsupported = fields.unsupported_settings(active.spec)
     if unsupported:
         # Accepted for compatibility with NVIDIA's schema, not acted on: say so, change nothing else.

@@ -29,7 +29,7 @@ _REMOVED = "removed"
 
 @dataclasses.dataclass(frozen=True)
 class MonitoringOutcome:
-    problem: monitoring.MonitoringUnavailable | None
+    problems: tuple[monitoring.MonitoringUnavailable, ...]
     errors: Mapping[str, str]
 
 
@@ -66,7 +66,7 @@ async def reconcile_monitoring(
         await operands.apply_if_changed(rt, owner, manifest, errors)
     for kind in plan.remove:
         await _remove(rt, kind, errors)
-    return MonitoringOutcome(plan.problem, errors)
+    return MonitoringOutcome(plan.problems, errors)
 
 
 async def _remove(rt: runtime.Runtime, kind: str, errors: dict[str, str]) -> None:

@@ -21,12 +21,13 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from ocp_gpu.kube import applying, labelling, owning, requesting
 from ocp_gpu.model import images, operands
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
+from ocp_gpu.planning import monitoring as monitoring_planning
 from ocp_gpu.planning import operands as operand_planning
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import runtime
@@ -121,6 +122,10 @@ async def reconcile_prerequisites(
     return errors
 
 
+# Operands whose templates may render a ServiceMonitor named as their DaemonSet.
+SERVICE_MONITORED: Final = frozenset({operands.DCGM_EXPORTER.name, operands.NODE_STATUS_EXPORTER.name})
+
+
 async def reconcile_operand(
     rt: runtime.Runtime,
     owner: Mapping[str, str],
@@ -132,18 +137,49 @@ async def reconcile_operand(
     spec = policy.components()[operand.section]
     if not spec.enabled:
         # <section>.enabled: false: remove this operand's objects, nothing else.
-        inputs = common.OperandRenderInputs(rt.namespace, platform.is_openshift, _NAMES_ONLY_IMAGE)
-        for manifest in reversed(operand_rendering.render_operand(operand, policy, inputs)):
+        inputs = common.OperandRenderInputs(
+            rt.namespace, platform.is_openshift, _NAMES_ONLY_IMAGE, monitoring_api=_monitoring_api(rt)
+        )
+        rendered = operand_rendering.render_operand(operand, policy, inputs)
+        await _remove_unrendered_service_monitor(rt, operand, rendered, errors)
+        for manifest in reversed(rendered):
             await delete_if_present(rt, manifest, errors)
         return OperandOutcome(enabled=False, errors=errors)
     image = images.resolve_image(spec.image, component=operand.section, env=rt.env)
     if isinstance(image, PolicyProblem):
         # NB: nothing is applied or deleted: what runs keeps running.
         return OperandOutcome(enabled=True, problem=image)
-    inputs = common.OperandRenderInputs(rt.namespace, platform.is_openshift, image)
-    for manifest in operand_rendering.render_operand(operand, policy, inputs):
+    inputs = common.OperandRenderInputs(
+        rt.namespace, platform.is_openshift, image, monitoring_api=_monitoring_api(rt)
+    )
+    rendered = operand_rendering.render_operand(operand, policy, inputs)
+    for manifest in rendered:
         await apply_if_changed(rt, owner, manifest, errors)
+    await _remove_unrendered_service_monitor(rt, operand, rendered, errors)
     return OperandOutcome(enabled=True, errors=errors)
+
+
+def _monitoring_api(rt: runtime.Runtime) -> bool:
+    return monitoring_planning.MONITORING_GROUP in rt.api_groups
+
+
+async def _remove_unrendered_service_monitor(
+    rt: runtime.Runtime, operand: operands.Operand, rendered: list[dict[str, Any]], errors: dict[str, str]
+) -> None:
+    """An operand's ServiceMonitor (named as its DaemonSet) switched off goes; nothing else changes.
+
+    NB: only where the API is served; once per process when this process never made it.
+    """
+    if not _monitoring_api(rt) or operand.name not in SERVICE_MONITORED:
+        return
+    if any(manifest["kind"] == "ServiceMonitor" for manifest in rendered):
+        return
+    monitor = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {"name": operand.daemonset, "namespace": rt.namespace},
+    }
+    await delete_if_present(rt, monitor, errors)
 
 
 async def reconcile_operands(

@@ -39,6 +39,8 @@ class OperandRenderInputs:
     image: ImageRef
     # Extra, operand-specific inputs (e.g. the validator's image for marker waits).
     extra: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # monitoring.coreos.com is served: ServiceMonitors may be rendered.
+    monitoring_api: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,7 +23,17 @@ from typing import Any, Final
 from ocp_gpu.model import labels, operands
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.planning import operands as operand_planning
-from ocp_gpu.rendering import common, device_plugin, gfd, templating, toolkit, validator
+from ocp_gpu.rendering import (
+    common,
+    dcgm,
+    dcgm_exporter,
+    device_plugin,
+    gfd,
+    node_status_exporter,
+    templating,
+    toolkit,
+    validator,
+)
 from ocp_gpu.rendering.common import OperandRenderInputs
 
 # Each generic operand's names and own context, by operand name.
@@ -32,6 +42,9 @@ _OWN: Final[Mapping[str, tuple[common.Identity, common.ExtraContext]]] = {
     operands.OPERATOR_VALIDATOR.name: (validator.IDENTITY, validator.extra_context),
     operands.DEVICE_PLUGIN.name: (device_plugin.IDENTITY, device_plugin.extra_context),
     operands.GPU_FEATURE_DISCOVERY.name: (gfd.IDENTITY, gfd.extra_context),
+    operands.DCGM.name: (dcgm.IDENTITY, dcgm.extra_context),
+    operands.DCGM_EXPORTER.name: (dcgm_exporter.IDENTITY, dcgm_exporter.extra_context),
+    operands.NODE_STATUS_EXPORTER.name: (node_status_exporter.IDENTITY, node_status_exporter.extra_context),
 }
 
 

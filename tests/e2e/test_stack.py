@@ -40,6 +40,10 @@ from .conftest import OPERATOR_USER, read_policy, wait_for
 pytestmark = pytest.mark.e2e
 
 APPS = f"{labels.APP} in ({','.join(operands.POD_APPS)})"
+# The operands an empty ClusterPolicy deploys (nodeStatusExporter is off by default, as NVIDIA's).
+DEFAULT_APPS = {
+    o.app for o in operands.OPERANDS if policy_model.Policy().components()[o.section].enabled
+}
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
@@ -151,11 +155,11 @@ def test_gpu_pod_waits_for_the_chain_then_runs(
     )
     wait_for(lambda: state(kube) == "ready", 60, what="policy ready")
     pods = {(p.spec.node_name, p.metadata.labels[labels.APP]): p for p in operand_pods(kube, namespace)}
-    assert {app for node, app in pods if node == gpu} == set(operands.POD_APPS)
+    assert {app for node, app in pods if node == gpu} == DEFAULT_APPS
     # The markers order them on the node: each became Ready no earlier than what it waits for.
     became_ready = {
         app: next(c.last_transition_time for c in pods[(gpu, app)].status.conditions if c.type == "Ready")
-        for app in operands.POD_APPS
+        for app in DEFAULT_APPS
     }
     order = [operands.DRIVER, operands.CONTAINER_TOOLKIT, operands.DEVICE_PLUGIN, operands.OPERATOR_VALIDATOR]
     times = [became_ready[o.app] for o in order]
@@ -297,7 +301,7 @@ def test_tainted_gpu_pool_runs_every_operand_but_no_cpu_work(
     start_operator()
     wait_for(lambda: state(kube) == "ready", 90, what="policy ready on the tainted pool")
     for node in pool:
-        assert ready_apps_on(kube, namespace, node) == set(operands.POD_APPS), node
+        assert ready_apps_on(kube, namespace, node) == DEFAULT_APPS, node
         assert nvidia_resources(kube, node) == {"nvidia.com/gpu": "4"}
     cpu_work = make_pod(kube, namespace, "cpu", node=pool[0], gpu=False)
     time.sleep(3)

@@ -36,7 +36,7 @@ def render(pol: policy_model.Policy, plan: monitoring.MonitoringPlan) -> dict[st
 
 def test_vanilla_without_the_api_gets_service_and_dashboard_only() -> None:
     plan = monitoring.plan_operator_monitoring(policy(), VANILLA, set(), {})
-    assert plan.problem is None and plan.remove == () and not plan.namespace_labels
+    assert plan.problems == () and plan.remove == () and not plan.namespace_labels
     assert set(render(policy(), plan)) == {"Service", "ConfigMap"}
 
 
@@ -66,9 +66,14 @@ def test_disabled_removes_our_service_monitor_but_keeps_the_rest() -> None:
 
 def test_enabled_without_the_api_is_a_problem_naming_the_field_and_the_fix() -> None:
     plan = monitoring.plan_operator_monitoring(policy({"enabled": True}), VANILLA, set(), {})
-    assert plan.problem is not None and plan.remove == ()
-    assert "spec.operator.metrics.serviceMonitor" in plan.problem.message
-    assert "monitoring.coreos.com" in plan.problem.message and "Fix:" in plan.problem.message
+    (problem,) = plan.problems
+    assert plan.remove == ()
+    assert "spec.operator.metrics.serviceMonitor" in problem.message
+    assert "monitoring.coreos.com" in problem.message and "Fix:" in problem.message
+    exporter = policy_model.parse_policy({"dcgmExporter": {"serviceMonitor": {"enabled": True}}})
+    (problem,) = monitoring.plan_operator_monitoring(exporter, VANILLA, set(), {}).problems
+    assert "spec.dcgmExporter.serviceMonitor" in problem.message
+    assert monitoring.plan_operator_monitoring(exporter, VANILLA, SERVED, {}).problems == ()
 
 
 def test_service_monitor_selects_the_service_which_selects_the_operator() -> None:

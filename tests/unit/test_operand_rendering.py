@@ -78,7 +78,10 @@ def test_order_and_names_follow_the_design() -> None:
         "container-toolkit",
         "operator-validator",
         "device-plugin",
+        "dcgm",
+        "dcgm-exporter",
         "gpu-feature-discovery",
+        "node-status-exporter",
     ]
     assert operands.OPERATOR_VALIDATOR.app == "nvidia-operator-validator"
     assert operands.DRIVER.app == labels.DRIVER_APP
@@ -271,6 +274,9 @@ def _spec(text: Any) -> dict[str, Any]:
         },
         "gfd": component,
         "toolkit": component,
+        "dcgm": component,
+        "dcgmExporter": {**component, "config": {"name": text(12)}},
+        "nodeStatusExporter": {**component, "enabled": True},
         "validator": {
             **component,
             "driver": {"env": [{"name": text(14), "value": text(15)}]},

@@ -411,7 +411,9 @@ def test_the_stream_is_in_apply_order_with_sorted_keys_and_stable(
     every = [(m["kind"], m["metadata"]["name"]) for m in first.all_manifests]
     assert every[0] == ("RuntimeClass", "nvidia")
     stack = [name for kind, name in every if kind == "DaemonSet" and not name.startswith("nvidia-driver-")]
-    assert stack == [o.daemonset for o in operands.GENERIC]
+    # NB: the node status exporter is off unless nodeStatusExporter.enabled (NVIDIA's default).
+    enabled = policy_model.Policy().components()
+    assert stack == [o.daemonset for o in operands.GENERIC if enabled[o.section].enabled]
     # sorted keys, as `kubectl get -o yaml` prints them
     for document in first.out.split("---\n")[1:]:
         top = [
@@ -420,7 +422,8 @@ def test_the_stream_is_in_apply_order_with_sorted_keys_and_stable(
         assert top == sorted(top)
     assert f"manifests: {len(first.all_manifests)} on stdout" in first.err
     assert (
-        "operands: container-toolkit, operator-validator, device-plugin, gpu-feature-discovery" in first.err
+        "operands: container-toolkit, operator-validator, device-plugin, dcgm, dcgm-exporter,"
+        " gpu-feature-discovery" in first.err
     )
 
 
@@ -615,7 +618,9 @@ def test_drivers_disabled_renders_no_driver_and_says_why(
     assert "spec.driver.enabled is false" in result.err
     # The rest of the stack is still rendered (on a preinstalled driver); a disabled operand is not.
     assert {m["metadata"]["name"] for m in result.all_manifests if m["kind"] == "DaemonSet"} == {
-        o.daemonset for o in operands.GENERIC if o is not operands.GPU_FEATURE_DISCOVERY
+        o.daemonset
+        for o in operands.GENERIC
+        if o not in (operands.GPU_FEATURE_DISCOVERY, operands.NODE_STATUS_EXPORTER)  # off by default
     }
 
 

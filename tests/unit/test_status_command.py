@@ -506,8 +506,8 @@ def test_the_rich_table_renders_the_same_cells_and_folds_rather_than_crops() -> 
     assert "waiting for an upgrade slot: 1 of maxParallelUpgrades 1 taken (n1)" in text
     assert "auto_upgrade_enabled=1" in text
     # On a narrow terminal every character of every cell is still there, folded onto more lines.
-    # NB: 12 columns (one per operand): below ~130 characters the last header itself folds.
-    for width in (130, 200):
+    # NB: 15 columns (one per operand): below ~170 characters the last header itself folds.
+    for width in (170, 240):
         narrow = io.StringIO()
         Console(file=narrow, width=width, force_terminal=False).print(status.rich_table(report))
         lines = narrow.getvalue().splitlines()
@@ -826,10 +826,14 @@ def test_one_cell_per_operand_says_whether_it_is_ready_on_the_node() -> None:
         "container-toolkit": "yes",
         "operator-validator": "no",
         "device-plugin": "no",
+        "dcgm": "no",
+        "dcgm-exporter": "no",
         "gpu-feature-discovery": "-",
+        # off unless nodeStatusExporter.enabled (NVIDIA's default)
+        "node-status-exporter": "off",
     }
     off = policy_model.parse_policy({"devicePlugin": {"enabled": False}})
     assert status.operand_cells(off, node_labels, "n1", pods)["device-plugin"] == "off"
     assert list(status.OPERAND_COLUMNS.values()) == [
-        status.COLUMNS[status.COLUMNS.index("STATE") + 1 + i] for i in range(4)
+        status.COLUMNS[status.COLUMNS.index("STATE") + 1 + i] for i in range(len(status.OPERAND_COLUMNS))
     ]

@@ -1,0 +1,180 @@
+"""We test these aspects of the DCGM, DCGM exporter and node status exporter operands on the local
+control plane with the prometheus-operator CRDs installed (harness/monitoring.py) and simulated
+GPU nodes (harness/node_agent.py orders the pods by markers, as their init containers would):
+
+(a) DaemonSets nvidia-dcgm (hostPort dcgm.hostPort), nvidia-dcgm-exporter (Service
+    nvidia-dcgm-exporter, port gpu-metrics 9400, dcgmExporter.service.type and
+    internalTrafficPolicy, config.name's ConfigMap mounted and named in DCGM_EXPORTER_COLLECTORS,
+    the standalone hostengine's address) and nvidia-node-status-exporter (`ocp-gpu node-status`),
+    each Ready on every GPU node; ServiceMonitors whose selectors match the Services; the policy
+    ready; zero writes in steady state (audit log);
+(b) dcgmExporter.serviceMonitor.enabled: false removes that ServiceMonitor only;
+(c) `<section>.enabled: false` removes each operand's objects and touches no other object.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels, operands
+
+from .conftest import OPERATOR_USER, read_policy, wait_for
+
+pytestmark = pytest.mark.e2e
+
+GROUP = "monitoring.coreos.com"
+SPEC: dict[str, Any] = {
+    "dcgm": {"hostPort": 5555},
+    "dcgmExporter": {
+        "service": {"type": "NodePort", "internalTrafficPolicy": "Local"},
+        "config": {"name": "my-dcgm-metrics"},
+        "serviceMonitor": {"enabled": True, "interval": "30s", "additionalLabels": {"release": "prom"}},
+    },
+    "nodeStatusExporter": {"enabled": True},
+}
+
+
+def monitor(kube: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = client.CustomObjectsApi(kube).get_namespaced_custom_object(
+            GROUP, "v1", namespace, "servicemonitors", name
+        )
+        return found
+    except client.exceptions.ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def ready_pods(kube: client.ApiClient, namespace: str, app: str) -> set[str]:
+    pods = client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=f"{labels.APP}={app}").items
+    return {
+        p.spec.node_name
+        for p in pods
+        if any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or ()))
+    }
+
+
+def owned(kube: client.ApiClient, namespace: str) -> dict[tuple[str, str], str]:
+    """Our objects: (kind, name) -> uid."""
+    selector = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
+    core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
+    found: dict[tuple[str, str], str] = {}
+    for kind, items in (
+        ("DaemonSet", apps.list_namespaced_daemon_set(namespace, label_selector=selector).items),
+        ("Service", core.list_namespaced_service(namespace, label_selector=selector).items),
+        ("ServiceAccount", core.list_namespaced_service_account(namespace, label_selector=selector).items),
+    ):
+        for item in items:
+            if not item.metadata.deletion_timestamp:
+                found[(kind, item.metadata.name)] = item.metadata.uid
+    for item in client.CustomObjectsApi(kube).list_namespaced_custom_object(
+        GROUP, "v1", namespace, "servicemonitors"
+    )["items"]:
+        found[("ServiceMonitor", item["metadata"]["name"])] = item["metadata"]["uid"]
+    return found
+
+
+def patch_policy(kube: client.ApiClient, spec: dict[str, Any]) -> None:
+    client.CustomObjectsApi(kube).patch_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", {"spec": spec}
+    )
+
+
+def quiet_writes(control_plane: LocalControlPlane) -> list[str]:
+    time.sleep(2)
+    mark = control_plane.audit_line_count()
+    time.sleep(10)
+    return [
+        f"{e['verb']} {e.get('objectRef')}"
+        for e in control_plane.read_audit_events(since_line=mark)
+        if e.get("user", {}).get("username") == OPERATOR_USER
+        and e.get("stage") == "ResponseComplete"
+        and e.get("verb") in ("create", "update", "patch", "delete", "deletecollection")
+        and e.get("objectRef", {}).get("resource") != "leases"
+    ]
+
+
+@pytest.fixture
+def gpu_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
+    names = [unique_name("gpu") for _ in range(2)]
+    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(n, simulated=True, gpus=2) for n in names])
+    yield names
+    fake_nodes.delete_nodes(kube, names)
+
+
+def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
+    monitoring_api: client.ApiClient,
+    control_plane: LocalControlPlane,
+    namespace: str,
+    gpu_nodes: list[str],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    kube = monitoring_api
+    core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
+    apply_policy(spec=SPEC)
+    start_operator()
+    # (a)
+    for operand in (operands.DCGM, operands.DCGM_EXPORTER, operands.NODE_STATUS_EXPORTER):
+        wait_for(
+            lambda app=operand.app: set(gpu_nodes) <= ready_pods(kube, namespace, app),
+            120,
+            what=f"{operand.daemonset} Ready on every GPU node",
+        )
+    dcgm = apps.read_namespaced_daemon_set("nvidia-dcgm", namespace).spec.template.spec
+    (port,) = dcgm.containers[0].ports
+    assert (port.container_port, port.host_port) == (5555, 5555)
+    exporter = apps.read_namespaced_daemon_set("nvidia-dcgm-exporter", namespace).spec.template.spec
+    env = {e.name: e.value for e in exporter.containers[0].env}
+    assert env["DCGM_EXPORTER_COLLECTORS"] == "/etc/dcgm-exporter/custom/dcgm-metrics.csv"
+    assert env["DCGM_REMOTE_HOSTENGINE_INFO"] == "$(NODE_IP):5555"
+    assert [v.config_map.name for v in exporter.volumes if v.config_map] == ["my-dcgm-metrics"]
+    service = core.read_namespaced_service("nvidia-dcgm-exporter", namespace)
+    assert (service.spec.type, service.spec.internal_traffic_policy) == ("NodePort", "Local")
+    assert [(p.name, p.port) for p in service.spec.ports] == [("gpu-metrics", 9400)]
+    for name in ("nvidia-dcgm-exporter", "nvidia-node-status-exporter"):
+        found = monitor(kube, namespace, name)
+        assert found is not None, name
+        svc = core.read_namespaced_service(name, namespace)
+        assert found["spec"]["selector"]["matchLabels"].items() <= (svc.metadata.labels or {}).items()
+        assert found["spec"]["endpoints"][0]["port"] == svc.spec.ports[0].name
+        # The Service selects the operand's pods.
+        assert svc.spec.selector == {labels.APP: name}
+    exporter_monitor = monitor(kube, namespace, "nvidia-dcgm-exporter") or {}
+    assert exporter_monitor["spec"]["endpoints"][0]["interval"] == "30s"
+    assert exporter_monitor["metadata"]["labels"]["release"] == "prom"
+    wait_for(lambda: read_policy(kube).get("status", {}).get("state") == "ready", 90, what="policy ready")
+    assert quiet_writes(control_plane) == []
+
+    # (b) the exporter's ServiceMonitor off: only it goes.
+    before = owned(kube, namespace)
+    patch_policy(kube, {"dcgmExporter": {"serviceMonitor": {"enabled": False}}})
+    wait_for(
+        lambda: monitor(kube, namespace, "nvidia-dcgm-exporter") is None, 30, what="ServiceMonitor removed"
+    )
+    assert owned(kube, namespace) == {
+        k: v for k, v in before.items() if k != ("ServiceMonitor", "nvidia-dcgm-exporter")
+    }
+
+    # (c) each operand off: its objects go, nothing else changes.
+    for section, names in (
+        ("dcgmExporter", {"nvidia-dcgm-exporter"}),
+        ("nodeStatusExporter", {"nvidia-node-status-exporter"}),
+        ("dcgm", {"nvidia-dcgm"}),
+    ):
+        before = owned(kube, namespace)
+        mine = {key for key in before if key[1] in names}
+        assert ("DaemonSet", next(iter(names))) in mine
+        patch_policy(kube, {section: {"enabled": False}})
+        wait_for(lambda mine=mine: not (mine & set(owned(kube, namespace))), 60, what=f"{section} removed")
+        assert owned(kube, namespace) == {k: v for k, v in before.items() if k not in mine}
+    assert quiet_writes(control_plane) == []
