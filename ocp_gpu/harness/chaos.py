@@ -53,6 +53,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu.harness import faults, nodes, openshift
+from ocp_gpu.harness import rbac as operator_rbac
 from ocp_gpu.harness.cluster import LEASES, WRITE_VERBS, LocalControlPlane
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
@@ -720,9 +721,10 @@ def policy_body(max_parallel: int, version: str = VERSION_A) -> dict[str, Any]:
 def operator_factory(
     cp: LocalControlPlane, index: int, cwd: Path | None, env: Mapping[str, str] | None = None
 ) -> Callable[[], OperatorProcess]:
-    """`ocp-gpu run` as `OPERATOR_USER` (every replica: the audit log sums them), short
+    """`ocp-gpu run` as `OPERATOR_USER` under the shipped RBAC (every replica: the audit log sums them), short
     Leases (4 s) and upgrade re-checks every second, as the e2e tests run it."""
-    kubeconfig = cp.make_kubeconfig(OPERATOR_USER, ["system:masters"], name=f"operator-{index}")
+    # The RBAC the operator ships with, not an admin's (harness/rbac.py).
+    kubeconfig = operator_rbac.operator_kubeconfig(cp, OPERATOR_USER, NAMESPACE, name=f"operator-{index}")
 
     def make() -> OperatorProcess:
         return OperatorProcess(
