@@ -14,6 +14,7 @@ did not create).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -53,6 +54,39 @@ def bind_namespace_role(api_client: ApiClient, namespace: str) -> None:
     rbac.patch_namespaced_role_binding(binding["metadata"]["name"], namespace, binding, **_apply_options())
 
 
+def _allowed(api_client: ApiClient, namespace: str | None, group: str, resource: str, verb: str) -> bool:
+    review = {
+        "spec": {
+            "user": "ocp-gpu:e2e-probe",
+            "groups": [OPERATOR_GROUP],
+            "resourceAttributes": {
+                "namespace": namespace or "",
+                "group": group,
+                "resource": resource,
+                "verb": verb,
+            },
+        }
+    }
+    answer = kubernetes.client.AuthorizationV1Api(api_client).create_subject_access_review(review)
+    return bool(answer.status.allowed)
+
+
+def wait_effective(api_client: ApiClient, namespace: str, timeout: float = 30.0) -> None:
+    """Wait until the API server's authorizer applies the bindings (it learns them through a
+    watch: a request made right after the binding was written can still get 403).  Probes
+    one cluster rule (list nodes) and one namespace rule (get leases)."""
+    deadline = time.monotonic() + timeout
+    while not (
+        _allowed(api_client, None, "", "nodes", "list")
+        and _allowed(api_client, namespace, "coordination.k8s.io", "leases", "get")
+    ):
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"the shipped RBAC bound to {OPERATOR_GROUP} is not in effect after {timeout}s"
+            )
+        time.sleep(0.1)
+
+
 def operator_kubeconfig(
     control_plane: LocalControlPlane, user: str, namespace: str, *, name: str | None = None
 ) -> Path:
@@ -60,4 +94,5 @@ def operator_kubeconfig(
     with control_plane.api_client() as api:
         bind_cluster_role(api)
         bind_namespace_role(api, namespace)
+        wait_effective(api, namespace)
     return control_plane.make_kubeconfig(user, [OPERATOR_GROUP], name=name)

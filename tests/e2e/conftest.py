@@ -91,6 +91,7 @@ def start_operator(
     ) -> OperatorProcess:
         with control_plane.api_client() as api:
             operator_rbac.bind_namespace_role(api, namespace)
+            operator_rbac.wait_effective(api, namespace)
         kubeconfig = (
             operator_kubeconfig
             if user == OPERATOR_USER
