@@ -133,6 +133,8 @@ DEFAULT_UPGRADE_MAX_UNAVAILABLE: Final = "25%"
 # As NVIDIA's fixed validation timeout: a driver pod that is not current and Ready after
 # this long (an image that cannot be pulled, a build that never finishes) fails the node.
 DEFAULT_POD_RESTART_TIMEOUT_SECONDS: Final = 600
+# NVIDIA's fixed validation timeout (k8s-operator-libs); the operator's env may change ours.
+DEFAULT_VALIDATION_TIMEOUT_SECONDS: Final = 600
 DEFAULT_TOOLKIT_INSTALL_DIR: Final = "/usr/local/nvidia"
 # The standalone DCGM hostengine's port (NVIDIA's default); the exporter connects to it.
 DEFAULT_DCGM_HOST_PORT: Final = 5555
@@ -287,6 +289,9 @@ class UpgradePolicy:
     # pod-restart-required for a current, Ready driver pod before upgrade-failed.  The
     # operator's env OCP_GPU_DRIVER_RESTART_TIMEOUT_SECONDS overrides it (reconcilers/upgrades.py).
     pod_restart_timeout_seconds: int = DEFAULT_POD_RESTART_TIMEOUT_SECONDS
+    # Not a ClusterPolicy field either: how long a node waits in validation-required for Ready
+    # validator pods; the operator's env OCP_GPU_VALIDATION_TIMEOUT_SECONDS overrides it.
+    validation_timeout_seconds: int = DEFAULT_VALIDATION_TIMEOUT_SECONDS
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

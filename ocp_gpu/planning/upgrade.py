@@ -35,7 +35,7 @@ from typing import Final
 
 from ocp_gpu.model import labels, selectors, upgrades
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.policy import UpgradePolicy, scaled_max_unavailable
+from ocp_gpu.model.policy import DEFAULT_VALIDATION_TIMEOUT_SECONDS, UpgradePolicy, scaled_max_unavailable
 from ocp_gpu.model.upgrades import (
     DriverPod,
     PodRef,
@@ -66,7 +66,7 @@ HOLDS_SLOT: Final = IN_PROGRESS | {S.UPGRADE_FAILED}
 # States with no upgrade under way on the node.
 IDLE: Final = frozenset({S.UNKNOWN, S.UPGRADE_DONE, S.UPGRADE_REQUIRED})
 # NVIDIA's fixed validation timeout.
-VALIDATION_TIMEOUT_SECONDS: Final = 600
+VALIDATION_TIMEOUT_SECONDS: Final = DEFAULT_VALIDATION_TIMEOUT_SECONDS
 # A current driver pod whose unready containers restarted more often than this is failing (NVIDIA's).
 DRIVER_RESTART_LIMIT: Final = 10
 
@@ -810,7 +810,8 @@ TABLE: Final[Mapping[UpgradeState, Rule]] = {
             wait=_wait_validation,
             timer=upgrades.VALIDATION_START,
             timeout=Timeout(
-                f"fixed, {VALIDATION_TIMEOUT_SECONDS} s", lambda policy: VALIDATION_TIMEOUT_SECONDS
+                f"fixed, {VALIDATION_TIMEOUT_SECONDS} s (operator env OCP_GPU_VALIDATION_TIMEOUT_SECONDS)",
+                lambda policy: policy.validation_timeout_seconds,
             ),
         ),
         Rule(

@@ -41,6 +41,8 @@ RECHECK_S = 10.0
 RECHECK_ENV = "OCP_GPU_UPGRADE_RECHECK_SECONDS"
 # Seconds a node waits in pod-restart-required for a current, Ready driver pod (default 600).
 POD_RESTART_TIMEOUT_ENV = "OCP_GPU_DRIVER_RESTART_TIMEOUT_SECONDS"
+# Seconds a node waits in validation-required for Ready validator pods (default 600).
+VALIDATION_TIMEOUT_ENV = "OCP_GPU_VALIDATION_TIMEOUT_SECONDS"
 # A pass that raised is retried after this long.
 RETRY_S = 2.0
 
@@ -93,11 +95,14 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
 
 
 def _with_env_timeouts(rules: UpgradePolicy, env: Mapping[str, str]) -> UpgradePolicy:
-    """The operator's env may shorten or lengthen the pod-restart timeout (no CRD field for it)."""
-    text = env.get(POD_RESTART_TIMEOUT_ENV, "").strip()
-    if not text.isdigit():
-        return rules
-    return dataclasses.replace(rules, pod_restart_timeout_seconds=int(text))
+    """The operator's env may shorten or lengthen the pod-restart and validation timeouts (no CRD fields)."""
+    restart = env.get(POD_RESTART_TIMEOUT_ENV, "").strip()
+    if restart.isdigit():
+        rules = dataclasses.replace(rules, pod_restart_timeout_seconds=int(restart))
+    validation = env.get(VALIDATION_TIMEOUT_ENV, "").strip()
+    if validation.isdigit():
+        rules = dataclasses.replace(rules, validation_timeout_seconds=int(validation))
+    return rules
 
 
 async def reconcile_upgrades(

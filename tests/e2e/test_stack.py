@@ -363,3 +363,34 @@ def test_upgrade_validation_waits_for_validator_pods(
     wait_for(
         lambda: upgrade_state(bad) == "upgrade-done", 60, what="bad upgraded once its validator is Ready"
     )
+
+
+def test_upgrade_validation_times_out_then_recovers_when_the_validator_is_ready(
+    kube: client.ApiClient,
+    namespace: str,
+    make_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    (node,) = make_nodes(1)
+    apply_policy(spec={"driver": {"version": "550.90.07"}})
+    # NVIDIA's validation timeout is 600 s; the operator's env shortens it for the test.
+    start_operator(env={"OCP_GPU_VALIDATION_TIMEOUT_SECONDS": "8"})
+    wait_for(lambda: state(kube) == "ready", 90, what="policy ready")
+    (validator,) = [
+        p.metadata.name
+        for p in operand_pods(kube, namespace)
+        if p.spec.node_name == node and p.metadata.labels[labels.APP] == operands.OPERATOR_VALIDATOR.app
+    ]
+    fake_nodes.set_pod_fate(kube, namespace, validator, "crash-looping")
+    patch_policy(kube, {"driver": {"version": "550.127.05"}})
+
+    def upgrade_state() -> str:
+        return str(client.CoreV1Api(kube).read_node(node).metadata.labels.get(labels.UPGRADE_STATE, ""))
+
+    wait_for(lambda: upgrade_state() == "validation-required", 120, what="node waiting in validation")
+    wait_for(lambda: upgrade_state() == "upgrade-failed", 60, what="validation timed out into upgrade-failed")
+    # The validator becomes Ready: the operator recovers the node by itself (NVIDIA's rule).
+    fake_nodes.set_pod_fate(kube, namespace, validator, "ready")
+    wait_for(lambda: upgrade_state() == "upgrade-done", 90, what="node recovered once its validator is Ready")
+    assert not client.CoreV1Api(kube).read_node(node).spec.unschedulable, "the upgrade's cordon stayed"
