@@ -147,6 +147,19 @@ def load(dest: Path, relative: str) -> Any:
     return yaml.safe_load(path.read_text())
 
 
+def wait_for_policy_status(kube: client.ApiClient, namespace: str) -> None:
+    """must-gather finds the operand namespace in the policy's status: wait until a pass wrote it."""
+    api = client.CustomObjectsApi(kube)
+    wait_for(
+        lambda: api.get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")
+        .get("status", {})
+        .get("namespace")
+        == namespace,
+        90,
+        what="the ClusterPolicy status naming the operand namespace",
+    )
+
+
 def test_must_gather_with_the_kubernetes_client_on_openshift(
     control_plane: LocalControlPlane,
     openshift: client.ApiClient,
@@ -181,6 +194,7 @@ def test_must_gather_with_the_kubernetes_client_on_openshift(
         60,
         what="the operator Deployment's pod",
     )
+    wait_for_policy_status(kube, namespace)
 
     dest = tmp_path / "mg"
     result = must_gather(
@@ -271,6 +285,7 @@ def test_must_gather_through_oc_on_vanilla_kubernetes(
         60,
         what="the operand DaemonSets",
     )
+    wait_for_policy_status(kube, namespace)
     # The shim: `oc` is kubectl for every verb must-gather uses.
     shim_dir = tmp_path / "bin"
     shim_dir.mkdir()
