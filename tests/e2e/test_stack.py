@@ -180,9 +180,15 @@ def test_gpu_pod_waits_for_the_chain_then_runs(
         ), pod.metadata.name
     runtime_class = client.NodeV1Api(kube).read_runtime_class("nvidia")
     assert runtime_class.handler == "nvidia"
-    # GFD's labels (simulated) on the node it runs on.
-    node_labels = client.CoreV1Api(kube).read_node(gpu).metadata.labels
-    assert node_labels["nvidia.com/gpu.count"] == "8"
+    # GFD's labels (simulated) on the node it runs on; NB: the agent writes them just after it makes
+    # the GFD pod Ready, so they may trail the policy's `ready` by a moment.
+    node_labels = wait_for(
+        lambda: (lambda found: found if found.get("nvidia.com/gpu.count") == "8" else None)(
+            client.CoreV1Api(kube).read_node(gpu).metadata.labels
+        ),
+        30,
+        what="GFD labels on the GPU node",
+    )
     assert "nvidia.com/gpu.product" in node_labels
 
 
