@@ -93,17 +93,16 @@ from typing import IO, Any, Final
 
 import kubernetes.client
 import kubernetes.watch
-import yaml
 from _common import operator_sources
 from kubernetes.client import ApiClient
 
 from ocp_gpu.harness import binaries, nodes, openshift
+from ocp_gpu.harness.chaos import install_crd
 from ocp_gpu.harness.cluster import LEASES, WRITE_VERBS, LocalControlPlane
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 
 REPO: Final = Path(__file__).resolve().parents[1]
-CRD_PATH: Final = REPO / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
 RESULTS_DIR: Final = REPO / "bench" / "results"
 
 OPERATOR_USER: Final = "ocp-gpu-operator"
@@ -456,18 +455,6 @@ def filled(version: str) -> Callable[[DaemonSetEvent], bool]:
 
 
 # --- cluster set-up ----------------------------------------------------------------------------
-
-
-def install_crd(api: ApiClient) -> None:
-    ext = kubernetes.client.ApiextensionsV1Api(api)
-    crd = yaml.safe_load(CRD_PATH.read_text())
-    ext.create_custom_resource_definition(crd)
-
-    def established() -> bool:
-        status = ext.read_custom_resource_definition(crd["metadata"]["name"]).status
-        return any(c.type == "Established" and c.status == "True" for c in status.conditions or ())
-
-    wait_until("the ClusterPolicy CRD to be Established", established, 60)
 
 
 def create_policy(api: ApiClient, spec: dict[str, Any] | None = None) -> None:

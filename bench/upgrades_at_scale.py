@@ -84,11 +84,11 @@ from typing import Any, Final
 
 import kubernetes.client
 import kubernetes.watch
-import yaml
 from _common import git_commit, operator_sources
 from kubernetes.client import ApiClient
 
 from ocp_gpu.harness import binaries, nodes
+from ocp_gpu.harness.chaos import create_namespace, install_crd
 from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.kube import upgrading
@@ -422,7 +422,6 @@ OPERATOR_USER: Final = "ocp-gpu-operator"
 VERSION_A: Final = "550.90.07"
 # The seed's target version.
 VERSION_B: Final = "510.85.02"
-CRD_PATH: Final = REPO / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
 DRIVER_SELECTOR: Final = upgrading.DRIVER_SELECTOR
 GPU_NODE_SELECTOR: Final = upgrading.GPU_NODE_SELECTOR
 RECONCILES: Final = "gpu_operator_reconciliation_total"
@@ -775,32 +774,6 @@ class ClusterWatch:
 
 
 # --- setting the cluster up ---
-
-
-def install_crd(api: ApiClient) -> None:
-    ext = kubernetes.client.ApiextensionsV1Api(api)
-    crd = yaml.safe_load(CRD_PATH.read_text())
-    ext.create_custom_resource_definition(crd)
-
-    def established() -> bool:
-        status = ext.read_custom_resource_definition(crd["metadata"]["name"]).status
-        return any(c.type == "Established" and c.status == "True" for c in status.conditions or ())
-
-    wait_until("the ClusterPolicy CRD to be Established", established, 60)
-
-
-def create_namespace(api: ApiClient, name: str) -> None:
-    core = kubernetes.client.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": name}})
-    # NB: until the serviceaccount controller made "default", pods in the namespace are rejected.
-    wait_until(
-        f"the default ServiceAccount of {name}",
-        lambda: bool(
-            core.list_namespaced_service_account(name, field_selector="metadata.name=default").items
-        ),
-        60,
-        0.2,
-    )
 
 
 def create_gpu_nodes(api: ApiClient, count: int, workers: int) -> list[str]:
