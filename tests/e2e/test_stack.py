@@ -41,9 +41,7 @@ pytestmark = pytest.mark.e2e
 
 APPS = f"{labels.APP} in ({','.join(operands.POD_APPS)})"
 # The operands an empty ClusterPolicy deploys (nodeStatusExporter is off by default, as NVIDIA's).
-DEFAULT_APPS = {
-    o.app for o in operands.OPERANDS if policy_model.Policy().components()[o.section].enabled
-}
+DEFAULT_APPS = {o.app for o in operands.OPERANDS if policy_model.Policy().components()[o.section].enabled}
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
@@ -314,6 +312,19 @@ def test_tainted_gpu_pool_runs_every_operand_but_no_cpu_work(
     assert pod_node(kube, namespace, cpu_work) is None, "a CPU workload landed on the tainted GPU pool"
 
 
+def validator_pod_on(kube: client.ApiClient, namespace: str, node: str) -> str:
+    (name,) = [
+        p.metadata.name
+        for p in operand_pods(kube, namespace)
+        if p.spec.node_name == node and p.metadata.labels[labels.APP] == operands.OPERATOR_VALIDATOR.app
+    ]
+    return str(name)
+
+
+def upgrade_state(kube: client.ApiClient, node: str) -> str:
+    return str(client.CoreV1Api(kube).read_node(node).metadata.labels.get(labels.UPGRADE_STATE, ""))
+
+
 def test_upgrade_validation_waits_for_validator_pods(
     kube: client.ApiClient,
     namespace: str,
@@ -333,17 +344,10 @@ def test_upgrade_validation_waits_for_validator_pods(
     )
     start_operator()
     wait_for(lambda: state(kube) == "ready", 90, what="policy ready")
-    (validator,) = [
-        p.metadata.name
-        for p in operand_pods(kube, namespace)
-        if p.spec.node_name == bad and p.metadata.labels[labels.APP] == operands.OPERATOR_VALIDATOR.app
-    ]
+    validator = validator_pod_on(kube, namespace, bad)
     # The validator on `bad` fails from now on (its pod restarts after the driver's, too).
     fake_nodes.set_pod_fate(kube, namespace, validator, "crash-looping")
     patch_policy(kube, {"driver": {"version": "550.127.05"}})
-
-    def upgrade_state(node: str) -> str:
-        return str(client.CoreV1Api(kube).read_node(node).metadata.labels.get(labels.UPGRADE_STATE, ""))
 
     def new_driver_on(node: str) -> bool:
         return any(
@@ -357,17 +361,19 @@ def test_upgrade_validation_waits_for_validator_pods(
     wait_for(
         lambda: (
             new_driver_on(good)
-            and upgrade_state(good) == "upgrade-done"
-            and upgrade_state(bad) == "validation-required"
+            and upgrade_state(kube, good) == "upgrade-done"
+            and upgrade_state(kube, bad) == "validation-required"
         ),
         120,
         what="good upgraded, bad waiting in validation",
     )
     time.sleep(3)
-    assert upgrade_state(bad) == "validation-required"
+    assert upgrade_state(kube, bad) == "validation-required"
     fake_nodes.set_pod_fate(kube, namespace, validator, "ready")
     wait_for(
-        lambda: upgrade_state(bad) == "upgrade-done", 60, what="bad upgraded once its validator is Ready"
+        lambda: upgrade_state(kube, bad) == "upgrade-done",
+        60,
+        what="bad upgraded once its validator is Ready",
     )
 
 
@@ -383,20 +389,23 @@ def test_upgrade_validation_times_out_then_recovers_when_the_validator_is_ready(
     # NVIDIA's validation timeout is 600 s; the operator's env shortens it for the test.
     start_operator(env={"OCP_GPU_VALIDATION_TIMEOUT_SECONDS": "8"})
     wait_for(lambda: state(kube) == "ready", 90, what="policy ready")
-    (validator,) = [
-        p.metadata.name
-        for p in operand_pods(kube, namespace)
-        if p.spec.node_name == node and p.metadata.labels[labels.APP] == operands.OPERATOR_VALIDATOR.app
-    ]
+    validator = validator_pod_on(kube, namespace, node)
     fake_nodes.set_pod_fate(kube, namespace, validator, "crash-looping")
     patch_policy(kube, {"driver": {"version": "550.127.05"}})
 
-    def upgrade_state() -> str:
-        return str(client.CoreV1Api(kube).read_node(node).metadata.labels.get(labels.UPGRADE_STATE, ""))
-
-    wait_for(lambda: upgrade_state() == "validation-required", 120, what="node waiting in validation")
-    wait_for(lambda: upgrade_state() == "upgrade-failed", 60, what="validation timed out into upgrade-failed")
+    wait_for(
+        lambda: upgrade_state(kube, node) == "validation-required", 120, what="node waiting in validation"
+    )
+    wait_for(
+        lambda: upgrade_state(kube, node) == "upgrade-failed",
+        60,
+        what="validation timed out into upgrade-failed",
+    )
     # The validator becomes Ready: the operator recovers the node by itself (NVIDIA's rule).
     fake_nodes.set_pod_fate(kube, namespace, validator, "ready")
-    wait_for(lambda: upgrade_state() == "upgrade-done", 90, what="node recovered once its validator is Ready")
+    wait_for(
+        lambda: upgrade_state(kube, node) == "upgrade-done",
+        90,
+        what="node recovered once its validator is Ready",
+    )
     assert not client.CoreV1Api(kube).read_node(node).spec.unschedulable, "the upgrade's cordon stayed"
