@@ -6,7 +6,7 @@
   (found by bench/chaos_apiserver.py's baseline at 300 nodes, no fault needed: gpu-00269
   went upgrade-required -> cordon-required -> wait-for-jobs-required -> pod-restart-required
   -> upgrade-done without uncordon-required, left unschedulable). Fixed: the cordon the upgrade
-  makes itself drops the stale record (planning/upgrade._cordon).
+  makes itself drops the stale record (planning/upgrade_table._cordon).
 """
 
 from __future__ import annotations
