@@ -37,8 +37,7 @@ from typing import Any, Final, TypeVar
 
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.kube import applying, reading
-from ocp_gpu.model import policy as policy_model
-from ocp_gpu.model import releases, snapshot
+from ocp_gpu.model import policy_parser, releases, snapshot
 from ocp_gpu.planning import drivers, imagestreams, platform
 from ocp_gpu.reconcilers import driver_manifests
 from ocp_gpu.rendering import drivers as rendering
@@ -108,7 +107,7 @@ def timed(call: Callable[[], T], repeat: int) -> tuple[T, float]:
 
 
 def measure(count: int, daemonsets: int, repeat: int) -> dict[str, float]:
-    policy = policy_model.parse_policy({})
+    policy = policy_parser.parse_policy({})
     v = view(count, daemonsets)
     whole, total = timed(lambda: driver_manifests.desired_driver_manifests(policy, OPENSHIFT, v), repeat)
     assert isinstance(whole, driver_manifests.DriverManifests)

@@ -64,7 +64,17 @@ from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu import __version__
 from ocp_gpu.kube import applying, clients, discovering, reading, requesting
-from ocp_gpu.model import images, labels, nodes, operands, releases, snapshot, structural
+from ocp_gpu.model import (
+    images,
+    labels,
+    nodes,
+    operands,
+    policy_checks,
+    policy_parser,
+    releases,
+    snapshot,
+    structural,
+)
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem, Severity
 from ocp_gpu.planning import driver_coverage, drivers, policies
@@ -222,14 +232,14 @@ def render(inputs: RenderInputs) -> Rendering:
     """Parse, validate, plan and render as one reconcile pass would.  Raises PolicyParseError."""
     spec = inputs.policy.spec
     if not isinstance(spec, Mapping):
-        raise policy_model.PolicyParseError("spec", "an object", spec)
+        raise policy_parser.PolicyParseError("spec", "an object", spec)
     # First what the API server itself would refuse (a misspelt field, a wrong type): a
     # review must not pass what `kubectl apply` then rejects.
     refused = structural.schema_problems(_crd_spec_schema(), spec)
     if refused:
         return Rendering(inputs, _schema_errors(refused), None, ())
-    policy = policy_model.parse_policy(spec)
-    problems = tuple(policy_model.validate_policy(policy, inputs.view.env))
+    policy = policy_parser.parse_policy(spec)
+    problems = tuple(policy_checks.validate_policy(policy, inputs.view.env))
     if any(p.severity is Severity.ERROR for p in problems):
         # the operator applies nothing while the spec has errors: neither do we
         return Rendering(inputs, problems, None, ())
@@ -747,11 +757,11 @@ def _config_map_keys(
     """The keys of the ConfigMaps the driver section names (they decide the driver pods' mounts)."""
     try:
         named = (
-            driver_manifests.named_config_maps(policy_model.parse_policy(spec))
+            driver_manifests.named_config_maps(policy_parser.parse_policy(spec))
             if isinstance(spec, Mapping)
             else {}
         )
-    except policy_model.PolicyParseError:
+    except policy_parser.PolicyParseError:
         return {}  # render() reports the malformed spec
     found: dict[str, tuple[str, ...] | None] = {}
     with _reading(f"ConfigMaps in {namespace}", server):
@@ -832,7 +842,7 @@ def main(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: Text
         return EXIT_UNREADABLE
     try:
         result = render(inputs)
-    except policy_model.PolicyParseError as error:
+    except policy_parser.PolicyParseError as error:
         # a shape the CRD schema would reject: the server would never have stored it
         print(
             f"ocp-gpu render: the ClusterPolicy is invalid; nothing rendered:\n"

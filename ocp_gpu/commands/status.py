@@ -73,7 +73,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ocp_gpu.kube import clients, reading, requesting, upgrading
-from ocp_gpu.model import labels, operands
+from ocp_gpu.model import labels, operands, policy_parser
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import snapshot as snapshot_model
 from ocp_gpu.model.nodes import NodeName
@@ -252,8 +252,8 @@ def upgrade_policy_of(policy: PolicyView) -> tuple[UpgradePolicy, str]:
     stop every upgrade pass.
     """
     try:
-        parsed = policy_model.parse_policy(policy.spec)
-    except policy_model.PolicyParseError as error:
+        parsed = policy_parser.parse_policy(policy.spec)
+    except policy_parser.PolicyParseError as error:
         # A shape the CRD schema rejects: the server cannot hold it, but say so rather than crash.
         return UpgradePolicy(), f"the ClusterPolicy's spec does not parse: {error}"
     rules = parsed.driver.upgrade_policy
@@ -431,8 +431,8 @@ def _standing(plan: upgrade.UpgradePlan) -> upgrade.UpgradePlan:
 def _parsed(policy: PolicyView) -> policy_model.Policy | None:
     """The policy's spec with defaults; None when it cannot be parsed (then no operand is "off")."""
     try:
-        return policy_model.parse_policy(policy.spec)
-    except policy_model.PolicyParseError:
+        return policy_parser.parse_policy(policy.spec)
+    except policy_parser.PolicyParseError:
         return None
 
 

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu import metrics
 from ocp_gpu.kube import labelling, reporting, requesting
-from ocp_gpu.model import fields
+from ocp_gpu.model import fields, policy_checks, policy_parser
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import (
@@ -119,8 +119,8 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
         metrics.reconciliation_status.set(operator_health.ReconciliationStatus.POLICY_UNAVAILABLE)
         return
     active = rt.policies[selection.active]
-    policy = policy_model.parse_policy(active.spec)
-    problems = policy_model.validate_policy(policy, rt.env)
+    policy = policy_parser.parse_policy(active.spec)
+    problems = policy_checks.validate_policy(policy, rt.env)
     spec_errors = "; ".join(
         f"{p.field}: {p.message}" for p in problems if p.severity is policy_problems.Severity.ERROR
     )

@@ -29,7 +29,7 @@ import yaml
 from kubernetes import client
 
 from ocp_gpu.harness.cluster import LocalControlPlane
-from ocp_gpu.model import policy
+from ocp_gpu.model import policy_parser
 from tests.unit._crd_schema import apply_defaults, spec_schema
 from tests.unit._nvidia_fields import every_field_spec
 
@@ -170,7 +170,7 @@ def test_minimal_policy_gets_every_default(
     }
     # The unit tests' defaulting is the server's, so their default checks hold on a server too.
     assert stored == apply_defaults(spec_schema(), {})
-    assert policy.parse_policy(stored) == policy.parse_policy({})
+    assert policy_parser.parse_policy(stored) == policy_parser.parse_policy({})
 
 
 def test_nvidia_sample_is_accepted_as_is(
@@ -183,7 +183,7 @@ def test_nvidia_sample_is_accepted_as_is(
     assert "Warning" not in result.stderr, result.stderr
     stored = read_spec(kube, sample["metadata"]["name"])
     assert stored == apply_defaults(spec_schema(), sample["spec"])
-    assert policy.parse_policy(stored) == policy.parse_policy(sample["spec"])
+    assert policy_parser.parse_policy(stored) == policy_parser.parse_policy(sample["spec"])
 
 
 @pytest.mark.parametrize("which", ["every-field", "operatorhub"])

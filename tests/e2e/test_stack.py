@@ -29,7 +29,7 @@ from kubernetes import client
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
-from ocp_gpu.model import labels, operands
+from ocp_gpu.model import labels, operands, policy_parser
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.images import ImageRef
 from ocp_gpu.rendering import common
@@ -289,7 +289,7 @@ def _names_of(operand: operands.Operand) -> set[str]:
     inputs = common.OperandRenderInputs("x", False, ImageRef("x:1"))
     return {
         m["metadata"]["name"]
-        for m in operand_rendering.render_operand(operand, policy_model.parse_policy({}), inputs)
+        for m in operand_rendering.render_operand(operand, policy_parser.parse_policy({}), inputs)
     }
 
 

@@ -27,8 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ocp_gpu.model import images, labels
-from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model import images, labels, policy_parser
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.problems import PolicyProblem
 from ocp_gpu.model.snapshot import (
@@ -1116,7 +1115,7 @@ def test_settings_for_policy(
     where: platform.Platform, spec: dict[str, Any], strategy: Strategy, image: str, fallback: bool
 ) -> None:
     result = drivers.settings_for_policy(
-        policy_model.parse_policy(spec), where, DRIVER_ENV, dtk_fallback={DriverKey("k"): "img"}
+        policy_parser.parse_policy(spec), where, DRIVER_ENV, dtk_fallback={DriverKey("k"): "img"}
     )
     assert isinstance(result, drivers.DriverSettings)
     assert result.strategy is strategy and result.driver_image == image
@@ -1126,11 +1125,11 @@ def test_settings_for_policy(
 
 
 def test_settings_for_an_unresolvable_image_is_the_problem() -> None:
-    result = drivers.settings_for_policy(policy_model.parse_policy({}), OPENSHIFT_PLATFORM, {})
+    result = drivers.settings_for_policy(policy_parser.parse_policy({}), OPENSHIFT_PLATFORM, {})
     assert isinstance(result, PolicyProblem)
     assert result.field.startswith("spec.driver")
 
 
 def test_fallback_grace_comes_from_the_policy() -> None:
     spec = {"driver": {"precompiledFallback": {"imagePullTimeoutSeconds": 90}}}
-    assert drivers.fallback_grace(policy_model.parse_policy(spec)) == datetime.timedelta(seconds=90)
+    assert drivers.fallback_grace(policy_parser.parse_policy(spec)) == datetime.timedelta(seconds=90)

@@ -24,8 +24,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ocp_gpu.model import images, labels
-from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model import images, labels, policy_checks, policy_parser
 from ocp_gpu.model.snapshot import DriverDaemonSet, DriverKey
 from ocp_gpu.planning import drivers
 from ocp_gpu.planning.drivers import DesiredDriverDaemonSet, Strategy
@@ -123,7 +122,7 @@ def render(
     spec: dict[str, Any] | None = None,
     inputs: DriverRenderInputs = OPENSHIFT,
 ) -> list[dict[str, Any]]:
-    return render_driver_state(desired, policy_model.parse_policy(spec or {}), inputs)
+    return render_driver_state(desired, policy_parser.parse_policy(spec or {}), inputs)
 
 
 def daemonsets(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -606,9 +605,9 @@ def _without_digests(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_hostile_strings_render_verbatim_as_values() -> None:
-    benign = render_driver_state(_desired(token), policy_model.parse_policy(_spec(token)), _inputs(token))
+    benign = render_driver_state(_desired(token), policy_parser.parse_policy(_spec(token)), _inputs(token))
     attacked = render_driver_state(
-        _desired(hostile), policy_model.parse_policy(_spec(hostile)), _inputs(hostile)
+        _desired(hostile), policy_parser.parse_policy(_spec(hostile)), _inputs(hostile)
     )
     mapping = {hostile(i): token(i) for i in range(1, 50)}
     seen: set[str] = set()
@@ -735,8 +734,8 @@ def test_probe_timings_lay_over_ours() -> None:
 
 
 def test_a_startup_success_threshold_kubernetes_refuses_is_an_error() -> None:
-    problems = policy_model.validate_policy(
-        policy_model.parse_policy({"driver": {"startupProbe": {"successThreshold": 2}}}), {}
+    problems = policy_checks.validate_policy(
+        policy_parser.parse_policy({"driver": {"startupProbe": {"successThreshold": 2}}}), {}
     )
     # (the image problems of an empty operator environment aside)
     assert [p.field for p in problems if "successThreshold" in p.field] == [
@@ -781,7 +780,7 @@ def test_a_named_config_map_that_cannot_be_mounted_is_a_problem_naming_the_field
     from ocp_gpu.reconcilers import driver_manifests
 
     problem = driver_manifests.config_map_problem(
-        policy_model.parse_policy(CONFIG_SPEC),
+        policy_parser.parse_policy(CONFIG_SPEC),
         _view(keys),
         plan([ubuntu_node("u")], Strategy.VANILLA).desired,
     )
@@ -793,7 +792,7 @@ def test_an_os_without_a_repository_directory_is_a_problem() -> None:
 
     (entry,) = plan([ubuntu_node("u")], Strategy.VANILLA).desired
     problem = driver_manifests.config_map_problem(
-        policy_model.parse_policy(CONFIG_SPEC),
+        policy_parser.parse_policy(CONFIG_SPEC),
         _view({"repos": ("a.repo",), "params": ("nvidia.conf",)}),
         [dataclasses.replace(entry, os_tag="plan9.4")],
     )
@@ -921,7 +920,7 @@ def test_gds_and_gdrcopy_containers_come_and_go_with_their_flags(openshift: bool
 
 
 def test_gds_with_precompiled_drivers_is_an_error_naming_the_field() -> None:
-    problems = policy_model.validate_policy(
-        policy_model.parse_policy({"driver": {"usePrecompiled": True}, "gds": {"enabled": True}}), {}
+    problems = policy_checks.validate_policy(
+        policy_parser.parse_policy({"driver": {"usePrecompiled": True}, "gds": {"enabled": True}}), {}
     )
     assert "spec.gds.enabled" in [p.field for p in problems]

@@ -321,11 +321,11 @@ def test_release_defaults_fill_only_unset_image_variables() -> None:
     assert env["VALIDATOR_IMAGE"] == releases.RELEASE_IMAGES["VALIDATOR_IMAGE"]  # unset
     assert env["OTHER"] == "x"
     # With none set, every component resolves (no InvalidSpec for a bare `ocp-gpu run`).
-    from ocp_gpu.model import policy as policy_model
+    from ocp_gpu.model import policy_checks, policy_parser
 
     bare = releases.with_release_defaults({})
     assert not [
-        p for p in policy_model.validate_policy(policy_model.parse_policy({}), bare) if "IMAGE" in p.message
+        p for p in policy_checks.validate_policy(policy_parser.parse_policy({}), bare) if "IMAGE" in p.message
     ]
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ocp_gpu.install import manifests as install
-from ocp_gpu.model import labels
+from ocp_gpu.model import labels, policy_checks, policy_parser
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.planning import monitoring, platform
 from ocp_gpu.rendering import monitoring as rendering
@@ -26,7 +26,7 @@ SERVED = {monitoring.MONITORING_GROUP}
 
 def policy(monitor: dict[str, Any] | None = None) -> policy_model.Policy:
     spec = {"operator": {"metrics": {"serviceMonitor": monitor}}} if monitor is not None else {}
-    return policy_model.parse_policy(spec)
+    return policy_parser.parse_policy(spec)
 
 
 def render(pol: policy_model.Policy, plan: monitoring.MonitoringPlan) -> dict[str, dict[str, Any]]:
@@ -70,7 +70,7 @@ def test_enabled_without_the_api_is_a_problem_naming_the_field_and_the_fix() -> 
     assert plan.remove == ()
     assert "spec.operator.metrics.serviceMonitor" in problem.message
     assert "monitoring.coreos.com" in problem.message and "Fix:" in problem.message
-    exporter = policy_model.parse_policy({"dcgmExporter": {"serviceMonitor": {"enabled": True}}})
+    exporter = policy_parser.parse_policy({"dcgmExporter": {"serviceMonitor": {"enabled": True}}})
     (problem,) = monitoring.plan_operator_monitoring(exporter, VANILLA, set(), {}).problems
     assert "spec.dcgmExporter.serviceMonitor" in problem.message
     assert monitoring.plan_operator_monitoring(exporter, VANILLA, SERVED, {}).problems == ()
@@ -114,7 +114,7 @@ def test_hostile_strings_stay_strings() -> None:
 
 
 def test_dcgm_and_exporter_service_fields_parse_with_nvidias_defaults() -> None:
-    default = policy_model.parse_policy({})
+    default = policy_parser.parse_policy({})
     assert default.dcgm.host_port == 5555 and default.dcgm.host_network is False
     assert (default.dcgm_exporter.service_type, default.dcgm_exporter.internal_traffic_policy) == (
         "ClusterIP",
@@ -127,14 +127,14 @@ def test_dcgm_and_exporter_service_fields_parse_with_nvidias_defaults() -> None:
             "config": {"name": "m"},
         },
     }
-    parsed = policy_model.parse_policy(spec)
+    parsed = policy_parser.parse_policy(spec)
     assert (parsed.dcgm.host_port, parsed.dcgm.host_network) == (6555, True)
     assert (parsed.dcgm_exporter.service_type, parsed.dcgm_exporter.internal_traffic_policy) == (
         "NodePort",
         "Local",
     )
     assert parsed.dcgm_exporter.metrics_config_map == "m"
-    assert policy_model.validate_policy(parsed, {}) == policy_model.validate_policy(default, {})
+    assert policy_checks.validate_policy(parsed, {}) == policy_checks.validate_policy(default, {})
 
 
 def test_bad_service_type_traffic_policy_and_port_name_the_field_and_the_fix() -> None:
@@ -142,7 +142,7 @@ def test_bad_service_type_traffic_policy_and_port_name_the_field_and_the_fix() -
         "dcgm": {"hostPort": 70000},
         "dcgmExporter": {"service": {"type": "ExternalName", "internalTrafficPolicy": "Nearby"}},
     }
-    found = {p.field: p for p in policy_model.validate_policy(policy_model.parse_policy(spec), {})}
+    found = {p.field: p for p in policy_checks.validate_policy(policy_parser.parse_policy(spec), {})}
     assert "ClusterIP" in found["spec.dcgmExporter.service.type"].fix
     assert "Local" in found["spec.dcgmExporter.service.internalTrafficPolicy"].fix
     assert "65535" in found["spec.dcgm.hostPort"].fix
@@ -151,5 +151,5 @@ def test_bad_service_type_traffic_policy_and_port_name_the_field_and_the_fix() -
         "dcgm": {"enabled": False, "hostPort": 0},
         "dcgmExporter": {"enabled": False, "service": {"type": "x"}},
     }
-    fields = {p.field for p in policy_model.validate_policy(policy_model.parse_policy(off), {})}
+    fields = {p.field for p in policy_checks.validate_policy(policy_parser.parse_policy(off), {})}
     assert not fields & {"spec.dcgm.hostPort", "spec.dcgmExporter.service.type"}

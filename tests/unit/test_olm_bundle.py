@@ -29,8 +29,7 @@ import pytest
 import yaml
 
 from ocp_gpu.install import manifests
-from ocp_gpu.model import policy as policy_model
-from ocp_gpu.model import releases
+from ocp_gpu.model import policy_checks, policy_parser, releases
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,8 +82,8 @@ def test_related_images_are_every_image_the_operator_uses() -> None:
 def test_alm_example_is_a_valid_cluster_policy() -> None:
     (example,) = json.loads(ANNOTATIONS["alm-examples"])
     assert example["kind"] == "ClusterPolicy" and example["metadata"]["name"] == "cluster-policy"
-    parsed = policy_model.parse_policy(example["spec"])
-    assert policy_model.validate_policy(parsed, releases.installed_images()) == []
+    parsed = policy_parser.parse_policy(example["spec"])
+    assert policy_checks.validate_policy(parsed, releases.installed_images()) == []
 
 
 def _schema_has(schema: dict[str, Any], path: str) -> bool:

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ocp_gpu.model import labels, operands
-from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model import labels, operands, policy_checks, policy_parser
 from ocp_gpu.model.images import ImageRef
+from ocp_gpu.model.problems import Severity
 from ocp_gpu.planning import operands as operand_planning
 from ocp_gpu.rendering import common, device_plugin, templating, validator
 from ocp_gpu.rendering import operands as operand_rendering
@@ -41,7 +41,7 @@ def render(
     image: str = IMAGE,
     ns: str = "gpu",
 ) -> list[dict[str, Any]]:
-    policy = policy_model.parse_policy(spec)
+    policy = policy_parser.parse_policy(spec)
     inputs = common.OperandRenderInputs(ns, openshift, ImageRef(image))
     return operand_rendering.render_operand(operand, policy, inputs)
 
@@ -150,7 +150,7 @@ def test_golden(scenario: str, update_golden: bool, golden_dir: Path) -> None:
 
 
 def test_golden_prerequisites(update_golden: bool, golden_dir: Path) -> None:
-    rendered = operand_rendering.render_prerequisites(policy_model.parse_policy({}), "gpu")
+    rendered = operand_rendering.render_prerequisites(policy_parser.parse_policy({}), "gpu")
     path = golden_dir / "state-pre-requisites" / "default.yaml"
     if update_golden:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -212,15 +212,15 @@ def test_an_admin_configmap_is_mounted_with_its_default() -> None:
 
 
 def test_config_problems_name_the_field() -> None:
-    problems = policy_model.validate_policy(
-        policy_model.parse_policy(
+    problems = policy_checks.validate_policy(
+        policy_parser.parse_policy(
             {"devicePlugin": {"config": {"name": "plugin-configs"}, "resourceConfig": "gpu:sharedgpu:4"}}
         ),
         {"DEVICE_PLUGIN_IMAGE": IMAGE},
     )
     fields = {p.field: p.severity for p in problems}
-    assert fields["spec.devicePlugin.config.default"] is policy_model.Severity.ERROR
-    assert fields["spec.devicePlugin.resourceConfig"] is policy_model.Severity.WARNING
+    assert fields["spec.devicePlugin.config.default"] is Severity.ERROR
+    assert fields["spec.devicePlugin.resourceConfig"] is Severity.WARNING
 
 
 # --- the validator -----------------------------------------------------------------------
@@ -331,7 +331,7 @@ def test_hostile_strings_in_the_plugin_config_load_back() -> None:
 def test_hostile_runtime_class_renders_verbatim() -> None:
     for text in (token, hostile):
         (runtime_class,) = operand_rendering.render_prerequisites(
-            policy_model.parse_policy({"operator": {"runtimeClass": text(1)}}), text(2)
+            policy_parser.parse_policy({"operator": {"runtimeClass": text(1)}}), text(2)
         )
         assert runtime_class["metadata"]["name"] == text(1)
 

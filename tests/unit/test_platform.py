@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ocp_gpu.model import policy
+from ocp_gpu.model import policy_parser
 from ocp_gpu.planning import platform
 
 CORE = ["", "apps", "apiextensions.k8s.io", "coordination.k8s.io"]
@@ -66,4 +66,4 @@ DTK_DECISIONS: dict[str, tuple[platform.Platform, dict[str, Any], bool]] = {
 
 @pytest.mark.parametrize(("detected", "spec", "expected"), DTK_DECISIONS.values(), ids=DTK_DECISIONS.keys())
 def test_should_use_driver_toolkit(detected: platform.Platform, spec: dict[str, Any], expected: bool) -> None:
-    assert platform.should_use_driver_toolkit(detected, policy.parse_policy(spec)) is expected
+    assert platform.should_use_driver_toolkit(detected, policy_parser.parse_policy(spec)) is expected

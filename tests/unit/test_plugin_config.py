@@ -24,7 +24,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ocp_gpu.model import policy, resource_config
+from ocp_gpu.model import policy, policy_checks, policy_parser, resource_config
 from ocp_gpu.model.problems import Severity
 from ocp_gpu.planning import plugin_config
 
@@ -32,7 +32,7 @@ FIELD = "spec.devicePlugin.resourceConfig"
 
 
 def _plugin(**device_plugin: Any) -> policy.DevicePluginSpec:
-    return policy.parse_policy({"devicePlugin": device_plugin}).device_plugin
+    return policy_parser.parse_policy({"devicePlugin": device_plugin}).device_plugin
 
 
 def _at(config: Mapping[str, Any], path: str) -> Any:
@@ -108,7 +108,7 @@ def test_the_config_is_plain_yaml(fields: dict[str, Any], path: str, expected: A
 
 def test_nvidia_driver_root_follows_the_driver() -> None:
     """Unset, the root is the containerized driver's, or the host's when the operator deploys no driver."""
-    spec = policy.parse_policy({"driver": {"enabled": False}})
+    spec = policy_parser.parse_policy({"driver": {"enabled": False}})
     assert plugin_config.render_plugin_config(spec.device_plugin)["flags"]["nvidiaDriverRoot"] == "/"
 
 
@@ -363,8 +363,10 @@ REFUSED = {
 
 @pytest.mark.parametrize(("text", "strategy", "message"), REFUSED.values(), ids=REFUSED.keys())
 def test_refused_resource_configs_name_the_entry(text: str, strategy: str, message: str) -> None:
-    spec = policy.parse_policy({"devicePlugin": {"resourceConfig": text, "migStrategy": strategy}})
-    problems = [p for p in policy.validate_policy(spec, {"DEVICE_PLUGIN_IMAGE": "r/p:1"}) if p.field == FIELD]
+    spec = policy_parser.parse_policy({"devicePlugin": {"resourceConfig": text, "migStrategy": strategy}})
+    problems = [
+        p for p in policy_checks.validate_policy(spec, {"DEVICE_PLUGIN_IMAGE": "r/p:1"}) if p.field == FIELD
+    ]
     assert problems, "not refused"
     assert any(message in p.message and p.severity is Severity.ERROR and p.fix for p in problems), [
         str(p) for p in problems

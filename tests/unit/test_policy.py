@@ -26,7 +26,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ocp_gpu.model import policy, selectors
+from ocp_gpu.model import policy, policy_checks, policy_parser, resource_config, selectors
 from ocp_gpu.model.problems import Severity
 from tests.unit._crd_schema import (
     apply_defaults,
@@ -72,7 +72,7 @@ def nvidia_sample() -> dict[str, Any]:
 
 
 def problems_of(spec: dict[str, Any], env: dict[str, str] | None = None) -> set[tuple[str, Severity]]:
-    found = policy.validate_policy(policy.parse_policy(spec), FULL_ENV if env is None else env)
+    found = policy_checks.validate_policy(policy_parser.parse_policy(spec), FULL_ENV if env is None else env)
     return {(problem.field, problem.severity) for problem in found}
 
 
@@ -215,7 +215,7 @@ RESOURCE_CONFIG_TEXTS = (
 def test_resource_config_cel_rule_agrees_with_the_model(text: str) -> None:
     """The server's CEL rule and validate_policy accept the same resourceConfig strings."""
     accepted_by_cel = re.search(_resource_config_cel_regex(), text) is not None
-    assert accepted_by_cel == (policy.parse_resource_config(text)[1] == ())
+    assert accepted_by_cel == (resource_config.parse_resource_config(text)[1] == ())
 
 
 _ENTRY_PARTS = st.sampled_from(["gpu", "mig-3g.20gb", "a", "A", "-x", "x.", "", "0", "01", "4", " gpu"])
@@ -225,7 +225,7 @@ _ENTRY_PARTS = st.sampled_from(["gpu", "mig-3g.20gb", "a", "A", "-x", "x.", "", 
 def test_resource_config_cel_rule_agrees_on_any_entries(entries: list[tuple[str, str, str]]) -> None:
     text = ",".join(":".join(entry) for entry in entries)
     accepted_by_cel = re.search(_resource_config_cel_regex(), text) is not None
-    assert accepted_by_cel == (policy.parse_resource_config(text)[1] == ())
+    assert accepted_by_cel == (resource_config.parse_resource_config(text)[1] == ())
 
 
 # --- defaults ----------------------------------------------------------------------
@@ -238,11 +238,11 @@ def test_server_defaulted_empty_spec_parses_like_the_empty_spec() -> None:
         "timeoutSeconds": 300,
         "deleteEmptyDir": False,
     }
-    assert policy.parse_policy(defaulted) == policy.parse_policy({}) == policy.Policy()
+    assert policy_parser.parse_policy(defaulted) == policy_parser.parse_policy({}) == policy.Policy()
 
 
 def test_seed_upgrade_policy_defaults() -> None:
-    upgrade = policy.parse_policy({}).driver.upgrade_policy
+    upgrade = policy_parser.parse_policy({}).driver.upgrade_policy
     assert upgrade == policy.UpgradePolicy(
         auto_upgrade=True,
         max_parallel_upgrades=1,
@@ -282,8 +282,10 @@ def test_every_crd_default_is_read_by_parse_policy(
     path: tuple[str, ...], default: Any, schema: dict[str, Any]
 ) -> None:
     """Setting the default explicitly changes nothing; setting another value changes the Policy."""
-    assert policy.parse_policy(set_path({}, path, default)) == policy.parse_policy({})
-    assert policy.parse_policy(set_path({}, path, _another_value(default, schema))) != policy.parse_policy({})
+    assert policy_parser.parse_policy(set_path({}, path, default)) == policy_parser.parse_policy({})
+    assert policy_parser.parse_policy(
+        set_path({}, path, _another_value(default, schema))
+    ) != policy_parser.parse_policy({})
 
 
 def test_crd_has_the_seed_defaults() -> None:
@@ -318,7 +320,7 @@ ENABLED_BY_DEFAULT = {
 
 
 def test_component_switches_default_as_nvidias() -> None:
-    components = policy.parse_policy({}).components()
+    components = policy_parser.parse_policy({}).components()
     assert {key: component.enabled for key, component in components.items()} == ENABLED_BY_DEFAULT
 
 
@@ -334,7 +336,7 @@ DRIVER_ROOTS = {
 
 @pytest.mark.parametrize(("spec", "root"), DRIVER_ROOTS.values(), ids=DRIVER_ROOTS.keys())
 def test_nvidia_driver_root_follows_the_driver(spec: dict[str, Any], root: str) -> None:
-    assert policy.parse_policy(spec).device_plugin.nvidia_driver_root == root
+    assert policy_parser.parse_policy(spec).device_plugin.nvidia_driver_root == root
 
 
 MIG_STRATEGIES = {
@@ -354,7 +356,7 @@ MIG_STRATEGIES = {
 def test_mig_strategy_precedence(
     spec: dict[str, Any], strategy: str, expected: set[tuple[str, Severity]]
 ) -> None:
-    assert policy.parse_policy(spec).device_plugin.mig_strategy == strategy
+    assert policy_parser.parse_policy(spec).device_plugin.mig_strategy == strategy
     assert problems_of(spec) == expected
 
 
@@ -363,7 +365,7 @@ def test_nvidias_pod_deletion_overrides_field_by_field() -> None:
         "gpuPodDeletion": {"force": True, "timeoutSeconds": 300, "deleteEmptyDir": False},
         "podDeletion": {"timeoutSeconds": 60},
     }
-    parsed = policy.parse_policy({"driver": {"upgradePolicy": upgrade}})
+    parsed = policy_parser.parse_policy({"driver": {"upgradePolicy": upgrade}})
     assert parsed.driver.upgrade_policy.gpu_pod_deletion == policy.GpuPodDeletion(
         force=True, timeout_seconds=60, delete_empty_dir=False
     )
@@ -380,7 +382,7 @@ def test_nvidia_sample_conforms_to_the_schema() -> None:
 
 
 def test_nvidia_sample_parses_as_written() -> None:
-    parsed = policy.parse_policy(nvidia_sample()["spec"])
+    parsed = policy_parser.parse_policy(nvidia_sample()["spec"])
     assert parsed.operator.default_runtime is policy.ContainerRuntime.CRIO
     assert parsed.operator.use_ocp_driver_toolkit is True
     assert parsed.daemonsets.tolerations == (
@@ -416,7 +418,7 @@ def test_nvidia_sample_has_only_the_alias_warning() -> None:
 
 def test_nvidia_sample_means_the_same_after_server_defaulting() -> None:
     spec = nvidia_sample()["spec"]
-    assert policy.parse_policy(apply_defaults(spec_schema(), spec)) == policy.parse_policy(spec)
+    assert policy_parser.parse_policy(apply_defaults(spec_schema(), spec)) == policy_parser.parse_policy(spec)
 
 
 # --- wrong shapes (only a file can hold them) -----------------------------------------
@@ -438,16 +440,16 @@ WRONG_SHAPES = {
 @pytest.mark.parametrize(("spec", "field"), WRONG_SHAPES.values(), ids=WRONG_SHAPES.keys())
 def test_wrong_shapes_raise_naming_the_field(spec: dict[str, Any], field: str) -> None:
     assert schema_errors(spec_schema(), spec) != []
-    with pytest.raises(policy.PolicyParseError) as error:
-        policy.parse_policy(spec)
+    with pytest.raises(policy_parser.PolicyParseError) as error:
+        policy_parser.parse_policy(spec)
     assert error.value.field == field
     assert str(error.value).startswith(f"{field}: expected")
 
 
 def test_nulls_mean_unset() -> None:
-    assert policy.parse_policy({"driver": {"version": None, "upgradePolicy": None}}) == policy.parse_policy(
-        {}
-    )
+    assert policy_parser.parse_policy(
+        {"driver": {"version": None, "upgradePolicy": None}}
+    ) == policy_parser.parse_policy({})
 
 
 # --- semantic checks -----------------------------------------------------------------
@@ -594,7 +596,7 @@ def test_semantic_problems(spec: dict[str, Any], expected: set[tuple[str, Severi
 def test_every_problem_says_what_and_how_to_fix(
     spec: dict[str, Any], expected: set[tuple[str, Severity]]
 ) -> None:
-    for problem in policy.validate_policy(policy.parse_policy(spec), FULL_ENV):
+    for problem in policy_checks.validate_policy(policy_parser.parse_policy(spec), FULL_ENV):
         assert problem.field.startswith("spec.")
         assert problem.message and problem.fix
         assert str(problem) == f"{problem.field}: {problem.message} ({problem.fix})"
@@ -670,11 +672,14 @@ def test_invalid_selectors(text: str) -> None:
 
 RESOURCE_CONFIGS = {
     "": ((), ()),
-    "gpu:sharedgpu:4": ((policy.ResourceRename(resource="gpu", new_name="sharedgpu", replicas=4),), ()),
+    "gpu:sharedgpu:4": (
+        (resource_config.ResourceRename(resource="gpu", new_name="sharedgpu", replicas=4),),
+        (),
+    ),
     "mig-3g.20gb:small:2,mig-3g.20gb:gpu:1": (
         (
-            policy.ResourceRename(resource="mig-3g.20gb", new_name="small", replicas=2),
-            policy.ResourceRename(resource="mig-3g.20gb", new_name="gpu", replicas=1),
+            resource_config.ResourceRename(resource="mig-3g.20gb", new_name="small", replicas=2),
+            resource_config.ResourceRename(resource="mig-3g.20gb", new_name="gpu", replicas=1),
         ),
         (),
     ),
@@ -684,7 +689,7 @@ RESOURCE_CONFIGS = {
 
 @pytest.mark.parametrize(("text", "expected"), RESOURCE_CONFIGS.items(), ids=repr)
 def test_resource_config_entries(text: str, expected: tuple[Any, Any]) -> None:
-    assert policy.parse_resource_config(text) == expected
+    assert resource_config.parse_resource_config(text) == expected
 
 
 SCALED = {
@@ -711,8 +716,8 @@ def test_scaled_max_unavailable(value: int | str, total: int, expected: int) -> 
 )
 @given(values(spec_schema()))
 def test_schema_valid_specs_never_raise(spec: dict[str, Any]) -> None:
-    parsed = policy.parse_policy(spec)
-    problems = policy.validate_policy(parsed, FULL_ENV)
+    parsed = policy_parser.parse_policy(spec)
+    problems = policy_checks.validate_policy(parsed, FULL_ENV)
     assert all(problem.field.startswith("spec.") for problem in problems)
 
 
@@ -721,4 +726,4 @@ def test_schema_valid_specs_never_raise(spec: dict[str, Any]) -> None:
 )
 @given(values(spec_schema()))
 def test_server_defaulting_never_changes_the_meaning(spec: dict[str, Any]) -> None:
-    assert policy.parse_policy(apply_defaults(spec_schema(), spec)) == policy.parse_policy(spec)
+    assert policy_parser.parse_policy(apply_defaults(spec_schema(), spec)) == policy_parser.parse_policy(spec)

@@ -34,7 +34,7 @@ from ocp_gpu import cli
 from ocp_gpu.commands import render
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.kube import applying, reading
-from ocp_gpu.model import labels, operands, releases
+from ocp_gpu.model import labels, operands, policy_parser, releases
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import driver_manifests, runtime
@@ -368,7 +368,7 @@ def test_the_output_is_what_the_driver_reconciler_applies(
     rt.cluster_version = {"status": {"desired": {"version": "4.16.3"}}}
     owner = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": "cluster-policy", "uid": UID}
     openshift = platform_model.detect_platform({platform_model.CONFIG_GROUP, platform_model.IMAGE_GROUP})
-    policy = policy_model.parse_policy(SPEC)
+    policy = policy_parser.parse_policy(SPEC)
     outcome = asyncio.run(drivers_reconciler.reconcile_drivers(rt, owner, policy, openshift, NOW))
 
     assert outcome.errors == {} and applied
@@ -389,7 +389,7 @@ def test_the_reconciler_renders_through_the_shared_function(monkeypatch: pytest.
     monkeypatch.setattr(applying, "apply", lambda *_: None)
     rt = runtime.Runtime(api_client=None, namespace="ns", env=dict(releases.RELEASE_IMAGES))
     kubernetes = platform_model.detect_platform(set())
-    asyncio.run(drivers_reconciler.reconcile_drivers(rt, {}, policy_model.parse_policy({}), kubernetes, NOW))
+    asyncio.run(drivers_reconciler.reconcile_drivers(rt, {}, policy_parser.parse_policy({}), kubernetes, NOW))
     assert len(calls) == 1 and calls[0].namespace == "ns"
 
 

@@ -36,8 +36,7 @@ from rich.console import Console
 from ocp_gpu import cli
 from ocp_gpu.commands import status
 from ocp_gpu.kube import clients, requesting, upgrading
-from ocp_gpu.model import labels, operands, upgrades
-from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model import labels, operands, policy_parser, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot
 from ocp_gpu.planning import upgrade
@@ -821,7 +820,7 @@ def test_one_cell_per_operand_says_whether_it_is_ready_on_the_node() -> None:
         operands.OperandPod("t", operands.CONTAINER_TOOLKIT.app, "n1", ready=True),
         operands.OperandPod("p", operands.DEVICE_PLUGIN.app, "n1", ready=False),
     ]
-    policy = policy_model.parse_policy({"validator": {}, "devicePlugin": {}})
+    policy = policy_parser.parse_policy({"validator": {}, "devicePlugin": {}})
     assert status.operand_cells(policy, node_labels, "n1", pods) == {
         "container-toolkit": "yes",
         "operator-validator": "no",
@@ -832,7 +831,7 @@ def test_one_cell_per_operand_says_whether_it_is_ready_on_the_node() -> None:
         # off unless nodeStatusExporter.enabled (NVIDIA's default)
         "node-status-exporter": "off",
     }
-    off = policy_model.parse_policy({"devicePlugin": {"enabled": False}})
+    off = policy_parser.parse_policy({"devicePlugin": {"enabled": False}})
     assert status.operand_cells(off, node_labels, "n1", pods)["device-plugin"] == "off"
     assert list(status.OPERAND_COLUMNS.values()) == [
         status.COLUMNS[status.COLUMNS.index("STATE") + 1 + i] for i in range(len(status.OPERAND_COLUMNS))

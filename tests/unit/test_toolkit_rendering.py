@@ -19,9 +19,8 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu.kube import requesting
-from ocp_gpu.model import labels
+from ocp_gpu.model import labels, policy_parser
 from ocp_gpu.model import operands as operand_model
-from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.images import ImageRef
 from ocp_gpu.model.policy import ContainerRuntime
 from ocp_gpu.planning import operands
@@ -34,7 +33,7 @@ IMAGE = ImageRef("nvcr.io/nvidia/k8s/container-toolkit:v1.16.2-ubuntu20.04")
 
 
 def render(spec: dict[str, Any], openshift: bool = True, image: str = IMAGE) -> list[dict[str, Any]]:
-    policy = policy_model.parse_policy(spec)
+    policy = policy_parser.parse_policy(spec)
     return operand_rendering.render_operand(
         operand_model.CONTAINER_TOOLKIT, policy, common.OperandRenderInputs("gpu", openshift, ImageRef(image))
     )
@@ -66,7 +65,8 @@ def the_daemonset(manifests: list[dict[str, Any]]) -> dict[str, Any]:
 )
 def test_update_strategy(daemonsets: dict[str, Any], expected: dict[str, Any]) -> None:
     assert (
-        operands.update_strategy(policy_model.parse_policy({"daemonsets": daemonsets}).daemonsets) == expected
+        operands.update_strategy(policy_parser.parse_policy({"daemonsets": daemonsets}).daemonsets)
+        == expected
     )
     assert the_daemonset(render({"daemonsets": daemonsets}))["spec"]["updateStrategy"] == expected
 
