@@ -77,7 +77,7 @@ from ocp_gpu.model import (
 )
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem, Severity
-from ocp_gpu.planning import driver_coverage, drivers, policies
+from ocp_gpu.planning import driver_coverage, driver_strategy, drivers, policies
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import driver_manifests
 from ocp_gpu.rendering import common as operand_common
@@ -399,7 +399,7 @@ def _daemonset_line(entry: drivers.DesiredDriverDaemonSet, selected: Sequence[st
         shown += f", +{len(selected) - _NODES_SHOWN} more"
     count = f"{len(selected)} node{'s' if len(selected) != 1 else ''}"
     line = f"{entry.name}: key {entry.key}, {count} ({shown}), driver {entry.driver_image}"
-    if entry.strategy is drivers.Strategy.DTK:
+    if entry.strategy is driver_strategy.Strategy.DTK:
         # a missing tag renders the driver image in the sidecar: say "missing", not that image
         line += f", DTK {'missing' if entry.image_missing else entry.dtk_image}"
     return line

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 
 from ocp_gpu.model import labels
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.planning import drivers, node_labels
+from ocp_gpu.planning import driver_findings, drivers, node_labels
 
 # How many node names a message quotes before "+N more" (a 5,000-node list helps nobody).
 NODES_QUOTED = 10
@@ -59,12 +59,12 @@ def plan_driver_coverage(
     return DriverCoverage(selected=selected, uncovered=tuple(uncovered))
 
 
-def describe_uncovered(uncovered: tuple[NodeName, ...], findings: Iterable[drivers.Finding]) -> str:
+def describe_uncovered(uncovered: tuple[NodeName, ...], findings: Iterable[driver_findings.Finding]) -> str:
     """One message naming the nodes without a driver DaemonSet and what each lacks."""
     missing = {
         finding.node: finding.missing
         for finding in findings
-        if isinstance(finding, drivers.NodeMissingKeyLabels)
+        if isinstance(finding, driver_findings.NodeMissingKeyLabels)
     }
     quoted = []
     for name in uncovered[:NODES_QUOTED]:

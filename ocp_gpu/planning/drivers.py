@@ -6,8 +6,10 @@ and every key gets exactly one DaemonSet that selects the nodes carrying it.
 
 Decides: the desired DaemonSets (name, key, selector, images), which existing ones
 to delete, and findings for status, events and metrics (missing DTK tags, stale NFD
-labels, nodes without key labels, a broken or absent ImageStream).  Also, in
-`plan_precompiled_fallback`, which precompiled keys fall back to a DTK build.
+labels, nodes without key labels, a broken or absent ImageStream).  The strategy and
+its settings (driver_strategy.py), keys (driver_keys.py), names (driver_names.py), the
+finding records (driver_findings.py) and the precompiled fallback (driver_fallback.py)
+each have their own module.
 
 Never does: read the cluster, the clock or the policy object (the caller passes a
 snapshot, `now` and `DriverSettings`), render manifests, or delete anything itself.
@@ -19,19 +21,13 @@ their labels, never by their names.
 
 from __future__ import annotations
 
-import datetime
-import enum
-import hashlib
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import ClassVar, TypeVar
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from ocp_gpu.model import images, labels
-from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.problems import PolicyProblem
 from ocp_gpu.model.snapshot import (
     DriverDaemonSet,
     DriverKey,
@@ -41,231 +37,22 @@ from ocp_gpu.model.snapshot import (
     RhcosVersion,
     StreamState,
 )
-from ocp_gpu.planning import platform as platform_model
-
-
-class Strategy(enum.StrEnum):
-    """How a driver DaemonSet gets its kernel modules; the value is the `ocp-gpu.io/driver-strategy` label."""
-
-    # Build on the node with the OpenShift Driver Toolkit sidecar; keyed by RHCOS build.
-    DTK = "dtk"
-    # Build in the driver container from the OS's packages; keyed by OS.
-    VANILLA = "vanilla"
-    # Load modules prebuilt into the image; keyed by kernel + OS.
-    PRECOMPILED = "precompiled"
-
-
-def select_strategy(*, openshift: bool, use_driver_toolkit: bool, use_precompiled: bool) -> Strategy:
-    """The cluster-wide strategy, from the platform and the policy.
-
-    `use_driver_toolkit` is `operator.use_ocp_driver_toolkit`, `use_precompiled` is `driver.usePrecompiled`.
-    """
-    # precompiled wins on every platform (DTK only as a per-key fallback)
-    if use_precompiled:
-        return Strategy.PRECOMPILED
-    # OpenShift with image.openshift.io and DTK not switched off
-    if openshift and use_driver_toolkit:
-        return Strategy.DTK
-    # vanilla Kubernetes, or OpenShift with `use_ocp_driver_toolkit: false`
-    return Strategy.VANILLA
-
-
-@dataclass(frozen=True)
-class DriverSettings:
-    """The policy and platform inputs of driver planning, already resolved by the caller."""
-
-    strategy: Strategy
-    # The driver image without its OS suffix (images.resolve_image for `driver`); each key adds
-    # `-<os>` (or `-<kernel>-<os>` when precompiled) with images.driver_image_for.
-    driver_image: images.ImageRef
-    # Precompiled keys may fall back to DTK builds here: OpenShift with the Driver Toolkit and
-    # `driver.precompiledFallback` enabled with a version.
-    dtk_available: bool = False
-    # Precompiled keys whose nodes are built with DTK instead, with the precompiled image that
-    # failed (from `plan_precompiled_fallback(...).keys`).
-    dtk_fallback: Mapping[DriverKey, str] = field(default_factory=dict)
-    # NB: precompiled images are tagged by driver *branch* (570) while DTK builds need a full
-    # version (570.124.06); the base image for fallback builds, `driver_image` when None.
-    fallback_driver_image: images.ImageRef | None = None
-
-
-def settings_for_policy(
-    policy: policy_model.Policy,
-    platform: platform_model.Platform,
-    env: Mapping[str, str],
-    *,
-    dtk_fallback: Mapping[DriverKey, str] | None = None,
-) -> DriverSettings | PolicyProblem:
-    """DriverSettings from the ClusterPolicy, the platform and the operator's environment.
-
-    A driver image that cannot be resolved is returned as the problem (for status), so no
-    DaemonSet is ever rendered with a broken image.
-    """
-    driver = policy.driver
-    base = images.resolve_image(driver.image, component="driver", env=env)
-    # the image cannot be resolved: nothing to plan with, say which field is at fault
-    if isinstance(base, PolicyProblem):
-        return base
-    fallback = driver.precompiled_fallback
-    # NB: an enabled fallback without a version is a policy error (validate_policy); it
-    # must not build `<branch>-<os>` images that do not exist.
-    dtk_available = (
-        platform.is_openshift
-        and policy.operator.use_ocp_driver_toolkit is not False
-        and fallback.enabled
-        and bool(fallback.version)
-    )
-    fallback_image: images.ImageRef | None = None
-    if driver.use_precompiled and dtk_available:
-        # fallback builds need the full version: the driver image, retagged
-        resolved = images.resolve_image(
-            replace(driver.image, version=fallback.version), component="driver", env=env
-        )
-        if isinstance(resolved, PolicyProblem):
-            return resolved
-        fallback_image = resolved
-    if driver.use_precompiled:
-        # usePrecompiled, on any platform
-        strategy = Strategy.PRECOMPILED
-    elif platform_model.should_use_driver_toolkit(platform, policy):
-        # OpenShift with the Driver Toolkit not switched off
-        strategy = Strategy.DTK
-    else:
-        # vanilla Kubernetes, or OpenShift with use_ocp_driver_toolkit: false
-        strategy = Strategy.VANILLA
-    return DriverSettings(
-        strategy=strategy,
-        driver_image=base,
-        dtk_available=dtk_available,
-        dtk_fallback=dict(dtk_fallback or {}) if dtk_available else {},
-        fallback_driver_image=fallback_image,
-    )
-
-
-def fallback_grace(policy: policy_model.Policy) -> datetime.timedelta:
-    """How long a precompiled image may fail to pull before its key falls back to a DTK build."""
-    return datetime.timedelta(seconds=policy.driver.precompiled_fallback.image_pull_timeout_seconds)
-
-
-# --- names and label values ---------------------------------------------------
-
-_NAME_PREFIX = labels.DRIVER_DAEMONSET_PREFIX
-_MAX_NAME = 63
-_HASH_LENGTH = 8
-_MAX_LABEL_VALUE = 63
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
-
-def _short_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:_HASH_LENGTH]
-
-
-def _dns_subdomain(text: str) -> str:
-    """Lowercase, only [a-z0-9.-], every dot-separated part starting and ending alphanumeric."""
-    text = re.sub(r"[^a-z0-9.-]", "-", text.lower())
-    parts = (part.strip("-") for part in text.split("."))
-    return ".".join(part for part in parts if part)
-
-
-def daemonset_name(key: DriverKey) -> str:
-    """`nvidia-driver-daemonset-<key>`, a valid DNS-1123 name of at most 63 characters.
-
-    A pure function of the key, so names are stable across passes and input order.
-    When the name would be too long, it is cut and the first 8 hex digits of the full
-    key's sha256 are appended, so two long keys sharing a prefix still differ.
-    """
-    body = _dns_subdomain(key) or "unknown"
-    if len(_NAME_PREFIX) + len(body) <= _MAX_NAME:
-        # the common case: RHCOS builds, OS tags and most kernel + OS keys fit
-        return _NAME_PREFIX + body
-    # too long: cut at a clean boundary and add the hash of the full key
-    return _hashed_name(key, key)
-
-
-def _hashed_name(key: str, hashed: str) -> str:
-    """The name for `key`, cut to leave room for `-<8 hex digits of sha256(hashed)>`."""
-    room = _MAX_NAME - len(_NAME_PREFIX) - 1 - _HASH_LENGTH
-    cut = _dns_subdomain(key)[:room].rstrip(".-")
-    return f"{_NAME_PREFIX}{cut}-{_short_hash(hashed)}" if cut else f"{_NAME_PREFIX}{_short_hash(hashed)}"
-
-
-def key_label_value(key: DriverKey) -> str:
-    """The `ocp-gpu.io/driver-key` label value: the key itself when it is a valid label value.
-
-    Keys come from NFD label values, so they almost always are; otherwise the value is
-    sanitised, cut and suffixed with a hash of the full key (stable, distinct).
-    """
-    if len(key) <= _MAX_LABEL_VALUE and _LABEL_VALUE.match(key):
-        return key
-    room = _MAX_LABEL_VALUE - 1 - _HASH_LENGTH
-    cut = re.sub(r"[^A-Za-z0-9_.-]", "-", key)[:room].strip("-_.")
-    return f"{cut}-{_short_hash(key)}" if cut else _short_hash(key)
-
-
-# --- keys -------------------------------------------------------------------
-
-# The NFD labels each strategy needs on a node, as (label key, GpuNode attribute).
-_REQUIRED: Mapping[Strategy, tuple[tuple[str, str], ...]] = {
-    Strategy.DTK: (
-        (labels.OSTREE_VERSION, "ostree_version"),
-        (labels.OS_ID, "os_id"),
-        (labels.OS_VERSION_ID, "os_version_id"),
-    ),
-    Strategy.VANILLA: ((labels.OS_ID, "os_id"), (labels.OS_VERSION_ID, "os_version_id")),
-    Strategy.PRECOMPILED: (
-        (labels.KERNEL_VERSION_FULL, "kernel"),
-        (labels.OS_ID, "os_id"),
-        (labels.OS_VERSION_ID, "os_version_id"),
-    ),
-}
-
-
-def missing_key_labels(node: GpuNode, strategy: Strategy) -> tuple[str, ...]:
-    """The NFD labels `strategy` needs that `node` lacks (empty when it can be keyed)."""
-    return tuple(label for label, attribute in _REQUIRED[strategy] if not getattr(node, attribute))
-
-
-def node_key(node: GpuNode, strategy: Strategy) -> DriverKey | None:
-    """The node's key under `strategy`, or None when a needed NFD label is missing."""
-    # NFD has not labelled the node (fully): it cannot be keyed
-    if missing_key_labels(node, strategy):
-        return None
-    # Driver Toolkit: the RHCOS build, which names the ImageStream tag
-    if strategy is Strategy.DTK:
-        return DriverKey(str(node.ostree_version))
-    # vanilla: the OS, which names the driver image's tag suffix
-    if strategy is Strategy.VANILLA:
-        return DriverKey(str(node.os_key))
-    # precompiled: the modules fit one kernel of one OS
-    return DriverKey(f"{node.kernel}-{node.os_key}")
-
-
-def _node_selector(node: GpuNode, strategy: Strategy) -> dict[str, str]:
-    """The NFD labels that select exactly the nodes sharing this node's key."""
-    if strategy is Strategy.DTK:
-        return {labels.OSTREE_VERSION: str(node.ostree_version)}
-    selector = {labels.OS_ID: str(node.os_id), labels.OS_VERSION_ID: str(node.os_version_id)}
-    if strategy is Strategy.PRECOMPILED:
-        selector[labels.KERNEL_VERSION_FULL] = str(node.kernel)
-    return selector
-
-
-def identify_daemonset(daemonset: DriverDaemonSet) -> tuple[Strategy, str] | None:
-    """(strategy, key label value) of an existing driver DaemonSet, from its labels only."""
-    found = daemonset.labels
-    strategy: Strategy | None
-    try:
-        strategy = Strategy(found.get(labels.DRIVER_STRATEGY, ""))
-    except ValueError:
-        # no (valid) strategy label: only the Driver Toolkit labels can still identify it
-        strategy = Strategy.DTK if found.get(labels.DTK_DAEMONSET) == "true" else None
-    # neither ours nor a Driver Toolkit DaemonSet: unidentified, never touched
-    if strategy is None:
-        return None
-    key = found.get(labels.DRIVER_KEY) if strategy is not Strategy.DTK else daemonset.key
-    # a strategy but no key label: unidentified as well
-    return (strategy, key) if key else None
-
+from ocp_gpu.planning.driver_findings import (
+    DeferredDaemonSet,
+    DriverToolkitFallback,
+    DriverToolkitStreamProblem,
+    Finding,
+    GarbageCollectionSuspended,
+    MissingDriverToolkitTag,
+    NodeMissingKeyLabels,
+    StaleDaemonSetDraining,
+    StaleNfdLabel,
+    UnidentifiedDaemonSet,
+    WaitingForHandover,
+)
+from ocp_gpu.planning.driver_keys import identify_daemonset, missing_key_labels, node_key, node_selector
+from ocp_gpu.planning.driver_names import daemonset_name, hashed_name, key_label_value
+from ocp_gpu.planning.driver_strategy import DriverSettings, Strategy
 
 # --- the plan ---------------------------------------------------------------
 
@@ -312,163 +99,6 @@ class StaleDriverDaemonSet:
     # Deleted although nodes still carry its key: a DaemonSet of another mode replaced it there.
     superseded: bool = False
 
-
-# --- findings: each names what is at fault; `reason` is the event/condition reason.
-
-
-@dataclass(frozen=True)
-class MissingDriverToolkitTag:
-    reason: ClassVar[str] = "DriverToolkitImageMissing"
-    version: RhcosVersion
-    nodes: tuple[NodeName, ...]
-
-    @property
-    def message(self) -> str:
-        return (
-            f"no driver-toolkit ImageStream tag for RHCOS {self.version} "
-            f"(nodes: {', '.join(self.nodes)}); its driver DaemonSet waits for the tag"
-        )
-
-
-@dataclass(frozen=True)
-class DriverToolkitStreamProblem:
-    reason: ClassVar[str] = "DriverToolkitImageStreamProblem"
-    state: StreamState
-    detail: str
-
-    @property
-    def message(self) -> str:
-        return f"driver-toolkit ImageStream is {self.state.value}: {self.detail}"
-
-
-@dataclass(frozen=True)
-class DeferredDaemonSet:
-    reason: ClassVar[str] = "DriverDaemonSetDeferred"
-    key: DriverKey
-    nodes: tuple[NodeName, ...]
-    detail: str
-
-    @property
-    def message(self) -> str:
-        return f"driver DaemonSet for {self.key} (nodes: {', '.join(self.nodes)}) not created: {self.detail}"
-
-
-@dataclass(frozen=True)
-class StaleNfdLabel:
-    reason: ClassVar[str] = "NodeFeatureLabelStale"
-    node: NodeName
-    nfd_version: RhcosVersion
-    running_version: RhcosVersion
-
-    @property
-    def message(self) -> str:
-        return (
-            f"node {self.node}: NFD says RHCOS {self.nfd_version} but the kubelet reports "
-            f"{self.running_version}; its driver would be built for the wrong kernel until NFD catches up"
-        )
-
-
-@dataclass(frozen=True)
-class NodeMissingKeyLabels:
-    reason: ClassVar[str] = "NodeFeatureLabelsMissing"
-    node: NodeName
-    strategy: Strategy
-    missing: tuple[str, ...]
-
-    @property
-    def message(self) -> str:
-        return (
-            f"node {self.node} lacks {', '.join(self.missing)} needed for {self.strategy.value} drivers; "
-            "no driver DaemonSet selects it (is NFD running?)"
-        )
-
-
-@dataclass(frozen=True)
-class WaitingForHandover:
-    reason: ClassVar[str] = "DriverDaemonSetHandover"
-    daemonset: str
-    nodes: tuple[NodeName, ...]
-
-    @property
-    def message(self) -> str:
-        return (
-            f"driver DaemonSet {self.daemonset} is kept until its replacement runs on {', '.join(self.nodes)}"
-        )
-
-
-@dataclass(frozen=True)
-class StaleDaemonSetDraining:
-    reason: ClassVar[str] = "DriverDaemonSetDraining"
-    daemonset: str
-    desired_number_scheduled: int
-    number_misscheduled: int
-
-    @property
-    def message(self) -> str:
-        return (
-            f"driver DaemonSet {self.daemonset} serves no GPU node any more; deleted once its pods are gone "
-            f"(desiredNumberScheduled={self.desired_number_scheduled}, "
-            f"numberMisscheduled={self.number_misscheduled})"
-        )
-
-
-@dataclass(frozen=True)
-class UnidentifiedDaemonSet:
-    reason: ClassVar[str] = "DriverDaemonSetUnidentified"
-    daemonset: str
-
-    @property
-    def message(self) -> str:
-        return (
-            f"driver DaemonSet {self.daemonset} has no {labels.DRIVER_STRATEGY}/{labels.DRIVER_KEY} "
-            "labels; left alone"
-        )
-
-
-@dataclass(frozen=True)
-class GarbageCollectionSuspended:
-    reason: ClassVar[str] = "DriverGarbageCollectionSuspended"
-    detail: str
-
-    @property
-    def message(self) -> str:
-        return f"no driver DaemonSet is deleted this pass: {self.detail}"
-
-
-@dataclass(frozen=True)
-class DriverToolkitFallback:
-    reason: ClassVar[str] = "PrecompiledDriverFallback"
-    key: DriverKey
-    failed_image: str
-    nodes: tuple[NodeName, ...]
-    # Why the fallback cannot happen; empty when it does.
-    blocked: str = ""
-
-    @property
-    def message(self) -> str:
-        if self.blocked:
-            return (
-                f"precompiled image {self.failed_image} cannot be pulled for {', '.join(self.nodes)} and "
-                f"no Driver Toolkit build can replace it: {self.blocked}"
-            )
-        return (
-            f"precompiled image {self.failed_image} cannot be pulled; "
-            f"{', '.join(self.nodes)} build the driver with the Driver Toolkit instead"
-        )
-
-
-Finding = (
-    MissingDriverToolkitTag
-    | DriverToolkitStreamProblem
-    | DeferredDaemonSet
-    | StaleNfdLabel
-    | NodeMissingKeyLabels
-    | WaitingForHandover
-    | StaleDaemonSetDraining
-    | UnidentifiedDaemonSet
-    | GarbageCollectionSuspended
-    | DriverToolkitFallback
-)
 
 _F = TypeVar("_F")
 
@@ -638,7 +268,7 @@ def _desired(
         name=keep.name if keep is not None else daemonset_name(key),
         key=key,
         strategy=strategy,
-        node_selector=_node_selector(first, strategy),
+        node_selector=node_selector(first, strategy),
         labels=identity_labels,
         selector=selector,
         driver_image=image,
@@ -674,7 +304,7 @@ def _unique_names(
         identity = (entry.strategy, key_label_value(entry.key))
         if not entry.exists and owner.setdefault(entry.name, identity) != identity:
             # the name belongs to another key: take the key's own hashed name
-            name = _hashed_name(entry.key, f"{entry.strategy.value}:{entry.key}")
+            name = hashed_name(entry.key, f"{entry.strategy.value}:{entry.key}")
             owner[name] = identity
             entry = replace(entry, name=name)
         result.append(entry)
@@ -780,73 +410,3 @@ def _names(nodes: Iterable[GpuNode]) -> tuple[NodeName, ...]:
 
 def _single(keys: set[DriverKey]) -> DriverKey | None:
     return min(keys) if keys else None
-
-
-# --- precompiled images with a Driver Toolkit fallback --------------------------
-
-
-@dataclass(frozen=True)
-class PullFailure:
-    """The driver pods of a precompiled key cannot pull `image`, observed since `since`."""
-
-    key: DriverKey
-    image: str
-    since: datetime.datetime
-
-
-@dataclass(frozen=True)
-class FallbackPlan:
-    """Which precompiled keys build with the Driver Toolkit, and which may soon."""
-
-    # key -> the precompiled image that failed (feed to DriverSettings.dtk_fallback).
-    keys: Mapping[DriverKey, str]
-    # key -> when it falls back unless the pull starts working (requeue then).
-    pending: Mapping[DriverKey, datetime.datetime]
-
-
-def plan_precompiled_fallback(
-    *,
-    wanted: Mapping[DriverKey, str],
-    failures: Iterable[PullFailure],
-    current: Mapping[DriverKey, str],
-    now: datetime.datetime,
-    grace: datetime.timedelta,
-) -> FallbackPlan:
-    """Decide the per-key fallback from precompiled images to Driver Toolkit builds.
-
-    `wanted`: the precompiled image each key with nodes would use now.
-    `current`: keys already on fallback, with the image that failed (read back from the
-    fallback DaemonSets' annotations, so the decision survives restarts and does not
-    flap once the failing pods are gone).
-    """
-    keys: dict[DriverKey, str] = {}
-    pending: dict[DriverKey, datetime.datetime] = {}
-    for key, failed_image in current.items():
-        # already on fallback and the precompiled image is still the one that failed: stay
-        if wanted.get(key) == failed_image:
-            keys[key] = failed_image
-        # otherwise: a new driver version (retry precompiled) or no node left: drop the fallback
-    for failure in failures:
-        # the observation is about an image we no longer want (old version): ignore it
-        if wanted.get(failure.key) != failure.image or failure.key in keys:
-            continue
-        deadline = failure.since + grace
-        if now >= deadline:
-            # failing for longer than the grace period: fall back
-            keys[failure.key] = failure.image
-            pending.pop(failure.key, None)
-        else:
-            # failing, but give the registry until the deadline (keep the earliest observation)
-            pending[failure.key] = min(deadline, pending.get(failure.key, deadline))
-    return FallbackPlan(keys=dict(sorted(keys.items())), pending=dict(sorted(pending.items())))
-
-
-def fallbacks_in_effect(daemonsets: Iterable[DriverDaemonSet]) -> dict[DriverKey, str]:
-    """The `current` input of plan_precompiled_fallback, read back from DTK fallback DaemonSets."""
-    found: dict[DriverKey, str] = {}
-    for daemonset in daemonsets:
-        key = daemonset.annotations.get(labels.PRECOMPILED_FALLBACK_KEY)
-        image = daemonset.annotations.get(labels.PRECOMPILED_FALLBACK_IMAGE)
-        if key and image:
-            found[DriverKey(key)] = image
-    return found

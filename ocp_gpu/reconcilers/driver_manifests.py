@@ -18,7 +18,7 @@ from ocp_gpu.kube import reading
 from ocp_gpu.model import images, nodes, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
-from ocp_gpu.planning import drivers, imagestreams
+from ocp_gpu.planning import driver_fallback, driver_strategy, drivers, imagestreams
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.rendering import drivers as rendering
 
@@ -44,7 +44,7 @@ class DriverView:
     cluster_version: Mapping[str, Any] | None = None
     cluster_proxy: Mapping[str, Any] | None = None
     # Precompiled driver pods that cannot pull their image (for the DTK fallback), and `now`.
-    pull_failures: tuple[drivers.PullFailure, ...] = ()
+    pull_failures: tuple[driver_fallback.PullFailure, ...] = ()
     now: datetime.datetime | None = None
     # The data keys of the ConfigMaps the policy names (driver.repoConfig, certConfig,
     # kernelModuleConfig): one file each is mounted.  None: not read (offline render);
@@ -59,7 +59,7 @@ class DriverManifests:
     plan: drivers.DriverPlan
     # Apply order; without ownership metadata (kube.applying.owned adds it at apply time).
     manifests: tuple[dict[str, Any], ...]
-    settings: drivers.DriverSettings
+    settings: driver_strategy.DriverSettings
     # Precompiled keys that fall back to a DTK build at these times unless their pull recovers.
     fallback_pending: Mapping[snapshot.DriverKey, datetime.datetime] = dataclasses.field(default_factory=dict)
 
@@ -72,8 +72,8 @@ def desired_driver_manifests(
     NB: `policy.driver.enabled` is the caller's to check first: with drivers disabled the
     operator deletes its DaemonSets, which is not a rendering.
     """
-    settings = drivers.settings_for_policy(
-        policy, platform, view.env, dtk_fallback=drivers.fallbacks_in_effect(view.daemonsets)
+    settings = driver_strategy.settings_for_policy(
+        policy, platform, view.env, dtk_fallback=driver_fallback.fallbacks_in_effect(view.daemonsets)
     )
     if isinstance(settings, PolicyProblem):
         # The driver image cannot be resolved: nothing to render, say what to fix.
@@ -99,16 +99,20 @@ def desired_driver_manifests(
     )
     observed = snapshot.DriverSnapshot(nodes=gpu_nodes, daemonsets=view.daemonsets, stream=stream)
     pending: Mapping[snapshot.DriverKey, datetime.datetime] = {}
-    if settings.strategy is drivers.Strategy.PRECOMPILED and settings.dtk_available and view.now is not None:
+    if (
+        settings.strategy is driver_strategy.Strategy.PRECOMPILED
+        and settings.dtk_available
+        and view.now is not None
+    ):
         # Which precompiled image each key wants now (planned without any fallback), then
         # which keys have failed to pull it for longer than the grace period.
         plain = drivers.plan_driver_daemonsets(observed, dataclasses.replace(settings, dtk_fallback={}))
-        fallback = drivers.plan_precompiled_fallback(
+        fallback = driver_fallback.plan_precompiled_fallback(
             wanted={entry.key: entry.driver_image for entry in plain.desired},
             failures=view.pull_failures,
-            current=drivers.fallbacks_in_effect(view.daemonsets),
+            current=driver_fallback.fallbacks_in_effect(view.daemonsets),
             now=view.now,
-            grace=drivers.fallback_grace(policy),
+            grace=driver_strategy.fallback_grace(policy),
         )
         settings = dataclasses.replace(settings, dtk_fallback=dict(fallback.keys))
         pending = fallback.pending

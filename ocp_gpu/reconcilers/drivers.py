@@ -24,7 +24,14 @@ from ocp_gpu.kube import applying, fetching, owning, reading, reporting, request
 from ocp_gpu.model import labels, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
-from ocp_gpu.planning import downgrades, drivers, imagestreams, operator_health
+from ocp_gpu.planning import (
+    downgrades,
+    driver_fallback,
+    driver_strategy,
+    drivers,
+    imagestreams,
+    operator_health,
+)
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import driver_manifests, operands, runtime
 
@@ -165,17 +172,18 @@ async def _say_if_downgrade(
     )
 
 
-def _pull_failures(rt: runtime.Runtime) -> tuple[drivers.PullFailure, ...]:
+def _pull_failures(rt: runtime.Runtime) -> tuple[driver_fallback.PullFailure, ...]:
     """Per precompiled key and image, since when its driver pods fail to pull (the earliest pod)."""
     earliest: dict[tuple[str, str], datetime.datetime] = {}
     for name, since in rt.pull_failing_since.items():
         pull = rt.driver_pod_pulls.get(name)
-        if pull is None or pull.key is None or pull.strategy != drivers.Strategy.PRECOMPILED:
+        if pull is None or pull.key is None or pull.strategy != driver_strategy.Strategy.PRECOMPILED:
             continue
         ident = (pull.key, pull.image)
         earliest[ident] = min(since, earliest.get(ident, since))
     return tuple(
-        drivers.PullFailure(snapshot.DriverKey(key), image, since) for (key, image), since in earliest.items()
+        driver_fallback.PullFailure(snapshot.DriverKey(key), image, since)
+        for (key, image), since in earliest.items()
     )
 
 

@@ -16,7 +16,8 @@ from typing import Any, Final
 
 from ocp_gpu.model import images, labels
 from ocp_gpu.model import policy as policy_model
-from ocp_gpu.planning.drivers import DesiredDriverDaemonSet, Strategy
+from ocp_gpu.planning.driver_strategy import Strategy
+from ocp_gpu.planning.drivers import DesiredDriverDaemonSet
 from ocp_gpu.rendering import common, templating
 
 COMPONENT: Final = "state-driver"

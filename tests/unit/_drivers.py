@@ -19,8 +19,8 @@ from ocp_gpu.model.snapshot import (
     RhcosVersion,
     StreamState,
 )
-from ocp_gpu.planning import drivers
-from ocp_gpu.planning.drivers import Strategy
+from ocp_gpu.planning import driver_strategy, drivers
+from ocp_gpu.planning.driver_strategy import Strategy
 
 V416 = "416.94.202407030122-0"
 V417 = "417.94.202410090854-0"
@@ -84,10 +84,10 @@ def stream_with(*tags: tuple[str, str], state: StreamState = StreamState.PRESENT
 FULL_STREAM = stream_with((V416, DTK_416), (V417, DTK_417))
 
 
-def driver_settings(strategy: Strategy, **overrides: Any) -> drivers.DriverSettings:
+def driver_settings(strategy: Strategy, **overrides: Any) -> driver_strategy.DriverSettings:
     image = PRECOMPILED_DRIVER if strategy is Strategy.PRECOMPILED else DRIVER
     values: dict[str, Any] = {"strategy": strategy, "driver_image": image, "dtk_available": True}
-    return drivers.DriverSettings(**(values | overrides))
+    return driver_strategy.DriverSettings(**(values | overrides))
 
 
 def existing(

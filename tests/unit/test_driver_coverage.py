@@ -12,7 +12,7 @@ from __future__ import annotations
 from ocp_gpu.model import labels
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.planning import driver_coverage
-from ocp_gpu.planning.drivers import Strategy
+from ocp_gpu.planning.driver_strategy import Strategy
 
 from ._drivers import V416, plan, rhcos_node
 

@@ -39,8 +39,16 @@ from ocp_gpu.model.snapshot import (
     RhcosVersion,
     StreamState,
 )
-from ocp_gpu.planning import drivers, platform
-from ocp_gpu.planning.drivers import Strategy
+from ocp_gpu.planning import (
+    driver_fallback,
+    driver_findings,
+    driver_keys,
+    driver_names,
+    driver_strategy,
+    drivers,
+    platform,
+)
+from ocp_gpu.planning.driver_strategy import Strategy
 from tests.unit._drivers import (
     DNS_1123_SUBDOMAIN,
     DTK_416,
@@ -79,7 +87,9 @@ from tests.unit._drivers import (
 )
 def test_select_strategy(openshift: bool, use_dtk: bool, precompiled: bool, expected: Strategy) -> None:
     assert (
-        drivers.select_strategy(openshift=openshift, use_driver_toolkit=use_dtk, use_precompiled=precompiled)
+        driver_strategy.select_strategy(
+            openshift=openshift, use_driver_toolkit=use_dtk, use_precompiled=precompiled
+        )
         is expected
     )
 
@@ -198,7 +208,7 @@ def test_identity_labels_and_selector(
     strategy: Strategy, nodes: list[GpuNode], expected: dict[str, Any]
 ) -> None:
     for entry in plan(nodes, strategy).desired:
-        key_value = drivers.key_label_value(entry.key)
+        key_value = driver_names.key_label_value(entry.key)
         assert entry.selector == {
             labels.APP: labels.DRIVER_APP,
             labels.DRIVER_STRATEGY: strategy.value,
@@ -212,7 +222,7 @@ def test_identity_labels_and_selector(
         assert (entry.labels.get(labels.DTK_RHCOS) == entry.key) == is_dtk
         assert (entry.dtk_image is not None) == is_dtk
         assert (entry.rhcos_version is not None and entry.rhcos_version == str(entry.key)) == is_dtk
-        assert drivers.identify_daemonset(existing(entry)) == (strategy, key_value)
+        assert driver_keys.identify_daemonset(existing(entry)) == (strategy, key_value)
 
 
 def test_openshift_419_rhel_based_rhcos() -> None:
@@ -291,15 +301,15 @@ def test_dtk_tag_situations(
     assert entry.dtk_image == image
     assert entry.image_missing == (image is None)
     assert (entry.labels.get(labels.DTK_IMAGE_MISSING) == "true") == (image is None)
-    missing = result.findings_of(drivers.MissingDriverToolkitTag)
+    missing = result.findings_of(driver_findings.MissingDriverToolkitTag)
     if image is None:
         assert missing == (
-            drivers.MissingDriverToolkitTag(RhcosVersion(V416), (NodeName("n1"), NodeName("n2"))),
+            driver_findings.MissingDriverToolkitTag(RhcosVersion(V416), (NodeName("n1"), NodeName("n2"))),
         )
         assert V416 in missing[0].message and "n1, n2" in missing[0].message
     else:
         assert missing == ()
-    problems = result.findings_of(drivers.DriverToolkitStreamProblem)
+    problems = result.findings_of(driver_findings.DriverToolkitStreamProblem)
     assert [p.state for p in problems] == ([problem] if problem else [])
 
 
@@ -329,11 +339,11 @@ def test_unreadable_stream_keeps_what_runs() -> None:
     (entry,) = result.desired
     # the existing version keeps its DTK image; the new one waits for a readable stream
     assert entry.key == V416 and entry.dtk_image == DTK_416 and not entry.image_missing
-    (deferred,) = result.findings_of(drivers.DeferredDaemonSet)
+    (deferred,) = result.findings_of(driver_findings.DeferredDaemonSet)
     assert deferred.key == V417 and deferred.nodes == ("b",)
     # a failed read is not a missing tag
-    assert result.findings_of(drivers.MissingDriverToolkitTag) == ()
-    assert result.findings_of(drivers.DriverToolkitStreamProblem)[0].state is StreamState.UNREADABLE
+    assert result.findings_of(driver_findings.MissingDriverToolkitTag) == ()
+    assert result.findings_of(driver_findings.DriverToolkitStreamProblem)[0].state is StreamState.UNREADABLE
 
 
 def test_unreadable_stream_keeps_a_missing_image_missing() -> None:
@@ -353,8 +363,8 @@ def test_stream_problems_do_not_matter_without_dtk() -> None:
 
 def test_stale_nfd_label_is_reported_and_the_label_still_keys() -> None:
     result = plan([rhcos_node("n", V416, running=V417)])
-    (finding,) = result.findings_of(drivers.StaleNfdLabel)
-    assert finding == drivers.StaleNfdLabel(NodeName("n"), RhcosVersion(V416), RhcosVersion(V417))
+    (finding,) = result.findings_of(driver_findings.StaleNfdLabel)
+    assert finding == driver_findings.StaleNfdLabel(NodeName("n"), RhcosVersion(V416), RhcosVersion(V417))
     assert V416 in finding.message and V417 in finding.message and "n" in finding.message
     # the DaemonSet selector is the NFD label: it is what the DaemonSet controller matches on
     assert [entry.key for entry in result.desired] == [V416]
@@ -372,7 +382,7 @@ def test_stale_nfd_label_is_reported_and_the_label_still_keys() -> None:
 )
 def test_no_stale_label_finding_without_a_mismatch(os_image: str) -> None:
     node = dataclasses.replace(rhcos_node("n"), os_image=os_image)
-    assert plan([node]).findings_of(drivers.StaleNfdLabel) == ()
+    assert plan([node]).findings_of(driver_findings.StaleNfdLabel) == ()
 
 
 def test_os_image_parsing() -> None:
@@ -406,8 +416,8 @@ MISSING_LABELS = {
 @pytest.mark.parametrize(("strategy", "node", "missing"), MISSING_LABELS.values(), ids=MISSING_LABELS.keys())
 def test_nodes_lacking_key_labels(strategy: Strategy, node: GpuNode, missing: tuple[str, ...]) -> None:
     result = plan([node, rhcos_node("ok")], strategy)
-    (finding,) = result.findings_of(drivers.NodeMissingKeyLabels)
-    assert finding == drivers.NodeMissingKeyLabels(NodeName("n"), strategy, missing)
+    (finding,) = result.findings_of(driver_findings.NodeMissingKeyLabels)
+    assert finding == driver_findings.NodeMissingKeyLabels(NodeName("n"), strategy, missing)
     assert all("n" not in entry.nodes for entry in result.desired)
 
 
@@ -416,7 +426,7 @@ def test_empty_label_values_count_as_missing() -> None:
         "n", {labels.OSTREE_VERSION: "", labels.OS_ID: "rhcos", labels.OS_VERSION_ID: "4.16"}
     )
     assert node.ostree_version is None
-    assert drivers.missing_key_labels(node, Strategy.DTK) == (labels.OSTREE_VERSION,)
+    assert driver_keys.missing_key_labels(node, Strategy.DTK) == (labels.OSTREE_VERSION,)
 
 
 # --- names ---------------------------------------------------------------------------
@@ -436,24 +446,24 @@ def test_empty_label_values_count_as_missing() -> None:
     ],
 )
 def test_names_are_valid_and_stable(key: str) -> None:
-    name = drivers.daemonset_name(DriverKey(key))
+    name = driver_names.daemonset_name(DriverKey(key))
     assert len(name) <= 63
     assert DNS_1123_SUBDOMAIN.match(name), name
     assert name.startswith("nvidia-driver-daemonset-")
-    assert drivers.daemonset_name(DriverKey(key)) == name
+    assert driver_names.daemonset_name(DriverKey(key)) == name
 
 
 def test_long_keys_sharing_a_prefix_get_distinct_names() -> None:
     prefix = "5.15.0-1045-azure-fips-with-a-very-long-flavour-name"
-    first = drivers.daemonset_name(DriverKey(prefix + "-ubuntu22.04"))
-    second = drivers.daemonset_name(DriverKey(prefix + "-ubuntu24.04"))
+    first = driver_names.daemonset_name(DriverKey(prefix + "-ubuntu22.04"))
+    second = driver_names.daemonset_name(DriverKey(prefix + "-ubuntu24.04"))
     assert first != second
     assert re.search(r"-[0-9a-f]{8}$", first)
 
 
 @pytest.mark.parametrize("key", [V416, "x" * 70, "a+b c", "_lead", f"{KERNEL_416}-rhcos4.16"])
 def test_key_label_values_are_valid(key: str) -> None:
-    value = drivers.key_label_value(DriverKey(key))
+    value = driver_names.key_label_value(DriverKey(key))
     assert len(value) <= 63
     assert re.match(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$", value)
     assert value
@@ -498,7 +508,9 @@ def test_a_daemonset_named_like_ours_without_our_labels_is_not_ours() -> None:
     impostor = DriverDaemonSet(name=entry.name, labels={labels.MANAGED_BY: labels.MANAGED_BY_VALUE})
     result = plan(nodes, daemonsets=[impostor])
     assert result.stale == ()
-    assert result.findings_of(drivers.UnidentifiedDaemonSet) == (drivers.UnidentifiedDaemonSet(entry.name),)
+    assert result.findings_of(driver_findings.UnidentifiedDaemonSet) == (
+        driver_findings.UnidentifiedDaemonSet(entry.name),
+    )
 
 
 def test_dtk_daemonsets_from_labels_alone_are_identified() -> None:
@@ -506,7 +518,7 @@ def test_dtk_daemonsets_from_labels_alone_are_identified() -> None:
         name="nvidia-driver-daemonset-old",
         labels={labels.DTK_DAEMONSET: "true", labels.DTK_RHCOS: V416},
     )
-    assert drivers.identify_daemonset(legacy) == (Strategy.DTK, V416)
+    assert driver_keys.identify_daemonset(legacy) == (Strategy.DTK, V416)
 
 
 # --- garbage collection ----------------------------------------------------------------
@@ -531,7 +543,7 @@ def test_gc_of_a_key_no_node_has(strategy: Strategy, counters: dict[str, int], i
     old = gone(strategy, **counters)
     result = plan([rhcos_node("n", V416)], strategy, daemonsets=[old])
     assert [s.name for s in result.stale] == ([old.name] if is_stale else [])
-    draining = result.findings_of(drivers.StaleDaemonSetDraining)
+    draining = result.findings_of(driver_findings.StaleDaemonSetDraining)
     assert [d.daemonset for d in draining] == ([] if is_stale else [old.name])
 
 
@@ -546,7 +558,7 @@ def test_a_key_with_nodes_is_never_stale_even_with_odd_counters() -> None:
 def test_no_gc_on_an_incomplete_node_read(strategy: Strategy) -> None:
     result = plan([], strategy, daemonsets=[gone(strategy, desired=0)], complete=False)
     assert result.stale == ()
-    assert result.findings_of(drivers.GarbageCollectionSuspended)
+    assert result.findings_of(driver_findings.GarbageCollectionSuspended)
 
 
 def test_incomplete_read_still_creates_new_versions() -> None:
@@ -614,7 +626,7 @@ def test_switch_keeps_the_old_daemonsets_until_the_new_ones_exist(
     result = plan(nodes, after, daemonsets=old)
     assert {entry.strategy for entry in result.desired} == {after}
     assert result.stale == ()
-    waiting = result.findings_of(drivers.WaitingForHandover)
+    waiting = result.findings_of(driver_findings.WaitingForHandover)
     assert sorted(w.daemonset for w in waiting) == sorted(d.name for d in old)
 
 
@@ -635,10 +647,10 @@ def test_switch_waits_for_every_new_daemonset_to_schedule(
     lagging_nodes = set(plan(nodes, after).desired[0].nodes)
     for stale in result.stale:
         stale_ds = next(d for d in old if d.name == stale.name)
-        strategy, key = drivers.identify_daemonset(stale_ds) or (None, None)
-        served = {n.name for n in nodes if drivers.node_key(n, strategy) == key}  # type: ignore[arg-type]
+        strategy, key = driver_keys.identify_daemonset(stale_ds) or (None, None)
+        served = {n.name for n in nodes if driver_keys.node_key(n, strategy) == key}  # type: ignore[arg-type]
         assert not served & lagging_nodes
-    assert result.findings_of(drivers.WaitingForHandover)
+    assert result.findings_of(driver_findings.WaitingForHandover)
 
 
 @switches
@@ -659,7 +671,7 @@ def test_switch_never_hands_over_to_a_missing_dtk_image() -> None:
     new = applied(nodes, Strategy.DTK, stream=stream_with())
     result = plan(nodes, Strategy.DTK, daemonsets=old + new, stream=stream_with())
     assert result.stale == ()
-    assert result.findings_of(drivers.WaitingForHandover)[0].nodes == ("a",)
+    assert result.findings_of(driver_findings.WaitingForHandover)[0].nodes == ("a",)
 
 
 def test_switch_never_strands_a_node_the_new_mode_cannot_key() -> None:
@@ -670,8 +682,8 @@ def test_switch_never_strands_a_node_the_new_mode_cannot_key() -> None:
     new = applied([u1], Strategy.PRECOMPILED)
     result = plan([u1, u2], Strategy.PRECOMPILED, daemonsets=old + new)
     assert result.stale == ()
-    assert result.findings_of(drivers.WaitingForHandover)[0].nodes == ("u2",)
-    assert result.findings_of(drivers.NodeMissingKeyLabels)[0].node == "u2"
+    assert result.findings_of(driver_findings.WaitingForHandover)[0].nodes == ("u2",)
+    assert result.findings_of(driver_findings.NodeMissingKeyLabels)[0].node == "u2"
 
 
 def test_duplicate_daemonsets_for_one_key() -> None:
@@ -698,13 +710,13 @@ IMG2 = f"nvcr.io/nvidia/driver:570-{KERNEL_417}-rhel9.4"
 
 
 def fallback(
-    failures: Iterable[drivers.PullFailure] = (),
+    failures: Iterable[driver_fallback.PullFailure] = (),
     *,
     current: dict[DriverKey, str] | None = None,
     wanted: dict[DriverKey, str] | None = None,
     now: datetime.datetime = T0,
-) -> drivers.FallbackPlan:
-    return drivers.plan_precompiled_fallback(
+) -> driver_fallback.FallbackPlan:
+    return driver_fallback.plan_precompiled_fallback(
         wanted={K1: IMG1, K2: IMG2} if wanted is None else wanted,
         failures=failures,
         current=current or {},
@@ -715,12 +727,18 @@ def fallback(
 
 FALLBACK_CASES = {
     "no-failures": ([], {}, T0, {}, {}),
-    "failing-within-grace": ([drivers.PullFailure(K1, IMG1, T0)], {}, T0 + GRACE / 2, {}, {K1: T0 + GRACE}),
-    "failing-exactly-grace": ([drivers.PullFailure(K1, IMG1, T0)], {}, T0 + GRACE, {K1: IMG1}, {}),
-    "failing-past-grace": ([drivers.PullFailure(K1, IMG1, T0)], {}, T0 + 2 * GRACE, {K1: IMG1}, {}),
-    "failure-of-an-old-image": ([drivers.PullFailure(K1, "old:1", T0)], {}, T0 + 2 * GRACE, {}, {}),
+    "failing-within-grace": (
+        [driver_fallback.PullFailure(K1, IMG1, T0)],
+        {},
+        T0 + GRACE / 2,
+        {},
+        {K1: T0 + GRACE},
+    ),
+    "failing-exactly-grace": ([driver_fallback.PullFailure(K1, IMG1, T0)], {}, T0 + GRACE, {K1: IMG1}, {}),
+    "failing-past-grace": ([driver_fallback.PullFailure(K1, IMG1, T0)], {}, T0 + 2 * GRACE, {K1: IMG1}, {}),
+    "failure-of-an-old-image": ([driver_fallback.PullFailure(K1, "old:1", T0)], {}, T0 + 2 * GRACE, {}, {}),
     "failure-of-a-key-without-nodes": (
-        [drivers.PullFailure(DriverKey("gone"), "x:1", T0)],
+        [driver_fallback.PullFailure(DriverKey("gone"), "x:1", T0)],
         {},
         T0 + 2 * GRACE,
         {},
@@ -729,14 +747,14 @@ FALLBACK_CASES = {
     "sticky-while-the-image-is-the-same": ([], {K1: IMG1}, T0, {K1: IMG1}, {}),
     "retry-when-the-version-changes": ([], {K1: "nvcr.io/nvidia/driver:565-k-rhel9.4"}, T0, {}, {}),
     "earliest-observation-wins": (
-        [drivers.PullFailure(K2, IMG2, T0 + GRACE / 2), drivers.PullFailure(K2, IMG2, T0)],
+        [driver_fallback.PullFailure(K2, IMG2, T0 + GRACE / 2), driver_fallback.PullFailure(K2, IMG2, T0)],
         {},
         T0 + GRACE / 4,
         {},
         {K2: T0 + GRACE},
     ),
     "one-key-falls-back-the-other-waits": (
-        [drivers.PullFailure(K1, IMG1, T0), drivers.PullFailure(K2, IMG2, T0 + GRACE)],
+        [driver_fallback.PullFailure(K1, IMG1, T0), driver_fallback.PullFailure(K2, IMG2, T0 + GRACE)],
         {},
         T0 + GRACE,
         {K1: IMG1},
@@ -749,7 +767,7 @@ FALLBACK_CASES = {
     ("failures", "current", "now", "keys", "pending"), FALLBACK_CASES.values(), ids=FALLBACK_CASES.keys()
 )
 def test_plan_precompiled_fallback(
-    failures: list[drivers.PullFailure],
+    failures: list[driver_fallback.PullFailure],
     current: dict[DriverKey, str],
     now: datetime.datetime,
     keys: dict[DriverKey, str],
@@ -769,7 +787,7 @@ def test_fallback_is_dropped_when_its_nodes_are_gone() -> None:
     now_offset=st.integers(min_value=0, max_value=7200),
 )
 def test_fallback_never_before_grace(offsets: list[int], now_offset: int) -> None:
-    failures = [drivers.PullFailure(K1, IMG1, T0 + datetime.timedelta(seconds=s)) for s in offsets]
+    failures = [driver_fallback.PullFailure(K1, IMG1, T0 + datetime.timedelta(seconds=s)) for s in offsets]
     now = T0 + datetime.timedelta(seconds=now_offset)
     result = fallback(failures, now=now)
     if K1 in result.keys:
@@ -785,7 +803,7 @@ def test_fallbacks_in_effect_read_back_from_annotations() -> None:
         name="x",
         annotations={labels.PRECOMPILED_FALLBACK_KEY: K1, labels.PRECOMPILED_FALLBACK_IMAGE: IMG1},
     )
-    assert drivers.fallbacks_in_effect([annotated, DriverDaemonSet(name="y")]) == {K1: IMG1}
+    assert driver_fallback.fallbacks_in_effect([annotated, DriverDaemonSet(name="y")]) == {K1: IMG1}
 
 
 def test_precompiled_key_on_fallback_builds_with_dtk() -> None:
@@ -798,8 +816,8 @@ def test_precompiled_key_on_fallback_builds_with_dtk() -> None:
     assert dtk.dtk_image == DTK_416
     assert dtk.driver_image == "nvcr.io/nvidia/driver:570.124.06-rhel9.4"
     assert entries[(Strategy.PRECOMPILED, K2)].fallback_for is None
-    assert result.findings_of(drivers.DriverToolkitFallback) == (
-        drivers.DriverToolkitFallback(K1, IMG1, (NodeName("a"),)),
+    assert result.findings_of(driver_findings.DriverToolkitFallback) == (
+        driver_findings.DriverToolkitFallback(K1, IMG1, (NodeName("a"),)),
     )
 
 
@@ -836,7 +854,7 @@ def test_fallback_blocked(dtk_available: bool, node: GpuNode, why: str) -> None:
     result = plan([node], Strategy.PRECOMPILED, dtk_fallback={K1: IMG1}, dtk_available=dtk_available)
     (entry,) = result.desired
     assert entry.strategy is Strategy.PRECOMPILED
-    (finding,) = result.findings_of(drivers.DriverToolkitFallback)
+    (finding,) = result.findings_of(driver_findings.DriverToolkitFallback)
     assert why in finding.blocked and why in finding.message
 
 
@@ -844,7 +862,7 @@ def test_a_kernel_that_cannot_make_an_image_tag_is_deferred() -> None:
     node = ubuntu_node("u", kernel="6.1.0+rt7")
     result = plan([node], Strategy.PRECOMPILED)
     assert result.desired == ()
-    (deferred,) = result.findings_of(drivers.DeferredDaemonSet)
+    (deferred,) = result.findings_of(driver_findings.DeferredDaemonSet)
     assert deferred.nodes == ("u",) and "tag" in deferred.message
 
 
@@ -888,7 +906,7 @@ def gpu_nodes(draw: st.DrawFn, index: int, kinds: tuple[str, ...] = ("rhcos", "u
 
 
 @st.composite
-def clusters(draw: st.DrawFn) -> tuple[DriverSnapshot, drivers.DriverSettings]:
+def clusters(draw: st.DrawFn) -> tuple[DriverSnapshot, driver_strategy.DriverSettings]:
     count = draw(st.integers(min_value=0, max_value=8))
     # mostly one OS family per cluster, sometimes a mix with unlabelled nodes
     kinds = draw(st.sampled_from([("rhcos",), ("ubuntu",), ("rhcos", "ubuntu", "bare")]))
@@ -948,13 +966,14 @@ def clusters(draw: st.DrawFn) -> tuple[DriverSnapshot, drivers.DriverSettings]:
 
 
 def _served(snapshot: DriverSnapshot, daemonset: DriverDaemonSet) -> set[str]:
-    identity = drivers.identify_daemonset(daemonset)
+    identity = driver_keys.identify_daemonset(daemonset)
     assert identity is not None
     strategy, key_value = identity
     return {
         n.name
         for n in snapshot.nodes
-        if (key := drivers.node_key(n, strategy)) is not None and drivers.key_label_value(key) == key_value
+        if (key := driver_keys.node_key(n, strategy)) is not None
+        and driver_names.key_label_value(key) == key_value
     }
 
 
@@ -964,7 +983,7 @@ hypothesis_settings = settings(max_examples=300, deadline=None, suppress_health_
 @hypothesis_settings
 @given(clusters())
 def test_no_node_is_ever_left_without_a_driver_daemonset(
-    cluster: tuple[DriverSnapshot, drivers.DriverSettings],
+    cluster: tuple[DriverSnapshot, driver_strategy.DriverSettings],
 ) -> None:
     snapshot, driver_settings_ = cluster
     result = drivers.plan_driver_daemonsets(snapshot, driver_settings_)
@@ -984,14 +1003,14 @@ def test_no_node_is_ever_left_without_a_driver_daemonset(
 @hypothesis_settings
 @given(clusters())
 def test_same_strategy_daemonsets_with_nodes_are_never_stale(
-    cluster: tuple[DriverSnapshot, drivers.DriverSettings],
+    cluster: tuple[DriverSnapshot, driver_strategy.DriverSettings],
 ) -> None:
     snapshot, driver_settings_ = cluster
     result = drivers.plan_driver_daemonsets(snapshot, driver_settings_)
     stale = {s.name for s in result.stale}
     desired_names = {entry.name for entry in result.desired}
     for daemonset in snapshot.daemonsets:
-        identity = drivers.identify_daemonset(daemonset)
+        identity = driver_keys.identify_daemonset(daemonset)
         same_strategy = identity is not None and identity[0] is driver_settings_.strategy
         # its key still has a node and it is the kept one for its key: never stale
         if same_strategy and _served(snapshot, daemonset) and daemonset.name in desired_names:
@@ -1000,7 +1019,7 @@ def test_same_strategy_daemonsets_with_nodes_are_never_stale(
 
 @hypothesis_settings
 @given(clusters())
-def test_plan_shape(cluster: tuple[DriverSnapshot, drivers.DriverSettings]) -> None:
+def test_plan_shape(cluster: tuple[DriverSnapshot, driver_strategy.DriverSettings]) -> None:
     snapshot, driver_settings_ = cluster
     result = drivers.plan_driver_daemonsets(snapshot, driver_settings_)
     identities = [(entry.strategy, entry.key) for entry in result.desired]
@@ -1014,9 +1033,9 @@ def test_plan_shape(cluster: tuple[DriverSnapshot, drivers.DriverSettings]) -> N
     placed = [node for entry in result.desired for node in entry.nodes]
     assert len(placed) == len(set(placed))
     # every keyable node is placed, or its key was deferred
-    deferred = {n for d in result.findings_of(drivers.DeferredDaemonSet) for n in d.nodes}
+    deferred = {n for d in result.findings_of(driver_findings.DeferredDaemonSet) for n in d.nodes}
     for node in snapshot.nodes:
-        if drivers.node_key(node, driver_settings_.strategy) is not None:
+        if driver_keys.node_key(node, driver_settings_.strategy) is not None:
             assert node.name in placed or node.name in deferred
     # nothing desired is also stale
     assert not {s.name for s in result.stale} & set(names)
@@ -1028,7 +1047,7 @@ def test_plan_shape(cluster: tuple[DriverSnapshot, drivers.DriverSettings]) -> N
 @hypothesis_settings
 @given(clusters(), st.randoms(use_true_random=False))
 def test_plan_is_independent_of_input_order(
-    cluster: tuple[DriverSnapshot, drivers.DriverSettings], shuffler: random.Random
+    cluster: tuple[DriverSnapshot, driver_strategy.DriverSettings], shuffler: random.Random
 ) -> None:
     snapshot, driver_settings_ = cluster
     nodes, daemonsets = list(snapshot.nodes), list(snapshot.daemonsets)
@@ -1114,10 +1133,10 @@ SETTINGS_CASES = {
 def test_settings_for_policy(
     where: platform.Platform, spec: dict[str, Any], strategy: Strategy, image: str, fallback: bool
 ) -> None:
-    result = drivers.settings_for_policy(
+    result = driver_strategy.settings_for_policy(
         policy_parser.parse_policy(spec), where, DRIVER_ENV, dtk_fallback={DriverKey("k"): "img"}
     )
-    assert isinstance(result, drivers.DriverSettings)
+    assert isinstance(result, driver_strategy.DriverSettings)
     assert result.strategy is strategy and result.driver_image == image
     assert result.dtk_available is fallback
     assert dict(result.dtk_fallback) == ({DriverKey("k"): "img"} if fallback else {})
@@ -1125,11 +1144,11 @@ def test_settings_for_policy(
 
 
 def test_settings_for_an_unresolvable_image_is_the_problem() -> None:
-    result = drivers.settings_for_policy(policy_parser.parse_policy({}), OPENSHIFT_PLATFORM, {})
+    result = driver_strategy.settings_for_policy(policy_parser.parse_policy({}), OPENSHIFT_PLATFORM, {})
     assert isinstance(result, PolicyProblem)
     assert result.field.startswith("spec.driver")
 
 
 def test_fallback_grace_comes_from_the_policy() -> None:
     spec = {"driver": {"precompiledFallback": {"imagePullTimeoutSeconds": 90}}}
-    assert drivers.fallback_grace(policy_parser.parse_policy(spec)) == datetime.timedelta(seconds=90)
+    assert driver_strategy.fallback_grace(policy_parser.parse_policy(spec)) == datetime.timedelta(seconds=90)

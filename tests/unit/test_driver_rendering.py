@@ -26,8 +26,9 @@ from hypothesis import strategies as st
 
 from ocp_gpu.model import images, labels, policy_checks, policy_parser
 from ocp_gpu.model.snapshot import DriverDaemonSet, DriverKey
-from ocp_gpu.planning import drivers
-from ocp_gpu.planning.drivers import DesiredDriverDaemonSet, Strategy
+from ocp_gpu.planning import driver_fallback
+from ocp_gpu.planning.driver_strategy import Strategy
+from ocp_gpu.planning.drivers import DesiredDriverDaemonSet
 from ocp_gpu.rendering import templating
 from ocp_gpu.rendering.drivers import DRIVER_CONTAINER, ClusterProxy, DriverRenderInputs, render_driver_state
 from tests.unit._drivers import (
@@ -430,7 +431,7 @@ def test_fallback_daemonset_is_annotated() -> None:
         for ds in daemonsets(render(desired, spec, inputs))
         if labels.DTK_DAEMONSET in ds["metadata"]["labels"]
     )
-    found = drivers.fallbacks_in_effect(
+    found = driver_fallback.fallbacks_in_effect(
         [DriverDaemonSet(name=fallback["metadata"]["name"], annotations=fallback["metadata"]["annotations"])]
     )
     assert found == {FALLBACK_KEY: f"nvcr.io/nvidia/driver:570-{KERNEL_416}-rhel9.4"}

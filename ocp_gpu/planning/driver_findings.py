@@ -1,0 +1,172 @@
+"""What driver planning reports: one record per kind of finding, each naming what is at fault.
+
+`reason` is the Event and condition reason; `message` the text status and Events show.
+Plain data: deciding which findings hold is planning/drivers.py's job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ocp_gpu.model import labels
+from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.snapshot import DriverKey, RhcosVersion, StreamState
+from ocp_gpu.planning.driver_strategy import Strategy
+
+# --- findings: each names what is at fault; `reason` is the event/condition reason.
+
+
+@dataclass(frozen=True)
+class MissingDriverToolkitTag:
+    reason: ClassVar[str] = "DriverToolkitImageMissing"
+    version: RhcosVersion
+    nodes: tuple[NodeName, ...]
+
+    @property
+    def message(self) -> str:
+        return (
+            f"no driver-toolkit ImageStream tag for RHCOS {self.version} "
+            f"(nodes: {', '.join(self.nodes)}); its driver DaemonSet waits for the tag"
+        )
+
+
+@dataclass(frozen=True)
+class DriverToolkitStreamProblem:
+    reason: ClassVar[str] = "DriverToolkitImageStreamProblem"
+    state: StreamState
+    detail: str
+
+    @property
+    def message(self) -> str:
+        return f"driver-toolkit ImageStream is {self.state.value}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class DeferredDaemonSet:
+    reason: ClassVar[str] = "DriverDaemonSetDeferred"
+    key: DriverKey
+    nodes: tuple[NodeName, ...]
+    detail: str
+
+    @property
+    def message(self) -> str:
+        return f"driver DaemonSet for {self.key} (nodes: {', '.join(self.nodes)}) not created: {self.detail}"
+
+
+@dataclass(frozen=True)
+class StaleNfdLabel:
+    reason: ClassVar[str] = "NodeFeatureLabelStale"
+    node: NodeName
+    nfd_version: RhcosVersion
+    running_version: RhcosVersion
+
+    @property
+    def message(self) -> str:
+        return (
+            f"node {self.node}: NFD says RHCOS {self.nfd_version} but the kubelet reports "
+            f"{self.running_version}; its driver would be built for the wrong kernel until NFD catches up"
+        )
+
+
+@dataclass(frozen=True)
+class NodeMissingKeyLabels:
+    reason: ClassVar[str] = "NodeFeatureLabelsMissing"
+    node: NodeName
+    strategy: Strategy
+    missing: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        return (
+            f"node {self.node} lacks {', '.join(self.missing)} needed for {self.strategy.value} drivers; "
+            "no driver DaemonSet selects it (is NFD running?)"
+        )
+
+
+@dataclass(frozen=True)
+class WaitingForHandover:
+    reason: ClassVar[str] = "DriverDaemonSetHandover"
+    daemonset: str
+    nodes: tuple[NodeName, ...]
+
+    @property
+    def message(self) -> str:
+        return (
+            f"driver DaemonSet {self.daemonset} is kept until its replacement runs on {', '.join(self.nodes)}"
+        )
+
+
+@dataclass(frozen=True)
+class StaleDaemonSetDraining:
+    reason: ClassVar[str] = "DriverDaemonSetDraining"
+    daemonset: str
+    desired_number_scheduled: int
+    number_misscheduled: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"driver DaemonSet {self.daemonset} serves no GPU node any more; deleted once its pods are gone "
+            f"(desiredNumberScheduled={self.desired_number_scheduled}, "
+            f"numberMisscheduled={self.number_misscheduled})"
+        )
+
+
+@dataclass(frozen=True)
+class UnidentifiedDaemonSet:
+    reason: ClassVar[str] = "DriverDaemonSetUnidentified"
+    daemonset: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"driver DaemonSet {self.daemonset} has no {labels.DRIVER_STRATEGY}/{labels.DRIVER_KEY} "
+            "labels; left alone"
+        )
+
+
+@dataclass(frozen=True)
+class GarbageCollectionSuspended:
+    reason: ClassVar[str] = "DriverGarbageCollectionSuspended"
+    detail: str
+
+    @property
+    def message(self) -> str:
+        return f"no driver DaemonSet is deleted this pass: {self.detail}"
+
+
+@dataclass(frozen=True)
+class DriverToolkitFallback:
+    reason: ClassVar[str] = "PrecompiledDriverFallback"
+    key: DriverKey
+    failed_image: str
+    nodes: tuple[NodeName, ...]
+    # Why the fallback cannot happen; empty when it does.
+    blocked: str = ""
+
+    @property
+    def message(self) -> str:
+        if self.blocked:
+            return (
+                f"precompiled image {self.failed_image} cannot be pulled for {', '.join(self.nodes)} and "
+                f"no Driver Toolkit build can replace it: {self.blocked}"
+            )
+        return (
+            f"precompiled image {self.failed_image} cannot be pulled; "
+            f"{', '.join(self.nodes)} build the driver with the Driver Toolkit instead"
+        )
+
+
+Finding = (
+    MissingDriverToolkitTag
+    | DriverToolkitStreamProblem
+    | DeferredDaemonSet
+    | StaleNfdLabel
+    | NodeMissingKeyLabels
+    | WaitingForHandover
+    | StaleDaemonSetDraining
+    | UnidentifiedDaemonSet
+    | GarbageCollectionSuspended
+    | DriverToolkitFallback
+)
