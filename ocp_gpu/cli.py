@@ -29,9 +29,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument(
         "--metrics-bind", default="0.0.0.0:8080", help="address:port of /metrics, /healthz, /readyz"
     )
-    run.add_argument("--lease-duration", type=int, default=15, help="seconds a leader lease lives unrenewed")
-    run.add_argument("--lease-renew-deadline", type=float, default=10.0)
-    run.add_argument("--lease-retry-period", type=float, default=2.0)
+    # OpenShift's defaults for operators (kube/electing.py).
+    run.add_argument(
+        "--lease-duration", type=int, default=137, help="seconds a leader lease lives unrenewed (default 137)"
+    )
+    run.add_argument(
+        "--lease-renew-deadline",
+        type=float,
+        default=107.0,
+        help="seconds the leader keeps acting without a renewal before stepping down (default 107)",
+    )
+    run.add_argument(
+        "--lease-retry-period", type=float, default=26.0, help="seconds between renewals (default 26)"
+    )
 
     demo = commands.add_parser("demo", help="start a local control plane and show the operator at work")
     demo.add_argument("--state-dir", type=Path, default=None, help="where to keep its state (kept on exit)")

@@ -74,6 +74,8 @@ async def run(options: RunOptions) -> int:
 
     health.role = "leader"
     metrics.is_leader.set(1)
+    # Renew from the moment we lead: discovery below can take seconds on a loaded apiserver.
+    renewing = asyncio.ensure_future(elector.keep_renewing())
     # Image defaults: the release's (model/releases.py), overridden by the *_IMAGE env vars.
     env = releases.with_release_defaults(os.environ)
     rt = runtime.Runtime(api_client=api_client, namespace=options.namespace, env=env)
@@ -91,7 +93,7 @@ async def run(options: RunOptions) -> int:
         ): "watches",
         asyncio.ensure_future(cluster.reconcile_forever(rt, options.coalesce_s)): "reconciler",
         asyncio.ensure_future(upgrades.upgrade_forever(rt, options.upgrade_coalesce_s)): "upgrades",
-        asyncio.ensure_future(elector.keep_renewing()): "lease",
+        renewing: "lease",
         asyncio.ensure_future(stop.wait()): "signal",
     }
     done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)

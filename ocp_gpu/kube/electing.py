@@ -4,15 +4,24 @@ Of several operator replicas exactly one acts: the one holding the Lease.  The
 decisions are in `planning/leadership.py`; this module reads and writes the
 Lease with optimistic concurrency (resourceVersion), so two replicas racing for
 a free lease cannot both win.
+
+Renewal never waits for reconcile work (bug B of issue 8: at 500 nodes under load
+the leader lost its 4 s Lease three times).  It runs in a thread of its own with
+an API client (and so a connection pool) of its own: it does not queue behind a
+pass's blocking calls in the event loop's executor, does not wait for a busy event
+loop to wake it, and does not share connections with reconcile requests.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import datetime
 import logging
+import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable
 
@@ -24,6 +33,10 @@ from ocp_gpu.planning import leadership
 logger = logging.getLogger("ocp_gpu.leader")
 
 LEASE_NAME = "ocp-gpu-operator-leader"
+# OpenShift's leader election defaults for operators (see ElectionSettings).
+LEASE_DURATION_S = 137
+RENEW_DEADLINE_S = 107.0
+RETRY_PERIOD_S = 26.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,10 +46,13 @@ class ElectionSettings:
     identity: str = dataclasses.field(
         default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     )
-    # client-go's defaults are 15/10/2 s; we renew less often to keep writes low.
-    lease_duration_s: int = 15
-    renew_deadline_s: float = 10.0
-    retry_period_s: float = 2.0
+    # OpenShift's conventions for operators (library-go's LeaderElectionDefaulting, the
+    # "leader election" section of openshift/enhancements' high-availability guide):
+    # 137 s lease, 107 s renew deadline, 26 s retry.  They survive a 60 s apiserver
+    # outage and write the Lease about twice a minute.  client-go's are 15/10/2 s.
+    lease_duration_s: int = LEASE_DURATION_S
+    renew_deadline_s: float = RENEW_DEADLINE_S
+    retry_period_s: float = RETRY_PERIOD_S
 
 
 def _utcnow() -> datetime.datetime:
@@ -52,7 +68,9 @@ class LeaderElector:
         settings: ElectionSettings,
         clock: Callable[[], datetime.datetime] = _utcnow,
     ) -> None:
-        self._api = client.CoordinationV1Api(api_client)
+        # NB: a client of our own (own urllib3 pool): the reconcilers' calls never hold
+        # the connection a renewal needs.
+        self._api = client.CoordinationV1Api(_own_client(api_client))
         self._settings = settings
         self._clock = clock
         self._last_renewed: datetime.datetime | None = None
@@ -86,11 +104,42 @@ class LeaderElector:
             await asyncio.sleep(self._settings.retry_period_s)
 
     async def keep_renewing(self) -> None:
-        """Renew until leadership is lost; then return (the caller must stop acting)."""
-        while True:
-            await asyncio.sleep(self._settings.retry_period_s)
+        """Renew until leadership is lost; then return (the caller must stop acting).
+
+        The renewals run in the thread `renew_in_thread` starts; this coroutine only
+        waits for its verdict, so a busy event loop delays noticing a loss, never a renewal.
+        """
+        loop = asyncio.get_running_loop()
+        lost: asyncio.Future[None] = loop.create_future()
+        stop = threading.Event()
+
+        def resolve() -> None:
+            if not lost.done():
+                lost.set_result(None)
+
+        def report_lost() -> None:
+            loop.call_soon_threadsafe(resolve)
+
+        thread = threading.Thread(
+            target=self.renew_in_thread, args=(stop, report_lost), name="lease-renewal", daemon=True
+        )
+        thread.start()
+        try:
+            await lost
+        finally:
+            stop.set()
+
+    def renew_in_thread(self, stop: threading.Event, report_lost: Callable[[], None]) -> None:
+        """Renew every retry period until `stop` is set or the renew deadline passes unrenewed.
+
+        On a loss, `report_lost()` tells the caller to stop acting.  If the process is
+        still running when our lease could have expired for the others (its event loop
+        stuck in a long pass), it exits here: a standby may lead by then, and two
+        acting replicas is the one thing an election must prevent.
+        """
+        while not stop.wait(self._settings.retry_period_s):
             try:
-                await asyncio.to_thread(self._try_acquire_or_renew)
+                self._try_acquire_or_renew()
             except Exception:  # a transient API failure: retried until the deadline
                 logger.warning("lease renewal failed", exc_info=True)
             now = self._clock()
@@ -98,6 +147,12 @@ class LeaderElector:
                 self._last_renewed, now, self._settings.renew_deadline_s
             ):
                 logger.error("lost leadership lease %s/%s", self._settings.namespace, self._settings.name)
+                report_lost()
+                grace = self._settings.lease_duration_s - self._settings.renew_deadline_s
+                if not stop.wait(max(grace, 0.0)):
+                    logger.critical("still running %.1f s after losing the lease: exiting now", grace)
+                    logging.shutdown()
+                    os._exit(1)
                 return
 
     def release(self) -> None:
@@ -136,9 +191,15 @@ class LeaderElector:
         self._last_renewed = now
         return True
 
+    def _timeout(self) -> float:
+        # A request that hangs must not outlive the renew deadline: the next retry may succeed.
+        return max(1.0, min(self._settings.renew_deadline_s / 2, self._settings.retry_period_s * 4))
+
     def _read(self) -> tuple[leadership.LeaseRecord | None, str | None]:
         try:
-            lease = self._api.read_namespaced_lease(self._settings.name, self._settings.namespace)
+            lease = self._api.read_namespaced_lease(
+                self._settings.name, self._settings.namespace, _request_timeout=self._timeout()
+            )
         except ApiException as error:
             if error.status == 404:
                 return None, None
@@ -173,12 +234,26 @@ class LeaderElector:
         )
 
     def _create(self, record: leadership.LeaseRecord) -> None:
-        self._api.create_namespaced_lease(self._settings.namespace, self._body(record, None))
+        self._api.create_namespaced_lease(
+            self._settings.namespace, self._body(record, None), _request_timeout=self._timeout()
+        )
 
     def _write(self, record: leadership.LeaseRecord, version: str | None) -> None:
         self._api.replace_namespaced_lease(
-            self._settings.name, self._settings.namespace, self._body(record, version)
+            self._settings.name,
+            self._settings.namespace,
+            self._body(record, version),
+            _request_timeout=self._timeout(),
         )
+
+
+def _own_client(api_client: client.ApiClient) -> client.ApiClient:
+    """A client with the same configuration (server, credentials) and a connection pool of its own."""
+    configuration = copy.deepcopy(api_client.configuration)
+    configuration.connection_pool_maxsize = 1  # one renewal at a time
+    own = client.ApiClient(configuration)
+    own.user_agent = api_client.user_agent
+    return own
 
 
 def _micro(stamp: datetime.datetime | None) -> datetime.datetime | None:
