@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import os
+import threading
 import time
 from typing import Any
 
@@ -53,16 +55,42 @@ def add_common_arguments(parser: argparse.ArgumentParser, nodes: int) -> None:
     parser.add_argument("--name", default=None, help="results file name (bench/results/<name>.json)")
 
 
+class _LoadSampler(threading.Thread):
+    """The 1-minute load average every 10 s while a run lasts (the machine is shared)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="load")
+        self.samples: list[float] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(10.0):
+            self.samples.append(round(os.getloadavg()[0], 2))
+
+    def summary(self) -> dict[str, float]:
+        values = self.samples or [round(os.getloadavg()[0], 2)]
+        return {
+            "min": min(values),
+            "mean": round(sum(values) / len(values), 2),
+            "max": max(values),
+            "samples": len(values),
+        }
+
+
 def _run(config: chaos.ChaosConfig, source: str) -> tuple[chaos.ChaosResult, dict[str, Any]]:
     binaries.ensure_binaries()
     context: dict[str, Any] = {"load_average_start": load_average()}
+    sampler = _LoadSampler()
+    sampler.start()
     with (
         operator_sources(source) as (sources, commit),
         LocalControlPlane(start_timeout=180, node_lease_seconds=chaos.NODE_LEASE_SECONDS) as cp,
     ):
         context["commit"] = commit
         result = chaos.run_chaos(cp, config, operator_cwd=sources, log=log)
+    sampler.stop.set()
     context["load_average_end"] = load_average()
+    context["load_average_1m_during"] = sampler.summary()
     return result, context
 
 
@@ -120,6 +148,13 @@ def run_with_baseline(args: argparse.Namespace, faults: dict[str, Any], name: st
         )
     rows.append(
         ("load average start / end", f"{context['load_average_start']} / {context['load_average_end']}")
+    )
+    during = context["load_average_1m_during"]
+    rows.append(
+        (
+            "load average (1 min) during: min / mean / max",
+            f"{during['min']} / {during['mean']} / {during['max']}",
+        )
     )
     print_table(f"chaos, {args.nodes} nodes ({path})", rows)
     return 0 if result.ok else 1
