@@ -92,10 +92,19 @@ class NodePlan:
     # False for a node opted out of the driver with no upgrade under way: it is not counted
     # in the metrics or the budget (NVIDIA counts only nodes with a driver pod).
     managed: bool = True
+    # Further steps in the same pass, each planned on the node as the step before leaves it
+    # (planning/upgrade_chain: transitions that wait on nothing external); flat, never nested.
+    then: tuple[NodePlan, ...] = ()
+
+    @property
+    def steps(self) -> tuple[NodePlan, ...]:
+        """This step and the ones chained after it, in the order they are carried out."""
+        return (dataclasses.replace(self, then=()), *self.then)
 
     @property
     def state_after(self) -> UpgradeState:
-        return self.transition if self.transition is not None else self.state
+        last = self.then[-1] if self.then else self
+        return last.transition if last.transition is not None else last.state
 
     @property
     def event_message(self) -> str | None:
@@ -108,6 +117,10 @@ class UpgradePlan:
     auto_upgrade: bool
     nodes: tuple[NodePlan, ...]
     budget: Budget
+    # Nodes granted a slot that another node frees in this same pass (planning/upgrade_chain):
+    # their steps run only once every other node's succeeded, so that maxParallelUpgrades and
+    # maxUnavailable hold at every moment, not just between passes.
+    after_others: frozenset[NodeName] = frozenset()
 
     def by_node(self) -> dict[NodeName, NodePlan]:
         return {plan.node: plan for plan in self.nodes}
@@ -125,17 +138,23 @@ class UpgradeCounts:
     pending: int
 
 
-def nodes_needing_pods(snapshot_nodes: Iterable[UpgradeNode], policy: UpgradePolicy) -> tuple[NodeName, ...]:
-    """The nodes whose pods the reader must list for this pass (the rest need none)."""
+def states_needing_pods(policy: UpgradePolicy) -> frozenset[UpgradeState]:
+    """The states whose way out depends on the node's pods (which no watch keeps)."""
     if not policy.auto_upgrade:
-        return ()
+        return frozenset()
     wanted = {S.POD_DELETION_REQUIRED, S.DRAIN_REQUIRED}
     if policy.wait_for_completion.pod_selector.strip():
         wanted.add(S.WAIT_FOR_JOBS_REQUIRED)
+    return frozenset(wanted)
+
+
+def nodes_needing_pods(snapshot_nodes: Iterable[UpgradeNode], policy: UpgradePolicy) -> tuple[NodeName, ...]:
+    """The nodes whose pods the reader must list for this pass (the rest need none)."""
+    wanted = states_needing_pods(policy)
     return tuple(node.name for node in snapshot_nodes if node.state in wanted)
 
 
-def _context(
+def node_context(
     node: UpgradeNode,
     driver: DriverStatus,
     snapshot: UpgradeSnapshot,
@@ -179,7 +198,7 @@ def _entering(ctx: Context, target: UpgradeState) -> dict[str, str | None]:
     return changes
 
 
-def _plan_node(ctx: Context) -> NodePlan:
+def plan_node(ctx: Context) -> NodePlan:
     node = ctx.node
     rule = TABLE[node.state]
     annotations: dict[str, str | None] = {}
@@ -265,7 +284,7 @@ def plan_upgrades(snapshot: UpgradeSnapshot, policy: UpgradePolicy, now: datetim
         return UpgradePlan(False, plans, budget)
     budget = select_starts(snapshot.nodes, drivers, policy)
     plans = tuple(
-        _plan_node(_context(node, drivers[node.name], snapshot, policy, now, budget))
+        plan_node(node_context(node, drivers[node.name], snapshot, policy, now, budget))
         for node in snapshot.nodes
     )
     return UpgradePlan(True, plans, budget)

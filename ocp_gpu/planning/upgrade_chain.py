@@ -1,0 +1,181 @@
+"""How far each node's driver upgrade goes within one pass: transitions chained until one must wait.
+
+`planning.upgrade.plan_upgrades` plans one step per node, as the labels read.  Most
+steps wait on nothing outside the operator (upgrade-required with a free slot ->
+cordon-required -> wait-for-jobs-required with no podSelector -> pod-deletion-required
+with no GPU pod -> pod-restart-required; a Ready driver pod -> validation-required ->
+uncordon-required -> upgrade-done): without chaining each costs a pass (its watch echo
+and the coalescing window).  Here each node's plan goes on with the next step, planned
+on the node as the previous step leaves it (label, annotations, cordon), until a step
+stays (waits for a pod, a validator, a job, a timeout) or does work whose outcome only the
+cluster can tell (deleting or evicting pods, deleting the driver pod).  The sequence of
+states, labels and Events is exactly that of one step per pass: only the waits between
+passes go.
+
+Slots freed by nodes that finish in this pass are granted again in the same pass (a
+second budget round over the nodes as the chains leave them), so the next nodes start
+without waiting for the watch echo of the last ones; the plan names them
+(`after_others`): the reconciler starts them only once the others' steps succeeded.
+
+Never does: read the cluster or the clock, or change what a single step decides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Mapping
+
+from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.policy import UpgradePolicy
+from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot, UpgradeState, WorkloadPod
+from ocp_gpu.planning import upgrade, upgrade_table
+from ocp_gpu.planning.driver_check import DriverStatus
+from ocp_gpu.planning.upgrade_actions import Cordon, DeletePods, EvictPods, Uncordon
+from ocp_gpu.planning.upgrade_budget import Budget, select_starts
+
+# No chain can be longer than the table has states (a guard: no two edges form a loop today).
+MAX_STEPS = len(upgrade_table.TABLE)
+
+
+def node_after(node: UpgradeNode, step: upgrade.NodePlan) -> UpgradeNode:
+    """The node as the reconciler leaves it once `step` succeeded (label, annotations, cordon)."""
+    changes: dict[str, str | None] = {}
+    unschedulable = node.unschedulable
+    for action in step.actions:
+        if isinstance(action, Cordon):
+            unschedulable = True
+            changes.update(action.annotations)
+        elif isinstance(action, Uncordon):
+            unschedulable = False
+    # NB: the step's own annotations are written after (or with) the cordon's: theirs win.
+    changes.update(step.annotations)
+
+    def present(key: str, was: bool) -> bool:
+        return changes[key] is not None if key in changes else was
+
+    timers = {key: moment for key, moment in node.timers.items() if changes.get(key, "") is not None}
+    for key, value in changes.items():
+        if key in upgrades.TIMER_ANNOTATIONS and value is not None:
+            moment = upgrades.parse_timestamp(value)
+            if moment is not None:
+                timers[key] = moment
+    enabled = node.upgrade_enabled
+    if labels.UPGRADE_ENABLED_ANNOTATION in changes:
+        enabled = changes[labels.UPGRADE_ENABLED_ANNOTATION] == "true"
+    return dataclasses.replace(
+        node,
+        state_label=step.state_after.value,
+        unschedulable=unschedulable,
+        upgrade_enabled=enabled,
+        initially_unschedulable=present(upgrades.INITIAL_UNSCHEDULABLE, node.initially_unschedulable),
+        cordoned_by_upgrade=present(upgrades.CORDONED_BY_UPGRADE, node.cordoned_by_upgrade),
+        timers=timers,
+    )
+
+
+def _is_noop(step: upgrade.NodePlan) -> bool:
+    return step.transition is None and not step.actions and not step.annotations
+
+
+def _chain(
+    steps: list[upgrade.NodePlan],
+    node: UpgradeNode,
+    driver: DriverStatus,
+    snapshot: UpgradeSnapshot,
+    policy: UpgradePolicy,
+    now: datetime.datetime,
+    budget: Budget,
+) -> tuple[list[upgrade.NodePlan], UpgradeNode]:
+    """Extend `steps` (which leave the node as `node`) while each step moved the node on."""
+    while steps and steps[-1].transition is not None and len(steps) < MAX_STEPS:
+        following = upgrade.plan_node(upgrade.node_context(node, driver, snapshot, policy, now, budget))
+        if _is_noop(following):
+            # It waits and has nothing to write: the chain ends where the last transition left it.
+            break
+        steps.append(following)
+        node = node_after(node, following)
+    return steps, node
+
+
+def _as_plan(steps: list[upgrade.NodePlan]) -> upgrade.NodePlan:
+    first, *rest = steps
+    return dataclasses.replace(first, then=tuple(rest))
+
+
+def plan_chained_upgrades(
+    snapshot: UpgradeSnapshot, policy: UpgradePolicy, now: datetime.datetime
+) -> upgrade.UpgradePlan:
+    """Per node, every transition of this pass up to the first that must wait (see the module doc)."""
+    single = upgrade.plan_upgrades(snapshot, policy, now)
+    if not single.auto_upgrade:
+        # Paused: nothing moves, nothing chains.
+        return single
+    by_name = {node.name: node for node in snapshot.nodes}
+    chains: dict[NodeName, list[upgrade.NodePlan]] = {}
+    after: dict[NodeName, UpgradeNode] = {}
+    drivers: dict[NodeName, DriverStatus] = {}
+    for plan in single.nodes:
+        if not plan.managed:
+            continue
+        node = by_name[plan.node]
+        drivers[plan.node] = plan.driver
+        chains[plan.node], after[plan.node] = _chain(
+            [plan], node_after(node, plan), plan.driver, snapshot, policy, now, single.budget
+        )
+    # Second round: slots the finished nodes gave back go to the next nodes in this pass.
+    managed_after = tuple(after.values())
+    budget = select_starts(managed_after, drivers, policy)
+    for name in budget.starts:
+        steps = chains[name]
+        granted = upgrade.plan_node(
+            upgrade.node_context(after[name], drivers[name], snapshot, policy, now, budget)
+        )
+        if steps[-1].transition is None:
+            # The node stayed (waiting for a slot) and now starts: what its stay wrote is
+            # written with the grant instead (one patch, not two).
+            stay = steps.pop()
+            granted = dataclasses.replace(granted, annotations={**stay.annotations, **granted.annotations})
+        steps.append(granted)
+        chains[name], after[name] = _chain(
+            steps, node_after(after[name], granted), drivers[name], snapshot, policy, now, budget
+        )
+    nodes = tuple(_as_plan(chains[plan.node]) if plan.managed else plan for plan in single.nodes)
+    return upgrade.UpgradePlan(True, nodes, budget, after_others=frozenset(budget.starts))
+
+
+def pods_to_read(
+    plan: upgrade.UpgradePlan, pods: Mapping[NodeName, tuple[WorkloadPod, ...]], policy: UpgradePolicy
+) -> tuple[NodeName, ...]:
+    """Nodes whose chain ends in a state that needs their pods, which the snapshot does not hold.
+
+    The reconciler lists them and plans again: the chain then goes on through pod deletion.
+    """
+    wanted = upgrade.states_needing_pods(policy)
+    return tuple(
+        plan.node
+        for plan in plan.nodes
+        if plan.managed and plan.state_after in wanted and plan.node not in pods
+    )
+
+
+def removes_pods(plan: upgrade.UpgradePlan) -> bool:
+    """The pass deletes or evicts workload pods: their going is seen only by reading again soon."""
+    return any(
+        isinstance(action, DeletePods | EvictPods)
+        for node in plan.nodes
+        for step in node.steps
+        for action in step.actions
+    )
+
+
+def waits_on_pods(plan: upgrade.UpgradePlan, policy: UpgradePolicy) -> bool:
+    """Some node waits in a state whose way out only a read of its pods shows (no watch covers them)."""
+    wanted = upgrade.states_needing_pods(policy)
+    return any(plan.managed and plan.state_after in wanted for plan in plan.nodes)
+
+
+def states_passed(plan: upgrade.NodePlan) -> tuple[UpgradeState, ...]:
+    """The labels a node takes this pass, in order (tests and the docs)."""
+    return tuple(step.transition for step in plan.steps if step.transition is not None)

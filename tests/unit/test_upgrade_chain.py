@@ -1,0 +1,219 @@
+"""We test these aspects of `planning.upgrade_chain` (the transitions chained within one pass):
+
+- a node goes as far in one pass as nothing external stops it, and stops where it must wait
+  (a pod deletion, the driver pod's restart, a validator, jobs, pods not read);
+- the states (labels, hence Events) a node goes through are exactly those of one step per
+  pass, for whole simulated upgrades across policies, validators and GPU pods;
+- chained, the same upgrade takes fewer passes, and maxParallelUpgrades / maxUnavailable
+  hold after every pass;
+- a slot freed in a pass is granted again in that pass;
+- a paused upgrade chains nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+
+import pytest
+
+from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.policy import UpgradePolicy
+from ocp_gpu.model.upgrades import UpgradeState
+from ocp_gpu.planning import upgrade, upgrade_chain
+from tests.unit._upgrades import (
+    CURRENT,
+    NOW,
+    OURS,
+    S,
+    World,
+    annotate,
+    node,
+    plan_one,
+    pod,
+    policy,
+    snapshot,
+    validator,
+)
+
+
+def chained_one(
+    n: object, upgrade_policy: UpgradePolicy | None = None, **snapshot_args: object
+) -> upgrade.NodePlan:
+    snap = snapshot(n, **snapshot_args)  # type: ignore[arg-type]
+    return upgrade_chain.plan_chained_upgrades(snap, upgrade_policy or policy(), NOW).nodes[0]
+
+
+def test_a_granted_node_goes_to_its_driver_restart_in_one_pass() -> None:
+    plan = chained_one(node("n1", S.UPGRADE_REQUIRED))
+    assert upgrade_chain.states_passed(plan) == (
+        S.CORDON_REQUIRED,
+        S.WAIT_FOR_JOBS_REQUIRED,
+        S.POD_DELETION_REQUIRED,
+        S.POD_RESTART_REQUIRED,
+    )
+    # The last step stays and deletes the outdated driver pod: its replacement is the cluster's work.
+    last = plan.steps[-1]
+    assert last.transition is None
+    assert [type(action) for action in last.actions] == [upgrade.DeleteDriverPod]
+    # The cordon is made on the way (with the transition out of cordon-required).
+    assert any(isinstance(action, upgrade.Cordon) for step in plan.steps for action in step.actions)
+    assert plan.state_after is S.POD_RESTART_REQUIRED
+
+
+def test_the_chain_stops_at_gpu_pods_being_deleted() -> None:
+    plan = chained_one(node("n1", S.UPGRADE_REQUIRED), pods=[pod("train")])
+    assert plan.state_after is S.POD_DELETION_REQUIRED
+    last = plan.steps[-1]
+    assert last.transition is None
+    assert last.actions == (upgrade.DeletePods((pod("train").ref,)),)
+
+
+def test_pods_not_read_stop_the_chain_and_are_asked_for() -> None:
+    upgrade_policy = policy()
+    snap = snapshot(node("n1", S.UPGRADE_REQUIRED), read_pods=False)
+    plan = upgrade_chain.plan_chained_upgrades(snap, upgrade_policy, NOW)
+    assert plan.nodes[0].state_after is S.POD_DELETION_REQUIRED
+    assert upgrade_chain.pods_to_read(plan, snap.pods, upgrade_policy) == ("n1",)
+    # Once read, the chain goes on; nothing else is asked for.
+    again = upgrade_chain.plan_chained_upgrades(snapshot(node("n1", S.UPGRADE_REQUIRED)), upgrade_policy, NOW)
+    assert again.nodes[0].state_after is S.POD_RESTART_REQUIRED
+    assert upgrade_chain.pods_to_read(again, {NodeName("n1"): ()}, upgrade_policy) == ()
+
+
+def test_jobs_to_wait_for_stop_the_chain() -> None:
+    upgrade_policy = policy(wait_selector="app=train")
+    plan = chained_one(
+        node("n1", S.UPGRADE_REQUIRED),
+        upgrade_policy,
+        pods=[pod("train", gpu=False, pod_labels={"app": "train"})],
+    )
+    assert plan.state_after is S.WAIT_FOR_JOBS_REQUIRED
+    assert plan.steps[-1].transition is S.WAIT_FOR_JOBS_REQUIRED
+
+
+@pytest.mark.parametrize(
+    ("validators", "expected"),
+    [
+        pytest.param(None, (S.UNCORDON_REQUIRED, S.UPGRADE_DONE), id="no-validator"),
+        pytest.param(
+            [validator("n1")], (S.VALIDATION_REQUIRED, S.UNCORDON_REQUIRED, S.UPGRADE_DONE), id="validated"
+        ),
+        pytest.param([validator("n1", ready=False)], (S.VALIDATION_REQUIRED,), id="validator-not-ready"),
+    ],
+)
+def test_a_ready_driver_finishes_as_far_as_validation_allows(
+    validators: list[object] | None, expected: tuple[UpgradeState, ...]
+) -> None:
+    n = node("n1", S.POD_RESTART_REQUIRED, driver=CURRENT, cordon=OURS)
+    plan = chained_one(n, validators=validators)
+    assert upgrade_chain.states_passed(plan) == expected
+    if expected[-1] is S.UPGRADE_DONE:
+        assert any(isinstance(action, upgrade.Uncordon) for step in plan.steps for action in step.actions)
+
+
+def test_a_slot_freed_in_a_pass_is_granted_in_that_pass() -> None:
+    finishing = node("n1", S.POD_RESTART_REQUIRED, driver=CURRENT, cordon=OURS)
+    waiting = node("n2", S.UPGRADE_REQUIRED)
+    upgrade_policy = policy(parallel=1, unavailable="100%")
+    single = upgrade.plan_upgrades(snapshot(finishing, waiting), upgrade_policy, NOW).by_node()
+    assert single[NodeName("n2")].transition is None  # one step per pass: n2 waits for the slot
+    chained = upgrade_chain.plan_chained_upgrades(snapshot(finishing, waiting), upgrade_policy, NOW)
+    plan = chained.by_node()
+    assert plan[NodeName("n1")].state_after is S.UPGRADE_DONE
+    assert upgrade_chain.states_passed(plan[NodeName("n2")])[0] is S.CORDON_REQUIRED
+    # n2 takes the slot n1 frees: its steps are carried out only after n1's.
+    assert chained.after_others == {NodeName("n2")}
+
+
+def test_a_slot_still_held_is_not_granted_twice() -> None:
+    busy = node("n1", S.POD_RESTART_REQUIRED, driver="starting", cordon=OURS)
+    waiting = node("n2", S.UPGRADE_REQUIRED)
+    plan = upgrade_chain.plan_chained_upgrades(
+        snapshot(busy, waiting), policy(parallel=1, unavailable="100%"), NOW
+    ).by_node()
+    assert plan[NodeName("n2")].state_after is S.UPGRADE_REQUIRED
+    assert plan[NodeName("n2")].transition is None
+
+
+def test_paused_chains_nothing() -> None:
+    n = node("n1", S.UPGRADE_REQUIRED)
+    assert chained_one(n, policy(auto=False)) == plan_one(n, policy(auto=False))
+
+
+# --- whole upgrades: chained against one step per pass --------------------------------------------
+
+
+def _apply(world: World, plan: upgrade.UpgradePlan, log: dict[NodeName, list[UpgradeState]]) -> None:
+    """Carry out every step of every node plan as the reconciler does (World: a healthy cluster)."""
+    for node_plan in plan.nodes:
+        for step in node_plan.steps:
+            n = world.nodes[step.node]
+            for action in step.actions:
+                n = world._act(n, action)
+            if step.transition is not None:
+                n = dataclasses.replace(n, state_label=step.transition.value)
+                log.setdefault(step.node, []).append(step.transition)
+            world.nodes[step.node] = annotate(n, step.annotations)
+    world.now += datetime.timedelta(seconds=10)
+
+
+def _in_flight(world: World) -> int:
+    return sum(n.state in upgrade.HOLDS_SLOT for n in world.nodes.values())
+
+
+def _run(
+    chained: bool, upgrade_policy: UpgradePolicy, count: int, gpu_pods: bool, validators: bool
+) -> tuple[dict[NodeName, list[UpgradeState]], int]:
+    world = World(
+        nodes={NodeName(f"n{i:02d}"): node(f"n{i:02d}", S.UPGRADE_DONE) for i in range(count)},
+        pods={NodeName(f"n{i:02d}"): [pod(f"job{i}", f"n{i:02d}")] if gpu_pods else [] for i in range(count)},
+        validator_deployed=validators,
+    )
+    log: dict[NodeName, list[UpgradeState]] = {}
+    for passes in range(1, 500):
+        snap = world.snapshot(upgrade_policy)
+        if chained:
+            plan = upgrade_chain.plan_chained_upgrades(snap, upgrade_policy, world.now)
+            wanted = upgrade_chain.pods_to_read(plan, snap.pods, upgrade_policy)
+            if wanted:
+                pods = {**snap.pods, **{name: tuple(world.pods.get(name, ())) for name in wanted}}
+                plan = upgrade_chain.plan_chained_upgrades(
+                    dataclasses.replace(snap, pods=pods), upgrade_policy, world.now
+                )
+        else:
+            plan = upgrade.plan_upgrades(snap, upgrade_policy, world.now)
+        _apply(world, plan, log)
+        held = _in_flight(world)
+        if upgrade_policy.max_parallel_upgrades:
+            assert held <= upgrade_policy.max_parallel_upgrades
+        if all(n.state is S.UPGRADE_DONE for n in world.nodes.values()) and not any(
+            step.transition or step.actions for p in plan.nodes for step in p.steps
+        ):
+            return log, passes
+    raise AssertionError("the upgrade never finished")
+
+
+@pytest.mark.parametrize("parallel", [1, 3, 0])
+@pytest.mark.parametrize("gpu_pods", [False, True], ids=["no-gpu-pods", "gpu-pods"])
+@pytest.mark.parametrize("validators", [False, True], ids=["no-validator", "validator"])
+def test_chaining_keeps_every_nodes_states_and_saves_passes(
+    parallel: int, gpu_pods: bool, validators: bool
+) -> None:
+    upgrade_policy = policy(parallel=parallel, unavailable="100%")
+    single, single_passes = _run(False, upgrade_policy, 7, gpu_pods, validators)
+    chained, chained_passes = _run(True, upgrade_policy, 7, gpu_pods, validators)
+    assert chained == single
+    assert all(states[-1] is S.UPGRADE_DONE for states in chained.values())
+    assert chained_passes < single_passes
+
+
+def test_an_admins_cordon_survives_a_chained_upgrade() -> None:
+    n = dataclasses.replace(node("n1", S.UPGRADE_REQUIRED), unschedulable=True)
+    plan = chained_one(n)
+    # The admin's cordon is recorded on entering cordon-required, and never replaced by ours.
+    assert not any(isinstance(action, upgrade.Cordon) for step in plan.steps for action in step.actions)
+    after = n
+    for step in plan.steps:
+        after = upgrade_chain.node_after(after, step)
+    assert after.initially_unschedulable and after.unschedulable and not after.cordoned_by_upgrade
