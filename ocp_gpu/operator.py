@@ -35,11 +35,11 @@ class RunOptions:
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8080
     election: electing.ElectionSettings | None = None
-    # Bursts of watch events within this window coalesce into one pass.
+    # Watch events within this window of the last pass coalesce into the next one (the first
+    # event after a quiet spell runs a pass at once: runtime.Coalescer).
     coalesce_s: float = 0.2
-    # The same for upgrade passes: upgrades move in seconds, and at thousands of nodes
-    # driver pods change often during start-up.
-    upgrade_coalesce_s: float = 0.5
+    # The same for upgrade passes: a batch of driver pods turning Ready lands in one pass.
+    upgrade_coalesce_s: float = 0.2
 
 
 def default_namespace(env: Mapping[str, str]) -> str:

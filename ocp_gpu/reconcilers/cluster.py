@@ -58,11 +58,12 @@ EVENTED = {
 
 
 async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
-    """Wait for changes, let a burst settle, reconcile; forever."""
+    """Wait for changes, let a burst settle (runtime.Coalescer), reconcile; forever."""
     await rt.listed.wait()
+    coalescer = runtime.Coalescer(coalesce_s)
     while True:
         await rt.wake.wait()
-        await asyncio.sleep(coalesce_s)
+        await coalescer.settle()
         changes = rt.take_changes()
         metrics.reconciliations.inc()
         try:
@@ -81,6 +82,7 @@ async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
             logger.exception("reconcile pass failed; retrying everything shortly")
             await asyncio.sleep(2)
             rt.mark_everything()
+        coalescer.ended()
         rt.trimmer.worked()
 
 

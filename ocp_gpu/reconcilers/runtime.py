@@ -1,8 +1,9 @@
 """The operator's shared runtime state: what the watches saw and what is dirty.
 
 Handlers (handlers.py) only mark things dirty and wake the loop; the loop
-(operator.py) drains the marks and runs the reconcilers.  Bursts of events
-coalesce into one pass.
+(operator.py) drains the marks and runs the reconcilers.  The first event after a
+quiet spell runs a pass at once; bursts of events coalesce into one pass
+(`Coalescer`).
 """
 
 from __future__ import annotations
@@ -173,6 +174,30 @@ class Runtime:
         self._everything_dirty = False
         self.wake.clear()
         return changes
+
+
+@dataclasses.dataclass
+class Coalescer:
+    """Leading-edge coalescing: a pass at once after a quiet spell, at most one per window in a burst.
+
+    NB: a trailing window (sleep after every wake-up) would delay even a lone event, such as
+    a node moving to a new RHCOS version, by the whole window; here only events that arrive
+    within `window_s` of the last pass wait, for the rest of that window.
+    """
+
+    window_s: float
+    _last_end: float | None = None
+
+    async def settle(self) -> None:
+        """Wait out what is left of the window since the last pass ended (nothing after a quiet spell)."""
+        if self._last_end is not None:
+            left = self._last_end + self.window_s - _loop_time()
+            if left > 0:
+                await asyncio.sleep(left)
+
+    def ended(self) -> None:
+        """A pass just ended."""
+        self._last_end = _loop_time()
 
 
 async def in_threads(calls: Iterable[Callable[[], T]], limit: int = WRITE_CONCURRENCY) -> list[T | Exception]:

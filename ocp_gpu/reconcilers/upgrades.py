@@ -20,7 +20,7 @@ import dataclasses
 import datetime
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from kubernetes.client.exceptions import ApiException
 
@@ -30,7 +30,7 @@ from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.model.upgrades import UpgradeState
-from ocp_gpu.planning import driver_coverage, upgrade
+from ocp_gpu.planning import driver_coverage, upgrade, upgrade_chain
 from ocp_gpu.reconcilers import runtime
 
 logger = logging.getLogger(labels.UPGRADE_LOGGER)
@@ -45,6 +45,9 @@ POD_RESTART_TIMEOUT_ENV = "OCP_GPU_DRIVER_RESTART_TIMEOUT_SECONDS"
 VALIDATION_TIMEOUT_ENV = "OCP_GPU_VALIDATION_TIMEOUT_SECONDS"
 # A pass that raised is retried after this long.
 RETRY_S = 2.0
+# After a pass deleted or evicted pods, the next one reads the node's pods again this soon
+# (no watch covers workload pods); doubling while they are still there, up to the recheck.
+POLL_S = 0.25
 
 
 def is_pass_needed(rt: runtime.Runtime) -> bool:
@@ -64,13 +67,15 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
     """Wait for a change (or the recheck timer), let a burst settle, run one upgrade pass; forever."""
     await rt.listed.wait()
     recheck: float | None = None
+    poll: float | None = None
     # The last pass wrote something: one more pass, so the metrics count the labels as they
     # are now (gpu_operator_nodes_upgrades_available agrees with `ocp-gpu status`).
     settle = False
+    coalescer = runtime.Coalescer(coalesce_s)
     while True:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(rt.upgrade_wake.wait(), recheck)
-        await asyncio.sleep(coalesce_s)
+        await coalescer.settle()
         rules_changed = rt.take_upgrade_marks()
         rules = rt.upgrade_policy
         if rules is None or not (rules_changed or settle or is_pass_needed(rt)):
@@ -83,15 +88,22 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
             logger.exception("upgrade pass failed; retrying shortly")
             recheck = RETRY_S
             continue
+        finally:
+            coalescer.ended()
         settle = bool(upgrading.busy_plans(plan.nodes))
         in_flight = any(
             node.state_after in upgrade.IN_PROGRESS or node.state_after is UpgradeState.UPGRADE_REQUIRED
             for node in plan.nodes
             if not node.skipped and node.managed
         )
-        recheck = (
-            float(rt.env.get(RECHECK_ENV, RECHECK_S)) if plan.auto_upgrade and (in_flight or failed) else None
-        )
+        base = float(rt.env.get(RECHECK_ENV, RECHECK_S))
+        if upgrade_chain.removes_pods(plan):
+            poll = POLL_S
+        elif poll is not None and upgrade_chain.waits_on_pods(plan, rules):
+            poll = min(poll * 2, base)
+        else:
+            poll = None
+        recheck = min(base, poll or base) if plan.auto_upgrade and (in_flight or failed) else None
 
 
 def _with_env_timeouts(rules: UpgradePolicy, env: Mapping[str, str]) -> UpgradePolicy:
@@ -111,11 +123,29 @@ async def reconcile_upgrades(
     """One pass: snapshot from the view, plan, apply (nodes in parallel); True in [1] when a node failed."""
     rules = _with_env_timeouts(rules, rt.env)
     snap = await _snapshot(rt, rules)
-    plan = upgrade.plan_upgrades(snap, rules, now)
+    plan = upgrade_chain.plan_chained_upgrades(snap, rules, now)
+    extra = upgrade_chain.pods_to_read(plan, snap.pods, rules)
+    if extra:
+        # Chains that reached pod deletion in this pass go on once those nodes' pods are read.
+        pods = dict(snap.pods)
+        pods.update(await _list_pods(rt, extra))
+        snap = dataclasses.replace(snap, pods=pods)
+        plan = upgrade_chain.plan_chained_upgrades(snap, rules, now)
     busy = upgrading.busy_plans(plan.nodes)
+    first = [node_plan for node_plan in busy if node_plan.node not in plan.after_others]
     results = await runtime.in_threads(
-        functools.partial(upgrading.apply_node_plan, rt.api_client, node_plan, now=now) for node_plan in busy
+        functools.partial(_apply_steps, rt, node_plan, now) for node_plan in first
     )
+    later = [node_plan for node_plan in busy if node_plan.node in plan.after_others]
+    if later and not any(isinstance(result, Exception) for result in results):
+        # The slots these nodes take are free now that the others' steps are written.
+        results += await runtime.in_threads(
+            functools.partial(_apply_steps, rt, node_plan, now) for node_plan in later
+        )
+    else:
+        # NB: a failed step may have kept a slot taken: these nodes start next pass instead.
+        later = []
+    busy = first + later
     failed = False
     for node_plan, result in zip(busy, results, strict=True):
         if isinstance(result, Exception):
@@ -132,6 +162,28 @@ async def reconcile_upgrades(
     metrics.upgrades_available.set(counts.available)
     metrics.upgrades_pending.set(counts.pending)
     return plan, failed
+
+
+def _apply_steps(rt: runtime.Runtime, plan: upgrade.NodePlan, now: datetime.datetime) -> None:
+    """One node's chained steps, in order; the first failure stops the rest (next pass plans again)."""
+    for step in plan.steps:
+        upgrading.apply_node_plan(rt.api_client, step, now=now)
+
+
+async def _list_pods(
+    rt: runtime.Runtime, wanted: Sequence[NodeName]
+) -> dict[NodeName, tuple[upgrades.WorkloadPod, ...]]:
+    """The pods of these nodes; a node whose list failed is left out (it alone waits for the next pass)."""
+    listed = await runtime.in_threads(
+        functools.partial(upgrading.list_pods_on_node, rt.api_client, name) for name in wanted
+    )
+    pods: dict[NodeName, tuple[upgrades.WorkloadPod, ...]] = {}
+    for name, result in zip(wanted, listed, strict=True):
+        if isinstance(result, Exception):
+            logger.warning("could not list the pods of node %s: %s", name, requesting.describe_error(result))
+        else:
+            pods[name] = result
+    return pods
 
 
 async def _snapshot(rt: runtime.Runtime, rules: UpgradePolicy) -> upgrades.UpgradeSnapshot:
@@ -155,17 +207,7 @@ async def _snapshot(rt: runtime.Runtime, rules: UpgradePolicy) -> upgrades.Upgra
         )
         for name, ds in rt.driver_daemonsets.items()
     }
-    wanted = upgrade.nodes_needing_pods(nodes, rules)
-    listed = await runtime.in_threads(
-        functools.partial(upgrading.list_pods_on_node, rt.api_client, name) for name in wanted
-    )
-    pods: dict[NodeName, tuple[upgrades.WorkloadPod, ...]] = {}
-    for name, result in zip(wanted, listed, strict=True):
-        if isinstance(result, Exception):
-            # That node alone waits for the next pass.
-            logger.warning("could not list the pods of node %s: %s", name, requesting.describe_error(result))
-        else:
-            pods[name] = result
+    pods = await _list_pods(rt, upgrade.nodes_needing_pods(nodes, rules))
     validators: dict[NodeName, list[upgrades.ValidatorPod]] = {}
     for validator in rt.validator_pods.values():
         validators.setdefault(validator.node, []).append(validator)

@@ -21,12 +21,13 @@ workload pods on kwok nodes that advertise `nvidia.com/gpu`:
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness import stages
@@ -34,7 +35,7 @@ from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 
-from .conftest import BackgroundSampler, kubectl, wait_for
+from .conftest import kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -66,19 +67,58 @@ def all_done(kube: client.ApiClient, names: list[str]) -> bool:
     return set(states(kube, names).values()) == {"upgrade-done"} and len(states(kube, names)) == len(names)
 
 
-class StateSampler(BackgroundSampler):
-    """Samples upgrade states; remembers every state seen and the most nodes in flight at once."""
+class StateSampler:
+    """Follows the nodes' upgrade-state labels through a watch while the `with` block runs.
+
+    Remembers every state any node took and the most nodes in flight at once.  NB: a watch,
+    not polling: a pass chains a node through several states within milliseconds
+    (planning/upgrade_chain), and every one of them must be seen, as must every moment's
+    count of nodes in flight.
+    """
 
     def __init__(self, kube: client.ApiClient, names: list[str]) -> None:
-        super().__init__()
-        self.kube, self.names = kube, names
+        self.kube, self.names = kube, set(names)
         self.max_in_flight = 0
         self.seen: set[str] = set()
+        self.current: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._version = ""
 
-    def sample(self) -> None:
-        current = states(self.kube, self.names)
-        self.seen.update(current.values())
-        self.max_in_flight = max(self.max_in_flight, sum(s in IN_FLIGHT for s in current.values()))
+    def _see(self, node: Any) -> None:
+        if node.metadata.name not in self.names:
+            return
+        state = (node.metadata.labels or {}).get(labels.UPGRADE_STATE, "")
+        self.current[node.metadata.name] = state
+        self.seen.add(state)
+        self.max_in_flight = max(self.max_in_flight, sum(s in IN_FLIGHT for s in self.current.values()))
+
+    def __enter__(self) -> StateSampler:
+        listed = client.CoreV1Api(self.kube).list_node()
+        for node in listed.items:
+            self._see(node)
+        self._version = listed.metadata.resource_version
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        core = client.CoreV1Api(self.kube)
+        while not self._stop.is_set():
+            stream = watch.Watch().stream(
+                core.list_node, resource_version=self._version, timeout_seconds=2, allow_watch_bookmarks=True
+            )
+            for event in stream:
+                if event["type"] == "ERROR":
+                    # Expired (410): list again; the states in between are lost, so say so loudly.
+                    raise AssertionError(f"node watch failed: {event['raw_object']}")
+                node = event["object"]
+                self._version = node.metadata.resource_version
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    self._see(node)
 
 
 @pytest.fixture
