@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from ocp_gpu.kube import owning, reading, upgrading
+from ocp_gpu.kube import owning, reading, requesting, upgrading
 from ocp_gpu.model import labels, nodes, operands, upgrades
 from ocp_gpu.reconcilers import runtime
 
@@ -26,7 +26,6 @@ POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL = "nvidia.com", "v1", "clusterpolici
 IMAGE_GROUP, CONFIG_GROUP = "image.openshift.io", "config.openshift.io"
 VALIDATOR_APP = upgrades.VALIDATOR_SELECTOR.split("=", 1)[1]
 OWNED_SELECTOR = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
-LIST_CHUNK = 500
 
 
 def operator_settings() -> kopf.OperatorSettings:
@@ -50,7 +49,7 @@ def operator_settings() -> kopf.OperatorSettings:
     # The driver DaemonSets' revisions (the DaemonSet controller copies the template's labels).
     settings.watching.label_selectors["apps", "controllerrevisions"] = f"{labels.APP}={labels.DRIVER_APP}"
     # Initial lists in pages: at thousands of nodes one unpaged list is tens of megabytes at once.
-    settings.watching.chunk_size = LIST_CHUNK
+    settings.watching.chunk_size = requesting.LIST_PAGE
     settings.watching.field_selectors[IMAGE_GROUP, "imagestreams"] = (
         f"metadata.name={labels.DTK_IMAGESTREAM_NAME}"
     )

@@ -643,23 +643,6 @@ def _get(api_client: Any, path: str, *, missing_ok: tuple[int, ...] = (404,)) ->
     return found
 
 
-def _list(api_client: Any, path: str, query: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
-    """LIST every item, page by page (500 per page keeps the apiserver's memory flat)."""
-    items: list[dict[str, Any]] = []
-    token = ""
-    while True:
-        page = requesting.request(
-            api_client,
-            "GET",
-            path,
-            query=[*query, ("limit", "500"), *([("continue", token)] if token else [])],
-        )
-        items.extend(page.get("items") or [])
-        token = str((page.get("metadata") or {}).get("continue") or "")
-        if not token:
-            return items
-
-
 def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderInputs:
     """Live mode: read what the operator's watches hold, with GET and LIST requests only."""
     for flag, value in (
@@ -699,11 +682,13 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
     policy = _live_policy(candidates, proposed, args.policy_name, server)
 
     with _reading("nodes", server):
-        node_facts = tuple(reading.node_facts(item) for item in _list(api_client, "/api/v1/nodes"))
+        node_facts = tuple(
+            reading.node_facts(item) for item in requesting.list_items(api_client, "/api/v1/nodes")
+        )
     with _reading(f"driver DaemonSets in {namespace}", server):
         daemonsets = tuple(
             reading.driver_daemonset(item)
-            for item in _list(
+            for item in requesting.list_items(
                 api_client,
                 f"/apis/apps/v1/namespaces/{namespace}/daemonsets",
                 # the operator's own watch selector (handlers.operator_settings)

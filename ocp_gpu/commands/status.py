@@ -721,18 +721,6 @@ def choose_policy(items: Sequence[Mapping[str, Any]], wanted: str | None, server
     return policy_view(by_name[name], ignored=sorted(selection.ignored), active=name == selection.active)
 
 
-def _list(api: Any, path: str, selector: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    token = ""
-    while True:
-        query = [("labelSelector", selector), ("limit", "500"), *([("continue", token)] if token else [])]
-        page = requesting.request(api, "GET", path, query=query)
-        items += page.get("items") or []
-        token = str((page.get("metadata") or {}).get("continue") or "")
-        if not token:
-            return items
-
-
 def node_view(body: Mapping[str, Any]) -> NodeView:
     metadata = body.get("metadata") or {}
     info = (body.get("status") or {}).get("nodeInfo") or {}
@@ -772,11 +760,20 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
         snap = upgrading.read_upgrade_snapshot(api, where, rules)
         nodes = {
             view.name: view
-            for view in map(node_view, _list(api, "/api/v1/nodes", upgrading.GPU_NODE_SELECTOR))
+            for view in map(
+                node_view,
+                requesting.list_items(api, "/api/v1/nodes", [("labelSelector", upgrading.GPU_NODE_SELECTOR)]),
+            )
         }
-        daemonsets = _list(api, f"/apis/apps/v1/namespaces/{where}/daemonsets", upgrading.DRIVER_SELECTOR)
+        daemonsets = requesting.list_items(
+            api,
+            f"/apis/apps/v1/namespaces/{where}/daemonsets",
+            [("labelSelector", upgrading.DRIVER_SELECTOR)],
+        )
         stack_apps = ",".join(o.app for o in operands.GENERIC)
-        stack_pods = _list(api, f"/api/v1/namespaces/{where}/pods", f"{labels.APP} in ({stack_apps})")
+        stack_pods = requesting.list_items(
+            api, f"/api/v1/namespaces/{where}/pods", [("labelSelector", f"{labels.APP} in ({stack_apps})")]
+        )
     except ApiException as error:
         raise StatusError(f"cannot read {what} on {server}: {error.status} {error.reason}") from None
     except Exception as error:  # connection lost midway

@@ -80,21 +80,16 @@ class KubeSource:
 
     def list(self, resource: Resource, namespace: str | None = None) -> list[dict[str, Any]]:
         gathering.check_gatherable(resource)
-        items: list[dict[str, Any]] = []
-        token = ""
+        path = _api_path(resource, namespace)
         # Paged, as the operator lists: a big cluster's nodes do not arrive in one response.
-        while True:
-            query: tuple[tuple[str, str], ...] = (("limit", "500"),)
-            if token:
-                query += (("continue", token),)
-            body = self._get_json(_api_path(resource, namespace), query)
-            kind = resource.kind
-            for item in body.get("items") or ():
-                # NB: list items carry no apiVersion/kind; put them back so each file stands alone.
-                items.append({"apiVersion": resource.group_version, "kind": kind, **item})
-            token = (body.get("metadata") or {}).get("continue") or ""
-            if not token:
-                return items
+        try:
+            listed = requesting.list_items(self._api, path)
+        except ApiException as error:
+            if error.status == 404:
+                raise NotServedError(f"{path}: not found") from None
+            raise GatherError(f"{path}: {requesting.describe_error(error)}") from None
+        # NB: list items carry no apiVersion/kind; put them back so each file stands alone.
+        return [{"apiVersion": resource.group_version, "kind": resource.kind, **item} for item in listed]
 
     def get(self, resource: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         gathering.check_gatherable(resource)

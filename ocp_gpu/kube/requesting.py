@@ -18,6 +18,8 @@ from kubernetes.client.exceptions import ApiException
 from ocp_gpu import metrics
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Items per LIST page: at thousands of nodes one unpaged list is tens of megabytes at once.
+LIST_PAGE = 500
 
 # apiVersion, kind -> (path prefix, plural, namespaced) for every kind the operator writes.
 RESOURCES: Mapping[tuple[str, str], tuple[str, str, bool]] = {
@@ -97,6 +99,30 @@ def request(
     if method in WRITE_METHODS:
         metrics.api_writes.labels(method.lower(), resource or path.rsplit("/", 2)[-2]).inc()
     return json.loads(data) if data else None
+
+
+def list_items(
+    api_client: client.ApiClient, path: str, query: Sequence[tuple[str, str]] = ()
+) -> list[dict[str, Any]]:
+    """Every item of a LIST, page by page (LIST_PAGE per page keeps the apiserver's memory flat).
+
+    `query` holds the selectors (`labelSelector`, `fieldSelector`); empty values are left out.
+    NB: the one paginated LIST: the operator, `ocp-gpu render --live`, `status` and must-gather.
+    """
+    items: list[dict[str, Any]] = []
+    token = ""
+    base = [(key, value) for key, value in query if value]
+    while True:
+        page = request(
+            api_client,
+            "GET",
+            path,
+            query=[*base, ("limit", str(LIST_PAGE)), *([("continue", token)] if token else [])],
+        )
+        items.extend(page.get("items") or ())
+        token = str((page.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return items
 
 
 def describe_error(error: BaseException) -> str:

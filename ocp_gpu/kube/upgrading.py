@@ -309,22 +309,6 @@ def upgrade_node(body: Mapping[str, Any], driver_pods: Iterable[DriverPod] = ())
 # --- reads ------------------------------------------------------------------------------------
 
 
-def _list(api: client.ApiClient, path: str, **query: str) -> list[dict[str, Any]]:
-    """Every item of a list, following `continue` tokens."""
-    items: list[dict[str, Any]] = []
-    token = ""
-    while True:
-        params = [(key.replace("_", ""), value) for key, value in query.items() if value]
-        params.append(("limit", "500"))
-        if token:
-            params.append(("continue", token))
-        page = requesting.request(api, "GET", path, query=params)
-        items += page.get("items") or []
-        token = (page.get("metadata") or {}).get("continue") or ""
-        if not token:
-            return items
-
-
 def _in(namespace: str) -> str:
     return f"/namespaces/{quote(namespace)}" if namespace else ""
 
@@ -333,20 +317,20 @@ def list_driver_pods(
     api: client.ApiClient, namespace: str, selector: str = DRIVER_SELECTOR
 ) -> tuple[DriverPod, ...]:
     """The driver pods in the operator namespace."""
-    items = _list(api, f"/api/v1{_in(namespace)}/pods", labelSelector=selector)
+    items = requesting.list_items(api, f"/api/v1{_in(namespace)}/pods", [("labelSelector", selector)])
     return tuple(driver_pod(item) for item in items)
 
 
 def list_pods_on_node(api: client.ApiClient, node: str) -> tuple[WorkloadPod, ...]:
     """Every pod bound to the node, in every namespace."""
-    items = _list(api, "/api/v1/pods", fieldSelector=f"spec.nodeName={node}")
+    items = requesting.list_items(api, "/api/v1/pods", [("fieldSelector", f"spec.nodeName={node}")])
     return tuple(workload_pod(item) for item in items)
 
 
 def list_validator_pods(
     api: client.ApiClient, namespace: str, selector: str = upgrades.VALIDATOR_SELECTOR
 ) -> tuple[ValidatorPod, ...]:
-    items = _list(api, f"/api/v1{_in(namespace)}/pods", labelSelector=selector)
+    items = requesting.list_items(api, f"/api/v1{_in(namespace)}/pods", [("labelSelector", selector)])
     return tuple(validator_pod(item) for item in items)
 
 
@@ -391,7 +375,9 @@ def list_controller_revisions(api: client.ApiClient, namespace: str, selector: s
     NB: the DaemonSet controller labels each revision with the pod template's labels, so
     the driver pods' selector (app=nvidia-driver-daemonset) finds every driver DaemonSet's.
     """
-    items = _list(api, f"/apis/apps/v1{_in(namespace)}/controllerrevisions", labelSelector=selector)
+    items = requesting.list_items(
+        api, f"/apis/apps/v1{_in(namespace)}/controllerrevisions", [("labelSelector", selector)]
+    )
     return current_revisions(items)
 
 
@@ -417,7 +403,9 @@ def list_driver_revisions(
     same selector on the template labels they copy.
     """
     revisions = list_controller_revisions(api, namespace, selector)
-    daemonsets = _list(api, f"/apis/apps/v1{_in(namespace)}/daemonsets", labelSelector=selector)
+    daemonsets = requesting.list_items(
+        api, f"/apis/apps/v1{_in(namespace)}/daemonsets", [("labelSelector", selector)]
+    )
     return {
         str(_meta(ds).get("name", "")): driver_revision(ds, revisions.get(str(_meta(ds).get("name", ""))))
         for ds in daemonsets
@@ -447,7 +435,7 @@ def read_upgrade_snapshot(
         by_node.setdefault(pod.node, []).append(pod)
     nodes = tuple(
         upgrade_node(item, by_node.get(str(_meta(item).get("name")), ()))
-        for item in _list(api, "/api/v1/nodes", labelSelector=node_selector)
+        for item in requesting.list_items(api, "/api/v1/nodes", [("labelSelector", node_selector)])
     )
     revisions = list_driver_revisions(api, namespace, daemonset_selector or driver_selector)
     pods: dict[NodeName, tuple[WorkloadPod, ...]] = {}
