@@ -14,9 +14,8 @@ import logging
 from typing import Any
 
 import kopf
-from kubernetes import client
 
-from ocp_gpu.kube import owning, reading, requesting, upgrading
+from ocp_gpu.kube import clients, owning, reading, requesting, upgrading
 from ocp_gpu.model import labels, nodes, operands, upgrades
 from ocp_gpu.reconcilers import runtime
 
@@ -63,7 +62,7 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        return connection_info(rt.api_client)
+        return clients.connection_info(rt.api_client)
 
     @kopf.index("", "v1", "nodes", registry=registry, id="node-facts")
     async def index_node(body: kopf.Body, **_: Any) -> None:
@@ -249,24 +248,6 @@ def _register_owned_kind(
             # Deleted by hand or garbage-collected: the next pass applies it again.
             rt.owned.pop(owning.ident(kind.kind, namespace, name), None)
             rt.mark_owned()
-
-
-def connection_info(api_client: client.ApiClient) -> kopf.ConnectionInfo:
-    """kopf's credentials from the same configuration our kubernetes client uses."""
-    configuration = api_client.configuration
-    header = configuration.get_api_key_with_prefix("BearerToken") or configuration.get_api_key_with_prefix(
-        "authorization"
-    )
-    scheme, token = [*header.split(" ", 1), ""][:2] if header else (None, None)
-    return kopf.ConnectionInfo(
-        server=configuration.host,
-        ca_path=configuration.ssl_ca_cert,
-        insecure=not configuration.verify_ssl,
-        scheme=scheme if token else None,
-        token=token or scheme or None,
-        certificate_path=configuration.cert_file,
-        private_key_path=configuration.key_file,
-    )
 
 
 def quiet_kopf() -> None:

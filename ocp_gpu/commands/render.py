@@ -60,7 +60,6 @@ from typing import Any, Final, TextIO
 from urllib.parse import quote
 
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu import __version__
 from ocp_gpu.kube import applying, clients, discovering, reading, requesting
@@ -626,7 +625,7 @@ def _reading(what: str, server: str) -> Iterator[None]:
     """Turn any failure to read `what` into an InputError naming it and the server."""
     try:
         yield
-    except ApiException as error:
+    except requesting.ApiException as error:
         raise InputError(f"cannot read {what} from {server}: {error.status} {error.reason}") from None
     except Exception as error:  # connection refused, TLS, a proxy: all mean "unreadable"
         raise InputError(f"cannot read {what} from {server}: {error}") from None
@@ -636,7 +635,7 @@ def _get(api_client: Any, path: str, *, missing_ok: tuple[int, ...] = (404,)) ->
     """GET one object; None when the server answers with one of `missing_ok`."""
     try:
         found: dict[str, Any] = requesting.request(api_client, "GET", path)
-    except ApiException as error:
+    except requesting.ApiException as error:
         if error.status in missing_ok:
             return None
         raise

@@ -66,7 +66,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from kubernetes.client.exceptions import ApiException
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
@@ -742,7 +741,7 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
     server = str(api.configuration.host)
     try:
         listed = requesting.request(api, "GET", _POLICIES_PATH)
-    except ApiException as error:
+    except requesting.ApiException as error:
         if error.status == 404:
             raise StatusError(
                 f"{server} serves no ClusterPolicy API: the clusterpolicies.nvidia.com CRD is not installed"
@@ -774,7 +773,7 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
         stack_pods = requesting.list_items(
             api, f"/api/v1/namespaces/{where}/pods", [("labelSelector", f"{labels.APP} in ({stack_apps})")]
         )
-    except ApiException as error:
+    except requesting.ApiException as error:
         raise StatusError(f"cannot read {what} on {server}: {error.status} {error.reason}") from None
     except Exception as error:  # connection lost midway
         raise StatusError(f"cannot read {what} on {server}: {error}") from None

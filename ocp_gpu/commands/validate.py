@@ -45,8 +45,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from kubernetes.client.exceptions import ApiException
-
 from ocp_gpu.kube import clients, requesting, validating
 from ocp_gpu.planning import validation
 from ocp_gpu.planning.validation import Component, Verdict
@@ -371,7 +369,7 @@ def run_workload(
         # Either way: a finished pod is clutter, a running plugin workload holds a GPU.
         try:
             validating.delete_pod(api_client, settings.namespace, name)
-        except ApiException as error:
+        except requesting.ApiException as error:
             log.warning("could not delete pod %s/%s: %s", settings.namespace, name, error.reason)
 
 
@@ -388,7 +386,7 @@ def validate_workload(
             message = run_workload(
                 api_client, component, settings, timeout, validation.judge_plugin_pod, resource=resource
             )
-    except ApiException as error:
+    except requesting.ApiException as error:
         described = requesting.describe_error(error)
         hint = _rbac_hint(settings)
         if "RuntimeClass" in described:

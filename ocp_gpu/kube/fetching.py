@@ -1,7 +1,8 @@
-"""Reading single objects the operator does not watch: the ConfigMaps a ClusterPolicy names.
+"""Targeted reads beside the watches: the ConfigMaps a ClusterPolicy names, a last look at the nodes.
 
-NB: read on each reconcile pass that renders drivers (a GET per named ConfigMap); they
-are few and small, and a watch on every ConfigMap of the namespace would cost more.
+NB: ConfigMaps are read on each reconcile pass that renders drivers (a GET per named
+ConfigMap); they are few and small, and a watch on every ConfigMap of the namespace
+would cost more.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from collections.abc import Iterable
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+
+from ocp_gpu.kube import requesting
+from ocp_gpu.model import labels, snapshot
 
 
 def config_map_keys(
@@ -29,3 +33,24 @@ def config_map_keys(
         keys = [*(config_map.data or {}), *(config_map.binary_data or {})]
         found[name] = tuple(sorted(keys))
     return found
+
+
+def nodes_still_selected(api_client: client.ApiClient, daemonset: snapshot.DriverDaemonSet) -> bool:
+    """True when a GPU node carries the NFD label value that keys this DaemonSet (one LIST, limit 1).
+
+    NB: the last read before an irreversible delete, so it asks the server, not the watch.
+    """
+    rhcos = daemonset.labels.get(labels.DTK_RHCOS)
+    if not rhcos:
+        # Vanilla and precompiled keys span several labels: trust the planner's view.
+        return False
+    found = requesting.request(
+        api_client,
+        "GET",
+        "/api/v1/nodes",
+        query=[
+            ("labelSelector", f"{labels.OSTREE_VERSION}={rhcos},{labels.NFD_NVIDIA_PCI}=true"),
+            ("limit", "1"),
+        ],
+    )
+    return bool(found.get("items"))

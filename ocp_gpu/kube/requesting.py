@@ -13,7 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+
+# Re-exported: code outside kube/ catches it without importing the kubernetes client.
+from kubernetes.client.exceptions import ApiException as ApiException
 
 from ocp_gpu import metrics
 

@@ -15,8 +15,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from ocp_gpu import metrics
 from ocp_gpu.kube import labelling, reporting, requesting
 from ocp_gpu.model import fields, policy_checks, policy_parser
@@ -68,7 +66,7 @@ async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
         metrics.reconciliations.inc()
         try:
             await reconcile_once(rt, changes, datetime.datetime.now(datetime.UTC))
-        except ApiException as error:
+        except requesting.ApiException as error:
             # NB: str(ApiException) carries every HTTP header; the apiserver's message is enough.
             metrics.reconciliation_failures.inc()
             logger.error(

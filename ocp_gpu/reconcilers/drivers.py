@@ -17,12 +17,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes import client
-
 from ocp_gpu import metrics
 from ocp_gpu.kube import applying, fetching, owning, reading, reporting, requesting
-from ocp_gpu.model import labels, snapshot
 from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model import snapshot
 from ocp_gpu.model.problems import PolicyProblem
 from ocp_gpu.planning import (
     downgrades,
@@ -115,7 +113,7 @@ async def _delete_stale(
     if (
         daemonset is not None
         and not stale.superseded
-        and await asyncio.to_thread(_nodes_still_selected, rt.api_client, daemonset)
+        and await asyncio.to_thread(fetching.nodes_still_selected, rt.api_client, daemonset)
     ):
         logger.warning("kept %s: a node still carries its key", stale.name)
         return
@@ -185,18 +183,6 @@ def _pull_failures(rt: runtime.Runtime) -> tuple[driver_fallback.PullFailure, ..
         driver_fallback.PullFailure(snapshot.DriverKey(key), image, since)
         for (key, image), since in earliest.items()
     )
-
-
-def _nodes_still_selected(api_client: client.ApiClient, daemonset: snapshot.DriverDaemonSet) -> bool:
-    """True when a GPU node carries the NFD label value that keys this DaemonSet."""
-    rhcos = daemonset.labels.get(labels.DTK_RHCOS)
-    if not rhcos:
-        # Vanilla and precompiled keys span several labels: trust the planner's view.
-        return False
-    found = client.CoreV1Api(api_client).list_node(
-        label_selector=f"{labels.OSTREE_VERSION}={rhcos},{labels.NFD_NVIDIA_PCI}=true", limit=1
-    )
-    return bool(found.items)
 
 
 async def _delete_all(rt: runtime.Runtime) -> dict[str, str]:

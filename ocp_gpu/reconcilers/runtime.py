@@ -14,10 +14,8 @@ import datetime
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from kubernetes import client
-
 from ocp_gpu import memory
-from ocp_gpu.kube import owning
+from ocp_gpu.kube import clients, owning
 from ocp_gpu.model import nodes, operands, snapshot, upgrades
 from ocp_gpu.model.policy import UpgradePolicy
 
@@ -53,7 +51,7 @@ class Changes:
 
 @dataclasses.dataclass
 class Runtime:
-    api_client: client.ApiClient
+    api_client: clients.ApiClient
     namespace: str
     # The operator's environment: image defaults (DRIVER_IMAGE, ...).
     env: Mapping[str, str]

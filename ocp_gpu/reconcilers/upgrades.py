@@ -22,8 +22,6 @@ import functools
 import logging
 from collections.abc import Mapping, Sequence
 
-from kubernetes.client.exceptions import ApiException
-
 from ocp_gpu import metrics
 from ocp_gpu.kube import requesting, upgrading
 from ocp_gpu.model import labels, upgrades
@@ -151,7 +149,11 @@ async def reconcile_upgrades(
         if isinstance(result, Exception):
             failed = True
             # NB: one node's error never blocks the others; the next pass plans it again.
-            detail = f"{result.status} {result.reason}" if isinstance(result, ApiException) else repr(result)
+            detail = (
+                f"{result.status} {result.reason}"
+                if isinstance(result, requesting.ApiException)
+                else repr(result)
+            )
             logger.warning("node %s: upgrade step failed (%s); other nodes carry on", node_plan.node, detail)
     counts = upgrade.summarize(plan)
     metrics.auto_upgrade_enabled.set(counts.auto_upgrade_enabled)
