@@ -20,7 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu.kube import reading, reporting, requesting
-from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model import labels, snapshot, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.model.upgrades import (
@@ -383,15 +383,17 @@ def list_controller_revisions(api: client.ApiClient, namespace: str, selector: s
 
 def driver_revision(daemonset: Mapping[str, Any], current_hash: str | None) -> DriverRevision:
     """The DriverRevision of a DaemonSet object and its current revision hash."""
-    metadata = _meta(daemonset)
-    status = daemonset.get("status") or {}
-    observed = int(status.get("observedGeneration", 0)) >= int(metadata.get("generation", 1))
-    missing = int(status.get("desiredNumberScheduled", 0)) - int(status.get("currentNumberScheduled", 0))
-    return DriverRevision(
-        daemonset=str(metadata.get("name", "")),
-        current_hash=current_hash,
-        unscheduled=max(0, missing) if observed else 0,
+    return upgrades.driver_revision(reading.driver_daemonset(daemonset), current_hash)
+
+
+def list_driver_daemonsets(
+    api: client.ApiClient, namespace: str, selector: str = DRIVER_SELECTOR
+) -> tuple[snapshot.DriverDaemonSet, ...]:
+    """The driver DaemonSets matching `selector` on their own labels."""
+    items = requesting.list_items(
+        api, f"/apis/apps/v1{_in(namespace)}/daemonsets", [("labelSelector", selector)]
     )
+    return tuple(reading.driver_daemonset(item) for item in items)
 
 
 def list_driver_revisions(
@@ -403,12 +405,9 @@ def list_driver_revisions(
     same selector on the template labels they copy.
     """
     revisions = list_controller_revisions(api, namespace, selector)
-    daemonsets = requesting.list_items(
-        api, f"/apis/apps/v1{_in(namespace)}/daemonsets", [("labelSelector", selector)]
-    )
     return {
-        str(_meta(ds).get("name", "")): driver_revision(ds, revisions.get(str(_meta(ds).get("name", ""))))
-        for ds in daemonsets
+        ds.name: upgrades.driver_revision(ds, revisions.get(ds.name))
+        for ds in list_driver_daemonsets(api, namespace, selector)
     }
 
 
@@ -429,15 +428,16 @@ def read_upgrade_snapshot(
     `validator_deployed=None` decides from the cluster: a DaemonSet or a pod labelled
     app=nvidia-operator-validator exists in the namespace.
     """
-    drivers = list_driver_pods(api, namespace, driver_selector)
-    by_node: dict[str, list[DriverPod]] = {}
-    for pod in drivers:
-        by_node.setdefault(pod.node, []).append(pod)
-    nodes = tuple(
-        upgrade_node(item, by_node.get(str(_meta(item).get("name")), ()))
-        for item in requesting.list_items(api, "/api/v1/nodes", [("labelSelector", node_selector)])
+    nodes = upgrades.upgrade_nodes(
+        (
+            reading.node_facts(item)
+            for item in requesting.list_items(api, "/api/v1/nodes", [("labelSelector", node_selector)])
+        ),
+        list_driver_pods(api, namespace, driver_selector),
     )
-    revisions = list_driver_revisions(api, namespace, daemonset_selector or driver_selector)
+    selector = daemonset_selector or driver_selector
+    revisions = list_controller_revisions(api, namespace, selector)
+    daemonsets = list_driver_daemonsets(api, namespace, selector)
     pods: dict[NodeName, tuple[WorkloadPod, ...]] = {}
     for name in upgrade.nodes_needing_pods(nodes, policy):
         try:
@@ -447,16 +447,7 @@ def read_upgrade_snapshot(
     validators = list_validator_pods(api, namespace)
     if validator_deployed is None:
         validator_deployed = bool(validators) or validator_daemonset_exists(api, namespace)
-    by_validator: dict[NodeName, list[ValidatorPod]] = {}
-    for validator in validators:
-        by_validator.setdefault(validator.node, []).append(validator)
-    return UpgradeSnapshot(
-        nodes=nodes,
-        daemonsets=revisions,
-        pods=pods,
-        validator_deployed=validator_deployed,
-        validator_pods={name: tuple(group) for name, group in by_validator.items()},
-    )
+    return upgrades.upgrade_snapshot(nodes, daemonsets, revisions, pods, validators, validator_deployed)
 
 
 def apply_upgrade_plan(

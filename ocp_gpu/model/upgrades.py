@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import datetime
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from ocp_gpu.model import labels
+from ocp_gpu.model import labels, snapshot
 from ocp_gpu.model.nodes import NodeFacts, NodeName
 
 # --- the state label ---------------------------------------------------------------
@@ -294,4 +294,54 @@ def upgrade_node(facts: NodeFacts, driver_pods: tuple[DriverPod, ...] = ()) -> U
         driver_pods=driver_pods,
         driver_opted_out=facts.labels.get(labels.deploy_label("driver")) == "false"
         or facts.labels.get(labels.GPU_DEPLOY_OPERANDS) == "false",
+    )
+
+
+# --- the upgrade snapshot, from the watches' view or from LISTs: one builder ------------------------
+
+
+def driver_revision(daemonset: snapshot.DriverDaemonSet, current_hash: str | None) -> DriverRevision:
+    """The DriverRevision of a driver DaemonSet and its current revision hash.
+
+    NB: the one "unscheduled" rule: nodes the DaemonSet wants but has no pod on, counted only
+    once its controller has seen the latest spec (before that the counters describe the old one).
+    """
+    missing = daemonset.desired_number_scheduled - daemonset.current_number_scheduled
+    return DriverRevision(
+        daemonset=daemonset.name,
+        current_hash=current_hash,
+        unscheduled=max(0, missing) if daemonset.status_is_current else 0,
+    )
+
+
+def upgrade_nodes(
+    node_facts: Iterable[NodeFacts], driver_pods: Iterable[DriverPod]
+) -> tuple[UpgradeNode, ...]:
+    """Every GPU node as the upgrade sees it, each with the driver pods bound to it."""
+    by_node: dict[str, list[DriverPod]] = {}
+    for pod in driver_pods:
+        by_node.setdefault(pod.node, []).append(pod)
+    return tuple(
+        upgrade_node(facts, tuple(by_node.get(facts.name, ()))) for facts in node_facts if facts.is_gpu_node
+    )
+
+
+def upgrade_snapshot(
+    nodes: tuple[UpgradeNode, ...],
+    daemonsets: Iterable[snapshot.DriverDaemonSet],
+    revision_hashes: Mapping[str, str],
+    pods: Mapping[NodeName, tuple[WorkloadPod, ...]],
+    validator_pods: Iterable[ValidatorPod],
+    validator_deployed: bool,
+) -> UpgradeSnapshot:
+    """The snapshot one upgrade pass plans on (the watches' view and `ocp-gpu status` both build it here)."""
+    by_node: dict[NodeName, list[ValidatorPod]] = {}
+    for validator in validator_pods:
+        by_node.setdefault(validator.node, []).append(validator)
+    return UpgradeSnapshot(
+        nodes=nodes,
+        daemonsets={ds.name: driver_revision(ds, revision_hashes.get(ds.name)) for ds in daemonsets},
+        pods=pods,
+        validator_deployed=validator_deployed,
+        validator_pods={name: tuple(group) for name, group in by_node.items()},
     )

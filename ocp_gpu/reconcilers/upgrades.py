@@ -190,37 +190,17 @@ async def _list_pods(
 
 async def _snapshot(rt: runtime.Runtime, rules: UpgradePolicy) -> upgrades.UpgradeSnapshot:
     """The upgrade snapshot from the watches' view, plus the pods of the nodes that need them."""
-    by_node: dict[str, list[upgrades.DriverPod]] = {}
-    for pod in rt.driver_pods.values():
-        by_node.setdefault(pod.node, []).append(pod)
-    nodes = tuple(
-        upgrades.upgrade_node(facts, tuple(by_node.get(facts.name, ())))
-        for facts in rt.node_facts.values()
-        if facts.is_gpu_node
-    )
-    hashes = upgrading.current_revisions(rt.driver_revisions.values())
-    daemonsets = {
-        name: upgrades.DriverRevision(
-            daemonset=name,
-            current_hash=hashes.get(name),
-            unscheduled=max(0, ds.desired_number_scheduled - ds.current_number_scheduled)
-            if ds.status_is_current
-            else 0,
-        )
-        for name, ds in rt.driver_daemonsets.items()
-    }
+    nodes = upgrades.upgrade_nodes(rt.node_facts.values(), rt.driver_pods.values())
     pods = await _list_pods(rt, upgrade.nodes_needing_pods(nodes, rules))
-    validators: dict[NodeName, list[upgrades.ValidatorPod]] = {}
-    for validator in rt.validator_pods.values():
-        validators.setdefault(validator.node, []).append(validator)
     # NB: a validator DaemonSet whose pods are not created yet still means "validation is coming".
-    deployed = bool(validators) or await asyncio.to_thread(
+    deployed = bool(rt.validator_pods) or await asyncio.to_thread(
         upgrading.validator_daemonset_exists, rt.api_client, rt.namespace
     )
-    return upgrades.UpgradeSnapshot(
-        nodes=nodes,
-        daemonsets=daemonsets,
-        pods=pods,
-        validator_deployed=deployed,
-        validator_pods={name: tuple(group) for name, group in validators.items()},
+    return upgrades.upgrade_snapshot(
+        nodes,
+        rt.driver_daemonsets.values(),
+        upgrading.current_revisions(rt.driver_revisions.values()),
+        pods,
+        rt.validator_pods.values(),
+        deployed,
     )

@@ -246,3 +246,29 @@ def test_current_revisions() -> None:
 def test_driver_revision(status: dict[str, int], generation: int, unscheduled: int) -> None:
     body = {"metadata": {"name": "ds", "generation": generation}, "status": status}
     assert upgrading.driver_revision(body, "h").unscheduled == unscheduled
+
+
+def test_one_snapshot_builder_for_watches_and_lists() -> None:
+    """The watches' records and a LIST's JSON reach the same UpgradeSnapshot (model.upgrades builds both)."""
+    gpu = node_body({labels.NFD_NVIDIA_PCI: "true"}, {}, [])
+    cpu = {**node_body({}, {}, []), "metadata": {"name": "cpu", "labels": {}, "annotations": {}}}
+    daemonset = {
+        "metadata": {"name": "nvidia-driver-daemonset-x", "generation": 2},
+        "status": {"observedGeneration": 2, "desiredNumberScheduled": 2, "currentNumberScheduled": 1},
+    }
+    driver = upgrading.driver_pod(pod_body())
+    validator = upgrading.validator_pod(pod_body())
+    snap = upgrades.upgrade_snapshot(
+        upgrades.upgrade_nodes([reading.node_facts(gpu), reading.node_facts(cpu)], [driver]),
+        [reading.driver_daemonset(daemonset)],
+        {"nvidia-driver-daemonset-x": "7c9a5d"},
+        {},
+        [validator],
+        validator_deployed=True,
+    )
+    # Only GPU nodes, each with the driver pods bound to it.
+    assert [(node.name, node.driver_pods) for node in snap.nodes] == [("n1", (driver,))]
+    # The one "unscheduled" rule, the same as for a DaemonSet read by a LIST.
+    assert snap.daemonsets["nvidia-driver-daemonset-x"] == upgrading.driver_revision(daemonset, "7c9a5d")
+    assert snap.daemonsets["nvidia-driver-daemonset-x"].unscheduled == 1
+    assert dict(snap.validator_pods) == {"n1": (validator,)}
