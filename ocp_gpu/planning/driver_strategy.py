@@ -30,19 +30,33 @@ class Strategy(enum.StrEnum):
     PRECOMPILED = "precompiled"
 
 
-def select_strategy(*, openshift: bool, use_driver_toolkit: bool, use_precompiled: bool) -> Strategy:
-    """The cluster-wide strategy, from the platform and the policy.
+def select_strategy(platform: platform_model.Platform, policy: policy_model.Policy) -> Strategy:
+    """The cluster-wide driver strategy (DESIGN §3): the one place it is decided.
 
-    `use_driver_toolkit` is `operator.use_ocp_driver_toolkit`, `use_precompiled` is `driver.usePrecompiled`.
+    NB: `driver.enabled: false` is the caller's to check first (no strategy applies then);
+    `should_use_driver_toolkit` folds it in for the Driver Toolkit gauges.
     """
     # precompiled wins on every platform (DTK only as a per-key fallback)
-    if use_precompiled:
+    if policy.driver.use_precompiled:
         return Strategy.PRECOMPILED
-    # OpenShift with image.openshift.io and DTK not switched off
-    if openshift and use_driver_toolkit:
+    # OpenShift (image.openshift.io served) with the Driver Toolkit not switched off
+    if _driver_toolkit_allowed(platform, policy):
         return Strategy.DTK
     # vanilla Kubernetes, or OpenShift with `use_ocp_driver_toolkit: false`
     return Strategy.VANILLA
+
+
+def should_use_driver_toolkit(platform: platform_model.Platform, policy: policy_model.Policy) -> bool:
+    """Whether driver DaemonSets are built per RHCOS version with the Driver Toolkit."""
+    # no driver to build when drivers are disabled
+    return policy.driver.enabled and select_strategy(platform, policy) is Strategy.DTK
+
+
+def _driver_toolkit_allowed(platform: platform_model.Platform, policy: policy_model.Policy) -> bool:
+    """The cluster can build with the Driver Toolkit and the policy has not switched it off."""
+    # Only OpenShift has the driver-toolkit ImageStream; there it is the default, and only
+    # an explicit false turns it off.
+    return platform.is_openshift and policy.operator.use_ocp_driver_toolkit is not False
 
 
 @dataclass(frozen=True)
@@ -84,12 +98,7 @@ def settings_for_policy(
     fallback = driver.precompiled_fallback
     # NB: an enabled fallback without a version is a policy error (validate_policy); it
     # must not build `<branch>-<os>` images that do not exist.
-    dtk_available = (
-        platform.is_openshift
-        and policy.operator.use_ocp_driver_toolkit is not False
-        and fallback.enabled
-        and bool(fallback.version)
-    )
+    dtk_available = _driver_toolkit_allowed(platform, policy) and fallback.enabled and bool(fallback.version)
     fallback_image: images.ImageRef | None = None
     if driver.use_precompiled and dtk_available:
         # fallback builds need the full version: the driver image, retagged
@@ -99,17 +108,8 @@ def settings_for_policy(
         if isinstance(resolved, PolicyProblem):
             return resolved
         fallback_image = resolved
-    if driver.use_precompiled:
-        # usePrecompiled, on any platform
-        strategy = Strategy.PRECOMPILED
-    elif platform_model.should_use_driver_toolkit(platform, policy):
-        # OpenShift with the Driver Toolkit not switched off
-        strategy = Strategy.DTK
-    else:
-        # vanilla Kubernetes, or OpenShift with use_ocp_driver_toolkit: false
-        strategy = Strategy.VANILLA
     return DriverSettings(
-        strategy=strategy,
+        strategy=select_strategy(platform, policy),
         driver_image=base,
         dtk_available=dtk_available,
         dtk_fallback=dict(dtk_fallback or {}) if dtk_available else {},

@@ -69,7 +69,7 @@ def plan_driver_toolkit_gauges(
     stream: DriverToolkitStream,
     gpu_node_labels: Iterable[Mapping[str, str]],
 ) -> DriverToolkitGauges:
-    """The Driver Toolkit gauges: `requested` is planning.platform.should_use_driver_toolkit."""
+    """The Driver Toolkit gauges: `requested` is planning.driver_strategy.should_use_driver_toolkit."""
     if not requested:
         # vanilla Kubernetes, drivers disabled, precompiled, or useOpenShiftDriverToolkit: false
         return NOT_REQUESTED

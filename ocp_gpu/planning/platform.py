@@ -1,4 +1,4 @@
-"""What platform the operator runs on, and whether drivers are built with the Driver Toolkit.
+"""What platform the operator runs on (whether drivers are built with the Driver Toolkit: driver_strategy.py).
 
 Decides from the API groups the server serves (discovery), never from a flag or
 an environment variable, so the same image works on OpenShift and on vanilla
@@ -13,8 +13,6 @@ import dataclasses
 import enum
 from collections.abc import Collection
 from typing import Final
-
-from ocp_gpu.model import policy as policy_model
 
 # ClusterVersion and Proxy live here.
 CONFIG_GROUP: Final = "config.openshift.io"
@@ -63,18 +61,3 @@ def detect_platform(api_groups: Collection[str]) -> Platform:
         return Platform(PlatformKind.KUBERNETES, f"{IMAGE_GROUP} is served but {CONFIG_GROUP} is not")
     # Neither: vanilla Kubernetes.
     return Platform(PlatformKind.KUBERNETES, "no OpenShift API groups are served")
-
-
-def should_use_driver_toolkit(platform: Platform, policy: policy_model.Policy) -> bool:
-    """Whether driver DaemonSets are built per RHCOS version with the Driver Toolkit (DESIGN §3)."""
-    if not platform.is_openshift:
-        # Only OpenShift has the driver-toolkit ImageStream.
-        return False
-    if not policy.driver.enabled:
-        # No driver to build.
-        return False
-    if policy.driver.use_precompiled:
-        # Precompiled images need no build (the fallback is decided per kernel elsewhere).
-        return False
-    # On OpenShift the Driver Toolkit is the default; only an explicit false turns it off.
-    return policy.operator.use_ocp_driver_toolkit is not False

@@ -131,7 +131,7 @@ def _record_driver_toolkit_gauges(
 ) -> None:
     """NVIDIA's gpu_operator_openshift_driver_toolkit_* gauges and ours per RHCOS version."""
     gauges = operator_health.plan_driver_toolkit_gauges(
-        requested=platform_model.should_use_driver_toolkit(platform, policy),
+        requested=driver_strategy.should_use_driver_toolkit(platform, policy),
         stream=imagestreams.resolve_driver_toolkit_stream(rt.dtk_imagestream),
         gpu_node_labels=[facts.labels for facts in rt.node_facts.values() if facts.is_gpu_node],
     )

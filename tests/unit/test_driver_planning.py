@@ -86,12 +86,13 @@ from tests.unit._drivers import (
     ids=["ocp-dtk", "ocp-dtk-off", "k8s", "k8s-dtk-off", "ocp-precompiled", "k8s-precompiled"],
 )
 def test_select_strategy(openshift: bool, use_dtk: bool, precompiled: bool, expected: Strategy) -> None:
-    assert (
-        driver_strategy.select_strategy(
-            openshift=openshift, use_driver_toolkit=use_dtk, use_precompiled=precompiled
-        )
-        is expected
+    detected = platform.detect_platform(
+        {platform.CONFIG_GROUP, platform.IMAGE_GROUP} if openshift else {"apps", "batch"}
     )
+    policy = policy_parser.parse_policy(
+        {"operator": {"use_ocp_driver_toolkit": use_dtk}, "driver": {"usePrecompiled": precompiled}}
+    )
+    assert driver_strategy.select_strategy(detected, policy) is expected
 
 
 # --- keying per strategy (named matrix) -----------------------------------------------------

@@ -3,8 +3,8 @@
 - OpenShift only when both config.openshift.io and image.openshift.io are served;
 - one OpenShift group without the other is Kubernetes, with a reason naming what is missing;
 - the status value ("openshift"/"kubernetes") the cluster reconciler writes;
-- whether drivers are built with the Driver Toolkit: per platform, driver switch,
-  usePrecompiled and use_ocp_driver_toolkit (unset, true, false).
+- whether drivers are built with the Driver Toolkit (planning/driver_strategy.py): per
+  platform, driver switch, usePrecompiled and use_ocp_driver_toolkit (unset, true, false).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ocp_gpu.model import policy_parser
-from ocp_gpu.planning import platform
+from ocp_gpu.planning import driver_strategy, platform
 
 CORE = ["", "apps", "apiextensions.k8s.io", "coordination.k8s.io"]
 OPENSHIFT = [*CORE, "config.openshift.io", "image.openshift.io", "security.openshift.io"]
@@ -66,4 +66,4 @@ DTK_DECISIONS: dict[str, tuple[platform.Platform, dict[str, Any], bool]] = {
 
 @pytest.mark.parametrize(("detected", "spec", "expected"), DTK_DECISIONS.values(), ids=DTK_DECISIONS.keys())
 def test_should_use_driver_toolkit(detected: platform.Platform, spec: dict[str, Any], expected: bool) -> None:
-    assert platform.should_use_driver_toolkit(detected, policy_parser.parse_policy(spec)) is expected
+    assert driver_strategy.should_use_driver_toolkit(detected, policy_parser.parse_policy(spec)) is expected
