@@ -1,7 +1,8 @@
 """The reconcile loop and its one pass: which ClusterPolicy is active, its status, node labels.
 
 Read: the in-memory view (runtime.Runtime).  Plan: planning.policies,
-planning.platform, model.policy, planning.node_labels.  Apply: kube.labelling,
+planning.platform, model.policy, planning.node_labels, planning.status (the
+status and its Events).  Apply: kube.labelling,
 kube.reporting.  Writes happen only when the plan differs from what is
 observed, so a quiet cluster sees zero writes.
 """
@@ -12,47 +13,28 @@ import asyncio
 import datetime
 import functools
 import logging
-from collections.abc import Mapping
-from typing import Any
 
 from ocp_gpu import metrics
 from ocp_gpu.kube import labelling, reporting, requesting
 from ocp_gpu.model import fields, policy_checks, policy_parser
-from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import (
     conditions,
     driver_coverage,
-    monitoring,
+    drivers,
     node_labels,
     operator_health,
     platform,
     policies,
 )
+from ocp_gpu.planning import status as status_planning
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
 from ocp_gpu.reconcilers import monitoring as monitoring_reconciler
 from ocp_gpu.reconcilers import operands, runtime
 
 logger = logging.getLogger("ocp_gpu.reconcile")
 
-STATE_READY, STATE_NOT_READY, STATE_IGNORED = "ready", "notReady", "ignored"
 RETRY_FAILED_WRITES_S = 30.0
-# How many not-ready nodes the OperandNotReady message names per operand.
-UNREADY_NODES_NAMED = 3
-
-# A field accepted for compatibility with NVIDIA's schema that ocp-gpu does not act on (model/fields.py).
-UNSUPPORTED = "UnsupportedSetting"
-# Conditions that also become an Event when they appear or change: type -> (reason, Event type).
-EVENTED = {
-    "Error": ("InvalidClusterPolicy", "Warning"),
-    "DriverToolkitImageMissing": ("DriverToolkitImageMissing", "Warning"),
-    "DriverToolkitImageStreamProblem": ("DriverToolkitImageStreamProblem", "Warning"),
-    "NodeFeatureLabelStale": ("NodeFeatureLabelStale", "Warning"),
-    "NodeFeatureLabelsMissing": ("NodeFeatureLabelsMissing", "Warning"),
-    "DriverDaemonSetDeferred": ("DriverDaemonSetDeferred", "Warning"),
-    monitoring.MonitoringUnavailable.reason: (monitoring.MonitoringUnavailable.reason, "Warning"),
-    UNSUPPORTED: (UNSUPPORTED, "Warning"),
-}
 
 
 async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
@@ -95,7 +77,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     if changes.policies or changes.everything:
         for name, message in selection.ignored.items():
             ignored = rt.policies[name]
-            if _ready_message(ignored.status) != message:
+            if status_planning.ready_message(ignored.status) != message:
                 # A second ClusterPolicy (or a new reason to ignore it): say so once, loudly.
                 logger.warning("ClusterPolicy %s ignored: %s", name, message)
                 await asyncio.to_thread(
@@ -106,7 +88,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
                     conditions.bounded_message(message),
                     "Warning",
                 )
-            await _write_status_if_changed(rt, ignored, _ignored_status(message, ignored), now)
+            await _write_status_if_changed(rt, ignored, status_planning.ignored_status(message), now)
     if selection.active != rt.active_policy:
         # Deleting the active policy hands over to the next oldest: worth a line in the log.
         logger.info(
@@ -159,35 +141,39 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     )
     rt.set_upgrade_policy(policy.driver.upgrade_policy if upgrades_allowed else None)
 
-    status = _active_status(rt, policy, problems, detected, label_errors, outcome, stack)
-    if status["state"] == STATE_READY:
-        metrics.reconciliation_last_success.set(now.timestamp())
-    if watching is not None and watching.problems:
-        # Asked for a ServiceMonitor where none can exist: say so (and once as an Event), go on.
-        reason = monitoring.MonitoringUnavailable.reason
-        message = " ".join(problem.message for problem in watching.problems)
-        status["_conditions"].append(conditions.Condition(reason, True, reason, message))
+    plan = outcome.plan if outcome is not None else None
+    coverage = _coverage(rt, plan)
+    apply_errors = dict(label_errors)
+    for operand in (outcome, *stack.values()):
+        apply_errors |= dict(operand.errors) if operand else {}
     unsupported = fields.unsupported_settings(active.spec)
-    if unsupported:
-        # Accepted for compatibility with NVIDIA's schema, not acted on: say so, change nothing else.
-        message = fields.describe(unsupported, conditions.CONDITION_MESSAGE_LIMIT)
-        status["_conditions"].append(conditions.Condition(UNSUPPORTED, True, UNSUPPORTED, message))
-    if any(operand is not None and operand.errors for operand in (outcome, *stack.values())) or label_errors:
+    status = status_planning.plan_active_status(
+        namespace=rt.namespace,
+        platform=detected.value,
+        problems=problems,
+        apply_errors=apply_errors,
+        plan=plan,
+        coverage=coverage,
+        summary=status_planning.plan_driver_summary(plan, coverage, rt.driver_daemonsets),
+        # Per operand, the GPU nodes that should run it and have no Ready pod of it yet.
+        unready_nodes=operands.unready_operands(rt, policy) if stack else {},
+        gpu_nodes=sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node),
+        monitoring_problems=[problem.message for problem in watching.problems] if watching else [],
+        unsupported=fields.describe(unsupported, conditions.CONDITION_MESSAGE_LIMIT) if unsupported else "",
+    )
+    if status.health is not None:
+        metrics.reconciliation_status.set(status.health)
+    if status.state == status_planning.STATE_READY:
+        metrics.reconciliation_last_success.set(now.timestamp())
+    if apply_errors:
         # A failed write is retried on the next change, and at the latest after this long.
         rt.poke_after(RETRY_FAILED_WRITES_S)
-    previous_messages = _condition_messages(active.status)
+    previous_messages = status_planning.true_condition_messages(active.status)
     await _write_status_if_changed(rt, active, status, now)
-    for condition in status["_conditions"]:
-        if condition.status and condition.type in EVENTED and condition.message not in previous_messages:
-            # A new or different problem: say it once as an Event too (the status holds it meanwhile).
-            await asyncio.to_thread(
-                reporting.post_event,
-                rt.api_client,
-                _policy_ref(active),
-                EVENTED[condition.type][0] if condition.type == "Error" else condition.reason,
-                condition.message,
-                EVENTED[condition.type][1],
-            )
+    for event in status_planning.plan_status_events(status, previous_messages):
+        await asyncio.to_thread(
+            reporting.post_event, rt.api_client, _policy_ref(active), event.reason, event.message, event.type
+        )
 
 
 async def _reconcile_node_labels(
@@ -218,184 +204,28 @@ async def _reconcile_node_labels(
     return errors
 
 
-def _active_status(
-    rt: runtime.Runtime,
-    policy: policy_model.Policy,
-    problems: list[policy_problems.PolicyProblem],
-    detected: platform.Platform,
-    label_errors: Mapping[str, str],
-    outcome: drivers_reconciler.DriverOutcome | None,
-    stack: Mapping[str, operands.OperandOutcome],
-) -> dict[str, Any]:
-    errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
-    apply_errors = dict(label_errors)
-    for operand in (outcome, *stack.values()):
-        apply_errors |= dict(operand.errors) if operand else {}
-    found: list[conditions.Condition] = []
-    coverage = _coverage(rt, outcome)
-    summary = _driver_summary(rt, outcome, coverage)
-    unready = [d["name"] for d in summary if not d.pop("_complete")]
-    # Per operand, the GPU nodes that should run it and have no Ready pod of it yet.
-    unready_nodes = operands.unready_operands(rt, policy) if stack else {}
-    if errors:
-        message = "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in errors)
-        found.append(conditions.Condition("Ready", False, "InvalidSpec", message))
-        found.append(conditions.Condition("Error", True, "InvalidSpec", message))
-    elif apply_errors:
-        message = "; ".join(f"{what}: {error}" for what, error in sorted(apply_errors.items()))
-        found.append(conditions.Condition("Ready", False, "ApplyFailed", message))
-        found.append(conditions.Condition("Error", True, "ApplyFailed", message))
-    elif coverage is not None and coverage.uncovered and outcome is not None and outcome.plan is not None:
-        # A GPU node that no driver DaemonSet selects is never "ready" (DESIGN §4).
-        message = driver_coverage.describe_uncovered(coverage.uncovered, outcome.plan.findings)
-        found.append(conditions.Condition("Ready", False, "GPUNodesWithoutDriver", message))
-        found.append(conditions.Condition("Error", False, "Reconciled", ""))
-    elif unready or unready_nodes:
-        parts = [f"pods not ready in {', '.join(unready)}"] if unready else []
-        for name, nodes in unready_nodes.items():
-            more = f" (+{len(nodes) - UNREADY_NODES_NAMED} more)" if len(nodes) > UNREADY_NODES_NAMED else ""
-            parts.append(f"{name} not ready on {', '.join(nodes[:UNREADY_NODES_NAMED])}{more}")
-        found.append(conditions.Condition("Ready", False, "OperandNotReady", "; ".join(parts)))
-        found.append(conditions.Condition("Error", False, "Reconciled", ""))
-    else:
-        gpu_nodes = sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node)
-        found.append(
-            conditions.Condition(
-                "Ready",
-                True,
-                "Reconciled",
-                f"{gpu_nodes} GPU node(s), {len(summary)} driver DaemonSet(s) on {detected.value}",
-            )
-        )
-        found.append(conditions.Condition("Error", False, "Reconciled", ""))
-    warnings = [p for p in problems if p.severity is not policy_problems.Severity.ERROR]
-    if warnings:
-        found.append(
-            conditions.Condition(
-                "Warning",
-                True,
-                "SpecWarning",
-                "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in warnings),
-            )
-        )
-    if outcome is not None and outcome.plan is not None:
-        by_reason: dict[str, list[str]] = {}
-        for finding in outcome.plan.findings:
-            by_reason.setdefault(finding.reason, []).append(finding.message)
-        for reason, messages in sorted(by_reason.items()):
-            found.append(conditions.Condition(reason, True, reason, "; ".join(messages)))
-    state = STATE_READY if found[0].status else STATE_NOT_READY
-    metrics.reconciliation_status.set(
-        operator_health.reconciliation_status(
-            has_policy=True,
-            spec_errors=bool(errors),
-            apply_errors=bool(apply_errors),
-            ready=state == STATE_READY,
-        )
-    )
-    return {
-        "state": state,
-        "namespace": rt.namespace,
-        "platform": detected.value,
-        "driverDaemonSets": summary,
-        "_conditions": found,
-    }
-
-
-def _coverage(
-    rt: runtime.Runtime, outcome: drivers_reconciler.DriverOutcome | None
-) -> driver_coverage.DriverCoverage | None:
-    if outcome is None or outcome.plan is None:
+def _coverage(rt: runtime.Runtime, plan: drivers.DriverPlan | None) -> driver_coverage.DriverCoverage | None:
+    if plan is None:
         return None
     return driver_coverage.plan_driver_coverage(
-        {name: facts.labels for name, facts in rt.node_facts.items()}, outcome.plan.desired
+        {name: facts.labels for name, facts in rt.node_facts.items()}, plan.desired
     )
-
-
-def _driver_summary(
-    rt: runtime.Runtime,
-    outcome: drivers_reconciler.DriverOutcome | None,
-    coverage: driver_coverage.DriverCoverage | None,
-) -> list[dict[str, Any]]:
-    """One entry per desired driver DaemonSet: its key, images, the nodes it selects and ready pods."""
-    if outcome is None or outcome.plan is None or coverage is None:
-        # No plan this pass (an invalid spec, an image that cannot be resolved): the
-        # DaemonSets keep running, so describe them as they are.
-        return _observed_driver_summary(rt)
-    summary = []
-    for entry in outcome.plan.desired:
-        observed = rt.driver_daemonsets.get(entry.name)
-        summary.append(
-            {
-                "name": entry.name,
-                "key": str(entry.key),
-                "image": entry.driver_image,
-                "dtkImage": entry.dtk_image or "",
-                # Nodes the DaemonSet selects: the key's nodes less the admin's opt-outs.
-                "nodes": len(coverage.selected.get(entry.name, ())),
-                "ready": observed.number_ready if observed else 0,
-                # Every pod the DaemonSet controller wants is Ready (opted-out nodes do not count).
-                "_complete": observed is not None
-                and observed.status_is_current
-                and observed.number_ready == observed.desired_number_scheduled,
-            }
-        )
-    return summary
-
-
-def _observed_driver_summary(rt: runtime.Runtime) -> list[dict[str, Any]]:
-    """The driver DaemonSets as the watch sees them (nodes: what the DaemonSet controller schedules)."""
-    return [
-        {
-            "name": daemonset.name,
-            "key": daemonset.key or "",
-            "image": daemonset.image,
-            "dtkImage": daemonset.dtk_image or "",
-            "nodes": daemonset.desired_number_scheduled,
-            "ready": daemonset.number_ready,
-            "_complete": daemonset.status_is_current
-            and daemonset.number_ready == daemonset.desired_number_scheduled,
-        }
-        for daemonset in sorted(rt.driver_daemonsets.values(), key=lambda d: d.name)
-    ]
-
-
-def _ignored_status(message: str, obj: runtime.PolicyObject) -> dict[str, Any]:
-    return {
-        "state": STATE_IGNORED,
-        "_conditions": [
-            conditions.Condition("Ready", False, "Ignored", message),
-            conditions.Condition("Error", False, "Ignored", ""),
-        ],
-    }
 
 
 async def _write_status_if_changed(
-    rt: runtime.Runtime, obj: runtime.PolicyObject, decided: dict[str, Any], now: datetime.datetime
+    rt: runtime.Runtime,
+    obj: runtime.PolicyObject,
+    decided: status_planning.PolicyStatus,
+    now: datetime.datetime,
 ) -> None:
-    fresh: list[conditions.Condition] = decided["_conditions"]
-    status = {key: value for key, value in decided.items() if key != "_conditions"}
+    status = decided.wire()
     status["conditions"] = conditions.merge_conditions(
-        fresh, obj.status.get("conditions") or [], now, obj.generation
+        decided.conditions, obj.status.get("conditions") or [], now, obj.generation
     )
     status["observedGeneration"] = obj.generation
     if all(obj.status.get(key) == value for key, value in status.items()):
         return
     await asyncio.to_thread(reporting.patch_policy_status, rt.api_client, obj.name, status)
-
-
-def _ready_message(status: Mapping[str, Any]) -> str:
-    return next(
-        (str(c.get("message", "")) for c in status.get("conditions") or [] if c.get("type") == "Ready"), ""
-    )
-
-
-def _condition_messages(status: Mapping[str, Any]) -> set[str]:
-    return {
-        str(item.get("message", ""))
-        for item in status.get("conditions") or []
-        if item.get("status") == "True"
-    }
 
 
 def _policy_ref(obj: runtime.PolicyObject) -> dict[str, str]:
