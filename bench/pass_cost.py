@@ -37,7 +37,7 @@ from typing import Any, Final, TypeVar
 
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.kube import applying, reading
-from ocp_gpu.model import policy_parser, releases, snapshot
+from ocp_gpu.model import apis, policy_parser, releases, snapshot
 from ocp_gpu.planning import drivers, imagestreams, platform
 from ocp_gpu.reconcilers import driver_manifests
 from ocp_gpu.rendering import drivers as rendering
@@ -45,7 +45,7 @@ from ocp_gpu.rendering import drivers as rendering
 NAMESPACE: Final = "nvidia-gpu-operator"
 V1: Final = fake_nodes.DEFAULT_RHCOS
 DTK_IMAGE: Final = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
-OPENSHIFT: Final = platform.detect_platform({platform.CONFIG_GROUP, platform.IMAGE_GROUP})
+OPENSHIFT: Final = platform.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
 
 T = TypeVar("T")
 

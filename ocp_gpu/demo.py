@@ -38,7 +38,7 @@ from ocp_gpu.harness import binaries, openshift
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.harness.operating import OperatorProcess
-from ocp_gpu.model import labels, operands
+from ocp_gpu.model import apis, labels, operands
 
 CRD = Path(__file__).resolve().parent / "crds" / "clusterpolicies.nvidia.com.yaml"
 RHCOS_OLD = "416.94.202407030122-0"
@@ -173,13 +173,13 @@ def _scenario(api: client.ApiClient, narrator: Narrator) -> None:
     time.sleep(2)
     narrator.say("admin: kubectl apply cluster-policy")
     custom.create_cluster_custom_object(
-        "nvidia.com",
-        "v1",
-        "clusterpolicies",
+        apis.POLICY_GROUP,
+        apis.POLICY_VERSION,
+        apis.POLICY_PLURAL,
         {
-            "apiVersion": "nvidia.com/v1",
-            "kind": "ClusterPolicy",
-            "metadata": {"name": "cluster-policy"},
+            "apiVersion": apis.POLICY_API_VERSION,
+            "kind": apis.POLICY_KIND,
+            "metadata": {"name": labels.CLUSTER_POLICY_NAME},
             "spec": {"operator": {"use_ocp_driver_toolkit": True}, "driver": {"version": "550.90.07"}},
         },
     )
@@ -256,10 +256,10 @@ def _driver_upgrade(api: client.ApiClient, narrator: Narrator) -> None:
         f'-p=\'[{{"op": "replace", "path": "/spec/driver/version", "value":"{NEXT_DRIVER}"}}]\''
     )
     client.CustomObjectsApi(api).patch_cluster_custom_object(
-        "nvidia.com",
-        "v1",
-        "clusterpolicies",
-        "cluster-policy",
+        apis.POLICY_GROUP,
+        apis.POLICY_VERSION,
+        apis.POLICY_PLURAL,
+        labels.CLUSTER_POLICY_NAME,
         {"spec": {"driver": {"version": NEXT_DRIVER}}},
     )
     narrator.say(
@@ -290,7 +290,9 @@ def _driver_upgrade(api: client.ApiClient, narrator: Narrator) -> None:
 
 def _policy_state(custom: client.CustomObjectsApi) -> str:
     try:
-        obj = custom.get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")
+        obj = custom.get_cluster_custom_object(
+            apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, labels.CLUSTER_POLICY_NAME
+        )
     except client.exceptions.ApiException:
         return ""
     return str((obj.get("status") or {}).get("state", ""))
@@ -410,9 +412,7 @@ def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator
         key=lambda d: d.metadata.name,
     ):
         lbl = ds.metadata.labels or {}
-        sidecar = [
-            c.image for c in ds.spec.template.spec.containers if c.name == "openshift-driver-toolkit-ctr"
-        ]
+        sidecar = [c.image for c in ds.spec.template.spec.containers if c.name == operands.DTK_CONTAINER]
         dtk = (
             Text("tag missing", style="red")
             if lbl.get(labels.DTK_IMAGE_MISSING) == "true"
@@ -427,7 +427,7 @@ def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator
 def _policy_panel(api: client.ApiClient, operator: OperatorProcess) -> Panel:
     try:
         obj = client.CustomObjectsApi(api).get_cluster_custom_object(
-            "nvidia.com", "v1", "clusterpolicies", "cluster-policy"
+            apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, labels.CLUSTER_POLICY_NAME
         )
     except client.exceptions.ApiException:
         return Panel("no ClusterPolicy yet", title="ClusterPolicy cluster-policy")

@@ -16,14 +16,9 @@ from typing import Any
 import kopf
 
 from ocp_gpu.kube import clients, owning, reading, requesting, upgrading
-from ocp_gpu.model import labels, nodes, operands, upgrades
+from ocp_gpu.model import apis, labels, nodes, operands, upgrades
 from ocp_gpu.reconcilers import runtime
 
-POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL = "nvidia.com", "v1", "clusterpolicies"
-
-
-IMAGE_GROUP, CONFIG_GROUP = "image.openshift.io", "config.openshift.io"
-VALIDATOR_APP = upgrades.VALIDATOR_SELECTOR.split("=", 1)[1]
 OWNED_SELECTOR = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
 
 
@@ -49,11 +44,11 @@ def operator_settings() -> kopf.OperatorSettings:
     settings.watching.label_selectors["apps", "controllerrevisions"] = f"{labels.APP}={labels.DRIVER_APP}"
     # Initial lists in pages: at thousands of nodes one unpaged list is tens of megabytes at once.
     settings.watching.chunk_size = requesting.LIST_PAGE
-    settings.watching.field_selectors[IMAGE_GROUP, "imagestreams"] = (
+    settings.watching.field_selectors[apis.IMAGE_GROUP, "imagestreams"] = (
         f"metadata.name={labels.DTK_IMAGESTREAM_NAME}"
     )
-    settings.watching.field_selectors[CONFIG_GROUP, "clusterversions"] = "metadata.name=version"
-    settings.watching.field_selectors[CONFIG_GROUP, "proxies"] = "metadata.name=cluster"
+    settings.watching.field_selectors[apis.CONFIG_GROUP, "clusterversions"] = "metadata.name=version"
+    settings.watching.field_selectors[apis.CONFIG_GROUP, "proxies"] = "metadata.name=cluster"
     return settings
 
 
@@ -113,9 +108,9 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
         if rt.operand_pods.get(name) != operand_pod:
             rt.operand_pods[name] = operand_pod
             rt.mark_operands()
-        if operand_pod.app not in (labels.DRIVER_APP, VALIDATOR_APP):
+        if operand_pod.app not in (labels.DRIVER_APP, operands.OPERATOR_VALIDATOR.app):
             return
-        if operand_pod.app == VALIDATOR_APP:
+        if operand_pod.app == operands.OPERATOR_VALIDATOR.app:
             validator = upgrading.validator_pod(body)
             if rt.validator_pods.get(name) != validator:
                 rt.validator_pods[name] = validator
@@ -178,9 +173,9 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
         ):
             rt.mark_upgrades()
 
-    if IMAGE_GROUP in rt.api_groups:
+    if apis.IMAGE_GROUP in rt.api_groups:
 
-        @kopf.on.event(IMAGE_GROUP, "v1", "imagestreams", registry=registry, id="driver-toolkit-stream")
+        @kopf.on.event(apis.IMAGE_GROUP, "v1", "imagestreams", registry=registry, id="driver-toolkit-stream")
         async def imagestream_event(
             body: kopf.Body, namespace: str | None, type: str | None, **_: Any
         ) -> None:
@@ -189,19 +184,19 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
             rt.dtk_imagestream = None if type == "DELETED" else _plain(body)
             rt.mark_drivers()
 
-    if CONFIG_GROUP in rt.api_groups:
+    if apis.CONFIG_GROUP in rt.api_groups:
 
-        @kopf.on.event(CONFIG_GROUP, "v1", "clusterversions", registry=registry, id="cluster-version")
+        @kopf.on.event(apis.CONFIG_GROUP, "v1", "clusterversions", registry=registry, id="cluster-version")
         async def cluster_version_event(body: kopf.Body, type: str | None, **_: Any) -> None:
             rt.cluster_version = None if type == "DELETED" else _plain(body)
             rt.mark_drivers()
 
-        @kopf.on.event(CONFIG_GROUP, "v1", "proxies", registry=registry, id="cluster-proxy")
+        @kopf.on.event(apis.CONFIG_GROUP, "v1", "proxies", registry=registry, id="cluster-proxy")
         async def proxy_event(body: kopf.Body, type: str | None, **_: Any) -> None:
             rt.cluster_proxy = None if type == "DELETED" else _plain(body)
             rt.mark_drivers()
 
-    @kopf.index(POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL, registry=registry, id="policies")
+    @kopf.index(apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, registry=registry, id="policies")
     async def index_policy(body: kopf.Body, meta: kopf.Meta, **_: Any) -> None:
         rt.policies[str(meta["name"])] = runtime.PolicyObject(
             name=str(meta["name"]),
@@ -212,7 +207,9 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
             status=dict(body.get("status") or {}),
         )
 
-    @kopf.on.event(POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL, registry=registry, id="policy-events")
+    @kopf.on.event(
+        apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, registry=registry, id="policy-events"
+    )
     async def policy_event(name: str, type: str | None, **_: Any) -> None:
         if type == "DELETED":
             rt.policies.pop(name, None)

@@ -64,6 +64,7 @@ import yaml
 from ocp_gpu import __version__
 from ocp_gpu.kube import applying, clients, discovering, reading, requesting
 from ocp_gpu.model import (
+    apis,
     images,
     labels,
     nodes,
@@ -88,9 +89,6 @@ EXIT_RENDERED: Final = 0
 EXIT_UNREADABLE: Final = 1
 EXIT_INVALID: Final = 2
 
-POLICY_API_VERSION: Final = "nvidia.com/v1"
-POLICY_KIND: Final = "ClusterPolicy"
-_POLICIES_PATH: Final = "/apis/nvidia.com/v1/clusterpolicies"
 _STDIN: Final = "-"
 # NB: PyYAML folds strings longer than 80 columns; a folded NO_PROXY or image list diffs badly.
 _NO_WRAP: Final = 2**31 - 1
@@ -189,10 +187,15 @@ class PolicySource:
         """The ownerReference target, as the reconcile loop builds it."""
         if not (self.name and self.uid):
             return None
-        return {"apiVersion": POLICY_API_VERSION, "kind": POLICY_KIND, "name": self.name, "uid": self.uid}
+        return {
+            "apiVersion": apis.POLICY_API_VERSION,
+            "kind": apis.POLICY_KIND,
+            "name": self.name,
+            "uid": self.uid,
+        }
 
     def describe(self) -> str:
-        return f"{POLICY_KIND} {self.name or '(bare spec)'} from {self.origin}"
+        return f"{apis.POLICY_KIND} {self.name or '(bare spec)'} from {self.origin}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -308,7 +311,7 @@ def with_ownership(manifest: Mapping[str, Any], owner: Mapping[str, str] | None)
     # NB: a ClusterPolicy's uid exists only on the server; an ownerReference without one is
     # invalid, so it is left out and the rest (managed-by label, applied hash) kept.
     result = applying.owned(
-        manifest, {"apiVersion": POLICY_API_VERSION, "kind": POLICY_KIND, "name": "", "uid": ""}
+        manifest, {"apiVersion": apis.POLICY_API_VERSION, "kind": apis.POLICY_KIND, "name": "", "uid": ""}
     )
     del result["metadata"]["ownerReferences"]
     return result
@@ -477,8 +480,8 @@ def policy_from_documents(documents: Sequence[Any], origin: str, wanted: str | N
     if len(whole) != len(objects):
         raise InputError(f"{origin}: mixes ClusterPolicy objects with bare specs")
     for item in whole:
-        if item.get("kind", POLICY_KIND) != POLICY_KIND:
-            raise InputError(f"{origin}: expected kind {POLICY_KIND}, found {item.get('kind')!r}")
+        if item.get("kind", apis.POLICY_KIND) != apis.POLICY_KIND:
+            raise InputError(f"{origin}: expected kind {apis.POLICY_KIND}, found {item.get('kind')!r}")
     chosen = _choose_policy(whole, origin, wanted)
     metadata = chosen.get("metadata") or {}
     spec = chosen.get("spec")
@@ -674,7 +677,7 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
     namespace = args.namespace or _default_namespace(platform)
 
     with _reading("ClusterPolicies", server):
-        live_policies = _get(api_client, _POLICIES_PATH)
+        live_policies = _get(api_client, apis.POLICY_PATH)
     if live_policies is None and proposed is None:
         raise InputError(f"{server} serves no ClusterPolicy API (is the CRD installed?); give --policy FILE")
     candidates = [item for item in (live_policies or {}).get("items") or [] if isinstance(item, Mapping)]
@@ -701,19 +704,17 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
             )
         )
     stream = cluster_version = proxy = None
-    if platform_model.IMAGE_GROUP in groups:
+    if apis.IMAGE_GROUP in groups:
         with _reading("the driver-toolkit ImageStream", server):
             stream = _get(
                 api_client,
-                f"/apis/{platform_model.IMAGE_GROUP}/v1/namespaces/{labels.DTK_IMAGESTREAM_NAMESPACE}"
+                f"/apis/{apis.IMAGE_GROUP}/v1/namespaces/{labels.DTK_IMAGESTREAM_NAMESPACE}"
                 f"/imagestreams/{labels.DTK_IMAGESTREAM_NAME}",
             )
-    if platform_model.CONFIG_GROUP in groups:
+    if apis.CONFIG_GROUP in groups:
         with _reading("ClusterVersion and Proxy", server):
-            cluster_version = _get(
-                api_client, f"/apis/{platform_model.CONFIG_GROUP}/v1/clusterversions/version"
-            )
-            proxy = _get(api_client, f"/apis/{platform_model.CONFIG_GROUP}/v1/proxies/cluster")
+            cluster_version = _get(api_client, f"/apis/{apis.CONFIG_GROUP}/v1/clusterversions/version")
+            proxy = _get(api_client, f"/apis/{apis.CONFIG_GROUP}/v1/proxies/cluster")
     with _reading("the operator Deployment", server):
         # NB: optional: a reviewer may not be allowed to read Deployments (403); release defaults then.
         deployment = _get(

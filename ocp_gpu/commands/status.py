@@ -72,7 +72,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ocp_gpu.kube import clients, reading, requesting, upgrading
-from ocp_gpu.model import labels, operands, policy_parser
+from ocp_gpu.model import apis, labels, operands, policy_parser
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import snapshot as snapshot_model
 from ocp_gpu.model.nodes import NodeName
@@ -89,7 +89,6 @@ EXIT_UNREADABLE: Final = 1
 OUTPUTS: Final = ("table", "wide", "json")
 WATCH_INTERVAL_S: Final = 2.0
 
-_POLICIES_PATH: Final = "/apis/nvidia.com/v1/clusterpolicies"
 # The reason of the Error condition the operator sets when it applies nothing (reconcilers.cluster).
 _INVALID_SPEC: Final = "InvalidSpec"
 # Table cells for "nothing there" and "not known".
@@ -740,7 +739,7 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
     """Everything a report needs, with GET and LIST requests only.  Raises StatusError."""
     server = str(api.configuration.host)
     try:
-        listed = requesting.request(api, "GET", _POLICIES_PATH)
+        listed = requesting.request(api, "GET", apis.POLICY_PATH)
     except requesting.ApiException as error:
         if error.status == 404:
             raise StatusError(

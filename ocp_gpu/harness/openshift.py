@@ -28,6 +28,8 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from ocp_gpu.model import apis
+
 # The manifests, shipped as package data.
 API_DIR: Final = Path(__file__).parent / "openshift_api"
 CRD_FILES: Final = (
@@ -35,8 +37,6 @@ CRD_FILES: Final = (
     "0000_03_config-operator_01_proxies.crd.yaml",
     "image.openshift.io_imagestreams.crd.yaml",
 )
-CONFIG_GROUP: Final = "config.openshift.io"
-IMAGE_GROUP: Final = "image.openshift.io"
 
 # The OpenShift release the emulated cluster reports unless told otherwise.
 DEFAULT_OPENSHIFT_VERSION: Final = "4.16.3"
@@ -157,12 +157,12 @@ def install_openshift_apis(
     )
     custom = kubernetes.client.CustomObjectsApi(api_client)
     custom.patch_cluster_custom_object(
-        CONFIG_GROUP,
+        apis.CONFIG_GROUP,
         "v1",
         "clusterversions",
         "version",
         {
-            "apiVersion": f"{CONFIG_GROUP}/v1",
+            "apiVersion": f"{apis.CONFIG_GROUP}/v1",
             "kind": "ClusterVersion",
             "metadata": {"name": "version"},
             "spec": {"clusterID": str(uuid.uuid4()), "channel": f"stable-{_minor(version)}"},
@@ -216,12 +216,12 @@ def set_cluster_version(api_client: ApiClient, version: str) -> None:
         ],
     }
     kubernetes.client.CustomObjectsApi(api_client).patch_cluster_custom_object_status(
-        CONFIG_GROUP,
+        apis.CONFIG_GROUP,
         "v1",
         "clusterversions",
         "version",
         {
-            "apiVersion": f"{CONFIG_GROUP}/v1",
+            "apiVersion": f"{apis.CONFIG_GROUP}/v1",
             "kind": "ClusterVersion",
             "metadata": {"name": "version"},
             "status": status,
@@ -258,10 +258,10 @@ def set_cluster_proxy(
     if trusted_ca_configmap:
         spec["trustedCA"] = {"name": trusted_ca_configmap}
     custom = kubernetes.client.CustomObjectsApi(api_client)
-    head = {"apiVersion": f"{CONFIG_GROUP}/v1", "kind": "Proxy", "metadata": {"name": "cluster"}}
+    head = {"apiVersion": f"{apis.CONFIG_GROUP}/v1", "kind": "Proxy", "metadata": {"name": "cluster"}}
     # Apply: fields we set before and omit now are removed (unset proxy = no field).
     custom.patch_cluster_custom_object(
-        CONFIG_GROUP,
+        apis.CONFIG_GROUP,
         "v1",
         "proxies",
         "cluster",
@@ -271,7 +271,7 @@ def set_cluster_proxy(
         _content_type=_APPLY,
     )
     custom.patch_cluster_custom_object_status(
-        CONFIG_GROUP,
+        apis.CONFIG_GROUP,
         "v1",
         "proxies",
         "cluster",
@@ -303,7 +303,7 @@ def set_driver_toolkit_tags(
         all_tags[DTK_LATEST_RHEL10_TAG] = latest_rhel_10 or f"{repo}@{_fake_digest('rhel-10')}"
     _ensure_namespace(api_client, DTK_NAMESPACE)
     head = {
-        "apiVersion": f"{IMAGE_GROUP}/v1",
+        "apiVersion": f"{apis.IMAGE_GROUP}/v1",
         "kind": "ImageStream",
         "metadata": {"name": DTK_IMAGESTREAM, "namespace": DTK_NAMESPACE},
     }
@@ -339,7 +339,7 @@ def set_driver_toolkit_tags(
     }
     custom = kubernetes.client.CustomObjectsApi(api_client)
     custom.patch_namespaced_custom_object(
-        IMAGE_GROUP,
+        apis.IMAGE_GROUP,
         "v1",
         DTK_NAMESPACE,
         "imagestreams",
@@ -350,7 +350,7 @@ def set_driver_toolkit_tags(
         _content_type=_APPLY,
     )
     custom.patch_namespaced_custom_object_status(
-        IMAGE_GROUP,
+        apis.IMAGE_GROUP,
         "v1",
         DTK_NAMESPACE,
         "imagestreams",

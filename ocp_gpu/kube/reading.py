@@ -8,9 +8,6 @@ from typing import Any
 
 from ocp_gpu.model import labels, nodes, operands, snapshot
 
-# The Driver Toolkit sidecar's container name (DESIGN §2).
-DTK_CONTAINER = "openshift-driver-toolkit-ctr"
-
 
 def node_facts(body: Mapping[str, Any]) -> nodes.NodeFacts:
     """The NodeFacts of a Node object as the API returns it."""
@@ -51,7 +48,7 @@ def driver_daemonset(body: Mapping[str, Any]) -> snapshot.DriverDaemonSet:
         (((body.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
     ) or []
     images = {str(c.get("name", "")): str(c.get("image", "")) for c in containers}
-    driver_image = next((image for name, image in images.items() if name != DTK_CONTAINER), "")
+    driver_image = next((image for name, image in images.items() if name != operands.DTK_CONTAINER), "")
     return snapshot.DriverDaemonSet(
         name=str(metadata.get("name", "")),
         labels=dict(metadata.get("labels") or {}),
@@ -59,7 +56,7 @@ def driver_daemonset(body: Mapping[str, Any]) -> snapshot.DriverDaemonSet:
             k: v for k, v in (metadata.get("annotations") or {}).items() if k.startswith("ocp-gpu.io/")
         },
         image=driver_image,
-        dtk_image=images.get(DTK_CONTAINER),
+        dtk_image=images.get(operands.DTK_CONTAINER),
         generation=int(metadata.get("generation", 1)),
         observed_generation=int(status.get("observedGeneration", 0)),
         desired_number_scheduled=int(status.get("desiredNumberScheduled", 0)),
@@ -82,7 +79,6 @@ def openshift_version(cluster_version: Mapping[str, Any]) -> str:
 
 # Kubelet waiting reasons that mean the image cannot be pulled.
 PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
-DRIVER_CONTAINER = "nvidia-driver-ctr"
 
 
 def driver_pod_pull(body: Mapping[str, Any]) -> snapshot.DriverPodPull:
@@ -90,7 +86,9 @@ def driver_pod_pull(body: Mapping[str, Any]) -> snapshot.DriverPodPull:
     metadata = body.get("metadata") or {}
     pod_labels = metadata.get("labels") or {}
     containers = (body.get("spec") or {}).get("containers") or []
-    image = next((str(c.get("image", "")) for c in containers if c.get("name") == DRIVER_CONTAINER), "")
+    image = next(
+        (str(c.get("image", "")) for c in containers if c.get("name") == operands.DRIVER_CONTAINER), ""
+    )
     statuses = [
         *((body.get("status") or {}).get("initContainerStatuses") or ()),
         *((body.get("status") or {}).get("containerStatuses") or ()),
@@ -98,7 +96,7 @@ def driver_pod_pull(body: Mapping[str, Any]) -> snapshot.DriverPodPull:
     failing = any(
         ((status.get("state") or {}).get("waiting") or {}).get("reason") in PULL_FAILURES
         for status in statuses
-        if status.get("name") == DRIVER_CONTAINER
+        if status.get("name") == operands.DRIVER_CONTAINER
     )
     return snapshot.DriverPodPull(
         name=str(metadata.get("name", "")),

@@ -13,11 +13,11 @@ from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu import metrics
 from ocp_gpu.kube import requesting
+from ocp_gpu.model import apis
 from ocp_gpu.planning import conditions
 
 logger = logging.getLogger("ocp_gpu.reporting")
 
-GROUP, VERSION, PLURAL = "nvidia.com", "v1", "clusterpolicies"
 # The component name Events carry, as NVIDIA's operator does.
 EVENT_SOURCE = "gpu-operator"
 
@@ -25,7 +25,7 @@ EVENT_SOURCE = "gpu-operator"
 def patch_policy_status(api_client: client.ApiClient, name: str, status: Mapping[str, Any]) -> None:
     """Replace the ClusterPolicy's status fields given (merge patch on the status subresource)."""
     client.CustomObjectsApi(api_client).patch_cluster_custom_object_status(
-        GROUP, VERSION, PLURAL, name, {"status": dict(status)}
+        apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, name, {"status": dict(status)}
     )
     metrics.api_writes.labels("patch", "clusterpolicies/status").inc()
 

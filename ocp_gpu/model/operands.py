@@ -71,6 +71,11 @@ NODE_STATUS_EXPORTER: Final = Operand(
     "node-status-exporter", "nodeStatusExporter", "nvidia-node-status-exporter"
 )
 
+# The driver pods' containers: the driver image's (`kubectl logs`/`exec` pick it by default)
+# and the Driver Toolkit sidecar's, which builds the driver on DTK keys.
+DRIVER_CONTAINER: Final = "nvidia-driver-ctr"
+DTK_CONTAINER: Final = "openshift-driver-toolkit-ctr"
+
 # Deploy order (DESIGN §4).  NB: order decides apply order only; a not-ready operand never
 # stops a later one from being applied (on each node, marker files order the pods).
 OPERANDS: Final = (

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from ocp_gpu.model import labels, snapshot
+from ocp_gpu.model import labels, operands, snapshot
 from ocp_gpu.model.nodes import NodeFacts, NodeName
 
 # --- the state label ---------------------------------------------------------------
@@ -95,7 +95,7 @@ TIMER_ANNOTATIONS: Final = (
 # The DaemonSet controller's pod label naming the ControllerRevision a pod was made from.
 POD_REVISION_LABEL: Final = "controller-revision-hash"
 # The validator pods that gate validation-required (NVIDIA's operator-validator).
-VALIDATOR_SELECTOR: Final = "app=nvidia-operator-validator"
+VALIDATOR_SELECTOR: Final = f"{labels.APP}={operands.OPERATOR_VALIDATOR.app}"
 # NVIDIA appends this to every drain selector so pods can opt out of drains (the operator's own).
 DRAIN_SKIP_SELECTOR: Final = "nvidia.com/gpu-driver-upgrade-drain.skip!=true"
 # Extended resources that mean "this pod uses a GPU": nvidia.com/gpu*, nvidia.com/mig-*.

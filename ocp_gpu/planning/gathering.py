@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ocp_gpu.model import labels
+from ocp_gpu.model import apis, labels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Resource:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
-CLUSTER_POLICIES: Final = Resource("nvidia.com/v1", "clusterpolicies", "ClusterPolicy", False)
+CLUSTER_POLICIES: Final = Resource(apis.POLICY_API_VERSION, apis.POLICY_PLURAL, apis.POLICY_KIND, False)
 NODES: Final = Resource("v1", "nodes", "Node", False)
 PODS: Final = Resource("v1", "pods", "Pod", True)
 EVENTS: Final = Resource("v1", "events", "Event", True)

@@ -12,12 +12,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Collection
-from typing import Final
 
-# ClusterVersion and Proxy live here.
-CONFIG_GROUP: Final = "config.openshift.io"
-# The driver-toolkit ImageStream lives here.
-IMAGE_GROUP: Final = "image.openshift.io"
+from ocp_gpu.model import apis
 
 
 class PlatformKind(enum.StrEnum):
@@ -43,21 +39,23 @@ class Platform:
 
 def detect_platform(api_groups: Collection[str]) -> Platform:
     """The platform, from the names of the API groups the server serves."""
-    has_config = CONFIG_GROUP in api_groups
-    has_image = IMAGE_GROUP in api_groups
+    has_config = apis.CONFIG_GROUP in api_groups
+    has_image = apis.IMAGE_GROUP in api_groups
     if has_config and has_image:
         # Both OpenShift groups: OpenShift.
-        return Platform(PlatformKind.OPENSHIFT, f"{CONFIG_GROUP} and {IMAGE_GROUP} are served")
+        return Platform(PlatformKind.OPENSHIFT, f"{apis.CONFIG_GROUP} and {apis.IMAGE_GROUP} are served")
     if has_config:
         # OpenShift's config API without its image API (e.g. MicroShift, or the image
         # registry capability disabled): no ImageStreams, so no Driver Toolkit mode.
         return Platform(
             PlatformKind.KUBERNETES,
-            f"{CONFIG_GROUP} is served but {IMAGE_GROUP} is not: no driver-toolkit ImageStream, "
+            f"{apis.CONFIG_GROUP} is served but {apis.IMAGE_GROUP} is not: no driver-toolkit ImageStream, "
             "so drivers are keyed by OS as on vanilla Kubernetes",
         )
     if has_image:
         # An image API without OpenShift's config API: not an OpenShift we can manage.
-        return Platform(PlatformKind.KUBERNETES, f"{IMAGE_GROUP} is served but {CONFIG_GROUP} is not")
+        return Platform(
+            PlatformKind.KUBERNETES, f"{apis.IMAGE_GROUP} is served but {apis.CONFIG_GROUP} is not"
+        )
     # Neither: vanilla Kubernetes.
     return Platform(PlatformKind.KUBERNETES, "no OpenShift API groups are served")

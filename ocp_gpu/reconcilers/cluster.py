@@ -16,7 +16,7 @@ import logging
 
 from ocp_gpu import metrics
 from ocp_gpu.kube import labelling, reporting, requesting
-from ocp_gpu.model import fields, policy_checks, policy_parser
+from ocp_gpu.model import apis, fields, policy_checks, policy_parser
 from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import (
     conditions,
@@ -229,4 +229,4 @@ async def _write_status_if_changed(
 
 
 def _policy_ref(obj: runtime.PolicyObject) -> dict[str, str]:
-    return {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": obj.name, "uid": obj.uid}
+    return {"apiVersion": apis.POLICY_API_VERSION, "kind": apis.POLICY_KIND, "name": obj.name, "uid": obj.uid}

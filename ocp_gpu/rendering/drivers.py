@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ocp_gpu.model import images, labels
+from ocp_gpu.model import images, labels, operands
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.planning.driver_strategy import Strategy
 from ocp_gpu.planning.drivers import DesiredDriverDaemonSet
@@ -24,12 +24,7 @@ COMPONENT: Final = "state-driver"
 # The driver pods' ServiceAccount (and Role, RoleBinding); the ClusterRole is namespaced by name.
 SERVICE_ACCOUNT: Final = "nvidia-driver"
 CLUSTER_ROLE: Final = "ocp-gpu-nvidia-driver"
-# OpenShift's ClusterRole granting `use` of the built-in privileged SCC.
-SCC_CLUSTER_ROLE: Final = "system:openshift:scc:privileged"
 SCC_ROLE_BINDING: Final = "nvidia-driver-privileged-scc"
-# The driver image's container, which `kubectl logs`/`exec` pick by default.
-DRIVER_CONTAINER: Final = "nvidia-driver-ctr"
-DEFAULT_CONTAINER_ANNOTATION: Final = "kubectl.kubernetes.io/default-container"
 DIGEST_ENV: Final = "DRIVER_CONFIG_DIGEST"
 
 # k8s-driver-manager's settings as NVIDIA documents them (seed 000); driver.manager.env overrides.
@@ -238,7 +233,9 @@ def driver_state_context(
         "openshift": inputs.openshift,
         "service_account": inputs.service_account,
         "cluster_role": inputs.cluster_role,
-        "scc_cluster_role": SCC_CLUSTER_ROLE,
+        "scc_cluster_role": common.SCC_CLUSTER_ROLE,
+        "driver_container": operands.DRIVER_CONTAINER,
+        "dtk_container": operands.DTK_CONTAINER,
         "scc_role_binding": SCC_ROLE_BINDING,
         "common_labels": common_labels,
         "startup_probe_configmap": STARTUP_PROBE_CONFIGMAP,
@@ -355,7 +352,10 @@ def _daemonset(
         "annotations": annotations,
         "selector": dict(entry.selector),
         "pod_labels": {**daemonsets.labels, **identity},
-        "pod_annotations": {**daemonsets.annotations, DEFAULT_CONTAINER_ANNOTATION: DRIVER_CONTAINER},
+        "pod_annotations": {
+            **daemonsets.annotations,
+            common.DEFAULT_CONTAINER_ANNOTATION: operands.DRIVER_CONTAINER,
+        },
         "node_selector": {labels.deploy_label("driver"): "true", **entry.node_selector},
         "tolerations": common.tolerations(policy),
         "priority_class_name": daemonsets.priority_class_name,

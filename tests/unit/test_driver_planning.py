@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ocp_gpu.model import images, labels, policy_parser
+from ocp_gpu.model import apis, images, labels, policy_parser
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.problems import PolicyProblem
 from ocp_gpu.model.snapshot import (
@@ -87,7 +87,7 @@ from tests.unit._drivers import (
 )
 def test_select_strategy(openshift: bool, use_dtk: bool, precompiled: bool, expected: Strategy) -> None:
     detected = platform.detect_platform(
-        {platform.CONFIG_GROUP, platform.IMAGE_GROUP} if openshift else {"apps", "batch"}
+        {apis.CONFIG_GROUP, apis.IMAGE_GROUP} if openshift else {"apps", "batch"}
     )
     policy = policy_parser.parse_policy(
         {"operator": {"use_ocp_driver_toolkit": use_dtk}, "driver": {"usePrecompiled": precompiled}}

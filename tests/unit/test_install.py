@@ -35,8 +35,7 @@ from ocp_gpu import cli
 from ocp_gpu.install import manifests
 from ocp_gpu.kube import requesting
 from ocp_gpu.model import releases
-from ocp_gpu.rendering import drivers as driver_rendering
-from ocp_gpu.rendering import templating
+from ocp_gpu.rendering import common, templating
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = manifests.rules()
@@ -111,7 +110,7 @@ def _template_documents() -> Iterator[tuple[str, dict[str, Any]]]:
     for path in sorted(templating.templates_dir().glob("state-*/*.yaml.j2")):
         relative = path.relative_to(templating.templates_dir()).as_posix()
         text = environment.get_template(relative).render(
-            openshift=True, trusted_ca={"name": "x"}, scc_cluster_role=driver_rendering.SCC_CLUSTER_ROLE
+            openshift=True, trusted_ca={"name": "x"}, scc_cluster_role=common.SCC_CLUSTER_ROLE
         )
         for document in yaml.safe_load_all(text):
             if document:
@@ -157,7 +156,7 @@ def test_the_operator_may_apply_and_delete_every_templated_kind(
         assert _held(group, plural, verb, None, cluster_wide=not namespaced), f"{template}: {plural} {verb}"
     if document["kind"] in ("RoleBinding", "ClusterRoleBinding"):
         ref = document["roleRef"]
-        if ref["kind"] == "ClusterRole" and ref["name"] == driver_rendering.SCC_CLUSTER_ROLE:
+        if ref["kind"] == "ClusterRole" and ref["name"] == common.SCC_CLUSTER_ROLE:
             # a role the operator does not create: it must be allowed to bind it by name
             assert _held("rbac.authorization.k8s.io", "clusterroles", "bind", ref["name"], True), template
 

@@ -34,7 +34,7 @@ from ocp_gpu import cli
 from ocp_gpu.commands import render
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.kube import applying, reading
-from ocp_gpu.model import labels, operands, policy_parser, releases
+from ocp_gpu.model import apis, labels, operands, policy_parser, releases
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import driver_manifests, runtime
@@ -367,7 +367,7 @@ def test_the_output_is_what_the_driver_reconciler_applies(
     rt.dtk_imagestream = imagestream({V416: DTK_416, V417: DTK_417})
     rt.cluster_version = {"status": {"desired": {"version": "4.16.3"}}}
     owner = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": "cluster-policy", "uid": UID}
-    openshift = platform_model.detect_platform({platform_model.CONFIG_GROUP, platform_model.IMAGE_GROUP})
+    openshift = platform_model.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
     policy = policy_parser.parse_policy(SPEC)
     outcome = asyncio.run(drivers_reconciler.reconcile_drivers(rt, owner, policy, openshift, NOW))
 
