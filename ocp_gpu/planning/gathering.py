@@ -44,9 +44,9 @@ PODS: Final = Resource("v1", "pods", "Pod", True)
 EVENTS: Final = Resource("v1", "events", "Event", True)
 DAEMONSETS: Final = Resource("apps/v1", "daemonsets", "DaemonSet", True)
 DEPLOYMENTS: Final = Resource("apps/v1", "deployments", "Deployment", True)
-IMAGESTREAMS: Final = Resource("image.openshift.io/v1", "imagestreams", "ImageStream", True)
-CLUSTER_VERSIONS: Final = Resource("config.openshift.io/v1", "clusterversions", "ClusterVersion", False)
-PROXIES: Final = Resource("config.openshift.io/v1", "proxies", "Proxy", False)
+IMAGESTREAMS: Final = Resource(f"{apis.IMAGE_GROUP}/v1", "imagestreams", "ImageStream", True)
+CLUSTER_VERSIONS: Final = Resource(f"{apis.CONFIG_GROUP}/v1", "clusterversions", "ClusterVersion", False)
+PROXIES: Final = Resource(f"{apis.CONFIG_GROUP}/v1", "proxies", "Proxy", False)
 
 # NB: Secrets hold pull credentials and certificates an admin must not hand to a
 # support case by accident; must-gather never reads them, whatever is asked.
