@@ -75,6 +75,10 @@ class LeaderElector:
         self._clock = clock
         self._last_renewed: datetime.datetime | None = None
         self._observed: tuple[leadership.LeaseRecord | None, str | None] = (None, None)
+        # What we last wrote, and the resourceVersion the write returned: a renewal writes
+        # over it without reading first (half the requests on a loaded apiserver); a 409
+        # says someone else wrote since, and we read.
+        self._held: tuple[leadership.LeaseRecord, str] | None = None
 
     @property
     def identity(self) -> str:
@@ -150,7 +154,9 @@ class LeaderElector:
                 report_lost()
                 grace = self._settings.lease_duration_s - self._settings.renew_deadline_s
                 if not stop.wait(max(grace, 0.0)):
-                    logger.critical("still running %.1f s after losing the lease: exiting now", grace)
+                    logger.critical(
+                        "lost leadership lease and still running %.1f s later: exiting now", grace
+                    )
                     logging.shutdown()
                     os._exit(1)
                 return
@@ -170,6 +176,17 @@ class LeaderElector:
 
     def _try_acquire_or_renew(self) -> bool:
         now = self._clock()
+        if self._held is not None:
+            held, held_version = self._held
+            self._held = None
+            try:
+                self._write(dataclasses.replace(held, renewed_at=now), held_version)
+                self._last_renewed = now
+                return True
+            except ApiException as error:
+                if error.status not in (409, 422):
+                    raise
+                # Someone wrote the Lease since our last write: read it and decide.
         record, version = self._read()
         self._observed = (record, version)
         decision = leadership.plan_lease(record, self.identity, now, self._settings.lease_duration_s)
@@ -192,8 +209,12 @@ class LeaderElector:
         return True
 
     def _timeout(self) -> float:
-        # A request that hangs must not outlive the renew deadline: the next retry may succeed.
-        return max(1.0, min(self._settings.renew_deadline_s / 2, self._settings.retry_period_s * 4))
+        # A slow request may use what is left of the renew deadline (as client-go's renew
+        # context does), never more: past it we step down anyway.
+        if self._last_renewed is None:  # acquiring: a hung read must not stall the retries
+            return max(1.0, min(self._settings.renew_deadline_s, self._settings.retry_period_s * 2))
+        left = self._settings.renew_deadline_s - (self._clock() - self._last_renewed).total_seconds()
+        return max(0.5, left)
 
     def _read(self) -> tuple[leadership.LeaseRecord | None, str | None]:
         try:
@@ -234,17 +255,19 @@ class LeaderElector:
         )
 
     def _create(self, record: leadership.LeaseRecord) -> None:
-        self._api.create_namespaced_lease(
+        created = self._api.create_namespaced_lease(
             self._settings.namespace, self._body(record, None), _request_timeout=self._timeout()
         )
+        self._held = (record, created.metadata.resource_version)
 
     def _write(self, record: leadership.LeaseRecord, version: str | None) -> None:
-        self._api.replace_namespaced_lease(
+        written = self._api.replace_namespaced_lease(
             self._settings.name,
             self._settings.namespace,
             self._body(record, version),
             _request_timeout=self._timeout(),
         )
+        self._held = (record, written.metadata.resource_version) if record.holder == self.identity else None
 
 
 def _own_client(api_client: client.ApiClient) -> client.ApiClient:
