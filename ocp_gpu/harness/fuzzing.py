@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -298,6 +299,10 @@ MAX_WRITES_PER_CASE: Final = 150
 MAX_REQUEST_BYTES: Final = 3 * 1024 * 1024
 # Above this, a closed connection (instead of an answer) counts as a refusal too.
 LARGE_REQUEST_BYTES: Final = 512 * 1024
+# The condition reason of an apply the apiserver refused, and how its message says the
+# refusal was about the object (not a connection cut or a conflict).
+APPLY_FAILED: Final = "ApplyFailed"
+REFUSED_APPLY: Final = re.compile(r"HTTP (400|422)\b")
 # How long the operator may take to report on a new generation.
 REPORT_TIMEOUT_S: Final = 30.0
 
@@ -536,6 +541,11 @@ class PolicyFuzzer:
             examples = self.stats.error_examples.setdefault(reason, [])
             if len(examples) < 5:
                 examples.append(f"{mutation.describe()} -> {message[:300]}")
+        for reason, message in _error_conditions(policy):
+            if reason == APPLY_FAILED and REFUSED_APPLY.search(message):
+                # The invariant that found bug C: input the operator accepts, the apiserver
+                # accepts when applied (a value it refuses must be InvalidSpec, named).
+                self._fail(mutation, f"accepted, then refused by the apiserver on apply: {message[:300]}")
         if reasons:
             # Input the operator took but could not apply: what was running must still run.
             for name, daemonset in before.items():

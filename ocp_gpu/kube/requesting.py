@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -75,6 +76,29 @@ def object_path(api_version: str, kind: str, name: str, namespace: str | None = 
     return f"{prefix}/{plural}/{name}"
 
 
+# A UTF-16 surrogate pair as json.dumps escapes a character beyond U+FFFF ("\\ud83d\\udd25"),
+# preceded by an even number of backslashes (so not itself an escaped backslash).
+_SURROGATE_PAIR = re.compile(r"(?<!\\)((?:\\\\)*)\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
+
+
+def _astral(match: re.Match[str]) -> str:
+    high, low = int(match.group(2), 16), int(match.group(3), 16)
+    return f"{match.group(1)}\\U{0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00):08x}"
+
+
+def yaml_body(body: Any) -> bytes:
+    """``body`` as a YAML request body (server-side apply's content type).
+
+    NB: the client sends JSON, which YAML reads, but it escapes a character beyond
+    U+FFFF (an emoji in a label value or an env value) as a UTF-16 surrogate pair,
+    which the apiserver's YAML parser refuses ("found invalid Unicode character
+    escape code"): the apply failed with a parse error instead of applying a valid
+    value, or being refused naming the field.  YAML escapes such a character as
+    \\UXXXXXXXX; everything else stays ASCII-escaped JSON.
+    """
+    return _SURROGATE_PAIR.sub(_astral, json.dumps(body)).encode("ascii")
+
+
 def request(
     api_client: client.ApiClient,
     method: str,
@@ -86,6 +110,8 @@ def request(
     resource: str = "",
 ) -> Any:
     """One request; returns the decoded JSON body (None when empty). Raises ApiException."""
+    if "yaml" in content_type and body is not None and not isinstance(body, (str, bytes)):
+        body = yaml_body(body)
     serialized = api_client.param_serialize(
         method=method,
         resource_path=path,

@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Final
 
-from ocp_gpu.model import images, resource_config, selectors
+from ocp_gpu.model import api_values, images, resource_config, selectors
 from ocp_gpu.model.policy import (
     DEFAULT_DCGM_HOST_PORT,
     INT_OR_PERCENT_RE,
-    EnvVar,
     KernelModuleType,
     Policy,
     UpdateStrategy,
@@ -26,16 +25,8 @@ from ocp_gpu.model.problems import PolicyProblem, Severity
 # --- validation -------------------------------------------------------------------
 
 
-def _env_lists(policy: Policy) -> Iterator[tuple[str, tuple[EnvVar, ...]]]:
-    for key, component in policy.components().items():
-        yield f"spec.{key}.env", component.env
-    yield "spec.driver.manager.env", policy.driver.manager.env
-    for key in ("plugin", "toolkit", "driver", "cuda"):
-        yield f"spec.validator.{key}.env", getattr(policy.validator, f"{key}_env")
-
-
 def _duplicate_env(policy: Policy) -> Iterator[PolicyProblem]:
-    for field, env in _env_lists(policy):
+    for field, env in api_values.env_lists(policy):
         names = [variable.name for variable in env]
         for name in sorted({name for name in names if names.count(name) > 1}):
             # The container would get one value and silently drop the other.
@@ -276,6 +267,8 @@ def validate_policy(policy: Policy, env: Mapping[str, str]) -> list[PolicyProble
         *_duplicate_env(policy),
         *_aliases(policy),
         *_monitoring_options(policy),
+        # what the API server would refuse in the rendered objects (bug C of issue 8)
+        *api_values.problems(policy),
     ]
 
 

@@ -84,7 +84,8 @@ def operand_context(
         "priority_class_name": daemonsets.priority_class_name,
         "node_selector": {operand.deploy_label: "true"},
         "tolerations": common.tolerations(policy),
-        "image_pull_secrets": [{"name": name} for name in spec.image.pull_secrets],
+        # NB: once each: server-side apply refuses a list with two entries of one name.
+        "image_pull_secrets": [{"name": name} for name in dict.fromkeys(spec.image.pull_secrets)],
         "pod_security_context": dict(daemonsets.pod_security_context),
         "image": inputs.image,
         "pull_policy": spec.image.pull_policy.value,

@@ -88,7 +88,7 @@ def workload_context(inputs: WorkloadInputs) -> dict[str, Any]:
         "runtime_class": inputs.runtime_class,
         # GPU pools are often tainted (seed 003); the pod is meant for this one node whatever its taints.
         "tolerations": [{"operator": "Exists"}],
-        "image_pull_secrets": [{"name": secret} for secret in inputs.pull_secrets],
+        "image_pull_secrets": [{"name": secret} for secret in dict.fromkeys(inputs.pull_secrets)],
         "container": CONTAINERS[inputs.component],
         "image": inputs.image,
         "pull_policy": inputs.pull_policy,

@@ -6,8 +6,10 @@ plane with the operator running (the short version of bench/fuzz_policies.py):
   maps; one section or the whole spec), each applied to the real apiserver;
 - for every case: the operator stays up and reports on the new generation; input it calls
   invalid deletes and rewrites no running DaemonSet (driver, toolkit); accepted input keeps each
-  DaemonSet's structure (selector, containers, owner); no case costs more than a bounded
-  number of writes (audit log);
+  DaemonSet's structure (selector, containers, owner); input it accepts, the apiserver accepts
+  when it is applied (no ApplyFailed with HTTP 400/422: a value the apiserver refuses must be
+  InvalidSpec naming the field, bug C); no case costs more than a bounded number of writes
+  (audit log);
 - afterwards, back on the base spec, the operator is quiet (no hot loop left behind).
 """
 
