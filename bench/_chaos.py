@@ -117,6 +117,8 @@ def run_with_baseline(args: argparse.Namespace, faults: dict[str, Any], name: st
         log(f"=== baseline: {args.nodes} nodes, no faults ===")
         baseline, context = _run(base, args.source)
         output["baseline"] = {**dataclasses.asdict(baseline), **context, "ok": baseline.ok}
+        # NB: written now, so that a fault run that cannot finish does not lose it.
+        write_result(RESULTS_DIR, f"{name}-baseline", {**output, "commit": context["commit"]})
         print_table(f"baseline, {args.nodes} nodes, no faults", chaos.summary_rows(baseline))
         window = window or max(10.0, 0.9 * baseline.wall_s)
     config = dataclasses.replace(base, fault_window_s=window or 60.0, **faults)

@@ -932,7 +932,8 @@ def run_chaos(
                     setup_watch.all_done(config.nodes)
                     and not current_problems(api, names, admin, set(), version=VERSION_A)
                 ),
-                300 * scale,
+                # NB: at 500 nodes under load 15-19 the set-up (2,500 operand pods) took over 1,050 s.
+                600 * scale,
                 2.0,
             )
         operands = list_operand_objects(api)
