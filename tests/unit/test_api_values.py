@@ -262,3 +262,25 @@ def test_the_apply_body_is_ascii_yaml_that_reads_back_the_same(value: str) -> No
     # NB: PyYAML reads YAML 1.1 as the apiserver's parser does for these escapes.
     assert yaml.safe_load(body.decode())["metadata"]["annotations"]["k"] == value
     assert b"\\ud8" not in body.lower().replace(b"\\\\ud8", b"")
+
+
+@pytest.mark.parametrize(
+    ("spec", "refused"),
+    [
+        ({"driver": {"env": [{"name": "A=B"}]}}, True),
+        ({"toolkit": {"env": [{"name": "\U0001f525"}]}}, True),
+        ({"driver": {"env": [{"name": "a b.c-1"}]}}, False),
+        ({"daemonsets": {"priorityClassName": "UPPER"}}, True),
+        ({"daemonsets": {"priorityClassName": "system-node-critical"}}, False),
+        ({"operator": {"runtimeClass": "nvidia_x"}}, True),
+        ({"operator": {"runtimeClass": "nvidia"}}, False),
+    ],
+)
+def test_the_crd_refuses_at_admission_what_every_operator_would_fail_on(
+    spec: dict[str, Any], refused: bool
+) -> None:
+    from tests.unit._crd_schema import schema_errors, spec_schema
+
+    assert bool(schema_errors(spec_schema(), spec)) is refused
+    # and the pure layer agrees, for a spec that reaches the operator some other way (render)
+    assert bool([p for p in problems(spec) if p.severity is Severity.ERROR]) is refused
