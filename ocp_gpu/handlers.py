@@ -53,11 +53,33 @@ def operator_settings() -> kopf.OperatorSettings:
 
 
 def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
+    """Every watch of the operator, one function per watched kind."""
     registry = kopf.OperatorRegistry()
+    _register_login(registry, rt)
+    _register_nodes(registry, rt)
+    for kind in owning.watched_kinds(rt.api_groups):
+        _register_owned_kind(registry, rt, kind)
+    _register_daemonsets(registry, rt)
+    _register_pods(registry, rt)
+    _register_revisions(registry, rt)
+    if apis.IMAGE_GROUP in rt.api_groups:
+        _register_imagestream(registry, rt)
+    if apis.CONFIG_GROUP in rt.api_groups:
+        _register_cluster_config(registry, rt)
+    _register_policies(registry, rt)
+    return registry
+
+
+def _register_login(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
+    """kopf logs in with the credentials our kubernetes client uses."""
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
         return clients.connection_info(rt.api_client)
+
+
+def _register_nodes(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
+    """Nodes: the facts we keep of each (labels, annotations, what the upgrade reads)."""
 
     @kopf.index("", "v1", "nodes", registry=registry, id="node-facts")
     async def index_node(body: kopf.Body, **_: Any) -> None:
@@ -74,8 +96,9 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
             rt.node_facts.pop(nodes.NodeName(name), None)
             rt.mark_node(nodes.NodeName(name))
 
-    for kind in owning.watched_kinds(rt.api_groups):
-        _register_owned_kind(registry, rt, kind)
+
+def _register_daemonsets(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
+    """Our operand DaemonSets in the operand namespace: driver ones by key, the others by name."""
 
     @kopf.index("apps", "v1", "daemonsets", registry=registry, id="operand-daemonsets")
     async def index_daemonset(body: kopf.Body, namespace: str | None, **_: Any) -> None:
@@ -99,6 +122,10 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
             rt.driver_daemonsets.pop(name, None)
             rt.operand_daemonsets.pop(name, None)
             rt.mark_drivers()
+
+
+def _register_pods(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
+    """Operand pods: readiness per node; driver pods (upgrades, image pulls) and validator pods."""
 
     @kopf.index("", "v1", "pods", registry=registry, id="operand-pods")
     async def index_pod(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
@@ -141,6 +168,10 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
             if rt.pull_failing_since.pop(name, None) is not None:
                 rt.mark_drivers()
 
+
+def _register_revisions(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
+    """The driver DaemonSets' ControllerRevisions (which pods run the current template)."""
+
     @kopf.index("apps", "v1", "controllerrevisions", registry=registry, id="driver-revisions")
     async def index_revision(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
         if namespace != rt.namespace:
@@ -173,28 +204,34 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
         ):
             rt.mark_upgrades()
 
-    if apis.IMAGE_GROUP in rt.api_groups:
 
-        @kopf.on.event(apis.IMAGE_GROUP, "v1", "imagestreams", registry=registry, id="driver-toolkit-stream")
-        async def imagestream_event(
-            body: kopf.Body, namespace: str | None, type: str | None, **_: Any
-        ) -> None:
-            if namespace != labels.DTK_IMAGESTREAM_NAMESPACE:
-                return
-            rt.dtk_imagestream = None if type == "DELETED" else _plain(body)
-            rt.mark_drivers()
+def _register_imagestream(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
+    """The driver-toolkit ImageStream (OpenShift only)."""
 
-    if apis.CONFIG_GROUP in rt.api_groups:
+    @kopf.on.event(apis.IMAGE_GROUP, "v1", "imagestreams", registry=registry, id="driver-toolkit-stream")
+    async def imagestream_event(body: kopf.Body, namespace: str | None, type: str | None, **_: Any) -> None:
+        if namespace != labels.DTK_IMAGESTREAM_NAMESPACE:
+            return
+        rt.dtk_imagestream = None if type == "DELETED" else _plain(body)
+        rt.mark_drivers()
 
-        @kopf.on.event(apis.CONFIG_GROUP, "v1", "clusterversions", registry=registry, id="cluster-version")
-        async def cluster_version_event(body: kopf.Body, type: str | None, **_: Any) -> None:
-            rt.cluster_version = None if type == "DELETED" else _plain(body)
-            rt.mark_drivers()
 
-        @kopf.on.event(apis.CONFIG_GROUP, "v1", "proxies", registry=registry, id="cluster-proxy")
-        async def proxy_event(body: kopf.Body, type: str | None, **_: Any) -> None:
-            rt.cluster_proxy = None if type == "DELETED" else _plain(body)
-            rt.mark_drivers()
+def _register_cluster_config(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
+    """OpenShift's ClusterVersion and cluster Proxy singletons."""
+
+    @kopf.on.event(apis.CONFIG_GROUP, "v1", "clusterversions", registry=registry, id="cluster-version")
+    async def cluster_version_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+        rt.cluster_version = None if type == "DELETED" else _plain(body)
+        rt.mark_drivers()
+
+    @kopf.on.event(apis.CONFIG_GROUP, "v1", "proxies", registry=registry, id="cluster-proxy")
+    async def proxy_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+        rt.cluster_proxy = None if type == "DELETED" else _plain(body)
+        rt.mark_drivers()
+
+
+def _register_policies(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
+    """ClusterPolicies: every one is kept (the oldest is active); any change wakes a pass."""
 
     @kopf.index(apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, registry=registry, id="policies")
     async def index_policy(body: kopf.Body, meta: kopf.Meta, **_: Any) -> None:
@@ -215,8 +252,6 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
             rt.policies.pop(name, None)
         rt.listed.set()
         rt.mark_policies()
-
-    return registry
 
 
 def _register_owned_kind(
