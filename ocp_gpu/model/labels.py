@@ -7,7 +7,6 @@ runbooks, dashboards and `kubectl -l` habits keep working.  Each is defined once
 from typing import Final
 
 # --- written by Node Feature Discovery -------------------------------------
-NFD_PREFIX: Final = "feature.node.kubernetes.io/"
 # The node has an NVIDIA PCI device (vendor 10de).
 NFD_NVIDIA_PCI: Final = "feature.node.kubernetes.io/pci-10de.present"
 # The RHCOS build, e.g. 416.94.202407030122-0; matches a driver-toolkit ImageStream tag.

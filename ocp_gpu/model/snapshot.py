@@ -203,9 +203,6 @@ class DriverSnapshot:
     # Every driver DaemonSet labelled managed-by=ocp-gpu and component=nvidia-driver.
     daemonsets: tuple[DriverDaemonSet, ...] = ()
     stream: DriverToolkitStream = DriverToolkitStream(StreamState.ABSENT, reason="not read")
-    # NB: False when listing nodes failed or returned a partial page; GC then deletes nothing,
-    # because a missing node would look like a version nobody runs any more.
-    nodes_complete: bool = True
 
 
 @dataclass(frozen=True)

@@ -127,16 +127,6 @@ class UnidentifiedDaemonSet:
 
 
 @dataclass(frozen=True)
-class GarbageCollectionSuspended:
-    reason: ClassVar[str] = "DriverGarbageCollectionSuspended"
-    detail: str
-
-    @property
-    def message(self) -> str:
-        return f"no driver DaemonSet is deleted this pass: {self.detail}"
-
-
-@dataclass(frozen=True)
 class DriverToolkitFallback:
     reason: ClassVar[str] = "PrecompiledDriverFallback"
     key: DriverKey
@@ -167,6 +157,5 @@ Finding = (
     | WaitingForHandover
     | StaleDaemonSetDraining
     | UnidentifiedDaemonSet
-    | GarbageCollectionSuspended
     | DriverToolkitFallback
 )

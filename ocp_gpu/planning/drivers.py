@@ -42,7 +42,6 @@ from ocp_gpu.planning.driver_findings import (
     DriverToolkitFallback,
     DriverToolkitStreamProblem,
     Finding,
-    GarbageCollectionSuspended,
     MissingDriverToolkitTag,
     NodeMissingKeyLabels,
     StaleDaemonSetDraining,
@@ -338,12 +337,6 @@ def _garbage(
         for daemonset in daemonsets
         if daemonset.name not in kept_names
     ]
-    # a partial or failed node read: a missing node would look like a key nobody uses
-    if not snapshot.nodes_complete:
-        if candidates:
-            return [], [GarbageCollectionSuspended("the node list was incomplete")]
-        return [], []
-
     by_name = {d.name: d for daemonsets in existing.values() for d in daemonsets}
     # For every node: the existing DaemonSet that is meant to run its driver, if it is ready to.
     ready_for: dict[NodeName, bool] = {}

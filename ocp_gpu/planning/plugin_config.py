@@ -54,8 +54,6 @@ from ocp_gpu.model.resource_config import ResourceRename
 
 # The only config format version the plugin reads.
 CONFIG_VERSION: Final = "v1"
-# The key of the file in the plugin's ConfigMap (NVIDIA's `devicePlugin.config.default` name).
-CONFIG_KEY: Final = "config.yaml"
 _BASE_PROFILE_RE: Final = re.compile(r"^([0-9]+g\.[0-9]+gb)((?:\.[a-z0-9]+)*)$")
 
 

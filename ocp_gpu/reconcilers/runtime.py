@@ -45,8 +45,6 @@ class Changes:
     nodes: frozenset[nodes.NodeName]
     policies: bool
     everything: bool
-    # Driver DaemonSets, the driver-toolkit ImageStream, ClusterVersion or Proxy changed.
-    drivers: bool = False
 
 
 @dataclasses.dataclass
@@ -102,7 +100,6 @@ class Runtime:
     _dirty_nodes: set[nodes.NodeName] = dataclasses.field(default_factory=set)
     _policies_dirty: bool = True
     _everything_dirty: bool = True
-    _drivers_dirty: bool = True
     _poke: asyncio.TimerHandle | None = None
     _poke_due: float = 0.0
 
@@ -116,7 +113,7 @@ class Runtime:
         self.wake.set()
 
     def mark_drivers(self) -> None:
-        self._drivers_dirty = True
+        # NB: every pass plans the drivers; this only wakes the loops.
         self.wake.set()
         self.upgrade_wake.set()
 
@@ -163,10 +160,7 @@ class Runtime:
 
     def take_changes(self) -> Changes:
         """Drain the dirty marks (the loop calls this once per pass)."""
-        changes = Changes(
-            frozenset(self._dirty_nodes), self._policies_dirty, self._everything_dirty, self._drivers_dirty
-        )
-        self._drivers_dirty = False
+        changes = Changes(frozenset(self._dirty_nodes), self._policies_dirty, self._everything_dirty)
         self._dirty_nodes.clear()
         self._policies_dirty = False
         self._everything_dirty = False

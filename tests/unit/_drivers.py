@@ -124,12 +124,9 @@ def plan(
     *,
     daemonsets: Iterable[DriverDaemonSet] = (),
     stream: DriverToolkitStream = FULL_STREAM,
-    complete: bool = True,
     **overrides: Any,
 ) -> drivers.DriverPlan:
-    snapshot = DriverSnapshot(
-        nodes=tuple(nodes), daemonsets=tuple(daemonsets), stream=stream, nodes_complete=complete
-    )
+    snapshot = DriverSnapshot(nodes=tuple(nodes), daemonsets=tuple(daemonsets), stream=stream)
     return drivers.plan_driver_daemonsets(snapshot, driver_settings(strategy, **overrides))
 
 

@@ -7,11 +7,11 @@
 - findings: missing tags with versions and nodes, stale NFD labels against osImage, nodes
   without key labels, a broken or absent stream;
 - GC (DESIGN §3): stale only when no GPU node has the key and the DaemonSet counts no pods;
-  never on an incomplete node read; mode switches hand nodes over before deleting;
+  mode switches hand nodes over before deleting;
 - existing DaemonSets are identified by labels, never by names (names are reused);
 - precompiled with DTK fallback (`plan_precompiled_fallback`) and its effect on the plan;
 - invariants (hypothesis): a key with nodes never loses its DaemonSet, one DaemonSet per key,
-  valid and stable names, no GC with nodes_complete=False, order independence.
+  valid and stable names, order independence.
 """
 
 from __future__ import annotations
@@ -555,19 +555,6 @@ def test_a_key_with_nodes_is_never_stale_even_with_odd_counters() -> None:
     assert result.stale == ()
 
 
-@pytest.mark.parametrize("strategy", list(Strategy))
-def test_no_gc_on_an_incomplete_node_read(strategy: Strategy) -> None:
-    result = plan([], strategy, daemonsets=[gone(strategy, desired=0)], complete=False)
-    assert result.stale == ()
-    assert result.findings_of(driver_findings.GarbageCollectionSuspended)
-
-
-def test_incomplete_read_still_creates_new_versions() -> None:
-    result = plan([rhcos_node("n", V417)], daemonsets=[gone(desired=0)], complete=False)
-    assert [entry.key for entry in result.desired] == [V417]
-    assert result.stale == ()
-
-
 def test_upgrade_walkthrough() -> None:
     """A cluster upgrade from 4.16 to 4.17, node by node, as the blog describes."""
     a, b = rhcos_node("a", V416), rhcos_node("b", V416)
@@ -957,12 +944,7 @@ def clusters(draw: st.DrawFn) -> tuple[DriverSnapshot, driver_strategy.DriverSet
             ]
         )
     )
-    snapshot = DriverSnapshot(
-        nodes=tuple(nodes),
-        daemonsets=tuple(daemonsets),
-        stream=stream,
-        nodes_complete=draw(st.integers(0, 4)) > 0,
-    )
+    snapshot = DriverSnapshot(nodes=tuple(nodes), daemonsets=tuple(daemonsets), stream=stream)
     return snapshot, strategy_settings
 
 
@@ -1040,9 +1022,6 @@ def test_plan_shape(cluster: tuple[DriverSnapshot, driver_strategy.DriverSetting
             assert node.name in placed or node.name in deferred
     # nothing desired is also stale
     assert not {s.name for s in result.stale} & set(names)
-    # GC never happens on an incomplete read
-    if not snapshot.nodes_complete:
-        assert result.stale == ()
 
 
 @hypothesis_settings
