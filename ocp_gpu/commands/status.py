@@ -27,6 +27,11 @@ Usage::
   is for scripts (one document; one per line with `--watch`).  `--watch` refreshes
   every 2 s until Ctrl-C.
 
+MIG: the column MIG says whether the MIG manager is Ready on the node ("-" on a node
+that is not MIG-capable); MIG CONFIG shows `nvidia.com/mig.config` and, in brackets,
+the MIG manager's `nvidia.com/mig.config.state` (pending, success, failed); a line
+above the rows counts the nodes per state.
+
 Example: a driver version change rolling through three RHCOS nodes with `maxParallelUpgrades: 1`;
 gpu-a holds the one slot, waiting for a batch job (`waitForCompletion.podSelector: job=batch`)::
 
@@ -78,6 +83,7 @@ from ocp_gpu.model import snapshot as snapshot_model
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot, UpgradeState
+from ocp_gpu.planning import mig as mig_planning
 from ocp_gpu.planning import operands as operand_planning
 from ocp_gpu.planning import policies, upgrade
 
@@ -224,6 +230,9 @@ class StatusRow:
     # Per operand but the driver (model/operands.GENERIC names): "yes" (a Ready pod), "no"
     # (should run here, no Ready pod), "off" (disabled in the policy), "-" (not for this node).
     operands: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # nvidia.com/mig.config and nvidia.com/mig.config.state ("" when absent).
+    mig_config: str = ""
+    mig_state: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -380,6 +389,8 @@ def status_row(
         skipped=plan.skipped,
         unschedulable=node.unschedulable,
         operands=dict(operand_row or {}),
+        mig_config=view.labels.get(labels.MIG_CONFIG, "") if view else "",
+        mig_state=view.labels.get(labels.MIG_CONFIG_STATE, "") if view else "",
     )
 
 
@@ -533,6 +544,15 @@ def header_lines(report: StatusReport) -> list[str]:
         lines.append(f"  no upgrade pass: {report.halted}")
     metrics = dataclasses.asdict(report.counts)
     lines.append("  " + " ".join(f"{name}={value}" for name, value in metrics.items()))
+    mig_states = [
+        mig_planning.MigNodeState(row.node, row.mig_config, row.mig_state)
+        for row in report.rows
+        if row.mig_config
+    ]
+    if mig_states:
+        # The MIG manager's progress: an admin changing nvidia.com/mig.config watches this line.
+        summary = " ".join(f"{state}={count}" for state, count in mig_planning.summarize(mig_states).items())
+        lines.append(f"MIG: {len(mig_states)} node(s) with {labels.MIG_CONFIG}: {summary}")
     return lines
 
 
@@ -562,6 +582,12 @@ def _why_cell(row: StatusRow) -> str:
     return row.waiting or _NONE
 
 
+def _mig_cell(row: StatusRow) -> str:
+    if not row.mig_config and not row.mig_state:
+        return _NONE
+    return f"{row.mig_config or _UNKNOWN} ({row.mig_state or _UNKNOWN})"
+
+
 def _current_cell(row: StatusRow) -> str:
     # No pod: "-"; a pod whose DaemonSet revision is unknown: "?".
     return _yes_no(row.current, _NONE if row.driver_pod is None else _UNKNOWN)
@@ -575,6 +601,7 @@ OPERAND_COLUMNS: Final = {
     operands.DCGM.name: "DCGM",
     operands.DCGM_EXPORTER.name: "EXPORTER",
     operands.GPU_FEATURE_DISCOVERY.name: "GFD",
+    operands.MIG_MANAGER.name: "MIG",
     operands.NODE_STATUS_EXPORTER.name: "NSE",
 }
 COLUMNS: Final = (
@@ -587,6 +614,8 @@ COLUMNS: Final = (
     "STATE",
     # One column per operand but the driver: Ready on this node? (operand_cells)
     *OPERAND_COLUMNS.values(),
+    # nvidia.com/mig.config (nvidia.com/mig.config.state)
+    "MIG CONFIG",
     "WAITING / NEXT",
 )
 WIDE_COLUMNS: Final = (*COLUMNS[:-1], "POD REV", "DS REV", "CHECK", "ACTIONS", COLUMNS[-1])
@@ -606,6 +635,7 @@ def row_cells(row: StatusRow, wide: bool = False) -> tuple[str, ...]:
         _yes_no(row.ready),
         _state_cell(row),
         *(row.operands.get(name, _NONE) for name in OPERAND_COLUMNS),
+        _mig_cell(row),
     )
     if wide:
         cells += (

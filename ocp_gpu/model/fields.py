@@ -213,10 +213,15 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "spec.migManager",
-        R,
-        f"the MIG manager is {_NOT_DEPLOYED}",
+        H,
+        "the MIG manager DaemonSet (nvidia-mig-manager) on MIG-capable GPU nodes; config.name's mig-parted"
+        " ConfigMap, else ours (default-mig-parted-config: all-disabled, all-enabled, all-<profile>,"
+        " all-balanced); config.default labels MIG-capable nodes nvidia.com/mig.config;"
+        " gpuClientsConfig.name,"
+        " else default-gpu-clients",
         {"enabled": _ON_OFF, "config.default": ("all-disabled",)},
     ),
+    Rule("spec.migManager.hostNetwork", R, "MIG manager pods use the pod network"),
     # --- features ocp-gpu does not have
     Rule(
         "spec.hostPaths",

@@ -46,6 +46,7 @@ DEFAULT_IMAGE_ENV: Final[Mapping[str, str]] = {
     "dcgmExporter": "DCGM_EXPORTER_IMAGE",
     "gfd": "GFD_IMAGE",
     "validator": "VALIDATOR_IMAGE",
+    "migManager": "MIG_MANAGER_IMAGE",
     "nodeStatusExporter": "VALIDATOR_IMAGE",
     # NB: no release default yet: spec.gds / spec.gdrcopy name the image, or these variables do.
     "gds": "GDS_IMAGE",

@@ -30,6 +30,21 @@ GPU_DEPLOY_PREFIX: Final = "nvidia.com/gpu.deploy."
 GPU_DEPLOY_OPERANDS: Final = "nvidia.com/gpu.deploy.operands"
 # The node's driver upgrade state (see planning/upgrade).
 UPGRADE_STATE: Final = "nvidia.com/gpu-driver-upgrade-state"
+# --- MIG (NVIDIA's names: GFD, the operator's node labelling and the MIG manager) ---
+# GFD: the node's GPUs support MIG ("true"/"false").
+MIG_CAPABLE: Final = "nvidia.com/mig.capable"
+# GFD: the MIG strategy the node's GPUs are advertised under (none, single, mixed).
+MIG_STRATEGY: Final = "nvidia.com/mig.strategy"
+# GFD: the node's GPU model (MIG-capable when it names an A100, A30 or H100, as NVIDIA reads it).
+GPU_PRODUCT: Final = "nvidia.com/gpu.product"
+# NVIDIA's vGPU host driver: such a node is never MIG-managed by the operator.
+VGPU_HOST_DRIVER_VERSION: Final = "nvidia.com/vgpu.host-driver-version"
+# The admin (or the operator, with migManager.config.default): the MIG config the node should have.
+MIG_CONFIG: Final = "nvidia.com/mig.config"
+# The MIG manager: where applying nvidia.com/mig.config stands (pending, success, failed).
+MIG_CONFIG_STATE: Final = "nvidia.com/mig.config.state"
+# The value the MIG manager gives the GPU operands' deploy labels while it repartitions.
+PAUSED_FOR_MIG_CHANGE: Final = "paused-for-mig-change"
 # Set by the admin: never upgrade this node.
 UPGRADE_SKIP: Final = "nvidia.com/gpu-driver-upgrade.skip"
 # Node annotation: the upgrade controller, not k8s-driver-manager, owns eviction here.
@@ -88,6 +103,8 @@ OPERANDS: Final = (
     "gpu-feature-discovery",
     "node-status-exporter",
 )
+# NB: not in OPERANDS: only MIG-capable GPU nodes get it (planning/node_labels.py).
+MIG_MANAGER_OPERAND: Final = "mig-manager"
 
 
 def deploy_label(operand: str) -> str:

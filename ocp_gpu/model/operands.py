@@ -67,6 +67,7 @@ DEVICE_PLUGIN: Final = Operand("device-plugin", "devicePlugin", "nvidia-device-p
 GPU_FEATURE_DISCOVERY: Final = Operand("gpu-feature-discovery", "gfd", "gpu-feature-discovery")
 DCGM: Final = Operand("dcgm", "dcgm", "nvidia-dcgm")
 DCGM_EXPORTER: Final = Operand("dcgm-exporter", "dcgmExporter", "nvidia-dcgm-exporter")
+MIG_MANAGER: Final = Operand("mig-manager", "migManager", "nvidia-mig-manager")
 NODE_STATUS_EXPORTER: Final = Operand(
     "node-status-exporter", "nodeStatusExporter", "nvidia-node-status-exporter"
 )
@@ -86,6 +87,7 @@ OPERANDS: Final = (
     DCGM,
     DCGM_EXPORTER,
     GPU_FEATURE_DISCOVERY,
+    MIG_MANAGER,
     NODE_STATUS_EXPORTER,
 )
 # The operands rendered by the generic mechanism from templates/state-<name>/.

@@ -38,6 +38,7 @@ __all__ = [
     "ImageSpec",
     "KernelModuleType",
     "LicensingConfig",
+    "MigManagerSpec",
     "MigStrategy",
     "OperatorSpec",
     "Policy",
@@ -405,6 +406,18 @@ class DcgmExporterSpec(ComponentSpec):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class MigManagerSpec(ComponentSpec):
+    """The MIG manager (`migManager`): partitions GPUs as each node's nvidia.com/mig.config says."""
+
+    # config.name: the admin's mig-parted ConfigMap; "": ours (default-mig-parted-config).
+    config_name: ConfigMapName = ConfigMapName("")
+    # config.default: the config a MIG-capable node without nvidia.com/mig.config is labelled with.
+    config_default: str = "all-disabled"
+    # gpuClientsConfig.name: the admin's GPU clients ConfigMap; "": ours (default-gpu-clients).
+    gpu_clients_config_name: ConfigMapName = ConfigMapName("")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ValidatorSpec(ComponentSpec):
     """The validator always runs (`enabled` stays true); env per validation."""
 
@@ -429,6 +442,7 @@ class Policy:
     node_status_exporter: ComponentSpec = dataclasses.field(  # nodeStatusExporter
         default_factory=lambda: ComponentSpec(enabled=False)
     )
+    mig_manager: MigManagerSpec = dataclasses.field(default_factory=MigManagerSpec)  # migManager
     validator: ValidatorSpec = dataclasses.field(default_factory=ValidatorSpec)
     host_paths: HostPaths = dataclasses.field(default_factory=HostPaths)  # hostPaths
     # psa.enabled: label the operand namespace for the privileged pod security level.
@@ -451,6 +465,7 @@ class Policy:
             "dcgm": self.dcgm,
             "dcgmExporter": self.dcgm_exporter,
             "gfd": self.gfd,
+            "migManager": self.mig_manager,
             "nodeStatusExporter": self.node_status_exporter,
         }
 

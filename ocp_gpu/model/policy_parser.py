@@ -45,6 +45,7 @@ from ocp_gpu.model.policy import (
     IntOrString,
     KernelModuleType,
     LicensingConfig,
+    MigManagerSpec,
     MigStrategy,
     OperatorSpec,
     PodSelector,
@@ -407,6 +408,17 @@ def _dcgm_exporter(fields: _Fields) -> DcgmExporterSpec:
     )
 
 
+def _mig_manager(fields: _Fields) -> MigManagerSpec:
+    config = fields.child("config")
+    return MigManagerSpec(
+        **_component_fields(fields, True),
+        config_name=ConfigMapName(config.text("name")),
+        # NB: the CRD defaults it to all-disabled (NVIDIA's); "" asks for no label at all.
+        config_default=config.text("default", "all-disabled"),
+        gpu_clients_config_name=ConfigMapName(fields.child("gpuClientsConfig").text("name")),
+    )
+
+
 def _validator(fields: _Fields) -> ValidatorSpec:
     component = _component_fields(fields, True)
     # The validator has no switch: it gates every other operand.
@@ -447,6 +459,7 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
         dcgm_exporter=_dcgm_exporter(fields.child("dcgmExporter")),
         gfd=ComponentSpec(**_component_fields(fields.child("gfd"), True)),
         node_status_exporter=ComponentSpec(**_component_fields(fields.child("nodeStatusExporter"), False)),
+        mig_manager=_mig_manager(fields.child("migManager")),
         validator=_validator(fields.child("validator")),
         gds=ComponentSpec(**_component_fields(fields.child("gds"), False)),
         gdrcopy=ComponentSpec(**_component_fields(fields.child("gdrcopy"), False)),

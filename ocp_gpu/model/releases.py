@@ -19,6 +19,7 @@ RELEASE_IMAGES: Final = {
     "DCGM_EXPORTER_IMAGE": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.7-3.5.0-ubuntu22.04",
     "GFD_IMAGE": "nvcr.io/nvidia/k8s-device-plugin:v0.16.2",
     "VALIDATOR_IMAGE": "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v24.6.2",
+    "MIG_MANAGER_IMAGE": "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.8.0-ubuntu20.04",
 }
 
 # The same components pinned by digest, as NVIDIA's certified OpenShift bundle for GPU
@@ -54,6 +55,10 @@ RELEASE_DIGESTS: Final = {
     "VALIDATOR_IMAGE": (
         "nvcr.io/nvidia/cloud-native/gpu-operator-validator"
         "@sha256:96380b95396b7f29d2ed2ec8ef1ad5a8bcf9f55051db723295dc0a20db845331"
+    ),
+    "MIG_MANAGER_IMAGE": (
+        "nvcr.io/nvidia/cloud-native/k8s-mig-manager"
+        "@sha256:781fb47e264d9e0fbc8da5bd046e5e678316c866bc36ddd4b56d4eb0de682d5b"
     ),
 }
 

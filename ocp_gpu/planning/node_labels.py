@@ -13,6 +13,11 @@ nothing changes (so steady state costs no write).  The rules (DESIGN §2):
 - A node that is no longer a GPU node loses `gpu.present` and the deploy labels
   we set; an admin's "false" stays.
 - A CPU node (no NFD GPU label, none of our labels) is never touched.
+- MIG (as NVIDIA's node labelling): a MIG-capable GPU node (planning/mig.is_mig_capable)
+  also gets `nvidia.com/gpu.deploy.mig-manager=true`, and, with the MIG manager enabled,
+  `nvidia.com/mig.config=<migManager.config.default>` when it has no config label.
+- NB: a deploy label that is neither "true" nor "false" is left as it is: the MIG
+  manager sets `paused-for-mig-change` while it repartitions a node and restores it.
 
 It never reads or writes a Node.  NB: the caller must not plan from a partial
 or failed read: a node whose labels are missing would lose its deploy labels,
@@ -25,6 +30,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from ocp_gpu.model import labels
+from ocp_gpu.planning import mig
 
 # The value the operator writes; only labels with this value are ours to remove.
 TRUE: Final = "true"
@@ -42,15 +48,29 @@ def _deploy_labels() -> tuple[str, ...]:
     return tuple(labels.deploy_label(operand) for operand in labels.OPERANDS)
 
 
+_MIG_MANAGER_LABEL: Final = labels.deploy_label(labels.MIG_MANAGER_OPERAND)
+
+
 def is_gpu_node(node_labels: Mapping[str, str]) -> bool:
     """NFD found an NVIDIA PCI device on the node."""
     return node_labels.get(labels.NFD_NVIDIA_PCI) == TRUE
 
 
-def plan_node_labels(node_labels: Mapping[str, str]) -> LabelPatch | None:
-    """The label patch for one node, or None when its labels are already right."""
+def plan_node_labels(
+    node_labels: Mapping[str, str], mig_config_default: str | None = None
+) -> LabelPatch | None:
+    """The label patch for one node, or None when its labels are already right.
+
+    `mig_config_default`: migManager.config.default when the MIG manager is enabled
+    (and the policy valid), else None.
+    """
     patch: LabelPatch = {}
     ours = [key for key in _deploy_labels() if node_labels.get(key) == TRUE]
+    if node_labels.get(_MIG_MANAGER_LABEL) == TRUE and (
+        labels.GPU_PRESENT in node_labels or is_gpu_node(node_labels)
+    ):
+        # NB: ours only on a node we labelled (gpu.present): a CPU node is never touched.
+        ours.append(_MIG_MANAGER_LABEL)
     if not is_gpu_node(node_labels):
         # Not (or no longer) a GPU node: take back what we set, nothing else.
         if labels.GPU_PRESENT in node_labels:
@@ -66,6 +86,11 @@ def plan_node_labels(node_labels: Mapping[str, str]) -> LabelPatch | None:
     else:
         # Add the missing deploy labels; keep whatever value an admin chose.
         patch.update({key: TRUE for key in _deploy_labels() if key not in node_labels})
+        if mig.is_mig_capable(node_labels) and _MIG_MANAGER_LABEL not in node_labels:
+            # NB: never removed when the GPU stops looking MIG-capable (GFD's labels come and
+            # go with its pod), as NVIDIA's: the MIG manager must not vanish mid-change.
+            patch[_MIG_MANAGER_LABEL] = TRUE
+        patch.update(mig.plan_mig_config_label(node_labels, mig_config_default))
     opted_out = FALSE in (
         node_labels.get(labels.deploy_label("driver")),
         node_labels.get(labels.GPU_DEPLOY_OPERANDS),

@@ -121,7 +121,8 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
 
     errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
     auto_upgrade = policy.driver.upgrade_policy.auto_upgrade if not errors and policy.driver.enabled else None
-    label_errors = await _reconcile_node_labels(rt, changes, auto_upgrade)
+    mig_default = policy.mig_manager.config_default if not errors and policy.mig_manager.enabled else None
+    label_errors = await _reconcile_node_labels(rt, changes, auto_upgrade, mig_default)
     outcome: drivers_reconciler.DriverOutcome | None = None
     stack: dict[str, operands.OperandOutcome] = {}
     watching: monitoring_reconciler.MonitoringOutcome | None = None
@@ -177,7 +178,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
 
 
 async def _reconcile_node_labels(
-    rt: runtime.Runtime, changes: runtime.Changes, auto_upgrade: bool | None
+    rt: runtime.Runtime, changes: runtime.Changes, auto_upgrade: bool | None, mig_default: str | None
 ) -> dict[str, str]:
     """Patch the labels (and upgrade annotation) of every changed node that needs it; errors by node."""
     names = rt.node_facts.keys() if (changes.everything or changes.policies) else changes.nodes
@@ -186,7 +187,7 @@ async def _reconcile_node_labels(
         facts = rt.node_facts.get(name)
         if facts is None:
             continue
-        label_patch = node_labels.plan_node_labels(facts.labels) or {}
+        label_patch = node_labels.plan_node_labels(facts.labels, mig_default) or {}
         annotation_patch = (
             node_labels.plan_upgrade_annotation(facts.labels, facts.annotations, auto_upgrade) or {}
         )

@@ -29,6 +29,7 @@ from ocp_gpu.rendering import (
     dcgm_exporter,
     device_plugin,
     gfd,
+    mig_manager,
     node_status_exporter,
     templating,
     toolkit,
@@ -44,6 +45,7 @@ _OWN: Final[Mapping[str, tuple[common.Identity, common.ExtraContext]]] = {
     operands.GPU_FEATURE_DISCOVERY.name: (gfd.IDENTITY, gfd.extra_context),
     operands.DCGM.name: (dcgm.IDENTITY, dcgm.extra_context),
     operands.DCGM_EXPORTER.name: (dcgm_exporter.IDENTITY, dcgm_exporter.extra_context),
+    operands.MIG_MANAGER.name: (mig_manager.IDENTITY, mig_manager.extra_context),
     operands.NODE_STATUS_EXPORTER.name: (node_status_exporter.IDENTITY, node_status_exporter.extra_context),
 }
 

@@ -41,6 +41,7 @@ def test_environment_names_are_nvidias() -> None:
         "dcgmExporter": "DCGM_EXPORTER_IMAGE",
         "gfd": "GFD_IMAGE",
         "validator": "VALIDATOR_IMAGE",
+        "migManager": "MIG_MANAGER_IMAGE",
         "nodeStatusExporter": "VALIDATOR_IMAGE",
         "gds": "GDS_IMAGE",
         "gdrcopy": "GDRCOPY_IMAGE",

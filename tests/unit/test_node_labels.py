@@ -5,6 +5,9 @@
 - `nvidia.com/gpu.deploy.operands=false`: no deploy label is added, ours ("true") are removed;
 - a node that lost its GPU loses gpu.present and our deploy labels, keeps the admin's "false";
 - a CPU node is never touched, whatever other labels it carries;
+- MIG: a MIG-capable GPU node (GFD's mig.capable, else an A100/A30/H100 product, never a vGPU
+  host) gets gpu.deploy.mig-manager=true and, with the MIG manager on, mig.config=<default>
+  unless it has one; a deploy label paused-for-mig-change (the MIG manager's) is never reset;
 - hypothesis: applying the patch then planning again gives None (idempotent, so a quiet
   cluster sees no writes), a CPU node never gets a patch, no foreign label is ever touched,
   and an admin's "false" is never changed.
@@ -108,10 +111,89 @@ def test_cpu_nodes_are_never_touched(node: dict[str, str]) -> None:
 @given(_NODES)
 def test_only_our_labels_are_touched_and_admin_false_is_kept(node: dict[str, str]) -> None:
     patch = node_labels.plan_node_labels(node) or {}
-    assert set(patch) <= {labels.GPU_PRESENT, *DEPLOY_ALL}
+    assert set(patch) <= {labels.GPU_PRESENT, *DEPLOY_ALL, MIG_MANAGER}
     for key, value in node.items():
         if key in DEPLOY_ALL and value == "false":
             assert key not in patch
+
+
+MIG_MANAGER = labels.deploy_label(labels.MIG_MANAGER_OPERAND)
+CAPABLE = {labels.MIG_CAPABLE: "true"}
+PAUSED = {labels.deploy_label("device-plugin"): labels.PAUSED_FOR_MIG_CHANGE}
+
+MIG_PLANS: dict[str, tuple[dict[str, str], str | None, dict[str, str | None] | None]] = {
+    "MIG-capable: manager label and default config": (
+        {**LABELLED_GPU, **CAPABLE},
+        "all-disabled",
+        {MIG_MANAGER: "true", labels.MIG_CONFIG: "all-disabled"},
+    ),
+    "MIG manager disabled: deploy label only": ({**LABELLED_GPU, **CAPABLE}, None, {MIG_MANAGER: "true"}),
+    "default '': no config label": ({**LABELLED_GPU, **CAPABLE}, "", {MIG_MANAGER: "true"}),
+    "the admin's config is kept": (
+        {**LABELLED_GPU, **CAPABLE, MIG_MANAGER: "true", labels.MIG_CONFIG: "all-1g.10gb"},
+        "all-disabled",
+        None,
+    ),
+    "an admin's false for the manager is kept": (
+        {**LABELLED_GPU, **CAPABLE, MIG_MANAGER: "false", labels.MIG_CONFIG: "all-disabled"},
+        "all-disabled",
+        None,
+    ),
+    "GFD says not capable": ({**LABELLED_GPU, labels.MIG_CAPABLE: "false"}, "all-disabled", None),
+    "no GFD label: an A100 product is": (
+        {**LABELLED_GPU, labels.GPU_PRODUCT: "NVIDIA-A100-SXM4-80GB"},
+        "all-disabled",
+        {MIG_MANAGER: "true", labels.MIG_CONFIG: "all-disabled"},
+    ),
+    "no GFD label: a T4 is not": ({**LABELLED_GPU, labels.GPU_PRODUCT: "Tesla-T4"}, "all-disabled", None),
+    "a vGPU host never": (
+        {**LABELLED_GPU, **CAPABLE, labels.VGPU_HOST_DRIVER_VERSION: "550.90"},
+        "all-disabled",
+        None,
+    ),
+    "paused for a MIG change: left alone": (
+        {**LABELLED_GPU, **CAPABLE, MIG_MANAGER: "true", labels.MIG_CONFIG: "all-1g.10gb", **PAUSED},
+        "all-disabled",
+        None,
+    ),
+    "opted out: the manager label goes too": (
+        {**LABELLED_GPU, **CAPABLE, MIG_MANAGER: "true", **OPT_OUT},
+        "all-disabled",
+        dict.fromkeys([*DEPLOY_ALL, MIG_MANAGER]),
+    ),
+    "GPU gone: the manager label goes too": (
+        {labels.GPU_PRESENT: "true", **DEPLOY_ALL, MIG_MANAGER: "true"},
+        "all-disabled",
+        {labels.GPU_PRESENT: None, **dict.fromkeys([*DEPLOY_ALL, MIG_MANAGER])},
+    ),
+}
+
+
+@pytest.mark.parametrize(("node", "default", "expected"), MIG_PLANS.values(), ids=MIG_PLANS.keys())
+def test_mig_plan(node: dict[str, str], default: str | None, expected: dict[str, str | None] | None) -> None:
+    assert node_labels.plan_node_labels(node, default) == expected
+
+
+_MIG_NODES = st.dictionaries(
+    st.sampled_from(
+        [*_OUR_KEYS, MIG_MANAGER, labels.MIG_CAPABLE, labels.MIG_CONFIG, labels.deploy_label("dcgm")]
+    ),
+    st.sampled_from(["true", "false", "", labels.PAUSED_FOR_MIG_CHANGE, "all-1g.10gb"]),
+    max_size=len(_OUR_KEYS) + 4,
+)
+
+
+@given(_MIG_NODES, st.sampled_from([None, "", "all-disabled"]))
+def test_mig_labelling_is_idempotent_and_never_resets_a_pause(
+    node: dict[str, str], default: str | None
+) -> None:
+    patch = node_labels.plan_node_labels(node, default)
+    assert node_labels.plan_node_labels(apply(node, patch), default) is None
+    for key, value in node.items():
+        if value == labels.PAUSED_FOR_MIG_CHANGE and key.startswith(labels.GPU_DEPLOY_PREFIX):
+            assert key not in (patch or {})
+    if labels.MIG_CONFIG in node:
+        assert labels.MIG_CONFIG not in (patch or {})
 
 
 ENABLED = labels.UPGRADE_ENABLED_ANNOTATION

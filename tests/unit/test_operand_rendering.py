@@ -81,12 +81,13 @@ def test_order_and_names_follow_the_design() -> None:
         "dcgm",
         "dcgm-exporter",
         "gpu-feature-discovery",
+        "mig-manager",
         "node-status-exporter",
     ]
     assert operands.OPERATOR_VALIDATOR.app == "nvidia-operator-validator"
     assert operands.DRIVER.app == labels.DRIVER_APP
     # Every operand's deploy label is one the node labeller writes.
-    assert {o.name for o in operands.OPERANDS} <= set(labels.OPERANDS)
+    assert {o.name for o in operands.OPERANDS} <= {*labels.OPERANDS, labels.MIG_MANAGER_OPERAND}
 
 
 @all_generic
@@ -126,6 +127,17 @@ GOLDEN: dict[str, tuple[operands.Operand, dict[str, Any], bool]] = {
     "device-plugin/admin-configmap": (
         operands.DEVICE_PLUGIN,
         {"devicePlugin": {"config": {"name": "plugin-configs", "default": "a100"}}},
+        True,
+    ),
+    "mig-manager/admin-configmaps": (
+        operands.MIG_MANAGER,
+        {
+            "migManager": {
+                "config": {"name": "my-mig-configs", "default": ""},
+                "gpuClientsConfig": {"name": "my-gpu-clients"},
+                "env": [{"name": "WITH_REBOOT", "value": "true"}],
+            }
+        },
         True,
     ),
     "operator-validator/without-toolkit-and-plugin": (
@@ -277,6 +289,7 @@ def _spec(text: Any) -> dict[str, Any]:
         "dcgm": component,
         "dcgmExporter": {**component, "config": {"name": text(12)}},
         "nodeStatusExporter": {**component, "enabled": True},
+        "migManager": {**component, "config": {"name": text(18)}, "gpuClientsConfig": {"name": text(19)}},
         "validator": {
             **component,
             "driver": {"env": [{"name": text(14), "value": text(15)}]},

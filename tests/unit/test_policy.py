@@ -52,6 +52,7 @@ FULL_ENV = {
     "DCGM_EXPORTER_IMAGE": "nvcr.io/nvidia/k8s/dcgm-exporter:4.1.1-4.0.4-ubuntu22.04",
     "GFD_IMAGE": "nvcr.io/nvidia/k8s-device-plugin:v0.17.1-ubi9",
     "VALIDATOR_IMAGE": "quay.io/ocp-gpu/ocp-gpu:0.1.0",
+    "MIG_MANAGER_IMAGE": "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.8.0-ubuntu20.04",
 }
 
 COMPONENTS = (
@@ -61,6 +62,7 @@ COMPONENTS = (
     "dcgm",
     "dcgmExporter",
     "gfd",
+    "migManager",
     "nodeStatusExporter",
     "validator",
 )
@@ -314,6 +316,7 @@ ENABLED_BY_DEFAULT = {
     "dcgm": True,
     "dcgmExporter": True,
     "gfd": True,
+    "migManager": True,
     "nodeStatusExporter": False,
     "validator": True,
 }
@@ -617,6 +620,7 @@ def test_missing_operator_env_names_each_enabled_component() -> None:
         "spec.dcgm.repository",
         "spec.dcgmExporter.repository",
         "spec.gfd.repository",
+        "spec.migManager.repository",
         "spec.validator.repository",
     }
 

@@ -375,6 +375,8 @@ ROW_KEYS = {
     "next",
     "actions",
     "operands",
+    "mig_config",
+    "mig_state",
     "waiting",
     "skipped",
     "unschedulable",
@@ -828,6 +830,8 @@ def test_one_cell_per_operand_says_whether_it_is_ready_on_the_node() -> None:
         "dcgm": "no",
         "dcgm-exporter": "no",
         "gpu-feature-discovery": "-",
+        # only MIG-capable nodes are labelled for the MIG manager
+        "mig-manager": "-",
         # off unless nodeStatusExporter.enabled (NVIDIA's default)
         "node-status-exporter": "off",
     }
@@ -836,3 +840,21 @@ def test_one_cell_per_operand_says_whether_it_is_ready_on_the_node() -> None:
     assert list(status.OPERAND_COLUMNS.values()) == [
         status.COLUMNS[status.COLUMNS.index("STATE") + 1 + i] for i in range(len(status.OPERAND_COLUMNS))
     ]
+
+
+def test_mig_config_and_state_per_node_and_a_summary() -> None:
+    report = mid_upgrade_report()
+    rows = list(report.rows)
+    rows[0] = dataclasses.replace(rows[0], mig_config="all-1g.10gb", mig_state="failed")
+    rows[1] = dataclasses.replace(rows[1], mig_config="all-disabled", mig_state="success")
+    report = dataclasses.replace(report, rows=tuple(rows))
+    text = status.plain_text(report)
+    assert "MIG: 2 node(s) with nvidia.com/mig.config: failed=1 success=1" in text
+    index = status.COLUMNS.index("MIG CONFIG")
+    cells = [status.row_cells(row)[index] for row in report.rows]
+    assert cells == ["all-1g.10gb (failed)", "all-disabled (success)", "-"]
+    document = status.report_json(report)
+    assert (document["nodes"][0]["mig_config"], document["nodes"][0]["mig_state"]) == (
+        "all-1g.10gb",
+        "failed",
+    )
