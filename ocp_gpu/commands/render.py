@@ -34,6 +34,12 @@ Disconnected change review, against a live cluster, read-only (GET and LIST only
   summary marks each DaemonSet new, changed or unchanged and lists the stale ones
   the operator would delete.  Nothing is ever written.
 
+Every operand is printed (pre-requisites, drivers, then the stack, the MIG manager
+and its ConfigMaps included), then the operator's own metrics objects (Service,
+ServiceMonitor and PrometheusRule where monitoring.coreos.com is served: discovered
+live, assumed on OpenShift from files, as the DCGM exporter's ServiceMonitor; the
+dashboard ConfigMap).
+
 stdout: the manifests in apply order, one `---` document each, keys sorted as
 `kubectl get -o yaml` sorts them (so the two diff cleanly).  stderr: the platform,
 the strategy, one line per driver DaemonSet (name, key, nodes, driver image, DTK
@@ -77,10 +83,11 @@ from ocp_gpu.model import (
 )
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem, Severity
-from ocp_gpu.planning import driver_coverage, driver_strategy, drivers, policies
+from ocp_gpu.planning import driver_coverage, driver_strategy, drivers, monitoring, policies
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import driver_manifests
 from ocp_gpu.rendering import common as operand_common
+from ocp_gpu.rendering import monitoring as monitoring_rendering
 from ocp_gpu.rendering import operands as operand_rendering
 
 HELP: Final = "print every manifest the operator would apply (from files, or a live cluster read-only)"
@@ -207,6 +214,12 @@ class RenderInputs:
     live: bool = False
     # Where the image defaults came from, for the summary.
     env_origin: str = ""
+    # monitoring.coreos.com is served (live: discovered); None: assumed on OpenShift only.
+    monitoring_api: bool | None = None
+
+    @property
+    def serves_monitoring(self) -> bool:
+        return self.platform.is_openshift if self.monitoring_api is None else self.monitoring_api
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,8 +291,18 @@ def operand_manifests(
             problems.append(image)
             continue
         manifests += operand_rendering.render_operand(
-            operand, policy, operand_common.OperandRenderInputs(namespace, openshift, image)
+            operand,
+            policy,
+            operand_common.OperandRenderInputs(
+                namespace, openshift, image, monitoring_api=inputs.serves_monitoring
+            ),
         )
+    # Beside the operands: the operator's own metrics Service, ServiceMonitor, alerts and dashboard.
+    groups = {monitoring.MONITORING_GROUP} if inputs.serves_monitoring else set()
+    plan = monitoring.plan_operator_monitoring(policy, inputs.platform, groups, {})
+    manifests += monitoring_rendering.render_monitoring_state(
+        policy, monitoring_rendering.MonitoringRenderInputs(namespace, plan)
+    )
     return manifests, problems
 
 
@@ -733,7 +756,14 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
         cluster_proxy=proxy,
         config_map_keys=_config_map_keys(api_client, server, namespace, policy.spec),
     )
-    return RenderInputs(policy, platform, view, live=True, env_origin=env_origin)
+    return RenderInputs(
+        policy,
+        platform,
+        view,
+        live=True,
+        env_origin=env_origin,
+        monitoring_api=monitoring.MONITORING_GROUP in groups,
+    )
 
 
 def _config_map_keys(

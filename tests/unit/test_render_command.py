@@ -668,3 +668,34 @@ def test_nvidia_policies_pass_the_structural_check(name: str) -> None:
     document = yaml.safe_load((Path(__file__).parent / "data" / name).read_text())
     spec = document.get("spec", document)
     assert structural.schema_problems(render_command._crd_spec_schema(), spec) == []
+
+
+def test_the_mig_manager_and_the_operator_metrics_objects_are_printed(
+    run: Callable[..., Run], dtk_files: list[str], write: Callable[..., str]
+) -> None:
+    result = run(*dtk_files)
+    assert result.status == 0, result.err
+    every = {(m["kind"], m["metadata"]["name"]) for m in result.all_manifests}
+    # The MIG manager with its RBAC and our default configs.
+    assert {
+        ("DaemonSet", "nvidia-mig-manager"),
+        ("ConfigMap", "default-mig-parted-config"),
+        ("ConfigMap", "default-gpu-clients"),
+        ("ClusterRole", "ocp-gpu-nvidia-mig-manager"),
+    } <= every
+    # The operator's metrics: on OpenShift (from files) monitoring.coreos.com is assumed served.
+    assert {("Service", "gpu-operator"), ("ServiceMonitor", "gpu-operator")} <= every
+    assert any(kind == "PrometheusRule" for kind, _ in every)
+    assert "mig-manager" in result.err
+    # On vanilla Kubernetes from files: the Service, no ServiceMonitor or PrometheusRule.
+    vanilla = run(
+        "--policy", write("p.yaml", POLICY_OBJECT), "--nodes", write("n.yaml", UBUNTU_NODES, stream=True)
+    )
+    kinds = {m["kind"] for m in vanilla.all_manifests}
+    assert ("Service", "gpu-operator") in {(m["kind"], m["metadata"]["name"]) for m in vanilla.all_manifests}
+    assert not kinds & {"ServiceMonitor", "PrometheusRule"}
+    # migManager.enabled: false renders none of its objects.
+    off = dict(POLICY_OBJECT, spec={**POLICY_OBJECT["spec"], "migManager": {"enabled": False}})
+    result = run("--policy", write("off.yaml", off), *dtk_files[2:])
+    names = {m["metadata"]["name"] for m in result.all_manifests}
+    assert not names & {"nvidia-mig-manager", "default-mig-parted-config", "ocp-gpu-nvidia-mig-manager"}
