@@ -10,7 +10,7 @@ operator) plays those parts, reading only what a node would see:
   then writes a kubelet's Ready status) once what its init container waits for would
   exist on its node:
     container toolkit <- driver-ready (a Ready driver pod on the node);
-    device plugin, GFD, DCGM, DCGM exporter <- toolkit-ready (a Ready toolkit pod on the node);
+    device plugin, GFD, DCGM, DCGM exporter, MIG manager <- toolkit-ready (a Ready toolkit pod);
     validator <- driver-ready, toolkit-ready and, where a device plugin should run,
     plugin-ready (a Ready plugin pod: the plugin validation requests a GPU).
   An operand whose DaemonSet does not exist in that namespace, or that is not to run
@@ -25,7 +25,26 @@ operator) plays those parts, reading only what a node would see:
   `nvidia.com/device-plugin.config` label or the config-manager's DEFAULT_CONFIG),
   through `planning.plugin_config.advertised_resources`.  No Ready plugin pod: none.
 - **GFD labels.**  A Ready GFD pod on such a node: `nvidia.com/gpu.product`,
-  `.count`, `.memory`, `nvidia.com/cuda.driver.major/minor/rev`; removed when it goes.
+  `.count`, `.memory`, `nvidia.com/cuda.driver.major/minor/rev`, `nvidia.com/mig.capable`
+  (the product is in model/mig.FAMILIES) and `nvidia.com/mig.strategy` (the pod's
+  MIG_STRATEGY); with MIG devices, under `single` the product is suffixed
+  `-MIG-<profile>` and `.count`/`.memory` describe the MIG devices, under `mixed`
+  `nvidia.com/mig-<profile>.count` is added; all removed when it goes.
+- **The MIG manager's protocol, through labels** (NVIDIA's mig-parted
+  `reconfigure`), on a node with a Ready `nvidia-mig-manager` pod whose
+  `nvidia.com/mig.config` names a config it has not acted on yet: the config is read
+  from the pod's `mig-parted-config` ConfigMap (key named by its CONFIG_FILE); a
+  missing config fails at once (`nvidia.com/mig.config.state=failed`, nothing
+  paused); a config whose MIG devices the GPUs already have succeeds at once;
+  otherwise state `pending`, the deploy labels of the device plugin, GFD, DCGM
+  exporter and DCGM (NVIDIA's list and order) become `paused-for-mig-change` (an
+  admin's `false` stays), and once none of their pods is left on the node the
+  geometry is "applied" (annotation `MIG_DEVICES`: what `planning.mig.mig_devices`
+  says the config makes), the labels go back to `true` (or `false`), the
+  validator pod on the node is deleted (NVIDIA restarts it) and the state becomes
+  `success`.  A node annotated `MIG_FAIL=true` fails at the apply step: state
+  `failed`, operands restored, geometry unchanged.  The agent's progress lives in
+  node annotations (`MIG_*`), so a restarted agent carries on.
 
 It polls (every `--interval` seconds, or twice as long as a pass took) rather than
 watching: simple, and cheap at the node counts tests use.
@@ -48,15 +67,24 @@ from kubernetes.client import ApiClient
 
 from ocp_gpu.harness import nodes as nodes_mod
 from ocp_gpu.harness import stages
-from ocp_gpu.model import labels, operands
+from ocp_gpu.model import labels, mig, operands
+from ocp_gpu.planning import mig as mig_planning
 from ocp_gpu.planning import plugin_config
 
 logger = logging.getLogger("ocp_gpu.harness.node_agent")
 
 SIMULATED_GPUS: Final = nodes_mod.SIMULATED_GPUS
 SIMULATED_PRODUCT: Final = nodes_mod.SIMULATED_PRODUCT
-DEFAULT_PRODUCT: Final = "NVIDIA-A100-SXM4-80GB"
-# GFD labels the agent writes, with the values a driver 550.54.15 on an A100 80GB would give.
+DEFAULT_PRODUCT: Final = "NVIDIA-L40S"
+# GPU memory (MiB) GFD reports per product; others get an 80 GB figure.
+PRODUCT_MEMORY: Final = {
+    "NVIDIA-L40S": "46068",
+    "NVIDIA-A100-SXM4-80GB": "81920",
+    "NVIDIA-A100-SXM4-40GB": "40960",
+    "NVIDIA-H100-80GB-HBM3": "81559",
+    "NVIDIA-A30": "24576",
+}
+# GFD labels the agent writes, with the values a driver 550.54.15 would give.
 GFD_LABELS: Final = (
     "nvidia.com/gpu.product",
     "nvidia.com/gpu.count",
@@ -64,6 +92,28 @@ GFD_LABELS: Final = (
     "nvidia.com/cuda.driver.major",
     "nvidia.com/cuda.driver.minor",
     "nvidia.com/cuda.driver.rev",
+    labels.MIG_CAPABLE,
+    labels.MIG_STRATEGY,
+)
+# GFD's per-profile label under the mixed strategy: nvidia.com/mig-<profile>.count.
+_MIG_COUNT_PREFIX: Final = "nvidia.com/mig-"
+_MIG_COUNT_SUFFIX: Final = ".count"
+
+# SIMULATION of the MIG manager: node annotations holding its progress and the GPUs' MIG state.
+# The MIG devices the node's GPUs have (JSON profile -> count); absent: MIG mode off.
+MIG_DEVICES: Final = "ocp-gpu.harness/mig-devices"
+# The nvidia.com/mig.config value the simulated manager last finished with (success or failure).
+MIG_DONE: Final = "ocp-gpu.harness/mig-config-done"
+# Set while the GPU clients are paused; the deploy label values found before (JSON).
+MIG_PAUSED: Final = "ocp-gpu.harness/mig-paused-deploy-labels"
+# A test's knob: "true" makes the apply step fail (as a GPU in use or a driver error would).
+MIG_FAIL: Final = "ocp-gpu.harness/mig-fail"
+# The GPU clients the MIG manager pauses, in its order (mig-parted's getK8sGPUClients).
+MIG_PAUSED_OPERANDS: Final = (
+    operands.DEVICE_PLUGIN,
+    operands.GPU_FEATURE_DISCOVERY,
+    operands.DCGM_EXPORTER,
+    operands.DCGM,
 )
 RESOURCE_PREFIX: Final = "nvidia.com/"
 PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
@@ -130,6 +180,7 @@ class NodeAgent:
         for name, node in nodes.items():
             if SIMULATED_GPUS in (node["metadata"].get("annotations") or {}):
                 self._node(name, node, pods)
+                self._mig(name, node, pods)
 
     def _gate(self, pod: Mapping[str, Any], nodes: Mapping[str, Any], present: Any) -> None:
         metadata = pod["metadata"]
@@ -160,13 +211,16 @@ class NodeAgent:
         metadata = node["metadata"]
         annotations = metadata.get("annotations") or {}
         gpus = int(annotations.get(SIMULATED_GPUS, "0"))
+        mig_devices = _mig_devices(annotations)
+        # In MIG mode a GPU is advertised only through its MIG devices.
+        whole = 0 if mig_devices is not None else gpus
         on_node = [p for p in pods if p["spec"].get("nodeName") == name and _ready(p)]
         plugin = next((p for p in on_node if _app(p) == operands.DEVICE_PLUGIN.app), None)
         wanted: dict[str, int] = {}
         if plugin is not None:
             config = self._plugin_config(plugin, metadata.get("labels") or {})
             if config is not None:
-                wanted = plugin_config.advertised_resources(config, gpus, {})
+                wanted = plugin_config.advertised_resources(config, whole, mig_devices or {})
         status = node.get("status") or {}
         current = {
             key: str(value)
@@ -179,20 +233,138 @@ class NodeAgent:
             body = {"status": {"capacity": resources, "allocatable": resources}}
             self.core.patch_node_status(name, body)
             logger.info("node %s: device plugin advertises %s", name, wanted or "nothing")
-        gfd = any(_app(p) == operands.GPU_FEATURE_DISCOVERY.app for p in on_node)
+        gfd = next((p for p in on_node if _app(p) == operands.GPU_FEATURE_DISCOVERY.app), None)
         node_labels = metadata.get("labels") or {}
         product = str(annotations.get(SIMULATED_PRODUCT, DEFAULT_PRODUCT))
-        wanted_labels = (
-            dict(zip(GFD_LABELS, (product, str(gpus), "81920", "550", "54", "15"), strict=True))
-            if gfd
-            else {}
-        )
-        have = {key: node_labels[key] for key in GFD_LABELS if key in node_labels}
+        wanted_labels = _gfd_labels(product, gpus, mig_devices, _env_of(gfd, "MIG_STRATEGY")) if gfd else {}
+        have = {key: value for key, value in node_labels.items() if _is_gfd_label(key)}
         if have != wanted_labels:
             patch: dict[str, str | None] = dict.fromkeys(have)
             patch.update(wanted_labels)
             self.core.patch_node(name, {"metadata": {"labels": patch}})
             logger.info("node %s: GFD labels %s", name, wanted_labels or "removed")
+
+    def _mig(self, name: str, node: Mapping[str, Any], pods: list[dict[str, Any]]) -> None:
+        """SIMULATION: one step of the MIG manager's protocol on this node (module docstring)."""
+        metadata = node["metadata"]
+        node_labels = metadata.get("labels") or {}
+        annotations = metadata.get("annotations") or {}
+        wanted = node_labels.get(labels.MIG_CONFIG, "")
+        manager = next(
+            (
+                p
+                for p in pods
+                if p["spec"].get("nodeName") == name and _app(p) == operands.MIG_MANAGER.app and _ready(p)
+            ),
+            None,
+        )
+        paused = annotations.get(MIG_PAUSED)
+        if manager is None or not wanted:
+            # No MIG manager runs here (or nothing asked of it): nothing happens.
+            return
+        if paused is None and annotations.get(MIG_DONE) == wanted:
+            # Already acted on this config.
+            return
+        namespace = str(manager["metadata"]["namespace"])
+        product = str(annotations.get(SIMULATED_PRODUCT, DEFAULT_PRODUCT))
+        family = mig.family_of_product(product)
+        gpus = int(annotations.get(SIMULATED_GPUS, "0"))
+        try:
+            document = self._mig_config(manager)
+            devices = mig_planning.mig_devices(document, wanted, family.device_ids[0] if family else "", gpus)
+            mig_on = _mig_enabled(document, wanted)
+            if family is None and mig_on:
+                raise mig_planning.MigConfigError(f"{product} does not support MIG")
+        except mig_planning.MigConfigError as error:
+            logger.info("node %s: MIG config %s cannot be applied: %s", name, wanted, error)
+            self._mig_finish(name, wanted, paused, mig_planning.MigConfigState.FAILED, None)
+            return
+        applied = _mig_devices(annotations)
+        if paused is None:
+            if (applied is not None) == mig_on and (applied or {}) == devices:
+                # mig-parted's assert: the GPUs are already so; nothing to pause.
+                self._mig_finish(name, wanted, None, mig_planning.MigConfigState.SUCCESS, None)
+                return
+            # Pending: pause the GPU clients (an admin's "false" is honoured and kept).
+            found = {o.deploy_label: node_labels.get(o.deploy_label, "") for o in MIG_PAUSED_OPERANDS}
+            patch: dict[str, Any] = {
+                "labels": {
+                    labels.MIG_CONFIG_STATE: mig_planning.MigConfigState.PENDING.value,
+                    **{key: labels.PAUSED_FOR_MIG_CHANGE for key, value in found.items() if value != "false"},
+                },
+                "annotations": {MIG_PAUSED: json.dumps(found, sort_keys=True)},
+            }
+            self.core.patch_node(name, {"metadata": patch})
+            logger.info("node %s: MIG config %s pending, GPU clients paused", name, wanted)
+            return
+        paused_apps = {o.app for o in MIG_PAUSED_OPERANDS}
+        if any(
+            p["spec"].get("nodeName") == name
+            and p["metadata"]["namespace"] == namespace
+            and _app(p) in paused_apps
+            for p in pods
+        ):
+            # Waiting for the GPU clients' pods to be gone (`kubectl wait --for=delete`).
+            return
+        if annotations.get(MIG_FAIL) == "true":
+            logger.info("node %s: MIG config %s fails (simulated failure)", name, wanted)
+            self._mig_finish(name, wanted, paused, mig_planning.MigConfigState.FAILED, None)
+            return
+        self._mig_finish(
+            name, wanted, paused, mig_planning.MigConfigState.SUCCESS, json.dumps(devices) if mig_on else ""
+        )
+        # NVIDIA's manager restarts the validator pod on the node: the stack is validated again.
+        for pod in pods:
+            if (
+                pod["spec"].get("nodeName") == name
+                and pod["metadata"]["namespace"] == namespace
+                and _app(pod) == operands.OPERATOR_VALIDATOR.app
+            ):
+                try:
+                    self.core.delete_namespaced_pod(pod["metadata"]["name"], namespace)
+                except kubernetes.client.ApiException as error:
+                    if error.status != 404:
+                        raise
+
+    def _mig_finish(
+        self,
+        name: str,
+        wanted: str,
+        paused: str | None,
+        state: mig_planning.MigConfigState,
+        devices: str | None,
+    ) -> None:
+        """One patch: the state, the paused labels restored, the geometry ("" MIG off, None unchanged)."""
+        restored: dict[str, str] = {}
+        for key, value in (json.loads(paused) if paused else {}).items():
+            # Back to "true" unless it was "false" (mig-parted's maybe_set_true).
+            restored[key] = "false" if value == "false" else "true"
+        annotations: dict[str, str | None] = {MIG_DONE: wanted, MIG_PAUSED: None}
+        if devices is not None:
+            annotations[MIG_DEVICES] = devices or None
+        patch = {"labels": {labels.MIG_CONFIG_STATE: state.value, **restored}, "annotations": annotations}
+        self.core.patch_node(name, {"metadata": patch})
+        logger.info("node %s: MIG config %s %s", name, wanted, state.value)
+
+    def _mig_config(self, pod: Mapping[str, Any]) -> Any:
+        """The mig-parted config file the MIG manager pod reads (None when there is none)."""
+        config_map = next(
+            (
+                (v.get("configMap") or {}).get("name")
+                for v in pod["spec"].get("volumes") or ()
+                if v.get("name") == "mig-parted-config"
+            ),
+            None,
+        )
+        key = (_env_of(pod, "CONFIG_FILE") or mig.CONFIG_KEY).rsplit("/", 1)[-1]
+        if not config_map:
+            return None
+        try:
+            data = self.core.read_namespaced_config_map(config_map, pod["metadata"]["namespace"]).data or {}
+        except kubernetes.client.ApiException:
+            return None
+        text = data.get(key)
+        return yaml.safe_load(text) if text else None
 
     def _plugin_config(self, pod: Mapping[str, Any], node_labels: Mapping[str, str]) -> dict[str, Any] | None:
         """The config the plugin on this node runs with, as its config-manager would pick it."""
@@ -225,6 +397,71 @@ class NodeAgent:
         text = data.get(key)
         loaded = yaml.safe_load(text) if text else None
         return loaded if isinstance(loaded, dict) else None
+
+
+def _mig_devices(annotations: Mapping[str, str]) -> dict[str, int] | None:
+    """The MIG devices the simulated GPUs have; None when MIG mode is off."""
+    text = annotations.get(MIG_DEVICES)
+    if text is None:
+        return None
+    loaded = json.loads(text)
+    return {str(k): int(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+
+
+def _mig_enabled(document: Any, name: str) -> bool:
+    """Config `name` turns MIG mode on (any entry with mig-enabled)."""
+    entries = ((document or {}).get("mig-configs") or {}).get(name) or ()
+    return any(isinstance(e, Mapping) and e.get("mig-enabled") for e in entries)
+
+
+def _env_of(pod: Mapping[str, Any] | None, name: str) -> str:
+    """The value of env `name` in the pod's first container ("" when absent)."""
+    if pod is None:
+        return ""
+    containers = pod["spec"].get("containers") or ()
+    for item in (containers[0].get("env") or ()) if containers else ():
+        if item.get("name") == name:
+            return str(item.get("value", ""))
+    return ""
+
+
+def _is_gfd_label(key: str) -> bool:
+    return key in GFD_LABELS or (key.startswith(_MIG_COUNT_PREFIX) and key.endswith(_MIG_COUNT_SUFFIX))
+
+
+def _gfd_labels(
+    product: str, gpus: int, mig_devices: Mapping[str, int] | None, strategy: str
+) -> dict[str, str]:
+    """What GFD labels a node with these GPUs (and MIG devices) under this MIG strategy."""
+    result = dict(
+        zip(
+            GFD_LABELS,
+            (
+                product,
+                str(gpus),
+                PRODUCT_MEMORY.get(product, "81920"),
+                "550",
+                "54",
+                "15",
+                "true" if mig.family_of_product(product) else "false",
+                strategy or "none",
+            ),
+            strict=True,
+        )
+    )
+    devices = {profile: count for profile, count in (mig_devices or {}).items() if count > 0}
+    if strategy == "single" and len(devices) == 1:
+        # Every GPU shows as its one MIG profile.
+        ((profile, count),) = devices.items()
+        result["nvidia.com/gpu.product"] = f"{product}-MIG-{profile}"
+        result["nvidia.com/gpu.count"] = str(count)
+        memory_gb = profile.split(".", 1)[1].split("gb", 1)[0] if "." in profile else ""
+        if memory_gb.isdigit():
+            result["nvidia.com/gpu.memory"] = str(int(memory_gb) * 1024)
+    elif strategy == "mixed":
+        for profile, count in devices.items():
+            result[f"{_MIG_COUNT_PREFIX}{profile.replace('+', '.')}{_MIG_COUNT_SUFFIX}"] = str(count)
+    return result
 
 
 def _daemonset_app(daemonset: Mapping[str, Any]) -> str:

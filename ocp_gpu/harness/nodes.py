@@ -39,7 +39,8 @@ GPU_RESOURCE: Final = "nvidia.com/gpu"
 # SIMULATION (harness/node_agent.py): node annotation with the number of physical GPUs; on such a
 # node the agent, not the builder, sets nvidia.com/* resources (when the device plugin is Ready).
 SIMULATED_GPUS: Final = "ocp-gpu.harness/gpus"
-# SIMULATION: node annotation with the GPU model GFD would report (nvidia.com/gpu.product).
+# SIMULATION: node annotation with the GPU model GFD would report (nvidia.com/gpu.product); without
+# it the agent simulates an L40S, which MIG cannot partition (so no MIG manager runs there).
 SIMULATED_PRODUCT: Final = "ocp-gpu.harness/gpu-product"
 
 # The Machine Config Daemon's node annotations, which tools watch during an update.
@@ -132,6 +133,7 @@ def gpu_node(
     kernel: str = DEFAULT_RHCOS_KERNEL,
     extra_labels: Mapping[str, str] | None = None,
     simulated: bool = False,
+    product: str | None = None,
 ) -> dict[str, Any]:
     """A worker with ``gpus`` NVIDIA GPUs, labelled as NFD labels it.
 
@@ -139,9 +141,13 @@ def gpu_node(
     advertises no ``nvidia.com/gpu``, like a node whose device plugin is not up yet.
     ``simulated``: the node starts without ``nvidia.com/gpu``; the node agent
     simulation advertises its GPUs once a device plugin pod is Ready on it.
+    ``product``: the GPU model the simulated GFD reports (e.g. NVIDIA-A100-SXM4-80GB, which
+    MIG can partition).
     """
     node = _node(name, unschedulable, os_id, os_version, rhcos, kernel, extra_labels)
     node["metadata"]["labels"][labels.NFD_NVIDIA_PCI] = "true"
+    if product:
+        node["metadata"]["annotations"][SIMULATED_PRODUCT] = product
     if simulated:
         node["metadata"]["annotations"][SIMULATED_GPUS] = str(gpus)
         return node
@@ -159,6 +165,7 @@ def vanilla_gpu_node(
     gpus: int = 1,
     extra_labels: Mapping[str, str] | None = None,
     simulated: bool = False,
+    product: str | None = None,
 ) -> dict[str, Any]:
     """A GPU node of a non-OpenShift cluster (no OSTREE_VERSION)."""
     return gpu_node(
@@ -171,6 +178,7 @@ def vanilla_gpu_node(
         kernel=kernel,
         extra_labels=extra_labels,
         simulated=simulated,
+        product=product,
     )
 
 

@@ -51,6 +51,7 @@ GATED_APPS: Final = (
     "gpu-feature-discovery",
     "nvidia-dcgm",
     "nvidia-dcgm-exporter",
+    "nvidia-mig-manager",
 )
 
 # The restart count a crash-looping container reports (a kubelet would keep counting).

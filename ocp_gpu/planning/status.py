@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from ocp_gpu.model.problems import PolicyProblem, Severity
 from ocp_gpu.model.snapshot import DriverDaemonSet
-from ocp_gpu.planning import conditions, driver_coverage, monitoring, operator_health
+from ocp_gpu.planning import conditions, driver_coverage, mig, monitoring, operator_health
 from ocp_gpu.planning.drivers import DriverPlan
 
 # status.state, as NVIDIA's ClusterPolicy writes it.
@@ -28,6 +28,8 @@ STATE_IGNORED: Final = "ignored"
 UNREADY_NODES_NAMED: Final = 3
 # A field accepted for compatibility with NVIDIA's schema that ocp-gpu does not act on (model/fields.py).
 UNSUPPORTED: Final = "UnsupportedSetting"
+# A node's MIG reconfiguration failed (nvidia.com/mig.config.state=failed).
+MIG_CONFIG_FAILED: Final = "MIGConfigFailed"
 # Conditions that also become an Event when they appear or change: type -> (reason, Event type).
 EVENTED: Final[Mapping[str, tuple[str, str]]] = {
     "Error": ("InvalidClusterPolicy", "Warning"),
@@ -38,6 +40,7 @@ EVENTED: Final[Mapping[str, tuple[str, str]]] = {
     "DriverDaemonSetDeferred": ("DriverDaemonSetDeferred", "Warning"),
     monitoring.MonitoringUnavailable.reason: (monitoring.MonitoringUnavailable.reason, "Warning"),
     UNSUPPORTED: (UNSUPPORTED, "Warning"),
+    MIG_CONFIG_FAILED: (MIG_CONFIG_FAILED, "Warning"),
 }
 
 
@@ -161,13 +164,15 @@ def plan_active_status(
     gpu_nodes: int,
     monitoring_problems: Sequence[str] = (),
     unsupported: str = "",
+    mig_failed: Sequence[mig.MigNodeState] = (),
 ) -> PolicyStatus:
     """The active ClusterPolicy's status.
 
     `problems`: the spec's, then the pass's (an image that cannot be resolved);
     `apply_errors`: writes that failed, by object; `unready_nodes`: per operand, the GPU
     nodes that should run it and have no Ready pod yet; `monitoring_problems`: why a
-    ServiceMonitor cannot exist; `unsupported`: the settings accepted but not acted on.
+    ServiceMonitor cannot exist; `unsupported`: the settings accepted but not acted on;
+    `mig_failed`: the nodes whose MIG reconfiguration failed.
     """
     errors = [p for p in problems if p.severity is Severity.ERROR]
     found = _ready_and_error(
@@ -193,6 +198,11 @@ def plan_active_status(
     if unsupported:
         # accepted for compatibility with NVIDIA's schema, not acted on: say so, change nothing else
         found.append(conditions.Condition(UNSUPPORTED, True, UNSUPPORTED, unsupported))
+    if mig_failed:
+        # a node's GPUs kept their old MIG layout: not the policy's fault (the state stays),
+        # but an admin must look (a condition and an Event)
+        message = mig.describe_failed(list(mig_failed))
+        found.append(conditions.Condition(MIG_CONFIG_FAILED, True, MIG_CONFIG_FAILED, message))
     return PolicyStatus(
         state=state,
         conditions=tuple(found),

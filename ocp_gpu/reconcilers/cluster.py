@@ -22,6 +22,7 @@ from ocp_gpu.planning import (
     conditions,
     driver_coverage,
     drivers,
+    mig,
     node_labels,
     operator_health,
     platform,
@@ -161,6 +162,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
         gpu_nodes=sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node),
         monitoring_problems=[problem.message for problem in watching.problems] if watching else [],
         unsupported=fields.describe(unsupported, conditions.CONDITION_MESSAGE_LIMIT) if unsupported else "",
+        mig_failed=mig.failed_nodes({name: facts.labels for name, facts in rt.node_facts.items()}),
     )
     if status.health is not None:
         metrics.reconciliation_status.set(status.health)

@@ -41,7 +41,12 @@ pytestmark = pytest.mark.e2e
 
 APPS = f"{labels.APP} in ({','.join(operands.POD_APPS)})"
 # The operands an empty ClusterPolicy deploys (nodeStatusExporter is off by default, as NVIDIA's).
-DEFAULT_APPS = {o.app for o in operands.OPERANDS if policy_model.Policy().components()[o.section].enabled}
+# NB: the MIG manager runs only on MIG-capable nodes; the simulated GPUs here are L40S (test_mig.py).
+DEFAULT_APPS = {
+    o.app
+    for o in operands.OPERANDS
+    if policy_model.Policy().components()[o.section].enabled and o is not operands.MIG_MANAGER
+}
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 

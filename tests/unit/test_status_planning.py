@@ -14,7 +14,7 @@ from __future__ import annotations
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.problems import PolicyProblem, Severity
 from ocp_gpu.model.snapshot import DriverDaemonSet
-from ocp_gpu.planning import driver_coverage, operator_health, status
+from ocp_gpu.planning import driver_coverage, mig, operator_health, status
 from ocp_gpu.planning.driver_findings import NodeMissingKeyLabels
 from ocp_gpu.planning.driver_strategy import Strategy
 from ocp_gpu.planning.drivers import DriverPlan
@@ -142,3 +142,14 @@ def test_events_only_for_new_messages() -> None:
     }
     assert status.plan_status_events(decided, status.true_condition_messages(stored)) == []
     assert status.ready_message(stored) == decided.conditions[0].message
+
+
+def test_a_failed_mig_reconfiguration_is_a_condition_and_an_event_not_a_state() -> None:
+    failed = [mig.MigNodeState("gpu-1", "all-1g.10gb", "failed")]
+    decided = active(mig_failed=failed)
+    assert decided.state == status.STATE_READY
+    assert kinds(decided)[-1] == (status.MIG_CONFIG_FAILED, True, status.MIG_CONFIG_FAILED)
+    assert "gpu-1 (nvidia.com/mig.config=all-1g.10gb)" in decided.conditions[-1].message
+    events = status.plan_status_events(decided, previous_messages=())
+    assert [(e.reason, e.type) for e in events] == [(status.MIG_CONFIG_FAILED, "Warning")]
+    assert status.MIG_CONFIG_FAILED not in [c.type for c in active().conditions]

@@ -1,0 +1,311 @@
+"""We test these aspects of the MIG manager on the local control plane, with the node-agent
+SIMULATION (ocp_gpu/harness/node_agent.py) playing the MIG manager's protocol through labels
+(NVIDIA's mig-parted reconfigure) and GFD's and the device plugin's view of the MIG devices:
+
+(a) only MIG-capable GPU nodes (the simulated GFD's nvidia.com/mig.capable) get
+    nvidia.com/gpu.deploy.mig-manager=true, nvidia.com/mig.config=all-disabled (the policy's
+    migManager.config.default) and a Ready nvidia-mig-manager pod; our default-mig-parted-config
+    ConfigMap exists; the state reads success; the policy is ready;
+(b) nvidia.com/mig.config=all-1g.10gb on a node: state pending with the device plugin, GFD, DCGM
+    exporter and DCGM deploy labels paused-for-mig-change (never reset by the operator while
+    pending), then success with the labels back to true, and under mig.strategy single the node
+    advertises nvidia.com/gpu = 7 x GPUs and GFD's product reads -MIG-1g.10gb;
+(c) mig.strategy mixed: the same node advertises nvidia.com/mig-1g.10gb instead;
+(d) a config the ConfigMap lacks fails at once (nothing paused); a reconfiguration that fails
+    (the harness knob) ends in failed with the operands restored and the old geometry; the
+    policy gets the MIGConfigFailed condition and an Event; `ocp-gpu status` shows both;
+(e) zero writes in steady state (audit log);
+(f) migManager.enabled: false removes its objects and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+
+from ocp_gpu.harness import node_agent
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels, operands
+
+from .conftest import OPERATOR_USER, condition, read_policy, wait_for, wait_for_event
+
+pytestmark = pytest.mark.e2e
+
+A100 = "NVIDIA-A100-SXM4-80GB"
+PAUSED = tuple(o.deploy_label for o in node_agent.MIG_PAUSED_OPERANDS)
+STATE = labels.MIG_CONFIG_STATE
+
+
+def node_labels(kube: client.ApiClient, name: str) -> dict[str, str]:
+    return dict(client.CoreV1Api(kube).read_node(name).metadata.labels or {})
+
+
+def nvidia_resources(kube: client.ApiClient, name: str) -> dict[str, str]:
+    allocatable = client.CoreV1Api(kube).read_node(name).status.allocatable or {}
+    return {k: v for k, v in allocatable.items() if k.startswith("nvidia.com/")}
+
+
+def patch_policy(kube: client.ApiClient, spec: dict[str, Any]) -> None:
+    client.CustomObjectsApi(kube).patch_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", {"spec": spec}
+    )
+
+
+def label(
+    kube: client.ApiClient,
+    name: str,
+    values: dict[str, str | None],
+    annotations: dict[str, str] | None = None,
+) -> None:
+    metadata: dict[str, Any] = {"labels": values}
+    if annotations:
+        metadata["annotations"] = annotations
+    client.CoreV1Api(kube).patch_node(name, {"metadata": metadata})
+
+
+def ready_on(kube: client.ApiClient, namespace: str, app: str) -> set[str]:
+    pods = client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=f"{labels.APP}={app}").items
+    return {
+        p.spec.node_name
+        for p in pods
+        if not p.metadata.deletion_timestamp
+        and any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or ()))
+    }
+
+
+class LabelRecorder:
+    """Every version of one node's labels, from a watch (a poll could miss a short pending)."""
+
+    def __init__(self, kube: client.ApiClient, name: str) -> None:
+        self.versions: list[dict[str, str]] = []
+        self._kube, self._name = kube, name
+        self._watch = watch.Watch()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._stopping = False
+
+    def __enter__(self) -> LabelRecorder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stopping = True
+        self._watch.stop()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        core = client.CoreV1Api(self._kube)
+        try:
+            for event in self._watch.stream(
+                core.list_node, field_selector=f"metadata.name={self._name}", timeout_seconds=300
+            ):
+                self.versions.append(dict(event["object"].metadata.labels or {}))
+        except Exception:  # NB: stopping the watch ends its response mid-stream
+            if not self._stopping:
+                raise
+
+
+def quiet_writes(control_plane: LocalControlPlane) -> list[str]:
+    time.sleep(2)
+    mark = control_plane.audit_line_count()
+    time.sleep(10)
+    return [
+        f"{e['verb']} {e.get('objectRef')}"
+        for e in control_plane.read_audit_events(since_line=mark)
+        if e.get("user", {}).get("username") == OPERATOR_USER
+        and e.get("stage") == "ResponseComplete"
+        and e.get("verb") in ("create", "update", "patch", "delete", "deletecollection")
+        and e.get("objectRef", {}).get("resource") != "leases"
+    ]
+
+
+def status_json(control_plane: LocalControlPlane) -> dict[str, Any]:
+    kubeconfig: Path = control_plane.kubeconfig
+    result = subprocess.run(
+        [sys.executable, "-m", "ocp_gpu.cli", "status", "--kubeconfig", str(kubeconfig), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+@pytest.fixture
+def mig_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
+    """Two A100 80GB nodes with two GPUs each, and one L40S (not MIG-capable)."""
+    a100 = [unique_name("a100") for _ in range(2)]
+    l40s = unique_name("l40s")
+    fake_nodes.create_nodes(
+        kube,
+        [
+            *(fake_nodes.vanilla_gpu_node(n, simulated=True, gpus=2, product=A100) for n in a100),
+            fake_nodes.vanilla_gpu_node(l40s, simulated=True, gpus=2),
+        ],
+    )
+    yield [*a100, l40s]
+    fake_nodes.delete_nodes(kube, [*a100, l40s])
+
+
+def test_mig_reconfiguration_through_labels(
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    namespace: str,
+    mig_nodes: list[str],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    first, second, l40s = mig_nodes
+    core = client.CoreV1Api(kube)
+    apply_policy(spec={"mig": {"strategy": "single"}})
+    start_operator()
+
+    # (a)
+    manager_label = labels.deploy_label(labels.MIG_MANAGER_OPERAND)
+    for name in (first, second):
+        wait_for(
+            lambda name=name: node_labels(kube, name).get(STATE) == "success",
+            120,
+            what=f"{name}: mig.config.state success",
+        )
+        found = node_labels(kube, name)
+        assert (found[manager_label], found[labels.MIG_CONFIG]) == ("true", "all-disabled")
+        assert found[labels.MIG_CAPABLE] == "true"
+    wait_for(
+        lambda: {first, second} <= ready_on(kube, namespace, operands.MIG_MANAGER.app), 60, what="MIG manager"
+    )
+    assert l40s not in ready_on(kube, namespace, operands.MIG_MANAGER.app)
+    plain = node_labels(kube, l40s)
+    assert manager_label not in plain and labels.MIG_CONFIG not in plain
+    assert plain.get(labels.MIG_CAPABLE) == "false"
+    config = core.read_namespaced_config_map("default-mig-parted-config", namespace).data["config.yaml"]
+    assert "all-1g.10gb" in config
+    wait_for(lambda: nvidia_resources(kube, first) == {"nvidia.com/gpu": "2"}, 60, what="2 whole GPUs")
+    wait_for(lambda: read_policy(kube).get("status", {}).get("state") == "ready", 90, what="policy ready")
+
+    # (b) single: 7 x 1g.10gb per A100 80GB, advertised as nvidia.com/gpu.
+    with LabelRecorder(kube, first) as recorder:
+        label(kube, first, {labels.MIG_CONFIG: "all-1g.10gb"})
+        wait_for(
+            lambda: (
+                node_labels(kube, first).get(STATE) == "success"
+                and any(v.get(STATE) == "pending" for v in recorder.versions)
+            ),
+            90,
+            what="pending, then success",
+        )
+    pending = [v for v in recorder.versions if v.get(STATE) == "pending"]
+    # Paused in the same write as pending, and never un-paused (by the operator) while pending.
+    assert pending and all(v.get(key) == labels.PAUSED_FOR_MIG_CHANGE for v in pending for key in PAUSED)
+    after = node_labels(kube, first)
+    assert {key: after.get(key) for key in PAUSED} == dict.fromkeys(PAUSED, "true")
+    wait_for(
+        lambda: nvidia_resources(kube, first) == {"nvidia.com/gpu": "14"}, 60, what="14 MIG devices as gpu"
+    )
+    wait_for(
+        lambda: node_labels(kube, first).get(labels.GPU_PRODUCT) == f"{A100}-MIG-1g.10gb",
+        60,
+        what="GFD's single-strategy product",
+    )
+    assert node_labels(kube, first)[labels.MIG_STRATEGY] == "single"
+
+    # (c) mixed: the same devices, by profile.
+    patch_policy(kube, {"mig": {"strategy": "mixed"}})
+    wait_for(
+        lambda: nvidia_resources(kube, first) == {"nvidia.com/mig-1g.10gb": "14"}, 90, what="mig-1g.10gb: 14"
+    )
+    wait_for(lambda: node_labels(kube, first).get(labels.MIG_STRATEGY) == "mixed", 90, what="GFD mixed")
+    assert node_labels(kube, first).get("nvidia.com/mig-1g.10gb.count") == "14"
+
+    # (d) a config the ConfigMap lacks: failed at once, nothing paused.
+    label(kube, second, {labels.MIG_CONFIG: "all-9g.1tb"})
+    wait_for(lambda: node_labels(kube, second).get(STATE) == "failed", 60, what="unknown config failed")
+    assert {key: node_labels(kube, second).get(key) for key in PAUSED} == dict.fromkeys(PAUSED, "true")
+    # A reconfiguration that fails while applied: pending, then failed with the operands restored.
+    with LabelRecorder(kube, second) as recorder:
+        label(kube, second, {labels.MIG_CONFIG: "all-3g.40gb"}, {node_agent.MIG_FAIL: "true"})
+        wait_for(
+            lambda: (
+                any(v.get(STATE) == "pending" for v in recorder.versions)
+                and node_labels(kube, second).get(STATE) == "failed"
+            ),
+            90,
+            what="pending, then failed",
+        )
+    after = node_labels(kube, second)
+    assert {key: after.get(key) for key in PAUSED} == dict.fromkeys(PAUSED, "true")
+    wait_for(lambda: nvidia_resources(kube, second) == {"nvidia.com/gpu": "2"}, 60, what="old geometry")
+    failed = wait_for(
+        lambda: (
+            condition(read_policy(kube), "MIGConfigFailed").get("status") == "True"
+            and condition(read_policy(kube), "MIGConfigFailed")
+        ),
+        30,
+        what="MIGConfigFailed",
+    )
+    assert second in failed["message"] and first not in failed["message"]
+    wait_for_event(kube, "MIGConfigFailed", second)
+    report = status_json(control_plane)
+    rows = {row["node"]: row for row in report["nodes"]}
+    assert (rows[first]["mig_config"], rows[first]["mig_state"]) == ("all-1g.10gb", "success")
+    assert (rows[second]["mig_config"], rows[second]["mig_state"]) == ("all-3g.40gb", "failed")
+    assert rows[first]["operands"]["mig-manager"] == "yes"
+    assert rows[l40s]["operands"]["mig-manager"] == "-"
+
+    # (e)
+    assert quiet_writes(control_plane) == []
+
+    # (f) migManager off: its objects go, nothing else.
+    selector = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
+
+    def owned() -> set[tuple[str, str]]:
+        rbac = client.RbacAuthorizationV1Api(kube)
+        found = {
+            ("DaemonSet", d.metadata.name)
+            for d in client.AppsV1Api(kube)
+            .list_namespaced_daemon_set(namespace, label_selector=selector)
+            .items
+            if not d.metadata.deletion_timestamp
+        }
+        found |= {
+            ("ConfigMap", c.metadata.name)
+            for c in core.list_namespaced_config_map(namespace, label_selector=selector).items
+        }
+        found |= {
+            ("ServiceAccount", s.metadata.name)
+            for s in core.list_namespaced_service_account(namespace, label_selector=selector).items
+        }
+        found |= {
+            ("Role", r.metadata.name)
+            for r in rbac.list_namespaced_role(namespace, label_selector=selector).items
+        }
+        found |= {
+            ("ClusterRole", r.metadata.name) for r in rbac.list_cluster_role(label_selector=selector).items
+        }
+        return found
+
+    before = owned()
+    mine = {
+        ("DaemonSet", "nvidia-mig-manager"),
+        ("ConfigMap", "default-mig-parted-config"),
+        ("ConfigMap", "default-gpu-clients"),
+        ("ServiceAccount", "nvidia-mig-manager"),
+        ("Role", "nvidia-mig-manager"),
+        ("ClusterRole", "ocp-gpu-nvidia-mig-manager"),
+    }
+    assert mine <= before
+    patch_policy(kube, {"migManager": {"enabled": False}})
+    wait_for(lambda: not (mine & owned()), 60, what="MIG manager objects removed")
+    assert owned() == before - mine
