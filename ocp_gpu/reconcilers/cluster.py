@@ -27,6 +27,7 @@ from ocp_gpu.planning import (
     operator_health,
     platform,
     policies,
+    status_writes,
 )
 from ocp_gpu.planning import status as status_planning
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
@@ -228,7 +229,14 @@ async def _write_status_if_changed(
     status["observedGeneration"] = obj.generation
     if all(obj.status.get(key) == value for key, value in status.items()):
         return
+    clock = asyncio.get_running_loop().time()
+    delay = status_writes.write_delay(obj.status, status, rt.status_written_at.get(obj.name), clock)
+    if delay > 0:
+        # Rollout progress only: written with the next change or when the interval ends.
+        rt.poke_after(delay)
+        return
     await asyncio.to_thread(reporting.patch_policy_status, rt.api_client, obj.name, status)
+    rt.status_written_at[obj.name] = clock
 
 
 def _policy_ref(obj: runtime.PolicyObject) -> dict[str, str]:

@@ -89,6 +89,8 @@ class Runtime:
     # Every owned object the watches see (kube/owning.OWNED_KINDS): applied hash and owner.
     # NB: never a memory of what this process applied: a deleted object must be re-applied.
     owned: dict[owning.ObjectIdent, owning.ObservedObject] = dataclasses.field(default_factory=dict)
+    # When this process last wrote each ClusterPolicy's status (event loop clock, seconds).
+    status_written_at: dict[str, float] = dataclasses.field(default_factory=dict)
     # The active ClusterPolicy's name and its spec errors, as last logged (logged on change only).
     active_policy: str | None = None
     logged_spec_errors: str = ""
