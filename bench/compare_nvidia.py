@@ -1,0 +1,223 @@
+"""ocp-gpu against NVIDIA's GPU Operator, side by side, with issue 13's targets checked in one table.
+
+A wrapper around the team's measuring tool, ``../shared/tools/compare_nvidia.py`` (or
+``$COMPARE_NVIDIA_TOOL``): for each size it runs both operators one after the other on a
+fresh local control plane each (OpenShift mode, the same kwok GPU nodes on two RHCOS
+versions, the same ClusterPolicy), ocp-gpu from HEAD's committed ``ocp_gpu/`` (so the
+numbers belong to a commit while the tree changes), alternating which goes first from one
+size to the next (``--first``). Then it writes, per size, ``<out>/compare-nvidia-<N>.json``
+(both runs' raw results, the commit, the load average, every target with its numbers and
+whether it is met) and ``<out>/compare-nvidia.md`` (the table of every size in that
+directory). ``--only ocp-gpu`` measures ocp-gpu alone (5,000 nodes: only the RSS target).
+
+NVIDIA's operator is built from its source outside this repository (never committed): see
+bench/README.md, "NVIDIA's operator, side by side".
+
+Run: ``.venv/bin/python bench/compare_nvidia.py --nodes 100 1000 [--quiet 120] [--moves 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _common import REPO, RESULTS_DIR, git_commit, load_average, operator_sources
+
+TOOL = Path(os.environ.get("COMPARE_NVIDIA_TOOL", REPO.parent / "shared" / "tools" / "compare_nvidia.py"))
+OPERATORS = ("nvidia", "ocp-gpu")
+
+Result = dict[str, Any]
+
+
+def _median(values: list[float] | None) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _worst(values: list[float] | None) -> float | None:
+    # With a handful of samples the worst one stands for the p99.
+    return max(values) if values else None
+
+
+def _ratio_target(name: str, pick: Callable[[Result], float | None], limit: float) -> Callable[..., Result]:
+    def check(nvidia: Result | None, ours: Result, nodes: int) -> Result:
+        theirs = pick(nvidia) if nvidia else None
+        mine = pick(ours)
+        ratio = mine / theirs if mine is not None and theirs else None
+        return {
+            "target": f"{name} ≤ {limit}× NVIDIA's",
+            "nvidia": theirs,
+            "ocp_gpu": mine,
+            "ratio": None if ratio is None else round(ratio, 3),
+            "met": None if ratio is None else ratio <= limit,
+        }
+
+    return check
+
+
+def _zero(name: str, pick: Callable[[Result], float | None]) -> Callable[..., Result]:
+    def check(nvidia: Result | None, ours: Result, nodes: int) -> Result:
+        theirs = pick(nvidia) if nvidia else None
+        mine = pick(ours)
+        return {"target": f"{name} = 0", "nvidia": theirs, "ocp_gpu": mine, "ratio": None, "met": mine == 0}
+
+    return check
+
+
+def _rss(nvidia: Result | None, ours: Result, nodes: int) -> Result:
+    mine = ours.get("rss_idle_mib")
+    theirs = nvidia.get("rss_idle_mib") if nvidia else None
+    if nodes >= 5000:
+        return {
+            "target": "RSS idle ≤ 150 MiB",
+            "nvidia": theirs,
+            "ocp_gpu": mine,
+            "ratio": None,
+            "met": mine is not None and mine <= 150,
+        }
+    limit = 1.0 if nodes < 1000 else 0.5
+    return _ratio_target("RSS idle", lambda r: r.get("rss_idle_mib"), limit)(nvidia, ours, nodes)
+
+
+TARGETS: tuple[Callable[..., Result], ...] = (
+    _ratio_target(
+        "ClusterPolicy → a driver DaemonSet per RHCOS version",
+        lambda r: r.get("policy_to_ds_per_version_s"),
+        0.5,
+    ),
+    _ratio_target(
+        "new RHCOS version → its DaemonSet, median", lambda r: _median(r.get("new_version_to_ds_s")), 0.5
+    ),
+    _ratio_target(
+        "new RHCOS version → its DaemonSet, worst (p99)", lambda r: _worst(r.get("new_version_to_ds_s")), 0.5
+    ),
+    _ratio_target(
+        "last node leaves → DaemonSet deleted, median",
+        lambda r: _median(r.get("last_node_leaves_to_ds_deleted_s")),
+        0.5,
+    ),
+    _ratio_target(
+        "last node leaves → DaemonSet deleted, worst (p99)",
+        lambda r: _worst(r.get("last_node_leaves_to_ds_deleted_s")),
+        0.5,
+    ),
+    _ratio_target("start-up CPU (policy created → settled)", lambda r: r.get("cpu_policy_to_settled_s"), 0.5),
+    _zero("steady-state reads (the Lease's included)", lambda r: (r.get("steady") or {}).get("reads")),
+    _zero(
+        "steady-state writes besides the Lease renewal",
+        lambda r: (r.get("steady") or {}).get("writes_excl_leases"),
+    ),
+    _rss,
+)
+
+
+def evaluate(nvidia: Result | None, ours: Result, nodes: int) -> list[Result]:
+    """Every target of issue 13 against one size's two runs (the RSS one alone at 5,000)."""
+    checks = [check(nvidia, ours, nodes) for check in TARGETS] if nvidia else []
+    return checks or [_rss(None, ours, nodes)]
+
+
+def run_tool(which: str, nodes: int, args: argparse.Namespace, source: Path, raw: Path) -> Result:
+    """One operator at one size through the shared tool; its JSON result."""
+    env = {**os.environ, "OCPGPU_SRC": str(source)}
+    command = [
+        sys.executable,
+        str(TOOL),
+        "--nodes",
+        str(nodes),
+        "--operators",
+        which,
+        "--quiet",
+        str(args.quiet),
+        "--moves",
+        str(args.moves),
+        "--out",
+        str(raw),
+    ]
+    # The harness is imported from the source tree; the tool runs from the repository root.
+    subprocess.run(command, env=env, cwd=REPO, check=True, timeout=args.timeout)
+    result: Result = json.loads((raw / f"{which}-{nodes}.json").read_text())
+    return result
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def markdown(out: Path) -> str:
+    """The table of every compare-nvidia-<N>.json in `out`."""
+    lines = ["# ocp-gpu vs NVIDIA's GPU Operator, side by side (bench/compare_nvidia.py)", ""]
+    for path in sorted(out.glob("compare-nvidia-*.json"), key=lambda p: int(p.stem.rsplit("-", 1)[1])):
+        summary = json.loads(path.read_text())
+        lines += [
+            f"## {summary['nodes']} GPU nodes — commit {summary['commit']}, {summary['measured_at']}",
+            "",
+            f"Load average at the start / end: {summary['load_average_start']} / "
+            f"{summary['load_average_end']}; order: {' then '.join(summary['order'])}.",
+            "",
+            "| target | NVIDIA | ocp-gpu | ratio | met |",
+            "|---|---|---|---|---|",
+        ]
+        for check in summary["targets"]:
+            met = {True: "yes", False: "**no**", None: "n/a"}[check["met"]]
+            ratio = "" if check["ratio"] is None else f"{check['ratio']:.2f}×"
+            cells = (check["target"], _cell(check["nvidia"]), _cell(check["ocp_gpu"]), ratio, met)
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, nargs="+", default=[100])
+    parser.add_argument("--only", choices=OPERATORS, default=None, help="run one operator (5,000: ocp-gpu)")
+    parser.add_argument(
+        "--first", choices=OPERATORS, default="nvidia", help="who goes first at the first size"
+    )
+    parser.add_argument("--quiet", type=float, default=120, help="steady-state window (s)")
+    parser.add_argument("--moves", type=int, default=3, help="RHCOS version moves (latency samples)")
+    parser.add_argument("--timeout", type=float, default=3600, help="per operator and size (s)")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR)
+    args = parser.parse_args()
+    if not TOOL.exists():
+        parser.error(f"{TOOL} not found: set COMPARE_NVIDIA_TOOL to the team's compare_nvidia.py")
+    args.out.mkdir(parents=True, exist_ok=True)
+    raw = args.out / "compare-nvidia-raw"
+    order = [args.first, *(name for name in OPERATORS if name != args.first)]
+    with operator_sources("head") as (source, commit):
+        for nodes in args.nodes:
+            which = [args.only] if args.only else order
+            start = load_average()
+            runs = {name: run_tool(name, nodes, args, source, raw) for name in which}
+            summary = {
+                "nodes": nodes,
+                "commit": commit,
+                "measured_at": runs[which[0]].get("started"),
+                "order": which,
+                "load_average_start": start,
+                "load_average_end": load_average(),
+                "targets": evaluate(runs.get("nvidia"), runs["ocp-gpu"], nodes) if "ocp-gpu" in runs else [],
+                "runs": runs,
+            }
+            (args.out / f"compare-nvidia-{nodes}.json").write_text(json.dumps(summary, indent=1) + "\n")
+            order.reverse()
+    (args.out / "compare-nvidia.md").write_text(markdown(args.out) + "\n")
+    print(markdown(args.out))
+    print(f"current commit {git_commit()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
