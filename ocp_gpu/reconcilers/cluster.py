@@ -124,15 +124,18 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
     auto_upgrade = policy.driver.upgrade_policy.auto_upgrade if not errors and policy.driver.enabled else None
     mig_default = policy.mig_manager.config_default if not errors and policy.mig_manager.enabled else None
-    label_errors = await _reconcile_node_labels(rt, changes, auto_upgrade, mig_default)
     outcome: drivers_reconciler.DriverOutcome | None = None
     stack: dict[str, operands.OperandOutcome] = {}
     watching: monitoring_reconciler.MonitoringOutcome | None = None
     if not errors:
         # NB: with a spec error nothing is applied or deleted: what runs keeps running.
+        # The driver DaemonSets first: at thousands of nodes the labels take seconds, and the
+        # DaemonSets exist before them (their pods schedule as each node gets its label).
         outcome = await drivers_reconciler.reconcile_drivers(rt, _policy_ref(active), policy, detected, now)
         if outcome.problem is not None:
             problems = [*problems, outcome.problem]
+    label_errors = await _reconcile_node_labels(rt, changes, auto_upgrade, mig_default)
+    if not errors:
         stack = await operands.reconcile_operands(rt, _policy_ref(active), policy, detected)
         problems = [*problems, *(o.problem for o in stack.values() if o.problem is not None)]
         watching = await monitoring_reconciler.reconcile_monitoring(rt, _policy_ref(active), policy, detected)
