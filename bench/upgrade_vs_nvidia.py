@@ -62,6 +62,12 @@ class NodeStates(threading.Thread):
         self.lock = threading.Lock()
 
     def run(self) -> None:
+        try:
+            self._follow()
+        except Exception as error:  # the control plane stopping ends the watch
+            tool_log(f"node watch ended: {error!r}")
+
+    def _follow(self) -> None:
         for event in self.watch.stream(self.core.list_node, timeout_seconds=7200, deserialize=False):
             if event["type"] not in ("ADDED", "MODIFIED"):
                 continue
@@ -82,11 +88,15 @@ class NodeStates(threading.Thread):
 
 
 def ready_driver_nodes(tool: Any, api: Any, version: str) -> int:
-    """Nodes with a Ready, not terminating driver pod whose driver image is at `version`."""
+    """Nodes with a Ready, not terminating driver pod whose driver image is at `version`.
+
+    NB: NVIDIA's Driver Toolkit pods carry app=<their DaemonSet's name>, not app=nvidia-driver-daemonset:
+    both operators' carry openshift.driver-toolkit=true.
+    """
     core = tool.kubernetes.client.CoreV1Api(api)
     pods = json.loads(
         core.list_namespaced_pod(
-            tool.NS, label_selector="app=nvidia-driver-daemonset", _preload_content=False
+            tool.NS, label_selector="openshift.driver-toolkit=true", _preload_content=False
         ).data
     )["items"]
     nodes = set()
