@@ -198,7 +198,7 @@ def run_one(tool: Any, which: str, count: int, parallel: int, timeout: float, ou
                 "v1",
                 "clusterpolicies",
                 tool.POLICY,
-                [{"op": "replace", "path": "/spec/driver/version", "value": VERSION_B}],
+                {"spec": {"driver": {"version": VERSION_B}}},
             )
             began = time.monotonic()
             result["wall_s"] = wait(
