@@ -139,7 +139,17 @@ def run_one(tool: Any, which: str, count: int, parallel: int, timeout: float, ou
         "repository": "nvcr.io/nvidia",
         "image": "driver",
         "version": VERSION_A,
-        "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": parallel, "maxUnavailable": "100%"},
+        "upgradePolicy": {
+            "autoUpgrade": True,
+            "maxParallelUpgrades": parallel,
+            "maxUnavailable": "100%",
+            # NB: spelled out: NVIDIA's CRD has no defaults for these, and without podDeletion its
+            # upgrade controller stops every node in pod-deletion-required ("pod deletion spec
+            # should not be empty"); its Helm chart sets them. The seed's defaults, for both.
+            "waitForCompletion": {"timeoutSeconds": 0},
+            "podDeletion": {"force": False, "timeoutSeconds": 300, "deleteEmptyDir": False},
+            "drain": {"enable": False, "force": False, "timeoutSeconds": 300, "deleteEmptyDir": False},
+        },
     }
     with tool.cluster.LocalControlPlane(start_timeout=240, node_lease_seconds=40) as cp:
         api = cp.api_client(pool_size=64)
