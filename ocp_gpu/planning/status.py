@@ -151,85 +151,79 @@ def observed_driver_summary(daemonsets: Iterable[DriverDaemonSet]) -> tuple[Driv
     )
 
 
-def plan_active_status(
-    *,
-    namespace: str,
-    platform: str,
-    problems: Sequence[PolicyProblem],
-    apply_errors: Mapping[str, str],
-    plan: DriverPlan | None,
-    coverage: driver_coverage.DriverCoverage | None,
-    summary: Sequence[DriverSummary],
-    unready_nodes: Mapping[str, Sequence[str]],
-    gpu_nodes: int,
-    monitoring_problems: Sequence[str] = (),
-    unsupported: str = "",
-    mig_failed: Sequence[mig.MigNodeState] = (),
-) -> PolicyStatus:
-    """The active ClusterPolicy's status.
+@dataclasses.dataclass(frozen=True)
+class PassOutcome:
+    """What one pass for the active ClusterPolicy found and did, as the status needs it."""
 
-    `problems`: the spec's, then the pass's (an image that cannot be resolved);
-    `apply_errors`: writes that failed, by object; `unready_nodes`: per operand, the GPU
-    nodes that should run it and have no Ready pod yet; `monitoring_problems`: why a
-    ServiceMonitor cannot exist; `unsupported`: the settings accepted but not acted on;
-    `mig_failed`: the nodes whose MIG reconfiguration failed.
-    """
-    errors = [p for p in problems if p.severity is Severity.ERROR]
-    found = _ready_and_error(
-        errors, apply_errors, plan, coverage, summary, unready_nodes, gpu_nodes, platform
-    )
-    warnings = [p for p in problems if p.severity is not Severity.ERROR]
+    namespace: str
+    # The platform's wire value ("openshift", "kubernetes").
+    platform: str
+    # The spec's problems, then the pass's (an image that cannot be resolved).
+    problems: Sequence[PolicyProblem]
+    # Writes that failed, by object.
+    apply_errors: Mapping[str, str]
+    # None when nothing was planned (an invalid spec, an unresolvable image).
+    plan: DriverPlan | None
+    coverage: driver_coverage.DriverCoverage | None
+    summary: Sequence[DriverSummary]
+    # Per operand, the GPU nodes that should run it and have no Ready pod yet.
+    unready_nodes: Mapping[str, Sequence[str]]
+    gpu_nodes: int
+    # Why a ServiceMonitor cannot exist, if one was asked for.
+    monitoring_problems: Sequence[str] = ()
+    # The settings accepted for compatibility but not acted on, described ("" when none).
+    unsupported: str = ""
+    # The nodes whose MIG reconfiguration failed.
+    mig_failed: Sequence[mig.MigNodeState] = ()
+
+
+def plan_active_status(outcome: PassOutcome) -> PolicyStatus:
+    """The active ClusterPolicy's status."""
+    errors = [p for p in outcome.problems if p.severity is Severity.ERROR]
+    found = _ready_and_error(outcome, errors)
+    warnings = [p for p in outcome.problems if p.severity is not Severity.ERROR]
     if warnings:
         # the spec works but something in it deserves the admin's eye
         message = "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in warnings)
         found.append(conditions.Condition("Warning", True, "SpecWarning", message))
-    if plan is not None:
+    if outcome.plan is not None:
         # one condition per kind of driver finding, its messages joined
         by_reason: dict[str, list[str]] = {}
-        for finding in plan.findings:
+        for finding in outcome.plan.findings:
             by_reason.setdefault(finding.reason, []).append(finding.message)
         for reason, messages in sorted(by_reason.items()):
             found.append(conditions.Condition(reason, True, reason, "; ".join(messages)))
     state = STATE_READY if found[0].status else STATE_NOT_READY
-    if monitoring_problems:
+    if outcome.monitoring_problems:
         # asked for a ServiceMonitor where none can exist: say so, go on
         reason = monitoring.MonitoringUnavailable.reason
-        found.append(conditions.Condition(reason, True, reason, " ".join(monitoring_problems)))
-    if unsupported:
+        found.append(conditions.Condition(reason, True, reason, " ".join(outcome.monitoring_problems)))
+    if outcome.unsupported:
         # accepted for compatibility with NVIDIA's schema, not acted on: say so, change nothing else
-        found.append(conditions.Condition(UNSUPPORTED, True, UNSUPPORTED, unsupported))
-    if mig_failed:
+        found.append(conditions.Condition(UNSUPPORTED, True, UNSUPPORTED, outcome.unsupported))
+    if outcome.mig_failed:
         # a node's GPUs kept their old MIG layout: not the policy's fault (the state stays),
         # but an admin must look (a condition and an Event)
-        message = mig.describe_failed(list(mig_failed))
+        message = mig.describe_failed(list(outcome.mig_failed))
         found.append(conditions.Condition(MIG_CONFIG_FAILED, True, MIG_CONFIG_FAILED, message))
     return PolicyStatus(
         state=state,
         conditions=tuple(found),
-        namespace=namespace,
-        platform=platform,
-        driver_daemonsets=tuple(summary),
+        namespace=outcome.namespace,
+        platform=outcome.platform,
+        driver_daemonsets=tuple(outcome.summary),
         health=operator_health.reconciliation_status(
             has_policy=True,
             spec_errors=bool(errors),
-            apply_errors=bool(apply_errors),
+            apply_errors=bool(outcome.apply_errors),
             ready=state == STATE_READY,
         ),
     )
 
 
-def _ready_and_error(
-    errors: Sequence[PolicyProblem],
-    apply_errors: Mapping[str, str],
-    plan: DriverPlan | None,
-    coverage: driver_coverage.DriverCoverage | None,
-    summary: Sequence[DriverSummary],
-    unready_nodes: Mapping[str, Sequence[str]],
-    gpu_nodes: int,
-    platform: str,
-) -> list[conditions.Condition]:
+def _ready_and_error(outcome: PassOutcome, errors: Sequence[PolicyProblem]) -> list[conditions.Condition]:
     """The Ready and Error conditions: the first situation that holds decides both."""
-    unready = [entry.name for entry in summary if not entry.complete]
+    unready = [entry.name for entry in outcome.summary if not entry.complete]
     if errors:
         # the spec cannot be used: nothing is applied or deleted
         message = "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in errors)
@@ -237,13 +231,14 @@ def _ready_and_error(
             conditions.Condition("Ready", False, "InvalidSpec", message),
             conditions.Condition("Error", True, "InvalidSpec", message),
         ]
-    if apply_errors:
+    if outcome.apply_errors:
         # planned writes the API refused
-        message = "; ".join(f"{what}: {error}" for what, error in sorted(apply_errors.items()))
+        message = "; ".join(f"{what}: {error}" for what, error in sorted(outcome.apply_errors.items()))
         return [
             conditions.Condition("Ready", False, "ApplyFailed", message),
             conditions.Condition("Error", True, "ApplyFailed", message),
         ]
+    coverage, plan = outcome.coverage, outcome.plan
     if coverage is not None and coverage.uncovered and plan is not None:
         # a GPU node that no driver DaemonSet selects is never "ready" (DESIGN §4)
         message = driver_coverage.describe_uncovered(coverage.uncovered, plan.findings)
@@ -251,10 +246,10 @@ def _ready_and_error(
             conditions.Condition("Ready", False, "GPUNodesWithoutDriver", message),
             conditions.Condition("Error", False, "Reconciled", ""),
         ]
-    if unready or unready_nodes:
+    if unready or outcome.unready_nodes:
         # everything applied, pods still coming up
         parts = [f"pods not ready in {', '.join(unready)}"] if unready else []
-        for name, nodes in unready_nodes.items():
+        for name, nodes in outcome.unready_nodes.items():
             more = f" (+{len(nodes) - UNREADY_NODES_NAMED} more)" if len(nodes) > UNREADY_NODES_NAMED else ""
             parts.append(f"{name} not ready on {', '.join(nodes[:UNREADY_NODES_NAMED])}{more}")
         return [
@@ -262,7 +257,9 @@ def _ready_and_error(
             conditions.Condition("Error", False, "Reconciled", ""),
         ]
     # everything applied and running
-    message = f"{gpu_nodes} GPU node(s), {len(summary)} driver DaemonSet(s) on {platform}"
+    message = (
+        f"{outcome.gpu_nodes} GPU node(s), {len(outcome.summary)} driver DaemonSet(s) on {outcome.platform}"
+    )
     return [
         conditions.Condition("Ready", True, "Reconciled", message),
         conditions.Condition("Error", False, "Reconciled", ""),

@@ -153,7 +153,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     for operand in (outcome, *stack.values()):
         apply_errors |= dict(operand.errors) if operand else {}
     unsupported = fields.unsupported_settings(active.spec)
-    status = status_planning.plan_active_status(
+    outcome_of_pass = status_planning.PassOutcome(
         namespace=rt.namespace,
         platform=detected.value,
         problems=problems,
@@ -168,6 +168,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
         unsupported=fields.describe(unsupported, conditions.CONDITION_MESSAGE_LIMIT) if unsupported else "",
         mig_failed=mig.failed_nodes({name: facts.labels for name, facts in rt.node_facts.items()}),
     )
+    status = status_planning.plan_active_status(outcome_of_pass)
     if status.health is not None:
         metrics.reconciliation_status.set(status.health)
     if status.state == status_planning.STATE_READY:

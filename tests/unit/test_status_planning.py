@@ -48,7 +48,7 @@ def active(**overrides: object) -> status.PolicyStatus:
         "gpu_nodes": 2,
     }
     arguments.update(overrides)
-    return status.plan_active_status(**arguments)  # type: ignore[arg-type]
+    return status.plan_active_status(status.PassOutcome(**arguments))  # type: ignore[arg-type]
 
 
 def kinds(decided: status.PolicyStatus) -> list[tuple[str, bool, str]]:
