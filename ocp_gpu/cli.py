@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
 from ocp_gpu import __version__
+
+# `ocp-gpu <command>` -> its module under ocp_gpu/commands/.
+ADMIN_COMMANDS: Final = {
+    "render": "render",
+    "status": "status",
+    "must-gather": "must_gather",
+    "validate": "validate",
+    "node-status": "node_status",
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,70 +70,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The default since the demo stops by itself; kept so existing scripts keep working.
     demo.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
 
-    # --- render (ocp_gpu/commands/render.py) ---
-    from ocp_gpu.commands import render as render_command
-
-    render_command.add_arguments(
-        commands.add_parser(
-            "render",
-            help=render_command.HELP,
-            description=render_command.__doc__,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+    # The admin tools: each module under ocp_gpu/commands/ declares its own arguments and
+    # entry point (HELP, add_arguments, main), so adding one is a row in ADMIN_COMMANDS.
+    tools = {
+        name: importlib.import_module(f"ocp_gpu.commands.{module}") for name, module in ADMIN_COMMANDS.items()
+    }
+    for name, tool in tools.items():
+        tool.add_arguments(
+            commands.add_parser(
+                name,
+                help=tool.HELP,
+                description=tool.__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+            )
         )
-    )
-    # --- end render ---
-
-    # --- status (ocp_gpu/commands/status.py) ---
-    from ocp_gpu.commands import status as status_command
-
-    status_command.add_arguments(
-        commands.add_parser(
-            "status",
-            help=status_command.HELP,
-            description=status_command.__doc__,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-    )
-    # --- end status ---
-
-    # --- must-gather (ocp_gpu/commands/must_gather.py) ---
-    from ocp_gpu.commands import must_gather as must_gather_command
-
-    must_gather_command.add_arguments(
-        commands.add_parser(
-            "must-gather",
-            help=must_gather_command.HELP,
-            description=must_gather_command.__doc__,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-    )
-    # --- end must-gather ---
-
-    # --- validate (ocp_gpu/commands/validate.py) ---
-    from ocp_gpu.commands import validate as validate_command
-
-    validate_command.add_arguments(
-        commands.add_parser(
-            "validate",
-            help=validate_command.HELP,
-            description=validate_command.__doc__,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-    )
-    # --- end validate ---
-
-    # --- node-status (ocp_gpu/commands/node_status.py) ---
-    from ocp_gpu.commands import node_status as node_status_command
-
-    node_status_command.add_arguments(
-        commands.add_parser(
-            "node-status",
-            help=node_status_command.HELP,
-            description=node_status_command.__doc__,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-    )
-    # --- end node-status ---
 
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -140,21 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             follow=args.follow and not args.once,
             keep_state=args.keep_state,
         )
-    if args.command == "render":
-        # --- render (ocp_gpu/commands/render.py) ---
-        return render_command.main(args)
-    if args.command == "status":
-        # --- status (ocp_gpu/commands/status.py) ---
-        return status_command.main(args)
-    if args.command == "must-gather":
-        # --- must-gather (ocp_gpu/commands/must_gather.py) ---
-        return must_gather_command.main(args)
-    if args.command == "validate":
-        # --- validate (ocp_gpu/commands/validate.py) ---
-        return validate_command.main(args)
-    if args.command == "node-status":
-        # --- node-status (ocp_gpu/commands/node_status.py) ---
-        return node_status_command.main(args)
+    if args.command in tools:
+        return int(tools[args.command].main(args))
     parser.error(f"unknown command {args.command}")
     return 2
 
