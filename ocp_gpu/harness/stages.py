@@ -282,66 +282,59 @@ def fate_stages() -> list[dict[str, Any]]:
     return [
         _stage(
             "pod-fate-ready",
-            [
-                _NOT_DELETED,
-                {"key": _FATE_KEY, "operator": "In", "values": [FATE_READY]},
-                # Running too: a crash-looping pod is Running and must recover.
-                {"key": ".status.phase", "operator": "In", "values": ["Pending", "Running"]},
+            _fate_selector(
+                FATE_READY,
                 {
                     "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
                     "operator": "NotIn",
                     "values": ["True"],
                 },
-            ],
+            ),
             _READY_TEMPLATE,
         ),
         _stage(
             "pod-fate-crash-looping",
-            [
-                _NOT_DELETED,
-                {"key": _FATE_KEY, "operator": "In", "values": [FATE_CRASH_LOOPING]},
-                {"key": ".status.phase", "operator": "In", "values": ["Pending", "Running"]},
-                {
-                    "key": ".status.containerStatuses.[].state.waiting.reason",
-                    "operator": "NotIn",
-                    "values": ["CrashLoopBackOff"],
-                },
-            ],
+            _fate_selector(FATE_CRASH_LOOPING, _not_waiting("CrashLoopBackOff")),
             _CRASH_LOOPING_TEMPLATE,
             {"type": "Warning", "reason": "BackOff", "message": "Back-off restarting failed container"},
         ),
         _stage(
             "pod-fate-image-pull-failing",
-            [
-                _NOT_DELETED,
-                {"key": _FATE_KEY, "operator": "In", "values": [FATE_IMAGE_PULL_FAILING]},
-                {"key": ".status.phase", "operator": "In", "values": ["Pending", "Running"]},
-                {
-                    "key": ".status.containerStatuses.[].state.waiting.reason",
-                    "operator": "NotIn",
-                    "values": ["ImagePullBackOff"],
-                },
-            ],
+            _fate_selector(FATE_IMAGE_PULL_FAILING, _not_waiting("ImagePullBackOff")),
             _IMAGE_PULL_FAILING_TEMPLATE,
             {"type": "Warning", "reason": "Failed", "message": "Error: ImagePullBackOff"},
         ),
-        *(
-            _stage(
-                f"pod-fate-{fate}",
-                [
-                    _NOT_DELETED,
-                    {"key": _FATE_KEY, "operator": "In", "values": [fate]},
-                    # The end state (Succeeded, Failed) is terminal: the stage plays once.
-                    {"key": ".status.phase", "operator": "In", "values": ["Pending", "Running"]},
-                ],
-                template,
-            )
-            for fate, template in (
-                (FATE_SUCCEEDED, _ended_template(0, "Completed", "Succeeded", "")),
-                (FATE_FAILED, _ended_template(1, "Error", "Failed", FAILED_MESSAGE)),
-            )
+        # The end state (Succeeded, Failed) is terminal: the stage plays once.
+        _stage(
+            f"pod-fate-{FATE_SUCCEEDED}",
+            _fate_selector(FATE_SUCCEEDED),
+            _ended_template(0, "Completed", "Succeeded", ""),
+        ),
+        _stage(
+            f"pod-fate-{FATE_FAILED}",
+            _fate_selector(FATE_FAILED),
+            _ended_template(1, "Error", "Failed", FAILED_MESSAGE),
         ),
     ]
+
+
+def _fate_selector(fate: str, *unless: dict[str, Any]) -> list[dict[str, Any]]:
+    """A live pod with this fate, not ended (Running too: a crash-looping pod recovers), and `unless`."""
+    return [
+        _NOT_DELETED,
+        {"key": _FATE_KEY, "operator": "In", "values": [fate]},
+        {"key": ".status.phase", "operator": "In", "values": ["Pending", "Running"]},
+        *unless,
+    ]
+
+
+def _not_waiting(reason: str) -> dict[str, Any]:
+    """No container waits for `reason` yet."""
+    return {
+        "key": ".status.containerStatuses.[].state.waiting.reason",
+        "operator": "NotIn",
+        "values": [reason],
+    }
 
 
 def write_stage_files(kwok_stage_files: list[Path], out_dir: Path) -> list[Path]:
