@@ -53,7 +53,8 @@ async def run(options: RunOptions) -> int:
     api_client = clients.load_api_client(options.kubeconfig)
     server = serving.serve(options.metrics_address, options.metrics_port, health)
     election = options.election or electing.ElectionSettings(namespace=options.namespace)
-    elector = electing.LeaderElector(api_client, election)
+    # The election runs in a process of its own: nothing the reconcilers do delays a renewal.
+    elector = electing.ElectionProcess(options.kubeconfig, election)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # Threads for blocking API calls: a pass keeps WRITE_CONCURRENCY of them busy, plus the lease.
@@ -68,6 +69,7 @@ async def run(options: RunOptions) -> int:
     await asyncio.wait({acquiring, stopping}, return_when=asyncio.FIRST_COMPLETED)
     if not acquiring.done():
         acquiring.cancel()
+        elector.stop()
         server.shutdown()
         return 0
     stopping.cancel()
@@ -108,6 +110,7 @@ async def run(options: RunOptions) -> int:
     metrics.is_leader.set(0)
     if "lease" in ended:
         # Deposed: exit non-zero so the Deployment restarts us as a standby.
+        elector.stop()
         server.shutdown()
         return 1
     await asyncio.to_thread(elector.release)

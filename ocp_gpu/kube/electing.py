@@ -10,24 +10,36 @@ the leader lost its 4 s Lease three times).  It runs in a thread of its own with
 an API client (and so a connection pool) of its own: it does not queue behind a
 pass's blocking calls in the event loop's executor, does not wait for a busy event
 loop to wake it, and does not share connections with reconcile requests.
+
+`ElectionProcess` goes one step further for `ocp-gpu run`: the whole election
+(acquire, renew, release) runs in a child process, so that not even the
+interpreter lock, held by the reconcile thread through a long C call (parsing a
+LIST of thousands of pods), delays a renewal.  The child stops renewing as soon as
+the operator process dies (its end of the pipe closes), so a killed leader's Lease
+expires as it should.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import dataclasses
 import datetime
 import logging
+import multiprocessing
 import os
 import socket
 import threading
 import uuid
 from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from ocp_gpu.kube import clients
 from ocp_gpu.planning import leadership
 
 logger = logging.getLogger("ocp_gpu.leader")
@@ -133,7 +145,9 @@ class LeaderElector:
         finally:
             stop.set()
 
-    def renew_in_thread(self, stop: threading.Event, report_lost: Callable[[], None]) -> None:
+    def renew_in_thread(
+        self, stop: threading.Event, report_lost: Callable[[], None], exit_when_stuck: bool = True
+    ) -> None:
         """Renew every retry period until `stop` is set or the renew deadline passes unrenewed.
 
         On a loss, `report_lost()` tells the caller to stop acting.  If the process is
@@ -152,13 +166,8 @@ class LeaderElector:
             ):
                 logger.error("lost leadership lease %s/%s", self._settings.namespace, self._settings.name)
                 report_lost()
-                grace = self._settings.lease_duration_s - self._settings.renew_deadline_s
-                if not stop.wait(max(grace, 0.0)):
-                    logger.critical(
-                        "lost leadership lease and still running %.1f s later: exiting now", grace
-                    )
-                    logging.shutdown()
-                    os._exit(1)
+                if exit_when_stuck:
+                    exit_unless_stopped(stop, self._settings)
                 return
 
     def release(self) -> None:
@@ -268,6 +277,143 @@ class LeaderElector:
             _request_timeout=self._timeout(),
         )
         self._held = (record, written.metadata.resource_version) if record.holder == self.identity else None
+
+
+def exit_unless_stopped(stop: threading.Event, settings: ElectionSettings) -> None:
+    """After a loss: exit the process if it has not stopped acting (``stop``) by the time our
+    lease may have expired for the others."""
+    grace = settings.lease_duration_s - settings.renew_deadline_s
+    if not stop.wait(max(grace, 0.0)):
+        logger.critical("lost leadership lease and still running %.1f s later: exiting now", grace)
+        logging.shutdown()
+        os._exit(1)
+
+
+# Messages from the election process to the operator.
+_ACQUIRED = "acquired"
+_LOST = "lost"
+# From the operator to the election process: stop renewing and release the Lease.
+_RELEASE = "release"
+
+
+class ElectionProcess:
+    """The election of `LeaderElector`, run in a child process (see the module docstring).
+
+    The child loads its own client from the same kubeconfig (or in-cluster config), so
+    it shares nothing with the operator but the pipe.
+    """
+
+    def __init__(self, kubeconfig: Path | None, settings: ElectionSettings) -> None:
+        self._settings = settings
+        context = multiprocessing.get_context("spawn")
+        self._conn, child_conn = context.Pipe()
+        self._process = context.Process(
+            target=_election_main,
+            args=(str(kubeconfig) if kubeconfig else None, settings, child_conn),
+            name="ocp-gpu-election",
+            daemon=True,
+        )
+        self._process.start()
+        child_conn.close()
+
+    @property
+    def identity(self) -> str:
+        return self._settings.identity
+
+    async def acquire(self) -> None:
+        """Block until the child holds the lease."""
+        message = await asyncio.to_thread(self._receive)
+        if message != _ACQUIRED:
+            raise RuntimeError(f"the election process ended before acquiring the lease ({message})")
+
+    async def keep_renewing(self) -> None:
+        """Return when the child lost the lease (or died); the caller must stop acting."""
+        loop = asyncio.get_running_loop()
+        lost: asyncio.Future[None] = loop.create_future()
+        stop = threading.Event()
+
+        def resolve() -> None:
+            if not lost.done():
+                lost.set_result(None)
+
+        def wait_for_loss() -> None:
+            message = self._receive()
+            if stop.is_set():
+                return
+            logger.error("lost leadership lease (%s)", message)
+            loop.call_soon_threadsafe(resolve)
+            exit_unless_stopped(stop, self._settings)
+
+        threading.Thread(target=wait_for_loss, name="lease-watch", daemon=True).start()
+        try:
+            await lost
+        finally:
+            stop.set()
+
+    def release(self) -> None:
+        """Ask the child to release the lease and wait (briefly) for it to end."""
+        with contextlib.suppress(OSError, ValueError):
+            self._conn.send(_RELEASE)
+        self._process.join(timeout=10)
+        if self._process.is_alive():
+            self._process.kill()
+
+    def stop(self) -> None:
+        """End the child without releasing (deposed: the lease is someone else's or expires)."""
+        with contextlib.suppress(OSError, ValueError):
+            self._conn.close()
+        self._process.join(timeout=5)
+        if self._process.is_alive():
+            self._process.kill()
+
+    def _receive(self) -> str:
+        try:
+            return str(self._conn.recv())
+        except (EOFError, OSError):
+            return "election process ended"
+
+
+def _election_main(kubeconfig: str | None, settings: ElectionSettings, conn: Connection) -> None:
+    """The child: acquire, tell the parent, renew until lost or told to release, or the parent is gone."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    elector = LeaderElector(clients.load_api_client(Path(kubeconfig) if kubeconfig else None), settings)
+    stop = threading.Event()
+    release = threading.Event()
+
+    def watch_parent() -> None:
+        # NB: recv ends with EOFError when the parent dies (SIGKILL closes its end):
+        # the child then stops renewing, and the lease expires as a killed leader's should.
+        try:
+            if conn.recv() == _RELEASE:
+                release.set()
+        except (EOFError, OSError):
+            pass
+        stop.set()
+
+    threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
+    asyncio.run(_acquire_unless(elector, stop))
+    if stop.is_set():
+        return
+    conn.send(_ACQUIRED)
+
+    def report_lost() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            conn.send(_LOST)
+
+    elector.renew_in_thread(stop, report_lost, exit_when_stuck=False)
+    if release.is_set():
+        elector.release()
+
+
+async def _acquire_unless(elector: LeaderElector, stop: threading.Event) -> None:
+    acquiring = asyncio.ensure_future(elector.acquire())
+    while not acquiring.done():
+        if stop.is_set():
+            acquiring.cancel()
+            break
+        await asyncio.sleep(0.2)
+    with contextlib.suppress(asyncio.CancelledError):
+        await acquiring
 
 
 def _own_client(api_client: client.ApiClient) -> client.ApiClient:

@@ -59,6 +59,8 @@ def test_operator_killed_during_upgrade_and_rhcos_migration(own_control_plane: L
     config = dataclasses.replace(SHORT, operator_kills=5, fault_window_s=30)
     result = chaos.run_chaos(own_control_plane, config)
     check(result)
+    # Every kill found the (restarted) operator leading: kills wait for it (harness/chaos.py).
+    assert result.kills_on_leader == config.operator_kills, result.faults_fired
     # Every exit but our kills is a Lease not renewed in time (a loaded machine), never a crash.
     assert len(result.operator_exits_not_ours) == result.operator_lease_losses
     assert result.operator_starts == 1 + 5 + result.operator_lease_losses

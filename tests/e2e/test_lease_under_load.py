@@ -5,7 +5,9 @@
   simulated by sleeping tasks), the Lease's renewTime, read by an observer, keeps advancing
   within the renew deadline, and the elector never reports the lease lost (bug B of issue 8:
   renewals queued behind reconcile work, and a 4 s Lease was lost at 500 nodes);
-- when another replica takes the Lease, the elector reports the loss within the renew deadline.
+- when another replica takes the Lease, the elector reports the loss within the renew deadline;
+- the election process `ocp-gpu run` uses keeps renewing while the operator's interpreter lock is
+  held by long C calls (a thread cannot run then), and stops renewing when told to release.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import itertools
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from kubernetes import client
 
+from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.kube import electing
 
 pytestmark = pytest.mark.e2e
@@ -66,9 +70,7 @@ class RenewalObserver:
                 self.renewals.append(stamp)
 
     def largest_gap_s(self) -> float:
-        return max(
-            (later - earlier).total_seconds() for earlier, later in itertools.pairwise(self.renewals)
-        )
+        return max((later - earlier).total_seconds() for earlier, later in itertools.pairwise(self.renewals))
 
 
 def test_renewal_keeps_going_while_the_loop_and_executor_are_saturated(
@@ -132,3 +134,76 @@ def test_a_lease_taken_by_another_replica_is_reported_lost_within_the_deadline(
 
     noticed_after = asyncio.run(scenario())
     assert noticed_after <= RETRY_S + 1.0
+
+
+def _hold_the_interpreter_lock(seconds: float) -> None:
+    """Calls of about 4 s each (longer than the renew deadline) that never release the GIL, as
+    json.loads of a LIST of thousands of pods does on a loaded machine: no other thread runs."""
+    chunk = 10**6
+    began = time.monotonic()
+    sum(range(chunk))
+    while (took := time.monotonic() - began) < 0.5:
+        chunk *= 2
+        began = time.monotonic()
+        sum(range(chunk))
+    chunk = int(chunk * 4.0 / took)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        sum(range(chunk))
+
+
+def test_the_election_process_renews_while_the_interpreter_lock_is_held(
+    control_plane: LocalControlPlane, kube: client.ApiClient, namespace: str
+) -> None:
+    election = electing.ElectionProcess(control_plane.kubeconfig, settings(namespace, "leader-in-process"))
+    watches: list[subprocess.Popen[str]] = []
+
+    async def scenario() -> bool:
+        await asyncio.wait_for(election.acquire(), timeout=60)
+        # NB: the observer is a process too: a thread here would be held up by the lock as well.
+        watch = subprocess.Popen(
+            [
+                "kubectl",
+                "--kubeconfig",
+                str(control_plane.kubeconfig),
+                "-n",
+                namespace,
+                "get",
+                "lease",
+                electing.LEASE_NAME,
+                "--watch",
+                "-o",
+                "jsonpath={.spec.renewTime}{'\\n'}",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        watches.append(watch)
+        time.sleep(1.0)  # the watch is listening
+        renewing = asyncio.ensure_future(election.keep_renewing())
+        await asyncio.sleep(0)
+        _hold_the_interpreter_lock(BLOCKED_S)
+        lost = renewing.done()
+        renewing.cancel()
+        await asyncio.gather(renewing, return_exceptions=True)
+        return lost
+
+    try:
+        lost = asyncio.run(scenario())
+        time.sleep(1.0)
+        watch = watches[0]
+        watch.terminate()
+        output, _ = watch.communicate(timeout=10)
+        renewals = sorted({datetime.datetime.fromisoformat(line) for line in output.split() if line})
+        gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(renewals)]
+        assert not lost
+        assert len(renewals) >= BLOCKED_S / (RETRY_S * 3), renewals
+        assert max(gaps) < DEADLINE_S, gaps
+    finally:
+        for watch in watches:
+            watch.kill()
+            watch.wait()
+        election.release()
+    # Released: no holder, so a standby takes over at once.
+    lease = client.CoordinationV1Api(kube).read_namespaced_lease(electing.LEASE_NAME, namespace)
+    assert lease.spec.holder_identity is None
