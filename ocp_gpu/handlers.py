@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import datetime
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import kopf
 
 from ocp_gpu.kube import clients, owning, reading, requesting, upgrading
 from ocp_gpu.model import apis, labels, nodes, operands, upgrades
+from ocp_gpu.planning import delivery
 from ocp_gpu.reconcilers import runtime
 
 OWNED_SELECTOR = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
@@ -81,6 +82,8 @@ def _register_login(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> Non
 def _register_nodes(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
     """Nodes: the facts we keep of each (labels, annotations, what the upgrade reads)."""
 
+    rt.watch("", "nodes")
+
     @kopf.index("", "v1", "nodes", registry=registry, id="node-facts")
     async def index_node(body: kopf.Body, **_: Any) -> None:
         facts = reading.node_facts(body)
@@ -91,7 +94,7 @@ def _register_nodes(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> Non
 
     @kopf.on.event("", "v1", "nodes", registry=registry, id="node-events")
     async def node_event(name: str, type: str | None, **_: Any) -> None:
-        rt.listed.set()
+        rt.mark_listed()
         if type == "DELETED":
             rt.node_facts.pop(nodes.NodeName(name), None)
             rt.mark_node(nodes.NodeName(name))
@@ -99,6 +102,8 @@ def _register_nodes(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> Non
 
 def _register_daemonsets(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
     """Our operand DaemonSets in the operand namespace: driver ones by key, the others by name."""
+
+    rt.watch("apps", "daemonsets")
 
     @kopf.index("apps", "v1", "daemonsets", registry=registry, id="operand-daemonsets")
     async def index_daemonset(body: kopf.Body, namespace: str | None, **_: Any) -> None:
@@ -117,7 +122,7 @@ def _register_daemonsets(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -
 
     @kopf.on.event("apps", "v1", "daemonsets", registry=registry, id="operand-daemonset-events")
     async def daemonset_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
-        rt.listed.set()
+        rt.mark_listed()
         if type == "DELETED" and namespace == rt.namespace:
             rt.driver_daemonsets.pop(name, None)
             rt.operand_daemonsets.pop(name, None)
@@ -126,6 +131,8 @@ def _register_daemonsets(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -
 
 def _register_pods(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
     """Operand pods: readiness per node; driver pods (upgrades, image pulls) and validator pods."""
+
+    rt.watch("", "pods")
 
     @kopf.index("", "v1", "pods", registry=registry, id="operand-pods")
     async def index_pod(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
@@ -158,7 +165,7 @@ def _register_pods(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None
 
     @kopf.on.event("", "v1", "pods", registry=registry, id="pod-events")
     async def pod_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
-        rt.listed.set()
+        rt.mark_listed()
         if type == "DELETED" and namespace == rt.namespace:
             if rt.operand_pods.pop(name, None) is not None:
                 rt.mark_operands()
@@ -171,6 +178,8 @@ def _register_pods(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None
 
 def _register_revisions(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
     """The driver DaemonSets' ControllerRevisions (which pods run the current template)."""
+
+    rt.watch("apps", "controllerrevisions")
 
     @kopf.index("apps", "v1", "controllerrevisions", registry=registry, id="driver-revisions")
     async def index_revision(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
@@ -196,7 +205,7 @@ def _register_revisions(registry: kopf.OperatorRegistry, rt: runtime.Runtime) ->
 
     @kopf.on.event("apps", "v1", "controllerrevisions", registry=registry, id="driver-revision-events")
     async def revision_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
-        rt.listed.set()
+        rt.mark_listed()
         if (
             type == "DELETED"
             and namespace == rt.namespace
@@ -207,31 +216,55 @@ def _register_revisions(registry: kopf.OperatorRegistry, rt: runtime.Runtime) ->
 
 def _register_imagestream(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
     """The driver-toolkit ImageStream (OpenShift only)."""
-
-    @kopf.on.event(apis.IMAGE_GROUP, "v1", "imagestreams", registry=registry, id="driver-toolkit-stream")
-    async def imagestream_event(body: kopf.Body, namespace: str | None, type: str | None, **_: Any) -> None:
-        if namespace != labels.DTK_IMAGESTREAM_NAMESPACE:
-            return
-        rt.dtk_imagestream = None if type == "DELETED" else _plain(body)
-        rt.mark_drivers()
+    _register_singleton(
+        registry, rt, apis.IMAGE_GROUP, "imagestreams", "dtk_imagestream", labels.DTK_IMAGESTREAM_NAMESPACE
+    )
 
 
 def _register_cluster_config(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
     """OpenShift's ClusterVersion and cluster Proxy singletons."""
+    _register_singleton(registry, rt, apis.CONFIG_GROUP, "clusterversions", "cluster_version")
+    _register_singleton(registry, rt, apis.CONFIG_GROUP, "proxies", "cluster_proxy")
 
-    @kopf.on.event(apis.CONFIG_GROUP, "v1", "clusterversions", registry=registry, id="cluster-version")
-    async def cluster_version_event(body: kopf.Body, type: str | None, **_: Any) -> None:
-        rt.cluster_version = None if type == "DELETED" else _plain(body)
-        rt.mark_drivers()
 
-    @kopf.on.event(apis.CONFIG_GROUP, "v1", "proxies", registry=registry, id="cluster-proxy")
-    async def proxy_event(body: kopf.Body, type: str | None, **_: Any) -> None:
-        rt.cluster_proxy = None if type == "DELETED" else _plain(body)
-        rt.mark_drivers()
+def _register_singleton(
+    registry: kopf.OperatorRegistry,
+    rt: runtime.Runtime,
+    group: str,
+    plural: str,
+    field: Literal["dtk_imagestream", "cluster_version", "cluster_proxy"],
+    in_namespace: str | None = None,
+) -> None:
+    """Keep one OpenShift object (field-selected by name in operator_settings) in `rt.<field>`.
+
+    NB: an index handler, not only an event handler: kopf then counts the kind in its indices
+    readiness, so no pass runs before its listing (planning.delivery: until then the field is
+    NOT_DELIVERED, never None, which means absent).
+    """
+    rt.watch(group, plural)
+    setattr(rt, field, delivery.NOT_DELIVERED)
+
+    @kopf.index(group, "v1", plural, registry=registry, id=f"singleton-{plural}")
+    async def index_singleton(body: kopf.Body, namespace: str | None, **_: Any) -> None:
+        if namespace != in_namespace:
+            return
+        seen = reading.plain_object(body)
+        if getattr(rt, field) != seen:
+            setattr(rt, field, seen)
+            rt.mark_drivers()
+
+    @kopf.on.event(group, "v1", plural, registry=registry, id=f"singleton-{plural}-events")
+    async def singleton_event(namespace: str | None, type: str | None, **_: Any) -> None:
+        rt.mark_listed()
+        if type == "DELETED" and namespace == in_namespace:
+            setattr(rt, field, None)
+            rt.mark_drivers()
 
 
 def _register_policies(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
     """ClusterPolicies: every one is kept (the oldest is active); any change wakes a pass."""
+
+    rt.watch(apis.POLICY_GROUP, apis.POLICY_PLURAL)
 
     @kopf.index(apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, registry=registry, id="policies")
     async def index_policy(body: kopf.Body, meta: kopf.Meta, **_: Any) -> None:
@@ -250,7 +283,7 @@ def _register_policies(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> 
     async def policy_event(name: str, type: str | None, **_: Any) -> None:
         if type == "DELETED":
             rt.policies.pop(name, None)
-        rt.listed.set()
+        rt.mark_listed()
         rt.mark_policies()
 
 
@@ -262,6 +295,8 @@ def _register_owned_kind(
     def ours(namespace: str | None) -> bool:
         # Namespaced objects count only in our operand namespace; cluster-scoped ones always.
         return not kind.namespaced or namespace == rt.namespace
+
+    rt.watch(kind.group, kind.plural)
 
     @kopf.index(kind.group, kind.version, kind.plural, registry=registry, id=f"owned-{kind.plural}")
     async def index_owned(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
@@ -275,7 +310,7 @@ def _register_owned_kind(
 
     @kopf.on.event(kind.group, kind.version, kind.plural, registry=registry, id=f"owned-{kind.plural}-events")
     async def owned_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
-        rt.listed.set()
+        rt.mark_listed()
         if type == "DELETED" and ours(namespace):
             # Deleted by hand or garbage-collected: the next pass applies it again.
             rt.owned.pop(owning.ident(kind.kind, namespace, name), None)
@@ -286,8 +321,3 @@ def quiet_kopf() -> None:
     """kopf logs every watch (re)connection at INFO; keep the operator's log readable."""
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     logging.getLogger("kopf._core.reactor.running").setLevel(logging.WARNING)
-
-
-def _plain(body: kopf.Body) -> dict[str, Any]:
-    """A plain dict copy of a watched object's metadata, spec and status."""
-    return {key: dict(body.get(key) or {}) for key in ("metadata", "spec", "status")}

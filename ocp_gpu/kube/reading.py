@@ -121,3 +121,10 @@ def operand_pod(body: Mapping[str, Any]) -> operands.OperandPod:
         node=sys.intern(str((body.get("spec") or {}).get("nodeName", ""))),
         ready=bool(ready),
     )
+
+
+def plain_object(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A plain dict copy of an object's metadata, spec and status (the OpenShift singletons:
+    the driver-toolkit ImageStream, ClusterVersion, Proxy), as `ocp-gpu render` reads them
+    from files and `render --live` by GET."""
+    return {key: dict(body.get(key) or {}) for key in ("metadata", "spec", "status")}

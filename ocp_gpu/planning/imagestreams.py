@@ -14,6 +14,7 @@ from typing import Any
 
 from ocp_gpu.model import labels
 from ocp_gpu.model.snapshot import DriverToolkitStream, ImageStreamTag, RhcosVersion, StreamState
+from ocp_gpu.planning import delivery
 
 # The floating tag; never an RHCOS version.
 LATEST = "latest"
@@ -27,12 +28,15 @@ def is_version_tag(name: str) -> bool:
     return name != LATEST and not name.startswith(LATEST_PREFIX)
 
 
-def resolve_driver_toolkit_stream(imagestream: Mapping[str, Any] | None) -> DriverToolkitStream:
+def resolve_driver_toolkit_stream(imagestream: delivery.Singleton) -> DriverToolkitStream:
     """Reduce the ImageStream (as JSON) to RHCOS version -> DTK image.
 
-    `None` means the ImageStream does not exist.  A read failure is the caller's to
-    report as `DriverToolkitStream(StreamState.UNREADABLE, reason=...)`.
+    `None` means the ImageStream does not exist; `delivery.NOT_DELIVERED` that its watch has
+    not listed it yet (UNREADABLE: nothing is known, so the planner keeps what runs).
     """
+    # the watch has not listed it yet: unknown, never "absent"
+    if imagestream is delivery.NOT_DELIVERED:
+        return DriverToolkitStream(StreamState.UNREADABLE, reason=f"ImageStream {_STREAM} not listed yet")
     # no ImageStream: no version has a DTK image
     if imagestream is None:
         return DriverToolkitStream(StreamState.ABSENT, reason=f"ImageStream {_STREAM} does not exist")

@@ -18,7 +18,7 @@ from ocp_gpu.kube import reading
 from ocp_gpu.model import images, nodes, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
-from ocp_gpu.planning import driver_fallback, driver_strategy, drivers, imagestreams
+from ocp_gpu.planning import delivery, driver_fallback, driver_strategy, drivers, imagestreams
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.rendering import drivers as rendering
 
@@ -40,9 +40,10 @@ class DriverView:
     # The driver DaemonSets that exist now (their names are kept; stale ones are planned for GC).
     daemonsets: tuple[snapshot.DriverDaemonSet, ...] = ()
     # openshift/driver-toolkit, ClusterVersion `version` and Proxy `cluster`.
-    dtk_imagestream: Mapping[str, Any] | None = None
-    cluster_version: Mapping[str, Any] | None = None
-    cluster_proxy: Mapping[str, Any] | None = None
+    # None: absent; delivery.NOT_DELIVERED: the watch has not listed the kind yet (no pass runs then).
+    dtk_imagestream: delivery.Singleton = None
+    cluster_version: delivery.Singleton = None
+    cluster_proxy: delivery.Singleton = None
     # Precompiled driver pods that cannot pull their image (for the DTK fallback), and `now`.
     pull_failures: tuple[driver_fallback.PullFailure, ...] = ()
     now: datetime.datetime | None = None
@@ -128,8 +129,8 @@ def desired_driver_manifests(
             namespace=view.namespace,
             openshift=platform.is_openshift,
             manager_image=manager_image,
-            openshift_version=reading.openshift_version(view.cluster_version or {}),
-            proxy=cluster_proxy(view.cluster_proxy) if platform.is_openshift else None,
+            openshift_version=reading.openshift_version(delivery.present(view.cluster_version) or {}),
+            proxy=cluster_proxy(delivery.present(view.cluster_proxy)) if platform.is_openshift else None,
             config_map_keys={name: keys for name, keys in (view.config_map_keys or {}).items() if keys},
             module_images=module_images,
         ),

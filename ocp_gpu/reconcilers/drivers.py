@@ -23,6 +23,7 @@ from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import snapshot
 from ocp_gpu.model.problems import PolicyProblem
 from ocp_gpu.planning import (
+    delivery,
     downgrades,
     driver_fallback,
     driver_strategy,
@@ -59,6 +60,18 @@ async def reconcile_drivers(
         # driver.enabled: false: the admin removes our drivers (e.g. drivers preinstalled on the host).
         _record_driver_toolkit_gauges(rt, policy, platform)
         return DriverOutcome(None, errors=await _delete_all(rt))
+    pending = [
+        name
+        for name, singleton in (
+            ("the driver-toolkit ImageStream", rt.dtk_imagestream),
+            ("ClusterVersion", rt.cluster_version),
+            ("Proxy", rt.cluster_proxy),
+        )
+        if not delivery.is_delivered(singleton)
+    ]
+    if pending:
+        # NB: the loops wait for every watched kind (runtime.mark_listed); this only guards that promise.
+        return DriverOutcome(None, errors={"watches": f"not listed yet: {', '.join(pending)}"})
     # The ConfigMaps the policy names: their keys decide the driver pods' mounts.
     named = driver_manifests.named_config_maps(policy).values()
     try:

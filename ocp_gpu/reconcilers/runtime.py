@@ -18,6 +18,7 @@ from ocp_gpu import memory
 from ocp_gpu.kube import clients, owning
 from ocp_gpu.model import nodes, operands, snapshot, upgrades
 from ocp_gpu.model.policy import UpgradePolicy
+from ocp_gpu.planning import delivery
 
 T = TypeVar("T")
 
@@ -60,10 +61,11 @@ class Runtime:
     driver_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
     # Our other operand DaemonSets (container toolkit, ...), in the same record: counts and our annotations.
     operand_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
-    # openshift/driver-toolkit as JSON; None while absent.
-    dtk_imagestream: Mapping[str, Any] | None = None
-    cluster_version: Mapping[str, Any] | None = None
-    cluster_proxy: Mapping[str, Any] | None = None
+    # openshift/driver-toolkit, ClusterVersion `version` and Proxy `cluster` as JSON; None while
+    # absent; delivery.NOT_DELIVERED from the moment their watch is registered until it has listed.
+    dtk_imagestream: delivery.Singleton = None
+    cluster_version: delivery.Singleton = None
+    cluster_proxy: delivery.Singleton = None
     # Driver pods' image pulls, and since when each failing pod has been seen failing.
     driver_pod_pulls: dict[str, snapshot.DriverPodPull] = dataclasses.field(default_factory=dict)
     pull_failing_since: dict[str, datetime.datetime] = dataclasses.field(default_factory=dict)
@@ -96,7 +98,10 @@ class Runtime:
     logged_spec_errors: str = ""
     # Gives memory back once the process is idle after a burst of passes.
     trimmer: memory.Trimmer = dataclasses.field(default_factory=memory.Trimmer)
-    # Set once every watched kind has been listed completely.
+    # The kinds the watches cover (handlers.build_registry) and those listed completely once.
+    watched: set[str] = dataclasses.field(default_factory=set)
+    delivered: set[str] = dataclasses.field(default_factory=set)
+    # Set once every watched kind has been listed completely (planning.delivery): no pass before.
     listed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     _dirty_nodes: set[nodes.NodeName] = dataclasses.field(default_factory=set)
@@ -104,6 +109,26 @@ class Runtime:
     _everything_dirty: bool = True
     _poke: asyncio.TimerHandle | None = None
     _poke_due: float = 0.0
+
+    def watch(self, group: str, plural: str) -> None:
+        """A watch (with an index handler) is registered for this kind: a pass waits for its listing."""
+        self.watched.add(f"{plural}.{group}" if group else plural)
+
+    def mark_listed(self) -> None:
+        """kopf ran an event handler: every kind with an index handler has been listed once.
+
+        NB: kopf runs no event handler of any kind until every indexed kind's initial listing
+        went through its index handlers (kopf's "indices readiness"), so one event is the
+        proof for all of them; a singleton not seen by then does not exist.
+        """
+        if self.listed.is_set():
+            return
+        self.delivered |= self.watched
+        self.dtk_imagestream = delivery.settle(self.dtk_imagestream)
+        self.cluster_version = delivery.settle(self.cluster_version)
+        self.cluster_proxy = delivery.settle(self.cluster_proxy)
+        if delivery.is_view_complete(self.watched, self.delivered):
+            self.listed.set()
 
     def mark_node(self, name: nodes.NodeName) -> None:
         self._dirty_nodes.add(name)

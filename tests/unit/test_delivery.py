@@ -1,0 +1,98 @@
+"""We test these aspects of "not delivered yet" versus "absent" (ocp_gpu/planning/delivery.py, no API):
+
+- the gate: a view is complete only when every watched kind has been listed once;
+- a watched singleton: NOT_DELIVERED until its kind is listed, then its object or None (absent);
+- the driver-toolkit ImageStream not delivered yet is UNREADABLE (nothing known), never ABSENT;
+- the runtime: registering a singleton's watch makes it NOT_DELIVERED, and the first kopf event
+  (every indexed kind listed) settles what was not seen as absent and opens the gate;
+- a driver pass on a view with an undelivered singleton changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+
+import pytest
+
+from ocp_gpu.model import apis, policy_parser, snapshot
+from ocp_gpu.planning import delivery, imagestreams
+from ocp_gpu.planning import platform as platform_model
+from ocp_gpu.reconcilers import drivers as drivers_reconciler
+from ocp_gpu.reconcilers import runtime
+
+STREAM = {"metadata": {"name": "driver-toolkit"}, "spec": {"tags": []}, "status": {}}
+NOW = datetime.datetime(2026, 11, 24, tzinfo=datetime.UTC)
+
+
+@pytest.mark.parametrize(
+    ("watched", "delivered", "missing"),
+    [
+        ({"nodes", "pods"}, {"nodes", "pods"}, ()),
+        ({"nodes", "imagestreams.image.openshift.io"}, {"nodes"}, ("imagestreams.image.openshift.io",)),
+        ({"nodes"}, set(), ("nodes",)),
+        (set(), set(), ()),
+        # a kind delivered but no longer watched holds nothing back
+        ({"nodes"}, {"nodes", "proxies.config.openshift.io"}, ()),
+    ],
+    ids=["all-listed", "imagestream-pending", "nothing-listed", "nothing-watched", "extra-delivered"],
+)
+def test_the_gate(watched: set[str], delivered: set[str], missing: tuple[str, ...]) -> None:
+    assert delivery.undelivered_kinds(watched, delivered) == missing
+    assert delivery.is_view_complete(watched, delivered) is (not missing)
+
+
+@pytest.mark.parametrize(
+    ("singleton", "delivered", "settled"),
+    [
+        (delivery.NOT_DELIVERED, False, None),
+        (None, True, None),
+        (STREAM, True, STREAM),
+    ],
+    ids=["pending-becomes-absent", "absent-stays-absent", "present-stays"],
+)
+def test_a_singleton_settles_when_its_kind_is_listed(
+    singleton: delivery.Singleton, delivered: bool, settled: delivery.Singleton
+) -> None:
+    assert delivery.is_delivered(singleton) is delivered
+    assert delivery.settle(singleton) == settled
+    assert delivery.is_delivered(delivery.settle(singleton))
+    assert delivery.present(singleton) == (STREAM if singleton is STREAM else None)
+
+
+def test_an_undelivered_imagestream_is_unreadable_not_absent() -> None:
+    pending = imagestreams.resolve_driver_toolkit_stream(delivery.NOT_DELIVERED)
+    assert pending.state is snapshot.StreamState.UNREADABLE and not pending.known
+    assert "not listed yet" in pending.reason
+    absent = imagestreams.resolve_driver_toolkit_stream(None)
+    assert absent.state is snapshot.StreamState.ABSENT and absent.known
+
+
+def test_the_first_event_settles_singletons_and_opens_the_gate() -> None:
+    rt = runtime.Runtime(api_client=None, namespace="ns", env={})
+    rt.watch("", "nodes")
+    rt.watch("image.openshift.io", "imagestreams")
+    rt.watch("config.openshift.io", "proxies")
+    rt.dtk_imagestream = rt.cluster_proxy = delivery.NOT_DELIVERED
+    # the Proxy's index handler saw the object during the initial listing; no ImageStream exists
+    rt.cluster_proxy = STREAM
+    assert not rt.listed.is_set()
+    rt.mark_listed()
+    assert rt.listed.is_set()
+    assert rt.delivered == {"nodes", "imagestreams.image.openshift.io", "proxies.config.openshift.io"}
+    assert rt.dtk_imagestream is None and rt.cluster_proxy == STREAM
+    # a later deletion is "absent", and later events change nothing about delivery
+    rt.dtk_imagestream = None
+    rt.mark_listed()
+    assert rt.dtk_imagestream is None and rt.listed.is_set()
+
+
+def test_a_driver_pass_before_delivery_changes_nothing() -> None:
+    rt = runtime.Runtime(api_client=None, namespace="ns", env={})
+    rt.dtk_imagestream = delivery.NOT_DELIVERED
+    openshift = platform_model.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
+    outcome = asyncio.run(
+        drivers_reconciler.reconcile_drivers(rt, {}, policy_parser.parse_policy({}), openshift, NOW)
+    )
+    assert outcome.plan is None and outcome.problem is None
+    assert outcome.errors == {"watches": "not listed yet: the driver-toolkit ImageStream"}
