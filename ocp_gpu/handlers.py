@@ -16,7 +16,7 @@ from typing import Any, Literal
 import kopf
 
 from ocp_gpu.kube import clients, owning, reading, requesting, upgrading
-from ocp_gpu.model import apis, labels, nodes, operands, upgrades
+from ocp_gpu.model import apis, labels, nodes, operands
 from ocp_gpu.planning import delivery
 from ocp_gpu.reconcilers import runtime
 
@@ -185,20 +185,7 @@ def _register_revisions(registry: kopf.OperatorRegistry, rt: runtime.Runtime) ->
     async def index_revision(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
         if namespace != rt.namespace:
             return
-        # Only what current_revisions reads: not the template copy each revision holds.
-        metadata = body.get("metadata") or {}
-        trimmed = {
-            "metadata": {
-                "name": name,
-                "labels": {
-                    key: value
-                    for key, value in (metadata.get("labels") or {}).items()
-                    if key == upgrades.POD_REVISION_LABEL
-                },
-                "ownerReferences": [dict(ref) for ref in metadata.get("ownerReferences") or ()],
-            },
-            "revision": body.get("revision", 0),
-        }
+        trimmed = reading.controller_revision(body)
         if rt.driver_revisions.get(name) != trimmed:
             rt.driver_revisions[name] = trimmed
             rt.mark_upgrades()

@@ -759,12 +759,6 @@ def node_view(body: Mapping[str, Any]) -> NodeView:
     )
 
 
-def node_selector_of(daemonset: Mapping[str, Any]) -> dict[str, str]:
-    """A DaemonSet's pod template nodeSelector."""
-    template = ((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}
-    return {str(key): str(value) for key, value in (template.get("nodeSelector") or {}).items()}
-
-
 def read_status(api: Any, namespace: str | None, policy_name: str | None) -> StatusInputs:
     """Everything a report needs, with GET and LIST requests only.  Raises StatusError."""
     server = str(api.configuration.host)
@@ -812,7 +806,8 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
         snapshot=snap,
         nodes=nodes,
         daemonset_selectors={
-            str((ds.get("metadata") or {}).get("name", "")): node_selector_of(ds) for ds in daemonsets
+            str((ds.get("metadata") or {}).get("name", "")): reading.pod_node_selector(ds)
+            for ds in daemonsets
         },
         operand_pods=tuple(reading.operand_pod(pod) for pod in stack_pods),
     )

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ocp_gpu.model import labels, nodes, operands, snapshot
+from ocp_gpu.model import labels, nodes, operands, snapshot, upgrades
 
 
 def node_facts(body: Mapping[str, Any]) -> nodes.NodeFacts:
@@ -128,3 +128,27 @@ def plain_object(body: Mapping[str, Any]) -> dict[str, Any]:
     the driver-toolkit ImageStream, ClusterVersion, Proxy), as `ocp-gpu render` reads them
     from files and `render --live` by GET."""
     return {key: dict(body.get(key) or {}) for key in ("metadata", "spec", "status")}
+
+
+def controller_revision(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A driver DaemonSet's ControllerRevision trimmed to what `kube.upgrading.current_revisions`
+    reads (name, revision-hash label, owners, number): not the pod template copy each one holds."""
+    metadata = body.get("metadata") or {}
+    return {
+        "metadata": {
+            "name": str(metadata.get("name", "")),
+            "labels": {
+                key: value
+                for key, value in (metadata.get("labels") or {}).items()
+                if key == upgrades.POD_REVISION_LABEL
+            },
+            "ownerReferences": [dict(ref) for ref in metadata.get("ownerReferences") or ()],
+        },
+        "revision": body.get("revision", 0),
+    }
+
+
+def pod_node_selector(daemonset: Mapping[str, Any]) -> dict[str, str]:
+    """A DaemonSet's pod template nodeSelector."""
+    template = ((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return {str(key): str(value) for key, value in (template.get("nodeSelector") or {}).items()}

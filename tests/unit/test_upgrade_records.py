@@ -272,3 +272,19 @@ def test_one_snapshot_builder_for_watches_and_lists() -> None:
     assert snap.daemonsets["nvidia-driver-daemonset-x"] == upgrading.driver_revision(daemonset, "7c9a5d")
     assert snap.daemonsets["nvidia-driver-daemonset-x"].unscheduled == 1
     assert dict(snap.validator_pods) == {"n1": (validator,)}
+
+
+def test_a_trimmed_revision_keeps_what_current_revisions_reads() -> None:
+    """The watch keeps ControllerRevisions trimmed (reading.controller_revision); LISTs read them whole."""
+    whole = [
+        {**revision("ds-a", "ds-a-111", 1, "111"), "data": {"spec": {"template": {"big": "x" * 100}}}},
+        {**revision("ds-a", "ds-a-333", 3, "333"), "data": {"spec": {}}},
+        revision("ds-b", "ds-b-abc", 1),
+    ]
+    trimmed = [reading.controller_revision(body) for body in whole]
+    assert all("data" not in body for body in trimmed)
+    assert (
+        upgrading.current_revisions(trimmed)
+        == upgrading.current_revisions(whole)
+        == {"ds-a": "333", "ds-b": "abc"}
+    )
