@@ -18,7 +18,7 @@ from ocp_gpu.kube import reading
 from ocp_gpu.model import images, nodes, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
-from ocp_gpu.planning import delivery, driver_fallback, driver_strategy, drivers, imagestreams
+from ocp_gpu.planning import config_maps, delivery, driver_fallback, driver_strategy, drivers, imagestreams
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.rendering import drivers as rendering
 
@@ -153,20 +153,11 @@ def config_map_problem(
     policy: policy_model.Policy, view: DriverView, desired: Sequence[drivers.DesiredDriverDaemonSet]
 ) -> PolicyProblem | None:
     """Why the named ConfigMaps cannot be mounted, naming the field; None when they can."""
-    for field, name in named_config_maps(policy).items():
-        if view.config_map_keys is None:
-            # Offline: the ConfigMap's keys decide the mounts, and there is no cluster to ask.
-            return PolicyProblem(
-                field=field,
-                message=f"the keys of ConfigMap {name!r} decide what is mounted; they cannot be read offline",
-                fix="render with --live, or leave the field out of the file",
-            )
-        if view.config_map_keys.get(name) is None:
-            return PolicyProblem(
-                field=field,
-                message=f"ConfigMap {name!r} does not exist in namespace {view.namespace!r}",
-                fix=f"create it in {view.namespace!r}, or unset {field}",
-            )
+    named = named_config_maps(policy)
+    missing = config_maps.missing_config_map_problem(named, view.config_map_keys, view.namespace)
+    if missing is not None:
+        return missing
+    for field in named:
         if field == "spec.driver.kernelModuleConfig.name":
             continue
         for entry in desired:
