@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ocp_gpu.kube import applying
+from ocp_gpu.model import labels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +66,8 @@ class ObservedObject:
 
     applied_hash: str  # "" when the annotation is missing (someone removed it: re-apply)
     owner_uid: str  # "" without a controller ownerReference
+    # app.kubernetes.io/component: which operand rendered it (its unrendered objects are deleted).
+    component: str = ""
 
 
 def watched_kinds(api_groups: frozenset[str]) -> tuple[OwnedKind, ...]:
@@ -95,6 +98,7 @@ def observed_object(body: Mapping[str, Any]) -> ObservedObject:
     return ObservedObject(
         applied_hash=str((metadata.get("annotations") or {}).get(applying.APPLIED_HASH, "")),
         owner_uid=str(controller.get("uid", "")),
+        component=str((metadata.get("labels") or {}).get(labels.COMPONENT, "")),
     )
 
 

@@ -59,3 +59,31 @@ def unready_nodes(
     return sorted(
         name for name, node in node_labels.items() if should_run(operand, node) and name not in ready
     )
+
+
+# (kind, namespace or "", name) of one object, as kube/owning names it.
+ObjectIdent = tuple[str, str, str]
+
+
+def unrendered_owned(
+    owned: Iterable[tuple[ObjectIdent, str, str]],
+    component: str,
+    owner_uid: str,
+    rendered: Iterable[ObjectIdent],
+) -> list[ObjectIdent]:
+    """The objects of an enabled operand to delete: ours, of its component, no longer rendered.
+
+    `owned` is (ident, app.kubernetes.io/component, controller owner uid) of every object the
+    watch saw with `app.kubernetes.io/managed-by=ocp-gpu`.  Only objects owned by the active
+    policy (`owner_uid`) and labelled with this operand's component count: what an admin
+    made, or another operand's object, is never deleted.  E.g. migManager.config.name set
+    to the admin's ConfigMap leaves our default-mig-parted-config unrendered: it goes.
+    """
+    if not component or not owner_uid:
+        return []
+    keep = set(rendered)
+    return sorted(
+        ident
+        for ident, owned_component, owned_by in owned
+        if owned_component == component and owned_by == owner_uid and ident not in keep
+    )

@@ -23,10 +23,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ocp_gpu.kube import applying, labelling, owning, requesting
+from ocp_gpu.kube import applying, fetching, labelling, owning, requesting
 from ocp_gpu.model import images, operands
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
+from ocp_gpu.planning import config_maps
 from ocp_gpu.planning import monitoring as monitoring_planning
 from ocp_gpu.planning import operands as operand_planning
 from ocp_gpu.planning import platform as platform_model
@@ -41,6 +42,8 @@ logger = logging.getLogger("ocp_gpu.operands")
 PSA_LABELS: Mapping[str, str] = {
     f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")
 }
+# Seconds until a pass looks again for a named ConfigMap that is missing (as reconcilers/drivers does).
+CONFIG_MAP_RECHECK_S: Final = 10.0
 # Stands in for an image when rendering only to learn which objects a disabled operand has.
 _NAMES_ONLY_IMAGE = images.ImageRef("disabled.invalid/operand:none")
 
@@ -144,11 +147,18 @@ async def reconcile_operand(
         await _remove_unrendered_service_monitor(rt, operand, rendered, errors)
         for manifest in reversed(rendered):
             await delete_if_present(rt, manifest, errors)
+        # And what an earlier setting rendered that this one does not (e.g. our default ConfigMap
+        # after migManager.config.name was set); the rendered ones went just above.
+        await remove_unrendered(rt, owner, operand, rendered, errors)
         return OperandOutcome(enabled=False, errors=errors)
     image = images.resolve_image(spec.image, component=operand.section, env=rt.env)
     if isinstance(image, PolicyProblem):
         # NB: nothing is applied or deleted: what runs keeps running.
         return OperandOutcome(enabled=True, problem=image)
+    problem, errors = await _config_map_problem(rt, operand, policy)
+    if problem is not None or errors:
+        # NB: nothing is applied or deleted: what runs keeps running until the ConfigMap fits.
+        return OperandOutcome(enabled=True, problem=problem, errors=errors)
     inputs = common.OperandRenderInputs(
         rt.namespace, platform.is_openshift, image, monitoring_api=_monitoring_api(rt)
     )
@@ -156,7 +166,59 @@ async def reconcile_operand(
     for manifest in rendered:
         await apply_if_changed(rt, owner, manifest, errors)
     await _remove_unrendered_service_monitor(rt, operand, rendered, errors)
+    await remove_unrendered(rt, owner, operand, rendered, errors)
     return OperandOutcome(enabled=True, errors=errors)
+
+
+async def remove_unrendered(
+    rt: runtime.Runtime,
+    owner: Mapping[str, str],
+    operand: operands.Operand,
+    rendered: list[dict[str, Any]],
+    errors: dict[str, str],
+) -> None:
+    """Delete the operand's owned objects (as the watch shows them) that `rendered` no longer has.
+
+    NB: decided from the watch alone: in steady state nothing is unrendered, so no request.
+    """
+    stale = operand_planning.unrendered_owned(
+        ((ident, seen.component, seen.owner_uid) for ident, seen in list(rt.owned.items())),
+        operand_rendering.component(operand),
+        owner.get("uid", ""),
+        (owning.manifest_ident(manifest) for manifest in rendered),
+    )
+    api_versions = {row.kind: row.api_version for row in owning.OWNED_KINDS}
+    for kind, namespace, name in stale:
+        stub: dict[str, Any] = {
+            "apiVersion": api_versions[kind],
+            "kind": kind,
+            "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
+        }
+        await delete_if_present(rt, stub, errors)
+        if f"{kind} {name}" not in errors:
+            # Until the watch reports it gone: not deleted twice by the next pass.
+            rt.owned.pop((kind, namespace, name), None)
+
+
+async def _config_map_problem(
+    rt: runtime.Runtime, operand: operands.Operand, policy: policy_model.Policy
+) -> tuple[PolicyProblem | None, dict[str, str]]:
+    """Why the ConfigMaps the operand's section names cannot be mounted (the driver's rule); errors by read.
+
+    NB: ConfigMaps are not watched: one GET each per pass, only while the policy names one.
+    """
+    named, required = operand_rendering.named_config_maps(operand, policy)
+    if not named:
+        return None, {}
+    try:
+        keys = await asyncio.to_thread(fetching.config_map_keys, rt.api_client, rt.namespace, named.values())
+    except Exception as error:  # a failed read changes nothing; the pass is retried
+        return None, {"configmaps": requesting.describe_error(error)}
+    problem = config_maps.missing_config_map_problem(named, keys, rt.namespace, required)
+    if problem is not None:
+        # Look again soon for the ConfigMap the admin creates or fixes.
+        rt.poke_after(CONFIG_MAP_RECHECK_S)
+    return problem, {}
 
 
 def _monitoring_api(rt: runtime.Runtime) -> bool:

@@ -61,6 +61,23 @@ ENTRYPOINT: Final = (
 )
 
 
+def named_config_maps(policy: policy_model.Policy) -> tuple[dict[str, str], dict[str, str]]:
+    """The admin's ConfigMaps the DaemonSet mounts (field -> name) and the key it reads from each.
+
+    CONFIG_FILE and GPU_CLIENTS_FILE (owned env: the policy cannot move them) name these keys.
+    """
+    manager = policy.mig_manager
+    named = {
+        "spec.migManager.config.name": str(manager.config_name),
+        "spec.migManager.gpuClientsConfig.name": str(manager.gpu_clients_config_name),
+    }
+    required = {
+        "spec.migManager.config.name": mig.CONFIG_KEY,
+        "spec.migManager.gpuClientsConfig.name": GPU_CLIENTS_KEY,
+    }
+    return {field: name for field, name in named.items() if name}, required
+
+
 def config_text() -> str:
     """Our mig-parted config file (ConfigMap default-mig-parted-config, key config.yaml)."""
     return yaml.safe_dump(mig.default_configs(), sort_keys=False)

@@ -50,6 +50,23 @@ _OWN: Final[Mapping[str, tuple[common.Identity, common.ExtraContext]]] = {
 }
 
 
+def component(operand: operands.Operand) -> str:
+    """The app.kubernetes.io/component label of every object `operand` renders."""
+    return _OWN[operand.name][0].component
+
+
+def named_config_maps(
+    operand: operands.Operand, policy: policy_model.Policy
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The admin's ConfigMaps an operand mounts (field -> name), and the key its pod reads (field -> key).
+
+    NB: only the MIG manager's are checked so far; other operands' names are mounted unchecked.
+    """
+    if operand.name == operands.MIG_MANAGER.name:
+        return mig_manager.named_config_maps(policy)
+    return {}, {}
+
+
 def operand_context(
     operand: operands.Operand, policy: policy_model.Policy, inputs: OperandRenderInputs
 ) -> dict[str, Any]:

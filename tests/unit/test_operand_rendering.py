@@ -380,3 +380,36 @@ def test_unready_nodes_per_operand() -> None:
     assert operand_planning.unready_nodes(
         operands.CONTAINER_TOOLKIT, nodes, [*pods, operands.OperandPod("t-a", pods[2].app, "gpu-a", True)]
     ) == ["gpu-off"]
+
+
+def test_every_object_of_an_operand_carries_its_component_so_unrendered_ones_are_found() -> None:
+    # The operand mechanism deletes owned objects of an operand's component that it no longer
+    # renders (planning/operands.unrendered_owned): an object without the label would linger.
+    spec = {"dcgmExporter": {"serviceMonitor": {"enabled": True}}, "nodeStatusExporter": {"enabled": True}}
+    for operand in operands.GENERIC:
+        inputs = common.OperandRenderInputs("gpu-operator", True, IMAGE, monitoring_api=True)
+        rendered = operand_rendering.render_operand(operand, policy_parser.parse_policy(spec), inputs)
+        component = operand_rendering.component(operand)
+        assert rendered and component
+        for manifest in rendered:
+            assert manifest["metadata"]["labels"][labels.COMPONENT] == component, (
+                operand.name,
+                manifest["kind"],
+            )
+
+
+def test_only_our_unrendered_objects_of_the_operand_and_policy_are_deleted() -> None:
+    ours = ("ConfigMap", "ns", "default-mig-parted-config")
+    owned = [
+        (ours, "nvidia-mig-manager", "uid-1"),
+        (("DaemonSet", "ns", "nvidia-mig-manager"), "nvidia-mig-manager", "uid-1"),  # rendered: kept
+        (("ConfigMap", "ns", "plugin-config"), "nvidia-device-plugin", "uid-1"),  # another operand's
+        (("ConfigMap", "ns", "old-policy"), "nvidia-mig-manager", "uid-0"),  # another policy's
+        (("ConfigMap", "ns", "admins"), "", ""),  # no component, no owner: never ours to delete
+    ]
+    rendered = [("DaemonSet", "ns", "nvidia-mig-manager")]
+    assert operand_planning.unrendered_owned(owned, "nvidia-mig-manager", "uid-1", rendered) == [ours]
+    # Everything rendered (steady state): nothing to delete.
+    assert operand_planning.unrendered_owned(owned, "nvidia-mig-manager", "uid-1", [*rendered, ours]) == []
+    # No owner known yet: nothing is deleted.
+    assert operand_planning.unrendered_owned(owned, "nvidia-mig-manager", "", rendered) == []
