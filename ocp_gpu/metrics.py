@@ -124,6 +124,13 @@ driver_toolkit_tag_missing = Gauge(
     ["rhcos_version"],
     registry=REGISTRY,
 )
+mig_config_nodes = Gauge(
+    "ocp_gpu_mig_config_nodes",
+    "Nodes by nvidia.com/mig.config.state (pending, success, failed, rebooting); failed: the last MIG"
+    " reconfiguration failed",
+    ["state"],
+    registry=REGISTRY,
+)
 
 # --- the node status exporter (`ocp-gpu node-status`, one per GPU node; NVIDIA's names) ---
 # NB: its own registry: it runs in the nvidia-node-status-exporter pods, not in the operator.
@@ -201,6 +208,7 @@ ORIGIN: Final[dict[str, str]] = {
     "ocp_gpu_is_leader": OURS,
     "ocp_gpu_api_writes_total": OURS,
     "ocp_gpu_driver_toolkit_tag_missing": OURS,
+    "ocp_gpu_mig_config_nodes": OURS,
     "gpu_operator_node_metrics_ready_ts_seconds": NVIDIA_NODE,
     "gpu_operator_node_driver_ready": NVIDIA_NODE,
     "gpu_operator_node_toolkit_ready": NVIDIA_NODE,

@@ -136,6 +136,20 @@ def summarize(states: Iterable[MigNodeState]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def state_counts(nodes: Mapping[str, Mapping[str, str]]) -> dict[str, int]:
+    """Nodes per nvidia.com/mig.config.state value, every known state present (0 when none).
+
+    For the `ocp_gpu_mig_config_nodes{state}` gauge: a state with no node reads 0, so an
+    alert on `state="failed"` resolves when the last failed node recovers.  Nodes without
+    a state yet (or an unknown one) are not counted.
+    """
+    counts = dict.fromkeys((str(state) for state in MigConfigState), 0)
+    for node in mig_nodes(nodes):
+        if node.state in counts:
+            counts[node.state] += 1
+    return counts
+
+
 def describe_failed(failed: list[MigNodeState], named: int = 3) -> str:
     """The MIGConfigFailed condition's message: the nodes, their configs, and what to do."""
     shown = ", ".join(f"{n.node} ({labels.MIG_CONFIG}={n.config})" for n in failed[:named])

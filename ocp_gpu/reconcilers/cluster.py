@@ -73,6 +73,8 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     metrics.has_nfd_labels.set(
         operator_health.has_nfd_labels(facts.labels for facts in rt.node_facts.values())
     )
+    for state, count in mig.state_counts({n: facts.labels for n, facts in rt.node_facts.items()}).items():
+        metrics.mig_config_nodes.labels(state=state).set(count)
     selection = policies.select_active_policy(
         [policies.PolicyRef(p.name, p.created, p.uid) for p in rt.policies.values()]
     )

@@ -15,7 +15,11 @@ SIMULATION (ocp_gpu/harness/node_agent.py) playing the MIG manager's protocol th
     (the harness knob) ends in failed with the operands restored and the old geometry; the
     policy gets the MIGConfigFailed condition and an Event; `ocp-gpu status` shows both;
 (e) zero writes in steady state (audit log);
-(f) migManager.enabled: false removes its objects and nothing else.
+(f) migManager.config.name naming a missing ConfigMap, then one without config.yaml: an Error
+    condition and Event naming the field, nothing running changed; once it has the key, the
+    DaemonSet mounts it, our default-mig-parted-config (no longer rendered) is deleted, and
+    steady state is again zero writes;
+(g) migManager.enabled: false removes its objects and nothing else (the admin's ConfigMap stays).
 """
 
 from __future__ import annotations
@@ -267,7 +271,49 @@ def test_mig_reconfiguration_through_labels(
     # (e)
     assert quiet_writes(control_plane) == []
 
-    # (f) migManager off: its objects go, nothing else.
+    # (f) migManager.config.name names a ConfigMap that does not exist: an error naming the field,
+    # an Event, and nothing running changes (the DaemonSet keeps mounting ours, ours stays).
+    apps = client.AppsV1Api(kube)
+
+    def mounted() -> str:
+        daemonset = apps.read_namespaced_daemon_set(operands.MIG_MANAGER.daemonset, namespace)
+        volumes = {v.name: v.config_map.name for v in daemonset.spec.template.spec.volumes if v.config_map}
+        return str(volumes["mig-parted-config"])
+
+    def error_message() -> str:
+        found = condition(read_policy(kube), "Error")
+        return str(found.get("message", "")) if found.get("status") == "True" else ""
+
+    field = "spec.migManager.config.name"
+    patch_policy(kube, {"migManager": {"config": {"name": "admin-mig"}}})
+    wait_for(lambda: "'admin-mig' does not exist" in error_message(), 60, what="missing ConfigMap error")
+    assert field in error_message()
+    wait_for_event(kube, "InvalidClusterPolicy", field)
+    assert mounted() == "default-mig-parted-config"
+    assert core.read_namespaced_config_map("default-mig-parted-config", namespace).data
+    # It exists without the key the MIG manager reads: the same error, naming the key.
+    core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "admin-mig"}, "data": {"mig.yaml": config}}
+    )
+    wait_for(lambda: "has no key 'config.yaml'" in error_message(), 60, what="missing key error")
+    assert mounted() == "default-mig-parted-config"
+    # Fixed: the DaemonSet mounts the admin's, and ours (no longer rendered) is deleted.
+    core.patch_namespaced_config_map("admin-mig", namespace, {"data": {"config.yaml": config}})
+    wait_for(lambda: mounted() == "admin-mig", 60, what="admin's ConfigMap mounted")
+    wait_for(
+        lambda: (
+            not core.list_namespaced_config_map(
+                namespace, field_selector="metadata.name=default-mig-parted-config"
+            ).items
+        ),
+        60,
+        what="default-mig-parted-config deleted",
+    )
+    wait_for(lambda: error_message() == "", 60, what="error cleared")
+    assert core.read_namespaced_config_map("admin-mig", namespace).data["config.yaml"] == config
+    assert quiet_writes(control_plane) == []
+
+    # (g) migManager off: its objects go, nothing else.
     selector = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
 
     def owned() -> set[tuple[str, str]]:
@@ -299,7 +345,6 @@ def test_mig_reconfiguration_through_labels(
     before = owned()
     mine = {
         ("DaemonSet", "nvidia-mig-manager"),
-        ("ConfigMap", "default-mig-parted-config"),
         ("ConfigMap", "default-gpu-clients"),
         ("ServiceAccount", "nvidia-mig-manager"),
         ("Role", "nvidia-mig-manager"),
@@ -309,3 +354,5 @@ def test_mig_reconfiguration_through_labels(
     patch_policy(kube, {"migManager": {"enabled": False}})
     wait_for(lambda: not (mine & owned()), 60, what="MIG manager objects removed")
     assert owned() == before - mine
+    # The admin's ConfigMap is not ours: it stays.
+    assert core.read_namespaced_config_map("admin-mig", namespace).data

@@ -85,3 +85,4 @@ def test_the_alerts_admins_act_on_are_all_there() -> None:
     assert "gpu_operator_reconciliation_status" in exprs["GPUOperatorReconciliationFailing"]
     assert "gpu_operator_nodes_upgrades_failed" in exprs["GPUDriverUpgradeFailed"]
     assert "ocp_gpu_driver_toolkit_tag_missing" in exprs["GPUDriverToolkitTagMissing"]
+    assert 'ocp_gpu_mig_config_nodes{state="failed"}' in exprs["GPUMIGReconfigurationFailed"]

@@ -172,3 +172,76 @@ def test_the_daemonset_selects_mig_capable_nodes_with_nvidias_env() -> None:
     assert env["GPU_CLIENTS_FILE"] == "/gpu-clients/clients.yaml"
     assert env["DEFAULT_GPU_CLIENTS_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert env["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+
+
+def test_state_counts_cover_every_state_for_the_gauge() -> None:
+    nodes = {
+        "a": {labels.MIG_CONFIG: "all-1g.10gb", labels.MIG_CONFIG_STATE: "failed"},
+        "b": {labels.MIG_CONFIG: "all-3g.40gb", labels.MIG_CONFIG_STATE: "failed"},
+        "c": {labels.MIG_CONFIG: "all-disabled", labels.MIG_CONFIG_STATE: "success"},
+        "d": {labels.MIG_CONFIG: "all-disabled"},
+        "e": {labels.MIG_CONFIG_STATE: "bogus"},
+        "cpu": {},
+    }
+    assert mig_planning.state_counts(nodes) == {"pending": 0, "success": 1, "failed": 2, "rebooting": 0}
+    # No MIG node at all: every state reads 0 (the alert resolves).
+    assert set(mig_planning.state_counts({"cpu": {}}).values()) == {0}
+
+
+ADMIN_MAPS = {"migManager": {"config": {"name": "mine"}, "gpuClientsConfig": {"name": "clients"}}}
+
+
+@pytest.mark.parametrize(
+    ("keys", "field", "words"),
+    [
+        (
+            {"mine": None, "clients": ("clients.yaml",)},
+            "spec.migManager.config.name",
+            "ConfigMap 'mine' does not exist in namespace 'gpu-operator'",
+        ),
+        (
+            {"mine": ("config.yaml",), "clients": None},
+            "spec.migManager.gpuClientsConfig.name",
+            "ConfigMap 'clients' does not exist",
+        ),
+        (
+            {"mine": ("configs.yaml", "other"), "clients": ("clients.yaml",)},
+            "spec.migManager.config.name",
+            "has no key 'config.yaml', the file the pod reads (it has: configs.yaml, other)",
+        ),
+        (
+            {"mine": ("config.yaml",), "clients": ()},
+            "spec.migManager.gpuClientsConfig.name",
+            "has no key 'clients.yaml'",
+        ),
+        (None, "spec.migManager.config.name", "cannot be read offline"),
+    ],
+)
+def test_an_admin_config_map_that_cannot_serve_the_mig_manager_is_a_problem_naming_the_field(
+    keys: dict[str, tuple[str, ...] | None] | None, field: str, words: str
+) -> None:
+    from ocp_gpu.planning import config_maps
+
+    named, required = operand_rendering.named_config_maps(
+        operands.MIG_MANAGER, policy_parser.parse_policy(ADMIN_MAPS)
+    )
+    problem = config_maps.missing_config_map_problem(named, keys, "gpu-operator", required)
+    assert problem is not None and problem.field == field and words in problem.message
+    assert field in problem.fix or "--live" in problem.fix
+
+
+def test_admin_config_maps_with_their_keys_are_no_problem_and_ours_are_not_checked() -> None:
+    from ocp_gpu.planning import config_maps
+
+    named, required = operand_rendering.named_config_maps(
+        operands.MIG_MANAGER, policy_parser.parse_policy(ADMIN_MAPS)
+    )
+    keys = {"mine": ("config.yaml",), "clients": ("clients.yaml", "x")}
+    assert config_maps.missing_config_map_problem(named, keys, "gpu-operator", required) is None
+    # Ours (no name in the policy): nothing to read, nothing to judge.
+    assert operand_rendering.named_config_maps(operands.MIG_MANAGER, policy_parser.parse_policy({}))[0] == {}
+    # The keys judged are the ones the DaemonSet's env points the container at.
+    (daemonset,) = [m for m in render(ADMIN_MAPS) if m["kind"] == "DaemonSet"]
+    env = {e["name"]: e.get("value") for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["CONFIG_FILE"].endswith("/" + required["spec.migManager.config.name"])
+    assert env["GPU_CLIENTS_FILE"].endswith("/" + required["spec.migManager.gpuClientsConfig.name"])
