@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import kopf
 
-from ocp_gpu.kube import clients, owning, reading, requesting, upgrading
+from ocp_gpu.kube import connecting, owning, reading, requesting, upgrading
 from ocp_gpu.model import apis, labels, nodes, operands
 from ocp_gpu.planning import delivery
 from ocp_gpu.reconcilers import runtime
@@ -76,7 +76,7 @@ def _register_login(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> Non
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        return clients.connection_info(rt.api_client)
+        return connecting.connection_info(rt.api_client)
 
 
 def _register_nodes(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:

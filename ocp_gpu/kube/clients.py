@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import kopf
 import yaml
 from kubernetes import client, config
 
@@ -51,21 +50,3 @@ def load_api_client(kubeconfig: Path | None = None) -> client.ApiClient:
     api_client = client.ApiClient(configuration)
     api_client.user_agent = USER_AGENT
     return api_client
-
-
-def connection_info(api_client: client.ApiClient) -> kopf.ConnectionInfo:
-    """kopf's credentials from the same configuration our kubernetes client uses."""
-    configuration = api_client.configuration
-    header = configuration.get_api_key_with_prefix("BearerToken") or configuration.get_api_key_with_prefix(
-        "authorization"
-    )
-    scheme, token = [*header.split(" ", 1), ""][:2] if header else (None, None)
-    return kopf.ConnectionInfo(
-        server=configuration.host,
-        ca_path=configuration.ssl_ca_cert,
-        insecure=not configuration.verify_ssl,
-        scheme=scheme if token else None,
-        token=token or scheme or None,
-        certificate_path=configuration.cert_file,
-        private_key_path=configuration.key_file,
-    )
