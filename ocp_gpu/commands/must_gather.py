@@ -195,15 +195,7 @@ def _gather_namespace(
         out.failed(f"namespace {namespace}", error)
         return
     for ds in daemonsets:
-        name = _name(ds)
-        out.yaml(plan.resource_path(plan.DAEMONSETS, name, namespace), plan.scrub(ds))
-        try:
-            out.text(
-                plan.resource_path(plan.DAEMONSETS, name, namespace, ".describe.txt"),
-                source.describe(plan.DAEMONSETS, name, namespace),
-            )
-        except gathering.GatherError as error:
-            out.failed(f"describe DaemonSet {namespace}/{name}", error)
+        _gather_described(source, out, plan.DAEMONSETS, namespace, ds)
     for pod in plan.select_operand_pods(pods, daemonsets):
         _gather_pod(source, out, namespace, pod)
 
@@ -230,16 +222,28 @@ def _gather_namespace(
     _gather_metrics(source, out, namespace, operator_pods, metrics_url)
 
 
-def _gather_pod(source: gathering.GatherSource, out: _Writer, namespace: str, pod: Mapping[str, Any]) -> None:
-    name = _name(pod)
-    out.yaml(plan.resource_path(plan.PODS, name, namespace), plan.scrub(pod))
+def _gather_described(
+    source: gathering.GatherSource,
+    out: _Writer,
+    resource: plan.Resource,
+    namespace: str,
+    obj: Mapping[str, Any],
+) -> str:
+    """The object as YAML and `kubectl describe`'s text beside it; its name."""
+    name = _name(obj)
+    out.yaml(plan.resource_path(resource, name, namespace), plan.scrub(obj))
     try:
         out.text(
-            plan.resource_path(plan.PODS, name, namespace, ".describe.txt"),
-            source.describe(plan.PODS, name, namespace),
+            plan.resource_path(resource, name, namespace, ".describe.txt"),
+            source.describe(resource, name, namespace),
         )
     except gathering.GatherError as error:
-        out.failed(f"describe Pod {namespace}/{name}", error)
+        out.failed(f"describe {resource.kind} {namespace}/{name}", error)
+    return name
+
+
+def _gather_pod(source: gathering.GatherSource, out: _Writer, namespace: str, pod: Mapping[str, Any]) -> None:
+    name = _gather_described(source, out, plan.PODS, namespace, pod)
     restarted = {
         str(cs.get("name"))
         for cs in [
