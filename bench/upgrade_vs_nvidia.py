@@ -47,6 +47,18 @@ def load_tool(source: Path) -> Any:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    # As the tool's main() does: the harness audits writes only; log every request of the two
+    # operators too, so that reads are counted (without this, reads always read 0).
+    module.cluster._AUDIT_POLICY = {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        "omitStages": ["RequestReceived"],
+        "rules": [
+            {"level": "Metadata", "users": [module.NV_USER, module.OCP_USER]},
+            {"level": "Metadata", "verbs": sorted(module.cluster.WRITE_VERBS)},
+            {"level": "None"},
+        ],
+    }
     return module
 
 
