@@ -101,6 +101,8 @@ async def delete_if_present(rt: runtime.Runtime, manifest: Mapping[str, Any], er
         )
         rt.applied.pop(ident, None)
         rt.removed.add(ident)
+        # Until the watch reports it gone: no second DELETE from the next pass (or this one).
+        rt.owned.pop(ident, None)
         logger.info("deleted %s %s", kind, name)
     except Exception as error:
         errors[f"{kind} {name}"] = requesting.describe_error(error)
@@ -195,9 +197,6 @@ async def remove_unrendered(
             "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
         }
         await delete_if_present(rt, stub, errors)
-        if f"{kind} {name}" not in errors:
-            # Until the watch reports it gone: not deleted twice by the next pass.
-            rt.owned.pop((kind, namespace, name), None)
 
 
 async def _config_map_problem(

@@ -13,7 +13,8 @@ SIMULATION (ocp_gpu/harness/node_agent.py) playing the MIG manager's protocol th
 (c) mig.strategy mixed: the same node advertises nvidia.com/mig-1g.10gb instead;
 (d) a config the ConfigMap lacks fails at once (nothing paused); a reconfiguration that fails
     (the harness knob) ends in failed with the operands restored and the old geometry; the
-    policy gets the MIGConfigFailed condition and an Event; `ocp-gpu status` shows both;
+    policy gets the MIGConfigFailed condition and an Event; `ocp-gpu status` shows both; the
+    operator's /metrics reads ocp_gpu_mig_config_nodes{state="failed"} 1;
 (e) zero writes in steady state (audit log);
 (f) migManager.config.name naming a missing ConfigMap, then one without config.yaml: an Error
     condition and Event naming the field, nothing running changed; once it has the key, the
@@ -35,6 +36,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client, watch
+from prometheus_client.parser import text_string_to_metric_families
 
 from ocp_gpu.harness import node_agent
 from ocp_gpu.harness import nodes as fake_nodes
@@ -147,6 +149,18 @@ def status_json(control_plane: LocalControlPlane) -> dict[str, Any]:
     return report
 
 
+def mig_gauge(operator: OperatorProcess) -> dict[str, float]:
+    """ocp_gpu_mig_config_nodes by state, scraped and parsed with prometheus_client's parser."""
+    code, text = operator.http_get("/metrics")
+    assert code == 200
+    return {
+        sample.labels["state"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "ocp_gpu_mig_config_nodes"
+    }
+
+
 @pytest.fixture
 def mig_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
     """Two A100 80GB nodes with two GPUs each, and one L40S (not MIG-capable)."""
@@ -174,7 +188,7 @@ def test_mig_reconfiguration_through_labels(
     first, second, l40s = mig_nodes
     core = client.CoreV1Api(kube)
     apply_policy(spec={"mig": {"strategy": "single"}})
-    start_operator()
+    operator = start_operator()
 
     # (a)
     manager_label = labels.deploy_label(labels.MIG_MANAGER_OPERAND)
@@ -261,6 +275,12 @@ def test_mig_reconfiguration_through_labels(
     )
     assert second in failed["message"] and first not in failed["message"]
     wait_for_event(kube, "MIGConfigFailed", second)
+    # The gauge behind GPUMIGReconfigurationFailed, from the operator's real /metrics.
+    wait_for(
+        lambda: mig_gauge(operator) == {"failed": 1.0, "success": 1.0, "pending": 0.0, "rebooting": 0.0},
+        30,
+        what="ocp_gpu_mig_config_nodes",
+    )
     report = status_json(control_plane)
     rows = {row["node"]: row for row in report["nodes"]}
     assert (rows[first]["mig_config"], rows[first]["mig_state"]) == ("all-1g.10gb", "success")
