@@ -42,11 +42,13 @@ COPIES = (
     Copy(
         "ocp_gpu/crds/clusterpolicies.nvidia.com.yaml", "charts/ocp-gpu/crds/nvidia.com_clusterpolicies.yaml"
     ),
+    Copy("ocp_gpu/crds/nvidiadrivers.nvidia.com.yaml", "bundle/manifests/nvidia.com_nvidiadrivers.yaml"),
+    Copy("ocp_gpu/crds/nvidiadrivers.nvidia.com.yaml", "charts/ocp-gpu/crds/nvidia.com_nvidiadrivers.yaml"),
 )
 
 
 # Files read by the builders below (beyond the imported ocp_gpu package).
-BUILT_INPUTS = (olm.CSV_BASE, olm.CRD_SOURCE)
+BUILT_INPUTS = (olm.CSV_BASE, olm.CRD_SOURCE, *olm.MORE_CRD_SOURCES)
 
 # Files built from the install source: target -> a function of the repository root.
 BUILT: dict[str, Callable[[Path], str]] = {

@@ -40,6 +40,8 @@ CREATED_AT = "2026-11-23T00:00:00Z"  # NB: fixed, so generating twice gives the 
 
 CSV_TARGET = f"bundle/manifests/{PACKAGE}.clusterserviceversion.yaml"
 CRD_SOURCE = "ocp_gpu/crds/clusterpolicies.nvidia.com.yaml"
+# The other CRDs the bundle owns (the catalog embeds each; hack/generate.py copies each).
+MORE_CRD_SOURCES = ("ocp_gpu/crds/nvidiadrivers.nvidia.com.yaml",)
 CSV_BASE = "hack/olm-src/csv-base.yaml"
 HEADER = (
     f"# generated from {CSV_BASE}, ocp_gpu/install/, ocp_gpu/model/releases.py and\n"
@@ -81,13 +83,26 @@ EXAMPLE_POLICY: dict[str, Any] = {
     },
 }
 
+# The NVIDIADriver the console pre-fills: one pool, as NVIDIA's sample (used with driver.useNvidiaDriverCRD).
+EXAMPLE_NVIDIA_DRIVER: dict[str, Any] = {
+    "apiVersion": "nvidia.com/v1alpha1",
+    "kind": "NVIDIADriver",
+    "metadata": {"name": "gpu-driver"},
+    "spec": {
+        "driverType": "gpu",
+        "nodeSelector": {"nvidia.com/gpu.present": "true"},
+        "imagePullPolicy": "IfNotPresent",
+        "usePrecompiled": False,
+    },
+}
+
 
 def _dump(document: Any) -> str:
     return yaml.safe_dump(document, sort_keys=False, width=120)
 
 
-def _crd(root: Path) -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load((root / CRD_SOURCE).read_text())
+def _crd(root: Path, source: str = CRD_SOURCE) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((root / source).read_text())
     return loaded
 
 
@@ -110,7 +125,7 @@ def csv(root: Path) -> dict[str, Any]:
     metadata = copy.deepcopy(base["metadata"])
     metadata["name"] = CSV_NAME
     annotations = metadata["annotations"]
-    annotations["alm-examples"] = json.dumps([EXAMPLE_POLICY], indent=2)
+    annotations["alm-examples"] = json.dumps([EXAMPLE_POLICY, EXAMPLE_NVIDIA_DRIVER], indent=2)
     annotations["containerImage"] = releases.OPERATOR_IMAGE
     annotations["createdAt"] = CREATED_AT
     if len(RELEASE_HISTORY) > 1:
@@ -219,12 +234,20 @@ def catalog_documents(root: Path, bundle_image: str | None = BUNDLE_IMAGE) -> li
     bundle: dict[str, Any] = {"schema": "olm.bundle", "name": CSV_NAME, "package": PACKAGE}
     if bundle_image:
         bundle["image"] = bundle_image
-    group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+    crds = [crd, *(_crd(root, source) for source in MORE_CRD_SOURCES)]
     bundle["properties"] = [
         {"type": "olm.package", "value": {"packageName": PACKAGE, "version": VERSION}},
         *(
-            {"type": "olm.gvk", "value": {"group": group, "kind": kind, "version": served["name"]}}
-            for served in crd["spec"]["versions"]
+            {
+                "type": "olm.gvk",
+                "value": {
+                    "group": each["spec"]["group"],
+                    "kind": each["spec"]["names"]["kind"],
+                    "version": served["name"],
+                },
+            }
+            for each in crds
+            for served in each["spec"]["versions"]
         ),
         {
             "type": "olm.package.required",
@@ -234,7 +257,7 @@ def catalog_documents(root: Path, bundle_image: str | None = BUNDLE_IMAGE) -> li
             },
         },
         _object(the_csv),
-        _object(crd),
+        *(_object(each) for each in crds),
     ]
     bundle["relatedImages"] = [
         *([{"name": "", "image": bundle_image}] if bundle_image else []),

@@ -68,10 +68,10 @@ def test_a_missing_copy_is_named(tree: Path, target: str) -> None:
     assert generate.stale(tree) == [target]
 
 
-def test_an_edited_source_makes_every_copy_stale(tree: Path) -> None:
-    source = tree / generate.COPIES[0].source
-    source.write_text(source.read_text() + "\n")
-    assert generate.stale(tree) == TARGETS
+@pytest.mark.parametrize("source", sorted({copy.source for copy in generate.COPIES}))
+def test_an_edited_source_makes_every_copy_of_it_stale(tree: Path, source: str) -> None:
+    (tree / source).write_text((tree / source).read_text() + "\n")
+    assert generate.stale(tree) == [copy.target for copy in generate.COPIES if copy.source == source]
 
 
 @pytest.mark.parametrize("target", sorted(generate.BUILT))
