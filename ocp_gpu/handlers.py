@@ -16,7 +16,7 @@ from typing import Any, Literal
 import kopf
 
 from ocp_gpu.kube import connecting, owning, reading, requesting, upgrading
-from ocp_gpu.model import apis, labels, nodes, operands
+from ocp_gpu.model import apis, labels, nodes, nvidia_driver, operands
 from ocp_gpu.planning import delivery
 from ocp_gpu.reconcilers import runtime
 
@@ -68,6 +68,8 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
     if apis.CONFIG_GROUP in rt.api_groups:
         _register_cluster_config(registry, rt)
     _register_policies(registry, rt)
+    if rt.nvidia_driver_api:
+        _register_nvidia_drivers(registry, rt)
     return registry
 
 
@@ -302,6 +304,42 @@ def _register_owned_kind(
             # Deleted by hand or garbage-collected: the next pass applies it again.
             rt.owned.pop(owning.ident(kind.kind, namespace, name), None)
             rt.mark_owned()
+
+
+def _register_nvidia_drivers(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
+    """Keep every NVIDIADriver; a change wakes the main pass (which deploys the pools)."""
+
+    rt.watch(nvidia_driver.GROUP, nvidia_driver.PLURAL)
+
+    @kopf.index(
+        nvidia_driver.GROUP,
+        nvidia_driver.VERSION,
+        nvidia_driver.PLURAL,
+        registry=registry,
+        id="nvidia-drivers",
+    )
+    async def index_nvidia_driver(body: kopf.Body, meta: kopf.Meta, **_: Any) -> None:
+        rt.nvidia_drivers[str(meta["name"])] = nvidia_driver.NvidiaDriver(
+            name=str(meta["name"]),
+            uid=str(meta["uid"]),
+            created=str(meta.get("creationTimestamp", "")),
+            generation=int(meta.get("generation", 0)),
+            spec=dict(body.get("spec") or {}),
+            status=dict(body.get("status") or {}),
+        )
+
+    @kopf.on.event(
+        nvidia_driver.GROUP,
+        nvidia_driver.VERSION,
+        nvidia_driver.PLURAL,
+        registry=registry,
+        id="nvidia-driver-events",
+    )
+    async def nvidia_driver_event(name: str, type: str | None, **_: Any) -> None:
+        if type == "DELETED":
+            rt.nvidia_drivers.pop(name, None)
+        rt.mark_listed()
+        rt.mark_policies()
 
 
 def quiet_kopf() -> None:

@@ -22,7 +22,7 @@ import kopf
 
 from ocp_gpu import handlers, metrics, serving
 from ocp_gpu.kube import clients, discovering, electing
-from ocp_gpu.model import labels, releases
+from ocp_gpu.model import labels, nvidia_driver, releases
 from ocp_gpu.reconcilers import cluster, runtime, upgrades
 
 logger = logging.getLogger("ocp_gpu.operator")
@@ -82,6 +82,14 @@ async def run(options: RunOptions) -> int:
     env = releases.with_release_defaults(os.environ)
     rt = runtime.Runtime(api_client=api_client, namespace=options.namespace, env=env)
     rt.api_groups = await asyncio.to_thread(discovering.list_api_groups, api_client)
+    # NB: NVIDIADrivers are watched only when their CRD is installed (the bundle and chart ship it).
+    rt.nvidia_driver_api = await asyncio.to_thread(
+        discovering.serves_resource,
+        api_client,
+        nvidia_driver.GROUP,
+        nvidia_driver.VERSION,
+        nvidia_driver.PLURAL,
+    )
     kopf_stop: asyncio.Future[None] = loop.create_future()
     tasks = {
         asyncio.ensure_future(

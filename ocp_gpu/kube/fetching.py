@@ -54,3 +54,11 @@ def nodes_still_selected(api_client: client.ApiClient, daemonset: snapshot.Drive
         ],
     )
     return bool(found.get("items"))
+
+
+def any_node(api_client: client.ApiClient, label_selector: str) -> bool:
+    """A node carries these labels now (one LIST, limit 1, before an irreversible step)."""
+    found = requesting.request(
+        api_client, "GET", "/api/v1/nodes", query=[("labelSelector", label_selector), ("limit", "1")]
+    )
+    return bool(found.get("items"))

@@ -30,6 +30,14 @@ def patch_policy_status(api_client: client.ApiClient, name: str, status: Mapping
     metrics.api_writes.labels("patch", "clusterpolicies/status").inc()
 
 
+def patch_nvidia_driver_status(api_client: client.ApiClient, name: str, status: Mapping[str, Any]) -> None:
+    """Replace the NVIDIADriver's status fields given (merge patch on the status subresource)."""
+    client.CustomObjectsApi(api_client).patch_cluster_custom_object_status(
+        GROUP, "v1alpha1", "nvidiadrivers", name, {"status": dict(status)}
+    )
+    metrics.api_writes.labels("patch", "nvidiadrivers/status").inc()
+
+
 def post_event(
     api_client: client.ApiClient,
     involved: Mapping[str, str],

@@ -157,8 +157,9 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "spec.driver.useNvidiaDriverCRD",
-        R,
-        "NVIDIADriver resources are not read: spec.driver configures every node",
+        H,
+        "each NVIDIADriver (nvidia.com/v1alpha1) deploys the driver DaemonSets of the GPU nodes it "
+        "selects; spec.driver then only gives the upgrade rules",
     ),
     Rule(
         "spec.driver.useOpenKernelModules",

@@ -49,6 +49,9 @@ PAUSED_FOR_MIG_CHANGE: Final = "paused-for-mig-change"
 UPGRADE_SKIP: Final = "nvidia.com/gpu-driver-upgrade.skip"
 # Node annotation: the upgrade controller, not k8s-driver-manager, owns eviction here.
 UPGRADE_ENABLED_ANNOTATION: Final = "nvidia.com/gpu-driver-upgrade-enabled"
+# The NVIDIADriver whose driver DaemonSets run on this GPU node (NVIDIA's name); with
+# driver.useNvidiaDriverCRD the pool DaemonSets select on it, so a node has one owner.
+NVIDIA_DRIVER_OWNER: Final = "nvidia.com/gpu-operator.driver.owner"
 
 # --- on objects the operator creates ----------------------------------------
 MANAGED_BY: Final = "app.kubernetes.io/managed-by"
@@ -71,6 +74,8 @@ DRIVER_STRATEGY: Final = "ocp-gpu.io/driver-strategy"
 PRECOMPILED: Final = "nvidia.com/precompiled"
 # app.kubernetes.io/component of every driver DaemonSet; driver pods repel each other on it.
 DRIVER_COMPONENT: Final = "nvidia-driver"
+# The NVIDIADriver a pool driver DaemonSet (and its pods) belongs to; absent on the ClusterPolicy's.
+NVIDIA_DRIVER: Final = "ocp-gpu.io/nvidia-driver"
 # Prefix of every driver DaemonSet name: nvidia-driver-daemonset-<key>.
 DRIVER_DAEMONSET_PREFIX: Final = "nvidia-driver-daemonset-"
 # Annotations on a DTK driver DaemonSet standing in for a precompiled key whose image cannot be

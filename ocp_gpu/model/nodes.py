@@ -50,15 +50,18 @@ class NodeFacts:
 
 
 def kept_labels(all_labels: Mapping[str, str]) -> dict[str, str]:
-    """The subset of a node's labels that NodeFacts keeps.
+    """The subset of a node's labels that NodeFacts keeps: every label of a GPU node.
 
+    NB: a GPU node keeps all its labels, because an NVIDIADriver's nodeSelector may name
+    any label (a machine pool, a node role); other nodes keep only the prefixes above.
     NB: interned: thousands of nodes carry the same keys and mostly the same values (an
     RHCOS build, "true"), and each watch event would otherwise hold its own copies.
     """
+    gpu = all_labels.get(labels.NFD_NVIDIA_PCI) == "true"
     return {
         sys.intern(key): sys.intern(value)
         for key, value in all_labels.items()
-        if key.startswith(_KEPT_PREFIXES)
+        if gpu or key.startswith(_KEPT_PREFIXES)
     }
 
 

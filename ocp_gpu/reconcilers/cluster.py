@@ -16,7 +16,7 @@ import logging
 
 from ocp_gpu import metrics
 from ocp_gpu.kube import labelling, reporting, requesting
-from ocp_gpu.model import apis, fields, policy_checks, policy_parser
+from ocp_gpu.model import apis, fields, nvidia_driver, policy_checks, policy_parser
 from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import (
     conditions,
@@ -32,7 +32,7 @@ from ocp_gpu.planning import (
 from ocp_gpu.planning import status as status_planning
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
 from ocp_gpu.reconcilers import monitoring as monitoring_reconciler
-from ocp_gpu.reconcilers import operands, runtime
+from ocp_gpu.reconcilers import nvidia_drivers, operands, runtime
 
 logger = logging.getLogger("ocp_gpu.reconcile")
 
@@ -133,7 +133,16 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
         # NB: with a spec error nothing is applied or deleted: what runs keeps running.
         # The driver DaemonSets first: at thousands of nodes the labels take seconds, and the
         # DaemonSets exist before them (their pods schedule as each node gets its label).
-        outcome = await drivers_reconciler.reconcile_drivers(rt, _policy_ref(active), policy, detected, now)
+        if policy.driver.enabled and nvidia_driver.is_mode_enabled(active.spec):
+            # driver.useNvidiaDriverCRD: each NVIDIADriver deploys its pool's drivers
+            outcome = await nvidia_drivers.reconcile_nvidia_drivers(
+                rt, _policy_ref(active), active.spec, policy, detected, now
+            )
+        else:
+            outcome = await drivers_reconciler.reconcile_drivers(
+                rt, _policy_ref(active), policy, detected, now
+            )
+            await nvidia_drivers.report_disabled(rt, active.name, now)
         if outcome.problem is not None:
             problems = [*problems, outcome.problem]
     label_errors = await _reconcile_node_labels(rt, changes, auto_upgrade, mig_default)

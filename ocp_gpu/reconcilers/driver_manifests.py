@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ocp_gpu.kube import reading
@@ -66,9 +66,15 @@ class DriverManifests:
 
 
 def desired_driver_manifests(
-    policy: policy_model.Policy, platform: platform_model.Platform, view: DriverView
+    policy: policy_model.Policy,
+    platform: platform_model.Platform,
+    view: DriverView,
+    adjust: Callable[[drivers.DriverPlan], drivers.DriverPlan] | None = None,
 ) -> DriverManifests | PolicyProblem:
     """The driver manifests for `policy` on `view`, or the problem that prevents any.
+
+    `adjust` rewrites the plan before it is rendered (an NVIDIADriver's pool names and
+    selects its DaemonSets itself: planning/driver_pools.for_pool).
 
     NB: `policy.driver.enabled` is the caller's to check first: with drivers disabled the
     operator deletes its DaemonSets, which is not a rendering.
@@ -118,6 +124,8 @@ def desired_driver_manifests(
         settings = dataclasses.replace(settings, dtk_fallback=dict(fallback.keys))
         pending = fallback.pending
     plan = drivers.plan_driver_daemonsets(observed, settings)
+    if adjust is not None:
+        plan = adjust(plan)
     config_problem = config_map_problem(policy, view, plan.desired)
     if config_problem is not None:
         # A named ConfigMap is missing, unreadable or has no place on an OS: change nothing.

@@ -25,6 +25,7 @@ from ocp_gpu.model.problems import PolicyProblem
 from ocp_gpu.planning import (
     delivery,
     downgrades,
+    driver_pools,
     driver_fallback,
     driver_strategy,
     drivers,
@@ -85,7 +86,8 @@ async def reconcile_drivers(
         namespace=rt.namespace,
         env=rt.env,
         node_facts=tuple(rt.node_facts.values()),
-        daemonsets=tuple(rt.driver_daemonsets.values()),
+        # NB: an NVIDIADriver's DaemonSets are its own, never the ClusterPolicy's to plan or collect.
+        daemonsets=tuple(d for d in rt.driver_daemonsets.values() if driver_pools.pool_of(d) is None),
         dtk_imagestream=rt.dtk_imagestream,
         cluster_version=rt.cluster_version,
         cluster_proxy=rt.cluster_proxy,

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from ocp_gpu import memory
 from ocp_gpu.kube import clients, owning
-from ocp_gpu.model import nodes, operands, snapshot, upgrades
+from ocp_gpu.model import nodes, nvidia_driver, operands, snapshot, upgrades
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.planning import delivery
 
@@ -58,6 +58,9 @@ class Runtime:
     node_facts: dict[nodes.NodeName, nodes.NodeFacts] = dataclasses.field(default_factory=dict)
     policies: dict[str, PolicyObject] = dataclasses.field(default_factory=dict)
     api_groups: frozenset[str] = frozenset()
+    # NVIDIADrivers by name (watched only when their CRD is served: `nvidia_driver_api`).
+    nvidia_drivers: dict[str, nvidia_driver.NvidiaDriver] = dataclasses.field(default_factory=dict)
+    nvidia_driver_api: bool = False
     driver_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
     # Our other operand DaemonSets (container toolkit, ...), in the same record: counts and our annotations.
     operand_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)

@@ -29,7 +29,9 @@ import pytest
 import yaml
 
 from ocp_gpu.install import manifests
-from ocp_gpu.model import policy_checks, policy_parser, releases
+from ocp_gpu.model import nvidia_driver, policy_checks, policy_parser, releases
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.reconcilers import nvidia_drivers
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,6 +50,9 @@ def _load_olm() -> Any:
 olm = _load_olm()
 CSV: dict[str, Any] = yaml.safe_load((ROOT / olm.CSV_TARGET).read_text())
 CRD: dict[str, Any] = yaml.safe_load((ROOT / "bundle/manifests/nvidia.com_clusterpolicies.yaml").read_text())
+NVD_CRD: dict[str, Any] = yaml.safe_load(
+    (ROOT / "bundle/manifests/nvidia.com_nvidiadrivers.yaml").read_text()
+)
 CATALOG = [doc for doc in yaml.safe_load_all((ROOT / "olm/ocp-gpu/catalog.yaml").read_text()) if doc]
 ANNOTATIONS = CSV["metadata"]["annotations"]
 INSTALL = CSV["spec"]["install"]
@@ -80,10 +85,20 @@ def test_related_images_are_every_image_the_operator_uses() -> None:
 
 
 def test_alm_example_is_a_valid_cluster_policy() -> None:
-    (example,) = json.loads(ANNOTATIONS["alm-examples"])
+    example, _ = json.loads(ANNOTATIONS["alm-examples"])
     assert example["kind"] == "ClusterPolicy" and example["metadata"]["name"] == "cluster-policy"
     parsed = policy_parser.parse_policy(example["spec"])
     assert policy_checks.validate_policy(parsed, releases.installed_images()) == []
+
+
+def test_alm_example_is_a_valid_nvidia_driver() -> None:
+    policy, example = json.loads(ANNOTATIONS["alm-examples"])
+    assert example["apiVersion"] == "nvidia.com/v1alpha1" and example["kind"] == "NVIDIADriver"
+    driver = nvidia_driver.NvidiaDriver(
+        name=example["metadata"]["name"], uid="u", created="", generation=1, spec=example["spec"]
+    )
+    resolved = nvidia_drivers.pool_policy(driver, policy["spec"], releases.installed_images())
+    assert isinstance(resolved, policy_model.Policy), resolved
 
 
 def _schema_has(schema: dict[str, Any], path: str) -> bool:
@@ -96,7 +111,15 @@ def _schema_has(schema: dict[str, Any], path: str) -> bool:
 
 
 def test_descriptors_name_fields_the_crd_has() -> None:
-    (owned,) = CSV["spec"]["customresourcedefinitions"]["owned"]
+    owned, nvd = CSV["spec"]["customresourcedefinitions"]["owned"]
+    assert (nvd["name"], nvd["version"], nvd["kind"]) == (
+        "nvidiadrivers.nvidia.com",
+        "v1alpha1",
+        "NVIDIADriver",
+    )
+    nvd_root = NVD_CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    for kind, part in (("specDescriptors", "spec"), ("statusDescriptors", "status")):
+        assert [d["path"] for d in nvd[kind] if not _schema_has(nvd_root[part], d["path"])] == []
     assert (owned["name"], owned["version"], owned["kind"]) == (
         "clusterpolicies.nvidia.com",
         "v1",
@@ -168,7 +191,12 @@ def test_catalog_channels_and_bundle() -> None:
         for prop in bundle["properties"]
         if prop["type"] == "olm.bundle.object"
     ]
-    assert objects == [CSV, {key: CRD[key] for key in CRD}]
+    assert objects == [CSV, {key: CRD[key] for key in CRD}, {key: NVD_CRD[key] for key in NVD_CRD}]
+    gvks = [prop["value"] for prop in bundle["properties"] if prop["type"] == "olm.gvk"]
+    assert gvks == [
+        {"group": "nvidia.com", "kind": "ClusterPolicy", "version": "v1"},
+        {"group": "nvidia.com", "kind": "NVIDIADriver", "version": "v1alpha1"},
+    ]
     required = [prop["value"] for prop in bundle["properties"] if prop["type"] == "olm.package.required"]
     assert required == [{"packageName": "nfd", "versionRange": ">=4.14.0"}]
 

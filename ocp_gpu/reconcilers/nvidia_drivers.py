@@ -1,0 +1,438 @@
+"""Per-pool drivers: each NVIDIADriver's driver DaemonSets, its nodes' owner label, its status.
+
+Runs instead of the ClusterPolicy's driver reconciler when the policy sets
+`driver.useNvidiaDriverCRD: true`.  Read: the NVIDIADrivers, node facts and driver
+DaemonSets from the in-memory view.  Plan: model.nvidia_driver (each pool's spec laid
+over the ClusterPolicy's and validated by the one policy model), planning.driver_pools
+(node owners, conflicts, names, the ClusterPolicy's DaemonSets handed over) and, per
+pool, the same driver planner and renderer as the ClusterPolicy's
+(reconcilers.driver_manifests).  Apply: owner labels on nodes, server-side apply of each
+pool's DaemonSets owned by its NVIDIADriver (deleting the NVIDIADriver garbage-collects
+them), deletion of stale ones, the NVIDIADrivers' status and Events.
+
+An NVIDIADriver with an invalid spec changes nothing: its DaemonSets and nodes stay as
+they are, and its status and an Event name the field and the fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import functools
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ocp_gpu.kube import applying, fetching, labelling, owning, reporting, requesting
+from ocp_gpu.model import labels, nvidia_driver, policy_checks, policy_parser, snapshot
+from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.problems import PolicyProblem, Severity
+from ocp_gpu.planning import conditions, driver_pools, drivers
+from ocp_gpu.planning import platform as platform_model
+from ocp_gpu.reconcilers import driver_manifests, operands, runtime
+from ocp_gpu.reconcilers.drivers import DriverOutcome
+
+logger = logging.getLogger("ocp_gpu.nvidia_drivers")
+
+STATE_READY, STATE_NOT_READY, STATE_DISABLED = "ready", "notReady", "disabled"
+CONFLICT = driver_pools.SelectorConflict.reason
+UNSUPPORTED = "UnsupportedSetting"
+# Conditions that also become an Event when they appear or change: type -> Event reason.
+EVENTED = {"Error": "InvalidNVIDIADriver", CONFLICT: CONFLICT, UNSUPPORTED: UNSUPPORTED}
+# How many node names the status lists.
+NODES_LISTED = 100
+CONFIG_MAP_RECHECK_S = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolOutcome:
+    """One NVIDIADriver after a pass: its plan (None when nothing was planned) and what to report."""
+
+    driver: nvidia_driver.NvidiaDriver
+    problems: tuple[PolicyProblem, ...] = ()
+    plan: drivers.DriverPlan | None = None
+    errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def pool_policy(
+    driver: nvidia_driver.NvidiaDriver, cluster_policy_spec: Mapping[str, Any], env: Mapping[str, str]
+) -> policy_model.Policy | list[PolicyProblem]:
+    """The policy that deploys one pool, or its problems under the NVIDIADriver's field paths."""
+    problems = nvidia_driver.pool_problems(driver)
+    spec = nvidia_driver.cluster_policy_spec(cluster_policy_spec, driver.spec)
+    try:
+        policy = policy_parser.parse_policy(spec)
+    except policy_parser.PolicyParseError as error:
+        # only a file can hold a spec the CRD would reject; say where
+        field = nvidia_driver.nvidia_driver_field(error.field) or error.field
+        return [
+            *problems,
+            PolicyProblem(field=field, message=str(error), fix="follow the NVIDIADriver schema"),
+        ]
+    for problem in policy_checks.validate_policy(policy, env):
+        pool_field = nvidia_driver.nvidia_driver_field(problem.field)
+        if pool_field is not None and problem.severity is Severity.ERROR:
+            # the pool's own field: report it under its NVIDIADriver path
+            problems.append(dataclasses.replace(problem, field=pool_field, fix=_pool_fix(problem.fix)))
+    return problems or policy
+
+
+def _pool_fix(fix: str) -> str:
+    return fix.replace("spec.driver.", "spec.")
+
+
+async def reconcile_nvidia_drivers(
+    rt: runtime.Runtime,
+    policy_owner: Mapping[str, str],
+    cluster_policy_spec: Mapping[str, Any],
+    policy: policy_model.Policy,
+    platform: platform_model.Platform,
+    now: datetime.datetime,
+) -> DriverOutcome:
+    """One pass over every NVIDIADriver; the outcome sums them up for the ClusterPolicy's status."""
+    found = sorted(rt.nvidia_drivers.values(), key=lambda d: (d.created, d.name))
+    policies: dict[str, policy_model.Policy] = {}
+    invalid: dict[str, list[PolicyProblem]] = {}
+    for driver in found:
+        resolved = pool_policy(driver, cluster_policy_spec, rt.env)
+        if isinstance(resolved, list):
+            invalid[driver.name] = resolved
+        else:
+            policies[driver.name] = resolved
+    pools = [
+        driver_pools.Pool(
+            name=driver_pools.owner_label_value(driver.name),
+            created=driver.created,
+            selector=driver.node_selector,
+            default=driver.is_default,
+            valid=driver.name in policies,
+        )
+        for driver in found
+    ]
+    node_labels = {name: facts.labels for name, facts in rt.node_facts.items()}
+    owners = driver_pools.plan_pool_owners(node_labels, pools)
+    errors = await _write_owner_labels(rt, owners.label_changes)
+
+    oldest_default = next((d.name for d in found if d.is_default and d.name in policies), "")
+    outcomes: list[PoolOutcome] = []
+    shared_applied: set[owning.ObjectIdent] = set()
+    for driver in found:
+        value = driver_pools.owner_label_value(driver.name)
+        if driver.name in invalid:
+            # bad input: nothing applied or deleted for this pool, its nodes stay as they are
+            outcomes.append(PoolOutcome(driver, problems=tuple(invalid[driver.name])))
+            continue
+        extra = (
+            [
+                PolicyProblem(
+                    field="spec.default",
+                    message=f"NVIDIADriver {oldest_default} is the default (oldest); this one takes no node",
+                    fix="set spec.default: true on one NVIDIADriver only",
+                )
+            ]
+            if value in owners.extra_defaults
+            else []
+        )
+        outcome = await _reconcile_pool(
+            rt, policy_owner, driver, policies[driver.name], platform, owners, now, shared_applied
+        )
+        outcomes.append(dataclasses.replace(outcome, problems=(*extra, *outcome.problems)))
+        errors |= dict(outcome.errors)
+
+    # The ClusterPolicy's own driver DaemonSets go once the pools own all their nodes.
+    planned = [driver_pools.owner_label_value(o.driver.name) for o in outcomes if o.plan is not None]
+    gpu_nodes = tuple(
+        snapshot.GpuNode.from_facts(facts) for facts in rt.node_facts.values() if facts.is_gpu_node
+    )
+    handover = driver_pools.plan_policy_handover(
+        rt.driver_daemonsets.values(), gpu_nodes, owners.owners, planned
+    )
+    for name in handover.delete:
+        await operands.delete_daemonset(rt, name, errors)
+        logger.info("deleted the ClusterPolicy's driver DaemonSet %s: NVIDIADrivers own its nodes", name)
+
+    for outcome in outcomes:
+        await _report(rt, outcome, owners, now)
+
+    findings: list[drivers.Finding] = [f for o in outcomes if o.plan for f in o.plan.findings]
+    findings.extend(handover.kept)
+    if owners.unowned:
+        # GPU nodes no NVIDIADriver selects: the ClusterPolicy is not ready while they exist
+        findings.append(
+            drivers.DeferredDaemonSet(
+                snapshot.DriverKey("GPU nodes without an NVIDIADriver"),
+                owners.unowned[: driver_pools.NODES_QUOTED],
+                "no NVIDIADriver selects them: create one whose nodeSelector matches, or a default one",
+            )
+        )
+    combined = drivers.DriverPlan(
+        desired=tuple(entry for o in outcomes if o.plan for entry in o.plan.desired),
+        stale=tuple(entry for o in outcomes if o.plan for entry in o.plan.stale),
+        findings=tuple(findings),
+    )
+    return DriverOutcome(combined, errors=errors)
+
+
+async def _reconcile_pool(
+    rt: runtime.Runtime,
+    policy_owner: Mapping[str, str],
+    driver: nvidia_driver.NvidiaDriver,
+    policy: policy_model.Policy,
+    platform: platform_model.Platform,
+    owners: driver_pools.OwnerPlan,
+    now: datetime.datetime,
+    shared_applied: set[owning.ObjectIdent],
+) -> PoolOutcome:
+    value = driver_pools.owner_label_value(driver.name)
+    mine = set(owners.nodes_of(value))
+    named = driver_manifests.named_config_maps(policy).values()
+    try:
+        config_map_keys = await asyncio.to_thread(
+            fetching.config_map_keys, rt.api_client, rt.namespace, named
+        )
+    except Exception as error:  # a failed read changes nothing; the pass is retried
+        return PoolOutcome(driver, errors={"configmaps": requesting.describe_error(error)})
+    view = driver_manifests.DriverView(
+        namespace=rt.namespace,
+        env=rt.env,
+        node_facts=tuple(facts for name, facts in rt.node_facts.items() if name in mine),
+        daemonsets=tuple(d for d in rt.driver_daemonsets.values() if driver_pools.pool_of(d) == value),
+        dtk_imagestream=rt.dtk_imagestream,
+        cluster_version=rt.cluster_version,
+        cluster_proxy=rt.cluster_proxy,
+        now=now,
+        config_map_keys=config_map_keys,
+    )
+    driver_type = str(driver.spec.get("driverType") or "gpu")
+    desired = driver_manifests.desired_driver_manifests(
+        policy,
+        platform,
+        view,
+        adjust=functools.partial(driver_pools.for_pool, pool=value, driver_type=driver_type),
+    )
+    if isinstance(desired, PolicyProblem):
+        # an image that cannot be resolved, a missing ConfigMap: change nothing, say what to fix
+        if desired.field in driver_manifests.named_config_maps(policy):
+            rt.poke_after(CONFIG_MAP_RECHECK_S)
+        field = nvidia_driver.nvidia_driver_field(desired.field) or desired.field
+        return PoolOutcome(
+            driver, problems=(dataclasses.replace(desired, field=field, fix=_pool_fix(desired.fix)),)
+        )
+    errors: dict[str, str] = {}
+    for manifest in desired.manifests:
+        if manifest["kind"] == "DaemonSet":
+            # the pool's DaemonSets: owned by its NVIDIADriver, collected with it
+            await operands.apply_if_changed(rt, driver.ref(), manifest, errors)
+            continue
+        ident = owning.manifest_ident(manifest)
+        if ident not in shared_applied:
+            # the driver pods' RBAC and ConfigMaps, one set for every pool: the ClusterPolicy's
+            shared_applied.add(ident)
+            await operands.apply_if_changed(rt, policy_owner, manifest, errors)
+    for stale in desired.plan.stale:
+        await _delete_stale(rt, stale, value, errors)
+    return PoolOutcome(driver, plan=desired.plan, errors=errors)
+
+
+async def _delete_stale(
+    rt: runtime.Runtime, stale: drivers.StaleDriverDaemonSet, pool: str, errors: dict[str, str]
+) -> None:
+    # NB: the planner saw no node of this pool with the key; one targeted read agrees first.
+    daemonset = rt.driver_daemonsets.get(stale.name)
+    rhcos = daemonset.labels.get(labels.DTK_RHCOS) if daemonset is not None else None
+    if rhcos and not stale.superseded:
+        selector = f"{labels.OSTREE_VERSION}={rhcos},{labels.NVIDIA_DRIVER_OWNER}={pool}"
+        still = await asyncio.to_thread(fetching.any_node, rt.api_client, selector)
+        if still:
+            logger.warning("kept %s: a node of NVIDIADriver %s still carries its key", stale.name, pool)
+            return
+    try:
+        await asyncio.to_thread(
+            applying.delete, rt.api_client, "apps/v1", "DaemonSet", stale.name, rt.namespace
+        )
+        logger.info("deleted stale driver DaemonSet %s (%s)", stale.name, stale.reason)
+    except Exception as error:
+        errors[f"DaemonSet {stale.name}"] = requesting.describe_error(error)
+
+
+async def _write_owner_labels(rt: runtime.Runtime, changes: Mapping[NodeName, str | None]) -> dict[str, str]:
+    """Record each node's owner; one node's failure never blocks the others."""
+    results = await runtime.in_threads(
+        functools.partial(
+            labelling.patch_node_labels, rt.api_client, node, {labels.NVIDIA_DRIVER_OWNER: owner}
+        )
+        for node, owner in changes.items()
+    )
+    errors: dict[str, str] = {}
+    for node, result in zip(changes, results, strict=True):
+        if isinstance(result, Exception):
+            errors[f"Node {node}"] = requesting.describe_error(result)
+            logger.warning("could not label node %s with its NVIDIADriver: %s", node, errors[f"Node {node}"])
+    return errors
+
+
+# --- status ---------------------------------------------------------------------
+
+
+def pool_status(
+    outcome: PoolOutcome,
+    owners: driver_pools.OwnerPlan,
+    daemonsets: Mapping[str, snapshot.DriverDaemonSet],
+    namespace: str,
+) -> dict[str, Any]:
+    """The NVIDIADriver's status as decided this pass; `_conditions` holds the fresh conditions."""
+    driver = outcome.driver
+    value = driver_pools.owner_label_value(driver.name)
+    nodes = owners.nodes_of(value)
+    found: list[conditions.Condition] = []
+    summary: list[dict[str, Any]] = []
+    errors = [p for p in outcome.problems if p.severity is Severity.ERROR]
+    if outcome.plan is not None:
+        for entry in outcome.plan.desired:
+            observed = daemonsets.get(entry.name)
+            summary.append(
+                {
+                    "name": entry.name,
+                    "key": str(entry.key),
+                    "image": entry.driver_image,
+                    "dtkImage": entry.dtk_image or "",
+                    "nodes": len(entry.nodes),
+                    "ready": observed.number_ready if observed else 0,
+                }
+            )
+    else:
+        # nothing planned (bad input): describe what runs, unchanged
+        for observed in sorted(daemonsets.values(), key=lambda d: d.name):
+            if driver_pools.pool_of(observed) == value:
+                summary.append(
+                    {
+                        "name": observed.name,
+                        "key": observed.key or "",
+                        "image": observed.image,
+                        "dtkImage": observed.dtk_image or "",
+                        "nodes": observed.desired_number_scheduled,
+                        "ready": observed.number_ready,
+                    }
+                )
+    unready = [
+        item["name"]
+        for item in summary
+        if (observed := daemonsets.get(item["name"])) is None
+        or not observed.status_is_current
+        or observed.number_ready < observed.desired_number_scheduled
+        or observed.desired_number_scheduled < item["nodes"]
+    ]
+    if errors:
+        message = "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in errors)
+        found.append(conditions.Condition("Ready", False, "InvalidSpec", message))
+        found.append(conditions.Condition("Error", True, "InvalidSpec", message))
+    elif outcome.errors:
+        message = "; ".join(f"{what}: {error}" for what, error in sorted(outcome.errors.items()))
+        found.append(conditions.Condition("Ready", False, "ApplyFailed", message))
+        found.append(conditions.Condition("Error", True, "ApplyFailed", message))
+    elif unready:
+        found.append(
+            conditions.Condition(
+                "Ready", False, "DriverNotReady", f"driver pods not ready in {', '.join(unready)}"
+            )
+        )
+        found.append(conditions.Condition("Error", False, "Reconciled", ""))
+    else:
+        message = (
+            f"{len(nodes)} GPU node(s), {len(summary)} driver DaemonSet(s)"
+            if nodes
+            else "no GPU node in this pool"
+        )
+        found.append(conditions.Condition("Ready", True, "Reconciled", message))
+        found.append(conditions.Condition("Error", False, "Reconciled", ""))
+    clashes = owners.conflicts_of(value)
+    if clashes:
+        message = "; ".join(c.message_for(value) for c in clashes)
+        found.append(conditions.Condition(CONFLICT, True, CONFLICT, message))
+    refused = nvidia_driver.refused_settings(driver.spec)
+    if refused:
+        message = "; ".join(f"{path}: not acted on, {instead}" for path, instead in refused.items())
+        found.append(conditions.Condition(UNSUPPORTED, True, UNSUPPORTED, message))
+    if outcome.plan is not None:
+        by_reason: dict[str, list[str]] = {}
+        for finding in outcome.plan.findings:
+            by_reason.setdefault(finding.reason, []).append(finding.message)
+        for reason, messages in sorted(by_reason.items()):
+            found.append(conditions.Condition(reason, True, reason, "; ".join(messages)))
+    return {
+        "state": STATE_READY if found[0].status else STATE_NOT_READY,
+        "namespace": namespace,
+        "nodes": list(nodes[:NODES_LISTED]),
+        "driverDaemonSets": summary,
+        "_conditions": found,
+    }
+
+
+async def _report(
+    rt: runtime.Runtime, outcome: PoolOutcome, owners: driver_pools.OwnerPlan, now: datetime.datetime
+) -> None:
+    status = pool_status(outcome, owners, rt.driver_daemonsets, rt.namespace)
+    driver = outcome.driver
+    previous = {
+        str(item.get("message", ""))
+        for item in driver.status.get("conditions") or []
+        if item.get("status") == "True"
+    }
+    await write_status_if_changed(rt, driver, status, now)
+    for condition in status["_conditions"]:
+        if condition.status and condition.type in EVENTED and condition.message not in previous:
+            # a new or different problem: said once as an Event too (the status holds it meanwhile)
+            if condition.type == "Error":
+                logger.warning("NVIDIADriver %s: %s", driver.name, condition.message)
+            await asyncio.to_thread(
+                reporting.post_event,
+                rt.api_client,
+                driver.ref(),
+                EVENTED[condition.type],
+                condition.message,
+                "Warning",
+            )
+
+
+async def write_status_if_changed(
+    rt: runtime.Runtime,
+    driver: nvidia_driver.NvidiaDriver,
+    decided: Mapping[str, Any],
+    now: datetime.datetime,
+) -> None:
+    fresh: Sequence[conditions.Condition] = decided["_conditions"]
+    status = {key: value for key, value in decided.items() if key != "_conditions"}
+    status["conditions"] = conditions.merge_conditions(
+        fresh, driver.status.get("conditions") or [], now, driver.generation
+    )
+    status["observedGeneration"] = driver.generation
+    if all(driver.status.get(key) == value for key, value in status.items()):
+        return
+    try:
+        await asyncio.to_thread(reporting.patch_nvidia_driver_status, rt.api_client, driver.name, status)
+    except Exception as error:  # deleted meanwhile, or a conflict: the next pass writes it
+        logger.warning(
+            "could not write the status of NVIDIADriver %s: %s", driver.name, requesting.describe_error(error)
+        )
+
+
+async def report_disabled(rt: runtime.Runtime, policy_name: str | None, now: datetime.datetime) -> None:
+    """Without driver.useNvidiaDriverCRD every NVIDIADriver says so (as NVIDIA's does); nothing is deleted."""
+    message = (
+        f"ClusterPolicy {policy_name} does not set spec.driver.useNvidiaDriverCRD: true: "
+        "its spec.driver deploys the drivers, this NVIDIADriver deploys nothing"
+        if policy_name
+        else "no ClusterPolicy: this NVIDIADriver deploys nothing"
+    )
+    for driver in list(rt.nvidia_drivers.values()):
+        status = {
+            "state": STATE_DISABLED,
+            "namespace": rt.namespace,
+            "_conditions": [
+                conditions.Condition("Ready", False, "Disabled", message),
+                conditions.Condition("Error", False, "Disabled", ""),
+            ],
+        }
+        await write_status_if_changed(rt, driver, status, now)
