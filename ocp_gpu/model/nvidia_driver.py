@@ -226,11 +226,16 @@ def refused_settings(spec: Mapping[str, Any]) -> dict[str, str]:
     return found
 
 
-def _is_quiet(value: object) -> bool:
-    """Unset, false, "", [], {} or an object of only such values: changes nothing."""
+def _is_quiet(value: object, nested: bool = False) -> bool:
+    """Unset, false, "", [], {}, or an object whose strings are all empty: changes nothing.
+
+    NB: a boolean inside an object is a setting (`upgradePolicy.autoUpgrade: false` pauses).
+    """
     if isinstance(value, Mapping):
-        return all(_is_quiet(item) for item in value.values())
-    return value in (None, False, "", [])
+        return all(_is_quiet(item, nested=True) for item in value.values())
+    if isinstance(value, bool):
+        return not nested and value is False
+    return value in (None, "", [])
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
