@@ -34,7 +34,7 @@ from typing import ClassVar
 from ocp_gpu.model import labels
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.snapshot import DriverDaemonSet, GpuNode
-from ocp_gpu.planning import drivers, node_labels
+from ocp_gpu.planning import driver_findings, driver_keys, driver_names, drivers, node_labels
 
 # How many node names a conflict message quotes before "+N more".
 NODES_QUOTED = 10
@@ -242,7 +242,7 @@ def for_pool(plan: drivers.DriverPlan, pool: str, driver_type: str = "gpu") -> d
 class Handover:
     # ClusterPolicy driver DaemonSets every node of which a pool owns now: delete them.
     delete: tuple[str, ...]
-    kept: tuple[drivers.WaitingForHandover, ...]
+    kept: tuple[driver_findings.WaitingForHandover, ...]
 
 
 def plan_policy_handover(
@@ -264,12 +264,12 @@ def plan_policy_handover(
     planned = set(planned_pools)
     node_list = list(nodes)
     delete: list[str] = []
-    kept: list[drivers.WaitingForHandover] = []
+    kept: list[driver_findings.WaitingForHandover] = []
     for daemonset in sorted(daemonsets, key=lambda d: d.name):
         if pool_of(daemonset) is not None:
             # a pool's own DaemonSet: not the ClusterPolicy's
             continue
-        identity = drivers.identify_daemonset(daemonset)
+        identity = driver_keys.identify_daemonset(daemonset)
         if identity is None:
             # not ours to judge (the driver planner reports it)
             continue
@@ -277,13 +277,13 @@ def plan_policy_handover(
         served = [
             node.name
             for node in node_list
-            if (key := drivers.node_key(node, strategy)) is not None
-            and drivers.key_label_value(key) == key_value
+            if (key := driver_keys.node_key(node, strategy)) is not None
+            and driver_names.key_label_value(key) == key_value
         ]
         waiting = tuple(sorted(name for name in served if owners.get(name) not in planned))
         if waiting:
             # some of its nodes have no pool (yet): they keep this driver
-            kept.append(drivers.WaitingForHandover(daemonset.name, waiting))
+            kept.append(driver_findings.WaitingForHandover(daemonset.name, waiting))
         else:
             # every node it served belongs to a pool now (or none is left)
             delete.append(daemonset.name)

@@ -25,8 +25,8 @@ from ocp_gpu.model.problems import PolicyProblem
 from ocp_gpu.planning import (
     delivery,
     downgrades,
-    driver_pools,
     driver_fallback,
+    driver_pools,
     driver_strategy,
     drivers,
     imagestreams,

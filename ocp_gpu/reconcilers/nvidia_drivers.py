@@ -29,7 +29,7 @@ from ocp_gpu.model import labels, nvidia_driver, policy_checks, policy_parser, s
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.problems import PolicyProblem, Severity
-from ocp_gpu.planning import conditions, driver_pools, drivers
+from ocp_gpu.planning import conditions, driver_findings, driver_pools, drivers
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import driver_manifests, operands, runtime
 from ocp_gpu.reconcilers.drivers import DriverOutcome
@@ -156,12 +156,12 @@ async def reconcile_nvidia_drivers(
     for outcome in outcomes:
         await _report(rt, outcome, owners, now)
 
-    findings: list[drivers.Finding] = [f for o in outcomes if o.plan for f in o.plan.findings]
+    findings: list[driver_findings.Finding] = [f for o in outcomes if o.plan for f in o.plan.findings]
     findings.extend(handover.kept)
     if owners.unowned:
         # GPU nodes no NVIDIADriver selects: the ClusterPolicy is not ready while they exist
         findings.append(
-            drivers.DeferredDaemonSet(
+            driver_findings.DeferredDaemonSet(
                 snapshot.DriverKey("GPU nodes without an NVIDIADriver"),
                 owners.unowned[: driver_pools.NODES_QUOTED],
                 "no NVIDIADriver selects them: create one whose nodeSelector matches, or a default one",

@@ -119,9 +119,7 @@ def test_a_one_daemonset_per_rhcos_version_pods_only_on_matching_nodes(
     listed = kubectl(control_plane, "get", "pods", "-n", dtk_cluster, f"-l{DRIVER_PODS}", "-o", "name").stdout
     assert len(listed.split()) == 3
     # NB: ready means every operand Ready on every GPU node (driver -> toolkit -> plugin -> validator).
-    wait_for(
-        lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", 60, what="policy ready"
-    )
+    wait_for(lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", 60, what="policy ready")
     status = read_policy(kube)["status"]
     summary = {entry["key"]: entry for entry in status["driverDaemonSets"]}
     assert summary[V1]["nodes"] == 2 and summary[V1]["dtkImage"] == TAGS[V1]

@@ -151,10 +151,12 @@ def wait_for_policy_status(kube: client.ApiClient, namespace: str) -> None:
     """must-gather finds the operand namespace in the policy's status: wait until a pass wrote it."""
     api = client.CustomObjectsApi(kube)
     wait_for(
-        lambda: api.get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")
-        .get("status", {})
-        .get("namespace")
-        == namespace,
+        lambda: (
+            api.get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")
+            .get("status", {})
+            .get("namespace")
+            == namespace
+        ),
         90,
         what="the ClusterPolicy status naming the operand namespace",
     )

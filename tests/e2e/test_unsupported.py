@@ -135,8 +135,6 @@ def test_every_nvidia_field_is_reported_or_honoured(
     assert event.type == "Warning"
     wait_for(lambda: daemonset_names(kube, namespace), 60, what="operand DaemonSets")
     names = daemonset_names(kube, namespace)
-    assert not any(
-        word in name for name in names for word in ("peermem", "gds", "gdrcopy", "vgpu")
-    ), names
+    assert not any(word in name for name in names for word in ("peermem", "gds", "gdrcopy", "vgpu")), names
     # DCGM and its exporter are honoured now: the every-field policy deploys them.
     assert "nvidia-dcgm-exporter" in names

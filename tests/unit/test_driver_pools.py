@@ -22,8 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ocp_gpu.model import images, labels, nvidia_driver, releases
-from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model import images, labels, nvidia_driver, policy_parser, releases
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.snapshot import (
     DriverDaemonSet,
@@ -35,7 +34,7 @@ from ocp_gpu.model.snapshot import (
     RhcosVersion,
     StreamState,
 )
-from ocp_gpu.planning import driver_pools, drivers
+from ocp_gpu.planning import driver_pools, driver_strategy, drivers
 from ocp_gpu.reconcilers import nvidia_drivers
 
 GPU = {labels.NFD_NVIDIA_PCI: "true", labels.GPU_PRESENT: "true"}
@@ -197,8 +196,8 @@ def _dtk_nodes() -> tuple[GpuNode, ...]:
 def _plan(existing: tuple[DriverDaemonSet, ...] = ()) -> drivers.DriverPlan:
     tags = tuple(ImageStreamTag(RhcosVersion(v), f"dtk@{v}") for v in ("416.94.1-0", "416.94.2-0"))
     stream = DriverToolkitStream(StreamState.PRESENT, tags)
-    settings = drivers.DriverSettings(
-        drivers.Strategy.DTK, driver_image=images.ImageRef("nvcr.io/nvidia/driver:550.90.07")
+    settings = driver_strategy.DriverSettings(
+        driver_strategy.Strategy.DTK, driver_image=images.ImageRef("nvcr.io/nvidia/driver:550.90.07")
     )
     return drivers.plan_driver_daemonsets(DriverSnapshot(_dtk_nodes(), existing, stream), settings)
 
@@ -298,14 +297,15 @@ def test_the_pool_spec_replaces_the_driver_section_but_keeps_the_upgrade_rules()
     spec = nvidia_driver.cluster_policy_spec(
         POLICY, {"version": "550.90.07", "labels": {"pool": "a"}, "repoConfig": {"name": "pool-repos"}}
     )
-    policy = policy_model.parse_policy(spec)
+    policy = policy_parser.parse_policy(spec)
     assert policy.driver.image.version == "550.90.07"
     assert policy.driver.repo_config_map == "pool-repos"
     assert policy.driver.upgrade_policy.max_parallel_upgrades == 3
     assert policy.daemonsets.labels == {"team": "gpu", "pool": "a"}
     assert policy.daemonsets.priority_class_name == "policy-class"
     # no driver field is inherited from the ClusterPolicy (as NVIDIA's NVIDIADriver)
-    assert not policy_model.parse_policy(nvidia_driver.cluster_policy_spec(POLICY, {})).driver.repo_config_map
+    inherited = policy_parser.parse_policy(nvidia_driver.cluster_policy_spec(POLICY, {}))
+    assert not inherited.driver.repo_config_map
 
 
 @pytest.mark.parametrize(
