@@ -75,12 +75,17 @@ def pool_policy(
         pool_field = nvidia_driver.nvidia_driver_field(problem.field)
         if pool_field is not None and problem.severity is Severity.ERROR:
             # the pool's own field: report it under its NVIDIADriver path
-            problems.append(dataclasses.replace(problem, field=pool_field, fix=_pool_fix(problem.fix)))
+            problems.append(
+                dataclasses.replace(
+                    problem, field=pool_field, message=_pool_fix(problem.message), fix=_pool_fix(problem.fix)
+                )
+            )
     return problems or policy
 
 
-def _pool_fix(fix: str) -> str:
-    return fix.replace("spec.driver.", "spec.")
+def _pool_fix(text: str) -> str:
+    """A policy model message in the NVIDIADriver's terms (its driver fields sit at spec.*)."""
+    return text.replace("spec.driver.", "spec.").replace("spec.daemonsets.", "spec.")
 
 
 async def reconcile_nvidia_drivers(
@@ -218,7 +223,12 @@ async def _reconcile_pool(
             rt.poke_after(CONFIG_MAP_RECHECK_S)
         field = nvidia_driver.nvidia_driver_field(desired.field) or desired.field
         return PoolOutcome(
-            driver, problems=(dataclasses.replace(desired, field=field, fix=_pool_fix(desired.fix)),)
+            driver,
+            problems=(
+                dataclasses.replace(
+                    desired, field=field, message=_pool_fix(desired.message), fix=_pool_fix(desired.fix)
+                ),
+            ),
         )
     errors: dict[str, str] = {}
     for manifest in desired.manifests:

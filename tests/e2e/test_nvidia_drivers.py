@@ -1,0 +1,408 @@
+"""We test these aspects of `driver.useNvidiaDriverCRD` and NVIDIADrivers on the local control
+plane (OpenShift emulation, the real DaemonSet controller, scheduler, garbage collector and
+kwok's fake kubelets):
+
+(a) two NVIDIADrivers for two node pools with different driver versions, each pool on two RHCOS
+    versions -> four DaemonSets `nvidia-gpu-driver-<pool>-<rhcos>`, owned by their NVIDIADriver,
+    each with its pool's image and the version's Driver Toolkit image; every node runs exactly
+    one driver pod (sampled all along), and `-lapp=nvidia-driver-daemonset` lists them all;
+    each NVIDIADriver's status is `ready` and names its nodes;
+(b) the seed's upgrade flow per NVIDIADriver: a version change on one NVIDIADriver rolls its
+    nodes through the upgrade states to `upgrade-done` on the new image, while the other pool's
+    driver pods are never restarted;
+(c) a third NVIDIADriver whose nodeSelector overlaps the first -> `ConflictingNodeSelector` on
+    both (naming both and the nodes) and an Event; no DaemonSet for it, nothing running deleted;
+(d) bad input (an invalid version) -> `InvalidSpec` naming `spec.version` and an Event; its
+    DaemonSets and pods untouched;
+(e) hostile strings in every string field of an NVIDIADriver -> the API server or the operator
+    refuses them by field, the operator stays up, the other pools are untouched;
+(f) deleting an NVIDIADriver garbage-collects its DaemonSets.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from ocp_gpu.harness import fuzzing
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness import openshift as openshift_emulation
+from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels
+
+from .conftest import BackgroundSampler, condition, kubectl, wait_for, wait_for_event
+
+pytestmark = pytest.mark.e2e
+
+CRD = Path(__file__).resolve().parents[2] / "ocp_gpu" / "crds" / "nvidiadrivers.nvidia.com.yaml"
+GROUP, VERSION, PLURAL = "nvidia.com", "v1alpha1", "nvidiadrivers"
+V1 = "416.94.202407030122-0"
+V2 = "417.94.202410090854-0"
+DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
+TAGS = {V1: DTK + "1" * 64, V2: DTK + "2" * 64}
+POOL_LABEL = "example.com/gpu-pool"
+DRIVER_PODS = f"{labels.APP}={labels.DRIVER_APP}"
+SEED_STATES = {"cordon-required", "pod-restart-required", "upgrade-done"}
+
+
+@pytest.fixture(scope="session")
+def nvidiadriver_crd(control_plane: LocalControlPlane) -> None:
+    kubectl(control_plane, "apply", "--server-side", "-f", str(CRD))
+    crds = client.ApiextensionsV1Api(control_plane.api_client())
+
+    def established() -> bool:
+        crd = crds.read_custom_resource_definition(f"{PLURAL}.{GROUP}")
+        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or ())
+
+    wait_for(established, 60, what="NVIDIADriver CRD established")
+
+
+@pytest.fixture
+def nvidia_drivers(kube: client.ApiClient, nvidiadriver_crd: None) -> Iterator[Callable[..., dict[str, Any]]]:
+    api = client.CustomObjectsApi(kube)
+    made: list[str] = []
+
+    def create(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "NVIDIADriver",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+        made.append(name)
+        obj: dict[str, Any] = api.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
+        return obj
+
+    yield create
+    for name in made:
+        try:
+            api.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+        except client.exceptions.ApiException as error:
+            if error.status != 404:
+                raise
+
+
+def read_driver(kube: client.ApiClient, name: str) -> dict[str, Any]:
+    obj: dict[str, Any] = client.CustomObjectsApi(kube).get_cluster_custom_object(
+        GROUP, VERSION, PLURAL, name
+    )
+    return obj
+
+
+def patch_driver(kube: client.ApiClient, name: str, spec: dict[str, Any]) -> None:
+    client.CustomObjectsApi(kube).patch_cluster_custom_object(GROUP, VERSION, PLURAL, name, {"spec": spec})
+
+
+def driver_daemonsets(kube: client.ApiClient, namespace: str) -> dict[str, Any]:
+    found = client.AppsV1Api(kube).list_namespaced_daemon_set(
+        namespace, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
+    )
+    return {ds.metadata.name: ds for ds in found.items}
+
+
+def driver_pods(kube: client.ApiClient, namespace: str) -> list[Any]:
+    return list(client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=DRIVER_PODS).items)
+
+
+def pods_per_node(kube: client.ApiClient, namespace: str) -> dict[str, int]:
+    counts: dict[str, int] = collections.Counter()
+    for pod in driver_pods(kube, namespace):
+        if pod.spec.node_name and not pod.metadata.deletion_timestamp:
+            counts[pod.spec.node_name] += 1
+    return dict(counts)
+
+
+def ready_on(kube: client.ApiClient, namespace: str, nodes: list[str], image_tag: str) -> bool:
+    ready = {
+        pod.spec.node_name
+        for pod in driver_pods(kube, namespace)
+        if pod.spec.containers[0].image.endswith(f":{image_tag}")
+        and any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
+        and not pod.metadata.deletion_timestamp
+    }
+    return set(nodes) <= ready
+
+
+def upgrade_states(kube: client.ApiClient, nodes: list[str]) -> dict[str, str]:
+    return {
+        node.metadata.name: (node.metadata.labels or {}).get(labels.UPGRADE_STATE, "")
+        for node in client.CoreV1Api(kube).list_node().items
+        if node.metadata.name in nodes
+    }
+
+
+class Sampler(BackgroundSampler):
+    """The most driver pods on one node, and every upgrade state seen per node."""
+
+    def __init__(self, kube: client.ApiClient, namespace: str, nodes: list[str]) -> None:
+        super().__init__()
+        self.kube, self.namespace, self.nodes = kube, namespace, nodes
+        self.most_pods = 0
+        self.seen: dict[str, set[str]] = collections.defaultdict(set)
+
+    def sample(self) -> None:
+        self.most_pods = max(self.most_pods, *pods_per_node(self.kube, self.namespace).values(), 0)
+        for node, state in upgrade_states(self.kube, self.nodes).items():
+            self.seen[node].add(state)
+
+
+def hostile_spec(schema: dict[str, Any], text: str, key: str) -> Any:
+    """A value for `schema` with `text` in every free string (cut to maxLength), `key` in every map."""
+    if "enum" in schema or "pattern" in schema or schema.get("x-kubernetes-int-or-string"):
+        # a closed set or a format the API server checks itself: not a free string
+        return None
+    if schema.get("type") == "integer":
+        # a plain number where one is required (a preference's weight)
+        return max(1, int(schema.get("minimum", 1)))
+    if schema.get("type") == "string":
+        return text[: int(schema.get("maxLength", len(text)))]
+    if schema.get("type") == "array":
+        item = hostile_spec(schema["items"], text, key)
+        return None if item is None else [item]
+    if isinstance(schema.get("additionalProperties"), dict):
+        value = hostile_spec(schema["additionalProperties"], text, key)
+        return None if value is None else {key: value}
+    if schema.get("type") == "object":
+        found = {name: hostile_spec(sub, text, key) for name, sub in (schema.get("properties") or {}).items()}
+        return {name: value for name, value in found.items() if value is not None} or None
+    return None
+
+
+@pytest.mark.timeout(600)
+def test_per_pool_drivers_conflicts_bad_input_upgrades_and_gc(
+    kube: client.ApiClient,
+    openshift: client.ApiClient,
+    namespace: str,
+    control_plane: LocalControlPlane,
+    apply_policy: Callable[..., dict[str, Any]],
+    nvidia_drivers: Callable[..., dict[str, Any]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    openshift_emulation.set_driver_toolkit_tags(openshift, TAGS)
+    pools: dict[str, list[str]] = {}
+    made = []
+    for pool in ("a", "b"):
+        pools[pool] = [unique_name(f"pool-{pool}") for _ in range(2)]
+        made += [
+            fake_nodes.gpu_node(name, rhcos=rhcos, extra_labels={POOL_LABEL: pool})
+            for name, rhcos in zip(pools[pool], (V1, V2), strict=True)
+        ]
+    # (e)'s pool: one node of its own
+    hostile_node = unique_name("pool-h")
+    made.append(fake_nodes.gpu_node(hostile_node, rhcos=V1, extra_labels={POOL_LABEL: "h"}))
+    fake_nodes.create_nodes(kube, made)
+    every = [*pools["a"], *pools["b"]]
+    try:
+        apply_policy(
+            spec={
+                "driver": {
+                    "useNvidiaDriverCRD": True,
+                    "upgradePolicy": {"maxParallelUpgrades": 1, "maxUnavailable": "100%"},
+                }
+            }
+        )
+        nvidia_drivers("pool-a", {"version": "550.90.07", "nodeSelector": {POOL_LABEL: "a"}})
+        nvidia_drivers("pool-b", {"version": "570.124.06", "nodeSelector": {POOL_LABEL: "b"}})
+        start_operator()
+        _per_pool_daemonsets(kube, namespace, control_plane, pools, every)
+    finally:
+        fake_nodes.delete_nodes(kube, [node["metadata"]["name"] for node in made])
+
+
+def _per_pool_daemonsets(
+    kube: client.ApiClient,
+    namespace: str,
+    control_plane: LocalControlPlane,
+    pools: dict[str, list[str]],
+    every: list[str],
+) -> None:
+    names = {f"nvidia-gpu-driver-pool-{pool}-{rhcos}": (pool, rhcos) for pool in "ab" for rhcos in (V1, V2)}
+    with Sampler(kube, namespace, every) as sampler:
+        # (a) four DaemonSets, one driver pod per node
+        wait_for(lambda: ready_on(kube, namespace, pools["a"], "550.90.07-rhel9.4"), 90, what="pool a ready")
+        wait_for(lambda: ready_on(kube, namespace, pools["b"], "570.124.06-rhel9.4"), 60, what="pool b ready")
+        daemonsets = driver_daemonsets(kube, namespace)
+        assert set(daemonsets) == set(names)
+        for name, (pool, rhcos) in names.items():
+            ds = daemonsets[name]
+            (owner,) = ds.metadata.owner_references
+            assert (owner.kind, owner.name) == ("NVIDIADriver", f"pool-{pool}")
+            assert ds.metadata.labels[labels.COMPONENT] == labels.DRIVER_COMPONENT
+            assert ds.spec.template.spec.node_selector[labels.NVIDIA_DRIVER_OWNER] == f"pool-{pool}"
+            containers = {c.name: c.image for c in ds.spec.template.spec.containers}
+            assert containers["openshift-driver-toolkit-ctr"] == TAGS[rhcos]
+            version = "550.90.07" if pool == "a" else "570.124.06"
+            assert containers["nvidia-driver-ctr"].endswith(f":{version}-rhel9.4")
+        assert pods_per_node(kube, namespace) == dict.fromkeys(every, 1)
+        listed = kubectl(
+            control_plane, "get", "pods", "-n", namespace, f"-l{DRIVER_PODS}", "-o", "name"
+        ).stdout
+        assert len(listed.split()) == 4
+        for pool in "ab":
+            wait_for(
+                lambda pool=pool: read_driver(kube, f"pool-{pool}").get("status", {}).get("state") == "ready",
+                30,
+                what=f"pool-{pool} ready",
+            )
+            assert sorted(read_driver(kube, f"pool-{pool}")["status"]["nodes"]) == sorted(pools[pool])
+
+        # (b) the seed's upgrade flow on pool a only
+        wait_for(
+            lambda: set(upgrade_states(kube, every).values()) == {"upgrade-done"}, 60, what="upgrade-done"
+        )
+        untouched = {p.metadata.uid for p in driver_pods(kube, namespace) if p.spec.node_name in pools["b"]}
+        sampler.seen.clear()
+        patch_driver(kube, "pool-a", {"version": "510.85.02"})
+        wait_for(
+            lambda: (
+                ready_on(kube, namespace, pools["a"], "510.85.02-rhel9.4")
+                and set(upgrade_states(kube, pools["a"]).values()) == {"upgrade-done"}
+            ),
+            150,
+            what="pool a upgraded",
+        )
+        for node in pools["a"]:
+            assert sampler.seen[node] >= SEED_STATES, sampler.seen[node]
+        for node in pools["b"]:
+            assert sampler.seen[node] <= {"upgrade-done"}, sampler.seen[node]
+        assert {
+            p.metadata.uid for p in driver_pods(kube, namespace) if p.spec.node_name in pools["b"]
+        } == untouched
+
+        # (c) an overlapping, newer NVIDIADriver: reported on both, nothing moves
+        running = {p.metadata.uid for p in driver_pods(kube, namespace)}
+        client.CustomObjectsApi(kube).create_cluster_custom_object(
+            GROUP,
+            VERSION,
+            PLURAL,
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "NVIDIADriver",
+                "metadata": {"name": "pool-c"},
+                "spec": {"version": "535.183.01", "nodeSelector": {POOL_LABEL: "a"}},
+            },
+        )
+        try:
+            conflict = wait_for(
+                lambda: condition(read_driver(kube, "pool-c"), "ConflictingNodeSelector"), 30, what="conflict"
+            )
+            for needle in ("pool-a", "pool-c", *pools["a"]):
+                assert needle in conflict["message"]
+            assert condition(read_driver(kube, "pool-a"), "ConflictingNodeSelector")["status"] == "True"
+            wait_for_event(kube, "ConflictingNodeSelector", "pool-c")
+            assert not any("pool-c" in name for name in driver_daemonsets(kube, namespace))
+            assert {p.metadata.uid for p in driver_pods(kube, namespace)} == running
+        finally:
+            client.CustomObjectsApi(kube).delete_cluster_custom_object(GROUP, VERSION, PLURAL, "pool-c")
+
+        # (d) bad input: reported by field, nothing rewritten or deleted
+        before = {name: ds.metadata.generation for name, ds in driver_daemonsets(kube, namespace).items()}
+        patch_driver(kube, "pool-b", {"version": "not a version!"})
+        error = wait_for(
+            lambda: (c := condition(read_driver(kube, "pool-b"), "Error")).get("status") == "True" and c,
+            30,
+            what="InvalidSpec on pool-b",
+        )
+        assert error["reason"] == "InvalidSpec" and "spec.version" in error["message"]
+        wait_for_event(kube, "InvalidNVIDIADriver", "spec.version")
+        assert {
+            name: ds.metadata.generation for name, ds in driver_daemonsets(kube, namespace).items()
+        } == before
+        assert {p.metadata.uid for p in driver_pods(kube, namespace)} == running
+        patch_driver(kube, "pool-b", {"version": "570.124.06"})
+
+        # (e) hostile strings in every string field: refused by field, nothing else moves
+        _hostile_strings(kube, namespace, running)
+    assert sampler.most_pods == 1, "a node ran two driver pods"
+
+    # (f) deleting an NVIDIADriver collects its DaemonSets
+    client.CustomObjectsApi(kube).delete_cluster_custom_object(GROUP, VERSION, PLURAL, "pool-b")
+    wait_for(
+        lambda: not any("pool-b" in name for name in driver_daemonsets(kube, namespace)),
+        60,
+        what="pool-b's DaemonSets garbage-collected",
+    )
+    assert {name for name in driver_daemonsets(kube, namespace)} == {
+        name for name, (pool, _) in names.items() if pool == "a"
+    }
+
+
+def _hostile_strings(kube: client.ApiClient, namespace: str, running: set[str]) -> None:
+    schema = yaml.safe_load(CRD.read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"][
+        "properties"
+    ]["spec"]
+    api = client.CustomObjectsApi(kube)
+    cases = [s for s in fuzzing.HOSTILE_STRINGS if len(s) < 200][::5]
+    keys = fuzzing.HOSTILE_KEYS
+    refused_by_api = 0
+    # per case the Ready reason the operator gave: which hostile input reached the renderer
+    outcomes: dict[str, str] = {}
+    for index, text in enumerate(cases):
+        spec = hostile_spec(copy.deepcopy(schema), text, keys[index % len(keys)])
+        # its own pool, so the hostile strings reach the renderer where the model lets them
+        spec["nodeSelector"] = {POOL_LABEL: "h"}
+        spec.pop("upgradePolicy", None)
+        if index % 2:
+            # every other case: images and named objects valid, so the rest reaches the renderer
+            spec |= {"repository": "nvcr.io/nvidia", "image": "driver", "version": "550.90.07"}
+            spec["manager"] = {}
+            for key in (
+                "gds",
+                "gdrcopy",
+                "repoConfig",
+                "certConfig",
+                "kernelModuleConfig",
+                "licensingConfig",
+            ):
+                spec.pop(key, None)
+            spec.pop("secretEnv", None)
+        name = f"hostile-{index}"
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "NVIDIADriver",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+        try:
+            api.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
+        except client.exceptions.ApiException as error:
+            # the schema refuses it (a pattern, a list-map key, a quantity), naming the field
+            assert error.status == 422 and "spec." in (error.body or ""), error.body
+            refused_by_api += 1
+            continue
+        try:
+            status = wait_for(
+                lambda name=name: (
+                    (s := read_driver(kube, name).get("status") or {}).get("observedGeneration") and s
+                ),
+                30,
+                what=f"a status on {name} ({text!r})",
+            )
+            ready = condition({"status": status}, "Ready")
+            outcomes[text] = f"{status['state']}/{ready['reason']}"
+            if status["state"] != "ready":
+                # refused by the operator: it names the field at fault (or waits for its pods)
+                assert ready["reason"] in ("InvalidSpec", "DriverNotReady", "ApplyFailed"), ready
+                if ready["reason"] == "InvalidSpec":
+                    assert "spec." in ready["message"] and "fix:" in ready["message"]
+        finally:
+            api.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+            wait_for(
+                lambda name=name: not any(name in ds for ds in driver_daemonsets(kube, namespace)),
+                30,
+                what=f"{name}'s DaemonSets gone",
+            )
+        # the other pools' driver pods never moved
+        assert running <= {p.metadata.uid for p in driver_pods(kube, namespace)}
+    assert refused_by_api < len(cases), "every hostile case was refused by the API: the operator saw none"
+    # some hostile strings were rendered into a driver DaemonSet, not only refused up front
+    assert any(not outcome.endswith("InvalidSpec") for outcome in outcomes.values()), outcomes
+    print("hostile NVIDIADriver outcomes:", outcomes)
