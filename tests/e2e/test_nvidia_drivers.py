@@ -269,10 +269,19 @@ def _per_pool_daemonsets(
             150,
             what="pool a upgraded",
         )
+        # the seed's states, as its `kubectl get events ... | grep GPUDriverUpgrade` shows them
+        events = [
+            (e.involved_object.name, e.message)
+            for e in client.CoreV1Api(kube).list_namespaced_event("default").items
+            if e.reason == "GPUDriverUpgrade"
+        ]
         for node in pools["a"]:
-            assert sampler.seen[node] >= SEED_STATES, sampler.seen[node]
+            assert sampler.seen[node] - {"upgrade-done"}, f"{node} never left upgrade-done"
+            for state in SEED_STATES:
+                assert (node, f"Successfully updated node state label to [{state}]") in events, (node, state)
         for node in pools["b"]:
             assert sampler.seen[node] <= {"upgrade-done"}, sampler.seen[node]
+            assert (node, "Successfully updated node state label to [cordon-required]") not in events, node
         assert {
             p.metadata.uid for p in driver_pods(kube, namespace) if p.spec.node_name in pools["b"]
         } == untouched
