@@ -312,9 +312,9 @@ def _register_nvidia_drivers(registry: kopf.OperatorRegistry, rt: runtime.Runtim
     rt.watch(nvidia_driver.GROUP, nvidia_driver.PLURAL)
 
     @kopf.index(
-        nvidia_driver.GROUP,
-        nvidia_driver.VERSION,
-        nvidia_driver.PLURAL,
+        apis.NVIDIA_DRIVER_GROUP,
+        apis.NVIDIA_DRIVER_VERSION,
+        apis.NVIDIA_DRIVER_PLURAL,
         registry=registry,
         id="nvidia-drivers",
     )
@@ -329,9 +329,9 @@ def _register_nvidia_drivers(registry: kopf.OperatorRegistry, rt: runtime.Runtim
         )
 
     @kopf.on.event(
-        nvidia_driver.GROUP,
-        nvidia_driver.VERSION,
-        nvidia_driver.PLURAL,
+        apis.NVIDIA_DRIVER_GROUP,
+        apis.NVIDIA_DRIVER_VERSION,
+        apis.NVIDIA_DRIVER_PLURAL,
         registry=registry,
         id="nvidia-driver-events",
     )

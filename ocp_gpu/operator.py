@@ -22,7 +22,7 @@ import kopf
 
 from ocp_gpu import handlers, metrics, serving
 from ocp_gpu.kube import clients, discovering, electing
-from ocp_gpu.model import labels, nvidia_driver, releases
+from ocp_gpu.model import apis, labels, releases
 from ocp_gpu.reconcilers import cluster, runtime, upgrades
 
 logger = logging.getLogger("ocp_gpu.operator")
@@ -86,9 +86,9 @@ async def run(options: RunOptions) -> int:
     rt.nvidia_driver_api = await asyncio.to_thread(
         discovering.serves_resource,
         api_client,
-        nvidia_driver.GROUP,
-        nvidia_driver.VERSION,
-        nvidia_driver.PLURAL,
+        apis.NVIDIA_DRIVER_GROUP,
+        apis.NVIDIA_DRIVER_VERSION,
+        apis.NVIDIA_DRIVER_PLURAL,
     )
     kopf_stop: asyncio.Future[None] = loop.create_future()
     tasks = {

@@ -33,7 +33,11 @@ def patch_policy_status(api_client: client.ApiClient, name: str, status: Mapping
 def patch_nvidia_driver_status(api_client: client.ApiClient, name: str, status: Mapping[str, Any]) -> None:
     """Replace the NVIDIADriver's status fields given (merge patch on the status subresource)."""
     client.CustomObjectsApi(api_client).patch_cluster_custom_object_status(
-        GROUP, "v1alpha1", "nvidiadrivers", name, {"status": dict(status)}
+        apis.NVIDIA_DRIVER_GROUP,
+        apis.NVIDIA_DRIVER_VERSION,
+        apis.NVIDIA_DRIVER_PLURAL,
+        name,
+        {"status": dict(status)},
     )
     metrics.api_writes.labels("patch", "nvidiadrivers/status").inc()
 

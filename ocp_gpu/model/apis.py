@@ -16,6 +16,13 @@ POLICY_KIND: Final = "ClusterPolicy"
 POLICY_API_VERSION: Final = f"{POLICY_GROUP}/{POLICY_VERSION}"
 # The collection's REST path, for raw GETs (`ocp-gpu render --live`, `ocp-gpu status`).
 POLICY_PATH: Final = f"/apis/{POLICY_API_VERSION}/{POLICY_PLURAL}"
+# The NVIDIADriver CRD (ocp_gpu/crds/nvidiadrivers.nvidia.com.yaml), NVIDIA's names.
+NVIDIA_DRIVER_GROUP: Final = POLICY_GROUP
+NVIDIA_DRIVER_VERSION: Final = "v1alpha1"
+NVIDIA_DRIVER_PLURAL: Final = "nvidiadrivers"
+NVIDIA_DRIVER_KIND: Final = "NVIDIADriver"
+NVIDIA_DRIVER_API_VERSION: Final = f"{NVIDIA_DRIVER_GROUP}/{NVIDIA_DRIVER_VERSION}"
+NVIDIA_DRIVER_PATH: Final = f"/apis/{NVIDIA_DRIVER_API_VERSION}/{NVIDIA_DRIVER_PLURAL}"
 # OpenShift's ClusterVersion and Proxy live here.
 CONFIG_GROUP: Final = "config.openshift.io"
 # The driver-toolkit ImageStream lives here.

@@ -18,14 +18,9 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from ocp_gpu.model import labels
+from ocp_gpu.model import apis, labels
 from ocp_gpu.model.problems import PolicyProblem
 
-GROUP: Final = "nvidia.com"
-VERSION: Final = "v1alpha1"
-PLURAL: Final = "nvidiadrivers"
-KIND: Final = "NVIDIADriver"
-API_VERSION: Final = f"{GROUP}/{VERSION}"
 # The ClusterPolicy field that hands the drivers over to NVIDIADrivers.
 MODE_FIELD: Final = "spec.driver.useNvidiaDriverCRD"
 
@@ -103,7 +98,12 @@ class NvidiaDriver:
 
     def ref(self) -> dict[str, str]:
         """The object reference Events and ownerReferences name."""
-        return {"apiVersion": API_VERSION, "kind": KIND, "name": self.name, "uid": self.uid}
+        return {
+            "apiVersion": apis.NVIDIA_DRIVER_API_VERSION,
+            "kind": apis.NVIDIA_DRIVER_KIND,
+            "name": self.name,
+            "uid": self.uid,
+        }
 
 
 def is_mode_enabled(cluster_policy_spec: Mapping[str, Any]) -> bool:
