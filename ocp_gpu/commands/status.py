@@ -171,6 +171,16 @@ class PolicyView:
 
 
 @dataclasses.dataclass(frozen=True)
+class NvidiaDriverView:
+    """An NVIDIADriver (driver.useNvidiaDriverCRD), as the operator last reported it."""
+
+    status: PolicyView
+    # status.nodes (the GPU nodes it owns) and status.driverDaemonSets[].name.
+    nodes: tuple[str, ...] = ()
+    daemonsets: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class NodeView:
     """What a row shows of a Node beyond its upgrade record: its labels and osImage."""
 
@@ -192,6 +202,8 @@ class StatusInputs:
     daemonset_selectors: Mapping[str, Mapping[str, str]]
     # The pods of the other operands (toolkit, validator, device plugin, GFD).
     operand_pods: tuple[operands.OperandPod, ...] = ()
+    # Every NVIDIADriver (none when their CRD is not installed).
+    nvidia_drivers: tuple[NvidiaDriverView, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,6 +258,7 @@ class StatusReport:
     budget: upgrade.Budget
     rows: tuple[StatusRow, ...]
     time: datetime.datetime
+    nvidia_drivers: tuple[NvidiaDriverView, ...] = ()
 
 
 # --- deciding what to show (pure) ------------------------------------------------------------
@@ -468,6 +481,7 @@ def status_report(inputs: StatusInputs, now: datetime.datetime) -> StatusReport:
             inputs.operand_pods,
         ),
         time=now,
+        nvidia_drivers=inputs.nvidia_drivers,
     )
 
 
@@ -515,6 +529,18 @@ def report_json(report: StatusReport) -> dict[str, Any]:
             {**dataclasses.asdict(row), "actions": list(row.actions), "operands": dict(row.operands)}
             for row in report.rows
         ],
+        "nvidiaDrivers": [
+            {
+                "name": driver.status.name,
+                "state": driver.status.state,
+                "generation": driver.status.generation,
+                "observedGeneration": driver.status.observed_generation,
+                "nodes": list(driver.nodes),
+                "driverDaemonSets": list(driver.daemonsets),
+                "conditions": [dataclasses.asdict(condition) for condition in driver.status.conditions],
+            }
+            for driver in report.nvidia_drivers
+        ],
     }
 
 
@@ -544,6 +570,16 @@ def header_lines(report: StatusReport) -> list[str]:
         lines.append(f"  no upgrade pass: {report.halted}")
     metrics = dataclasses.asdict(report.counts)
     lines.append("  " + " ".join(f"{name}={value}" for name, value in metrics.items()))
+    for driver in report.nvidia_drivers:
+        # driver.useNvidiaDriverCRD: one line per pool, then what is wrong with it
+        view = driver.status
+        lines.append(
+            f"NVIDIADriver {view.name}: state {view.state or '(no status yet)'}, "
+            f"{len(driver.nodes)} node(s), DaemonSets: {', '.join(driver.daemonsets) or 'none'}"
+        )
+        for condition in view.conditions:
+            if (condition.type == "Ready") == (condition.status == "False") and condition.type != "Error":
+                lines.append(f"  {condition.type}={condition.status} {condition.reason}: {condition.message}")
     mig_states = [
         mig_planning.MigNodeState(row.node, row.mig_config, row.mig_state)
         for row in report.rows
@@ -800,6 +836,15 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
         raise StatusError(f"cannot read {what} on {server}: {error.status} {error.reason}") from None
     except Exception as error:  # connection lost midway
         raise StatusError(f"cannot read {what} on {server}: {error}") from None
+    try:
+        pools = requesting.list_items(api, apis.NVIDIA_DRIVER_PATH)
+    except requesting.ApiException as error:
+        if error.status != 404:
+            raise StatusError(
+                f"cannot list NVIDIADrivers on {server}: {error.status} {error.reason}"
+            ) from None
+        # the NVIDIADriver CRD is not installed: there are none
+        pools = []
     return StatusInputs(
         policy=policy,
         namespace=where,
@@ -810,6 +855,21 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
             for ds in daemonsets
         },
         operand_pods=tuple(reading.operand_pod(pod) for pod in stack_pods),
+        nvidia_drivers=tuple(nvidia_driver_view(item) for item in pools if isinstance(item, Mapping)),
+    )
+
+
+def nvidia_driver_view(obj: Mapping[str, Any]) -> NvidiaDriverView:
+    """The NvidiaDriverView of an NVIDIADriver object."""
+    status = obj.get("status") or {}
+    return NvidiaDriverView(
+        status=policy_view(obj),
+        nodes=tuple(str(node) for node in status.get("nodes") or ()),
+        daemonsets=tuple(
+            str(item.get("name", ""))
+            for item in status.get("driverDaemonSets") or ()
+            if isinstance(item, Mapping)
+        ),
     )
 
 

@@ -858,3 +858,53 @@ def test_mig_config_and_state_per_node_and_a_summary() -> None:
         "all-1g.10gb",
         "failed",
     )
+
+
+# --- NVIDIADrivers (driver.useNvidiaDriverCRD) -------------------------------------------------------
+
+
+def test_nvidia_drivers_are_shown_with_their_nodes_daemonsets_and_problems() -> None:
+    pool = status.nvidia_driver_view(
+        {
+            "metadata": {"name": "pool-a", "generation": 3},
+            "status": {
+                "state": "notReady",
+                "observedGeneration": 3,
+                "nodes": ["gpu-1", "gpu-2"],
+                "driverDaemonSets": [{"name": f"nvidia-gpu-driver-pool-a-{RHCOS}"}],
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "DriverNotReady",
+                        "message": "pods not ready",
+                    },
+                    {"type": "Error", "status": "False", "reason": "Reconciled", "message": ""},
+                    {
+                        "type": "ConflictingNodeSelector",
+                        "status": "True",
+                        "reason": "C",
+                        "message": "pool-b too",
+                    },
+                ],
+            },
+        }
+    )
+    report = dataclasses.replace(report_of(UpgradeSnapshot(nodes=())), nvidia_drivers=(pool,))
+    lines = status.header_lines(report)
+    assert (
+        f"NVIDIADriver pool-a: state notReady, 2 node(s), DaemonSets: nvidia-gpu-driver-pool-a-{RHCOS}"
+        in lines
+    )
+    assert "  Ready=False DriverNotReady: pods not ready" in lines
+    assert "  ConflictingNodeSelector=True C: pool-b too" in lines
+    after = lines[
+        lines.index(
+            f"NVIDIADriver pool-a: state notReady, 2 node(s), DaemonSets: nvidia-gpu-driver-pool-a-{RHCOS}"
+        ) :
+    ]
+    # a condition that says all is well is not repeated
+    assert not any(line.startswith("  Error=") for line in after)
+    (shown,) = status.report_json(report)["nvidiaDrivers"]
+    assert shown["name"] == "pool-a" and shown["nodes"] == ["gpu-1", "gpu-2"]
+    assert shown["driverDaemonSets"] == [f"nvidia-gpu-driver-pool-a-{RHCOS}"]
