@@ -413,7 +413,9 @@ def test_json_output_shape() -> None:
         "metrics",
         "budget",
         "nodes",
+        "nvidiaDrivers",
     }
+    assert document["nvidiaDrivers"] == []
     assert document["time"] == "2025-03-01T12:00:00Z"
     assert document["policy"] == {
         "name": "cluster-policy",
