@@ -309,7 +309,7 @@ def _register_owned_kind(
 def _register_nvidia_drivers(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
     """Keep every NVIDIADriver; a change wakes the main pass (which deploys the pools)."""
 
-    rt.watch(nvidia_driver.GROUP, nvidia_driver.PLURAL)
+    rt.watch(apis.NVIDIA_DRIVER_GROUP, apis.NVIDIA_DRIVER_PLURAL)
 
     @kopf.index(
         apis.NVIDIA_DRIVER_GROUP,
