@@ -8,20 +8,41 @@ import importlib
 import logging
 import os
 import sys
+import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
 from ocp_gpu import __version__
 
-# `ocp-gpu <command>` -> its module under ocp_gpu/commands/.
+# `ocp-gpu <command>` -> (its module under ocp_gpu/commands/, its one-line help). Module paths, not
+# modules: only the command being run is imported, so `ocp-gpu status` never pays for
+# must-gather's openshift_client (or anything another command needs) at start-up.
 ADMIN_COMMANDS: Final = {
-    "render": "render",
-    "status": "status",
-    "must-gather": "must_gather",
-    "validate": "validate",
-    "node-status": "node_status",
+    "render": (
+        "render",
+        "print every manifest the operator would apply (from files, or a live cluster read-only)",
+    ),
+    "status": ("status", "show each GPU node's driver, upgrade state and why it waits (read-only)"),
+    "must-gather": (
+        "must_gather",
+        "collect the ClusterPolicy, operands, GPU nodes, Events, logs and metrics for support",
+    ),
+    "validate": (
+        "validate",
+        "validate one step of this node's GPU stack and write its marker (runs on the node)",
+    ),
+    "node-status": (
+        "node_status",
+        "serve NVIDIA's node status metrics for this node (the node status exporter)",
+    ),
 }
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The command word: the first argument that is not an option (the top-level options
+    -v/--verbose, --version and -h take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -71,19 +92,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
 
     # The admin tools: each module under ocp_gpu/commands/ declares its own arguments and
-    # entry point (HELP, add_arguments, main), so adding one is a row in ADMIN_COMMANDS.
-    tools = {
-        name: importlib.import_module(f"ocp_gpu.commands.{module}") for name, module in ADMIN_COMMANDS.items()
-    }
-    for name, tool in tools.items():
-        tool.add_arguments(
-            commands.add_parser(
-                name,
-                help=tool.HELP,
-                description=tool.__doc__,
-                formatter_class=argparse.RawDescriptionHelpFormatter,
-            )
-        )
+    # entry point (add_arguments, main), so adding one is a row in ADMIN_COMMANDS. Every command
+    # is listed in --help; only the one named on the command line is imported and given its
+    # arguments.
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = _command_in(argv)
+    tool: types.ModuleType | None = None
+    for name, (module, help_text) in ADMIN_COMMANDS.items():
+        sub = commands.add_parser(name, help=help_text, formatter_class=argparse.RawDescriptionHelpFormatter)
+        if name == chosen:
+            tool = importlib.import_module(f"ocp_gpu.commands.{module}")
+            sub.description = tool.__doc__
+            tool.add_arguments(sub)
 
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -101,8 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             follow=args.follow and not args.once,
             keep_state=args.keep_state,
         )
-    if args.command in tools:
-        return int(tools[args.command].main(args))
+    if args.command in ADMIN_COMMANDS and tool is not None:
+        return int(tool.main(args))
     parser.error(f"unknown command {args.command}")
     return 2
 

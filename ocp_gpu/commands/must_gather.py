@@ -52,8 +52,6 @@ from ocp_gpu.kube import clients, gathering
 from ocp_gpu.model import labels
 from ocp_gpu.planning import gathering as plan
 
-HELP: Final = "collect the ClusterPolicy, operands, GPU nodes, Events, logs and metrics for support"
-
 EXIT_GATHERED: Final = 0
 EXIT_UNREADABLE: Final = 1
 

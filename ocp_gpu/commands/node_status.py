@@ -26,7 +26,6 @@ from ocp_gpu.kube import clients, inspecting
 from ocp_gpu.planning import node_status
 from ocp_gpu.planning.validation import MARKERS
 
-HELP: Final = "serve NVIDIA's node status metrics for this node (the node status exporter)"
 DEFAULT_PORT: Final = 8000
 log = logging.getLogger("ocp_gpu.node_status")
 

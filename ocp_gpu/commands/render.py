@@ -90,8 +90,6 @@ from ocp_gpu.rendering import common as operand_common
 from ocp_gpu.rendering import monitoring as monitoring_rendering
 from ocp_gpu.rendering import operands as operand_rendering
 
-HELP: Final = "print every manifest the operator would apply (from files, or a live cluster read-only)"
-
 EXIT_RENDERED: Final = 0
 EXIT_UNREADABLE: Final = 1
 EXIT_INVALID: Final = 2

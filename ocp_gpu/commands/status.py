@@ -87,8 +87,6 @@ from ocp_gpu.planning import mig as mig_planning
 from ocp_gpu.planning import operands as operand_planning
 from ocp_gpu.planning import policies, upgrade
 
-HELP: Final = "show each GPU node's driver, upgrade state and why it waits (read-only)"
-
 EXIT_SHOWN: Final = 0
 EXIT_UNREADABLE: Final = 1
 

@@ -50,7 +50,6 @@ from ocp_gpu.planning import validation
 from ocp_gpu.planning.validation import Component, Verdict
 from ocp_gpu.rendering import validation as rendering
 
-HELP: Final = "validate one step of this node's GPU stack and write its marker (runs on the node)"
 DEFAULT_VALIDATIONS_DIR: Final = "/run/nvidia/validations"
 DEFAULT_TERMINATION_LOG: Final = "/dev/termination-log"
 DEFAULT_DRIVER_ROOT: Final = "/run/nvidia/driver"

@@ -19,3 +19,37 @@ def test_the_admin_commands_do_not_import_kopf() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "False"
+
+
+def _modules_after(argv: list[str]) -> set[str]:
+    """Which of kopf / openshift_client / the command modules `ocp-gpu <argv>` imported."""
+    probe = (
+        "import sys, ocp_gpu.cli\n"
+        "try:\n"
+        f"    ocp_gpu.cli.main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('IMPORTED', ' '.join(m for m in sys.modules if m in ('kopf', 'openshift_client') "
+        "or m.startswith('ocp_gpu.commands.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    # The last line: what --help printed comes before it.
+    return set(out.stdout.strip().splitlines()[-1].split()) - {"IMPORTED"}
+
+
+def test_ocp_gpu_status_imports_only_its_own_command() -> None:
+    # `status --watch` under load starts in the time its own imports take: not must-gather's
+    # openshift_client, not kopf, not the other commands.
+    assert _modules_after(["status", "--help"]) == {"ocp_gpu.commands.status"}
+
+
+def test_the_top_level_help_lists_every_command_without_importing_them() -> None:
+    from ocp_gpu import cli
+
+    assert _modules_after(["--help"]) == set()
+    probe = "import ocp_gpu.cli\nocp_gpu.cli.main(['--help'])"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    for name in cli.ADMIN_COMMANDS:
+        assert name in out.stdout
