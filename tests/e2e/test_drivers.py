@@ -295,9 +295,20 @@ def test_f_operator_killed_mid_upgrade_converges_without_duplicates_or_orphans(
             replacement.append(start_operator(wait_role=None))
 
     run_mco_upgrade(kube, dtk_cluster, nodes, on_step)
-    wait_for(lambda: all_ready(kube, dtk_cluster, {ds_v2}), 90, what="converged on V2 only")
+
+    def driver_pods() -> list[Any]:
+        listed = client.CoreV1Api(kube).list_namespaced_pod(dtk_cluster, label_selector=DRIVER_PODS)
+        return list(listed.items)
+
+    def converged() -> bool:
+        # The DaemonSet's status can still carry the counts of a moment when fewer
+        # nodes had migrated, so convergence is also judged on the pods themselves.
+        on_nodes = sorted(p.spec.node_name for p in driver_pods())
+        return all_ready(kube, dtk_cluster, {ds_v2}) and on_nodes == sorted(nodes)
+
+    wait_for(converged, 90, what="converged on V2 only")
     assert len(driver_daemonsets(kube, dtk_cluster)) == 1
-    pods = client.CoreV1Api(kube).list_namespaced_pod(dtk_cluster, label_selector=DRIVER_PODS).items
+    pods = driver_pods()
     assert sorted(p.spec.node_name for p in pods) == sorted(nodes)
     assert all(p.metadata.owner_references[0].name == ds_v2 for p in pods)
 
