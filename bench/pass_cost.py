@@ -4,7 +4,7 @@ Every reconcile pass the operator runs (one per coalesced burst of watch events:
 node relabelled, a DaemonSet's status moving, the policy's own status write coming
 back) plans and renders *all* driver manifests from the in-memory view, then
 compares their hashes with what was applied. This times the pure part of that pass,
-`reconcilers.driver_manifests.desired_driver_manifests` (the same function the
+`desired.driver_manifests.desired_driver_manifests` (the same function the
 operator calls), split into
 
 - ``plan``: node facts -> GpuNode records -> `planning.drivers.plan_driver_daemonsets`;
@@ -35,11 +35,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
+from ocp_gpu.desired import driver_manifests
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.kube import applying, reading
 from ocp_gpu.model import apis, policy_parser, releases, snapshot
 from ocp_gpu.planning import drivers, imagestreams, platform
-from ocp_gpu.reconcilers import driver_manifests
 from ocp_gpu.rendering import drivers as rendering
 
 NAMESPACE: Final = "nvidia-gpu-operator"

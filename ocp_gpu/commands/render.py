@@ -3,7 +3,7 @@
 For GitOps review (what would this ClusterPolicy deploy on these nodes?) and for
 disconnected change review (what would the operator change on this cluster?).
 The manifests come from the operator's own code path
-(`reconcilers.driver_manifests.desired_driver_manifests`, then the ownership
+(`desired.driver_manifests.desired_driver_manifests`, then the ownership
 metadata of `kube.applying.owned`), so they are exactly what `ocp-gpu run`
 applies.  The ownerReference is included when the ClusterPolicy's uid is known
 (live mode, or a policy file with `metadata.uid`).
@@ -68,6 +68,7 @@ from urllib.parse import quote
 import yaml
 
 from ocp_gpu import __version__
+from ocp_gpu.desired import driver_manifests
 from ocp_gpu.kube import applying, clients, discovering, reading, requesting
 from ocp_gpu.model import (
     apis,
@@ -85,7 +86,6 @@ from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem, Severity
 from ocp_gpu.planning import driver_coverage, driver_strategy, drivers, monitoring, policies
 from ocp_gpu.planning import platform as platform_model
-from ocp_gpu.reconcilers import driver_manifests
 from ocp_gpu.rendering import common as operand_common
 from ocp_gpu.rendering import monitoring as monitoring_rendering
 from ocp_gpu.rendering import operands as operand_rendering

@@ -2,7 +2,7 @@
 
 Read: GPU node facts, our driver DaemonSets, the driver-toolkit ImageStream,
 ClusterVersion and Proxy from the in-memory view.  Plan and render:
-reconcilers.driver_manifests (planning.drivers, rendering.drivers; shared with
+desired.driver_manifests (planning.drivers, rendering.drivers; shared with
 `ocp-gpu render`).  Apply: kube.applying (server-side apply, skipped
 when the applied hash is unchanged) and deletion of stale DaemonSets after a
 targeted re-read confirms no node still carries their key.
@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ocp_gpu import metrics
+from ocp_gpu.desired import driver_manifests
 from ocp_gpu.kube import applying, fetching, owning, reading, reporting, requesting
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import snapshot
@@ -33,7 +34,7 @@ from ocp_gpu.planning import (
     operator_health,
 )
 from ocp_gpu.planning import platform as platform_model
-from ocp_gpu.reconcilers import driver_manifests, operands, runtime
+from ocp_gpu.reconcilers import operands, runtime
 
 logger = logging.getLogger("ocp_gpu.drivers")
 # How soon a missing ConfigMap named by the policy is looked for again.
@@ -81,7 +82,7 @@ async def reconcile_drivers(
         )
     except Exception as error:  # a failed read changes nothing; the pass is retried
         return DriverOutcome(None, errors={"configmaps": requesting.describe_error(error)})
-    # Plan and render: the same pure function `ocp-gpu render` prints (reconcilers/driver_manifests).
+    # Plan and render: the same pure function `ocp-gpu render` prints (desired/driver_manifests).
     view = driver_manifests.DriverView(
         namespace=rt.namespace,
         env=rt.env,

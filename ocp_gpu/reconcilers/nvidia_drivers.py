@@ -6,7 +6,7 @@ DaemonSets from the in-memory view.  Plan: model.nvidia_driver (each pool's spec
 over the ClusterPolicy's and validated by the one policy model), planning.driver_pools
 (node owners, conflicts, names, the ClusterPolicy's DaemonSets handed over) and, per
 pool, the same driver planner and renderer as the ClusterPolicy's
-(reconcilers.driver_manifests).  Apply: owner labels on nodes, server-side apply of each
+(desired.driver_manifests).  Apply: owner labels on nodes, server-side apply of each
 pool's DaemonSets owned by its NVIDIADriver (deleting the NVIDIADriver garbage-collects
 them), deletion of stale ones, the NVIDIADrivers' status and Events.
 
@@ -24,6 +24,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ocp_gpu.desired import driver_manifests
 from ocp_gpu.kube import applying, fetching, labelling, owning, reporting, requesting
 from ocp_gpu.model import labels, nvidia_driver, policy_checks, policy_parser, snapshot
 from ocp_gpu.model import policy as policy_model
@@ -31,7 +32,7 @@ from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.problems import PolicyProblem, Severity
 from ocp_gpu.planning import conditions, driver_findings, driver_pools, drivers
 from ocp_gpu.planning import platform as platform_model
-from ocp_gpu.reconcilers import driver_manifests, operands, runtime
+from ocp_gpu.reconcilers import operands, runtime
 from ocp_gpu.reconcilers.drivers import DriverOutcome
 
 logger = logging.getLogger("ocp_gpu.nvidia_drivers")

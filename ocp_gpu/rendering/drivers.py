@@ -126,7 +126,7 @@ class DriverRenderInputs:
     service_account: str = SERVICE_ACCOUNT
     cluster_role: str = CLUSTER_ROLE
     trusted_ca_configmap: str = labels.TRUSTED_CA_CONFIGMAP
-    # The data keys of the ConfigMaps the policy names, by name (reconcilers.driver_manifests reads them).
+    # The data keys of the ConfigMaps the policy names, by name (desired.driver_manifests reads them).
     config_map_keys: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     # The resolved images of the enabled driver modules: "gds", "gdrcopy" -> reference (no OS suffix).
     module_images: Mapping[str, str] = dataclasses.field(default_factory=dict)

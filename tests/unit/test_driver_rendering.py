@@ -760,7 +760,7 @@ def test_root_fs_moves_host_root_and_says_so() -> None:
 
 
 def _view(keys: dict[str, tuple[str, ...] | None] | None) -> Any:
-    from ocp_gpu.reconcilers import driver_manifests
+    from ocp_gpu.desired import driver_manifests
 
     return driver_manifests.DriverView(namespace="gpu-operator", env={}, node_facts=(), config_map_keys=keys)
 
@@ -779,7 +779,7 @@ CONFIG_SPEC = {"driver": {"repoConfig": {"configMapName": "repos"}, "kernelModul
 def test_a_named_config_map_that_cannot_be_mounted_is_a_problem_naming_the_field(
     keys: dict[str, tuple[str, ...] | None] | None, field: str, words: str
 ) -> None:
-    from ocp_gpu.reconcilers import driver_manifests
+    from ocp_gpu.desired import driver_manifests
 
     problem = driver_manifests.config_map_problem(
         policy_parser.parse_policy(CONFIG_SPEC),
@@ -790,7 +790,7 @@ def test_a_named_config_map_that_cannot_be_mounted_is_a_problem_naming_the_field
 
 
 def test_an_os_without_a_repository_directory_is_a_problem() -> None:
-    from ocp_gpu.reconcilers import driver_manifests
+    from ocp_gpu.desired import driver_manifests
 
     (entry,) = plan([ubuntu_node("u")], Strategy.VANILLA).desired
     problem = driver_manifests.config_map_problem(

@@ -3,7 +3,7 @@
 - a golden file (tests/unit/golden/nvidia-driver/two-pools.yaml, rewritten with `--update-golden`):
   two NVIDIADrivers with their own versions, labels and tolerations, each on nodes of two RHCOS
   builds, planned and rendered as the operator does (model/nvidia_driver.py over the ClusterPolicy,
-  planning/driver_pools.py, reconcilers/driver_manifests.py): four DaemonSets;
+  planning/driver_pools.py, desired/driver_manifests.py): four DaemonSets;
 - each DaemonSet selects its pool's owner label and its RHCOS build, and no two pools' selectors
   overlap; the pool's image, the DTK image of the build.
 """
@@ -16,10 +16,11 @@ from typing import Any
 
 import yaml
 
+from ocp_gpu.desired import driver_manifests
 from ocp_gpu.model import labels, nodes, nvidia_driver, policy
 from ocp_gpu.planning import driver_pools
 from ocp_gpu.planning.platform import Platform, PlatformKind
-from ocp_gpu.reconcilers import driver_manifests, nvidia_drivers
+from ocp_gpu.reconcilers import nvidia_drivers
 from tests.unit._drivers import DTK_416, DTK_417, V416, V417
 
 ENV = {
