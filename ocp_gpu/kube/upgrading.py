@@ -396,21 +396,6 @@ def list_driver_daemonsets(
     return tuple(reading.driver_daemonset(item) for item in items)
 
 
-def list_driver_revisions(
-    api: client.ApiClient, namespace: str, selector: str = DRIVER_SELECTOR
-) -> dict[str, DriverRevision]:
-    """Driver DaemonSets by name, each with its current revision.
-
-    The DaemonSets are listed by `selector` on their own labels; their revisions by the
-    same selector on the template labels they copy.
-    """
-    revisions = list_controller_revisions(api, namespace, selector)
-    return {
-        ds.name: upgrades.driver_revision(ds, revisions.get(ds.name))
-        for ds in list_driver_daemonsets(api, namespace, selector)
-    }
-
-
 def read_upgrade_snapshot(
     api: client.ApiClient,
     namespace: str,
@@ -448,23 +433,6 @@ def read_upgrade_snapshot(
     if validator_deployed is None:
         validator_deployed = bool(validators) or validator_daemonset_exists(api, namespace)
     return upgrades.upgrade_snapshot(nodes, daemonsets, revisions, pods, validators, validator_deployed)
-
-
-def apply_upgrade_plan(
-    api: client.ApiClient, plan: upgrade.UpgradePlan, *, now: datetime.datetime | None = None
-) -> tuple[list[AppliedNode], dict[NodeName, ApiException]]:
-    """Carry out every node's plan; one node's failure never stops the others (KMM-style)."""
-    applied: list[AppliedNode] = []
-    errors: dict[NodeName, ApiException] = {}
-    for node_plan in busy_plans(plan.nodes):
-        try:
-            applied.append(apply_node_plan(api, node_plan, now=now))
-        except ApiException as error:
-            logger.warning(
-                "upgrade step on node %s failed: %s %s", node_plan.node, error.status, error.reason
-            )
-            errors[node_plan.node] = error
-    return applied, errors
 
 
 def busy_plans(plans: Sequence[upgrade.NodePlan]) -> list[upgrade.NodePlan]:
