@@ -56,10 +56,10 @@ from ocp_gpu.harness import faults, nodes, openshift
 from ocp_gpu.harness import rbac as operator_rbac
 from ocp_gpu.harness.cluster import LEASES, WRITE_VERBS, LocalControlPlane
 from ocp_gpu.harness.operating import OperatorProcess
-from ocp_gpu.model import labels
+from ocp_gpu.model import apis, labels
 
 NAMESPACE: Final = labels.OPENSHIFT_NAMESPACE
-POLICY: Final = "cluster-policy"
+POLICY: Final = labels.CLUSTER_POLICY_NAME
 OPERATOR_USER: Final = "ocp-gpu-operator"
 CRD_PATH: Final = Path(__file__).resolve().parents[1] / "crds" / "clusterpolicies.nvidia.com.yaml"
 VERSION_A: Final = "550.90.07"
@@ -466,7 +466,9 @@ def final_problems(
         )
     }
     pods = _raw_list(core.list_namespaced_pod, namespace=NAMESPACE, label_selector=DRIVER_SELECTOR)
-    policy = custom.get_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", POLICY)
+    policy = custom.get_cluster_custom_object(
+        apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, POLICY
+    )
     policy_uid = policy["metadata"]["uid"]
 
     if missing := sorted(expected - set(gpu_nodes)):
@@ -706,8 +708,8 @@ def create_namespace(api: ApiClient, name: str) -> None:
 
 def policy_body(max_parallel: int, version: str = VERSION_A) -> dict[str, Any]:
     return {
-        "apiVersion": "nvidia.com/v1",
-        "kind": "ClusterPolicy",
+        "apiVersion": apis.POLICY_API_VERSION,
+        "kind": apis.POLICY_KIND,
         "metadata": {"name": POLICY},
         "spec": {
             "driver": {
@@ -918,7 +920,7 @@ def run_chaos(
         workers=16,
     )
     kubernetes.client.CustomObjectsApi(api).create_cluster_custom_object(
-        "nvidia.com", "v1", "clusterpolicies", policy_body(config.max_parallel)
+        apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, policy_body(config.max_parallel)
     )
     replicas = [
         faults.Replica(index=i, make=operator_factory(cp, i, operator_cwd)) for i in range(config.replicas)
@@ -949,7 +951,11 @@ def run_chaos(
         t0 = time.monotonic()
         with InvariantMonitor(api, config.max_parallel, admin, t0) as monitor:
             kubernetes.client.CustomObjectsApi(api).patch_cluster_custom_object(
-                "nvidia.com", "v1", "clusterpolicies", POLICY, {"spec": {"driver": {"version": VERSION_B}}}
+                apis.POLICY_GROUP,
+                apis.POLICY_VERSION,
+                apis.POLICY_PLURAL,
+                POLICY,
+                {"spec": {"driver": {"version": VERSION_B}}},
             )
             mco = _MCO(api, pool, config, t0, log) if config.mco else None
             runner = _FaultRunner(cp, api, supervisor, plan, config, t0, log, monitor)

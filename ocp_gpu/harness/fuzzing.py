@@ -40,7 +40,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu.harness.chaos import AuditWindow
 from ocp_gpu.harness.operating import OperatorProcess
-from ocp_gpu.model import labels
+from ocp_gpu.model import apis, labels
 
 CRD_PATH: Final = Path(__file__).resolve().parents[1] / "crds" / "clusterpolicies.nvidia.com.yaml"
 
@@ -388,7 +388,7 @@ class PolicyFuzzer:
         base_spec: Mapping[str, Any],
         audit_log: Path,
         operator_user: str,
-        name: str = "cluster-policy",
+        name: str = labels.CLUSTER_POLICY_NAME,
     ) -> None:
         self.api = api
         self._operator = operator
@@ -407,20 +407,20 @@ class PolicyFuzzer:
 
     def _read(self) -> dict[str, Any]:
         found: dict[str, Any] = self._custom.get_cluster_custom_object(
-            "nvidia.com", "v1", "clusterpolicies", self.name
+            apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, self.name
         )
         return found
 
     def _replace_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         current = self._read()
         body = {
-            "apiVersion": "nvidia.com/v1",
-            "kind": "ClusterPolicy",
+            "apiVersion": apis.POLICY_API_VERSION,
+            "kind": apis.POLICY_KIND,
             "metadata": {"name": self.name, "resourceVersion": current["metadata"]["resourceVersion"]},
             "spec": spec,
         }
         replaced: dict[str, Any] = self._custom.replace_cluster_custom_object(
-            "nvidia.com", "v1", "clusterpolicies", self.name, body
+            apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, self.name, body
         )
         return replaced
 
