@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import kubernetes.client
 import yaml
@@ -155,21 +155,8 @@ def install_openshift_apis(
         lambda: all(res <= _served_resources(api_client, g, v) for (g, v), res in expected.items()),
         timeout,
     )
-    custom = kubernetes.client.CustomObjectsApi(api_client)
-    custom.patch_cluster_custom_object(
-        apis.CONFIG_GROUP,
-        "v1",
-        "clusterversions",
-        "version",
-        {
-            "apiVersion": f"{apis.CONFIG_GROUP}/v1",
-            "kind": "ClusterVersion",
-            "metadata": {"name": "version"},
-            "spec": {"clusterID": str(uuid.uuid4()), "channel": f"stable-{_minor(version)}"},
-        },
-        field_manager=FIELD_MANAGER,
-        force=True,
-        _content_type=_APPLY,
+    _apply_cluster_version(
+        api_client, "spec", {"clusterID": str(uuid.uuid4()), "channel": f"stable-{_minor(version)}"}
     )
     set_cluster_version(api_client, version)
     set_cluster_proxy(api_client)
@@ -215,7 +202,16 @@ def set_cluster_version(api_client: ApiClient, version: str) -> None:
             },
         ],
     }
-    kubernetes.client.CustomObjectsApi(api_client).patch_cluster_custom_object_status(
+    _apply_cluster_version(api_client, "status", status)
+
+
+def _apply_cluster_version(api_client: ApiClient, part: Literal["spec", "status"], value: Any) -> None:
+    """Server-side apply of ClusterVersion `version`'s spec or (through its subresource) status."""
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    patch = (
+        custom.patch_cluster_custom_object if part == "spec" else custom.patch_cluster_custom_object_status
+    )
+    patch(
         apis.CONFIG_GROUP,
         "v1",
         "clusterversions",
@@ -224,7 +220,7 @@ def set_cluster_version(api_client: ApiClient, version: str) -> None:
             "apiVersion": f"{apis.CONFIG_GROUP}/v1",
             "kind": "ClusterVersion",
             "metadata": {"name": "version"},
-            "status": status,
+            part: value,
         },
         field_manager=FIELD_MANAGER,
         force=True,
