@@ -187,12 +187,7 @@ def plan_active_status(outcome: PassOutcome) -> PolicyStatus:
         message = "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in warnings)
         found.append(conditions.Condition("Warning", True, "SpecWarning", message))
     if outcome.plan is not None:
-        # one condition per kind of driver finding, its messages joined
-        by_reason: dict[str, list[str]] = {}
-        for finding in outcome.plan.findings:
-            by_reason.setdefault(finding.reason, []).append(finding.message)
-        for reason, messages in sorted(by_reason.items()):
-            found.append(conditions.Condition(reason, True, reason, "; ".join(messages)))
+        found.extend(finding_conditions(outcome.plan))
     state = STATE_READY if found[0].status else STATE_NOT_READY
     if outcome.monitoring_problems:
         # asked for a ServiceMonitor where none can exist: say so, go on
@@ -219,6 +214,18 @@ def plan_active_status(outcome: PassOutcome) -> PolicyStatus:
             ready=state == STATE_READY,
         ),
     )
+
+
+def finding_conditions(plan: DriverPlan) -> list[conditions.Condition]:
+    """One condition per kind of driver finding, its messages joined (a ClusterPolicy's or an
+    NVIDIADriver's status)."""
+    by_reason: dict[str, list[str]] = {}
+    for finding in plan.findings:
+        by_reason.setdefault(finding.reason, []).append(finding.message)
+    return [
+        conditions.Condition(reason, True, reason, "; ".join(messages))
+        for reason, messages in sorted(by_reason.items())
+    ]
 
 
 def _ready_and_error(outcome: PassOutcome, errors: Sequence[PolicyProblem]) -> list[conditions.Condition]:

@@ -32,6 +32,7 @@ from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.problems import PolicyProblem, Severity
 from ocp_gpu.planning import conditions, driver_findings, driver_pools, drivers
 from ocp_gpu.planning import platform as platform_model
+from ocp_gpu.planning.status import finding_conditions
 from ocp_gpu.reconcilers import operands, runtime
 from ocp_gpu.reconcilers.drivers import DriverOutcome
 
@@ -367,11 +368,7 @@ def pool_status(
         message = "; ".join(f"{path}: not acted on, {instead}" for path, instead in refused.items())
         found.append(conditions.Condition(UNSUPPORTED, True, UNSUPPORTED, message))
     if outcome.plan is not None:
-        by_reason: dict[str, list[str]] = {}
-        for finding in outcome.plan.findings:
-            by_reason.setdefault(finding.reason, []).append(finding.message)
-        for reason, messages in sorted(by_reason.items()):
-            found.append(conditions.Condition(reason, True, reason, "; ".join(messages)))
+        found.extend(finding_conditions(outcome.plan))
     return {
         "state": STATE_READY if found[0].status else STATE_NOT_READY,
         "namespace": namespace,
