@@ -348,17 +348,14 @@ class NodeAgent:
 
     def _mig_config(self, pod: Mapping[str, Any]) -> Any:
         """The mig-parted config file the MIG manager pod reads (None when there is none)."""
-        config_map = next(
-            (
-                (v.get("configMap") or {}).get("name")
-                for v in pod["spec"].get("volumes") or ()
-                if v.get("name") == "mig-parted-config"
-            ),
-            None,
-        )
+        config_map = _volume_config_map(pod, "mig-parted-config")
         key = (_env_of(pod, "CONFIG_FILE") or mig.CONFIG_KEY).rsplit("/", 1)[-1]
         if not config_map:
             return None
+        return self._config_file(pod, config_map, key)
+
+    def _config_file(self, pod: Mapping[str, Any], config_map: str, key: str) -> Any:
+        """The YAML file `key` of ConfigMap `config_map` in the pod's namespace (None: no such file)."""
         try:
             data = self.core.read_namespaced_config_map(config_map, pod["metadata"]["namespace"]).data or {}
         except kubernetes.client.ApiException:
@@ -369,14 +366,7 @@ class NodeAgent:
     def _plugin_config(self, pod: Mapping[str, Any], node_labels: Mapping[str, str]) -> dict[str, Any] | None:
         """The config the plugin on this node runs with, as its config-manager would pick it."""
         spec = pod["spec"]
-        config_map = next(
-            (
-                (v.get("configMap") or {}).get("name")
-                for v in spec.get("volumes") or ()
-                if v.get("name") == "available-configs"
-            ),
-            None,
-        )
+        config_map = _volume_config_map(pod, "available-configs")
         default = next(
             (
                 str(e.get("value", ""))
@@ -390,12 +380,7 @@ class NodeAgent:
         key = node_labels.get(PLUGIN_CONFIG_LABEL) or default
         if not config_map or not key:
             return None
-        try:
-            data = self.core.read_namespaced_config_map(config_map, pod["metadata"]["namespace"]).data or {}
-        except kubernetes.client.ApiException:
-            return None
-        text = data.get(key)
-        loaded = yaml.safe_load(text) if text else None
+        loaded = self._config_file(pod, config_map, key)
         return loaded if isinstance(loaded, dict) else None
 
 
@@ -412,6 +397,18 @@ def _mig_enabled(document: Any, name: str) -> bool:
     """Config `name` turns MIG mode on (any entry with mig-enabled)."""
     entries = ((document or {}).get("mig-configs") or {}).get(name) or ()
     return any(isinstance(e, Mapping) and e.get("mig-enabled") for e in entries)
+
+
+def _volume_config_map(pod: Mapping[str, Any], volume: str) -> str | None:
+    """The ConfigMap the pod's volume `volume` mounts (None: no such volume or not a ConfigMap)."""
+    return next(
+        (
+            (v.get("configMap") or {}).get("name")
+            for v in pod["spec"].get("volumes") or ()
+            if v.get("name") == volume
+        ),
+        None,
+    )
 
 
 def _env_of(pod: Mapping[str, Any] | None, name: str) -> str:
