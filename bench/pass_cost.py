@@ -112,7 +112,7 @@ def measure(count: int, daemonsets: int, repeat: int) -> dict[str, float]:
     whole, total = timed(lambda: driver_manifests.desired_driver_manifests(policy, OPENSHIFT, v), repeat)
     assert isinstance(whole, driver_manifests.DriverManifests)
     settings = whole.settings
-    stream = imagestreams.resolve_driver_toolkit_stream(v.dtk_imagestream)
+    stream = imagestreams.resolve_driver_toolkit_stream(reading.image_stream_singleton(v.dtk_imagestream))
 
     def plan() -> drivers.DriverPlan:
         gpu = tuple(snapshot.GpuNode.from_facts(f) for f in v.node_facts if f.is_gpu_node)

@@ -100,7 +100,7 @@ def desired_driver_manifests(
 
     gpu_nodes = tuple(snapshot.GpuNode.from_facts(facts) for facts in view.node_facts if facts.is_gpu_node)
     stream = (
-        imagestreams.resolve_driver_toolkit_stream(view.dtk_imagestream)
+        imagestreams.resolve_driver_toolkit_stream(reading.image_stream_singleton(view.dtk_imagestream))
         if platform.is_openshift
         else snapshot.DriverToolkitStream(snapshot.StreamState.ABSENT, reason="not OpenShift")
     )

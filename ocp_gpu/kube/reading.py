@@ -6,7 +6,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ocp_gpu.model import labels, nodes, operands, snapshot, upgrades
+from ocp_gpu.model import imagestreams, labels, nodes, operands, snapshot, upgrades
+from ocp_gpu.planning import delivery
 
 
 def node_facts(body: Mapping[str, Any]) -> nodes.NodeFacts:
@@ -152,3 +153,52 @@ def pod_node_selector(daemonset: Mapping[str, Any]) -> dict[str, str]:
     """A DaemonSet's pod template nodeSelector."""
     template = ((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}
     return {str(key): str(value) for key, value in (template.get("nodeSelector") or {}).items()}
+
+
+def image_stream(body: Mapping[str, Any]) -> imagestreams.ImageStream:
+    """The tags of an ImageStream object as the API returns it."""
+    spec_tags = []
+    for entry in _list(_dict(body.get("spec")).get("tags")):
+        entry = _dict(entry)
+        source = _dict(entry.get("from"))
+        kind = source.get("kind", "DockerImage")
+        spec_tags.append(
+            imagestreams.SpecTag(
+                name=_str(entry.get("name")),
+                from_kind=kind if isinstance(kind, str) else "",
+                from_name=_str(source.get("name")),
+            )
+        )
+    status_tags = [
+        imagestreams.StatusTag(
+            tag=_str(_dict(entry).get("tag")),
+            references=tuple(
+                reference
+                for item in _list(_dict(entry).get("items"))
+                if (reference := _str(_dict(item).get("dockerImageReference")))
+            ),
+        )
+        for entry in _list(_dict(body.get("status")).get("tags"))
+    ]
+    return imagestreams.ImageStream(tuple(spec_tags), tuple(status_tags))
+
+
+def image_stream_singleton(body: delivery.Singleton) -> imagestreams.ImageStream | delivery.Pending | None:
+    """A watched ImageStream singleton as a record; absent (None) and not-listed-yet pass through."""
+    if body is None or body is delivery.NOT_DELIVERED:
+        return body
+    return image_stream(body)
+
+
+# NB: an ImageStream comes straight from the API server; a field can be missing or null
+# anywhere, so every access goes through these instead of trusting the shape.
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""

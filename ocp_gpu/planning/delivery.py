@@ -30,6 +30,8 @@ NOT_DELIVERED: Final = Delivery.PENDING
 
 # A watched singleton as the view holds it: its JSON, None (absent), or NOT_DELIVERED.
 Singleton = Mapping[str, Any] | None | Literal[Delivery.PENDING]
+# NOT_DELIVERED's type, for records converted from a singleton.
+Pending = Literal[Delivery.PENDING]
 
 
 def undelivered_kinds(watched: Iterable[str], delivered: Iterable[str]) -> tuple[str, ...]:

@@ -3,16 +3,14 @@
 Decides: tag name -> image (`spec.tags[].from.name`, else the newest
 `status.tags[].items[].dockerImageReference`), which tags are not RHCOS versions
 (`latest`, `latest-rhel-10`, …), and whether the stream is broken.
-Never does: read the cluster (the caller passes the ImageStream as a plain dict),
+Never does: read the cluster or parse its JSON (kube/reading.image_stream does),
 decide what to do about a missing tag (planning/drivers does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from ocp_gpu.model import labels
+from ocp_gpu.model.imagestreams import ImageStream, SpecTag, StatusTag
 from ocp_gpu.model.snapshot import DriverToolkitStream, ImageStreamTag, RhcosVersion, StreamState
 from ocp_gpu.planning import delivery
 
@@ -28,8 +26,10 @@ def is_version_tag(name: str) -> bool:
     return name != LATEST and not name.startswith(LATEST_PREFIX)
 
 
-def resolve_driver_toolkit_stream(imagestream: delivery.Singleton) -> DriverToolkitStream:
-    """Reduce the ImageStream (as JSON) to RHCOS version -> DTK image.
+def resolve_driver_toolkit_stream(
+    imagestream: ImageStream | delivery.Pending | None,
+) -> DriverToolkitStream:
+    """Reduce the ImageStream (kube/reading.image_stream's record) to RHCOS version -> DTK image.
 
     `None` means the ImageStream does not exist; `delivery.NOT_DELIVERED` that its watch has
     not listed it yet (UNREADABLE: nothing is known, so the planner keeps what runs).
@@ -41,19 +41,18 @@ def resolve_driver_toolkit_stream(imagestream: delivery.Singleton) -> DriverTool
     if imagestream is None:
         return DriverToolkitStream(StreamState.ABSENT, reason=f"ImageStream {_STREAM} does not exist")
 
-    spec_tags = _list(_dict(imagestream.get("spec")).get("tags"))
-    status_tags = _list(_dict(imagestream.get("status")).get("tags"))
+    spec_tags = imagestream.spec_tags
+    status_tags = imagestream.status_tags
 
     # Tag order: spec order first, then names that exist only in status.
     names: list[str] = []
     empty_name_places: list[str] = []
-    for where, entries in (("spec", spec_tags), ("status", status_tags)):
-        for entry in entries:
-            name = _str(_dict(entry).get("name" if where == "spec" else "tag"))
-            if not name:
-                empty_name_places.append(where)
-            elif name not in names:
-                names.append(name)
+    tag_names = (("spec", tag.name) for tag in spec_tags)
+    for where, name in (*tag_names, *(("status", tag.tag) for tag in status_tags)):
+        if not name:
+            empty_name_places.append(where)
+        elif name not in names:
+            names.append(name)
 
     tags: list[ImageStreamTag] = []
     unresolved: list[str] = []
@@ -76,41 +75,18 @@ def resolve_driver_toolkit_stream(imagestream: delivery.Singleton) -> DriverTool
     return DriverToolkitStream(StreamState.PRESENT, tuple(tags), "", tuple(unresolved))
 
 
-def _spec_image(spec_tags: list[Any], name: str) -> str | None:
+def _spec_image(spec_tags: tuple[SpecTag, ...], name: str) -> str | None:
     for entry in spec_tags:
-        entry = _dict(entry)
-        if _str(entry.get("name")) != name:
-            continue
-        source = _dict(entry.get("from"))
         # NB: only a DockerImage `from` is a pull spec; an ImageStreamTag `from` names
         # another tag (`other:tag`), which only the status resolves.
-        if source.get("kind", "DockerImage") == "DockerImage" and _str(source.get("name")):
-            return _str(source.get("name"))
+        if entry.name == name and entry.from_kind == "DockerImage" and entry.from_name:
+            return entry.from_name
     return None
 
 
-def _newest_status_image(status_tags: list[Any], name: str) -> str | None:
+def _newest_status_image(status_tags: tuple[StatusTag, ...], name: str) -> str | None:
     for entry in status_tags:
-        entry = _dict(entry)
-        if _str(entry.get("tag")) != name:
-            continue
         # OpenShift keeps the history newest first.
-        for item in _list(entry.get("items")):
-            reference = _str(_dict(item).get("dockerImageReference"))
-            if reference:
-                return reference
+        if entry.tag == name and entry.references:
+            return entry.references[0]
     return None
-
-
-# NB: the dict comes straight from the API server; a field can be missing or null
-# anywhere, so every access goes through these instead of trusting the shape.
-def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list | tuple) else []
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""

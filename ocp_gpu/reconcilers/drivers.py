@@ -148,7 +148,7 @@ def _record_driver_toolkit_gauges(
     """NVIDIA's gpu_operator_openshift_driver_toolkit_* gauges and ours per RHCOS version."""
     gauges = operator_health.plan_driver_toolkit_gauges(
         requested=driver_strategy.should_use_driver_toolkit(platform, policy),
-        stream=imagestreams.resolve_driver_toolkit_stream(rt.dtk_imagestream),
+        stream=imagestreams.resolve_driver_toolkit_stream(reading.image_stream_singleton(rt.dtk_imagestream)),
         gpu_node_labels=[facts.labels for facts in rt.node_facts.values() if facts.is_gpu_node],
     )
     metrics.driver_toolkit_enabled.set(gauges.enabled)

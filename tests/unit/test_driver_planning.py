@@ -316,10 +316,13 @@ def test_dtk_tag_situations(
 
 @pytest.mark.parametrize("floating", ["latest", "latest-rhel-10"])
 def test_floating_tags_never_serve_a_version(floating: str) -> None:
+    from ocp_gpu.kube import reading
     from ocp_gpu.planning import imagestreams
 
     body = {"spec": {"tags": [{"name": floating, "from": {"kind": "DockerImage", "name": DTK_LATEST}}]}}
-    result = plan([rhcos_node("n")], stream=imagestreams.resolve_driver_toolkit_stream(body))
+    result = plan(
+        [rhcos_node("n")], stream=imagestreams.resolve_driver_toolkit_stream(reading.image_stream(body))
+    )
     (entry,) = result.desired
     assert entry.image_missing and entry.dtk_image is None
     assert DTK_LATEST not in repr(result)

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ocp_gpu.model.snapshot import RhcosVersion, StreamState
+from ocp_gpu.kube import reading
+from ocp_gpu.model.snapshot import DriverToolkitStream, RhcosVersion, StreamState
 from ocp_gpu.planning import imagestreams
 
 V416 = "416.94.202407030122-0"
@@ -24,6 +25,11 @@ V417 = "417.94.202410090854-0"
 DTK_A = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "a" * 64
 DTK_B = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "b" * 64
 DTK_OLD = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "0" * 64
+
+
+def resolve(body: dict[str, Any] | None) -> DriverToolkitStream:
+    """The planner's answer for this ImageStream JSON, read through kube/reading's converter."""
+    return imagestreams.resolve_driver_toolkit_stream(reading.image_stream_singleton(body))
 
 
 def spec_tag(name: str, image: str | None, kind: str = "DockerImage") -> dict[str, Any]:
@@ -50,48 +56,42 @@ def stream(
 
 
 def test_spec_from_name_is_the_image() -> None:
-    result = imagestreams.resolve_driver_toolkit_stream(stream([spec_tag(V416, DTK_A)]))
+    result = resolve(stream([spec_tag(V416, DTK_A)]))
     assert result.state is StreamState.PRESENT
     assert result.image_for(RhcosVersion(V416)) == DTK_A
     assert result.reason == ""
 
 
 def test_spec_wins_over_status() -> None:
-    result = imagestreams.resolve_driver_toolkit_stream(
-        stream([spec_tag(V416, DTK_A)], [status_tag(V416, DTK_B)])
-    )
+    result = resolve(stream([spec_tag(V416, DTK_A)], [status_tag(V416, DTK_B)]))
     assert result.image_for(RhcosVersion(V416)) == DTK_A
 
 
 def test_falls_back_to_newest_status_item() -> None:
     # OpenShift keeps status items newest first.
-    result = imagestreams.resolve_driver_toolkit_stream(
-        stream([spec_tag(V416, None)], [status_tag(V416, DTK_B, DTK_OLD)])
-    )
+    result = resolve(stream([spec_tag(V416, None)], [status_tag(V416, DTK_B, DTK_OLD)]))
     assert result.image_for(RhcosVersion(V416)) == DTK_B
 
 
 def test_status_only_tag_counts() -> None:
-    result = imagestreams.resolve_driver_toolkit_stream(stream([], [status_tag(V417, DTK_B)]))
+    result = resolve(stream([], [status_tag(V417, DTK_B)]))
     assert result.image_for(RhcosVersion(V417)) == DTK_B
 
 
 def test_status_item_without_reference_is_skipped() -> None:
     tag = {"tag": V416, "items": [{"dockerImageReference": ""}, {"dockerImageReference": DTK_OLD}]}
-    result = imagestreams.resolve_driver_toolkit_stream(stream([], [tag]))
+    result = resolve(stream([], [tag]))
     assert result.image_for(RhcosVersion(V416)) == DTK_OLD
 
 
 @pytest.mark.parametrize("kind", ["ImageStreamTag", "ImageStreamImage"])
 def test_non_docker_image_from_is_not_a_pull_spec(kind: str) -> None:
-    result = imagestreams.resolve_driver_toolkit_stream(
-        stream([spec_tag(V416, "driver-toolkit:latest", kind=kind)], [status_tag(V416, DTK_B)])
-    )
+    result = resolve(stream([spec_tag(V416, "driver-toolkit:latest", kind=kind)], [status_tag(V416, DTK_B)]))
     assert result.image_for(RhcosVersion(V416)) == DTK_B
 
 
 def test_from_without_kind_is_a_docker_image() -> None:
-    result = imagestreams.resolve_driver_toolkit_stream(stream([{"name": V416, "from": {"name": DTK_A}}]))
+    result = resolve(stream([{"name": V416, "from": {"name": DTK_A}}]))
     assert result.image_for(RhcosVersion(V416)) == DTK_A
 
 
@@ -100,7 +100,7 @@ floating_tags = pytest.mark.parametrize("floating", ["latest", "latest-rhel-10",
 
 @floating_tags
 def test_floating_tags_are_never_versions(floating: str) -> None:
-    result = imagestreams.resolve_driver_toolkit_stream(
+    result = resolve(
         stream([spec_tag(floating, DTK_A), spec_tag(V416, DTK_B)], [status_tag(floating, DTK_A)])
     )
     assert [tag.name for tag in result.tags] == [V416]
@@ -110,7 +110,7 @@ def test_floating_tags_are_never_versions(floating: str) -> None:
 
 @floating_tags
 def test_only_floating_tags_resolve_nothing(floating: str) -> None:
-    result = imagestreams.resolve_driver_toolkit_stream(stream([spec_tag(floating, DTK_A)]))
+    result = resolve(stream([spec_tag(floating, DTK_A)]))
     assert result.tags == ()
     assert result.state is StreamState.PRESENT
 
@@ -129,7 +129,7 @@ def test_empty_tag_name_marks_the_stream_broken(where: str) -> None:
         body = stream([spec_tag("", DTK_OLD), spec_tag(V416, DTK_A)])
     else:
         body = stream([spec_tag(V416, DTK_A)], [status_tag("", DTK_OLD)])
-    result = imagestreams.resolve_driver_toolkit_stream(body)
+    result = resolve(body)
     assert result.state is StreamState.BROKEN
     assert "empty name" in result.reason and where in result.reason
     # named tags still serve
@@ -137,7 +137,7 @@ def test_empty_tag_name_marks_the_stream_broken(where: str) -> None:
 
 
 def test_absent_stream() -> None:
-    result = imagestreams.resolve_driver_toolkit_stream(None)
+    result = resolve(None)
     assert result.state is StreamState.ABSENT
     assert result.tags == ()
     assert "openshift/driver-toolkit" in result.reason
@@ -145,7 +145,7 @@ def test_absent_stream() -> None:
 
 
 def test_named_tag_without_any_image_is_unresolved() -> None:
-    result = imagestreams.resolve_driver_toolkit_stream(stream([spec_tag(V416, None)], [status_tag(V416)]))
+    result = resolve(stream([spec_tag(V416, None)], [status_tag(V416)]))
     assert result.image_for(RhcosVersion(V416)) is None
     assert result.unresolved == (V416,)
     assert result.state is StreamState.PRESENT
@@ -164,14 +164,12 @@ def test_named_tag_without_any_image_is_unresolved() -> None:
     ids=["empty", "null-spec-status", "null-tags", "garbage-entries", "null-items", "null-from"],
 )
 def test_garbled_bodies_never_raise(body: dict[str, Any]) -> None:
-    result = imagestreams.resolve_driver_toolkit_stream(body)
+    result = resolve(body)
     assert result.tags == ()
 
 
 def test_tag_order_follows_spec_then_status() -> None:
-    result = imagestreams.resolve_driver_toolkit_stream(
-        stream([spec_tag(V417, DTK_B), spec_tag(V416, DTK_A)], [status_tag("999.0", DTK_OLD)])
-    )
+    result = resolve(stream([spec_tag(V417, DTK_B), spec_tag(V416, DTK_A)], [status_tag("999.0", DTK_OLD)]))
     assert [tag.name for tag in result.tags] == [V417, V416, "999.0"]
 
 
@@ -194,7 +192,7 @@ images = st.sampled_from([DTK_A, DTK_B, DTK_OLD])
 )
 def test_invariants(spec: list[tuple[str, str | None]], status: list[tuple[str, list[str]]]) -> None:
     body = stream([spec_tag(n, i) for n, i in spec], [status_tag(n, *i) for n, i in status])
-    result = imagestreams.resolve_driver_toolkit_stream(body)
+    result = resolve(body)
     names = [tag.name for tag in result.tags]
     # never a floating tag, never an empty name, never twice
     assert all(imagestreams.is_version_tag(name) and name for name in names)
@@ -205,4 +203,4 @@ def test_invariants(spec: list[tuple[str, str | None]], status: list[tuple[str, 
     # every resolved image comes from the input
     assert all(tag.image in (DTK_A, DTK_B, DTK_OLD) for tag in result.tags)
     # deterministic
-    assert imagestreams.resolve_driver_toolkit_stream(body) == result
+    assert resolve(body) == result
