@@ -80,7 +80,7 @@ from ocp_gpu.kube import clients, reading, requesting, upgrading
 from ocp_gpu.model import apis, labels, operands, policy_parser
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import snapshot as snapshot_model
-from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.nodes import NodeFacts, NodeName
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot, UpgradeState
 from ocp_gpu.planning import mig as mig_planning
@@ -179,15 +179,6 @@ class NvidiaDriverView:
 
 
 @dataclasses.dataclass(frozen=True)
-class NodeView:
-    """What a row shows of a Node beyond its upgrade record: its labels and osImage."""
-
-    name: NodeName
-    labels: Mapping[str, str]
-    os_image: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
 class StatusInputs:
     """One read of the cluster: everything a status report is computed from."""
 
@@ -195,7 +186,7 @@ class StatusInputs:
     namespace: str
     snapshot: UpgradeSnapshot
     # GPU nodes by name (the same selector as the snapshot's, listed separately).
-    nodes: Mapping[NodeName, NodeView]
+    nodes: Mapping[NodeName, NodeFacts]
     # Driver DaemonSets by name -> their pod template's nodeSelector.
     daemonset_selectors: Mapping[str, Mapping[str, str]]
     # The pods of the other operands (toolkit, validator, device plugin, GFD).
@@ -313,7 +304,7 @@ def describe_action(action: upgrade.Action) -> str:
 
 def _daemonset_of(
     plan: upgrade.NodePlan,
-    view: NodeView | None,
+    view: NodeFacts | None,
     daemonset_selectors: Mapping[str, Mapping[str, str]],
 ) -> tuple[str | None, str]:
     pod = plan.driver.pod
@@ -351,7 +342,7 @@ def status_row(
     node: UpgradeNode,
     plan: upgrade.NodePlan,
     snapshot: UpgradeSnapshot,
-    view: NodeView | None,
+    view: NodeFacts | None,
     daemonset_selectors: Mapping[str, Mapping[str, str]],
     halted: str = "",
     operand_row: Mapping[str, str] | None = None,
@@ -408,7 +399,7 @@ def status_row(
 def status_rows(
     plan: upgrade.UpgradePlan,
     snapshot: UpgradeSnapshot,
-    nodes: Mapping[NodeName, NodeView],
+    nodes: Mapping[NodeName, NodeFacts],
     daemonset_selectors: Mapping[str, Mapping[str, str]],
     halted: str = "",
     policy: policy_model.Policy | None = None,
@@ -783,16 +774,6 @@ def choose_policy(items: Sequence[Mapping[str, Any]], wanted: str | None, server
     return policy_view(by_name[name], ignored=sorted(selection.ignored), active=name == selection.active)
 
 
-def node_view(body: Mapping[str, Any]) -> NodeView:
-    metadata = body.get("metadata") or {}
-    info = (body.get("status") or {}).get("nodeInfo") or {}
-    return NodeView(
-        name=NodeName(str(metadata.get("name", ""))),
-        labels=dict(metadata.get("labels") or {}),
-        os_image=str(info.get("osImage", "")),
-    )
-
-
 def read_status(api: Any, namespace: str | None, policy_name: str | None) -> StatusInputs:
     """Everything a report needs, with GET and LIST requests only.  Raises StatusError."""
     server = str(api.configuration.host)
@@ -816,8 +797,9 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
         snap = upgrading.read_upgrade_snapshot(api, where, rules)
         nodes = {
             view.name: view
+            # NB: the selector lists GPU nodes only, and NodeFacts keeps every label of a GPU node.
             for view in map(
-                node_view,
+                reading.node_facts,
                 requesting.list_items(api, "/api/v1/nodes", [("labelSelector", upgrading.GPU_NODE_SELECTOR)]),
             )
         }

@@ -37,7 +37,7 @@ from ocp_gpu import cli
 from ocp_gpu.commands import status
 from ocp_gpu.kube import clients, requesting, upgrading
 from ocp_gpu.model import labels, operands, policy_parser, upgrades
-from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.nodes import NodeFacts, NodeName
 from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot
 from ocp_gpu.planning import upgrade
 from tests.unit._upgrades import (
@@ -66,7 +66,7 @@ DS_SELECTORS: Mapping[str, Mapping[str, str]] = {
 # --- builders ------------------------------------------------------------------------------------
 
 
-def node_view(name: str, rhcos: str | None = RHCOS, os_image_rhcos: str | None = None) -> status.NodeView:
+def node_view(name: str, rhcos: str | None = RHCOS, os_image_rhcos: str | None = None) -> NodeFacts:
     """A GPU node's labels as NFD and the operator write them (RHCOS, or Ubuntu with rhcos=None)."""
     found = {labels.NFD_NVIDIA_PCI: "true", labels.deploy_label("driver"): "true"}
     if rhcos:
@@ -75,7 +75,9 @@ def node_view(name: str, rhcos: str | None = RHCOS, os_image_rhcos: str | None =
     else:
         found |= {labels.OS_ID: "ubuntu", labels.OS_VERSION_ID: "22.04"}
         image = "Ubuntu 22.04.4 LTS"
-    return status.NodeView(name=NodeName(name), labels=found, os_image=image)
+    return NodeFacts(
+        name=NodeName(name), labels=found, os_image=image, kernel_version="", unschedulable=False, gpus=1
+    )
 
 
 def policy_view(
@@ -106,7 +108,7 @@ def report_of(
     snap: UpgradeSnapshot,
     upgrade_policy: Mapping[str, Any] | None = None,
     *,
-    views: Mapping[str, status.NodeView] | None = None,
+    views: Mapping[str, NodeFacts] | None = None,
     selectors: Mapping[str, Mapping[str, str]] = DS_SELECTORS,
     now: datetime.datetime = NOW,
     **policy_args: Any,
@@ -808,7 +810,7 @@ def test_the_subcommand_is_wired(fake_api: FakeApi, capsys: pytest.CaptureFixtur
 
 
 def test_planner_nodes_are_read_from_the_snapshot_alone() -> None:
-    # The status rows never invent nodes: a NodeView without an UpgradeNode gives no row.
+    # The status rows never invent nodes: a node's NodeFacts without an UpgradeNode gives no row.
     snap = UpgradeSnapshot(nodes=(UpgradeNode(name=NodeName("n1")),))
     report = report_of(snap, views={"n1": node_view("n1"), "ghost": node_view("ghost")})
     assert [row.node for row in report.rows] == ["n1"]
