@@ -17,7 +17,7 @@ import kopf
 
 from ocp_gpu.kube import connecting, owning, reading, requesting, upgrading
 from ocp_gpu.model import apis, labels, nodes, nvidia_driver, operands
-from ocp_gpu.planning import delivery
+from ocp_gpu.planning import delivery, pod_selection
 from ocp_gpu.reconcilers import runtime
 
 OWNED_SELECTOR = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
@@ -144,13 +144,14 @@ def _register_pods(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None
         if rt.operand_pods.get(name) != operand_pod:
             rt.operand_pods[name] = operand_pod
             rt.mark_operands()
-        if operand_pod.app not in (labels.DRIVER_APP, operands.OPERATOR_VALIDATOR.app):
-            return
         if operand_pod.app == operands.OPERATOR_VALIDATOR.app:
             validator = upgrading.validator_pod(body)
             if rt.validator_pods.get(name) != validator:
                 rt.validator_pods[name] = validator
                 rt.mark_upgrades()
+            return
+        # NB: driver pods of either mode are kept; the upgrade picks its mode's (rt.nvidia_driver_mode).
+        if not pod_selection.is_any_driver_pod(body.get("metadata", {}).get("labels") or {}):
             return
         driver = upgrading.driver_pod(body)
         if rt.driver_pods.get(name) != driver:

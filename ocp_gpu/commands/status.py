@@ -77,7 +77,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ocp_gpu.kube import clients, reading, requesting, upgrading
-from ocp_gpu.model import apis, labels, operands, policy_parser
+from ocp_gpu.model import apis, labels, nvidia_driver, operands, policy_parser
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import snapshot as snapshot_model
 from ocp_gpu.model.nodes import NodeFacts, NodeName
@@ -85,7 +85,7 @@ from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot, UpgradeState
 from ocp_gpu.planning import mig as mig_planning
 from ocp_gpu.planning import operands as operand_planning
-from ocp_gpu.planning import policies, upgrade
+from ocp_gpu.planning import pod_selection, policies, upgrade
 
 EXIT_SHOWN: Final = 0
 EXIT_UNREADABLE: Final = 1
@@ -794,7 +794,9 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
     rules, _ = upgrade_policy_of(policy)
     what = f"the GPU nodes and the driver pods in {where}"
     try:
-        snap = upgrading.read_upgrade_snapshot(api, where, rules)
+        # NB: the operator's own choice of driver pods (NVIDIADriver pools: by component).
+        driver_selector = pod_selection.driver_pod_selector(nvidia_driver.is_mode_enabled(policy.spec))
+        snap = upgrading.read_upgrade_snapshot(api, where, rules, driver_selector=driver_selector)
         nodes = {
             view.name: view
             # NB: the selector lists GPU nodes only, and NodeFacts keeps every label of a GPU node.
@@ -806,7 +808,7 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
         daemonsets = requesting.list_items(
             api,
             f"/apis/apps/v1/namespaces/{where}/daemonsets",
-            [("labelSelector", upgrading.DRIVER_SELECTOR)],
+            [("labelSelector", driver_selector)],
         )
         stack_apps = ",".join(o.app for o in operands.GENERIC)
         stack_pods = requesting.list_items(

@@ -33,14 +33,15 @@ from ocp_gpu.model.upgrades import (
     ValidatorPod,
     WorkloadPod,
 )
-from ocp_gpu.planning import upgrade
+from ocp_gpu.planning import pod_selection, upgrade
 
 # The seed's `kubectl logs ... | grep controllers.Upgrade` finds these lines.
 logger = logging.getLogger(labels.UPGRADE_LOGGER)
 
 MERGE_PATCH: Final = "application/merge-patch+json"
-# Every driver pod carries app=nvidia-driver-daemonset (DESIGN §2).
-DRIVER_SELECTOR: Final = f"{labels.APP}={labels.DRIVER_APP}"
+# Every driver pod of the ClusterPolicy's DaemonSets carries app=nvidia-driver-daemonset (DESIGN §2);
+# with NVIDIADrivers the selector is planning.pod_selection.driver_pod_selector's.
+DRIVER_SELECTOR: Final = upgrades.DRIVER_APP_SELECTOR
 # Every GPU node (NFD's label): the nodes the upgrade manages.
 GPU_NODE_SELECTOR: Final = f"{labels.NFD_NVIDIA_PCI}=true"
 # A static pod's API mirror carries this annotation.
@@ -261,6 +262,7 @@ def driver_pod(body: Mapping[str, Any]) -> DriverPod:
         terminating=bool(metadata.get("deletionTimestamp")),
         restart_count=max((int(c.get("restartCount", 0)) for c in unready), default=0),
         waiting_reason=waiting,
+        selector_labels=pod_selection.selector_labels(metadata.get("labels") or {}),
     )
 
 
@@ -402,17 +404,22 @@ def read_upgrade_snapshot(
     policy: UpgradePolicy,
     *,
     node_selector: str = GPU_NODE_SELECTOR,
-    driver_selector: str = DRIVER_SELECTOR,
+    driver_selector: str | None = None,
     daemonset_selector: str | None = None,
     validator_deployed: bool | None = None,
+    nvidia_driver_mode: bool = False,
 ) -> UpgradeSnapshot:
     """Everything one upgrade pass needs, read once.
+
+    Driver pods and DaemonSets are listed by `driver_selector`, by default the one the mode
+    selects (`planning.pod_selection.driver_pod_selector`).
 
     Pods are listed only on the nodes `planning.upgrade.nodes_needing_pods` names; a
     node whose list fails is left out of `pods` (that node alone waits) and logged.
     `validator_deployed=None` decides from the cluster: a DaemonSet or a pod labelled
     app=nvidia-operator-validator exists in the namespace.
     """
+    driver_selector = driver_selector or pod_selection.driver_pod_selector(nvidia_driver_mode)
     nodes = upgrades.upgrade_nodes(
         (
             reading.node_facts(item)

@@ -96,6 +96,12 @@ TIMER_ANNOTATIONS: Final = (
 POD_REVISION_LABEL: Final = "controller-revision-hash"
 # The validator pods that gate validation-required (NVIDIA's operator-validator).
 VALIDATOR_SELECTOR: Final = f"{labels.APP}={operands.OPERATOR_VALIDATOR.app}"
+# The driver pods of the ClusterPolicy's own driver DaemonSets (DESIGN §2; the seed's `-lapp=`).
+DRIVER_APP_SELECTOR: Final = f"{labels.APP}={labels.DRIVER_APP}"
+# The driver pods of NVIDIADriver pools: NVIDIA's upgrade controller selects them on the component.
+DRIVER_COMPONENT_SELECTOR: Final = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
+# The driver pod labels a selector above reads: all a DriverPod keeps of its labels.
+DRIVER_SELECTOR_KEYS: Final = (labels.APP, labels.COMPONENT)
 # NVIDIA appends this to every drain selector so pods can opt out of drains (the operator's own).
 DRAIN_SKIP_SELECTOR: Final = "nvidia.com/gpu-driver-upgrade-drain.skip!=true"
 # Extended resources that mean "this pod uses a GPU": nvidia.com/gpu*, nvidia.com/mig-*.
@@ -148,7 +154,7 @@ class PodRef:
 
 @dataclass(frozen=True, kw_only=True)
 class DriverPod:
-    """A driver pod (`app=nvidia-driver-daemonset`) on one node."""
+    """A driver pod (`app=nvidia-driver-daemonset`, or with NVIDIADrivers its component) on one node."""
 
     ref: PodRef
     node: NodeName
@@ -164,6 +170,8 @@ class DriverPod:
     restart_count: int = 0
     # Why a container waits (CrashLoopBackOff, ImagePullBackOff, ...); "" when none does.
     waiting_reason: str = ""
+    # Its DRIVER_SELECTOR_KEYS labels, sorted (key, value) pairs: which driver selector picks it.
+    selector_labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -40,6 +40,31 @@ def selector_matches(selector: str, pod_labels: Mapping[str, str]) -> bool:
     return all(_requirement_matches(r, pod_labels) for r in selectors.parse_label_selector(selector))
 
 
+def driver_pod_selector(nvidia_driver_mode: bool) -> str:
+    """The label selector of the driver pods (and DaemonSets) the driver upgrade manages.
+
+    With `driver.useNvidiaDriverCRD` the NVIDIADriver pools' pods, selected as NVIDIA's upgrade
+    controller does, on app.kubernetes.io/component=nvidia-driver; otherwise the ClusterPolicy's,
+    on app=nvidia-driver-daemonset (DESIGN §2).
+    """
+    return upgrades.DRIVER_COMPONENT_SELECTOR if nvidia_driver_mode else upgrades.DRIVER_APP_SELECTOR
+
+
+def selector_labels(pod_labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The labels either driver selector reads, as sorted pairs (what a DriverPod keeps)."""
+    return tuple(sorted((k, v) for k, v in pod_labels.items() if k in upgrades.DRIVER_SELECTOR_KEYS))
+
+
+def is_driver_pod(pod_labels: Mapping[str, str], nvidia_driver_mode: bool) -> bool:
+    """Whether the driver upgrade in this mode manages a pod with these labels."""
+    return selector_matches(driver_pod_selector(nvidia_driver_mode), pod_labels)
+
+
+def is_any_driver_pod(pod_labels: Mapping[str, str]) -> bool:
+    """A driver pod in either mode: what the pod watch keeps, so a mode switch needs no re-list."""
+    return is_driver_pod(pod_labels, True) or is_driver_pod(pod_labels, False)
+
+
 def drain_selector(policy: UpgradePolicy) -> str:
     """drain.podSelector with NVIDIA's opt-out appended (pods labelled drain.skip=true stay)."""
     own = policy.drain.pod_selector.strip()

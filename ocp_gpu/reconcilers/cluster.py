@@ -133,7 +133,8 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
         # NB: with a spec error nothing is applied or deleted: what runs keeps running.
         # The driver DaemonSets first: at thousands of nodes the labels take seconds, and the
         # DaemonSets exist before them (their pods schedule as each node gets its label).
-        if policy.driver.enabled and nvidia_driver.is_mode_enabled(active.spec):
+        rt.nvidia_driver_mode = nvidia_driver.is_mode_enabled(active.spec)
+        if policy.driver.enabled and rt.nvidia_driver_mode:
             # driver.useNvidiaDriverCRD: each NVIDIADriver deploys its pool's drivers
             outcome = await nvidia_drivers.reconcile_nvidia_drivers(
                 rt, _policy_ref(active), active.spec, policy, detected, now

@@ -61,6 +61,9 @@ class Runtime:
     # NVIDIADrivers by name (watched only when their CRD is served: `nvidia_driver_api`).
     nvidia_drivers: dict[str, nvidia_driver.NvidiaDriver] = dataclasses.field(default_factory=dict)
     nvidia_driver_api: bool = False
+    # The active policy sets driver.useNvidiaDriverCRD (set by the main pass): which driver pods
+    # the upgrade manages (planning.pod_selection.driver_pod_selector).
+    nvidia_driver_mode: bool = False
     driver_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
     # Our other operand DaemonSets (container toolkit, ...), in the same record: counts and our annotations.
     operand_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)

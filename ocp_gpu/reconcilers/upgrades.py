@@ -28,7 +28,7 @@ from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.model.upgrades import UpgradeState
-from ocp_gpu.planning import driver_coverage, upgrade, upgrade_chain
+from ocp_gpu.planning import driver_coverage, pod_selection, upgrade, upgrade_chain
 from ocp_gpu.reconcilers import runtime
 
 logger = logging.getLogger(labels.UPGRADE_LOGGER)
@@ -190,7 +190,12 @@ async def _list_pods(
 
 async def _snapshot(rt: runtime.Runtime, rules: UpgradePolicy) -> upgrades.UpgradeSnapshot:
     """The upgrade snapshot from the watches' view, plus the pods of the nodes that need them."""
-    nodes = upgrades.upgrade_nodes(rt.node_facts.values(), rt.driver_pods.values())
+    mine = (
+        pod
+        for pod in rt.driver_pods.values()
+        if pod_selection.is_driver_pod(dict(pod.selector_labels), rt.nvidia_driver_mode)
+    )
+    nodes = upgrades.upgrade_nodes(rt.node_facts.values(), mine)
     pods = await _list_pods(rt, upgrade.nodes_needing_pods(nodes, rules))
     # NB: a validator DaemonSet whose pods are not created yet still means "validation is coming".
     deployed = bool(rt.validator_pods) or await asyncio.to_thread(

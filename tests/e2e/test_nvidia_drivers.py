@@ -9,7 +9,8 @@ kwok's fake kubelets):
     each NVIDIADriver's status is `ready` and names its nodes;
 (b) the seed's upgrade flow per NVIDIADriver: a version change on one NVIDIADriver rolls its
     nodes through the upgrade states to `upgrade-done` on the new image, while the other pool's
-    driver pods are never restarted;
+    driver pods are never restarted; the mode's upgrade selector (app.kubernetes.io/component)
+    finds one driver pod on every node;
 (c) a third NVIDIADriver whose nodeSelector overlaps the first -> `ConflictingNodeSelector` on
     both (naming both and the nodes) and an Event; no DaemonSet for it, nothing running deleted;
 (d) bad input (an invalid version) -> `InvalidSpec` naming `spec.version` and an Event; its
@@ -37,6 +38,7 @@ from ocp_gpu.harness import openshift as openshift_emulation
 from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
+from ocp_gpu.planning import pod_selection
 
 from .conftest import BackgroundSampler, condition, kubectl, wait_for, wait_for_event
 
@@ -285,6 +287,11 @@ def _per_pool_daemonsets(
         assert {
             p.metadata.uid for p in driver_pods(kube, namespace) if p.spec.node_name in pools["b"]
         } == untouched
+        # the upgrade's selector in this mode (the component, as NVIDIA's) finds every node's driver pod
+        selector = pod_selection.driver_pod_selector(True)
+        by_component = client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=selector).items
+        live = [p.spec.node_name for p in by_component if not p.metadata.deletion_timestamp]
+        assert sorted(live) == sorted(every)
 
         # (c) an overlapping, newer NVIDIADriver: reported on both, nothing moves
         running = {p.metadata.uid for p in driver_pods(kube, namespace)}
