@@ -20,8 +20,8 @@ from typing import Any
 from ocp_gpu import metrics
 from ocp_gpu.desired import driver_manifests
 from ocp_gpu.kube import applying, fetching, owning, reading, reporting, requesting
+from ocp_gpu.model import nodes, snapshot
 from ocp_gpu.model import policy as policy_model
-from ocp_gpu.model import snapshot
 from ocp_gpu.model.problems import PolicyProblem
 from ocp_gpu.planning import (
     delivery,
@@ -74,28 +74,18 @@ async def reconcile_drivers(
     if pending:
         # NB: the loops wait for every watched kind (runtime.mark_listed); this only guards that promise.
         return DriverOutcome(None, errors={"watches": f"not listed yet: {', '.join(pending)}"})
-    # The ConfigMaps the policy names: their keys decide the driver pods' mounts.
-    named = driver_manifests.named_config_maps(policy).values()
-    try:
-        config_map_keys = await asyncio.to_thread(
-            fetching.config_map_keys, rt.api_client, rt.namespace, named
-        )
-    except Exception as error:  # a failed read changes nothing; the pass is retried
-        return DriverOutcome(None, errors={"configmaps": requesting.describe_error(error)})
-    # Plan and render: the same pure function `ocp-gpu render` prints (desired/driver_manifests).
-    view = driver_manifests.DriverView(
-        namespace=rt.namespace,
-        env=rt.env,
-        node_facts=tuple(rt.node_facts.values()),
+    view = await read_driver_view(
+        rt,
+        policy,
+        now,
+        tuple(rt.node_facts.values()),
         # NB: an NVIDIADriver's DaemonSets are its own, never the ClusterPolicy's to plan or collect.
-        daemonsets=tuple(d for d in rt.driver_daemonsets.values() if driver_pools.pool_of(d) is None),
-        dtk_imagestream=rt.dtk_imagestream,
-        cluster_version=rt.cluster_version,
-        cluster_proxy=rt.cluster_proxy,
-        pull_failures=_pull_failures(rt),
-        now=now,
-        config_map_keys=config_map_keys,
+        tuple(d for d in rt.driver_daemonsets.values() if driver_pools.pool_of(d) is None),
+        _pull_failures(rt),
     )
+    if isinstance(view, str):  # a failed read changes nothing; the pass is retried
+        return DriverOutcome(None, errors={"configmaps": view})
+    # Plan and render: the same pure function `ocp-gpu render` prints (desired/driver_manifests).
     desired = driver_manifests.desired_driver_manifests(policy, platform, view)
     if isinstance(desired, PolicyProblem):
         # The driver or manager image cannot be resolved: change nothing, say what to fix.
@@ -117,6 +107,38 @@ async def reconcile_drivers(
     for stale in plan.stale:
         await _delete_stale(rt, stale, errors)
     return DriverOutcome(plan, errors=errors)
+
+
+async def read_driver_view(
+    rt: runtime.Runtime,
+    policy: policy_model.Policy,
+    now: datetime.datetime,
+    node_facts: tuple[nodes.NodeFacts, ...],
+    daemonsets: tuple[snapshot.DriverDaemonSet, ...],
+    pull_failures: tuple[driver_fallback.PullFailure, ...] = (),
+) -> driver_manifests.DriverView | str:
+    """The DriverView of these nodes and DaemonSets from the in-memory view, with the keys of
+    the ConfigMaps the policy names read now (they decide the driver pods' mounts); the
+    error's description when that read fails."""
+    named = driver_manifests.named_config_maps(policy).values()
+    try:
+        config_map_keys = await asyncio.to_thread(
+            fetching.config_map_keys, rt.api_client, rt.namespace, named
+        )
+    except Exception as error:
+        return requesting.describe_error(error)
+    return driver_manifests.DriverView(
+        namespace=rt.namespace,
+        env=rt.env,
+        node_facts=node_facts,
+        daemonsets=daemonsets,
+        dtk_imagestream=rt.dtk_imagestream,
+        cluster_version=rt.cluster_version,
+        cluster_proxy=rt.cluster_proxy,
+        pull_failures=pull_failures,
+        now=now,
+        config_map_keys=config_map_keys,
+    )
 
 
 async def _delete_stale(

@@ -34,7 +34,7 @@ from ocp_gpu.planning import conditions, driver_findings, driver_pools, drivers
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.planning.status import finding_conditions
 from ocp_gpu.reconcilers import operands, runtime
-from ocp_gpu.reconcilers.drivers import DriverOutcome
+from ocp_gpu.reconcilers.drivers import DriverOutcome, read_driver_view
 
 logger = logging.getLogger("ocp_gpu.nvidia_drivers")
 
@@ -194,24 +194,15 @@ async def _reconcile_pool(
 ) -> PoolOutcome:
     value = driver_pools.owner_label_value(driver.name)
     mine = set(owners.nodes_of(value))
-    named = driver_manifests.named_config_maps(policy).values()
-    try:
-        config_map_keys = await asyncio.to_thread(
-            fetching.config_map_keys, rt.api_client, rt.namespace, named
-        )
-    except Exception as error:  # a failed read changes nothing; the pass is retried
-        return PoolOutcome(driver, errors={"configmaps": requesting.describe_error(error)})
-    view = driver_manifests.DriverView(
-        namespace=rt.namespace,
-        env=rt.env,
-        node_facts=tuple(facts for name, facts in rt.node_facts.items() if name in mine),
-        daemonsets=tuple(d for d in rt.driver_daemonsets.values() if driver_pools.pool_of(d) == value),
-        dtk_imagestream=rt.dtk_imagestream,
-        cluster_version=rt.cluster_version,
-        cluster_proxy=rt.cluster_proxy,
-        now=now,
-        config_map_keys=config_map_keys,
+    view = await read_driver_view(
+        rt,
+        policy,
+        now,
+        tuple(facts for name, facts in rt.node_facts.items() if name in mine),
+        tuple(d for d in rt.driver_daemonsets.values() if driver_pools.pool_of(d) == value),
     )
+    if isinstance(view, str):  # a failed read changes nothing; the pass is retried
+        return PoolOutcome(driver, errors={"configmaps": view})
     driver_type = str(driver.spec.get("driverType") or "gpu")
     desired = driver_manifests.desired_driver_manifests(
         policy,
