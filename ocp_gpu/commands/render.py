@@ -75,6 +75,7 @@ from ocp_gpu.model import (
     images,
     labels,
     nodes,
+    nvidia_driver,
     operands,
     policy_checks,
     policy_parser,
@@ -232,6 +233,8 @@ class Rendering:
     # In apply order, with the ownership metadata the operator adds.
     manifests: tuple[dict[str, Any], ...]
     drivers_enabled: bool = True
+    # driver.useNvidiaDriverCRD: true: the NVIDIADriver resources own the driver DaemonSets.
+    drivers_from_pools: bool = False
 
     @property
     def errors(self) -> tuple[PolicyProblem, ...]:
@@ -263,6 +266,10 @@ def render(inputs: RenderInputs) -> Rendering:
     if not policy.driver.enabled:
         # driver.enabled: false: the operator deletes its driver DaemonSets and renders none
         return Rendering(inputs, problems, None, stack_owned, drivers_enabled=False)
+    if nvidia_driver.is_mode_enabled(spec):
+        # Printing the ClusterPolicy's own driver DaemonSets here would show what the
+        # operator does NOT apply in this mode; the pools are not rendered (yet).
+        return Rendering(inputs, problems, None, stack_owned, drivers_enabled=False, drivers_from_pools=True)
     desired = driver_manifests.desired_driver_manifests(policy, inputs.platform, inputs.view)
     if isinstance(desired, PolicyProblem):
         # an image only planning could not resolve (validate_policy normally catches it first)
@@ -365,6 +372,12 @@ def summary_lines(result: Rendering) -> list[str]:
     if result.errors:
         lines.append("the ClusterPolicy is invalid; nothing rendered:")
         lines += [f"  {_problem(problem)}" for problem in result.errors]
+        return lines + _warning_lines(warnings)
+    if result.drivers_from_pools:
+        lines.append(
+            "spec.driver.useNvidiaDriverCRD is true: the NVIDIADriver resources deploy the drivers; "
+            "their DaemonSets are not rendered here (see them with `ocp-gpu status`), every other operand is"
+        )
         return lines + _warning_lines(warnings)
     if not result.drivers_enabled:
         lines.append(

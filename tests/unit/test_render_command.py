@@ -625,6 +625,20 @@ def test_drivers_disabled_renders_no_driver_and_says_why(
     }
 
 
+def test_nvidia_driver_mode_renders_no_cluster_policy_driver_and_says_why(
+    run: Callable[..., Run], write: Callable[..., str], dtk_files: list[str]
+) -> None:
+    files = list(dtk_files)
+    files[1] = write("pools.yaml", {"driver": {"useNvidiaDriverCRD": True}})
+    result = run(*files)
+    assert result.status == 0 and result.manifests == []
+    assert "spec.driver.useNvidiaDriverCRD is true" in result.err
+    # The rest of the stack is rendered as without the mode.
+    assert operands.DEVICE_PLUGIN.daemonset in {
+        m["metadata"]["name"] for m in result.all_manifests if m["kind"] == "DaemonSet"
+    }
+
+
 def test_no_gpu_nodes_renders_only_the_rbac(run: Callable[..., Run], write: Callable[..., str]) -> None:
     result = run(
         "--policy",
