@@ -18,6 +18,7 @@ from ocp_gpu.kube import reading
 from ocp_gpu.model import images, nodes, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
+from ocp_gpu.model.proxy import ClusterProxy
 from ocp_gpu.planning import config_maps, delivery, driver_fallback, driver_strategy, drivers, imagestreams
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.rendering import drivers as rendering
@@ -180,12 +181,12 @@ def config_map_problem(
     return None
 
 
-def cluster_proxy(proxy: Mapping[str, Any] | None) -> rendering.ClusterProxy | None:
+def cluster_proxy(proxy: Mapping[str, Any] | None) -> ClusterProxy | None:
     """OpenShift's `Proxy cluster`: status holds the effective values, spec the trusted CA name."""
     if proxy is None:
         return None
     status = proxy.get("status") or {}
-    return rendering.ClusterProxy(
+    return ClusterProxy(
         http_proxy=str(status.get("httpProxy", "")),
         https_proxy=str(status.get("httpsProxy", "")),
         no_proxy=str(status.get("noProxy", "")),

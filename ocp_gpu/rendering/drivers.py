@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from ocp_gpu.model import images, labels, operands
 from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model.proxy import ClusterProxy
 from ocp_gpu.planning.driver_strategy import Strategy
 from ocp_gpu.planning.drivers import DesiredDriverDaemonSet
 from ocp_gpu.rendering import common, templating
@@ -87,29 +88,6 @@ _OWNED_ENV: Final = frozenset(
         DIGEST_ENV,
     }
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class ClusterProxy:
-    """OpenShift's `Proxy cluster` as the driver needs it (status: the effective values)."""
-
-    http_proxy: str = ""
-    https_proxy: str = ""
-    no_proxy: str = ""
-    # spec.trustedCA.name is set: mount the injected CA bundle.
-    trusted_ca: bool = False
-
-    def env(self) -> list[tuple[str, str]]:
-        """HTTP_PROXY/http_proxy, … for every value set (upper and lower case, as tools differ)."""
-        pairs: list[tuple[str, str]] = []
-        for name, value in (
-            ("HTTP_PROXY", self.http_proxy),
-            ("HTTPS_PROXY", self.https_proxy),
-            ("NO_PROXY", self.no_proxy),
-        ):
-            if value:
-                pairs += [(name, value), (name.lower(), value)]
-        return pairs
 
 
 @dataclasses.dataclass(frozen=True)

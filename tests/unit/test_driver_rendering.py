@@ -26,12 +26,13 @@ from hypothesis import strategies as st
 
 from ocp_gpu.model import images, labels, policy_checks, policy_parser
 from ocp_gpu.model.operands import DRIVER_CONTAINER
+from ocp_gpu.model.proxy import ClusterProxy
 from ocp_gpu.model.snapshot import DriverDaemonSet, DriverKey
 from ocp_gpu.planning import driver_fallback
 from ocp_gpu.planning.driver_strategy import Strategy
 from ocp_gpu.planning.drivers import DesiredDriverDaemonSet
 from ocp_gpu.rendering import templating
-from ocp_gpu.rendering.drivers import ClusterProxy, DriverRenderInputs, render_driver_state
+from ocp_gpu.rendering.drivers import DriverRenderInputs, render_driver_state
 from tests.unit._drivers import (
     DTK_416,
     DTK_417,
