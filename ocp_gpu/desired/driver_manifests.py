@@ -18,7 +18,6 @@ from ocp_gpu.kube import reading
 from ocp_gpu.model import images, nodes, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
-from ocp_gpu.model.proxy import ClusterProxy
 from ocp_gpu.planning import config_maps, delivery, driver_fallback, driver_strategy, drivers, imagestreams
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.rendering import drivers as rendering
@@ -139,7 +138,9 @@ def desired_driver_manifests(
             openshift=platform.is_openshift,
             manager_image=manager_image,
             openshift_version=reading.openshift_version(delivery.present(view.cluster_version) or {}),
-            proxy=cluster_proxy(delivery.present(view.cluster_proxy)) if platform.is_openshift else None,
+            proxy=reading.cluster_proxy(delivery.present(view.cluster_proxy))
+            if platform.is_openshift
+            else None,
             config_map_keys={name: keys for name, keys in (view.config_map_keys or {}).items() if keys},
             module_images=module_images,
         ),
@@ -179,16 +180,3 @@ def config_map_problem(
                     fix=f"unset {field} (supported: rhcos, rhel, centos, rocky, ol, ubuntu, debian, sles)",
                 )
     return None
-
-
-def cluster_proxy(proxy: Mapping[str, Any] | None) -> ClusterProxy | None:
-    """OpenShift's `Proxy cluster`: status holds the effective values, spec the trusted CA name."""
-    if proxy is None:
-        return None
-    status = proxy.get("status") or {}
-    return ClusterProxy(
-        http_proxy=str(status.get("httpProxy", "")),
-        https_proxy=str(status.get("httpsProxy", "")),
-        no_proxy=str(status.get("noProxy", "")),
-        trusted_ca=bool(((proxy.get("spec") or {}).get("trustedCA") or {}).get("name")),
-    )

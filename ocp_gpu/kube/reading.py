@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ocp_gpu.model import imagestreams, labels, nodes, operands, snapshot, upgrades
+from ocp_gpu.model.proxy import ClusterProxy
 from ocp_gpu.planning import delivery
 
 
@@ -188,6 +189,19 @@ def image_stream_singleton(body: delivery.Singleton) -> imagestreams.ImageStream
     if body is None or body is delivery.NOT_DELIVERED:
         return body
     return image_stream(body)
+
+
+def cluster_proxy(proxy: Mapping[str, Any] | None) -> ClusterProxy | None:
+    """OpenShift's `Proxy cluster`: status holds the effective values, spec the trusted CA name."""
+    if proxy is None:
+        return None
+    status = proxy.get("status") or {}
+    return ClusterProxy(
+        http_proxy=str(status.get("httpProxy", "")),
+        https_proxy=str(status.get("httpsProxy", "")),
+        no_proxy=str(status.get("noProxy", "")),
+        trusted_ca=bool(((proxy.get("spec") or {}).get("trustedCA") or {}).get("name")),
+    )
 
 
 # NB: an ImageStream comes straight from the API server; a field can be missing or null
