@@ -22,6 +22,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -296,10 +297,18 @@ def test_status_follows_an_upgrade_with_one_parallel_slot_without_writing(
         stderr=subprocess.PIPE,
         text=True,
     )
+    # Read as a terminal or `| jq` would, all along: with the other tests' nodes in the shared
+    # control plane a document outgrows the pipe's buffer, and a writer blocked on a full pipe
+    # is not what this test is about.
+    printed: list[str] = []
+    reader = threading.Thread(target=lambda: printed.extend(watch.stdout or ()), daemon=True)
+    reader.start()
     # NB: 2 s refreshes; the start-up and each read take seconds more on a loaded 2-core machine.
     time.sleep(10)
     watch.send_signal(signal.SIGINT)
-    out, err = watch.communicate(timeout=30)
+    _, err = watch.communicate(timeout=30)
+    reader.join(timeout=30)
+    out = "".join(printed)
     assert watch.returncode == 0, err
     documents = [json.loads(line) for line in out.splitlines()]
     assert len(documents) >= 2, out

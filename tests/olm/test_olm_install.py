@@ -402,7 +402,11 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
         csv = custom(kube).get_namespaced_custom_object(
             *OPS, NAMESPACE, "clusterserviceversions", "ocp-gpu.v0.1.0"
         )
-        (example,) = json.loads(csv["metadata"]["annotations"]["alm-examples"])
+        (example,) = [
+            item
+            for item in json.loads(csv["metadata"]["annotations"]["alm-examples"])
+            if item["kind"] == "ClusterPolicy"
+        ]
         custom(kube).create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", example)
 
         apps = client.AppsV1Api(kube)
