@@ -29,6 +29,7 @@ import datetime
 import logging
 import multiprocessing
 import os
+import signal
 import socket
 import threading
 import uuid
@@ -375,6 +376,10 @@ class ElectionProcess:
 
 def _election_main(kubeconfig: str | None, settings: ElectionSettings, conn: Connection) -> None:
     """The child: acquire, tell the parent, renew until lost or told to release, or the parent is gone."""
+    # NB: a terminal's Ctrl-C and a SIGTERM sent to the process group reach the child too; it must
+    # outlive them to release the lease when the parent says so (or stop when the parent is gone).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     elector = LeaderElector(clients.load_api_client(Path(kubeconfig) if kubeconfig else None), settings)
     stop = threading.Event()
