@@ -306,7 +306,9 @@ def test_status_follows_an_upgrade_with_one_parallel_slot_without_writing(
     # NB: 2 s refreshes; the start-up and each read take seconds more on a loaded 2-core machine.
     time.sleep(10)
     watch.send_signal(signal.SIGINT)
-    _, err = watch.communicate(timeout=30)
+    # NB: in the full suite the shared control plane holds every earlier test's nodes and pods,
+    # so the read in flight when Ctrl-C lands can take long; the exit must still come, and be 0.
+    _, err = watch.communicate(timeout=120)
     reader.join(timeout=30)
     out = "".join(printed)
     assert watch.returncode == 0, err
