@@ -1018,6 +1018,9 @@ def run_chaos(
         if mco is not None:
             result.mco_s = mco.seconds
             result.mco_error = mco.error
+        # The last kill can land just before the end: count its restart, not a race with it.
+        if not supervisor.wait_restarted(10.0):
+            result.notes.append("a replica was not running again 10 s after the end")
         result.operator_exits_not_ours = [dataclasses.asdict(e) for e in supervisor.unexpected_exits()]
         outages = [
             (f["started_s"], f["at_s"] + LEASE_LOSS_GRACE_S)

@@ -172,6 +172,16 @@ class Supervisor:
                 return replica
         return None
 
+    def wait_restarted(self, timeout: float) -> bool:
+        """Wait until every replica runs again (a kill just before the end is restarted
+        ``restart_delay`` after the next poll); True when all run."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(r.process is not None and r.process.running() for r in self.replicas):
+                return True
+            time.sleep(self._interval)
+        return False
+
     def unexpected_exits(self) -> list[ReplicaExit]:
         """Exits we did not cause with a kill."""
         return [e for r in self.replicas for e in r.exits if not e.killed]
