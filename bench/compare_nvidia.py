@@ -126,8 +126,10 @@ def evaluate(nvidia: Result | None, ours: Result, nodes: int) -> list[Result]:
 def run_tool(which: str, nodes: int, args: argparse.Namespace, source: Path, raw: Path) -> Result:
     """One operator at one size through the shared tool; its JSON result."""
     env = {**os.environ, "OCPGPU_SRC": str(source)}
+    # CPU and RSS over each operator's whole process tree (ocp-gpu's election child included).
     command = [
         sys.executable,
+        str(Path(__file__).resolve().parent / "_tree_tool.py"),
         str(TOOL),
         "--nodes",
         str(nodes),
@@ -163,7 +165,8 @@ def markdown(out: Path) -> str:
             f"## {summary['nodes']} GPU nodes — commit {summary['commit']}, {summary['measured_at']}",
             "",
             f"Load average at the start / end: {summary['load_average_start']} / "
-            f"{summary['load_average_end']}; order: {' then '.join(summary['order'])}.",
+            f"{summary['load_average_end']}; order: {' then '.join(summary['order'])}."
+            + f" Counted: {summary.get('counted', 'the operator process alone')}.",
             "",
             "| target | NVIDIA | ocp-gpu | ratio | met |",
             "|---|---|---|---|---|",
@@ -208,6 +211,7 @@ def main() -> int:
                 "order": which,
                 "load_average_start": start,
                 "load_average_end": load_average(),
+                "counted": "CPU and RSS of each operator's process tree (bench/_tree_tool.py)",
                 "targets": evaluate(runs.get("nvidia"), runs["ocp-gpu"], nodes) if "ocp-gpu" in runs else [],
                 "runs": runs,
             }

@@ -54,7 +54,7 @@ async def run(options: RunOptions) -> int:
     server = serving.serve(options.metrics_address, options.metrics_port, health)
     election = options.election or electing.ElectionSettings(namespace=options.namespace)
     # The election runs in a process of its own: nothing the reconcilers do delays a renewal.
-    elector = electing.ElectionProcess(options.kubeconfig, election)
+    elector = electing.ElectionProcess(clients.lease_credentials(api_client), election)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # Threads for blocking API calls: a pass keeps WRITE_CONCURRENCY of them busy, plus the lease.

@@ -2,45 +2,46 @@
 
 Of several operator replicas exactly one acts: the one holding the Lease.  The
 decisions are in `planning/leadership.py`; this module reads and writes the
-Lease with optimistic concurrency (resourceVersion), so two replicas racing for
-a free lease cannot both win.
+Lease (through `kube/leasing.py`) with optimistic concurrency (resourceVersion),
+so two replicas racing for a free lease cannot both win.
 
 Renewal never waits for reconcile work (bug B of issue 8: at 500 nodes under load
 the leader lost its 4 s Lease three times).  It runs in a thread of its own with
-an API client (and so a connection pool) of its own: it does not queue behind a
-pass's blocking calls in the event loop's executor, does not wait for a busy event
-loop to wake it, and does not share connections with reconcile requests.
+a connection of its own: it does not queue behind a pass's blocking calls in the
+event loop's executor, does not wait for a busy event loop to wake it, and does not
+share connections with reconcile requests.
 
 `ElectionProcess` goes one step further for `ocp-gpu run`: the whole election
 (acquire, renew, release) runs in a child process, so that not even the
 interpreter lock, held by the reconcile thread through a long C call (parsing a
 LIST of thousands of pods), delays a renewal.  The child stops renewing as soon as
-the operator process dies (its end of the pipe closes), so a killed leader's Lease
-expires as it should.
+the operator process dies (its stdin closes), so a killed leader's Lease expires
+as it should.
+
+NB: the child is `python -S -m ocp_gpu.kube.electing`: it imports only the standard
+library and this module's two neighbours (`kube/leasing.py`, `planning/leadership.py`),
+never the kubernetes client or kopf (issue 13: about 15 MiB instead of 60 MiB with
+multiprocessing's spawn and resource tracker).  The operator resolves the credentials
+with the kubernetes client and hands them over as plain data (`leasing.Credentials`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import copy
 import dataclasses
 import datetime
+import json
 import logging
-import multiprocessing
 import os
 import signal
 import socket
+import sys
 import threading
 import uuid
-from collections.abc import Callable
-from multiprocessing.connection import Connection
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
-from ocp_gpu.kube import clients
+from ocp_gpu.kube import leasing
 from ocp_gpu.planning import leadership
 
 logger = logging.getLogger("ocp_gpu.leader")
@@ -77,13 +78,12 @@ class LeaderElector:
 
     def __init__(
         self,
-        api_client: client.ApiClient,
+        credentials: leasing.Credentials,
         settings: ElectionSettings,
         clock: Callable[[], datetime.datetime] = _utcnow,
     ) -> None:
-        # NB: a client of our own (own urllib3 pool): the reconcilers' calls never hold
-        # the connection a renewal needs.
-        self._api = client.CoordinationV1Api(_own_client(api_client))
+        # NB: a connection of our own: the reconcilers' calls never hold the one a renewal needs.
+        self._api = leasing.LeaseApi(credentials)
         self._settings = settings
         self._clock = clock
         self._last_renewed: datetime.datetime | None = None
@@ -99,26 +99,41 @@ class LeaderElector:
 
     async def acquire(self) -> None:
         """Block until this replica holds the lease."""
+        import asyncio  # NB: here, not at the top: the election child never pays for asyncio (4 MiB)
+
+        stop = threading.Event()
+        try:
+            await asyncio.to_thread(self.acquire_until, stop)
+        finally:
+            stop.set()
+
+    def acquire_until(self, stop: threading.Event) -> bool:
+        """Try every retry period until this replica holds the lease (True) or `stop` is set."""
         logged_wait = False
-        while True:
-            if await asyncio.to_thread(self._try_acquire_or_renew):
-                logger.info(
-                    "acquired leadership lease %s/%s as %s",
-                    self._settings.namespace,
-                    self._settings.name,
-                    self.identity,
-                )
-                return
-            if not logged_wait:
-                holder = self._observed[0].holder if self._observed[0] else None
-                logger.info(
-                    "standing by: lease %s/%s is held by %s",
-                    self._settings.namespace,
-                    self._settings.name,
-                    holder,
-                )
-                logged_wait = True
-            await asyncio.sleep(self._settings.retry_period_s)
+        while not stop.is_set():
+            try:
+                if self._try_acquire_or_renew():
+                    logger.info(
+                        "acquired leadership lease %s/%s as %s",
+                        self._settings.namespace,
+                        self._settings.name,
+                        self.identity,
+                    )
+                    return True
+            except Exception:  # an unreachable or failing apiserver: try again next period
+                logger.warning("could not read or take the lease; retrying", exc_info=True)
+            else:
+                if not logged_wait:
+                    holder = self._observed[0].holder if self._observed[0] else None
+                    logger.info(
+                        "standing by: lease %s/%s is held by %s",
+                        self._settings.namespace,
+                        self._settings.name,
+                        holder,
+                    )
+                    logged_wait = True
+            stop.wait(self._settings.retry_period_s)
+        return False
 
     async def keep_renewing(self) -> None:
         """Renew until leadership is lost; then return (the caller must stop acting).
@@ -126,25 +141,13 @@ class LeaderElector:
         The renewals run in the thread `renew_in_thread` starts; this coroutine only
         waits for its verdict, so a busy event loop delays noticing a loss, never a renewal.
         """
-        loop = asyncio.get_running_loop()
-        lost: asyncio.Future[None] = loop.create_future()
-        stop = threading.Event()
 
-        def resolve() -> None:
-            if not lost.done():
-                lost.set_result(None)
+        def start(stop: threading.Event, report_lost: Callable[[], None]) -> None:
+            threading.Thread(
+                target=self.renew_in_thread, args=(stop, report_lost), name="lease-renewal", daemon=True
+            ).start()
 
-        def report_lost() -> None:
-            loop.call_soon_threadsafe(resolve)
-
-        thread = threading.Thread(
-            target=self.renew_in_thread, args=(stop, report_lost), name="lease-renewal", daemon=True
-        )
-        thread.start()
-        try:
-            await lost
-        finally:
-            stop.set()
+        await _until_lost(start)
 
     def renew_in_thread(
         self, stop: threading.Event, report_lost: Callable[[], None], exit_when_stuck: bool = True
@@ -159,7 +162,7 @@ class LeaderElector:
         while not stop.wait(self._settings.retry_period_s):
             try:
                 self._try_acquire_or_renew()
-            except Exception:  # a transient API failure: retried until the deadline
+            except Exception:  # a transient API or network failure: retried until the deadline
                 logger.warning("lease renewal failed", exc_info=True)
             now = self._clock()
             if self._last_renewed is None or leadership.is_lease_lost(
@@ -179,7 +182,7 @@ class LeaderElector:
                 return
             self._write(leadership.released(record), version)
             logger.info("released leadership lease")
-        except ApiException:
+        except (leasing.LeaseApiError, OSError):
             logger.warning("could not release the lease; a standby takes over when it expires")
 
     # --- I/O -----------------------------------------------------------------
@@ -193,7 +196,7 @@ class LeaderElector:
                 self._write(dataclasses.replace(held, renewed_at=now), held_version)
                 self._last_renewed = now
                 return True
-            except ApiException as error:
+            except leasing.LeaseApiError as error:
                 if error.status not in (409, 422):
                     raise
                 # Someone wrote the Lease since our last write: read it and decide.
@@ -210,7 +213,7 @@ class LeaderElector:
                 self._create(decision.record)
             else:
                 self._write(decision.record, version)
-        except ApiException as error:
+        except leasing.LeaseApiError as error:
             if error.status in (409, 422):
                 # Another replica won the race for this resourceVersion.
                 return False
@@ -227,57 +230,42 @@ class LeaderElector:
         return max(0.5, left)
 
     def _read(self) -> tuple[leadership.LeaseRecord | None, str | None]:
-        try:
-            lease = self._api.read_namespaced_lease(
-                self._settings.name, self._settings.namespace, _request_timeout=self._timeout()
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None, None
-            raise
-        spec = lease.spec
-        return (
-            leadership.LeaseRecord(
-                holder=spec.holder_identity or None,
-                renewed_at=spec.renew_time,
-                acquired_at=spec.acquire_time,
-                duration_s=int(spec.lease_duration_seconds or self._settings.lease_duration_s),
-                transitions=int(spec.lease_transitions or 0),
-            ),
-            lease.metadata.resource_version,
-        )
-
-    def _body(self, record: leadership.LeaseRecord, version: str | None) -> client.V1Lease:
-        return client.V1Lease(
-            metadata=client.V1ObjectMeta(
-                name=self._settings.name,
-                namespace=self._settings.namespace,
-                resource_version=version,
-                labels={"app.kubernetes.io/managed-by": "ocp-gpu"},
-            ),
-            spec=client.V1LeaseSpec(
-                holder_identity=record.holder,
-                lease_duration_seconds=record.duration_s,
-                acquire_time=_micro(record.acquired_at),
-                renew_time=_micro(record.renewed_at),
-                lease_transitions=record.transitions,
-            ),
+        return self._api.read(
+            self._settings.namespace, self._settings.name, self._timeout(), self._settings.lease_duration_s
         )
 
     def _create(self, record: leadership.LeaseRecord) -> None:
-        created = self._api.create_namespaced_lease(
-            self._settings.namespace, self._body(record, None), _request_timeout=self._timeout()
-        )
-        self._held = (record, created.metadata.resource_version)
+        version = self._api.create(self._settings.namespace, self._settings.name, record, self._timeout())
+        self._held = (record, version)
 
     def _write(self, record: leadership.LeaseRecord, version: str | None) -> None:
-        written = self._api.replace_namespaced_lease(
-            self._settings.name,
-            self._settings.namespace,
-            self._body(record, version),
-            _request_timeout=self._timeout(),
+        written = self._api.replace(
+            self._settings.namespace, self._settings.name, record, version, self._timeout()
         )
-        self._held = (record, written.metadata.resource_version) if record.holder == self.identity else None
+        self._held = (record, written) if record.holder == self.identity else None
+
+
+async def _until_lost(start: Callable[[threading.Event, Callable[[], None]], None]) -> None:
+    """Run `start(stop, report_lost)` (it starts a thread that watches the lease) and return
+    once that thread calls `report_lost()`; `stop` is set when we return or are cancelled."""
+    import asyncio  # NB: not at the top (see LeaderElector.acquire)
+
+    loop = asyncio.get_running_loop()
+    lost: asyncio.Future[None] = loop.create_future()
+    stop = threading.Event()
+
+    def resolve() -> None:
+        if not lost.done():
+            lost.set_result(None)
+
+    def report_lost() -> None:
+        loop.call_soon_threadsafe(resolve)
+
+    start(stop, report_lost)
+    try:
+        await lost
+    finally:
+        stop.set()
 
 
 def exit_unless_stopped(stop: threading.Event, settings: ElectionSettings) -> None:
@@ -290,147 +278,162 @@ def exit_unless_stopped(stop: threading.Event, settings: ElectionSettings) -> No
         os._exit(1)
 
 
-# Messages from the election process to the operator.
+# Lines from the election process to the operator (its stdout).
 _ACQUIRED = "acquired"
 _LOST = "lost"
-# From the operator to the election process: stop renewing and release the Lease.
+# From the operator to the election process (its stdin): stop renewing and release the Lease.
 _RELEASE = "release"
+# The directory holding the ocp_gpu package, put first on the child's path.
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class ElectionProcess:
     """The election of `LeaderElector`, run in a child process (see the module docstring).
 
-    The child loads its own client from the same kubeconfig (or in-cluster config), so
-    it shares nothing with the operator but the pipe.
+    The child gets the settings and credentials as one JSON line on its stdin, then reads
+    the operator's word (`release`) there; it reports `acquired` and `lost` on its stdout
+    and logs to the operator's stderr.  It shares nothing with the operator but the pipes.
     """
 
-    def __init__(self, kubeconfig: Path | None, settings: ElectionSettings) -> None:
+    def __init__(self, credentials: leasing.Credentials, settings: ElectionSettings) -> None:
+        import subprocess  # NB: not at the top: only the operator starts the child (3 MiB in it)
+
         self._settings = settings
-        context = multiprocessing.get_context("spawn")
-        self._conn, child_conn = context.Pipe()
-        self._process = context.Process(
-            target=_election_main,
-            args=(str(kubeconfig) if kubeconfig else None, settings, child_conn),
-            name="ocp-gpu-election",
-            daemon=True,
-        )
-        self._process.start()
-        child_conn.close()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (_PACKAGE_ROOT, env.get("PYTHONPATH"))))
+        with _signals_ignored():
+            # NB: -S: no site module (nor the venv's .pth files); the package comes from PYTHONPATH.
+            self._process = subprocess.Popen(
+                [sys.executable, "-S", "-m", "ocp_gpu.kube.electing"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+                text=True,
+                close_fds=True,
+            )
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._to_child: IO[str] = self._process.stdin
+        self._from_child: IO[str] = self._process.stdout
+        hello = {"settings": dataclasses.asdict(settings), "credentials": credentials.to_json()}
+        self._say(json.dumps(hello))
 
     @property
     def identity(self) -> str:
         return self._settings.identity
 
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
     async def acquire(self) -> None:
         """Block until the child holds the lease."""
+        import asyncio  # NB: not at the top (see LeaderElector.acquire)
+
         message = await asyncio.to_thread(self._receive)
         if message != _ACQUIRED:
             raise RuntimeError(f"the election process ended before acquiring the lease ({message})")
 
     async def keep_renewing(self) -> None:
         """Return when the child lost the lease (or died); the caller must stop acting."""
-        loop = asyncio.get_running_loop()
-        lost: asyncio.Future[None] = loop.create_future()
-        stop = threading.Event()
 
-        def resolve() -> None:
-            if not lost.done():
-                lost.set_result(None)
+        def start(stop: threading.Event, report_lost: Callable[[], None]) -> None:
+            def wait_for_loss() -> None:
+                message = self._receive()
+                if stop.is_set():
+                    return
+                logger.error("lost leadership lease (%s)", message)
+                report_lost()
+                exit_unless_stopped(stop, self._settings)
 
-        def wait_for_loss() -> None:
-            message = self._receive()
-            if stop.is_set():
-                return
-            logger.error("lost leadership lease (%s)", message)
-            loop.call_soon_threadsafe(resolve)
-            exit_unless_stopped(stop, self._settings)
+            threading.Thread(target=wait_for_loss, name="lease-watch", daemon=True).start()
 
-        threading.Thread(target=wait_for_loss, name="lease-watch", daemon=True).start()
-        try:
-            await lost
-        finally:
-            stop.set()
+        await _until_lost(start)
 
     def release(self) -> None:
         """Ask the child to release the lease and wait (briefly) for it to end."""
-        with contextlib.suppress(OSError, ValueError):
-            self._conn.send(_RELEASE)
-        self._process.join(timeout=10)
-        if self._process.is_alive():
-            self._process.kill()
+        self._say(_RELEASE)
+        self._end(timeout=10)
 
     def stop(self) -> None:
         """End the child without releasing (deposed: the lease is someone else's or expires)."""
+        self._end(timeout=5)
+
+    def _say(self, line: str) -> None:
         with contextlib.suppress(OSError, ValueError):
-            self._conn.close()
-        self._process.join(timeout=5)
-        if self._process.is_alive():
+            self._to_child.write(line + "\n")
+            self._to_child.flush()
+
+    def _end(self, timeout: float) -> None:
+        # Closing its stdin is the child's signal to stop (as the operator's death would be).
+        with contextlib.suppress(OSError, ValueError):
+            self._to_child.close()
+        try:
+            self._process.wait(timeout=timeout)
+        except Exception:  # subprocess.TimeoutExpired: it did not end in time
             self._process.kill()
+            self._process.wait()
 
     def _receive(self) -> str:
         try:
-            return str(self._conn.recv())
-        except (EOFError, OSError):
-            return "election process ended"
+            line = self._from_child.readline()
+        except (OSError, ValueError):
+            line = ""
+        return line.strip() or "election process ended"
 
 
-def _election_main(kubeconfig: str | None, settings: ElectionSettings, conn: Connection) -> None:
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored while the child is forked: it inherits the disposition through
+    exec, so no Ctrl-C can end it before its own main ignores them for good."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _child_main(stdin: IO[str], stdout: IO[str]) -> int:
     """The child: acquire, tell the parent, renew until lost or told to release, or the parent is gone."""
     # NB: a terminal's Ctrl-C and a SIGTERM sent to the process group reach the child too; it must
     # outlive them to release the lease when the parent says so (or stop when the parent is gone).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    elector = LeaderElector(clients.load_api_client(Path(kubeconfig) if kubeconfig else None), settings)
+    hello: dict[str, Any] = json.loads(stdin.readline() or "{}")
+    if not hello:
+        return 0  # the parent ended before telling us anything
+    settings = ElectionSettings(**hello["settings"])
+    elector = LeaderElector(leasing.Credentials.from_json(hello["credentials"]), settings)
     stop = threading.Event()
     release = threading.Event()
 
+    def tell(message: str) -> None:
+        # The parent may be gone (EPIPE): then we are stopping anyway.
+        with contextlib.suppress(OSError, ValueError):
+            stdout.write(message + "\n")
+            stdout.flush()
+
     def watch_parent() -> None:
-        # NB: recv ends with EOFError when the parent dies (SIGKILL closes its end):
+        # NB: readline returns "" when the parent dies (SIGKILL closes its end of the pipe):
         # the child then stops renewing, and the lease expires as a killed leader's should.
-        try:
-            if conn.recv() == _RELEASE:
+        with contextlib.suppress(OSError, ValueError):
+            if stdin.readline().strip() == _RELEASE:
                 release.set()
-        except (EOFError, OSError):
-            pass
         stop.set()
 
     threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
-    asyncio.run(_acquire_unless(elector, stop))
-    if stop.is_set():
-        return
-    conn.send(_ACQUIRED)
-
-    def report_lost() -> None:
-        with contextlib.suppress(OSError, ValueError):
-            conn.send(_LOST)
-
-    elector.renew_in_thread(stop, report_lost, exit_when_stuck=False)
+    if not elector.acquire_until(stop):
+        return 0
+    tell(_ACQUIRED)
+    elector.renew_in_thread(stop, lambda: tell(_LOST), exit_when_stuck=False)
     if release.is_set():
         elector.release()
+    return 0
 
 
-async def _acquire_unless(elector: LeaderElector, stop: threading.Event) -> None:
-    acquiring = asyncio.ensure_future(elector.acquire())
-    while not acquiring.done():
-        if stop.is_set():
-            acquiring.cancel()
-            break
-        await asyncio.sleep(0.2)
-    with contextlib.suppress(asyncio.CancelledError):
-        await acquiring
-
-
-def _own_client(api_client: client.ApiClient) -> client.ApiClient:
-    """A client with the same configuration (server, credentials) and a connection pool of its own."""
-    configuration = copy.deepcopy(api_client.configuration)
-    configuration.connection_pool_maxsize = 1  # one renewal at a time
-    own = client.ApiClient(configuration)
-    own.user_agent = api_client.user_agent
-    return own
-
-
-def _micro(stamp: datetime.datetime | None) -> datetime.datetime | None:
-    # NB: Lease times are MicroTime; the client serialises datetimes with
-    # microseconds, which the API accepts.
-    return stamp
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.stdin, sys.stdout))

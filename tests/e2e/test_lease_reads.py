@@ -13,7 +13,7 @@ import datetime
 import pytest
 from kubernetes import client
 
-from ocp_gpu.kube import electing
+from ocp_gpu.kube import clients, electing
 
 pytestmark = pytest.mark.e2e
 
@@ -34,7 +34,7 @@ def test_renewals_do_not_read_and_a_foreign_write_is_never_overwritten(
     settings = electing.ElectionSettings(
         namespace=namespace, identity="renewer", lease_duration_s=15, renew_deadline_s=10, retry_period_s=2
     )
-    elector = CountingElector(kube, settings)
+    elector = CountingElector(clients.lease_credentials(kube), settings)
     leases = client.CoordinationV1Api(kube)
     assert elector._try_acquire_or_renew()
     acquired = leases.read_namespaced_lease(electing.LEASE_NAME, namespace).spec.renew_time

@@ -24,7 +24,7 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.harness.cluster import LocalControlPlane
-from ocp_gpu.kube import electing
+from ocp_gpu.kube import clients, electing
 
 pytestmark = pytest.mark.e2e
 
@@ -76,7 +76,8 @@ class RenewalObserver:
 def test_renewal_keeps_going_while_the_loop_and_executor_are_saturated(
     kube: client.ApiClient, namespace: str
 ) -> None:
-    elector = electing.LeaderElector(kube, settings(namespace, "leader-under-load"))
+    credentials = clients.lease_credentials(kube)
+    elector = electing.LeaderElector(credentials, settings(namespace, "leader-under-load"))
 
     async def scenario() -> bool:
         loop = asyncio.get_running_loop()
@@ -108,7 +109,7 @@ def test_renewal_keeps_going_while_the_loop_and_executor_are_saturated(
 def test_a_lease_taken_by_another_replica_is_reported_lost_within_the_deadline(
     kube: client.ApiClient, namespace: str
 ) -> None:
-    elector = electing.LeaderElector(kube, settings(namespace, "deposed"))
+    elector = electing.LeaderElector(clients.lease_credentials(kube), settings(namespace, "deposed"))
     leases = client.CoordinationV1Api(kube)
 
     async def scenario() -> float:
@@ -155,7 +156,8 @@ def _hold_the_interpreter_lock(seconds: float) -> None:
 def test_the_election_process_renews_while_the_interpreter_lock_is_held(
     control_plane: LocalControlPlane, kube: client.ApiClient, namespace: str
 ) -> None:
-    election = electing.ElectionProcess(control_plane.kubeconfig, settings(namespace, "leader-in-process"))
+    credentials = clients.lease_credentials(clients.load_api_client(control_plane.kubeconfig))
+    election = electing.ElectionProcess(credentials, settings(namespace, "leader-in-process"))
     watches: list[subprocess.Popen[str]] = []
 
     async def scenario() -> bool:
