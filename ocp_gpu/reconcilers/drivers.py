@@ -155,13 +155,7 @@ async def _delete_stale(
     ):
         logger.warning("kept %s: a node still carries its key", stale.name)
         return
-    try:
-        await asyncio.to_thread(
-            applying.delete, rt.api_client, "apps/v1", "DaemonSet", stale.name, rt.namespace
-        )
-        logger.info("deleted stale driver DaemonSet %s (%s)", stale.name, stale.reason)
-    except Exception as error:
-        errors[f"DaemonSet {stale.name}"] = requesting.describe_error(error)
+    await operands.delete_daemonset(rt, stale.name, errors, stale_reason=stale.reason)
 
 
 def _record_driver_toolkit_gauges(

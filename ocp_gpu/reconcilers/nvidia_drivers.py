@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ocp_gpu.desired import driver_manifests
-from ocp_gpu.kube import applying, fetching, labelling, owning, reporting, requesting
+from ocp_gpu.kube import fetching, labelling, owning, reporting, requesting
 from ocp_gpu.model import labels, nvidia_driver, policy_checks, policy_parser, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.nodes import NodeName
@@ -251,13 +251,7 @@ async def _delete_stale(
         if still:
             logger.warning("kept %s: a node of NVIDIADriver %s still carries its key", stale.name, pool)
             return
-    try:
-        await asyncio.to_thread(
-            applying.delete, rt.api_client, "apps/v1", "DaemonSet", stale.name, rt.namespace
-        )
-        logger.info("deleted stale driver DaemonSet %s (%s)", stale.name, stale.reason)
-    except Exception as error:
-        errors[f"DaemonSet {stale.name}"] = requesting.describe_error(error)
+    await operands.delete_daemonset(rt, stale.name, errors, stale_reason=stale.reason)
 
 
 async def _write_owner_labels(rt: runtime.Runtime, changes: Mapping[NodeName, str | None]) -> dict[str, str]:

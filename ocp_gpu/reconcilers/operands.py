@@ -273,10 +273,19 @@ def unready_operands(rt: runtime.Runtime, policy: policy_model.Policy) -> dict[s
     return found
 
 
-async def delete_daemonset(rt: runtime.Runtime, name: str, errors: dict[str, str]) -> None:
-    """Delete one of our DaemonSets in the operand namespace; a failure goes to `errors`."""
+async def delete_daemonset(
+    rt: runtime.Runtime, name: str, errors: dict[str, str], stale_reason: str | None = None
+) -> None:
+    """Delete one of our DaemonSets in the operand namespace; a failure goes to `errors`.
+
+    `stale_reason`: a stale driver DaemonSet's, for the log line (bench/drivers_at_scale.py times
+    the deletion by it).
+    """
     try:
         await asyncio.to_thread(applying.delete, rt.api_client, "apps/v1", "DaemonSet", name, rt.namespace)
-        logger.info("deleted DaemonSet %s", name)
+        if stale_reason is None:
+            logger.info("deleted DaemonSet %s", name)
+        else:
+            logger.info("deleted stale driver DaemonSet %s (%s)", name, stale_reason)
     except Exception as error:
         errors[f"DaemonSet {name}"] = requesting.describe_error(error)
