@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import datetime
 import logging
-from typing import Any, Literal
+from collections.abc import Callable, MutableMapping
+from typing import Any, Literal, TypeVar
 
 import kopf
 
 from ocp_gpu.kube import connecting, owning, reading, requesting, upgrading
-from ocp_gpu.model import apis, labels, nodes, nvidia_driver, operands
+from ocp_gpu.model import apis, labels, nodes, operands
 from ocp_gpu.planning import delivery, pod_selection
 from ocp_gpu.reconcilers import runtime
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 OWNED_SELECTOR = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
 
@@ -73,6 +77,16 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
     return registry
 
 
+def _keep(kept: MutableMapping[K, V], key: K, seen: V, mark: Callable[[], None]) -> None:
+    """Keep what a watch event shows; wake the loop (`mark`) only when it differs from what we had.
+
+    NB: a resync or a change to a field the record leaves out (a heartbeat) wakes nothing.
+    """
+    if kept.get(key) != seen:
+        kept[key] = seen
+        mark()
+
+
 def _register_login(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
     """kopf logs in with the credentials our kubernetes client uses."""
 
@@ -89,10 +103,8 @@ def _register_nodes(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> Non
     @kopf.index("", "v1", "nodes", registry=registry, id="node-facts")
     async def index_node(body: kopf.Body, **_: Any) -> None:
         facts = reading.node_facts(body)
-        if rt.node_facts.get(facts.name) != facts:
-            # Only changes to what we keep count: kubelet heartbeats wake nothing.
-            rt.node_facts[facts.name] = facts
-            rt.mark_node(facts.name)
+        # Only changes to what we keep count: kubelet heartbeats wake nothing.
+        _keep(rt.node_facts, facts.name, facts, lambda: rt.mark_node(facts.name))
 
     @kopf.on.event("", "v1", "nodes", registry=registry, id="node-events")
     async def node_event(name: str, type: str | None, **_: Any) -> None:
@@ -118,9 +130,7 @@ def _register_daemonsets(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -
             if daemonset.labels.get(labels.COMPONENT) == labels.DRIVER_COMPONENT
             else rt.operand_daemonsets
         )
-        if kept.get(daemonset.name) != daemonset:
-            kept[daemonset.name] = daemonset
-            rt.mark_drivers()
+        _keep(kept, daemonset.name, daemonset, rt.mark_drivers)
 
     @kopf.on.event("apps", "v1", "daemonsets", registry=registry, id="operand-daemonset-events")
     async def daemonset_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
@@ -141,22 +151,14 @@ def _register_pods(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None
         if namespace != rt.namespace:
             return
         operand_pod = reading.operand_pod(body)
-        if rt.operand_pods.get(name) != operand_pod:
-            rt.operand_pods[name] = operand_pod
-            rt.mark_operands()
+        _keep(rt.operand_pods, name, operand_pod, rt.mark_operands)
         if operand_pod.app == operands.OPERATOR_VALIDATOR.app:
-            validator = upgrading.validator_pod(body)
-            if rt.validator_pods.get(name) != validator:
-                rt.validator_pods[name] = validator
-                rt.mark_upgrades()
+            _keep(rt.validator_pods, name, upgrading.validator_pod(body), rt.mark_upgrades)
             return
         # NB: driver pods of either mode are kept; the upgrade picks its mode's (rt.nvidia_driver_mode).
         if not pod_selection.is_any_driver_pod(body.get("metadata", {}).get("labels") or {}):
             return
-        driver = upgrading.driver_pod(body)
-        if rt.driver_pods.get(name) != driver:
-            rt.driver_pods[name] = driver
-            rt.mark_upgrades()
+        _keep(rt.driver_pods, name, upgrading.driver_pod(body), rt.mark_upgrades)
         pull = reading.driver_pod_pull(body)
         rt.driver_pod_pulls[pull.name] = pull
         if pull.pull_failing and pull.name not in rt.pull_failing_since:
@@ -188,10 +190,7 @@ def _register_revisions(registry: kopf.OperatorRegistry, rt: runtime.Runtime) ->
     async def index_revision(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
         if namespace != rt.namespace:
             return
-        trimmed = reading.controller_revision(body)
-        if rt.driver_revisions.get(name) != trimmed:
-            rt.driver_revisions[name] = trimmed
-            rt.mark_upgrades()
+        _keep(rt.driver_revisions, name, reading.controller_revision(body), rt.mark_upgrades)
 
     @kopf.on.event("apps", "v1", "controllerrevisions", registry=registry, id="driver-revision-events")
     async def revision_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
@@ -257,15 +256,8 @@ def _register_policies(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> 
     rt.watch(apis.POLICY_GROUP, apis.POLICY_PLURAL)
 
     @kopf.index(apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, registry=registry, id="policies")
-    async def index_policy(body: kopf.Body, meta: kopf.Meta, **_: Any) -> None:
-        rt.policies[str(meta["name"])] = runtime.PolicyObject(
-            name=str(meta["name"]),
-            uid=str(meta["uid"]),
-            created=str(meta.get("creationTimestamp", "")),
-            generation=int(meta.get("generation", 0)),
-            spec=dict(body.get("spec") or {}),
-            status=dict(body.get("status") or {}),
-        )
+    async def index_policy(body: kopf.Body, name: str, **_: Any) -> None:
+        rt.policies[name] = reading.cluster_policy(body)
 
     @kopf.on.event(
         apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, registry=registry, id="policy-events"
@@ -292,11 +284,7 @@ def _register_owned_kind(
     async def index_owned(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
         if not ours(namespace):
             return
-        key = owning.ident(kind.kind, namespace, name)
-        observed = owning.observed_object(body)
-        if rt.owned.get(key) != observed:
-            rt.owned[key] = observed
-            rt.mark_owned()
+        _keep(rt.owned, owning.ident(kind.kind, namespace, name), owning.observed_object(body), rt.mark_owned)
 
     @kopf.on.event(kind.group, kind.version, kind.plural, registry=registry, id=f"owned-{kind.plural}-events")
     async def owned_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
@@ -319,15 +307,8 @@ def _register_nvidia_drivers(registry: kopf.OperatorRegistry, rt: runtime.Runtim
         registry=registry,
         id="nvidia-drivers",
     )
-    async def index_nvidia_driver(body: kopf.Body, meta: kopf.Meta, **_: Any) -> None:
-        rt.nvidia_drivers[str(meta["name"])] = nvidia_driver.NvidiaDriver(
-            name=str(meta["name"]),
-            uid=str(meta["uid"]),
-            created=str(meta.get("creationTimestamp", "")),
-            generation=int(meta.get("generation", 0)),
-            spec=dict(body.get("spec") or {}),
-            status=dict(body.get("status") or {}),
-        )
+    async def index_nvidia_driver(body: kopf.Body, name: str, **_: Any) -> None:
+        rt.nvidia_drivers[name] = reading.nvidia_driver(body)
 
     @kopf.on.event(
         apis.NVIDIA_DRIVER_GROUP,

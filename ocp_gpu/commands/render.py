@@ -78,6 +78,7 @@ from ocp_gpu.model import (
     nvidia_driver,
     operands,
     policy_checks,
+    policy_objects,
     policy_parser,
     releases,
     snapshot,
@@ -193,12 +194,7 @@ class PolicySource:
         """The ownerReference target, as the reconcile loop builds it."""
         if not (self.name and self.uid):
             return None
-        return {
-            "apiVersion": apis.POLICY_API_VERSION,
-            "kind": apis.POLICY_KIND,
-            "name": self.name,
-            "uid": self.uid,
-        }
+        return policy_objects.policy_ref(self.name, self.uid)
 
     def describe(self) -> str:
         return f"{apis.POLICY_KIND} {self.name or '(bare spec)'} from {self.origin}"
@@ -517,20 +513,23 @@ def policy_from_documents(documents: Sequence[Any], origin: str, wanted: str | N
         if item.get("kind", apis.POLICY_KIND) != apis.POLICY_KIND:
             raise InputError(f"{origin}: expected kind {apis.POLICY_KIND}, found {item.get('kind')!r}")
     chosen = _choose_policy(whole, origin, wanted)
-    metadata = chosen.get("metadata") or {}
-    spec = chosen.get("spec")
+    found = reading.cluster_policy(chosen)
     return PolicySource(
-        name=str(metadata.get("name") or wanted or ""),
-        uid=str(metadata.get("uid") or ""),
-        spec={} if spec is None else spec,
-        origin=origin,
+        name=found.name or wanted or "", uid=found.uid, spec=_written_spec(chosen), origin=origin
     )
+
+
+def _written_spec(obj: Mapping[str, Any]) -> object:
+    """The spec as written.  NB: not the converter's (kube.reading.cluster_policy reads a spec that
+    is not an object as {}): only a file can hold one, and render() refuses it naming the field."""
+    spec = obj.get("spec")
+    return {} if spec is None else spec
 
 
 def _choose_policy(
     candidates: Sequence[Mapping[str, Any]], origin: str, wanted: str | None
 ) -> Mapping[str, Any]:
-    by_name = {str((item.get("metadata") or {}).get("name") or ""): item for item in candidates}
+    by_name = {reading.cluster_policy(item).name: item for item in candidates}
     if wanted:
         if wanted in by_name:
             return by_name[wanted]
@@ -544,10 +543,7 @@ def _choose_policy(
         return candidates[0]
     # several: the one the operator follows (the oldest), as planning/policies decides
     selection = policies.select_active_policy(
-        [
-            policies.PolicyRef(name, str((item.get("metadata") or {}).get("creationTimestamp") or ""))
-            for name, item in by_name.items()
-        ]
+        [policies.PolicyRef(name, reading.cluster_policy(item).created) for name, item in by_name.items()]
     )
     assert selection.active is not None  # candidates is not empty
     return by_name[selection.active]
@@ -809,29 +805,23 @@ def _live_policy(
     name = wanted or (proposed.name if proposed else "")
     live: Mapping[str, Any] | None = None
     if candidates:
-        by_name = {str((c.get("metadata") or {}).get("name") or ""): c for c in candidates}
+        by_name = {reading.cluster_policy(c).name: c for c in candidates}
         # a name (--policy-name, or the proposed file's) picks it; else the one the operator follows
         live = by_name.get(name) if name else _choose_policy(candidates, server, None)
     if proposed is not None:
         # the file replaces the spec of the live object of the same name (its uid stays)
-        metadata = (live or {}).get("metadata") or {}
+        same_name = reading.cluster_policy(live or {})
         return dataclasses.replace(
             proposed,
-            name=str(metadata.get("name") or proposed.name),
-            uid=str(metadata.get("uid") or proposed.uid),
+            name=same_name.name or proposed.name,
+            uid=same_name.uid or proposed.uid,
             origin=f"{proposed.origin}, on {server}",
         )
     if live is None:
         found = ", ".join(sorted(str((c.get("metadata") or {}).get("name")) for c in candidates)) or "none"
         raise InputError(f"{server} has no ClusterPolicy {name or ''} (found: {found}); give --policy FILE")
-    metadata = live.get("metadata") or {}
-    spec = live.get("spec")
-    return PolicySource(
-        name=str(metadata.get("name") or ""),
-        uid=str(metadata.get("uid") or ""),
-        spec={} if spec is None else spec,
-        origin=server,
-    )
+    chosen = reading.cluster_policy(live)
+    return PolicySource(name=chosen.name, uid=chosen.uid, spec=_written_spec(live), origin=server)
 
 
 def _deployment_env(deployment: Mapping[str, Any] | None) -> dict[str, str]:

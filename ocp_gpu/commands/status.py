@@ -77,7 +77,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ocp_gpu.kube import clients, reading, requesting, upgrading
-from ocp_gpu.model import apis, labels, nvidia_driver, operands, policy_parser
+from ocp_gpu.model import apis, labels, nvidia_driver, operands, policy_objects, policy_parser
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import snapshot as snapshot_model
 from ocp_gpu.model.nodes import NodeFacts, NodeName
@@ -139,12 +139,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # --- what is shown: plain frozen records ------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class ConditionView:
-    type: str
-    status: str
-    reason: str
-    message: str
+# One status.conditions entry, as the operator wrote it.
+ConditionView = policy_objects.Condition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -731,26 +727,19 @@ def rich_table(report: StatusReport, wide: bool = False) -> RenderableType:
 
 
 def policy_view(obj: Mapping[str, Any], ignored: Sequence[str] = (), active: bool = True) -> PolicyView:
-    """The PolicyView of a ClusterPolicy object."""
-    metadata = obj.get("metadata") or {}
-    status = obj.get("status") or {}
-    spec = obj.get("spec")
+    """The PolicyView of a ClusterPolicy (or NVIDIADriver) object."""
+    return _view(reading.cluster_policy(obj), ignored, active)
+
+
+def _view(found: policy_objects.PolicyObject, ignored: Sequence[str], active: bool) -> PolicyView:
     return PolicyView(
-        name=str(metadata.get("name", "")),
-        generation=int(metadata.get("generation", 0)),
-        observed_generation=int(status.get("observedGeneration", 0)),
-        state=str(status.get("state", "")),
-        namespace=str(status.get("namespace", "")),
-        conditions=tuple(
-            ConditionView(
-                type=str(c.get("type", "")),
-                status=str(c.get("status", "")),
-                reason=str(c.get("reason", "")),
-                message=str(c.get("message", "")),
-            )
-            for c in status.get("conditions") or ()
-        ),
-        spec=spec if isinstance(spec, Mapping) else {},
+        name=found.name,
+        generation=found.generation,
+        observed_generation=found.observed_generation,
+        state=found.state,
+        namespace=found.namespace,
+        conditions=found.conditions,
+        spec=found.spec,
         ignored=tuple(ignored),
         active=active,
     )
@@ -758,20 +747,17 @@ def policy_view(obj: Mapping[str, Any], ignored: Sequence[str] = (), active: boo
 
 def choose_policy(items: Sequence[Mapping[str, Any]], wanted: str | None, server: str) -> PolicyView:
     """The ClusterPolicy to show: `wanted`, else the one the operator follows (planning.policies)."""
-    by_name = {str((item.get("metadata") or {}).get("name", "")): item for item in items}
+    by_name = {found.name: found for found in map(reading.cluster_policy, items)}
     if not by_name:
         raise StatusError(f"{server} has no ClusterPolicy: create one (e.g. cluster-policy) first")
     selection = policies.select_active_policy(
-        [
-            policies.PolicyRef(name, str((item.get("metadata") or {}).get("creationTimestamp") or ""))
-            for name, item in by_name.items()
-        ]
+        [policies.PolicyRef(found.name, found.created) for found in by_name.values()]
     )
     name = wanted or selection.active
     if name not in by_name:
         found = ", ".join(sorted(by_name))
         raise StatusError(f"{server} has no ClusterPolicy named {wanted!r} (found: {found})")
-    return policy_view(by_name[name], ignored=sorted(selection.ignored), active=name == selection.active)
+    return _view(by_name[name], ignored=sorted(selection.ignored), active=name == selection.active)
 
 
 def read_status(api: Any, namespace: str | None, policy_name: str | None) -> StatusInputs:

@@ -16,7 +16,7 @@ import logging
 
 from ocp_gpu import metrics
 from ocp_gpu.kube import labelling, reporting, requesting
-from ocp_gpu.model import apis, fields, nvidia_driver, policy_checks, policy_parser
+from ocp_gpu.model import fields, nvidia_driver, policy_checks, policy_objects, policy_parser
 from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import (
     conditions,
@@ -87,7 +87,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
                 await asyncio.to_thread(
                     reporting.post_event,
                     rt.api_client,
-                    _policy_ref(ignored),
+                    ignored.ref(),
                     "ClusterPolicyIgnored",
                     conditions.bounded_message(message),
                     "Warning",
@@ -137,20 +137,18 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
         if policy.driver.enabled and rt.nvidia_driver_mode:
             # driver.useNvidiaDriverCRD: each NVIDIADriver deploys its pool's drivers
             outcome = await nvidia_drivers.reconcile_nvidia_drivers(
-                rt, _policy_ref(active), active.spec, policy, detected, now
+                rt, active.ref(), active.spec, policy, detected, now
             )
         else:
-            outcome = await drivers_reconciler.reconcile_drivers(
-                rt, _policy_ref(active), policy, detected, now
-            )
+            outcome = await drivers_reconciler.reconcile_drivers(rt, active.ref(), policy, detected, now)
             await nvidia_drivers.report_disabled(rt, active.name, now)
         if outcome.problem is not None:
             problems = [*problems, outcome.problem]
     label_errors = await _reconcile_node_labels(rt, changes, auto_upgrade, mig_default)
     if not errors:
-        stack = await operands.reconcile_operands(rt, _policy_ref(active), policy, detected)
+        stack = await operands.reconcile_operands(rt, active.ref(), policy, detected)
         problems = [*problems, *(o.problem for o in stack.values() if o.problem is not None)]
-        watching = await monitoring_reconciler.reconcile_monitoring(rt, _policy_ref(active), policy, detected)
+        watching = await monitoring_reconciler.reconcile_monitoring(rt, active.ref(), policy, detected)
         # The monitoring objects' write failures are reported with the others'.
         label_errors = {**label_errors, **watching.errors}
     # NB: upgrades run in their own loop (reconcilers/upgrades.py), off this pass's latency path.
@@ -192,7 +190,7 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
     await _write_status_if_changed(rt, active, status, now)
     for event in status_planning.plan_status_events(status, previous_messages):
         await asyncio.to_thread(
-            reporting.post_event, rt.api_client, _policy_ref(active), event.reason, event.message, event.type
+            reporting.post_event, rt.api_client, active.ref(), event.reason, event.message, event.type
         )
 
 
@@ -234,7 +232,7 @@ def _coverage(rt: runtime.Runtime, plan: drivers.DriverPlan | None) -> driver_co
 
 async def _write_status_if_changed(
     rt: runtime.Runtime,
-    obj: runtime.PolicyObject,
+    obj: policy_objects.PolicyObject,
     decided: status_planning.PolicyStatus,
     now: datetime.datetime,
 ) -> None:
@@ -253,7 +251,3 @@ async def _write_status_if_changed(
         return
     await asyncio.to_thread(reporting.patch_policy_status, rt.api_client, obj.name, status)
     rt.status_written_at[obj.name] = clock
-
-
-def _policy_ref(obj: runtime.PolicyObject) -> dict[str, str]:
-    return {"apiVersion": apis.POLICY_API_VERSION, "kind": apis.POLICY_KIND, "name": obj.name, "uid": obj.uid}

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from ocp_gpu import memory
 from ocp_gpu.kube import clients, owning
-from ocp_gpu.model import nodes, nvidia_driver, operands, snapshot, upgrades
+from ocp_gpu.model import nodes, nvidia_driver, operands, policy_objects, snapshot, upgrades
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.planning import delivery
 
@@ -25,18 +25,6 @@ T = TypeVar("T")
 # How many API calls one pass keeps in flight (node label patches, upgrade steps): enough to
 # hide round trips at thousands of nodes, few enough not to flood the apiserver's priority levels.
 WRITE_CONCURRENCY = 8
-
-
-@dataclasses.dataclass(frozen=True)
-class PolicyObject:
-    """A ClusterPolicy as last seen by the watch."""
-
-    name: str
-    uid: str
-    created: str  # RFC 3339, sorts chronologically
-    generation: int
-    spec: Mapping[str, Any]
-    status: Mapping[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +44,7 @@ class Runtime:
     env: Mapping[str, str]
     # The in-memory view, maintained by the watch handlers.
     node_facts: dict[nodes.NodeName, nodes.NodeFacts] = dataclasses.field(default_factory=dict)
-    policies: dict[str, PolicyObject] = dataclasses.field(default_factory=dict)
+    policies: dict[str, policy_objects.PolicyObject] = dataclasses.field(default_factory=dict)
     api_groups: frozenset[str] = frozenset()
     # NVIDIADrivers by name (watched only when their CRD is served: `nvidia_driver_api`).
     nvidia_drivers: dict[str, nvidia_driver.NvidiaDriver] = dataclasses.field(default_factory=dict)

@@ -1,0 +1,75 @@
+"""A ClusterPolicy object as the API holds it: its metadata, its spec as written, its last status.
+
+The one record the watch (reconcilers/runtime), `ocp-gpu status` and `ocp-gpu render` all read
+a ClusterPolicy into (kube/reading.cluster_policy converts the JSON); model/policy.py is what
+its spec means once parsed.  Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from ocp_gpu.model import apis
+
+
+@dataclasses.dataclass(frozen=True)
+class Condition:
+    """One entry of status.conditions, as written."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyObject:
+    """A ClusterPolicy as last read (a watch event, a LIST, a file)."""
+
+    # metadata.name; "" when a file's object has none.
+    name: str
+    # metadata.uid; "" when unknown (a file without it).
+    uid: str
+    # metadata.creationTimestamp, RFC 3339: sorts chronologically (the oldest policy is active).
+    created: str
+    generation: int
+    spec: Mapping[str, Any]
+    status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def observed_generation(self) -> int:
+        """status.observedGeneration; 0 when the operator never wrote a status."""
+        return int(self.status.get("observedGeneration", 0))
+
+    @property
+    def state(self) -> str:
+        """status.state (ready, notReady, ignored); "" without a status."""
+        return str(self.status.get("state", ""))
+
+    @property
+    def namespace(self) -> str:
+        """status.namespace: where the operator runs the operands; "" without a status."""
+        return str(self.status.get("namespace", ""))
+
+    @property
+    def conditions(self) -> tuple[Condition, ...]:
+        return tuple(
+            Condition(
+                type=str(c.get("type", "")),
+                status=str(c.get("status", "")),
+                reason=str(c.get("reason", "")),
+                message=str(c.get("message", "")),
+            )
+            for c in self.status.get("conditions") or ()
+        )
+
+    def ref(self) -> dict[str, str]:
+        """The object reference Events and ownerReferences name."""
+        return policy_ref(self.name, self.uid)
+
+
+def policy_ref(name: str, uid: str) -> dict[str, str]:
+    """The reference to ClusterPolicy `name` that Events and ownerReferences carry."""
+    return {"apiVersion": apis.POLICY_API_VERSION, "kind": apis.POLICY_KIND, "name": name, "uid": uid}
