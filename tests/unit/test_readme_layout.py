@@ -1,0 +1,50 @@
+"""We test these aspects of the README's "Layout" section against the tree:
+
+- every module of the `ocp_gpu` package is listed under its own package folder (a module added,
+  moved or renamed without its line fails);
+- every module the section lists exists there (a line left behind by a removal fails).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "ocp_gpu"
+
+
+def listed_modules() -> set[str]:
+    """`folder/module.py` for every module named in the ocp_gpu/ part of the Layout block."""
+    section = re.search(r"^## Layout\n.*?^```\n(.*?)^```", (ROOT / "README.md").read_text(), re.M | re.S)
+    assert section, "README has no Layout section with a code block"
+    found: set[str] = set()
+    folder = None
+    for line in section.group(1).splitlines():
+        if re.match(r"\S", line):
+            # a top-level entry: only ocp_gpu/ is checked (hack/, tests/ ... are not packages)
+            folder = "" if line.startswith("ocp_gpu/") else None
+            continue
+        if folder is None:
+            continue
+        top = re.match(r"  (\w+)/", line)
+        if top:
+            folder = top.group(1) + "/"
+        if re.match(r"  \w+\.py", line):
+            folder = ""
+        found.update(folder + name for name in re.findall(r"(?<![\w/.])(\w+\.py)\b", line))
+    return found
+
+
+def tree_modules() -> set[str]:
+    return {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if path.name != "__init__.py"}
+
+
+def test_every_module_has_its_line() -> None:
+    missing = tree_modules() - listed_modules()
+    assert not missing, f"README Layout lacks: {sorted(missing)}"
+
+
+def test_every_listed_module_exists() -> None:
+    stale = listed_modules() - tree_modules()
+    assert not stale, f"README Layout lists modules that do not exist: {sorted(stale)}"
