@@ -97,20 +97,6 @@ UPGRADE_LOGGER: Final = "controllers.Upgrade"
 DTK_IMAGESTREAM_NAMESPACE: Final = "openshift"
 DTK_IMAGESTREAM_NAME: Final = "driver-toolkit"
 
-# Operands that get a `nvidia.com/gpu.deploy.<operand>` label, in deploy order.
-OPERANDS: Final = (
-    "driver",
-    "container-toolkit",
-    "operator-validator",
-    "device-plugin",
-    "dcgm",
-    "dcgm-exporter",
-    "gpu-feature-discovery",
-    "node-status-exporter",
-)
-# NB: not in OPERANDS: only MIG-capable GPU nodes get it (planning/node_labels.py).
-MIG_MANAGER_OPERAND: Final = "mig-manager"
-
 
 def deploy_label(operand: str) -> str:
     """The `nvidia.com/gpu.deploy.<operand>` label key for one operand."""

@@ -90,6 +90,9 @@ OPERANDS: Final = (
     MIG_MANAGER,
     NODE_STATUS_EXPORTER,
 )
+# The operands whose `nvidia.com/gpu.deploy.<name>` label every GPU node gets (planning/node_labels.py).
+# NB: not the MIG manager's: only MIG-capable GPU nodes get that one.
+EVERY_GPU_NODE: Final = tuple(operand for operand in OPERANDS if operand is not MIG_MANAGER)
 # The operands rendered by the generic mechanism from templates/state-<name>/.
 GENERIC: Final = tuple(operand for operand in OPERANDS if operand.generic)
 # The `app` label values of every operand pod, e.g. for a pod watch's label selector.

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from ocp_gpu.model import labels
+from ocp_gpu.model import labels, operands
 from ocp_gpu.planning import mig
 
 # The value the operator writes; only labels with this value are ours to remove.
@@ -44,11 +44,8 @@ _IDLE_STATES: Final = frozenset({"upgrade-done", "upgrade-required"})
 LabelPatch = dict[str, str | None]
 
 
-def _deploy_labels() -> tuple[str, ...]:
-    return tuple(labels.deploy_label(operand) for operand in labels.OPERANDS)
-
-
-_MIG_MANAGER_LABEL: Final = labels.deploy_label(labels.MIG_MANAGER_OPERAND)
+_DEPLOY_LABELS: Final = tuple(operand.deploy_label for operand in operands.EVERY_GPU_NODE)
+_MIG_MANAGER_LABEL: Final = operands.MIG_MANAGER.deploy_label
 
 
 def is_gpu_node(node_labels: Mapping[str, str]) -> bool:
@@ -65,7 +62,7 @@ def plan_node_labels(
     (and the policy valid), else None.
     """
     patch: LabelPatch = {}
-    ours = [key for key in _deploy_labels() if node_labels.get(key) == TRUE]
+    ours = [key for key in _DEPLOY_LABELS if node_labels.get(key) == TRUE]
     if node_labels.get(_MIG_MANAGER_LABEL) == TRUE and (
         labels.GPU_PRESENT in node_labels or is_gpu_node(node_labels)
     ):
@@ -85,7 +82,7 @@ def plan_node_labels(
         patch.update(dict.fromkeys(ours))
     else:
         # Add the missing deploy labels; keep whatever value an admin chose.
-        patch.update({key: TRUE for key in _deploy_labels() if key not in node_labels})
+        patch.update({key: TRUE for key in _DEPLOY_LABELS if key not in node_labels})
         if mig.is_mig_capable(node_labels) and _MIG_MANAGER_LABEL not in node_labels:
             # NB: never removed when the GPU stops looking MIG-capable (GFD's labels come and
             # go with its pod), as NVIDIA's: the MIG manager must not vanish mid-change.

@@ -191,7 +191,7 @@ def test_mig_reconfiguration_through_labels(
     operator = start_operator()
 
     # (a)
-    manager_label = labels.deploy_label(labels.MIG_MANAGER_OPERAND)
+    manager_label = operands.MIG_MANAGER.deploy_label
     for name in (first, second):
         wait_for(
             lambda name=name: node_labels(kube, name).get(STATE) == "success",

@@ -21,13 +21,13 @@ from kubernetes import client
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
-from ocp_gpu.model import labels
+from ocp_gpu.model import labels, operands
 
 from .conftest import OPERATOR_USER, condition, kubectl, read_policy, wait_for, wait_for_event
 
 pytestmark = pytest.mark.e2e
 
-EXPECTED_DEPLOY = {labels.deploy_label(operand): "true" for operand in labels.OPERANDS}
+EXPECTED_DEPLOY = {operand.deploy_label: "true" for operand in operands.EVERY_GPU_NODE}
 
 
 def node_labels(kube: client.ApiClient, name: str) -> dict[str, str]:

@@ -86,8 +86,8 @@ def test_order_and_names_follow_the_design() -> None:
     ]
     assert operands.OPERATOR_VALIDATOR.app == "nvidia-operator-validator"
     assert operands.DRIVER.app == labels.DRIVER_APP
-    # Every operand's deploy label is one the node labeller writes.
-    assert {o.name for o in operands.OPERANDS} <= {*labels.OPERANDS, labels.MIG_MANAGER_OPERAND}
+    # Every operand's deploy label is one the node labeller writes (the MIG manager's on MIG-capable nodes).
+    assert set(operands.OPERANDS) == {*operands.EVERY_GPU_NODE, operands.MIG_MANAGER}
 
 
 @all_generic
@@ -355,7 +355,7 @@ def test_hostile_runtime_class_renders_verbatim() -> None:
 def gpu(deploy: dict[str, str] | None = None) -> dict[str, str]:
     return {
         labels.NFD_NVIDIA_PCI: "true",
-        **{labels.deploy_label(o): "true" for o in labels.OPERANDS},
+        **{o.deploy_label: "true" for o in operands.EVERY_GPU_NODE},
         **(deploy or {}),
     }
 

@@ -819,7 +819,7 @@ def test_planner_nodes_are_read_from_the_snapshot_alone() -> None:
 def test_one_cell_per_operand_says_whether_it_is_ready_on_the_node() -> None:
     node_labels = {
         labels.NFD_NVIDIA_PCI: "true",
-        **{labels.deploy_label(o): "true" for o in labels.OPERANDS},
+        **{o.deploy_label: "true" for o in operands.EVERY_GPU_NODE},
         labels.deploy_label("gpu-feature-discovery"): "false",
     }
     pods = [
