@@ -72,13 +72,13 @@ from ocp_gpu.desired import driver_manifests
 from ocp_gpu.kube import applying, clients, discovering, reading, requesting
 from ocp_gpu.model import (
     apis,
+    custom_resources,
     images,
     labels,
     nodes,
     nvidia_driver,
     operands,
     policy_checks,
-    policy_objects,
     policy_parser,
     releases,
     snapshot,
@@ -194,7 +194,7 @@ class PolicySource:
         """The ownerReference target, as the reconcile loop builds it."""
         if not (self.name and self.uid):
             return None
-        return policy_objects.policy_ref(self.name, self.uid)
+        return custom_resources.policy_ref(self.name, self.uid)
 
     def describe(self) -> str:
         return f"{apis.POLICY_KIND} {self.name or '(bare spec)'} from {self.origin}"

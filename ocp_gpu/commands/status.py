@@ -77,7 +77,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ocp_gpu.kube import clients, reading, requesting, upgrading
-from ocp_gpu.model import apis, labels, nvidia_driver, operands, policy_objects, policy_parser
+from ocp_gpu.model import apis, custom_resources, labels, nvidia_driver, operands, policy_parser
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import snapshot as snapshot_model
 from ocp_gpu.model.nodes import NodeFacts, NodeName
@@ -140,7 +140,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # One status.conditions entry, as the operator wrote it.
-ConditionView = policy_objects.Condition
+ConditionView = custom_resources.Condition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -731,7 +731,7 @@ def policy_view(obj: Mapping[str, Any], ignored: Sequence[str] = (), active: boo
     return _view(reading.cluster_policy(obj), ignored, active)
 
 
-def _view(found: policy_objects.PolicyObject, ignored: Sequence[str], active: bool) -> PolicyView:
+def _view(found: custom_resources.PolicyObject, ignored: Sequence[str], active: bool) -> PolicyView:
     return PolicyView(
         name=found.name,
         generation=found.generation,

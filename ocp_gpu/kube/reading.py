@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from ocp_gpu.model import imagestreams, labels, nodes, operands, policy_objects, snapshot, upgrades
+from ocp_gpu.model import custom_resources, imagestreams, labels, nodes, operands, snapshot, upgrades
 from ocp_gpu.model import nvidia_driver as nvidia_driver_model
 from ocp_gpu.model.proxy import ClusterProxy
 from ocp_gpu.planning import delivery
+
+R = TypeVar("R", bound=custom_resources.CustomResource)
 
 
 def node_facts(body: Mapping[str, Any]) -> nodes.NodeFacts:
@@ -126,42 +128,28 @@ def operand_pod(body: Mapping[str, Any]) -> operands.OperandPod:
     )
 
 
-def cluster_policy(body: Mapping[str, Any]) -> policy_objects.PolicyObject:
+def cluster_policy(body: Mapping[str, Any]) -> custom_resources.PolicyObject:
     """The PolicyObject of a ClusterPolicy: from the watch, a LIST (`status`, `render --live`)
-    or a file (`render`).  A spec that is not an object (only a file can hold one) reads as {}."""
-    name, uid, created, generation = _custom_resource_meta(body)
-    spec = body.get("spec")
-    return policy_objects.PolicyObject(
-        name=name,
-        uid=uid,
-        created=created,
-        generation=generation,
-        spec=dict(spec) if isinstance(spec, Mapping) else {},
-        status=dict(_dict(body.get("status"))),
-    )
+    or a file (`render`)."""
+    return _custom_resource(custom_resources.PolicyObject, body)
 
 
 def nvidia_driver(body: Mapping[str, Any]) -> nvidia_driver_model.NvidiaDriver:
     """The NvidiaDriver record of an NVIDIADriver object."""
-    name, uid, created, generation = _custom_resource_meta(body)
-    return nvidia_driver_model.NvidiaDriver(
-        name=name,
-        uid=uid,
-        created=created,
-        generation=generation,
+    return _custom_resource(nvidia_driver_model.NvidiaDriver, body)
+
+
+def _custom_resource(record: type[R], body: Mapping[str, Any]) -> R:
+    """One of our custom resources; a spec that is not an object (only a file can hold one) reads as {}."""
+    metadata = _dict(body.get("metadata"))
+    return record(
+        name=str(metadata.get("name") or ""),
+        uid=str(metadata.get("uid") or ""),
+        # RFC 3339, "" when unknown (a file).
+        created=str(metadata.get("creationTimestamp") or ""),
+        generation=int(metadata.get("generation") or 0),
         spec=dict(_dict(body.get("spec"))),
         status=dict(_dict(body.get("status"))),
-    )
-
-
-def _custom_resource_meta(body: Mapping[str, Any]) -> tuple[str, str, str, int]:
-    """name, uid, creationTimestamp (RFC 3339, "" when unknown) and generation (0 when unknown)."""
-    metadata = _dict(body.get("metadata"))
-    return (
-        str(metadata.get("name") or ""),
-        str(metadata.get("uid") or ""),
-        str(metadata.get("creationTimestamp") or ""),
-        int(metadata.get("generation") or 0),
     )
 
 

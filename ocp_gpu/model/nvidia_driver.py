@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from ocp_gpu.model import apis, labels
+from ocp_gpu.model import apis, custom_resources, labels
 from ocp_gpu.model.problems import PolicyProblem
 
 # The ClusterPolicy field that hands the drivers over to NVIDIADrivers.
@@ -72,16 +72,9 @@ _LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 
 
 @dataclasses.dataclass(frozen=True)
-class NvidiaDriver:
-    """An NVIDIADriver as the watch last saw it."""
-
-    name: str
-    uid: str
-    # RFC 3339: sorts chronologically; the older pool keeps a contested node.
-    created: str
-    generation: int
-    spec: Mapping[str, Any]
-    status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+class NvidiaDriver(custom_resources.CustomResource):
+    """An NVIDIADriver as the watch last saw it.  NB: `created` sorts chronologically; the older
+    pool keeps a contested node."""
 
     @property
     def is_default(self) -> bool:

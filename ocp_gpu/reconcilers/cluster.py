@@ -16,7 +16,7 @@ import logging
 
 from ocp_gpu import metrics
 from ocp_gpu.kube import labelling, reporting, requesting
-from ocp_gpu.model import fields, nvidia_driver, policy_checks, policy_objects, policy_parser
+from ocp_gpu.model import custom_resources, fields, nvidia_driver, policy_checks, policy_parser
 from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import (
     conditions,
@@ -232,7 +232,7 @@ def _coverage(rt: runtime.Runtime, plan: drivers.DriverPlan | None) -> driver_co
 
 async def _write_status_if_changed(
     rt: runtime.Runtime,
-    obj: policy_objects.PolicyObject,
+    obj: custom_resources.PolicyObject,
     decided: status_planning.PolicyStatus,
     now: datetime.datetime,
 ) -> None:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from ocp_gpu import memory
 from ocp_gpu.kube import clients, owning
-from ocp_gpu.model import nodes, nvidia_driver, operands, policy_objects, snapshot, upgrades
+from ocp_gpu.model import custom_resources, nodes, nvidia_driver, operands, snapshot, upgrades
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.planning import delivery
 
@@ -44,7 +44,7 @@ class Runtime:
     env: Mapping[str, str]
     # The in-memory view, maintained by the watch handlers.
     node_facts: dict[nodes.NodeName, nodes.NodeFacts] = dataclasses.field(default_factory=dict)
-    policies: dict[str, policy_objects.PolicyObject] = dataclasses.field(default_factory=dict)
+    policies: dict[str, custom_resources.PolicyObject] = dataclasses.field(default_factory=dict)
     api_groups: frozenset[str] = frozenset()
     # NVIDIADrivers by name (watched only when their CRD is served: `nvidia_driver_api`).
     nvidia_drivers: dict[str, nvidia_driver.NvidiaDriver] = dataclasses.field(default_factory=dict)

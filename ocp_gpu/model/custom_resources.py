@@ -1,8 +1,9 @@
-"""A ClusterPolicy object as the API holds it: its metadata, its spec as written, its last status.
+"""Our custom resources as the API holds them: metadata, the spec as written, the last status.
 
-The one record the watch (reconcilers/runtime), `ocp-gpu status` and `ocp-gpu render` all read
-a ClusterPolicy into (kube/reading.cluster_policy converts the JSON); model/policy.py is what
-its spec means once parsed.  Pure data: no I/O.
+A ClusterPolicy is read into one record, `PolicyObject`, by the watch (reconcilers/runtime),
+`ocp-gpu status` and `ocp-gpu render` alike (kube/reading.cluster_policy converts the JSON);
+an NVIDIADriver into model/nvidia_driver.NvidiaDriver, the same record with its pool's
+properties.  What a spec means once parsed is model/policy.py's.  Pure data: no I/O.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ class Condition:
 
 
 @dataclasses.dataclass(frozen=True)
-class PolicyObject:
-    """A ClusterPolicy as last read (a watch event, a LIST, a file)."""
+class CustomResource:
+    """A ClusterPolicy or an NVIDIADriver as last read (a watch event, a LIST, a file)."""
 
     # metadata.name; "" when a file's object has none.
     name: str
@@ -64,6 +65,11 @@ class PolicyObject:
             )
             for c in self.status.get("conditions") or ()
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyObject(CustomResource):
+    """A ClusterPolicy."""
 
     def ref(self) -> dict[str, str]:
         """The object reference Events and ownerReferences name."""
