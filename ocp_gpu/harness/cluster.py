@@ -219,6 +219,18 @@ class _CertificateAuthority:
         return builder.sign(self.key, hashes.SHA256()), key
 
 
+def write_serving_certificate(
+    directory: Path, common_name: str, dns_names: Collection[str]
+) -> tuple[Path, Path]:
+    """tls.crt and tls.key in `directory`: a serving certificate from a throwaway CA, for a harness
+    process's own endpoint that nothing verifies (OLM's catalog operator's metrics, harness/olm.py)."""
+    cert, key = _CertificateAuthority.create().issue(common_name, server=True, dns_names=dns_names)
+    cert_path, key_path = directory / "tls.crt", directory / "tls.key"
+    _write_cert(cert_path, cert)
+    _write_key(key_path, key)
+    return cert_path, key_path
+
+
 # --- helpers ---------------------------------------------------------------------------
 
 

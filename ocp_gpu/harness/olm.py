@@ -19,24 +19,18 @@ What is simulated, and why (README, "What is proved where"):
 from __future__ import annotations
 
 import contextlib
-import datetime
 import os
 import signal
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 
-from ocp_gpu.harness import binaries
+from ocp_gpu.harness import binaries, cluster
 
 BUILD_SCRIPT = Path("hack") / "build-olm.sh"
 OLM_NAMESPACE = "olm"  # where OLM's controllers keep global catalogs and their leases
@@ -107,31 +101,6 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "olm-catalog-operator")])
-    now = time.time()
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(datetime.datetime.fromtimestamp(now - 60, datetime.UTC))
-        .not_valid_after(datetime.datetime.fromtimestamp(now + 86400, datetime.UTC))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "tls.crt", directory / "tls.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_path, key_path
-
-
 class _Proc:
     def __init__(self, name: str, args: Sequence[str], log: Path, env: dict[str, str]) -> None:
         self.name, self.log = name, log
@@ -182,7 +151,7 @@ class OlmProcesses:
         bins = bin_dir()
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         tls = Path(tempfile.mkdtemp(prefix="olm-tls-", dir=self.state_dir))
-        cert, key = _self_signed(tls)
+        cert, key = cluster.write_serving_certificate(tls, "olm-catalog-operator", ["localhost"])
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.catalog_port = int(sock.getsockname()[1])

@@ -91,138 +91,73 @@ startTime: {{ Now | Quote }}
 {{ end }}
 """
 
+_NOW = "{{ $now | Quote }}"
+
+
+def _status(ready: bool, containers: str, phase: str, reason: str = "", message: str = "") -> str:
+    """A pod status as a kubelet reports it: Initialized, then Ready and ContainersReady (alike,
+    with `reason` and `message` when not ready), one status per container (`containers`: its
+    lines after restartCount), the phase and the IPs."""
+    value = '"True"' if ready else '"False"'
+    detail = (f"\n  reason: {reason}" if reason else "") + (f'\n  message: "{message}"' if message else "")
+    conditions = "".join(
+        f"- lastTransitionTime: {_NOW}\n  status: {value}{detail}\n  type: {kind}\n"
+        for kind in ("Ready", "ContainersReady")
+    )
+    flag = "true" if ready else "false"
+    return (
+        "\n{{ $now := Now }}\nconditions:\n"
+        f'- lastTransitionTime: {_NOW}\n  status: "True"\n  type: Initialized\n'
+        + conditions
+        + "containerStatuses:\n{{ range .spec.containers }}\n"
+        "- image: {{ .image | Quote }}\n  name: {{ .name | Quote }}\n"
+        f"  ready: {flag}\n  started: {flag}\n"
+        + containers
+        + "{{ end }}\n"
+        + f"phase: {phase}\n"
+        + _IPS_TEMPLATE
+    )
+
+
 # What a kubelet reports once every container runs and is ready (kwok's pod-ready,
 # minus init containers and readiness gates, which a fate does not need).
-_READY_TEMPLATE = (
-    """
-{{ $now := Now }}
-conditions:
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: Initialized
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: Ready
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: ContainersReady
-containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: true
-  started: true
-  restartCount: 0
-  state:
-    running:
-      startedAt: {{ $now | Quote }}
-{{ end }}
-phase: Running
-"""
-    + _IPS_TEMPLATE
+_READY_TEMPLATE = _status(
+    True, f"  restartCount: 0\n  state:\n    running:\n      startedAt: {_NOW}\n", "Running"
 )
 
-# The pod conditions of a pod whose containers are not ready, up to its container statuses.
-_NOT_READY_HEADER = """
-{{ $now := Now }}
-conditions:
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: Initialized
-- lastTransitionTime: {{ $now | Quote }}
-  status: "False"
-  reason: ContainersNotReady
-  message: "containers with unready status"
-  type: Ready
-- lastTransitionTime: {{ $now | Quote }}
-  status: "False"
-  reason: ContainersNotReady
-  message: "containers with unready status"
-  type: ContainersReady
-containerStatuses:
-"""
+_NOT_READY = ("ContainersNotReady", "containers with unready status")
 
 # What a kubelet reports for a container that keeps exiting: phase stays Running,
 # Ready is False, the container waits in CrashLoopBackOff after a terminated run.
-_CRASH_LOOPING_TEMPLATE = (
-    _NOT_READY_HEADER
-    + """{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: false
-  started: false
-  restartCount: CRASH_LOOP_RESTARTS
-  lastState:
-    terminated:
-      exitCode: 1
-      reason: Error
-      startedAt: {{ $now | Quote }}
-      finishedAt: {{ $now | Quote }}
-  state:
-    waiting:
-      reason: CrashLoopBackOff
-      message: {{ printf "back-off 5m0s restarting failed container=%s" .name | Quote }}
-{{ end }}
-phase: Running
-""".replace("CRASH_LOOP_RESTARTS", str(CRASH_LOOP_RESTARTS))
-    + _IPS_TEMPLATE
+_CRASH_LOOPING_TEMPLATE = _status(
+    False,
+    f"  restartCount: {CRASH_LOOP_RESTARTS}\n"
+    "  lastState:\n    terminated:\n      exitCode: 1\n      reason: Error\n"
+    f"      startedAt: {_NOW}\n      finishedAt: {_NOW}\n"
+    "  state:\n    waiting:\n      reason: CrashLoopBackOff\n"
+    '      message: {{ printf "back-off 5m0s restarting failed container=%s" .name | Quote }}\n',
+    "Running",
+    *_NOT_READY,
 )
 
 # What a kubelet reports when the image cannot be pulled: the pod stays Pending and
 # each container waits in ImagePullBackOff (ErrImagePull alternates with it).
-_IMAGE_PULL_FAILING_TEMPLATE = (
-    _NOT_READY_HEADER
-    + """{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: false
-  started: false
-  restartCount: 0
-  state:
-    waiting:
-      reason: ImagePullBackOff
-      message: {{ printf "Back-off pulling image %q" .image | Quote }}
-{{ end }}
-phase: Pending
-"""
-    + _IPS_TEMPLATE
+_IMAGE_PULL_FAILING_TEMPLATE = _status(
+    False,
+    "  restartCount: 0\n  state:\n    waiting:\n      reason: ImagePullBackOff\n"
+    '      message: {{ printf "Back-off pulling image %q" .image | Quote }}\n',
+    "Pending",
+    *_NOT_READY,
 )
 
 
 # What a kubelet reports once a run-once pod's containers have exited (EXIT_CODE, REASON, PHASE).
-_ENDED_TEMPLATE = (
-    """
-{{ $now := Now }}
-conditions:
-- lastTransitionTime: {{ $now | Quote }}
-  status: "True"
-  type: Initialized
-- lastTransitionTime: {{ $now | Quote }}
-  status: "False"
-  reason: PodCompleted
-  type: Ready
-- lastTransitionTime: {{ $now | Quote }}
-  status: "False"
-  reason: PodCompleted
-  type: ContainersReady
-containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: false
-  started: false
-  restartCount: 0
-  state:
-    terminated:
-      exitCode: EXIT_CODE
-      reason: REASON
-      message: MESSAGE
-      startedAt: {{ $now | Quote }}
-      finishedAt: {{ $now | Quote }}
-{{ end }}
-phase: PHASE
-"""
-    + _IPS_TEMPLATE
+_ENDED_TEMPLATE = _status(
+    False,
+    "  restartCount: 0\n  state:\n    terminated:\n      exitCode: EXIT_CODE\n      reason: REASON\n"
+    f"      message: MESSAGE\n      startedAt: {_NOW}\n      finishedAt: {_NOW}\n",
+    "PHASE",
+    "PodCompleted",
 )
 
 
