@@ -17,6 +17,7 @@ from kubernetes import client
 from ocp_gpu.harness import rbac as operator_rbac
 from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
 OPERATOR_USER = "ocp-gpu-operator"
@@ -167,6 +168,48 @@ def read_policy(kube: client.ApiClient, name: str = "cluster-policy") -> dict[st
         "nvidia.com", "v1", "clusterpolicies", name
     )
     return obj
+
+
+def patch_policy(kube: client.ApiClient, spec: dict[str, Any], name: str = "cluster-policy") -> None:
+    """Merge-patch the ClusterPolicy's spec (a None value removes that field)."""
+    client.CustomObjectsApi(kube).patch_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", name, {"spec": spec}
+    )
+
+
+# The verbs that change an object.
+WRITES = ("create", "update", "patch", "delete", "deletecollection")
+
+
+def operator_writes(control_plane: LocalControlPlane, since_line: int) -> list[str]:
+    """The operator's completed writes in the audit log since `since_line`, but its Lease renewals."""
+    return [
+        f"{e['verb']} {e.get('objectRef')}"
+        for e in control_plane.read_audit_events(since_line=since_line)
+        if e.get("user", {}).get("username") == OPERATOR_USER
+        and e.get("stage") == "ResponseComplete"
+        and e.get("verb") in WRITES
+        and e.get("objectRef", {}).get("resource") != "leases"
+    ]
+
+
+def quiet_writes(control_plane: LocalControlPlane, seconds: float = 10) -> list[str]:
+    """The operator's writes (but its Lease) during `seconds` of nothing changing."""
+    time.sleep(2)  # let the last write's watch event come back
+    mark = control_plane.audit_line_count()
+    time.sleep(seconds)
+    return operator_writes(control_plane, mark)
+
+
+def ready_nodes(kube: client.ApiClient, namespace: str, app: str) -> set[str]:
+    """The nodes with a Ready pod of `app` that is not being deleted."""
+    pods = client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=f"{labels.APP}={app}").items
+    return {
+        p.spec.node_name
+        for p in pods
+        if not p.metadata.deletion_timestamp
+        and any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or ()))
+    }
 
 
 def yaml_dump(obj: Any) -> str:

@@ -14,7 +14,6 @@ GPU nodes (harness/node_agent.py orders the pods by markers, as their init conta
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,7 +25,7 @@ from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels, operands
 
-from .conftest import OPERATOR_USER, read_policy, wait_for
+from .conftest import patch_policy, quiet_writes, read_policy, ready_nodes, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -54,15 +53,6 @@ def monitor(kube: client.ApiClient, namespace: str, name: str) -> dict[str, Any]
         raise
 
 
-def ready_pods(kube: client.ApiClient, namespace: str, app: str) -> set[str]:
-    pods = client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=f"{labels.APP}={app}").items
-    return {
-        p.spec.node_name
-        for p in pods
-        if any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or ()))
-    }
-
-
 def owned(kube: client.ApiClient, namespace: str) -> dict[tuple[str, str], str]:
     """Our objects: (kind, name) -> uid."""
     selector = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
@@ -81,26 +71,6 @@ def owned(kube: client.ApiClient, namespace: str) -> dict[tuple[str, str], str]:
     )["items"]:
         found[("ServiceMonitor", item["metadata"]["name"])] = item["metadata"]["uid"]
     return found
-
-
-def patch_policy(kube: client.ApiClient, spec: dict[str, Any]) -> None:
-    client.CustomObjectsApi(kube).patch_cluster_custom_object(
-        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", {"spec": spec}
-    )
-
-
-def quiet_writes(control_plane: LocalControlPlane) -> list[str]:
-    time.sleep(2)
-    mark = control_plane.audit_line_count()
-    time.sleep(10)
-    return [
-        f"{e['verb']} {e.get('objectRef')}"
-        for e in control_plane.read_audit_events(since_line=mark)
-        if e.get("user", {}).get("username") == OPERATOR_USER
-        and e.get("stage") == "ResponseComplete"
-        and e.get("verb") in ("create", "update", "patch", "delete", "deletecollection")
-        and e.get("objectRef", {}).get("resource") != "leases"
-    ]
 
 
 @pytest.fixture
@@ -126,7 +96,7 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
     # (a)
     for operand in (operands.DCGM, operands.DCGM_EXPORTER, operands.NODE_STATUS_EXPORTER):
         wait_for(
-            lambda app=operand.app: set(gpu_nodes) <= ready_pods(kube, namespace, app),
+            lambda app=operand.app: set(gpu_nodes) <= ready_nodes(kube, namespace, app),
             120,
             what=f"{operand.daemonset} Ready on every GPU node",
         )

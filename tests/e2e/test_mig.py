@@ -29,7 +29,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,15 @@ from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels, operands
 
-from .conftest import OPERATOR_USER, condition, read_policy, wait_for, wait_for_event
+from .conftest import (
+    condition,
+    patch_policy,
+    quiet_writes,
+    read_policy,
+    ready_nodes,
+    wait_for,
+    wait_for_event,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -62,12 +69,6 @@ def nvidia_resources(kube: client.ApiClient, name: str) -> dict[str, str]:
     return {k: v for k, v in allocatable.items() if k.startswith("nvidia.com/")}
 
 
-def patch_policy(kube: client.ApiClient, spec: dict[str, Any]) -> None:
-    client.CustomObjectsApi(kube).patch_cluster_custom_object(
-        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", {"spec": spec}
-    )
-
-
 def label(
     kube: client.ApiClient,
     name: str,
@@ -78,16 +79,6 @@ def label(
     if annotations:
         metadata["annotations"] = annotations
     client.CoreV1Api(kube).patch_node(name, {"metadata": metadata})
-
-
-def ready_on(kube: client.ApiClient, namespace: str, app: str) -> set[str]:
-    pods = client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=f"{labels.APP}={app}").items
-    return {
-        p.spec.node_name
-        for p in pods
-        if not p.metadata.deletion_timestamp
-        and any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or ()))
-    }
 
 
 class LabelRecorder:
@@ -119,20 +110,6 @@ class LabelRecorder:
         except Exception:  # NB: stopping the watch ends its response mid-stream
             if not self._stopping:
                 raise
-
-
-def quiet_writes(control_plane: LocalControlPlane) -> list[str]:
-    time.sleep(2)
-    mark = control_plane.audit_line_count()
-    time.sleep(10)
-    return [
-        f"{e['verb']} {e.get('objectRef')}"
-        for e in control_plane.read_audit_events(since_line=mark)
-        if e.get("user", {}).get("username") == OPERATOR_USER
-        and e.get("stage") == "ResponseComplete"
-        and e.get("verb") in ("create", "update", "patch", "delete", "deletecollection")
-        and e.get("objectRef", {}).get("resource") != "leases"
-    ]
 
 
 def status_json(control_plane: LocalControlPlane) -> dict[str, Any]:
@@ -202,9 +179,11 @@ def test_mig_reconfiguration_through_labels(
         assert (found[manager_label], found[labels.MIG_CONFIG]) == ("true", "all-disabled")
         assert found[labels.MIG_CAPABLE] == "true"
     wait_for(
-        lambda: {first, second} <= ready_on(kube, namespace, operands.MIG_MANAGER.app), 60, what="MIG manager"
+        lambda: {first, second} <= ready_nodes(kube, namespace, operands.MIG_MANAGER.app),
+        60,
+        what="MIG manager",
     )
-    assert l40s not in ready_on(kube, namespace, operands.MIG_MANAGER.app)
+    assert l40s not in ready_nodes(kube, namespace, operands.MIG_MANAGER.app)
     plain = node_labels(kube, l40s)
     assert manager_label not in plain and labels.MIG_CONFIG not in plain
     assert plain.get(labels.MIG_CAPABLE) == "false"

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,12 +25,18 @@ from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.install import manifests as install
 from ocp_gpu.model import labels
 
-from .conftest import OPERATOR_USER, condition, read_policy, wait_for, wait_for_event
+from .conftest import (
+    condition,
+    patch_policy,
+    quiet_writes,
+    read_policy,
+    wait_for,
+    wait_for_event,
+)
 
 pytestmark = pytest.mark.e2e
 
 GROUP = "monitoring.coreos.com"
-WRITES = ("create", "update", "patch", "delete", "deletecollection")
 
 
 def custom_object(kube: client.ApiClient, namespace: str, plural: str, name: str) -> dict[str, Any] | None:
@@ -44,27 +49,6 @@ def custom_object(kube: client.ApiClient, namespace: str, plural: str, name: str
         if error.status == 404:
             return None
         raise
-
-
-def writes_while_quiet(control_plane: LocalControlPlane, seconds: float = 8) -> list[str]:
-    """The operator's writes (other than its Lease) during `seconds` of nothing changing."""
-    time.sleep(2)  # let the last write's watch event come back
-    mark = control_plane.audit_line_count()
-    time.sleep(seconds)
-    return [
-        f"{e['verb']} {e.get('objectRef')}"
-        for e in control_plane.read_audit_events(since_line=mark)
-        if e.get("user", {}).get("username") == OPERATOR_USER
-        and e.get("stage") == "ResponseComplete"
-        and e.get("verb") in WRITES
-        and e.get("objectRef", {}).get("resource") != "leases"
-    ]
-
-
-def patch_policy(kube: client.ApiClient, spec: dict[str, Any]) -> None:
-    client.CustomObjectsApi(kube).patch_cluster_custom_object(
-        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", {"spec": spec}
-    )
 
 
 def test_openshift_with_the_monitoring_api_gets_service_monitor_rules_dashboard_and_label(
@@ -121,7 +105,7 @@ def test_openshift_with_the_monitoring_api_gets_service_monitor_rules_dashboard_
         what="namespace labelled for cluster monitoring",
     )
     wait_for(lambda: read_policy(kube).get("status", {}).get("state") == "ready", 60, what="policy ready")
-    assert writes_while_quiet(control_plane) == []
+    assert quiet_writes(control_plane, 8) == []
 
     # (b) the policy's fields reach the ServiceMonitor ...
     patch_policy(
@@ -159,7 +143,7 @@ def test_openshift_with_the_monitoring_api_gets_service_monitor_rules_dashboard_
     )
     assert core.read_namespaced_service("gpu-operator", namespace).metadata.name == "gpu-operator"
     assert custom_object(kube, namespace, "prometheusrules", "ocp-gpu-alerts") is not None
-    assert writes_while_quiet(control_plane) == []
+    assert quiet_writes(control_plane, 8) == []
 
 
 def test_without_the_monitoring_api_a_requested_service_monitor_is_reported_not_retried(
@@ -183,6 +167,6 @@ def test_without_the_monitoring_api_a_requested_service_monitor_is_reported_not_
     assert (
         client.CoreV1Api(kube).read_namespaced_service("gpu-operator", namespace).spec.ports[0].port == 8080
     )
-    assert writes_while_quiet(control_plane) == []
+    assert quiet_writes(control_plane, 8) == []
     assert proc.running() and proc.role() == "leader"
     assert proc.metric("gpu_operator_reconciliation_failed_total") == 0

@@ -23,7 +23,15 @@ from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels, operands
 
-from .conftest import OPERATOR_USER, condition, kubectl, read_policy, wait_for, wait_for_event
+from .conftest import (
+    OPERATOR_USER,
+    condition,
+    kubectl,
+    operator_writes,
+    read_policy,
+    wait_for,
+    wait_for_event,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -251,14 +259,7 @@ def test_zero_writes_while_nothing_changes(
     time.sleep(2)  # let the last status write's watch event come back and settle
     mark = control_plane.audit_line_count()
     time.sleep(12)  # kwok heartbeats and lease renewals keep happening meanwhile
-    writes = [
-        f"{e['verb']} {e.get('objectRef')}"
-        for e in control_plane.read_audit_events(since_line=mark)
-        if e.get("user", {}).get("username") == OPERATOR_USER
-        and e.get("stage") == "ResponseComplete"
-        and e.get("verb") in ("create", "update", "patch", "delete", "deletecollection")
-        and e.get("objectRef", {}).get("resource") != "leases"
-    ]
+    writes = operator_writes(control_plane, mark)
     assert writes == []
     # And the lease renewals that did happen were few (one per retry period at most).
     lease_writes = control_plane.count_writes(OPERATOR_USER, since_line=mark)

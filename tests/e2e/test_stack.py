@@ -35,7 +35,7 @@ from ocp_gpu.model.images import ImageRef
 from ocp_gpu.rendering import common
 from ocp_gpu.rendering import operands as operand_rendering
 
-from .conftest import OPERATOR_USER, read_policy, wait_for
+from .conftest import patch_policy, quiet_writes, read_policy, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -48,12 +48,6 @@ DEFAULT_APPS = {
     if policy_model.Policy().components()[o.section].enabled and o is not operands.MIG_MANAGER
 }
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-
-
-def patch_policy(kube: client.ApiClient, spec: dict[str, Any]) -> None:
-    client.CustomObjectsApi(kube).patch_cluster_custom_object(
-        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", {"spec": spec}
-    )
 
 
 def state(kube: client.ApiClient) -> str:
@@ -275,18 +269,7 @@ def test_each_operand_switches_alone_and_steady_state_is_quiet(
         everything = owned(kube, namespace)
 
     wait_for(lambda: state(kube) == "ready", 90, what="policy ready again")
-    time.sleep(2)  # the last status write's watch event comes back
-    mark = control_plane.audit_line_count()
-    time.sleep(10)
-    writes = [
-        f"{e['verb']} {e.get('objectRef')}"
-        for e in control_plane.read_audit_events(since_line=mark)
-        if e.get("user", {}).get("username") == OPERATOR_USER
-        and e.get("stage") == "ResponseComplete"
-        and e.get("verb") in ("create", "update", "patch", "delete", "deletecollection")
-        and e.get("objectRef", {}).get("resource") != "leases"
-    ]
-    assert writes == []
+    assert quiet_writes(control_plane) == []
 
 
 def _names_of(operand: operands.Operand) -> set[str]:

@@ -26,7 +26,7 @@ from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 from ocp_gpu.rendering import toolkit as toolkit_rendering
 
-from .conftest import condition, read_policy, wait_for, wait_for_event
+from .conftest import condition, patch_policy, read_policy, wait_for, wait_for_event
 
 pytestmark = pytest.mark.e2e
 
@@ -57,12 +57,6 @@ def images_by_node(kube: client.ApiClient, namespace: str) -> dict[str, set[str]
 
 def daemonset(kube: client.ApiClient, namespace: str, name: str) -> Any:
     return client.AppsV1Api(kube).read_namespaced_daemon_set(name, namespace)
-
-
-def patch_policy(kube: client.ApiClient, spec: dict[str, Any]) -> None:
-    client.CustomObjectsApi(kube).patch_cluster_custom_object(
-        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", {"spec": spec}
-    )
 
 
 def test_toolkit_daemonset_and_update_strategy(
