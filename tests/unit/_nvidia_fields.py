@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +19,19 @@ from tests.unit._crd_schema import Schema, spec_schema
 PATHS_FILE = Path(__file__).parent / "data" / "nvidia-clusterpolicy-paths.txt"
 
 
-@functools.cache
-def nvidia_paths() -> dict[str, str]:
+def read_paths(paths_file: Path) -> dict[str, str]:
+    """path -> type, as hack/gen_nvidia_paths.py lists them (a ClusterPolicy's or an NVIDIADriver's)."""
     found: dict[str, str] = {}
-    for line in PATHS_FILE.read_text().splitlines():
+    for line in paths_file.read_text().splitlines():
         if line and not line.startswith("#"):
             path, kind = line.split("\t")
             found[path] = kind
     return found
+
+
+@functools.cache
+def nvidia_paths() -> dict[str, str]:
+    return read_paths(PATHS_FILE)
 
 
 def _kind(schema: Schema) -> str:
@@ -135,23 +141,27 @@ def sample(path: str) -> object:
     suffixes = [suffix for suffix in _SAMPLES if path.endswith(suffix)]
     if suffixes:
         return _SAMPLES[max(suffixes, key=len)]
-    schema = schema_at(path)
+    return generic_sample(path, schema_at(path), nvidia_paths()[path], int_or_string=1)
+
+
+def generic_sample(path: str, schema: Schema, kind: str, int_or_string: object) -> object:
+    """A value of the leaf's type that our schema accepts and that sets the field."""
     if "enum" in schema:
         # the last enum value: for NVIDIA's enums not the default, so the field is "set"
         return schema["enum"][-1]
-    kind = nvidia_paths()[path]
     if kind == "boolean":
         return True
     if kind == "integer":
         return max(1, int(schema.get("minimum", 1)))
     if kind == "int-or-string":
-        return 1
+        return int_or_string
     return "example-" + path.rsplit(".", 1)[-1].strip("[]{}").lower()
 
 
-def leaves() -> list[str]:
-    """NVIDIA's paths that hold a value (not objects, arrays or maps that have leaves below)."""
-    listed = nvidia_paths()
+def leaves(listed: dict[str, str] | None = None) -> list[str]:
+    """The listed paths that hold a value (not objects, arrays or maps that have leaves below);
+    NVIDIA's ClusterPolicy's by default."""
+    listed = nvidia_paths() if listed is None else listed
     return [
         path
         for path, kind in listed.items()
@@ -162,19 +172,24 @@ def leaves() -> list[str]:
 
 def every_field_spec() -> dict[str, Any]:
     """A ClusterPolicy spec setting every leaf of NVIDIA's schema (one item per list, one key per map)."""
+    return spec_setting(leaves(), sample, map_key="example")
+
+
+def spec_setting(paths: list[str], value_of: Callable[[str], object], map_key: str) -> dict[str, Any]:
+    """A spec setting each of `paths` to `value_of(path)`: one item per list; one key per map, a
+    resource name in resource maps, `map_key` in the others (labels, selectors)."""
     spec: dict[str, Any] = {}
-    for path in leaves():
+    for path in paths:
         parts = _parts(path)[1:]
         node: Any = spec
         for part, following in zip(parts, [*parts[1:], None], strict=True):
-            value: object = sample(path) if following is None else ([] if following == "[]" else {})
+            value: object = value_of(path) if following is None else ([] if following == "[]" else {})
             if part == "[]":
                 if not node:
                     node.append(value)
                 node_next = node[0]
             elif part == "{}":
-                # resource maps take resource names; other maps (labels, selectors) any key
-                key = "cpu" if path.endswith(("limits{}", "requests{}")) else "example"
+                key = "cpu" if path.endswith(("limits{}", "requests{}")) else map_key
                 node.setdefault(key, value)
                 node_next = node[key]
             else:

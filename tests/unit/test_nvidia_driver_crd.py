@@ -43,12 +43,7 @@ def spec_schema() -> Schema:
 
 @functools.cache
 def nvidia_paths() -> dict[str, str]:
-    found: dict[str, str] = {}
-    for line in PATHS_FILE.read_text().splitlines():
-        if line and not line.startswith("#"):
-            path, kind = line.split("\t")
-            found[path] = kind
-    return found
+    return nv.read_paths(PATHS_FILE)
 
 
 def missing_or_narrowed(ours: dict[str, str]) -> list[str]:
@@ -83,46 +78,12 @@ def _sample(path: str) -> object:
     if shared:
         # the ClusterPolicy fixture's value for the same kind of field (images, env, resources, pods)
         return nv._SAMPLES[max(shared, key=len)]
-    schema = nv.schema_at(path, spec_schema())
-    if "enum" in schema:
-        return schema["enum"][-1]
-    kind = nvidia_paths()[path]
-    if kind == "boolean":
-        return True
-    if kind == "integer":
-        return max(1, int(schema.get("minimum", 1)))
-    if kind == "int-or-string":
-        return "1"
-    return "example-" + path.rsplit(".", 1)[-1].strip("[]{}").lower()
+    return nv.generic_sample(path, nv.schema_at(path, spec_schema()), nvidia_paths()[path], int_or_string="1")
 
 
 def every_field_spec() -> dict[str, Any]:
     """An NVIDIADriver spec setting every leaf of NVIDIA's list (one item per list, one key per map)."""
-    listed = nvidia_paths()
-    leaves = [
-        path
-        for path, kind in listed.items()
-        if kind not in ("object", "array")
-        or not any(other.startswith((f"{path}.", f"{path}[]", f"{path}{{}}")) for other in listed)
-    ]
-    spec: dict[str, Any] = {}
-    for path in leaves:
-        parts = nv._parts(path)[1:]
-        node: Any = spec
-        for part, following in zip(parts, [*parts[1:], None], strict=True):
-            value: object = _sample(path) if following is None else ([] if following == "[]" else {})
-            if part == "[]":
-                if not node:
-                    node.append(value)
-                node = node[0]
-            elif part == "{}":
-                key = "cpu" if path.endswith(("limits{}", "requests{}")) else "example.com/pool"
-                node.setdefault(key, value)
-                node = node[key]
-            else:
-                node.setdefault(part, value)
-                node = node[part]
-    return spec
+    return nv.spec_setting(nv.leaves(nvidia_paths()), _sample, map_key="example.com/pool")
 
 
 def test_the_list_is_nvidias_whole_schema() -> None:
