@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import json
 import random
 import threading
@@ -44,7 +45,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, ParamSpec
 
 import kubernetes.client
 import kubernetes.watch
@@ -57,6 +58,8 @@ from ocp_gpu.harness import rbac as operator_rbac
 from ocp_gpu.harness.cluster import LEASES, WRITE_VERBS, LocalControlPlane
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import apis, labels
+
+P = ParamSpec("P")
 
 NAMESPACE: Final = labels.OPENSHIFT_NAMESPACE
 POLICY: Final = labels.CLUSTER_POLICY_NAME
@@ -427,19 +430,18 @@ def list_operand_objects(api: ApiClient) -> set[OperandObject]:
     return found
 
 
-def current_problems(
-    api: ApiClient,
-    names: Iterable[str],
-    admin_cordoned: Iterable[str],
-    operands_before: set[OperandObject],
-    version: str = VERSION_B,
-) -> list[str]:
-    """`final_problems`, or the reason the cluster cannot be read now (the apiserver is
-    restarting): never raises, so a check made during an outage only says "not yet"."""
-    try:
-        return final_problems(api, names, admin_cordoned, operands_before, version)
-    except Exception as error:
-        return [f"cannot read the cluster: {type(error).__name__}"]
+def _never_raising(check: Callable[P, list[str]]) -> Callable[P, list[str]]:
+    """`check`, or the reason the cluster cannot be read now (the apiserver is restarting):
+    never raises, so a check made during an outage only says "not yet"."""
+
+    @functools.wraps(check)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> list[str]:
+        try:
+            return check(*args, **kwargs)
+        except Exception as error:
+            return [f"cannot read the cluster: {type(error).__name__}"]
+
+    return checked
 
 
 def final_problems(
@@ -554,6 +556,10 @@ def final_problems(
 
 
 # --- the audit log -----------------------------------------------------------------------
+
+
+# `final_problems` while faults may be under way.
+current_problems = _never_raising(final_problems)
 
 
 class AuditWindow:
