@@ -20,7 +20,7 @@ from pathlib import Path
 
 import kopf
 
-from ocp_gpu import handlers, metrics, serving
+from ocp_gpu import handlers, kopf_toggles, metrics, serving
 from ocp_gpu.kube import clients, discovering, electing
 from ocp_gpu.model import apis, labels, releases
 from ocp_gpu.reconcilers import cluster, runtime, upgrades
@@ -91,6 +91,7 @@ async def run(options: RunOptions) -> int:
         apis.NVIDIA_DRIVER_PLURAL,
     )
     kopf_stop: asyncio.Future[None] = loop.create_future()
+    kopf_toggles.install()
     tasks = {
         asyncio.ensure_future(
             kopf.operator(
