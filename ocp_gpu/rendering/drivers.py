@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from ocp_gpu.model import images, labels, operands
@@ -124,16 +124,47 @@ def config_dir(field: str, os: str) -> str | None:
     return KERNEL_MODULE_CONFIG_DIR
 
 
+# The template with one DaemonSet per desired entry; every other state-driver template renders
+# objects all keys share (RBAC, ConfigMaps), whatever the entries.
+DAEMONSET_TEMPLATE: Final = f"{COMPONENT}/0500_daemonset.yaml.j2"
+
+
 @dataclasses.dataclass
-class _LastRender:
-    key: object = None
-    manifests: tuple[dict[str, Any], ...] = ()
+class _RenderCache:
+    # (policy, inputs, templates directory) the cached manifests were rendered for.
+    context: object = None
+    # Per shared template file: its manifests.
+    shared: dict[str, tuple[dict[str, Any], ...]] = dataclasses.field(default_factory=dict)
+    # Per DaemonSet name: the entry it was rendered from (nodes left out) and its manifests.
+    daemonsets: dict[str, tuple[DesiredDriverDaemonSet, tuple[dict[str, Any], ...]]] = dataclasses.field(
+        default_factory=dict
+    )
 
 
-# NB: every reconcile pass renders; most passes (a node joined a version, a DaemonSet's
-# status moved) render exactly what the previous one did, and rendering is most of a
-# pass's CPU.  One slot, compared by equality (the policy holds dicts: not hashable).
-_last_render = _LastRender()
+# NB: every reconcile pass renders, and rendering (Jinja2, then YAML parsing, twice per
+# DaemonSet for its digest) is most of a pass's CPU.  Most passes render what the previous
+# one did (a node joined a version, a status moved); a node on a new RHCOS version adds one
+# entry, and only that DaemonSet is rendered, so its creation does not wait for the others'.
+# One cache per context, the most recent few: the ClusterPolicy's and each NVIDIADriver pool's.
+_CACHED_CONTEXTS: Final = 4
+_caches: list[_RenderCache] = []
+
+
+def clear_render_cache() -> None:
+    """Forget every cached rendering (benchmarks time a cold render with it)."""
+    _caches.clear()
+
+
+def _cache_for(context: object, shared: Callable[[], dict[str, tuple[dict[str, Any], ...]]]) -> _RenderCache:
+    """The cache of this context (most recently used last); a new one with its shared manifests."""
+    found = next((cache for cache in _caches if cache.context == context), None)
+    if found is None:
+        found = _RenderCache(context=context, shared=shared())
+    else:
+        _caches.remove(found)
+    _caches.append(found)
+    del _caches[:-_CACHED_CONTEXTS]
+    return found
 
 
 def render_driver_state(
@@ -141,32 +172,57 @@ def render_driver_state(
     policy: policy_model.Policy,
     inputs: DriverRenderInputs,
 ) -> list[dict[str, Any]]:
-    """Every state-driver manifest, in apply order, DRIVER_CONFIG_DIGEST filled in.
+    """Every state-driver manifest, in apply (template file) order, DRIVER_CONFIG_DIGEST filled in.
 
-    The manifests are shared with the next identical call: treat them as read-only.
+    The manifests are shared with later calls: treat them as read-only.
     """
-    # Which nodes a key has does not change its manifests (pods select nodes by label).
-    key = (tuple(dataclasses.replace(entry, nodes=(), exists=False) for entry in desired), policy, inputs)
-    if _last_render.key != key:
-        _last_render.manifests = tuple(_render(desired, policy, inputs))
-        _last_render.key = key
-    return list(_last_render.manifests)
+    names = templating.template_names(COMPONENT)
+
+    def shared() -> dict[str, tuple[dict[str, Any], ...]]:
+        context = driver_state_context((), policy, inputs, {})
+        return {
+            name: tuple(templating.render_template(name, context))
+            for name in names
+            if name != DAEMONSET_TEMPLATE
+        }
+
+    cache = _cache_for((policy, inputs, templating.templates_dir()), shared)
+    rendered: list[tuple[dict[str, Any], ...]] = []
+    kept: dict[str, tuple[DesiredDriverDaemonSet, tuple[dict[str, Any], ...]]] = {}
+    for entry in desired:
+        # Which nodes a key has does not change its manifests (pods select nodes by label).
+        bare = dataclasses.replace(entry, nodes=(), exists=False)
+        cached = cache.daemonsets.get(entry.name)
+        if cached is None or cached[0] != bare:
+            cached = (bare, tuple(_render_daemonset(entry, policy, inputs)))
+        kept[entry.name] = cached
+        rendered.append(cached[1])
+    # Only the current keys stay cached: a key whose nodes all left is forgotten.
+    cache.daemonsets = kept
+    manifests: list[dict[str, Any]] = []
+    for name in names:
+        if name == DAEMONSET_TEMPLATE:
+            for daemonset in rendered:
+                manifests.extend(daemonset)
+        else:
+            manifests.extend(cache.shared[name])
+    return manifests
 
 
-def _render(
-    desired: Sequence[DesiredDriverDaemonSet],
-    policy: policy_model.Policy,
-    inputs: DriverRenderInputs,
+def _render_daemonset(
+    entry: DesiredDriverDaemonSet, policy: policy_model.Policy, inputs: DriverRenderInputs
 ) -> list[dict[str, Any]]:
     # NB: the digest covers the rendered driver and sidecar containers and the volumes, so
     # it is rendered twice: once to see what the pods would run, once with the digest.
-    draft = templating.render_state(COMPONENT, driver_state_context(desired, policy, inputs, {}))
+    draft = templating.render_template(DAEMONSET_TEMPLATE, driver_state_context((entry,), policy, inputs, {}))
     digests = {
         manifest["metadata"]["name"]: config_digest(manifest)
         for manifest in draft
         if manifest.get("kind") == "DaemonSet"
     }
-    return templating.render_state(COMPONENT, driver_state_context(desired, policy, inputs, digests))
+    return templating.render_template(
+        DAEMONSET_TEMPLATE, driver_state_context((entry,), policy, inputs, digests)
+    )
 
 
 def config_digest(daemonset: Mapping[str, Any]) -> str:
