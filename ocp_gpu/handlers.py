@@ -18,7 +18,7 @@ import kopf
 
 from ocp_gpu.kube import connecting, owning, reading, requesting, upgrading
 from ocp_gpu.model import apis, labels, nodes, operands
-from ocp_gpu.planning import delivery, pod_selection
+from ocp_gpu.planning import delivery, pod_selection, urgency
 from ocp_gpu.reconcilers import runtime
 
 K = TypeVar("K")
@@ -103,8 +103,15 @@ def _register_nodes(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> Non
     @kopf.index("", "v1", "nodes", registry=registry, id="node-facts")
     async def index_node(body: kopf.Body, **_: Any) -> None:
         facts = reading.node_facts(body)
+        before = rt.node_facts.get(facts.name)
+
+        def changed() -> None:
+            rt.mark_node(facts.name)
+            if urgency.moves_driver_key(before, facts):
+                rt.mark_urgent()
+
         # Only changes to what we keep count: kubelet heartbeats wake nothing.
-        _keep(rt.node_facts, facts.name, facts, lambda: rt.mark_node(facts.name))
+        _keep(rt.node_facts, facts.name, facts, changed)
 
     @kopf.on.event("", "v1", "nodes", registry=registry, id="node-events")
     async def node_event(name: str, type: str | None, **_: Any) -> None:
@@ -130,7 +137,15 @@ def _register_daemonsets(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -
             if daemonset.labels.get(labels.COMPONENT) == labels.DRIVER_COMPONENT
             else rt.operand_daemonsets
         )
-        _keep(kept, daemonset.name, daemonset, rt.mark_drivers)
+        before = kept.get(daemonset.name)
+
+        def changed() -> None:
+            rt.mark_drivers()
+            if kept is rt.driver_daemonsets and urgency.drained(before, daemonset):
+                # Garbage collection waited for exactly this: delete it now, not after the window.
+                rt.mark_urgent()
+
+        _keep(kept, daemonset.name, daemonset, changed)
 
     @kopf.on.event("apps", "v1", "daemonsets", registry=registry, id="operand-daemonset-events")
     async def daemonset_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:

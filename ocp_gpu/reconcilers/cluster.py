@@ -40,12 +40,12 @@ RETRY_FAILED_WRITES_S = 30.0
 
 
 async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
-    """Wait for changes, let a burst settle (runtime.Coalescer), reconcile; forever."""
+    """Wait for changes, let a burst settle (runtime.Coalescer) unless one is urgent, reconcile; forever."""
     await rt.listed.wait()
     coalescer = runtime.Coalescer(coalesce_s)
     while True:
         await rt.wake.wait()
-        await coalescer.settle()
+        await coalescer.settle(rt.urgent)
         changes = rt.take_changes()
         metrics.reconciliations.inc()
         try:

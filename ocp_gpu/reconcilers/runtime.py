@@ -3,12 +3,14 @@
 Handlers (handlers.py) only mark things dirty and wake the loop; the loop
 (operator.py) drains the marks and runs the reconcilers.  The first event after a
 quiet spell runs a pass at once; bursts of events coalesce into one pass
-(`Coalescer`).
+(`Coalescer`), except the few urgent changes planning/urgency names, which run the
+next pass at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 from collections.abc import Callable, Iterable, Mapping
@@ -98,6 +100,8 @@ class Runtime:
     # Set once every watched kind has been listed completely (planning.delivery): no pass before.
     listed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    # Set with `wake` by a change that must not wait out the coalescing window (planning/urgency).
+    urgent: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     _dirty_nodes: set[nodes.NodeName] = dataclasses.field(default_factory=set)
     _policies_dirty: bool = True
     _everything_dirty: bool = True
@@ -128,6 +132,11 @@ class Runtime:
         self._dirty_nodes.add(name)
         self.wake.set()
         self.upgrade_wake.set()
+
+    def mark_urgent(self) -> None:
+        """The next pass runs at once, even within the coalescing window (planning/urgency)."""
+        self.urgent.set()
+        self.wake.set()
 
     def mark_policies(self) -> None:
         self._policies_dirty = True
@@ -186,6 +195,7 @@ class Runtime:
         self._policies_dirty = False
         self._everything_dirty = False
         self.wake.clear()
+        self.urgent.clear()
         return changes
 
 
@@ -201,12 +211,19 @@ class Coalescer:
     window_s: float
     _last_end: float | None = None
 
-    async def settle(self) -> None:
-        """Wait out what is left of the window since the last pass ended (nothing after a quiet spell)."""
-        if self._last_end is not None:
-            left = self._last_end + self.window_s - _loop_time()
-            if left > 0:
-                await asyncio.sleep(left)
+    async def settle(self, urgent: asyncio.Event | None = None) -> None:
+        """Wait out what is left of the window since the last pass ended (nothing after a quiet
+        spell); `urgent`, once set, ends the wait at once."""
+        if self._last_end is None:
+            return
+        left = self._last_end + self.window_s - _loop_time()
+        if left <= 0:
+            return
+        if urgent is None:
+            await asyncio.sleep(left)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(urgent.wait(), left)
 
     def ended(self) -> None:
         """A pass just ended."""

@@ -1,0 +1,54 @@
+"""Which watched changes skip the coalescing window: the two a driver DaemonSet's life waits on.
+
+A pass runs at once after a quiet spell, and events within the window after a pass wait
+for the rest of it, so that a burst costs one pass (reconcilers/runtime.Coalescer).  Two
+changes are rare (a node reboots into a new RHCOS build; a version loses its last node)
+and are exactly what an admin or a waiting MCO drain watches for, so they run the next
+pass at once:
+
+- a known GPU node's driver key changes (its RHCOS build, OS or kernel): its new key may
+  have no DaemonSet yet, and the old one may just have lost its last node;
+- a driver DaemonSet becomes drained: the DaemonSet controller now reports no pod wanted
+  and none misscheduled, the last condition garbage collection waits for
+  (planning/drivers._garbage).
+
+Urgency only decides *when* the next pass runs; what it does is planned from the whole
+view as always.  A node that joins or leaves is not urgent: a scale-up of many nodes is
+the burst the window exists for.
+
+Never does: read the cluster or the clock.
+"""
+
+from __future__ import annotations
+
+from ocp_gpu.model import nodes
+from ocp_gpu.model.snapshot import DriverDaemonSet, DriverKey, GpuNode
+from ocp_gpu.planning.driver_keys import node_key
+from ocp_gpu.planning.driver_strategy import Strategy
+
+
+def _driver_keys(facts: nodes.NodeFacts) -> tuple[DriverKey | None, ...] | None:
+    """The node's key under every strategy (the policy picks one); None for a non-GPU node."""
+    if not facts.is_gpu_node:
+        return None
+    node = GpuNode.from_facts(facts)
+    return tuple(node_key(node, strategy) for strategy in Strategy)
+
+
+def moves_driver_key(before: nodes.NodeFacts | None, after: nodes.NodeFacts | None) -> bool:
+    """A known node now has another driver key, or became or stopped being a GPU node."""
+    if before is None or after is None:
+        # Joined or left: coalesced like any other burst.
+        return False
+    return _driver_keys(before) != _driver_keys(after)
+
+
+def drained(before: DriverDaemonSet | None, after: DriverDaemonSet) -> bool:
+    """The DaemonSet controller just reported no pod wanted and none misscheduled."""
+    if before is None:
+        # NB: a DaemonSet seen for the first time (just created) reports zeros until the
+        # controller has counted its nodes: not a drain.
+        return False
+    was_empty = before.desired_number_scheduled == 0 and before.number_misscheduled == 0
+    is_empty = after.desired_number_scheduled == 0 and after.number_misscheduled == 0
+    return is_empty and not was_empty
