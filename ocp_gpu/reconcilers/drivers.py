@@ -121,10 +121,13 @@ async def read_driver_view(
     the ConfigMaps the policy names read now (they decide the driver pods' mounts); the
     error's description when that read fails."""
     named = driver_manifests.named_config_maps(policy).values()
+    config_map_keys: dict[str, tuple[str, ...] | None] = {}
     try:
-        config_map_keys = await asyncio.to_thread(
-            fetching.config_map_keys, rt.api_client, rt.namespace, named
-        )
+        if named:
+            # NB: only then a thread: the hop alone costs milliseconds of a pass's latency.
+            config_map_keys = await asyncio.to_thread(
+                fetching.config_map_keys, rt.api_client, rt.namespace, named
+            )
     except Exception as error:
         return requesting.describe_error(error)
     return driver_manifests.DriverView(
