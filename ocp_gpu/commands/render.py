@@ -86,7 +86,7 @@ from ocp_gpu.model import (
 )
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem, Severity
-from ocp_gpu.planning import driver_coverage, driver_strategy, drivers, monitoring, policies
+from ocp_gpu.planning import config_maps, driver_coverage, driver_strategy, drivers, monitoring, policies
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.rendering import common as operand_common
 from ocp_gpu.rendering import monitoring as monitoring_rendering
@@ -291,6 +291,18 @@ def operand_manifests(
         if isinstance(image, PolicyProblem):
             problems.append(image)
             continue
+        named, required = operand_rendering.named_config_maps(operand, policy)
+        if inputs.view.config_map_keys is None:
+            # Offline: whether the admin's ConfigMaps exist cannot be known; say what must.
+            problems += config_maps.unchecked_config_map_notes(named, namespace, required)
+        else:
+            # Live: the operator's own check; it applies nothing of the operand then.
+            missing = config_maps.missing_config_map_problem(
+                named, inputs.view.config_map_keys, namespace, required
+            )
+            if missing is not None:
+                problems.append(missing)
+                continue
         manifests += operand_rendering.render_operand(
             operand,
             policy,
@@ -776,15 +788,17 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
 def _config_map_keys(
     api_client: Any, server: str, namespace: str, spec: object
 ) -> dict[str, tuple[str, ...] | None]:
-    """The keys of the ConfigMaps the driver section names (they decide the driver pods' mounts)."""
+    """The keys of the ConfigMaps the policy names: the driver section's and every operand's."""
     try:
-        named = (
-            driver_manifests.named_config_maps(policy_parser.parse_policy(spec))
-            if isinstance(spec, Mapping)
-            else {}
-        )
+        policy = policy_parser.parse_policy(spec) if isinstance(spec, Mapping) else None
     except policy_parser.PolicyParseError:
         return {}  # render() reports the malformed spec
+    if policy is None:
+        return {}
+    # The driver's (they decide its mounts) and every operand's (the operator checks them first).
+    named = dict(driver_manifests.named_config_maps(policy))
+    for operand in operands.GENERIC:
+        named |= operand_rendering.named_config_maps(operand, policy)[0]
     found: dict[str, tuple[str, ...] | None] = {}
     with _reading(f"ConfigMaps in {namespace}", server):
         for name in named.values():

@@ -13,8 +13,14 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
-from ocp_gpu.model.problems import PolicyProblem
+from ocp_gpu.model.problems import PolicyProblem, Severity
+
+# Fields whose ConfigMap's key another field names: ConfigMap field -> key field.  NB: the
+# device plugin's config-manager reads the key `devicePlugin.config.default` names on every
+# node without a nvidia.com/device-plugin.config label; a missing key is either field's fault.
+KEY_FIELDS: Final = {"spec.devicePlugin.config.name": "spec.devicePlugin.config.default"}
 
 
 def missing_config_map_problem(
@@ -28,6 +34,7 @@ def missing_config_map_problem(
     `keys`: each ConfigMap's data keys as read (None for one that does not exist); None
     altogether when nothing could be read (offline render).  `required_keys`: field -> the
     data key the pod reads from that ConfigMap (fields left out need no particular key).
+    A key that another field names (KEY_FIELDS) is reported under that field.
     """
     for field, name in named.items():
         if keys is None:
@@ -47,9 +54,43 @@ def missing_config_map_problem(
         key = (required_keys or {}).get(field)
         if key and key not in found:
             have = ", ".join(found) or "none"
+            key_field = KEY_FIELDS.get(field)
+            if key_field:
+                # the key is the admin's choice too: either the ConfigMap or the choice is wrong
+                return PolicyProblem(
+                    field=key_field,
+                    message=f"ConfigMap {name!r} ({field}) has no key {key!r} (it has: {have})",
+                    fix=f"add the key {key!r} to ConfigMap {name!r} in {namespace!r}, "
+                    f"or set {key_field} to one of its keys",
+                )
             return PolicyProblem(
                 field=field,
                 message=f"ConfigMap {name!r} has no key {key!r}, the file the pod reads (it has: {have})",
                 fix=f"add the key {key!r} to ConfigMap {name!r} in {namespace!r}, or unset {field}",
             )
     return None
+
+
+def unchecked_config_map_notes(
+    named: Mapping[str, str], namespace: str, required_keys: Mapping[str, str] | None = None
+) -> list[PolicyProblem]:
+    """Offline (no cluster to ask): one warning per named ConfigMap, saying what must exist.
+
+    The operator would check these before applying (`missing_config_map_problem`); a file
+    review cannot, so it says which ConfigMap, with which key, the operator will look for.
+    """
+    notes: list[PolicyProblem] = []
+    for field, name in named.items():
+        key = (required_keys or {}).get(field)
+        holding = f" with the key {key!r}" if key else ""
+        notes.append(
+            PolicyProblem(
+                field=field,
+                message=f"not checked offline: ConfigMap {name!r} must exist in namespace {namespace!r}"
+                f"{holding}, or the operator applies nothing of this operand",
+                fix="create it before applying, or render with --live to check; the operator reports "
+                "it missing in the ClusterPolicy's status",
+                severity=Severity.WARNING,
+            )
+        )
+    return notes

@@ -2,13 +2,14 @@
 
 Runs instead of the ClusterPolicy's driver reconciler when the policy sets
 `driver.useNvidiaDriverCRD: true`.  Read: the NVIDIADrivers, node facts and driver
-DaemonSets from the in-memory view.  Plan: model.nvidia_driver (each pool's spec laid
-over the ClusterPolicy's and validated by the one policy model), planning.driver_pools
-(node owners, conflicts, names, the ClusterPolicy's DaemonSets handed over) and, per
-pool, the same driver planner and renderer as the ClusterPolicy's
-(desired.driver_manifests).  Apply: owner labels on nodes, server-side apply of each
-pool's DaemonSets owned by its NVIDIADriver (deleting the NVIDIADriver garbage-collects
-them), deletion of stale ones, the NVIDIADrivers' status and Events.
+DaemonSets from the in-memory view.  Plan: desired.pool_manifests, shared with `ocp-gpu
+render` (each pool's spec laid over the ClusterPolicy's and validated by the one policy
+model, node owners and conflicts by planning.driver_pools, and per pool the same driver
+planner and renderer as the ClusterPolicy's, desired.driver_manifests), and
+planning.driver_pools for the ClusterPolicy's DaemonSets handed over.  Apply: owner labels
+on nodes, server-side apply of each pool's DaemonSets owned by its NVIDIADriver (deleting
+the NVIDIADriver garbage-collects them), deletion of stale ones, the NVIDIADrivers' status
+and Events.
 
 An NVIDIADriver with an invalid spec changes nothing: its DaemonSets and nodes stay as
 they are, and its status and an Event name the field and the fix.
@@ -24,9 +25,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ocp_gpu.desired import driver_manifests
+from ocp_gpu.desired import driver_manifests, pool_manifests
 from ocp_gpu.kube import fetching, labelling, owning, reporting, requesting
-from ocp_gpu.model import labels, nvidia_driver, policy_checks, policy_parser, snapshot
+from ocp_gpu.model import labels, nvidia_driver, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.problems import PolicyProblem, Severity
@@ -58,38 +59,6 @@ class PoolOutcome:
     errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
-def pool_policy(
-    driver: nvidia_driver.NvidiaDriver, cluster_policy_spec: Mapping[str, Any], env: Mapping[str, str]
-) -> policy_model.Policy | list[PolicyProblem]:
-    """The policy that deploys one pool, or its problems under the NVIDIADriver's field paths."""
-    problems = nvidia_driver.pool_problems(driver)
-    spec = nvidia_driver.cluster_policy_spec(cluster_policy_spec, driver.spec)
-    try:
-        policy = policy_parser.parse_policy(spec)
-    except policy_parser.PolicyParseError as error:
-        # only a file can hold a spec the CRD would reject; say where
-        field = nvidia_driver.nvidia_driver_field(error.field) or error.field
-        return [
-            *problems,
-            PolicyProblem(field=field, message=str(error), fix="follow the NVIDIADriver schema"),
-        ]
-    for problem in policy_checks.validate_policy(policy, env):
-        pool_field = nvidia_driver.nvidia_driver_field(problem.field)
-        if pool_field is not None and problem.severity is Severity.ERROR:
-            # the pool's own field: report it under its NVIDIADriver path
-            problems.append(
-                dataclasses.replace(
-                    problem, field=pool_field, message=_pool_fix(problem.message), fix=_pool_fix(problem.fix)
-                )
-            )
-    return problems or policy
-
-
-def _pool_fix(text: str) -> str:
-    """A policy model message in the NVIDIADriver's terms (its driver fields sit at spec.*)."""
-    return text.replace("spec.driver.", "spec.").replace("spec.daemonsets.", "spec.")
-
-
 async def reconcile_nvidia_drivers(
     rt: runtime.Runtime,
     policy_owner: Mapping[str, str],
@@ -99,51 +68,25 @@ async def reconcile_nvidia_drivers(
     now: datetime.datetime,
 ) -> DriverOutcome:
     """One pass over every NVIDIADriver; the outcome sums them up for the ClusterPolicy's status."""
-    found = sorted(rt.nvidia_drivers.values(), key=lambda d: (d.created, d.name))
-    policies: dict[str, policy_model.Policy] = {}
-    invalid: dict[str, list[PolicyProblem]] = {}
-    for driver in found:
-        resolved = pool_policy(driver, cluster_policy_spec, rt.env)
-        if isinstance(resolved, list):
-            invalid[driver.name] = resolved
-        else:
-            policies[driver.name] = resolved
-    pools = [
-        driver_pools.Pool(
-            name=driver_pools.owner_label_value(driver.name),
-            created=driver.created,
-            selector=driver.node_selector,
-            default=driver.is_default,
-            valid=driver.name in policies,
-        )
-        for driver in found
-    ]
-    node_labels = {name: facts.labels for name, facts in rt.node_facts.items()}
-    owners = driver_pools.plan_pool_owners(node_labels, pools)
+    selection = pool_manifests.select_pools(
+        rt.nvidia_drivers.values(),
+        cluster_policy_spec,
+        rt.env,
+        {name: facts.labels for name, facts in rt.node_facts.items()},
+    )
+    owners = selection.owners
     errors = await _write_owner_labels(rt, owners.label_changes)
 
-    oldest_default = next((d.name for d in found if d.is_default and d.name in policies), "")
     outcomes: list[PoolOutcome] = []
     shared_applied: set[owning.ObjectIdent] = set()
-    for driver in found:
-        value = driver_pools.owner_label_value(driver.name)
-        if driver.name in invalid:
+    for driver in selection.drivers:
+        if driver.name in selection.invalid:
             # bad input: nothing applied or deleted for this pool, its nodes stay as they are
-            outcomes.append(PoolOutcome(driver, problems=tuple(invalid[driver.name])))
+            outcomes.append(PoolOutcome(driver, problems=selection.invalid[driver.name]))
             continue
-        extra = (
-            [
-                PolicyProblem(
-                    field="spec.default",
-                    message=f"NVIDIADriver {oldest_default} is the default (oldest); this one takes no node",
-                    fix="set spec.default: true on one NVIDIADriver only",
-                )
-            ]
-            if value in owners.extra_defaults
-            else []
-        )
+        extra = selection.default_problems(driver)
         outcome = await _reconcile_pool(
-            rt, policy_owner, driver, policies[driver.name], platform, owners, now, shared_applied
+            rt, policy_owner, driver, selection.policies[driver.name], platform, owners, now, shared_applied
         )
         outcomes.append(dataclasses.replace(outcome, problems=(*extra, *outcome.problems)))
         errors |= dict(outcome.errors)
@@ -165,15 +108,10 @@ async def reconcile_nvidia_drivers(
 
     findings: list[driver_findings.Finding] = [f for o in outcomes if o.plan for f in o.plan.findings]
     findings.extend(handover.kept)
-    if owners.unowned:
+    unowned = pool_manifests.unowned_finding(owners)
+    if unowned is not None:
         # GPU nodes no NVIDIADriver selects: the ClusterPolicy is not ready while they exist
-        findings.append(
-            driver_findings.DeferredDaemonSet(
-                snapshot.DriverKey("GPU nodes without an NVIDIADriver"),
-                owners.unowned[: driver_pools.NODES_QUOTED],
-                "no NVIDIADriver selects them: create one whose nodeSelector matches, or a default one",
-            )
-        )
+        findings.append(unowned)
     combined = drivers.DriverPlan(
         desired=tuple(entry for o in outcomes if o.plan for entry in o.plan.desired),
         stale=tuple(entry for o in outcomes if o.plan for entry in o.plan.stale),
@@ -193,36 +131,21 @@ async def _reconcile_pool(
     shared_applied: set[owning.ObjectIdent],
 ) -> PoolOutcome:
     value = driver_pools.owner_label_value(driver.name)
-    mine = set(owners.nodes_of(value))
-    view = await read_driver_view(
-        rt,
-        policy,
-        now,
-        tuple(facts for name, facts in rt.node_facts.items() if name in mine),
-        tuple(d for d in rt.driver_daemonsets.values() if driver_pools.pool_of(d) == value),
+    facts, daemonsets = pool_manifests.pool_members(
+        driver, owners, rt.node_facts.values(), rt.driver_daemonsets.values()
     )
+    view = await read_driver_view(rt, policy, now, facts, daemonsets)
     if isinstance(view, str):  # a failed read changes nothing; the pass is retried
         return PoolOutcome(driver, errors={"configmaps": view})
-    driver_type = str(driver.spec.get("driverType") or "gpu")
-    desired = driver_manifests.desired_driver_manifests(
-        policy,
-        platform,
-        view,
-        adjust=functools.partial(driver_pools.for_pool, pool=value, driver_type=driver_type),
-    )
+    desired = pool_manifests.desired_pool_manifests(driver, policy, platform, view)
     if isinstance(desired, PolicyProblem):
         # an image that cannot be resolved, a missing ConfigMap: change nothing, say what to fix
-        if desired.field in driver_manifests.named_config_maps(policy):
+        if desired.field in {
+            nvidia_driver.nvidia_driver_field(field) or field
+            for field in driver_manifests.named_config_maps(policy)
+        }:
             rt.poke_after(CONFIG_MAP_RECHECK_S)
-        field = nvidia_driver.nvidia_driver_field(desired.field) or desired.field
-        return PoolOutcome(
-            driver,
-            problems=(
-                dataclasses.replace(
-                    desired, field=field, message=_pool_fix(desired.message), fix=_pool_fix(desired.fix)
-                ),
-            ),
-        )
+        return PoolOutcome(driver, problems=(desired,))
     errors: dict[str, str] = {}
     for manifest in desired.manifests:
         if manifest["kind"] == "DaemonSet":

@@ -34,6 +34,19 @@ METRICS_CONFIG_KEY: Final = "dcgm-metrics.csv"
 DEFAULT_COLLECTORS: Final = "/etc/dcgm-exporter/default-counters.csv"
 
 
+def named_config_maps(policy: policy_model.Policy) -> tuple[dict[str, str], dict[str, str]]:
+    """The admin's metrics ConfigMap (field -> name) and the key the exporter reads from it.
+
+    DCGM_EXPORTER_COLLECTORS points at METRICS_CONFIG_KEY in it (NVIDIA's operator mounts
+    the same key, `dcgm-metrics.csv`); without that key the exporter exits at start.
+    """
+    name = str(policy.dcgm_exporter.metrics_config_map)
+    if not name:
+        return {}, {}
+    field = "spec.dcgmExporter.config.name"
+    return {field: name}, {field: METRICS_CONFIG_KEY}
+
+
 def extra_context(policy: policy_model.Policy, inputs: common.OperandRenderInputs) -> dict[str, Any]:
     exporter = policy.dcgm_exporter
     monitor = exporter.service_monitor

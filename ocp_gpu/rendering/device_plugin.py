@@ -46,6 +46,20 @@ CONFIG_DIGEST_ANNOTATION: Final = "ocp-gpu.io/plugin-config-digest"
 CLUSTER_ROLE: Final = "ocp-gpu-nvidia-device-plugin"
 
 
+def named_config_maps(policy: policy_model.Policy) -> tuple[dict[str, str], dict[str, str]]:
+    """The admin's ConfigMap the DaemonSet mounts (field -> name) and the key it must hold.
+
+    NB: the config-manager falls back to `config.default` on every unlabelled node, so that
+    key must exist (validate_policy requires a default with a name); a key only a node label
+    names is that node's affair, and not checked.
+    """
+    plugin = policy.device_plugin
+    if not plugin.config_name:
+        return {}, {}
+    field = "spec.devicePlugin.config.name"
+    return {field: str(plugin.config_name)}, ({field: plugin.config_default} if plugin.config_default else {})
+
+
 def config_text(policy: policy_model.Policy) -> str:
     """The plugin's config file as YAML text (what our ConfigMap holds under `default`)."""
     return yaml.safe_dump(plugin_config.render_plugin_config(policy.device_plugin), sort_keys=True)

@@ -17,7 +17,7 @@ Pure: no I/O; every value reaches YAML through `templating.render_state`.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ocp_gpu.model import labels, operands
@@ -49,6 +49,15 @@ _OWN: Final[Mapping[str, tuple[common.Identity, common.ExtraContext]]] = {
     operands.NODE_STATUS_EXPORTER.name: (node_status_exporter.IDENTITY, node_status_exporter.extra_context),
 }
 
+# The operands that mount an admin's ConfigMap named in the policy: their (field -> name, field -> key).
+_NAMED_CONFIG_MAPS: Final[
+    Mapping[str, Callable[[policy_model.Policy], tuple[dict[str, str], dict[str, str]]]]
+] = {
+    operands.DEVICE_PLUGIN.name: device_plugin.named_config_maps,
+    operands.DCGM_EXPORTER.name: dcgm_exporter.named_config_maps,
+    operands.MIG_MANAGER.name: mig_manager.named_config_maps,
+}
+
 
 def component(operand: operands.Operand) -> str:
     """The app.kubernetes.io/component label of every object `operand` renders."""
@@ -60,11 +69,11 @@ def named_config_maps(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The admin's ConfigMaps an operand mounts (field -> name), and the key its pod reads (field -> key).
 
-    NB: only the MIG manager's are checked so far; other operands' names are mounted unchecked.
+    The operator checks them before applying the operand (planning/config_maps); operands
+    not listed mount no admin ConfigMap.
     """
-    if operand.name == operands.MIG_MANAGER.name:
-        return mig_manager.named_config_maps(policy)
-    return {}, {}
+    named = _NAMED_CONFIG_MAPS.get(operand.name)
+    return named(policy) if named is not None else ({}, {})
 
 
 def operand_context(

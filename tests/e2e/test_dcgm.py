@@ -2,6 +2,9 @@
 control plane with the prometheus-operator CRDs installed (harness/monitoring.py) and simulated
 GPU nodes (harness/node_agent.py orders the pods by markers, as their init containers would):
 
+(0) dcgmExporter.config.name naming a missing ConfigMap, then one without `dcgm-metrics.csv`
+    (the key NVIDIA's operator mounts): an error naming the field and an Event, no exporter
+    DaemonSet applied until it fits;
 (a) DaemonSets nvidia-dcgm (hostPort dcgm.hostPort), nvidia-dcgm-exporter (Service
     nvidia-dcgm-exporter, port gpu-metrics 9400, dcgmExporter.service.type and
     internalTrafficPolicy, config.name's ConfigMap mounted and named in DCGM_EXPORTER_COLLECTORS,
@@ -25,7 +28,15 @@ from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels, operands
 
-from .conftest import patch_policy, quiet_writes, read_policy, ready_nodes, wait_for
+from .conftest import (
+    condition,
+    patch_policy,
+    quiet_writes,
+    read_policy,
+    ready_nodes,
+    wait_for,
+    wait_for_event,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -73,6 +84,10 @@ def owned(kube: client.ApiClient, namespace: str) -> dict[tuple[str, str], str]:
     return found
 
 
+# The admin's metrics file (NVIDIA's format: DCGM field, Prometheus type, help).
+METRICS_CSV = "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
+
+
 @pytest.fixture
 def gpu_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
     names = [unique_name("gpu") for _ in range(2)]
@@ -93,6 +108,29 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
     core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
     apply_policy(spec=SPEC)
     start_operator()
+    # (0) config.name names a ConfigMap that does not exist, then one without dcgm-metrics.csv:
+    # an error naming the field and an Event; no exporter DaemonSet is applied meanwhile.
+    field = "spec.dcgmExporter.config.name"
+
+    def error_message() -> str:
+        found = condition(read_policy(kube), "Error")
+        return str(found.get("message", "")) if found.get("status") == "True" else ""
+
+    def exporter_applied() -> bool:
+        selector = f"metadata.name={operands.DCGM_EXPORTER.daemonset}"
+        return bool(apps.list_namespaced_daemon_set(namespace, field_selector=selector).items)
+
+    wait_for(lambda: "'my-dcgm-metrics' does not exist" in error_message(), 60, what="missing ConfigMap")
+    assert field in error_message()
+    wait_for_event(kube, "InvalidClusterPolicy", field)
+    core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "my-dcgm-metrics"}, "data": {"metrics.csv": METRICS_CSV}}
+    )
+    wait_for(lambda: "has no key 'dcgm-metrics.csv'" in error_message(), 60, what="missing key error")
+    assert not exporter_applied()
+    core.patch_namespaced_config_map(
+        "my-dcgm-metrics", namespace, {"data": {"dcgm-metrics.csv": METRICS_CSV}}
+    )
     # (a)
     for operand in (operands.DCGM, operands.DCGM_EXPORTER, operands.NODE_STATUS_EXPORTER):
         wait_for(

@@ -8,7 +8,10 @@ exist, GPUs become allocatable from the plugin config the operator rendered, GFD
   labelled `nvidia.com/gpu.deploy.device-plugin=false` gets no plugin and no GPU capacity; the
   RuntimeClass exists and every operand pod tolerates `nvidia.com/gpu`;
 - `resourceConfig: gpu:sharedgpu:4` on an 8-GPU node: `nvidia.com/sharedgpu: 32`, 32 pods run,
-  the 33rd stays Pending; back to no sharing: `nvidia.com/gpu: 8`;
+  the 33rd stays Pending; back to no sharing: `nvidia.com/gpu: 8`; `devicePlugin.config.name`
+  naming a missing ConfigMap, then one without the key `config.default` names: an error naming
+  the field and an Event, the plugin keeps our ConfigMap; once it fits it is mounted and its
+  config (time-slicing x2) makes `nvidia.com/gpu: 16`;
 - each operand's `enabled: false` removes its objects and nothing else, `true` brings them back,
   and with every operand deployed the operator makes zero writes in steady state (audit log);
 - a tainted GPU pool (`nvidia.com/gpu=present:NoSchedule`): every operand runs there, a CPU
@@ -24,6 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from ocp_gpu.harness import nodes as fake_nodes
@@ -35,7 +39,7 @@ from ocp_gpu.model.images import ImageRef
 from ocp_gpu.rendering import common
 from ocp_gpu.rendering import operands as operand_rendering
 
-from .conftest import patch_policy, quiet_writes, read_policy, wait_for
+from .conftest import condition, patch_policy, quiet_writes, read_policy, wait_for, wait_for_event
 
 pytestmark = pytest.mark.e2e
 
@@ -215,6 +219,44 @@ def test_shared_gpus_follow_the_rendered_config(
 
     patch_policy(kube, {"devicePlugin": {"resourceConfig": None}})
     wait_for(lambda: nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}, 90, what="back to 8 GPUs")
+
+    # devicePlugin.config.name names the admin's ConfigMap: the named-ConfigMap rule. Missing,
+    # then without the key config.default names: an error naming the field and an Event, and
+    # the running plugin keeps our ConfigMap; once it fits, the plugin mounts it (its config
+    # shares each GPU twice).
+    core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
+
+    def mounted() -> str:
+        daemonset = apps.read_namespaced_daemon_set(operands.DEVICE_PLUGIN.daemonset, namespace)
+        volumes = {v.name: v.config_map.name for v in daemonset.spec.template.spec.volumes if v.config_map}
+        return str(volumes["available-configs"])
+
+    def error_message() -> str:
+        found = condition(read_policy(kube), "Error")
+        return str(found.get("message", "")) if found.get("status") == "True" else ""
+
+    ours = mounted()
+    patch_policy(kube, {"devicePlugin": {"config": {"name": "plugin-configs", "default": "a100"}}})
+    wait_for(lambda: "'plugin-configs' does not exist" in error_message(), 60, what="missing ConfigMap error")
+    assert "spec.devicePlugin.config.name" in error_message()
+    wait_for_event(kube, "InvalidClusterPolicy", "spec.devicePlugin.config.name")
+    assert mounted() == ours
+    shared = yaml.safe_dump(
+        {
+            "version": "v1",
+            "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}},
+        }
+    )
+    core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "plugin-configs"}, "data": {"h100": shared}}
+    )
+    wait_for(lambda: "has no key 'a100'" in error_message(), 60, what="missing key error")
+    assert "spec.devicePlugin.config.default" in error_message()
+    assert mounted() == ours
+    core.patch_namespaced_config_map("plugin-configs", namespace, {"data": {"a100": shared}})
+    wait_for(lambda: mounted() == "plugin-configs", 60, what="the admin's ConfigMap mounted")
+    wait_for(lambda: error_message() == "", 60, what="error cleared")
+    wait_for(lambda: nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "16"}, 90, what="16 shared GPUs")
 
 
 SWITCHABLE = [

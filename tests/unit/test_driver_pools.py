@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ocp_gpu.desired import pool_manifests
 from ocp_gpu.model import images, labels, nvidia_driver, policy_parser, releases
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.snapshot import (
@@ -35,7 +36,6 @@ from ocp_gpu.model.snapshot import (
     StreamState,
 )
 from ocp_gpu.planning import driver_pools, driver_strategy, drivers
-from ocp_gpu.reconcilers import nvidia_drivers
 
 GPU = {labels.NFD_NVIDIA_PCI: "true", labels.GPU_PRESENT: "true"}
 OWNER = labels.NVIDIA_DRIVER_OWNER
@@ -322,7 +322,7 @@ def test_the_pool_spec_replaces_the_driver_section_but_keeps_the_upgrade_rules()
     ],
 )
 def test_bad_input_is_named_under_the_nvidia_driver_path(spec: dict[str, object], field: str) -> None:
-    problems = nvidia_drivers.pool_policy(_driver(spec), POLICY, releases.installed_images())
+    problems = pool_manifests.pool_policy(_driver(spec), POLICY, releases.installed_images())
     assert isinstance(problems, list), problems
     assert field in [problem.field for problem in problems], problems
     assert all(problem.fix for problem in problems)

@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
+from ocp_gpu.desired import pool_manifests
 from ocp_gpu.model import nvidia_driver, releases
 from ocp_gpu.model import policy as policy_model
-from ocp_gpu.reconcilers import nvidia_drivers
 from tests.unit import _nvidia_fields as nv
 from tests.unit._crd_schema import Schema, schema_errors
 
@@ -118,7 +118,7 @@ def test_the_every_field_spec_passes_our_schema_and_sets_every_leaf() -> None:
 def test_the_every_field_spec_maps_onto_the_policy_model() -> None:
     spec = every_field_spec()
     driver = nvidia_driver.NvidiaDriver("every-field", "uid", "2026-01-01T00:00:00Z", 1, spec)
-    resolved = nvidia_drivers.pool_policy(
+    resolved = pool_manifests.pool_policy(
         driver, {"driver": {"useNvidiaDriverCRD": True}}, releases.installed_images()
     )
     assert isinstance(resolved, policy_model.Policy), resolved

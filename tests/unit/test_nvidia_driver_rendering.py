@@ -10,17 +10,14 @@
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ocp_gpu.desired import driver_manifests
-from ocp_gpu.model import labels, nodes, nvidia_driver, policy
-from ocp_gpu.planning import driver_pools
+from ocp_gpu.desired import driver_manifests, pool_manifests
+from ocp_gpu.model import labels, nodes, nvidia_driver
 from ocp_gpu.planning.platform import Platform, PlatformKind
-from ocp_gpu.reconcilers import nvidia_drivers
 from tests.unit._drivers import DTK_416, DTK_417, V416, V417
 
 ENV = {
@@ -78,31 +75,31 @@ FACTS = tuple(
 
 
 def rendered_pools() -> list[dict[str, Any]]:
-    """Every pool's DaemonSets, rendered as the reconciler renders them."""
+    """Every pool's DaemonSets, through the functions the reconciler and `ocp-gpu render` share."""
     drivers = [
         nvidia_driver.NvidiaDriver(name, f"uid-{name}", f"2026-01-0{i + 1}T00:00:00Z", 1, spec)
         for i, (name, spec) in enumerate(POOLS.items())
     ]
-    owners = driver_pools.plan_pool_owners(
-        {facts.name: facts.labels for facts in FACTS},
-        [driver_pools.Pool(d.name, d.created, d.node_selector) for d in drivers],
+    selection = pool_manifests.select_pools(
+        drivers, POLICY, ENV, {facts.name: facts.labels for facts in FACTS}
+    )
+    assert not selection.invalid and not selection.owners.conflicts
+    view = driver_manifests.DriverView(
+        namespace=labels.OPENSHIFT_NAMESPACE,
+        env=ENV,
+        node_facts=FACTS,
+        dtk_imagestream=IMAGESTREAM,
+        config_map_keys={},
     )
     found: list[dict[str, Any]] = []
-    for driver in drivers:
-        resolved = nvidia_drivers.pool_policy(driver, POLICY, ENV)
-        assert isinstance(resolved, policy.Policy), resolved
-        mine = set(owners.nodes_of(driver.name))
-        view = driver_manifests.DriverView(
-            namespace=labels.OPENSHIFT_NAMESPACE,
-            env=ENV,
-            node_facts=tuple(facts for facts in FACTS if facts.name in mine),
-            dtk_imagestream=IMAGESTREAM,
-            config_map_keys={},
+    for driver in selection.drivers:
+        desired = pool_manifests.desired_pool_manifests(
+            driver,
+            selection.policies[driver.name],
+            OPENSHIFT,
+            pool_manifests.pool_view(driver, selection.owners, view),
         )
-        desired = driver_manifests.desired_driver_manifests(
-            resolved, OPENSHIFT, view, adjust=functools.partial(driver_pools.for_pool, pool=driver.name)
-        )
-        assert not isinstance(desired, Exception) and hasattr(desired, "manifests"), desired
+        assert isinstance(desired, driver_manifests.DriverManifests), desired
         found += [m for m in desired.manifests if m["kind"] == "DaemonSet"]
     return found
 

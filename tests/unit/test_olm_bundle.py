@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 import yaml
 
+from ocp_gpu.desired import pool_manifests
 from ocp_gpu.install import manifests
 from ocp_gpu.model import nvidia_driver, policy_checks, policy_parser, releases
 from ocp_gpu.model import policy as policy_model
-from ocp_gpu.reconcilers import nvidia_drivers
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,7 +97,7 @@ def test_alm_example_is_a_valid_nvidia_driver() -> None:
     driver = nvidia_driver.NvidiaDriver(
         name=example["metadata"]["name"], uid="u", created="", generation=1, spec=example["spec"]
     )
-    resolved = nvidia_drivers.pool_policy(driver, policy["spec"], releases.installed_images())
+    resolved = pool_manifests.pool_policy(driver, policy["spec"], releases.installed_images())
     assert isinstance(resolved, policy_model.Policy), resolved
 
 

@@ -235,6 +235,94 @@ def test_config_problems_name_the_field() -> None:
     assert fields["spec.devicePlugin.resourceConfig"] is Severity.WARNING
 
 
+# --- the admins' named ConfigMaps (planning/config_maps: the operator checks them first) --
+
+PLUGIN_MAP = {"devicePlugin": {"config": {"name": "plugin-configs", "default": "a100"}}}
+METRICS_MAP = {"dcgmExporter": {"config": {"name": "my-metrics"}}}
+
+
+@pytest.mark.parametrize(
+    ("operand", "spec", "keys", "field", "words"),
+    [
+        # devicePlugin.config.name: absent, or without the key config.default names.
+        (
+            operands.DEVICE_PLUGIN,
+            PLUGIN_MAP,
+            {"plugin-configs": None},
+            "spec.devicePlugin.config.name",
+            "'plugin-configs' does not exist in namespace 'gpu-operator'",
+        ),
+        (
+            operands.DEVICE_PLUGIN,
+            PLUGIN_MAP,
+            {"plugin-configs": ("h100", "l40s")},
+            "spec.devicePlugin.config.default",
+            "has no key 'a100' (it has: h100, l40s)",
+        ),
+        # dcgmExporter.config.name: absent, or without NVIDIA's dcgm-metrics.csv.
+        (
+            operands.DCGM_EXPORTER,
+            METRICS_MAP,
+            {"my-metrics": None},
+            "spec.dcgmExporter.config.name",
+            "'my-metrics' does not exist",
+        ),
+        (
+            operands.DCGM_EXPORTER,
+            METRICS_MAP,
+            {"my-metrics": ("metrics.csv",)},
+            "spec.dcgmExporter.config.name",
+            "has no key 'dcgm-metrics.csv'",
+        ),
+    ],
+)
+def test_a_named_config_map_that_cannot_serve_the_operand_is_a_problem_naming_the_field(
+    operand: operands.Operand, spec: dict[str, Any], keys: dict[str, Any], field: str, words: str
+) -> None:
+    from ocp_gpu.planning import config_maps
+
+    named, required = operand_rendering.named_config_maps(operand, policy_parser.parse_policy(spec))
+    problem = config_maps.missing_config_map_problem(named, keys, "gpu-operator", required)
+    assert problem is not None, named
+    assert (problem.field, problem.severity) == (field, Severity.ERROR)
+    assert words in problem.message
+    # The fix names what to change: the ConfigMap, or the field.
+    assert field in problem.fix
+
+
+def test_named_config_maps_that_fit_are_no_problem_and_ours_are_not_checked() -> None:
+    from ocp_gpu.planning import config_maps
+
+    for operand, spec, keys in (
+        (operands.DEVICE_PLUGIN, PLUGIN_MAP, {"plugin-configs": ("a100", "h100")}),
+        (operands.DCGM_EXPORTER, METRICS_MAP, {"my-metrics": ("dcgm-metrics.csv",)}),
+    ):
+        named, required = operand_rendering.named_config_maps(operand, policy_parser.parse_policy(spec))
+        assert named and config_maps.missing_config_map_problem(named, keys, "ns", required) is None
+        # Without a name the operator's own ConfigMap (or the image's default) is used: nothing to read.
+        assert operand_rendering.named_config_maps(operand, policy_parser.parse_policy({})) == ({}, {})
+    # The key judged is the file the exporter is pointed at.
+    pod = the(render(operands.DCGM_EXPORTER, METRICS_MAP), "DaemonSet")["spec"]["template"]["spec"]
+    collectors = env_of(pod["containers"][0])["DCGM_EXPORTER_COLLECTORS"]
+    _, required = operand_rendering.named_config_maps(
+        operands.DCGM_EXPORTER, policy_parser.parse_policy(METRICS_MAP)
+    )
+    assert collectors.endswith("/" + required["spec.dcgmExporter.config.name"])
+
+
+def test_offline_the_named_config_maps_are_notes_saying_what_must_exist() -> None:
+    from ocp_gpu.planning import config_maps
+
+    named, required = operand_rendering.named_config_maps(
+        operands.DCGM_EXPORTER, policy_parser.parse_policy(METRICS_MAP)
+    )
+    (note,) = config_maps.unchecked_config_map_notes(named, "gpu-operator", required)
+    assert (note.field, note.severity) == ("spec.dcgmExporter.config.name", Severity.WARNING)
+    assert (
+        "'my-metrics' must exist in namespace 'gpu-operator' with the key 'dcgm-metrics.csv'" in note.message
+    )
+
+
 # --- the validator -----------------------------------------------------------------------
 
 

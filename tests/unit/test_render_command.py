@@ -714,3 +714,33 @@ def test_the_mig_manager_and_the_operator_metrics_objects_are_printed(
     result = run("--policy", write("off.yaml", off), *dtk_files[2:])
     names = {m["metadata"]["name"] for m in result.all_manifests}
     assert not names & {"nvidia-mig-manager", "default-mig-parted-config", "ocp-gpu-nvidia-mig-manager"}
+
+
+def test_offline_the_admins_named_config_maps_are_noted_not_checked(
+    run: Callable[..., Run], dtk_files: list[str], write: Callable[..., str]
+) -> None:
+    # Offline render cannot know whether the named ConfigMaps exist: it renders the operands
+    # mounting them and says, per field, which ConfigMap with which key the operator will want.
+    spec = {
+        **POLICY_OBJECT["spec"],
+        "migManager": {"config": {"name": "admin-mig"}, "gpuClientsConfig": {"name": "admin-clients"}},
+        "devicePlugin": {"config": {"name": "plugin-configs", "default": "a100"}},
+        "dcgmExporter": {"config": {"name": "my-metrics"}},
+    }
+    result = run("--policy", write("named.yaml", dict(POLICY_OBJECT, spec=spec)), *dtk_files[2:])
+    assert result.status == 0, result.err
+    for field, name, key in (
+        ("spec.migManager.config.name", "admin-mig", "config.yaml"),
+        ("spec.migManager.gpuClientsConfig.name", "admin-clients", "clients.yaml"),
+        ("spec.devicePlugin.config.name", "plugin-configs", "a100"),
+        ("spec.dcgmExporter.config.name", "my-metrics", "dcgm-metrics.csv"),
+    ):
+        (line,) = [line for line in result.err.splitlines() if f"warning {field}:" in line]
+        assert f"not checked offline: ConfigMap {name!r} must exist" in line
+        assert f"with the key {key!r}" in line and "--live" in line
+    daemonsets = {m["metadata"]["name"]: m for m in result.all_manifests if m["kind"] == "DaemonSet"}
+    mig_volumes = daemonsets["nvidia-mig-manager"]["spec"]["template"]["spec"]["volumes"]
+    assert {"admin-mig", "admin-clients"} <= {v["configMap"]["name"] for v in mig_volumes if "configMap" in v}
+    # Nothing named: no note.
+    plain = run(*dtk_files)
+    assert "not checked offline" not in plain.err
