@@ -34,6 +34,16 @@ Disconnected change review, against a live cluster, read-only (GET and LIST only
   summary marks each DaemonSet new, changed or unchanged and lists the stale ones
   the operator would delete.  Nothing is ever written.
 
+With `driver.useNvidiaDriverCRD: true` the drivers are the NVIDIADriver pools' DaemonSets,
+planned and rendered by the reconciler's own functions (desired/pool_manifests); the
+NVIDIADrivers come from `--nvidia-drivers FILE` or the policy file (live: the cluster's, or
+those files standing in for them).  An invalid NVIDIADriver is reported as its status would
+say it and its pool is not rendered; the others are (exit 2).
+
+The admins' ConfigMaps the operands mount (`migManager.config.name`, ...): live, checked as
+the operator checks them (planning/config_maps); offline, a warning per field naming the
+ConfigMap and the key that must exist.
+
 Every operand is printed (pre-requisites, drivers, then the stack, the MIG manager
 and its ConfigMaps included), then the operator's own metrics objects (Service,
 ServiceMonitor and PrometheusRule where monitoring.coreos.com is served: discovered
@@ -48,7 +58,7 @@ problems, each naming the field and the fix.
 
 Exit status: 0 rendered; 1 an input file or the cluster could not be read (the
 message names which); 2 the policy is invalid (the message names the field, and
-nothing is rendered) or the command line is.
+nothing is rendered), an NVIDIADriver is (its pool is not rendered), or the command line is.
 """
 
 from __future__ import annotations
@@ -68,7 +78,7 @@ from urllib.parse import quote
 import yaml
 
 from ocp_gpu import __version__
-from ocp_gpu.desired import driver_manifests
+from ocp_gpu.desired import driver_manifests, pool_manifests
 from ocp_gpu.kube import applying, clients, discovering, reading, requesting
 from ocp_gpu.model import (
     apis,
@@ -86,7 +96,15 @@ from ocp_gpu.model import (
 )
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem, Severity
-from ocp_gpu.planning import config_maps, driver_coverage, driver_strategy, drivers, monitoring, policies
+from ocp_gpu.planning import (
+    config_maps,
+    driver_coverage,
+    driver_pools,
+    driver_strategy,
+    drivers,
+    monitoring,
+    policies,
+)
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.rendering import common as operand_common
 from ocp_gpu.rendering import monitoring as monitoring_rendering
@@ -123,6 +141,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "'-' for stdin.  In live mode it stands in for the cluster's policy",
     )
     files.add_argument("--nodes", metavar="FILE", help="`oc get nodes -o yaml`, or a YAML stream of Nodes")
+    parser.add_argument(
+        "--nvidia-drivers",
+        metavar="FILE",
+        help="NVIDIADrivers (`oc get nvidiadrivers -o yaml`, or a YAML stream), for "
+        "driver.useNvidiaDriverCRD; those in the --policy file count too.  In live mode they "
+        "stand in for the cluster's",
+    )
     files.add_argument(
         "--imagestream", metavar="FILE", help="`oc get is driver-toolkit -n openshift -o yaml` (optional)"
     )
@@ -211,10 +236,38 @@ class RenderInputs:
     env_origin: str = ""
     # monitoring.coreos.com is served (live: discovered); None: assumed on OpenShift only.
     monitoring_api: bool | None = None
+    # The NVIDIADrivers (driver.useNvidiaDriverCRD), and where they came from.
+    nvidia_drivers: tuple[nvidia_driver.NvidiaDriver, ...] = ()
+    nvidia_drivers_origin: str = ""
 
     @property
     def serves_monitoring(self) -> bool:
         return self.platform.is_openshift if self.monitoring_api is None else self.monitoring_api
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderedPool:
+    """One NVIDIADriver as the operator would reconcile it: its manifests, or why none."""
+
+    driver: nvidia_driver.NvidiaDriver
+    # Errors (nothing applied or deleted for this pool) and warnings, in NVIDIADriver paths.
+    problems: tuple[PolicyProblem, ...] = ()
+    # None when its spec is invalid or a problem stops it.
+    desired: driver_manifests.DriverManifests | None = None
+
+    @property
+    def errors(self) -> tuple[PolicyProblem, ...]:
+        return tuple(p for p in self.problems if p.severity is Severity.ERROR)
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolRendering:
+    """Every NVIDIADriver's outcome, the node owners, and what the operator would delete (live)."""
+
+    selection: pool_manifests.PoolSelection
+    outcomes: tuple[RenderedPool, ...]
+    # The ClusterPolicy's own driver DaemonSets the pools have replaced (live mode only).
+    handover: driver_pools.Handover | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,7 +283,7 @@ class Rendering:
     manifests: tuple[dict[str, Any], ...]
     drivers_enabled: bool = True
     # driver.useNvidiaDriverCRD: true: the NVIDIADriver resources own the driver DaemonSets.
-    drivers_from_pools: bool = False
+    pools: PoolRendering | None = None
 
     @property
     def errors(self) -> tuple[PolicyProblem, ...]:
@@ -263,9 +316,10 @@ def render(inputs: RenderInputs) -> Rendering:
         # driver.enabled: false: the operator deletes its driver DaemonSets and renders none
         return Rendering(inputs, problems, None, stack_owned, drivers_enabled=False)
     if nvidia_driver.is_mode_enabled(spec):
-        # Printing the ClusterPolicy's own driver DaemonSets here would show what the
-        # operator does NOT apply in this mode; the pools are not rendered (yet).
-        return Rendering(inputs, problems, None, stack_owned, drivers_enabled=False, drivers_from_pools=True)
+        # The NVIDIADrivers deploy the drivers: their pools' DaemonSets, as the operator applies them.
+        pools, pool_manifest_list = render_pools(spec, inputs)
+        manifests = (*stack_owned[:1], *pool_manifest_list, *stack_owned[1:])
+        return Rendering(inputs, problems, None, manifests, pools=pools)
     desired = driver_manifests.desired_driver_manifests(policy, inputs.platform, inputs.view)
     if isinstance(desired, PolicyProblem):
         # an image only planning could not resolve (validate_policy normally catches it first)
@@ -273,6 +327,59 @@ def render(inputs: RenderInputs) -> Rendering:
     # The operator's order: pre-requisites and drivers, then the other operands (DESIGN section 4).
     manifests = (*stack_owned[:1], *(with_ownership(m, owner) for m in desired.manifests), *stack_owned[1:])
     return Rendering(inputs, problems, desired, manifests)
+
+
+def render_pools(
+    cluster_policy_spec: Mapping[str, Any], inputs: RenderInputs
+) -> tuple[PoolRendering, list[dict[str, Any]]]:
+    """Every NVIDIADriver's pool through the reconciler's own functions (desired/pool_manifests).
+
+    The pools' DaemonSets are owned by their NVIDIADriver; the RBAC and ConfigMaps every pool
+    renders alike once, by the ClusterPolicy, as the reconciler applies them.  An invalid
+    NVIDIADriver renders nothing (the operator leaves its pool as it is) and is reported.
+    """
+    view = inputs.view
+    selection = pool_manifests.select_pools(
+        inputs.nvidia_drivers, cluster_policy_spec, view.env, {f.name: f.labels for f in view.node_facts}
+    )
+    outcomes: list[RenderedPool] = []
+    manifests: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    for driver in selection.drivers:
+        if driver.name in selection.invalid:
+            # bad input: nothing applied or deleted for this pool
+            outcomes.append(RenderedPool(driver, selection.invalid[driver.name]))
+            continue
+        extra = tuple(selection.default_problems(driver))
+        desired = pool_manifests.desired_pool_manifests(
+            driver,
+            selection.policies[driver.name],
+            inputs.platform,
+            pool_manifests.pool_view(driver, selection.owners, view),
+        )
+        if isinstance(desired, PolicyProblem):
+            outcomes.append(RenderedPool(driver, (*extra, desired)))
+            continue
+        outcomes.append(RenderedPool(driver, extra, desired))
+        owner = driver.ref() if driver.uid else None
+        shared = {id(m) for m in pool_manifests.shared_once(desired.manifests, seen)}
+        # In the reconciler's apply order: the pool's manifests in turn, the shared ones once.
+        for manifest in desired.manifests:
+            if manifest["kind"] == "DaemonSet":
+                manifests.append(with_ownership(manifest, owner))
+            elif id(manifest) in shared:
+                manifests.append(with_ownership(manifest, inputs.policy.owner))
+    handover = None
+    if inputs.live:
+        # the ClusterPolicy's own DaemonSets go once the planned pools own all their nodes
+        planned = [driver_pools.owner_label_value(o.driver.name) for o in outcomes if o.desired is not None]
+        handover = driver_pools.plan_policy_handover(
+            view.daemonsets,
+            tuple(snapshot.GpuNode.from_facts(f) for f in view.node_facts if f.is_gpu_node),
+            selection.owners.owners,
+            planned,
+        )
+    return PoolRendering(selection, tuple(outcomes), handover), manifests
 
 
 def operand_manifests(
@@ -381,12 +488,11 @@ def summary_lines(result: Rendering) -> list[str]:
         lines.append("the ClusterPolicy is invalid; nothing rendered:")
         lines += [f"  {_problem(problem)}" for problem in result.errors]
         return lines + _warning_lines(warnings)
-    if result.drivers_from_pools:
-        lines.append(
-            "spec.driver.useNvidiaDriverCRD is true: the NVIDIADriver resources deploy the drivers; "
-            "their DaemonSets are not rendered here (see them with `ocp-gpu status`), every other operand is"
-        )
-        return lines + _warning_lines(warnings)
+    if result.pools is not None:
+        lines.append(_operands_line(result))
+        lines += _pool_lines(result.pools, inputs)
+        lines += _warning_lines(warnings)
+        return [*lines, _manifest_count(result)]
     if not result.drivers_enabled:
         lines.append(
             "spec.driver.enabled is false: no driver manifests; the operator deletes its driver DaemonSets"
@@ -422,10 +528,80 @@ def summary_lines(result: Rendering) -> list[str]:
         lines.append("findings:")
         lines += [f"  {finding.reason}: {finding.message}" for finding in plan.findings]
     lines += _warning_lines(warnings)
+    lines.append(_manifest_count(result))
+    return lines
+
+
+def _manifest_count(result: Rendering) -> str:
     kinds = collections.Counter(str(m.get("kind")) for m in result.manifests)
-    lines.append(
-        f"manifests: {len(result.manifests)} on stdout ({', '.join(f'{n} {k}' for k, n in kinds.items())})"
-    )
+    return f"manifests: {len(result.manifests)} on stdout ({', '.join(f'{n} {k}' for k, n in kinds.items())})"
+
+
+def _pool_lines(pools: PoolRendering, inputs: RenderInputs) -> list[str]:
+    """Per NVIDIADriver: its nodes and DaemonSets, or its problems; conflicts, refusals, deletions."""
+    owners = pools.selection.owners
+    origin = inputs.nvidia_drivers_origin or "nowhere"
+    lines = [
+        f"spec.driver.useNvidiaDriverCRD is true: the NVIDIADrivers deploy the drivers "
+        f"({len(pools.outcomes)} from {origin})"
+    ]
+    if not pools.outcomes:
+        lines.append(
+            "  no NVIDIADriver: no driver is deployed (create one; `default: true` takes every GPU node)"
+        )
+    # The nodes as they will be labelled: each with its owner (the DaemonSets select on it).
+    labelled = {
+        facts.name: {
+            **{k: v for k, v in facts.labels.items() if k != labels.NVIDIA_DRIVER_OWNER},
+            **(
+                {labels.NVIDIA_DRIVER_OWNER: owners.owners[facts.name]} if facts.name in owners.owners else {}
+            ),
+        }
+        for facts in inputs.view.node_facts
+    }
+    existing = {d.name: d for d in inputs.view.daemonsets}
+    deletions: list[str] = []
+    findings: list[str] = []
+    for outcome in pools.outcomes:
+        driver = outcome.driver
+        value = driver_pools.owner_label_value(driver.name)
+        count = len(owners.nodes_of(value))
+        lines.append(f"NVIDIADriver {driver.name}: {count} node{'s' if count != 1 else ''}")
+        if outcome.errors:
+            # what the operator puts in its status (InvalidSpec) and an InvalidNVIDIADriver Event
+            lines.append("  invalid; nothing applied or deleted for this pool (the operator reports it so):")
+        lines += [f"  {_problem(problem)}" for problem in outcome.problems]
+        if outcome.desired is not None:
+            plan = outcome.desired.plan
+            rendered = {
+                str(m["metadata"]["name"]): m
+                for m in outcome.desired.manifests
+                if m.get("kind") == "DaemonSet"
+            }
+            coverage = driver_coverage.plan_driver_coverage(labelled, plan.desired)
+            for entry in plan.desired:
+                change = _change(rendered.get(entry.name), existing.get(entry.name)) if inputs.live else ""
+                lines.append(f"  {_daemonset_line(entry, coverage.selected.get(entry.name, ()))}{change}")
+            if not plan.desired:
+                lines.append("  driver DaemonSets: none (no GPU node of this pool could be keyed)")
+            deletions += [f"{s.name} ({s.reason})" for s in plan.stale]
+            findings += [f"  {driver.name}: {f.reason}: {f.message}" for f in plan.findings]
+        for conflict in owners.conflicts_of(value):
+            lines.append(f"  {conflict.reason}: {conflict.message_for(value)}")
+        for path, instead in nvidia_driver.refused_settings(driver.spec).items():
+            lines.append(f"  UnsupportedSetting: {path}: not acted on, {instead}")
+    unowned = pool_manifests.unowned_finding(owners)
+    if unowned is not None:
+        findings.append(f"  {unowned.reason}: {unowned.message}")
+    if pools.handover is not None:
+        deletions += [
+            f"{name} (the ClusterPolicy's: NVIDIADrivers own its nodes)" for name in pools.handover.delete
+        ]
+        findings += [f"  {kept.reason}: {kept.message}" for kept in pools.handover.kept]
+    if inputs.live:
+        lines.append(_deletions(deletions))
+    if findings:
+        lines += ["findings:", *findings]
     return lines
 
 
@@ -506,8 +682,11 @@ def _objects(documents: Sequence[Any]) -> list[Any]:
 
 
 def policy_from_documents(documents: Sequence[Any], origin: str, wanted: str | None = None) -> PolicySource:
-    """The ClusterPolicy (or bare spec) in a policy file; `wanted` picks one of several by name."""
-    objects = _objects(documents)
+    """The ClusterPolicy (or bare spec) in a policy file; `wanted` picks one of several by name.
+
+    NVIDIADrivers beside it are left out here (`nvidia_drivers_from_documents` reads them).
+    """
+    objects = [item for item in _objects(documents) if not _is_nvidia_driver(item)]
     if not objects:
         raise InputError(f"{origin} holds no ClusterPolicy and no spec")
     for item in objects:
@@ -536,6 +715,30 @@ def _written_spec(obj: Mapping[str, Any]) -> object:
     is not an object as {}): only a file can hold one, and render() refuses it naming the field."""
     spec = obj.get("spec")
     return {} if spec is None else spec
+
+
+def _is_nvidia_driver(item: object) -> bool:
+    return isinstance(item, Mapping) and item.get("kind") == apis.NVIDIA_DRIVER_KIND
+
+
+def nvidia_drivers_from_documents(
+    documents: Sequence[Any], origin: str, *, only: bool = False
+) -> tuple[nvidia_driver.NvidiaDriver, ...]:
+    """The NVIDIADrivers in a file; `only`: the file is for NVIDIADrivers, anything else is an error."""
+    found: dict[str, nvidia_driver.NvidiaDriver] = {}
+    for index, item in enumerate(_objects(documents)):
+        if not _is_nvidia_driver(item):
+            if only:
+                kind = item.get("kind") if isinstance(item, Mapping) else type(item).__name__
+                raise InputError(f"{origin}: item {index} is a {kind}, not an {apis.NVIDIA_DRIVER_KIND}")
+            continue
+        driver = reading.nvidia_driver(item)
+        if not driver.name:
+            raise InputError(f"{origin}: {apis.NVIDIA_DRIVER_KIND} item {index} has no metadata.name")
+        if not isinstance(item.get("spec", {}), Mapping):
+            raise InputError(f"{origin}: {apis.NVIDIA_DRIVER_KIND} {driver.name}: spec is not an object")
+        found[driver.name] = driver
+    return tuple(found.values())
 
 
 def _choose_policy(
@@ -622,14 +825,14 @@ def read_files(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderI
     """File mode: everything from the files named on the command line."""
     if not args.policy or not args.nodes:
         raise UsageError("file mode needs --policy FILE and --nodes FILE (or --live to read a cluster)")
-    if [args.policy, args.nodes, args.imagestream].count(_STDIN) > 1:
+    if [args.policy, args.nodes, args.imagestream, args.nvidia_drivers].count(_STDIN) > 1:
         raise UsageError("only one input can come from stdin ('-')")
     if args.openshift_version and not _OPENSHIFT_VERSION.match(args.openshift_version):
         raise UsageError(f"--openshift-version: expected X.Y (e.g. 4.16), got {args.openshift_version!r}")
     policy_origin = "stdin" if args.policy == _STDIN else f"file {args.policy}"
-    policy = policy_from_documents(
-        read_documents(args.policy, "policy", stdin), policy_origin, args.policy_name
-    )
+    policy_documents = read_documents(args.policy, "policy", stdin)
+    policy = policy_from_documents(policy_documents, policy_origin, args.policy_name)
+    pools, pools_origin = _file_nvidia_drivers(args, policy_documents, policy_origin, stdin)
     node_facts = node_facts_from_documents(
         read_documents(args.nodes, "nodes", stdin), f"nodes file {args.nodes}"
     )
@@ -659,7 +862,29 @@ def read_files(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderI
         dtk_imagestream=stream,
         cluster_version=_cluster_version(args.openshift_version) if args.openshift_version else None,
     )
-    return RenderInputs(policy, platform, view, live=False, env_origin=env_origin)
+    return RenderInputs(
+        policy,
+        platform,
+        view,
+        live=False,
+        env_origin=env_origin,
+        nvidia_drivers=pools,
+        nvidia_drivers_origin=pools_origin,
+    )
+
+
+def _file_nvidia_drivers(
+    args: argparse.Namespace, policy_documents: Sequence[Any], policy_origin: str, stdin: TextIO | None
+) -> tuple[tuple[nvidia_driver.NvidiaDriver, ...], str]:
+    """The NVIDIADrivers of the policy file and of --nvidia-drivers (which wins on a name), and whence."""
+    found = {d.name: d for d in nvidia_drivers_from_documents(policy_documents, policy_origin)}
+    origins = [policy_origin] if found else []
+    if args.nvidia_drivers:
+        origin = "stdin" if args.nvidia_drivers == _STDIN else f"file {args.nvidia_drivers}"
+        documents = read_documents(args.nvidia_drivers, "NVIDIADrivers", stdin)
+        found |= {d.name: d for d in nvidia_drivers_from_documents(documents, origin, only=True)}
+        origins.append(origin)
+    return tuple(found.values()), " and ".join(origins)
 
 
 # --- reading a live cluster: GET and LIST only -------------------------------------------
@@ -697,11 +922,18 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
         if value:
             raise UsageError(f"{flag} is for file mode; live mode reads it from the cluster")
     proposed = None
-    if args.policy:
-        origin = "stdin" if args.policy == _STDIN else f"file {args.policy}"
-        proposed = policy_from_documents(
-            read_documents(args.policy, "policy", stdin), origin, args.policy_name
-        )
+    proposed_pools: tuple[nvidia_driver.NvidiaDriver, ...] | None = None
+    pools_origin = ""
+    if args.policy or args.nvidia_drivers:
+        if args.policy:
+            origin = "stdin" if args.policy == _STDIN else f"file {args.policy}"
+            documents = read_documents(args.policy, "policy", stdin)
+            proposed = policy_from_documents(documents, origin, args.policy_name)
+        else:
+            documents, origin = [], ""
+        files, pools_origin = _file_nvidia_drivers(args, documents, origin, stdin)
+        # NVIDIADrivers in the files stand in for the cluster's (all of them)
+        proposed_pools = files if pools_origin else None
     kubeconfig = args.kubeconfig
     try:
         api_client = clients.load_api_client(kubeconfig)
@@ -724,6 +956,24 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
         raise InputError(f"{server} serves no ClusterPolicy API (is the CRD installed?); give --policy FILE")
     candidates = [item for item in (live_policies or {}).get("items") or [] if isinstance(item, Mapping)]
     policy = _live_policy(candidates, proposed, args.policy_name, server)
+
+    with _reading("NVIDIADrivers", server):
+        listed = _get(api_client, apis.NVIDIA_DRIVER_PATH)
+    live_pools = tuple(
+        reading.nvidia_driver(item) for item in (listed or {}).get("items") or [] if isinstance(item, Mapping)
+    )
+    if proposed_pools is not None:
+        # a file's NVIDIADriver keeps the uid and age of the cluster's of the same name
+        by_name = {d.name: d for d in live_pools}
+        pools = tuple(
+            dataclasses.replace(d, uid=by_name[d.name].uid, created=by_name[d.name].created)
+            if d.name in by_name
+            else d
+            for d in proposed_pools
+        )
+        pools_origin = f"{pools_origin}, on {server}"
+    else:
+        pools, pools_origin = live_pools, server
 
     with _reading("nodes", server):
         node_facts = tuple(
@@ -773,7 +1023,7 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
         dtk_imagestream=stream,
         cluster_version=cluster_version,
         cluster_proxy=proxy,
-        config_map_keys=_config_map_keys(api_client, server, namespace, policy.spec),
+        config_map_keys=_config_map_keys(api_client, server, namespace, policy.spec, pools, env),
     )
     return RenderInputs(
         policy,
@@ -782,11 +1032,18 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
         live=True,
         env_origin=env_origin,
         monitoring_api=monitoring.MONITORING_GROUP in groups,
+        nvidia_drivers=pools,
+        nvidia_drivers_origin=pools_origin,
     )
 
 
 def _config_map_keys(
-    api_client: Any, server: str, namespace: str, spec: object
+    api_client: Any,
+    server: str,
+    namespace: str,
+    spec: object,
+    pools: Sequence[nvidia_driver.NvidiaDriver] = (),
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, tuple[str, ...] | None]:
     """The keys of the ConfigMaps the policy names: the driver section's and every operand's."""
     try:
@@ -799,6 +1056,10 @@ def _config_map_keys(
     named = dict(driver_manifests.named_config_maps(policy))
     for operand in operands.GENERIC:
         named |= operand_rendering.named_config_maps(operand, policy)[0]
+    if pools and isinstance(spec, Mapping) and nvidia_driver.is_mode_enabled(spec):
+        # each pool's driver section names its own
+        selection = pool_manifests.select_pools(pools, spec, env or {}, {})
+        named |= {f"pool/{name}": name for name in pool_manifests.config_map_names(selection)}
     found: dict[str, tuple[str, ...] | None] = {}
     with _reading(f"ConfigMaps in {namespace}", server):
         for name in named.values():
@@ -886,4 +1147,8 @@ def main(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: Text
         return EXIT_INVALID
     out.write(dump_manifests(result.manifests))
     out.flush()
+    if result.pools is not None and any(o.errors for o in result.pools.outcomes):
+        # as the operator: the other pools are applied, the invalid ones left as they are
+        print("ocp-gpu render: an NVIDIADriver is invalid (above); its pool is not rendered", file=err)
+        return EXIT_INVALID
     return EXIT_RENDERED

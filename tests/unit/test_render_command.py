@@ -34,12 +34,12 @@ from ocp_gpu import cli
 from ocp_gpu.commands import render
 from ocp_gpu.desired import driver_manifests
 from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.kube import applying, reading
+from ocp_gpu.kube import applying, labelling, reading, reporting
 from ocp_gpu.model import apis, labels, operands, policy_parser, releases
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
-from ocp_gpu.reconcilers import runtime
+from ocp_gpu.reconcilers import nvidia_drivers, runtime
 from tests.unit._drivers import DTK_416, DTK_417, V416, V417
 
 V418 = "418.94.202501150000-0"
@@ -625,18 +625,179 @@ def test_drivers_disabled_renders_no_driver_and_says_why(
     }
 
 
-def test_nvidia_driver_mode_renders_no_cluster_policy_driver_and_says_why(
-    run: Callable[..., Run], write: Callable[..., str], dtk_files: list[str]
+POOL_LABEL = "example.com/gpu-pool"
+
+
+def pool_nodes() -> dict[str, Any]:
+    """Two pools (a, b), each with a node on each of two RHCOS versions, and a node of no pool."""
+    found = []
+    for name, pool, version in (
+        ("a-416", "a", V416),
+        ("a-417", "a", V417),
+        ("b-416", "b", V416),
+        ("b-417", "b", V417),
+        ("z-416", "z", V416),
+    ):
+        found.append(
+            fake_nodes.gpu_node(
+                name, rhcos=version, os_version=f"4.{version[1:3]}", extra_labels={POOL_LABEL: pool}
+            )
+        )
+    return node_list(*found)
+
+
+def nvidia_driver_object(name: str, spec: dict[str, Any], day: int, uid: str = "") -> dict[str, Any]:
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "NVIDIADriver",
+        "metadata": {
+            "name": name,
+            "creationTimestamp": f"2026-01-0{day}T00:00:00Z",
+            **({"uid": uid} if uid else {}),
+        },
+        "spec": spec,
+    }
+
+
+POOLS = [
+    nvidia_driver_object("pool-a", {"version": "570.124.06", "nodeSelector": {POOL_LABEL: "a"}}, 1, "uid-a"),
+    nvidia_driver_object(
+        "pool-b",
+        {"version": "550.90.07", "nodeSelector": {POOL_LABEL: "b"}, "labels": {"team": "inference"}},
+        2,
+        "uid-b",
+    ),
+]
+POOL_POLICY = {
+    "apiVersion": "nvidia.com/v1",
+    "kind": "ClusterPolicy",
+    "metadata": {"name": "cluster-policy", "uid": UID},
+    "spec": {"driver": {"useNvidiaDriverCRD": True}},
+}
+
+
+@pytest.fixture
+def pool_files(write: Callable[..., str]) -> list[str]:
+    return [
+        "--policy",
+        write("pool-policy.yaml", POOL_POLICY),
+        "--nvidia-drivers",
+        write("nvidia-drivers.yaml", POOLS, stream=True),
+        "--nodes",
+        write("pool-nodes.yaml", pool_nodes()),
+        "--imagestream",
+        write("dtk.yaml", imagestream({V416: DTK_416, V417: DTK_417})),
+    ]
+
+
+def test_nvidia_driver_pools_render_one_daemonset_per_pool_and_version(
+    run: Callable[..., Run], pool_files: list[str]
 ) -> None:
-    files = list(dtk_files)
-    files[1] = write("pools.yaml", {"driver": {"useNvidiaDriverCRD": True}})
-    result = run(*files)
-    assert result.status == 0 and result.manifests == []
-    assert "spec.driver.useNvidiaDriverCRD is true" in result.err
+    result = run(*pool_files)
+    assert result.status == 0, result.err
+    daemonsets = result.daemonsets()
+    assert set(daemonsets) == {
+        f"nvidia-gpu-driver-{pool}-{version}" for pool in ("pool-a", "pool-b") for version in (V416, V417)
+    }
+    for name, daemonset in daemonsets.items():
+        pool = "pool-a" if "pool-a" in name else "pool-b"
+        pod = daemonset["spec"]["template"]["spec"]
+        # Each selects its pool's nodes by the owner label, and is owned by its NVIDIADriver.
+        assert pod["nodeSelector"][labels.NVIDIA_DRIVER_OWNER] == pool
+        (owner,) = daemonset["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("NVIDIADriver", pool, f"uid-{pool[-1]}")
+        version = "570.124.06" if pool == "pool-a" else "550.90.07"
+        assert containers(daemonset)["nvidia-driver-ctr"]["image"].startswith(
+            f"{DRIVER.rsplit(':', 1)[0]}:{version}"
+        )
+    # No ClusterPolicy driver DaemonSet: in this mode the operator applies none.
+    assert not any(name.startswith("nvidia-driver-daemonset") for name in daemonsets)
+    # The shared driver RBAC once, owned by the ClusterPolicy.
+    shared = [m for m in result.manifests if m["kind"] != "DaemonSet"]
+    assert len({(m["kind"], m["metadata"]["name"]) for m in shared}) == len(shared) > 0
+    assert all(m["metadata"]["ownerReferences"][0]["kind"] == "ClusterPolicy" for m in shared)
+    # The summary: per NVIDIADriver its DaemonSets and nodes; the node no pool selects.
+    assert "NVIDIADriver pool-a: 2 nodes" in result.err and "1 node (b-417)" in result.err
+    assert "z-416" in result.err and "no NVIDIADriver selects them" in result.err
     # The rest of the stack is rendered as without the mode.
     assert operands.DEVICE_PLUGIN.daemonset in {
         m["metadata"]["name"] for m in result.all_manifests if m["kind"] == "DaemonSet"
     }
+
+
+def test_nvidia_driver_pools_render_what_the_reconciler_applies(
+    run: Callable[..., Run], pool_files: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rendered = run(*pool_files, "--openshift-version", "4.16").manifests
+
+    # The NVIDIADriver reconciler, fed the same cluster as its watches would hold it.
+    applied: list[dict[str, Any]] = []
+    monkeypatch.setattr(applying, "apply", lambda _client, manifest: applied.append(dict(manifest)))
+    monkeypatch.setattr(labelling, "patch_node_labels", lambda *_: None)
+    monkeypatch.setattr(reporting, "patch_nvidia_driver_status", lambda *_: None)
+    monkeypatch.setattr(reporting, "post_event", lambda *_: None)
+    rt = runtime.Runtime(
+        api_client=None, namespace=labels.OPENSHIFT_NAMESPACE, env=dict(releases.RELEASE_IMAGES)
+    )
+    rt.node_facts = {facts.name: facts for facts in map(reading.node_facts, pool_nodes()["items"])}
+    rt.nvidia_drivers = {d["metadata"]["name"]: reading.nvidia_driver(d) for d in POOLS}
+    rt.dtk_imagestream = imagestream({V416: DTK_416, V417: DTK_417})
+    rt.cluster_version = {"status": {"desired": {"version": "4.16.3"}}}
+    owner = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": "cluster-policy", "uid": UID}
+    openshift = platform_model.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
+    spec = POOL_POLICY["spec"]
+    outcome = asyncio.run(
+        nvidia_drivers.reconcile_nvidia_drivers(
+            rt, owner, spec, policy_parser.parse_policy(spec), openshift, NOW
+        )
+    )
+    assert outcome.errors == {} and sum(m["kind"] == "DaemonSet" for m in applied) == 4
+    # compared as printed: the same YAML stream, not just equal dicts
+    assert render.dump_manifests(applied) == render.dump_manifests(rendered)
+
+
+def test_nvidia_driver_pools_report_conflicts_refusals_and_bad_input_as_the_operator(
+    run: Callable[..., Run], pool_files: list[str], write: Callable[..., str]
+) -> None:
+    files = list(pool_files)
+    clash = nvidia_driver_object(
+        "pool-c", {"version": "550.90.07", "nodeSelector": {POOL_LABEL: "a"}, "hostNetwork": True}, 3
+    )
+    bad = nvidia_driver_object(
+        "pool-bad", {"version": "not a version!", "nodeSelector": {POOL_LABEL: "z"}}, 4
+    )
+    files[3] = write("more.yaml", [*POOLS, clash, bad], stream=True)
+    result = run(*files)
+    # An invalid NVIDIADriver: the others are rendered (the operator applies them), exit 2.
+    assert result.status == render.EXIT_INVALID
+    assert len(result.daemonsets()) == 4
+    assert not any("pool-bad" in name or "pool-c" in name for name in result.daemonsets())
+    assert "error spec.version:" in result.err and "nothing applied or deleted for this pool" in result.err
+    # The conflict as the NVIDIADrivers' condition says it, on both.
+    assert "ConflictingNodeSelector: NVIDIADrivers pool-a and pool-c both select a-416, a-417" in result.err
+    assert "so pool-c runs no driver there" in result.err
+    assert "UnsupportedSetting: spec.hostNetwork: not acted on" in result.err
+    # The pool's own field path in a problem from the policy model (spec.version, not spec.driver.version).
+    assert "spec.driver.version" not in result.err
+
+
+def test_nvidia_drivers_in_the_policy_file_and_none_at_all(
+    run: Callable[..., Run], pool_files: list[str], write: Callable[..., str]
+) -> None:
+    # `oc get clusterpolicy,nvidiadrivers -o yaml` in one file renders the same.
+    together = [
+        "--policy",
+        write("together.yaml", {"apiVersion": "v1", "kind": "List", "items": [POOL_POLICY, *POOLS]}),
+        *pool_files[4:],
+    ]
+    assert run(*together).out == run(*pool_files).out
+    # The mode without any NVIDIADriver: no driver at all, and it says so.
+    alone = run("--policy", pool_files[1], *pool_files[4:])
+    assert alone.status == 0 and alone.daemonsets() == {}
+    assert "no NVIDIADriver: no driver is deployed" in alone.err
+    # A non-NVIDIADriver in the NVIDIADrivers file names the file.
+    wrong = run(*pool_files[:3], write("wrong.yaml", POLICY_OBJECT), *pool_files[4:])
+    assert wrong.status == render.EXIT_UNREADABLE and "not an NVIDIADriver" in wrong.err
 
 
 def test_no_gpu_nodes_renders_only_the_rbac(run: Callable[..., Run], write: Callable[..., str]) -> None:
