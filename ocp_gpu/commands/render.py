@@ -483,6 +483,12 @@ def summary_lines(result: Rendering) -> list[str]:
         f"namespace: {inputs.view.namespace}",
         f"image defaults: {inputs.env_origin}",
     ]
+    if inputs.nvidia_drivers and not nvidia_driver.is_mode_enabled(_spec_mapping(inputs.policy.spec)):
+        # as each NVIDIADriver's status says then (state: disabled)
+        lines.append(
+            f"{len(inputs.nvidia_drivers)} NVIDIADriver(s) deploy nothing: the ClusterPolicy does not "
+            "set spec.driver.useNvidiaDriverCRD: true"
+        )
     warnings = [p for p in result.problems if p.severity is not Severity.ERROR]
     if result.errors:
         lines.append("the ClusterPolicy is invalid; nothing rendered:")
@@ -530,6 +536,10 @@ def summary_lines(result: Rendering) -> list[str]:
     lines += _warning_lines(warnings)
     lines.append(_manifest_count(result))
     return lines
+
+
+def _spec_mapping(spec: object) -> Mapping[str, Any]:
+    return spec if isinstance(spec, Mapping) else {}
 
 
 def _manifest_count(result: Rendering) -> str:

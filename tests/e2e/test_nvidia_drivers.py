@@ -6,7 +6,9 @@ kwok's fake kubelets):
     versions -> four DaemonSets `nvidia-gpu-driver-<pool>-<rhcos>`, owned by their NVIDIADriver,
     each with its pool's image and the version's Driver Toolkit image; every node runs exactly
     one driver pod (sampled all along), and `-lapp=nvidia-driver-daemonset` lists them all;
-    each NVIDIADriver's status is `ready` and names its nodes;
+    each NVIDIADriver's status is `ready` and names its nodes; `ocp-gpu render --live` prints
+    the four as applied (the operator's applied hash matches: `[unchanged]`), owned by their
+    NVIDIADriver, nothing to delete;
 (b) the seed's upgrade flow per NVIDIADriver: a version change on one NVIDIADriver rolls its
     nodes through the upgrade states to `upgrade-done` on the new image, while the other pool's
     driver pods are never restarted; the mode's upgrade selector (app.kubernetes.io/component)
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import collections
 import copy
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +56,7 @@ DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
 TAGS = {V1: DTK + "1" * 64, V2: DTK + "2" * 64}
 POOL_LABEL = "example.com/gpu-pool"
 DRIVER_PODS = f"{labels.APP}={labels.DRIVER_APP}"
+RENDER = (sys.executable, "-m", "ocp_gpu.cli", "render", "--live")
 SEED_STATES = {"cordon-required", "pod-restart-required", "upgrade-done"}
 
 
@@ -255,6 +260,24 @@ def _per_pool_daemonsets(
                 what=f"pool-{pool} ready",
             )
             assert sorted(read_driver(kube, f"pool-{pool}")["status"]["nodes"]) == sorted(pools[pool])
+        # `ocp-gpu render --live` prints the pools' DaemonSets exactly as the operator applied them:
+        # each one's applied hash (the operator's own change test) matches, nothing to delete.
+        rendered = _render_live(control_plane, namespace)
+        assert rendered.returncode == 0, rendered.stderr
+        for name in names:
+            (line,) = [row for row in rendered.stderr.splitlines() if row.strip().startswith(f"{name}:")]
+            assert line.endswith("[unchanged]"), line
+        assert "would delete: nothing" in rendered.stderr
+        printed = {
+            m["metadata"]["name"]: m
+            for m in yaml.safe_load_all(rendered.stdout)
+            if m and m["kind"] == "DaemonSet" and m["metadata"]["name"] in names
+        }
+        assert set(printed) == set(names)
+        for name, (pool, _) in names.items():
+            (owner,) = printed[name]["metadata"]["ownerReferences"]
+            assert (owner["kind"], owner["name"]) == ("NVIDIADriver", f"pool-{pool}")
+            assert owner["uid"] == daemonsets[name].metadata.owner_references[0].uid
 
         # (b) the seed's upgrade flow on pool a only
         wait_for(
@@ -349,6 +372,18 @@ def _per_pool_daemonsets(
     assert {name for name in driver_daemonsets(kube, namespace)} == {
         name for name, (pool, _) in names.items() if pool == "a"
     }
+
+
+def _render_live(control_plane: LocalControlPlane, namespace: str) -> subprocess.CompletedProcess[str]:
+    """`ocp-gpu render --live` as an admin runs it, in its own process."""
+    kubeconfig = control_plane.make_kubeconfig("render-user", ["system:masters"])
+    return subprocess.run(
+        [*RENDER, "--kubeconfig", str(kubeconfig), "--namespace", namespace],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def _hostile_strings(kube: client.ApiClient, namespace: str, running: set[str]) -> None:

@@ -9,7 +9,9 @@
   attributes; a deliberate write by the same user afterwards shows the count is live;
 - its output is accepted by a real API server as is (server-side apply), and a second
   live render then calls every DaemonSet unchanged; a proposed policy file (`--policy`)
-  over the live cluster marks them changed.
+  over the live cluster marks them changed;
+- a ConfigMap the policy names (`migManager.config.name`) is read as the operator reads it:
+  missing, an error naming the field and exit 2; present with its key, rendered as mounted.
 """
 
 from __future__ import annotations
@@ -249,4 +251,18 @@ def test_live_output_applies_and_reads_back_unchanged(
         owner = daemonsets[daemonset_name(version)]["metadata"]["ownerReferences"][0]
         assert owner["uid"] == dtk_cluster["metadata"]["uid"]
     assert change.stderr.count("[changed]") == 2
+
+    # A ConfigMap the policy names, read live as the operator reads it: missing is an error
+    # naming the field (exit 2, nothing printed); once it exists with its key, rendered and mounted.
+    named = tmp_path / "named.yaml"
+    named.write_text(yaml.safe_dump({"migManager": {"config": {"name": "admin-mig"}}}))
+    missing = render_live(render_kubeconfig, namespace, "--policy", str(named))
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert "error spec.migManager.config.name: ConfigMap 'admin-mig' does not exist" in missing.stderr
+    client.CoreV1Api(kube).create_namespaced_config_map(
+        namespace, {"metadata": {"name": "admin-mig"}, "data": {"config.yaml": "version: v1\n"}}
+    )
+    fits = daemonsets_of(manifests_of(render_live(render_kubeconfig, namespace, "--policy", str(named))))
+    volumes = fits["nvidia-mig-manager"]["spec"]["template"]["spec"]["volumes"]
+    assert "admin-mig" in {v["configMap"]["name"] for v in volumes if "configMap" in v}
     assert_no_writes_by_render_user(control_plane, render_kubeconfig, namespace, mark)

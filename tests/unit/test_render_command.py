@@ -795,6 +795,10 @@ def test_nvidia_drivers_in_the_policy_file_and_none_at_all(
     alone = run("--policy", pool_files[1], *pool_files[4:])
     assert alone.status == 0 and alone.daemonsets() == {}
     assert "no NVIDIADriver: no driver is deployed" in alone.err
+    # NVIDIADrivers without the mode: the ClusterPolicy's drivers, and it says they deploy nothing.
+    off = run("--policy", write("plain.yaml", POLICY_OBJECT), *pool_files[2:])
+    assert off.status == 0 and "2 NVIDIADriver(s) deploy nothing" in off.err
+    assert all(name.startswith(labels.DRIVER_DAEMONSET_PREFIX) for name in off.daemonsets())
     # A non-NVIDIADriver in the NVIDIADrivers file names the file.
     wrong = run(*pool_files[:3], write("wrong.yaml", POLICY_OBJECT), *pool_files[4:])
     assert wrong.status == render.EXIT_UNREADABLE and "not an NVIDIADriver" in wrong.err
