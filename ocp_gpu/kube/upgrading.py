@@ -9,9 +9,11 @@ Decides nothing: `planning.upgrade` does.  `apply_node_plan` carries out one
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import datetime
 import logging
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
@@ -73,6 +75,27 @@ def annotate(api: client.ApiClient, node: str, annotations: Mapping[str, str | N
     _patch_node(api, node, {"metadata": {"annotations": dict(annotations)}})
 
 
+@dataclasses.dataclass(frozen=True)
+class Announcement:
+    """The GPUDriverUpgrade Event of one state label written (posted by `announce`)."""
+
+    node: str
+    uid: str
+    state: UpgradeState
+    now: datetime.datetime | None
+
+
+def announce(api: client.ApiClient, said: Announcement) -> None:
+    """Post the transition's Event (reason GPUDriverUpgrade, the seed's exact message).
+
+    NB: a failed Event is logged, never fatal (reporting.post_event).
+    """
+    involved = {"apiVersion": "v1", "kind": "Node", "name": said.node, "uid": said.uid}
+    reporting.post_event(
+        api, involved, upgrades.EVENT_REASON, upgrades.event_message(said.state), now=said.now
+    )
+
+
 def set_upgrade_state(
     api: client.ApiClient,
     node: str,
@@ -81,11 +104,12 @@ def set_upgrade_state(
     *,
     now: datetime.datetime | None = None,
     unschedulable: bool | None = None,
-) -> None:
+    announcing: bool = True,
+) -> Announcement:
     """Write the state label and the annotations (and a cordon change) in one merge patch, then say so.
 
-    The Event (reason GPUDriverUpgrade, the seed's exact message) and the log line
-    follow the patch; NB: a failed Event is logged, never fatal (reporting.post_event).
+    The log line follows the patch, and so does the Event unless `announcing` is False: then
+    the caller posts the returned Announcement (`announce`) when it suits it.
     """
     body: dict[str, Any] = {
         "metadata": {"labels": {labels.UPGRADE_STATE: state.value}, "annotations": dict(annotations or {})}
@@ -93,15 +117,11 @@ def set_upgrade_state(
     if unschedulable is not None:
         body["spec"] = {"unschedulable": unschedulable}
     patched = _patch_node(api, node, body)
-    message = upgrades.event_message(state)
-    involved = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "name": node,
-        "uid": str(patched["metadata"].get("uid", "")),
-    }
-    reporting.post_event(api, involved, upgrades.EVENT_REASON, message, now=now)
-    logger.info("%s node=%s", message, node)
+    said = Announcement(node, str(patched["metadata"].get("uid", "")), state, now)
+    logger.info("%s node=%s", upgrades.event_message(state), node)
+    if announcing:
+        announce(api, said)
+    return said
 
 
 def delete_pod(api: client.ApiClient, namespace: str, name: str, uid: str = "") -> None:
@@ -152,6 +172,43 @@ def evict_pod(api: client.ApiClient, namespace: str, name: str, uid: str = "") -
     return True
 
 
+# Threads posting the transitions' Events; a node's Events always go through the same one.
+EVENT_THREADS = 4
+
+
+class Announcer:
+    """Posts the transitions' GPUDriverUpgrade Events off the pass's path, in order per node.
+
+    NB: a pass ends only when every node's writes are done, and the next waits for it; an
+    Event (one per transition, as many as the label patches) changes nothing a pass decides
+    on, so the pass does not wait for it.  Each node's Events go to one single-thread
+    executor, chosen by the node's name, so they are posted in the order of its transitions.
+    """
+
+    def __init__(self, api: client.ApiClient, threads: int = EVENT_THREADS) -> None:
+        self._api = api
+        self._pools = [
+            concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="upgrade-events")
+            for _ in range(threads)
+        ]
+
+    def post(self, said: Announcement) -> None:
+        pool = self._pools[zlib.crc32(said.node.encode()) % len(self._pools)]
+        pool.submit(self._announce, said)
+
+    def close(self) -> None:
+        """Post what is queued, then stop the threads."""
+        for pool in self._pools:
+            pool.shutdown(wait=True)
+
+    def _announce(self, said: Announcement) -> None:
+        try:
+            announce(self._api, said)
+        except Exception:
+            # NB: nobody waits on this future: say what went wrong here or nowhere.
+            logger.exception("could not post the %s Event of node %s", said.state.value, said.node)
+
+
 @dataclasses.dataclass(frozen=True)
 class AppliedNode:
     """What `apply_node_plan` did on one node."""
@@ -161,14 +218,21 @@ class AppliedNode:
     transition: UpgradeState | None
     # Evictions a PodDisruptionBudget refused (retried next pass).
     refused: tuple[PodRef, ...] = ()
+    # The transition's Event, when the caller posts it (announcing=False).
+    announcement: Announcement | None = None
 
 
 def apply_node_plan(
-    api: client.ApiClient, plan: upgrade.NodePlan, *, now: datetime.datetime | None = None
+    api: client.ApiClient,
+    plan: upgrade.NodePlan,
+    *,
+    now: datetime.datetime | None = None,
+    announcing: bool = True,
 ) -> AppliedNode:
     """Carry out one node's plan: its actions in order, then its transition and annotations.
 
     A plan whose only actions are a cordon change writes it with the transition, in one patch.
+    With `announcing` False the transition's Event is left to the caller (`AppliedNode.announcement`).
 
     Raises ApiException on the first failed call, before the transition is written (the
     next pass plans again from what is there); the caller isolates nodes from each other.
@@ -182,15 +246,16 @@ def apply_node_plan(
         # A cordon change and the transition it leads to: one atomic merge patch, not two.
         *_, last = plan.actions
         folded = dict(last.annotations) if isinstance(last, upgrade.Cordon) else {}
-        set_upgrade_state(
+        folded_said = set_upgrade_state(
             api,
             plan.node,
             plan.transition,
             {**folded, **plan.annotations},
             now=now,
             unschedulable=isinstance(last, upgrade.Cordon),
+            announcing=announcing,
         )
-        return AppliedNode(plan.node, plan.transition)
+        return AppliedNode(plan.node, plan.transition, announcement=None if announcing else folded_said)
     for action in plan.actions:
         if isinstance(action, upgrade.Cordon):
             cordon(api, plan.node, True, action.annotations)
@@ -203,11 +268,14 @@ def apply_node_plan(
             refused += [ref for ref in action.pods if not evict_pod(api, ref.namespace, ref.name, ref.uid)]
         else:
             delete_pod(api, action.pod.namespace, action.pod.name, action.pod.uid)
+    said: Announcement | None = None
     if plan.transition is not None:
-        set_upgrade_state(api, plan.node, plan.transition, plan.annotations, now=now)
+        said = set_upgrade_state(
+            api, plan.node, plan.transition, plan.annotations, now=now, announcing=announcing
+        )
     elif plan.annotations:
         annotate(api, plan.node, plan.annotations)
-    return AppliedNode(plan.node, plan.transition, tuple(refused))
+    return AppliedNode(plan.node, plan.transition, tuple(refused), None if announcing else said)
 
 
 # --- converting API objects to records ------------------------------------------------------

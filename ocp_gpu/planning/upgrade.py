@@ -154,14 +154,18 @@ def nodes_needing_pods(snapshot_nodes: Iterable[UpgradeNode], policy: UpgradePol
     return tuple(node.name for node in snapshot_nodes if node.state in wanted)
 
 
-def node_context(
-    node: UpgradeNode,
-    driver: DriverStatus,
-    snapshot: UpgradeSnapshot,
-    policy: UpgradePolicy,
-    now: datetime.datetime,
-    budget: Budget,
-) -> Context:
+@dataclasses.dataclass(frozen=True)
+class PassInputs:
+    """What every node's plan in one pass shares: the snapshot, the rules, the moment, the budget."""
+
+    snapshot: UpgradeSnapshot
+    policy: UpgradePolicy
+    now: datetime.datetime
+    budget: Budget
+
+
+def node_context(node: UpgradeNode, driver: DriverStatus, shared: PassInputs) -> Context:
+    snapshot, policy, now, budget = shared.snapshot, shared.policy, shared.now, shared.budget
     rule = TABLE[node.state]
     started = node.timers.get(rule.timer) if rule.timer else None
     return Context(
@@ -283,10 +287,8 @@ def plan_upgrades(snapshot: UpgradeSnapshot, policy: UpgradePolicy, now: datetim
         plans = tuple(_paused(node, drivers[node.name]) for node in snapshot.nodes)
         return UpgradePlan(False, plans, budget)
     budget = select_starts(snapshot.nodes, drivers, policy)
-    plans = tuple(
-        plan_node(node_context(node, drivers[node.name], snapshot, policy, now, budget))
-        for node in snapshot.nodes
-    )
+    shared = PassInputs(snapshot, policy, now, budget)
+    plans = tuple(plan_node(node_context(node, drivers[node.name], shared)) for node in snapshot.nodes)
     return UpgradePlan(True, plans, budget)
 
 

@@ -33,7 +33,7 @@ from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot, UpgradeState, W
 from ocp_gpu.planning import upgrade, upgrade_table
 from ocp_gpu.planning.driver_check import DriverStatus
 from ocp_gpu.planning.upgrade_actions import Cordon, DeletePods, EvictPods, Uncordon
-from ocp_gpu.planning.upgrade_budget import Budget, select_starts
+from ocp_gpu.planning.upgrade_budget import select_starts
 
 # No chain can be longer than the table has states (a guard: no two edges form a loop today).
 MAX_STEPS = len(upgrade_table.TABLE)
@@ -80,17 +80,11 @@ def _is_noop(step: upgrade.NodePlan) -> bool:
 
 
 def _chain(
-    steps: list[upgrade.NodePlan],
-    node: UpgradeNode,
-    driver: DriverStatus,
-    snapshot: UpgradeSnapshot,
-    policy: UpgradePolicy,
-    now: datetime.datetime,
-    budget: Budget,
+    steps: list[upgrade.NodePlan], node: UpgradeNode, driver: DriverStatus, shared: upgrade.PassInputs
 ) -> tuple[list[upgrade.NodePlan], UpgradeNode]:
     """Extend `steps` (which leave the node as `node`) while each step moved the node on."""
     while steps and steps[-1].transition is not None and len(steps) < MAX_STEPS:
-        following = upgrade.plan_node(upgrade.node_context(node, driver, snapshot, policy, now, budget))
+        following = upgrade.plan_node(upgrade.node_context(node, driver, shared))
         if _is_noop(following):
             # It waits and has nothing to write: the chain ends where the last transition left it.
             break
@@ -116,31 +110,27 @@ def plan_chained_upgrades(
     chains: dict[NodeName, list[upgrade.NodePlan]] = {}
     after: dict[NodeName, UpgradeNode] = {}
     drivers: dict[NodeName, DriverStatus] = {}
+    first_round = upgrade.PassInputs(snapshot, policy, now, single.budget)
     for plan in single.nodes:
         if not plan.managed:
             continue
         node = by_name[plan.node]
         drivers[plan.node] = plan.driver
-        chains[plan.node], after[plan.node] = _chain(
-            [plan], node_after(node, plan), plan.driver, snapshot, policy, now, single.budget
-        )
+        chains[plan.node], after[plan.node] = _chain([plan], node_after(node, plan), plan.driver, first_round)
     # Second round: slots the finished nodes gave back go to the next nodes in this pass.
     managed_after = tuple(after.values())
     budget = select_starts(managed_after, drivers, policy)
+    shared = upgrade.PassInputs(snapshot, policy, now, budget)
     for name in budget.starts:
         steps = chains[name]
-        granted = upgrade.plan_node(
-            upgrade.node_context(after[name], drivers[name], snapshot, policy, now, budget)
-        )
+        granted = upgrade.plan_node(upgrade.node_context(after[name], drivers[name], shared))
         if steps[-1].transition is None:
             # The node stayed (waiting for a slot) and now starts: what its stay wrote is
             # written with the grant instead (one patch, not two).
             stay = steps.pop()
             granted = dataclasses.replace(granted, annotations={**stay.annotations, **granted.annotations})
         steps.append(granted)
-        chains[name], after[name] = _chain(
-            steps, node_after(after[name], granted), drivers[name], snapshot, policy, now, budget
-        )
+        chains[name], after[name] = _chain(steps, node_after(after[name], granted), drivers[name], shared)
     nodes = tuple(_as_plan(chains[plan.node]) if plan.managed else plan for plan in single.nodes)
     return upgrade.UpgradePlan(True, nodes, budget, after_others=frozenset(budget.starts))
 

@@ -2,11 +2,15 @@
 
 - a cordon (or uncordon) and the transition it leads to are one merge patch: spec.unschedulable, the
   state label, the cordon's and the transition's annotations together, then the Event;
-- a plan with other actions runs them in order, then writes the transition on its own.
+- a plan with other actions runs them in order, then writes the transition on its own;
+- with `announcing=False` the Event is not posted but handed back, and `Announcer` posts each
+  node's Events in the order of its transitions (off the pass's path).
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -73,3 +77,54 @@ def test_other_actions_run_first_then_the_transition(calls: list[tuple[str, str,
         ("EVENT", upgrades.event_message(UpgradeState.POD_RESTART_REQUIRED)),
     ]
     assert "spec" not in calls[1][2]
+
+
+def test_not_announcing_hands_the_event_back(calls: list[tuple[str, str, Any]]) -> None:
+    applied = upgrading.apply_node_plan(
+        None, plan(UpgradeState.UPGRADE_DONE, upgrade.Uncordon()), announcing=False
+    )
+    assert [method for method, _, _ in calls] == ["PATCH"]
+    assert applied.announcement == upgrading.Announcement("n1", "u1", UpgradeState.UPGRADE_DONE, None)
+    applied = upgrading.apply_node_plan(
+        None, plan(UpgradeState.POD_RESTART_REQUIRED, upgrade.DeletePods(())), announcing=False
+    )
+    assert [method for method, _, _ in calls] == ["PATCH", "PATCH"]
+    assert (
+        applied.announcement is not None and applied.announcement.state is UpgradeState.POD_RESTART_REQUIRED
+    )
+
+
+def test_announcer_keeps_each_nodes_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    posted: list[tuple[str, UpgradeState]] = []
+    lock = threading.Lock()
+
+    def announce(api: Any, said: upgrading.Announcement) -> None:
+        # Slow first Events: a node's later Event must still wait for its earlier ones.
+        time.sleep(0.01 if said.state is UpgradeState.UPGRADE_REQUIRED else 0)
+        with lock:
+            posted.append((said.node, said.state))
+
+    monkeypatch.setattr(upgrading, "announce", announce)
+    order = [UpgradeState.UPGRADE_REQUIRED, UpgradeState.CORDON_REQUIRED, UpgradeState.WAIT_FOR_JOBS_REQUIRED]
+    announcer = upgrading.Announcer(None, threads=2)
+    nodes = [f"n{i}" for i in range(6)]
+    for state in order:
+        for node in nodes:
+            announcer.post(upgrading.Announcement(node, "", state, None))
+    announcer.close()
+    assert len(posted) == len(order) * len(nodes)
+    for node in nodes:
+        assert [state for name, state in posted if name == node] == order
+
+
+def test_announcer_survives_an_error(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def announce(api: Any, said: upgrading.Announcement) -> None:
+        raise RuntimeError("connection reset")
+
+    monkeypatch.setattr(upgrading, "announce", announce)
+    announcer = upgrading.Announcer(None, threads=1)
+    announcer.post(upgrading.Announcement("n1", "", UpgradeState.UPGRADE_DONE, None))
+    announcer.close()
+    assert "could not post the upgrade-done Event of node n1" in caplog.text
