@@ -121,6 +121,9 @@ class UpgradePlan:
     # their steps run only once every other node's succeeded, so that maxParallelUpgrades and
     # maxUnavailable hold at every moment, not just between passes.
     after_others: frozenset[NodeName] = frozenset()
+    # For some of them, the one node whose steps free their slot: they wait for that node's
+    # steps only; the others in after_others wait for every other node's.
+    slot_from: Mapping[NodeName, NodeName] = dataclasses.field(default_factory=dict)
 
     def by_node(self) -> dict[NodeName, NodePlan]:
         return {plan.node: plan for plan in self.nodes}

@@ -49,7 +49,7 @@ class Budget:
         return max(0, unavailable_left)
 
 
-def _is_unavailable(node: UpgradeNode) -> bool:
+def is_unavailable(node: UpgradeNode) -> bool:
     # NVIDIA's count: cordoned, NotReady, or about to be cordoned.
     return node.unschedulable or not node.ready or node.state is S.CORDON_REQUIRED
 
@@ -85,10 +85,10 @@ def select_starts(
         # validate_policy reports it; meanwhile nothing new starts.
         max_unavailable = 0
     holding = tuple(node.name for node in nodes if node.state in HOLDS_SLOT)
-    unavailable = tuple(node.name for node in nodes if _is_unavailable(node))
+    unavailable = tuple(node.name for node in nodes if is_unavailable(node))
     candidates = sorted(
         (node for node in nodes if _wants_slot(node, drivers[node.name])),
-        key=lambda node: (not _is_unavailable(node), node.name),
+        key=lambda node: (not is_unavailable(node), node.name),
     )
     in_flight = len(holding)
     down = len(unavailable)
@@ -103,7 +103,7 @@ def select_starts(
                 f"{policy.max_parallel_upgrades} taken ({_first(holding + tuple(starts))})"
             )
             break
-        costs_unavailability = not _is_unavailable(node)
+        costs_unavailability = not is_unavailable(node)
         if costs_unavailability and down >= max_unavailable:
             # Cordoning one more node would exceed maxUnavailable.
             blocked_by = (

@@ -15,7 +15,8 @@ passes go.
 Slots freed by nodes that finish in this pass are granted again in the same pass (a
 second budget round over the nodes as the chains leave them), so the next nodes start
 without waiting for the watch echo of the last ones; the plan names them
-(`after_others`): the reconciler starts them only once the others' steps succeeded.
+(`after_others`): the reconciler starts each once the steps of the node that frees its slot
+(`slot_from`) succeeded, or, where no single node does, once every other node's did.
 
 Never does: read the cluster or the clock, or change what a single step decides.
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
@@ -33,7 +34,7 @@ from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot, UpgradeState, W
 from ocp_gpu.planning import upgrade, upgrade_table
 from ocp_gpu.planning.driver_check import DriverStatus
 from ocp_gpu.planning.upgrade_actions import Cordon, DeletePods, EvictPods, Uncordon
-from ocp_gpu.planning.upgrade_budget import select_starts
+from ocp_gpu.planning.upgrade_budget import is_unavailable, select_starts
 
 # No chain can be longer than the table has states (a guard: no two edges form a loop today).
 MAX_STEPS = len(upgrade_table.TABLE)
@@ -132,7 +133,34 @@ def plan_chained_upgrades(
         steps.append(granted)
         chains[name], after[name] = _chain(steps, node_after(after[name], granted), drivers[name], shared)
     nodes = tuple(_as_plan(chains[plan.node]) if plan.managed else plan for plan in single.nodes)
-    return upgrade.UpgradePlan(True, nodes, budget, after_others=frozenset(budget.starts))
+    return upgrade.UpgradePlan(
+        True,
+        nodes,
+        budget,
+        after_others=frozenset(budget.starts),
+        slot_from=_slot_givers(budget.starts, by_name, after),
+    )
+
+
+def _slot_givers(
+    starts: Sequence[NodeName], before: Mapping[NodeName, UpgradeNode], after: Mapping[NodeName, UpgradeNode]
+) -> dict[NodeName, NodeName]:
+    """Each node started in the second round paired with one node whose first-round steps free its slot.
+
+    A giver held a parallel slot and was unavailable as read, and leaves both (upgrade-done,
+    uncordoned): it frees exactly what a started node takes, so the started node need wait
+    for the giver's writes only, not for every node's.  Started nodes beyond the givers
+    (their slot came from elsewhere) are left out: they wait for all.
+    """
+    givers = sorted(
+        name
+        for name, node in after.items()
+        if before[name].state in upgrade.HOLDS_SLOT
+        and node.state not in upgrade.HOLDS_SLOT
+        and is_unavailable(before[name])
+        and not is_unavailable(node)
+    )
+    return dict(zip(starts, givers, strict=False))
 
 
 def pods_to_read(

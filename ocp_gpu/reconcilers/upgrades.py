@@ -139,21 +139,11 @@ async def reconcile_upgrades(
         snap = dataclasses.replace(snap, pods=pods)
         plan = upgrade_chain.plan_chained_upgrades(snap, rules, now)
     planned = time.monotonic()
-    busy = upgrading.busy_plans(plan.nodes)
-    first = [node_plan for node_plan in busy if node_plan.node not in plan.after_others]
-    results = await runtime.in_threads(
-        functools.partial(_apply_steps, rt, node_plan, now, announcer) for node_plan in first
-    )
+    outcomes = await _apply_all(rt, upgrading.busy_plans(plan.nodes), plan, now, announcer)
+    # NB: a node held back (the slot it was to take may still be held) starts next pass instead.
+    busy = [node_plan for node_plan, _ in outcomes]
+    results = [result for _, result in outcomes]
     later = [node_plan for node_plan in busy if node_plan.node in plan.after_others]
-    if later and not any(isinstance(result, Exception) for result in results):
-        # The slots these nodes take are free now that the others' steps are written.
-        results += await runtime.in_threads(
-            functools.partial(_apply_steps, rt, node_plan, now, announcer) for node_plan in later
-        )
-    else:
-        # NB: a failed step may have kept a slot taken: these nodes start next pass instead.
-        later = []
-    busy = first + later
     # Where a pass's time goes (`ocp-gpu run -v`): reading and planning, then the writes.
     logger.debug(
         "upgrade pass: read and planned in %.3f s (pods of %d node(s) read again), %d node(s) "
@@ -185,6 +175,60 @@ async def reconcile_upgrades(
     metrics.upgrades_available.set(counts.available)
     metrics.upgrades_pending.set(counts.pending)
     return plan, failed
+
+
+async def _apply_all(
+    rt: runtime.Runtime,
+    busy: Sequence[upgrade.NodePlan],
+    plan: upgrade.UpgradePlan,
+    now: datetime.datetime,
+    announcer: upgrading.Announcer | None,
+) -> list[tuple[upgrade.NodePlan, Exception | None]]:
+    """Every busy node's steps, WRITE_CONCURRENCY nodes at a time, with what each raised.
+
+    A node granted a slot freed in this pass (`after_others`) starts once the node that frees
+    it (`slot_from`) succeeded, or, lacking one, once every other node did, so that
+    maxParallelUpgrades and maxUnavailable hold at every moment; if one of those failed, it
+    is held back (left out of the result).
+    """
+    gate = asyncio.Semaphore(runtime.WRITE_CONCURRENCY)
+
+    async def run(node_plan: upgrade.NodePlan) -> Exception | None:
+        async with gate:
+            try:
+                await asyncio.to_thread(_apply_steps, rt, node_plan, now, announcer)
+            except Exception as error:
+                return error
+            return None
+
+    first = {
+        node_plan.node: asyncio.ensure_future(run(node_plan))
+        for node_plan in busy
+        if node_plan.node not in plan.after_others
+    }
+
+    async def run_after(node_plan: upgrade.NodePlan) -> tuple[bool, Exception | None]:
+        """(started, what it raised)."""
+        giver = plan.slot_from.get(node_plan.node)
+        awaited = [first[giver]] if giver in first else list(first.values())
+        if any(result is not None for result in await asyncio.gather(*awaited)):
+            return False, None
+        return True, await run(node_plan)
+
+    later = {
+        node_plan.node: asyncio.ensure_future(run_after(node_plan))
+        for node_plan in busy
+        if node_plan.node in plan.after_others
+    }
+    outcomes: list[tuple[upgrade.NodePlan, Exception | None]] = []
+    for node_plan in busy:
+        if node_plan.node in first:
+            outcomes.append((node_plan, await first[node_plan.node]))
+            continue
+        started, result = await later[node_plan.node]
+        if started:
+            outcomes.append((node_plan, result))
+    return outcomes
 
 
 def _apply_steps(

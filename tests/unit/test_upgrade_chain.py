@@ -22,6 +22,7 @@ from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.model.upgrades import UpgradeState
 from ocp_gpu.planning import upgrade, upgrade_chain
 from tests.unit._upgrades import (
+    ADMIN,
     CURRENT,
     NOW,
     OURS,
@@ -124,6 +125,22 @@ def test_a_slot_freed_in_a_pass_is_granted_in_that_pass() -> None:
     assert upgrade_chain.states_passed(plan[NodeName("n2")])[0] is S.CORDON_REQUIRED
     # n2 takes the slot n1 frees: its steps are carried out only after n1's.
     assert chained.after_others == {NodeName("n2")}
+    assert chained.slot_from == {NodeName("n2"): NodeName("n1")}
+
+
+def test_each_freed_slot_pairs_one_started_node_with_the_node_that_frees_it() -> None:
+    finishing = [node(f"a{i}", S.POD_RESTART_REQUIRED, driver=CURRENT, cordon=OURS) for i in range(2)]
+    # Held by an admin's cordon: its upgrade-done leaves the node unschedulable, so it frees
+    # a parallel slot but no maxUnavailable one, and pairs with nobody.
+    admin = node("b0", S.POD_RESTART_REQUIRED, driver=CURRENT, cordon=ADMIN)
+    still = node("c0", S.POD_RESTART_REQUIRED, driver="starting", cordon=OURS)
+    waiting = [node(f"w{i}", S.UPGRADE_REQUIRED) for i in range(5)]
+    chained = upgrade_chain.plan_chained_upgrades(
+        snapshot(*finishing, admin, still, *waiting), policy(parallel=4, unavailable="100%"), NOW
+    )
+    # Three slots freed (a0, a1, b0): three nodes start; two of them have a giver of their own.
+    assert chained.after_others == {NodeName("w0"), NodeName("w1"), NodeName("w2")}
+    assert chained.slot_from == {NodeName("w0"): NodeName("a0"), NodeName("w1"): NodeName("a1")}
 
 
 def test_a_slot_still_held_is_not_granted_twice() -> None:
