@@ -15,9 +15,15 @@ import ctypes.util
 import functools
 import gc
 import logging
+import os
 from collections.abc import Callable
 
 logger = logging.getLogger("ocp_gpu.memory")
+
+# glibc's mallopt parameter for the number of malloc arenas (malloc.h: M_ARENA_MAX).
+_M_ARENA_MAX = -8
+# Arenas the operator allows itself: the main one and one for every other thread together.
+ARENAS = 2
 
 # Wait this long after the last pass before trimming: kopf's per-object workers
 # (settings.batching.idle_timeout, 5 s) must have exited first.
@@ -35,6 +41,26 @@ def _malloc_trim() -> Callable[[int], int] | None:
         # Not glibc (musl, macOS): nothing to trim with.
         return None
     return trim
+
+
+def limit_malloc_arenas(arenas: int = ARENAS) -> bool:
+    """Cap glibc's malloc arenas (as MALLOC_ARENA_MAX does); call before threads start.
+
+    NB: glibc gives each thread that allocates while the others hold theirs an arena of its
+    own, up to 8 per core; the executor's threads parse LIST and watch JSON, and each arena
+    keeps its own free fragments, so RSS grows with the thread count rather than the data.
+    An environment MALLOC_ARENA_MAX (the admin's choice) wins.  False where there is no glibc.
+    """
+    if os.environ.get("MALLOC_ARENA_MAX"):
+        return False
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        mallopt: Callable[[int, int], int] = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_ARENA_MAX, arenas))
 
 
 def release_free_memory() -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import kopf
 
-from ocp_gpu import handlers, kopf_toggles, metrics, serving
+from ocp_gpu import handlers, kopf_toggles, memory, metrics, serving
 from ocp_gpu.kube import clients, discovering, electing
 from ocp_gpu.model import apis, labels, releases
 from ocp_gpu.reconcilers import cluster, runtime, upgrades
@@ -48,6 +48,8 @@ def default_namespace(env: Mapping[str, str]) -> str:
 
 
 async def run(options: RunOptions) -> int:
+    # Before the executor's and kopf's threads exist (memory.limit_malloc_arenas says why).
+    memory.limit_malloc_arenas()
     health = serving.Health()
     # First the configuration: a missing kubeconfig fails before anything starts (clients.ConfigError).
     api_client = clients.load_api_client(options.kubeconfig)

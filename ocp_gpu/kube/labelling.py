@@ -1,12 +1,17 @@
-"""Writing node labels and annotations (merge patches on metadata only)."""
+"""Writing node labels and annotations (merge patches on metadata only).
+
+NB: raw JSON (kube/requesting), not the typed API: its response models (pydantic) cost
+milliseconds per Node and megabytes of classes, for answers we never read (issue 13).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from urllib.parse import quote
 
 from kubernetes import client
 
-from ocp_gpu import metrics
+from ocp_gpu.kube import requesting
 
 
 def patch_node_labels(
@@ -25,17 +30,29 @@ def patch_node_labels(
         metadata["labels"] = dict(changes)
     if annotations:
         metadata["annotations"] = dict(annotations)
-    client.CoreV1Api(api_client).patch_node(node, {"metadata": metadata})
-    metrics.api_writes.labels("patch", "nodes").inc()
+    requesting.request(
+        api_client,
+        "PATCH",
+        f"/api/v1/nodes/{quote(node)}",
+        body={"metadata": metadata},
+        content_type=requesting.MERGE_PATCH,
+        resource="nodes",
+    )
 
 
 def read_namespace_labels(api_client: client.ApiClient, namespace: str) -> dict[str, str]:
     """The namespace's labels."""
-    found = client.CoreV1Api(api_client).read_namespace(namespace)
-    return dict(found.metadata.labels or {})
+    found = requesting.request(api_client, "GET", f"/api/v1/namespaces/{quote(namespace)}")
+    return dict((found.get("metadata") or {}).get("labels") or {})
 
 
 def patch_namespace_labels(api_client: client.ApiClient, namespace: str, changes: Mapping[str, str]) -> None:
     """Set namespace labels in one merge patch (other labels untouched)."""
-    client.CoreV1Api(api_client).patch_namespace(namespace, {"metadata": {"labels": dict(changes)}})
-    metrics.api_writes.labels("patch", "namespaces").inc()
+    requesting.request(
+        api_client,
+        "PATCH",
+        f"/api/v1/namespaces/{quote(namespace)}",
+        body={"metadata": {"labels": dict(changes)}},
+        content_type=requesting.MERGE_PATCH,
+        resource="namespaces",
+    )

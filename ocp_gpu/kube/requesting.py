@@ -21,6 +21,8 @@ from kubernetes.client.exceptions import ApiException as ApiException
 from ocp_gpu import metrics
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# A JSON merge patch (RFC 7386): only the keys given change; null removes one.
+MERGE_PATCH = "application/merge-patch+json"
 # Items per LIST page: at thousands of nodes one unpaged list is tens of megabytes at once.
 LIST_PAGE = 500
 
@@ -108,8 +110,13 @@ def request(
     body: Any = None,
     content_type: str = "application/json",
     resource: str = "",
+    verb: str = "",
 ) -> Any:
-    """One request; returns the decoded JSON body (None when empty). Raises ApiException."""
+    """One request; returns the decoded JSON body (None when empty). Raises ApiException.
+
+    A write is counted in ocp_gpu_api_writes_total as `verb` (default: the method) on `resource`
+    (default: the path's collection).
+    """
     if "yaml" in content_type and body is not None and not isinstance(body, (str, bytes)):
         body = yaml_body(body)
     serialized = api_client.param_serialize(
@@ -125,7 +132,7 @@ def request(
     if not 200 <= response.status < 300:
         raise ApiException(http_resp=response)
     if method in WRITE_METHODS:
-        metrics.api_writes.labels(method.lower(), resource or path.rsplit("/", 2)[-2]).inc()
+        metrics.api_writes.labels(verb or method.lower(), resource or path.rsplit("/", 2)[-2]).inc()
     return json.loads(data) if data else None
 
 
