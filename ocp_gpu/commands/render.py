@@ -967,8 +967,11 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
     candidates = [item for item in (live_policies or {}).get("items") or [] if isinstance(item, Mapping)]
     policy = _live_policy(candidates, proposed, args.policy_name, server)
 
-    with _reading("NVIDIADrivers", server):
-        listed = _get(api_client, apis.NVIDIA_DRIVER_PATH)
+    listed = None
+    if proposed_pools is not None or nvidia_driver.is_mode_enabled(_spec_mapping(policy.spec)):
+        # NB: only when they matter: a reviewer may not be allowed to list them otherwise.
+        with _reading("NVIDIADrivers", server):
+            listed = _get(api_client, apis.NVIDIA_DRIVER_PATH)
     live_pools = tuple(
         reading.nvidia_driver(item) for item in (listed or {}).get("items") or [] if isinstance(item, Mapping)
     )
