@@ -13,63 +13,10 @@ Run: ``python bench/_tree_tool.py <compare_nvidia.py> <its arguments>`` (bench/c
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def tree(pid: int) -> list[int]:
-    """The process and its descendants, alive now (each thread's children list)."""
-    found = [pid]
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return found
-    for task in tasks:
-        try:
-            children = (task / "children").read_text().split()
-        except OSError:
-            continue
-        for child in children:
-            found += tree(int(child))
-    return found
-
-
-def _own_cpu_s(pid: int) -> float:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()
-    # utime, stime, and cutime, cstime: the children it has waited for.
-    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / TICK
-
-
-def cpu_s(pid: int) -> float:
-    try:
-        root = _own_cpu_s(pid)
-    except OSError:
-        return float("nan")
-    total = root
-    for member in tree(pid)[1:]:
-        try:
-            total += _own_cpu_s(member)
-        except OSError:
-            continue  # it ended meanwhile: its parent's cutime has it once reaped
-    return total
-
-
-def _own_status_kib(pid: int, field: str) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def status_kib(pid: int, field: str) -> int:
-    return sum(_own_status_kib(member, field) for member in tree(pid))
+from _proc import cpu_s, status_kib
 
 
 def main() -> None:

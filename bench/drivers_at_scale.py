@@ -91,6 +91,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any, Final
 
+import _proc
 import kubernetes.client
 import kubernetes.watch
 from _common import operator_sources
@@ -158,28 +159,6 @@ def wait_until(what: str, check: Callable[[], bool], timeout: float, interval: f
 # --- /proc -------------------------------------------------------------------------------------
 
 
-def proc_status_kib(pid: int, field: str) -> int:
-    """A ``kB`` field of /proc/<pid>/status (VmRSS, VmHWM), in KiB; 0 if the process is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of the process (all its threads) so far."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return math.nan
-    # NB: the command name (field 2) may contain spaces; count fields after its ")".
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
 def machine_busy_seconds() -> float:
     """CPU seconds the whole machine spent busy (all cores, every process) since boot."""
     fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
@@ -200,8 +179,8 @@ class CpuMeter:
         self.pids = dict(pids)
 
     def _sample(self) -> tuple[float, float, dict[str, float]]:
-        own = {name: proc_cpu_seconds(pid) for name, pid in self.pids.items()}
-        own["bench"] = proc_cpu_seconds(os.getpid())
+        own = {name: _proc.cpu_s(pid) for name, pid in self.pids.items()}
+        own["bench"] = _proc.own_cpu_s(os.getpid())
         return time.monotonic(), machine_busy_seconds(), own
 
     def __enter__(self) -> CpuMeter:
@@ -239,7 +218,7 @@ class RssSampler:
 
     def _run(self) -> None:
         while not self._stop.wait(0.5):
-            self.max_rss_kib = max(self.max_rss_kib, proc_status_kib(self.pid, "VmRSS"))
+            self.max_rss_kib = max(self.max_rss_kib, _proc.status_kib(self.pid, "VmRSS"))
 
 
 # --- the audit log -----------------------------------------------------------------------------
@@ -627,10 +606,10 @@ def wait_operator_idle(
     """
     deadline = time.monotonic() + timeout
     audit.writes()
-    last = (reconcile_passes(op), proc_cpu_seconds(op.pid), time.monotonic())
+    last = (reconcile_passes(op), _proc.cpu_s(op.pid), time.monotonic())
     while time.monotonic() < deadline:
         time.sleep(0.2)
-        now = (reconcile_passes(op), proc_cpu_seconds(op.pid), time.monotonic())
+        now = (reconcile_passes(op), _proc.cpu_s(op.pid), time.monotonic())
         busy = now[0] is None or now[0] != last[0] or now[1] - last[1] > 0.1 * max(now[2] - last[2], 0.2)
         if busy or audit.writes():
             last = now
@@ -883,7 +862,7 @@ def measure(bench: Bench, sources: Path) -> None:
             bench.profile("version-moves"),
         ):
             measure_version_moves(bench, moved)
-        result.rss_peak_mib = round(max(proc_status_kib(op.pid, "VmHWM"), sampler.max_rss_kib) / 1024, 1)
+        result.rss_peak_mib = round(max(_proc.status_kib(op.pid, "VmHWM"), sampler.max_rss_kib) / 1024, 1)
 
 
 def measure_startup(bench: Bench, started: float, mark: int) -> None:
@@ -903,7 +882,7 @@ def measure_startup(bench: Bench, started: float, mark: int) -> None:
         0.25,
     )
     result.startup_s["first_full_reconcile"] = round(time.monotonic() - started, 2)
-    result.rss_after_first_full_mib = round(proc_status_kib(op.pid, "VmRSS") / 1024, 1)
+    result.rss_after_first_full_mib = round(_proc.status_kib(op.pid, "VmRSS") / 1024, 1)
     log(f"  first full reconcile after {result.startup_s['first_full_reconcile']:.1f}s")
 
 
@@ -929,8 +908,8 @@ def measure_steady_state(bench: Bench) -> None:
     result, op = bench.result, bench.op
     audit = AuditWindow(bench.cp.audit_log)
     pids = bench.cp.pids
-    cpu_before = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}
-    op_cpu_before = proc_cpu_seconds(op.pid)
+    cpu_before = {name: _proc.cpu_s(pid) for name, pid in pids.items()}
+    op_cpu_before = _proc.cpu_s(op.pid)
     reconciles_before = reconcile_passes(op) or math.nan
     audit.start()
     window_began = time.monotonic()
@@ -938,12 +917,12 @@ def measure_steady_state(bench: Bench) -> None:
     window = time.monotonic() - window_began
     lines = audit.stop()
     result.quiet_window_s = round(window, 1)
-    result.operator_cpu_s_in_window = round(proc_cpu_seconds(op.pid) - op_cpu_before, 2)
+    result.operator_cpu_s_in_window = round(_proc.cpu_s(op.pid) - op_cpu_before, 2)
     result.component_cpu_s_in_window = {
-        name: round(proc_cpu_seconds(pid) - cpu_before[name], 1) for name, pid in pids.items()
+        name: round(_proc.cpu_s(pid) - cpu_before[name], 1) for name, pid in pids.items()
     }
     result.reconciles_in_window = (reconcile_passes(op) or math.nan) - reconciles_before
-    result.rss_idle_mib = round(proc_status_kib(op.pid, "VmRSS") / 1024, 1)
+    result.rss_idle_mib = round(_proc.status_kib(op.pid, "VmRSS") / 1024, 1)
     counts = count_writes(lines, OPERATOR_USER)
     leases = sum(n for what, n in counts.operator.items() if what.split()[1].startswith(LEASES))
     others = {what: n for what, n in counts.operator.items() if not what.split()[1].startswith(LEASES)}
@@ -952,7 +931,7 @@ def measure_steady_state(bench: Bench) -> None:
     result.lease_writes_per_min = round(leases * 60 / window, 2)
     result.cluster_writes_per_s = round(counts.by_user_total / window, 1)
     result.component_rss_mib = {
-        name: round(proc_status_kib(pid, "VmRSS") / 1024, 1) for name, pid in pids.items()
+        name: round(_proc.status_kib(pid, "VmRSS") / 1024, 1) for name, pid in pids.items()
     }
     log(
         f"  operator writes/min {result.writes_per_min} (leases {result.lease_writes_per_min}), "

@@ -3,7 +3,8 @@
 Issue 4's benchmark. A driver version change makes every node's driver pod outdated;
 the upgrade controller then walks each node through
 ``upgrade-required -> cordon-required -> wait-for-jobs-required -> pod-deletion-required
--> pod-restart-required -> uncordon-required -> upgrade-done`` (no validator deployed),
+-> pod-restart-required -> validation-required -> uncordon-required -> upgrade-done``
+(the validator always runs: eight transitions a node),
 ``maxParallelUpgrades`` nodes at a time (0: no limit; ``maxUnavailable`` is set to 100%
 here so that 0 really means all nodes at once). Two parts, each run for
 ``maxParallelUpgrades`` 10 and 0:
@@ -82,6 +83,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
+import _proc
 import kubernetes.client
 import kubernetes.watch
 from _common import git_commit, operator_sources
@@ -425,30 +427,8 @@ VERSION_B: Final = "510.85.02"
 DRIVER_SELECTOR: Final = upgrading.DRIVER_SELECTOR
 GPU_NODE_SELECTOR: Final = upgrading.GPU_NODE_SELECTOR
 RECONCILES: Final = "gpu_operator_reconciliation_total"
-CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
 # The states between a granted slot and upgrade-done, as label values.
 IN_FLIGHT: Final = frozenset(state.value for state in upgrade.IN_PROGRESS)
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of the process (all threads) so far; NaN when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return math.nan
-    # NB: the command name (field 2) may hold spaces; count the fields after its ")".
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def proc_status_kib(pid: int, field: str) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def percentiles(values: Iterable[float]) -> dict[str, float]:
@@ -902,10 +882,10 @@ def start_operator(cp: LocalControlPlane, sources: Path, log_name: str) -> Opera
 def wait_operator_idle(op: OperatorProcess, quiet_for: float, timeout: float) -> float:
     """Until no pass started and under 10% of a CPU was used for `quiet_for` s; the CPU/s while quiet."""
     deadline = time.monotonic() + timeout
-    last = (op.metric(RECONCILES), proc_cpu_seconds(op.pid), time.monotonic())
+    last = (op.metric(RECONCILES), _proc.cpu_s(op.pid), time.monotonic())
     while time.monotonic() < deadline:
         time.sleep(0.5)
-        now = (op.metric(RECONCILES), proc_cpu_seconds(op.pid), time.monotonic())
+        now = (op.metric(RECONCILES), _proc.cpu_s(op.pid), time.monotonic())
         if now[0] != last[0] or now[1] - last[1] > 0.1 * max(now[2] - last[2], 0.5):
             last = now
         elif now[2] - last[2] >= quiet_for:
@@ -1157,7 +1137,7 @@ def measure_upgrade(
     reads_before = apiserver_reads(api)
     lists_before = Counter(watch.lists)
     reconciles_before = op.metric(RECONCILES) or 0.0
-    cpu_before = proc_cpu_seconds(op.pid)
+    cpu_before = _proc.cpu_s(op.pid)
     bench_cpu_before = time.process_time()
     run.load_average_upgrade_start = load_average()
     audit.start()
@@ -1202,10 +1182,10 @@ def measure_upgrade(
         stop_sampler.set()
         sampler.join(5)
     run.load_average_upgrade_end = load_average()
-    run.operator_cpu_s = round(proc_cpu_seconds(op.pid) - cpu_before, 2)
+    run.operator_cpu_s = round(_proc.cpu_s(op.pid) - cpu_before, 2)
     run.bench_cpu_s = round(time.process_time() - bench_cpu_before, 2)
     run.reconcile_passes = (op.metric(RECONCILES) or 0.0) - reconciles_before
-    run.operator_rss_peak_mib = round(proc_status_kib(op.pid, "VmHWM") / 1024, 1)
+    run.operator_rss_peak_mib = round(_proc.status_kib(op.pid, "VmHWM") / 1024, 1)
     reads_after = apiserver_reads(api)
     own_lists = Counter(watch.lists)
     own_lists.subtract(lists_before)
