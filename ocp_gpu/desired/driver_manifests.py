@@ -14,6 +14,7 @@ import datetime
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ocp_gpu.desired import driver_render_cache
 from ocp_gpu.kube import reading
 from ocp_gpu.model import images, nodes, snapshot
 from ocp_gpu.model import policy as policy_model
@@ -130,7 +131,7 @@ def desired_driver_manifests(
     if config_problem is not None:
         # A named ConfigMap is missing, unreadable or has no place on an OS: change nothing.
         return config_problem
-    manifests = rendering.render_driver_state(
+    manifests = driver_render_cache.render_driver_state(
         plan.desired,
         policy,
         rendering.DriverRenderInputs(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ocp_gpu.model import images, labels, operands
@@ -129,42 +129,28 @@ def config_dir(field: str, os: str) -> str | None:
 DAEMONSET_TEMPLATE: Final = f"{COMPONENT}/0500_daemonset.yaml.j2"
 
 
-@dataclasses.dataclass
-class _RenderCache:
-    # (policy, inputs, templates directory) the cached manifests were rendered for.
-    context: object = None
-    # Per shared template file: its manifests.
-    shared: dict[str, tuple[dict[str, Any], ...]] = dataclasses.field(default_factory=dict)
-    # Per DaemonSet name: the entry it was rendered from (nodes left out) and its manifests.
-    daemonsets: dict[str, tuple[DesiredDriverDaemonSet, tuple[dict[str, Any], ...]]] = dataclasses.field(
-        default_factory=dict
-    )
+def render_shared(policy: policy_model.Policy, inputs: DriverRenderInputs) -> dict[str, list[dict[str, Any]]]:
+    """Per state-driver template file but the DaemonSet's: the manifests every driver key shares."""
+    context = driver_state_context((), policy, inputs, {})
+    return {
+        name: templating.render_template(name, context)
+        for name in templating.template_names(COMPONENT)
+        if name != DAEMONSET_TEMPLATE
+    }
 
 
-# NB: every reconcile pass renders, and rendering (Jinja2, then YAML parsing, twice per
-# DaemonSet for its digest) is most of a pass's CPU.  Most passes render what the previous
-# one did (a node joined a version, a status moved); a node on a new RHCOS version adds one
-# entry, and only that DaemonSet is rendered, so its creation does not wait for the others'.
-# One cache per context, the most recent few: the ClusterPolicy's and each NVIDIADriver pool's.
-_CACHED_CONTEXTS: Final = 4
-_caches: list[_RenderCache] = []
-
-
-def clear_render_cache() -> None:
-    """Forget every cached rendering (benchmarks time a cold render with it)."""
-    _caches.clear()
-
-
-def _cache_for(context: object, shared: Callable[[], dict[str, tuple[dict[str, Any], ...]]]) -> _RenderCache:
-    """The cache of this context (most recently used last); a new one with its shared manifests."""
-    found = next((cache for cache in _caches if cache.context == context), None)
-    if found is None:
-        found = _RenderCache(context=context, shared=shared())
-    else:
-        _caches.remove(found)
-    _caches.append(found)
-    del _caches[:-_CACHED_CONTEXTS]
-    return found
+def assemble(
+    shared: Mapping[str, Sequence[dict[str, Any]]], daemonsets: Sequence[Sequence[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """Every state-driver manifest in apply (template file) order, the DaemonSets in plan order."""
+    manifests: list[dict[str, Any]] = []
+    for name in templating.template_names(COMPONENT):
+        if name == DAEMONSET_TEMPLATE:
+            for daemonset in daemonsets:
+                manifests.extend(daemonset)
+        else:
+            manifests.extend(shared[name])
+    return manifests
 
 
 def render_driver_state(
@@ -172,46 +158,16 @@ def render_driver_state(
     policy: policy_model.Policy,
     inputs: DriverRenderInputs,
 ) -> list[dict[str, Any]]:
-    """Every state-driver manifest, in apply (template file) order, DRIVER_CONFIG_DIGEST filled in.
-
-    The manifests are shared with later calls: treat them as read-only.
-    """
-    names = templating.template_names(COMPONENT)
-
-    def shared() -> dict[str, tuple[dict[str, Any], ...]]:
-        context = driver_state_context((), policy, inputs, {})
-        return {
-            name: tuple(templating.render_template(name, context))
-            for name in names
-            if name != DAEMONSET_TEMPLATE
-        }
-
-    cache = _cache_for((policy, inputs, templating.templates_dir()), shared)
-    rendered: list[tuple[dict[str, Any], ...]] = []
-    kept: dict[str, tuple[DesiredDriverDaemonSet, tuple[dict[str, Any], ...]]] = {}
-    for entry in desired:
-        # Which nodes a key has does not change its manifests (pods select nodes by label).
-        bare = dataclasses.replace(entry, nodes=(), exists=False)
-        cached = cache.daemonsets.get(entry.name)
-        if cached is None or cached[0] != bare:
-            cached = (bare, tuple(_render_daemonset(entry, policy, inputs)))
-        kept[entry.name] = cached
-        rendered.append(cached[1])
-    # Only the current keys stay cached: a key whose nodes all left is forgotten.
-    cache.daemonsets = kept
-    manifests: list[dict[str, Any]] = []
-    for name in names:
-        if name == DAEMONSET_TEMPLATE:
-            for daemonset in rendered:
-                manifests.extend(daemonset)
-        else:
-            manifests.extend(cache.shared[name])
-    return manifests
+    """Every state-driver manifest, in apply (template file) order, DRIVER_CONFIG_DIGEST filled in."""
+    return assemble(
+        render_shared(policy, inputs), [render_daemonset(entry, policy, inputs) for entry in desired]
+    )
 
 
-def _render_daemonset(
+def render_daemonset(
     entry: DesiredDriverDaemonSet, policy: policy_model.Policy, inputs: DriverRenderInputs
 ) -> list[dict[str, Any]]:
+    """One driver key's DaemonSet (and whatever else its template renders per entry)."""
     # NB: the digest covers the rendered driver and sidecar containers and the volumes, so
     # it is rendered twice: once to see what the pods would run, once with the digest.
     draft = templating.render_template(DAEMONSET_TEMPLATE, driver_state_context((entry,), policy, inputs, {}))

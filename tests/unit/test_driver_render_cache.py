@@ -1,4 +1,4 @@
-"""We test these aspects: the driver rendering's cache (rendering/drivers.render_driver_state).
+"""We test these aspects: the driver rendering's cache (desired/driver_render_cache).
 
 - a node on a new RHCOS version adds one desired entry, and only that DaemonSet is rendered
   (twice: draft and digest); the others are reused as they were;
@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from ocp_gpu.desired import driver_render_cache
 from ocp_gpu.model import labels, policy_parser
 from ocp_gpu.rendering import drivers as rendering
 from ocp_gpu.rendering import templating
@@ -32,7 +33,7 @@ POLICY = policy_parser.parse_policy({})
 @pytest.fixture
 def renders(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """How often each template file is rendered, from a cold cache."""
-    rendering.clear_render_cache()
+    driver_render_cache.clear()
     counted: Counter[str] = Counter()
     real = templating.render_template
 
@@ -45,17 +46,17 @@ def renders(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
 
 def cold(desired: Any, policy: Any = POLICY) -> list[dict[str, Any]]:
-    rendering.clear_render_cache()
+    """The pure rendering, no cache involved."""
     return rendering.render_driver_state(desired, policy, INPUTS)
 
 
 def test_a_new_version_renders_only_its_daemonset(renders: Counter[str]) -> None:
     one = plan([rhcos_node("a", V416), rhcos_node("b", V416)]).desired
     two = plan([rhcos_node("a", V416), rhcos_node("b", V417)]).desired
-    before = rendering.render_driver_state(one, POLICY, INPUTS)
+    before = driver_render_cache.render_driver_state(one, POLICY, INPUTS)
     renders.clear()
 
-    after = rendering.render_driver_state(two, POLICY, INPUTS)
+    after = driver_render_cache.render_driver_state(two, POLICY, INPUTS)
 
     assert renders == Counter({rendering.DAEMONSET_TEMPLATE: 2})
     kept = next(m for m in before if m["kind"] == "DaemonSet")
@@ -65,14 +66,14 @@ def test_a_new_version_renders_only_its_daemonset(renders: Counter[str]) -> None
 
 def test_a_key_losing_its_nodes_or_a_node_joining_renders_nothing(renders: Counter[str]) -> None:
     two = plan([rhcos_node("a", V416), rhcos_node("b", V417)]).desired
-    rendering.render_driver_state(two, POLICY, INPUTS)
+    driver_render_cache.render_driver_state(two, POLICY, INPUTS)
     renders.clear()
 
-    joined = rendering.render_driver_state(
+    joined = driver_render_cache.render_driver_state(
         plan([rhcos_node("a", V416), rhcos_node("b", V417), rhcos_node("c", V417)]).desired, POLICY, INPUTS
     )
     left = plan([rhcos_node("a", V416), rhcos_node("b", V416)]).desired
-    shrunk = rendering.render_driver_state(left, POLICY, INPUTS)
+    shrunk = driver_render_cache.render_driver_state(left, POLICY, INPUTS)
 
     assert renders == Counter()
     assert joined == cold(two)
@@ -81,11 +82,11 @@ def test_a_key_losing_its_nodes_or_a_node_joining_renders_nothing(renders: Count
 
 def test_a_policy_change_renders_every_daemonset_again(renders: Counter[str]) -> None:
     two = plan([rhcos_node("a", V416), rhcos_node("b", V417)]).desired
-    rendering.render_driver_state(two, POLICY, INPUTS)
+    driver_render_cache.render_driver_state(two, POLICY, INPUTS)
     renders.clear()
     edited = policy_parser.parse_policy({"daemonsets": {"priorityClassName": "gpu-critical"}})
 
-    after = rendering.render_driver_state(two, edited, INPUTS)
+    after = driver_render_cache.render_driver_state(two, edited, INPUTS)
 
     assert renders[rendering.DAEMONSET_TEMPLATE] == 4
     assert all(
