@@ -24,12 +24,12 @@ import time
 from collections.abc import Mapping, Sequence
 
 from ocp_gpu import metrics
-from ocp_gpu.kube import requesting, upgrading
+from ocp_gpu.kube import reporting, requesting, upgrading
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.model.upgrades import UpgradeState
-from ocp_gpu.planning import driver_coverage, pod_selection, upgrade, upgrade_chain
+from ocp_gpu.planning import batched_events, driver_coverage, pod_selection, upgrade, upgrade_chain
 from ocp_gpu.reconcilers import runtime
 
 logger = logging.getLogger(labels.UPGRADE_LOGGER)
@@ -139,7 +139,10 @@ async def reconcile_upgrades(
         snap = dataclasses.replace(snap, pods=pods)
         plan = upgrade_chain.plan_chained_upgrades(snap, rules, now)
     planned = time.monotonic()
-    outcomes = await _apply_all(rt, upgrading.busy_plans(plan.nodes), plan, now, announcer)
+    batched: list[upgrading.Announcement] = []
+    outcomes = await _apply_all(rt, upgrading.busy_plans(plan.nodes), plan, now, announcer, batched)
+    if batched:
+        await _announce_batched(rt, batched)
     # NB: a node held back (the slot it was to take may still be held) starts next pass instead.
     busy = [node_plan for node_plan, _ in outcomes]
     results = [result for _, result in outcomes]
@@ -183,6 +186,7 @@ async def _apply_all(
     plan: upgrade.UpgradePlan,
     now: datetime.datetime,
     announcer: upgrading.Announcer | None,
+    batched: list[upgrading.Announcement],
 ) -> list[tuple[upgrade.NodePlan, Exception | None]]:
     """Every busy node's steps, WRITE_CONCURRENCY nodes at a time, with what each raised.
 
@@ -196,7 +200,7 @@ async def _apply_all(
     async def run(node_plan: upgrade.NodePlan) -> Exception | None:
         async with gate:
             try:
-                await asyncio.to_thread(_apply_steps, rt, node_plan, now, announcer)
+                await asyncio.to_thread(_apply_steps, rt, node_plan, now, announcer, batched)
             except Exception as error:
                 return error
             return None
@@ -232,13 +236,39 @@ async def _apply_all(
 
 
 def _apply_steps(
-    rt: runtime.Runtime, plan: upgrade.NodePlan, now: datetime.datetime, announcer: upgrading.Announcer | None
+    rt: runtime.Runtime,
+    plan: upgrade.NodePlan,
+    now: datetime.datetime,
+    announcer: upgrading.Announcer | None,
+    batched: list[upgrading.Announcement],
 ) -> None:
-    """One node's chained steps, in order; the first failure stops the rest (next pass plans again)."""
+    """One node's chained steps, in order; the first failure stops the rest (next pass plans again).
+
+    The Events planning/batched_events says once for many nodes go to `batched` (list.append
+    is atomic: the threads of one pass share it), the others to the announcer.
+    """
     for step in plan.steps:
         applied = upgrading.apply_node_plan(rt.api_client, step, now=now, announcing=announcer is None)
-        if announcer is not None and applied.announcement is not None:
+        if announcer is None or applied.announcement is None:
+            continue
+        if batched_events.is_batched(step.state, step.transition):
+            batched.append(applied.announcement)
+        else:
             announcer.post(applied.announcement)
+
+
+async def _announce_batched(rt: runtime.Runtime, batched: Sequence[upgrading.Announcement]) -> None:
+    """One GPUDriverUpgrade Event on the active ClusterPolicy per state, naming the nodes."""
+    active = rt.policies.get(rt.active_policy) if rt.active_policy else None
+    if active is None:
+        # Deleted meanwhile: nobody to tell (the nodes' labels say it).
+        return
+    for state in sorted({said.state for said in batched}):
+        nodes = [said.node for said in batched if said.state is state]
+        message = batched_events.batched_message(state, nodes)
+        await asyncio.to_thread(
+            reporting.post_event, rt.api_client, active.ref(), upgrades.EVENT_REASON, message
+        )
 
 
 async def _list_pods(

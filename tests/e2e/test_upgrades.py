@@ -209,6 +209,19 @@ def plain_pod(kube: client.ApiClient, namespace: str, node: str) -> str:
     return str(client.CoreV1Api(kube).read_namespaced_pod(name, namespace).metadata.uid)
 
 
+def first_labelling_events(kube: client.ApiClient, nodes: list[str]) -> list[str] | None:
+    """The nodes the batched upgrade-done Events on the ClusterPolicy name (each once), once
+    every node is named; None before.  Fails on a per-node upgrade-done Event."""
+    done = "Successfully updated node state label to [upgrade-done]"
+    named: list[str] = []
+    for event in client.CoreV1Api(kube).list_namespaced_event("default").items:
+        if event.reason != "GPUDriverUpgrade" or done not in event.message:
+            continue
+        assert event.involved_object.kind == "ClusterPolicy", (event.involved_object.name, event.message)
+        named += event.message.split(": ", 1)[1].split(", ")
+    return named if set(named) >= set(nodes) else None
+
+
 def patch_policy(kube: client.ApiClient, patch: dict[str, Any]) -> None:
     client.CustomObjectsApi(kube).patch_cluster_custom_object(
         "nvidia.com", "v1", "clusterpolicies", "cluster-policy", patch
@@ -230,6 +243,10 @@ def test_seed_patch_rolls_every_node_to_upgrade_done(
     start_operator()
     wait_for(lambda: driver_pods_ready(kube, namespace, nodes, "550.90.07"), 60, what="driver pods ready")
     wait_for(lambda: all_done(kube, nodes), 60, what="initial upgrade-done labels")
+    # The first labels (no upgrade yet): one Event a pass on the ClusterPolicy naming the nodes,
+    # none per node (planning/batched_events).
+    first = wait_for(lambda: first_labelling_events(kube, nodes), 30, what="the batched upgrade-done Event")
+    assert sorted(first) == sorted(nodes), first
     gpu_pods = {node: gpu_workload(kube, namespace, node) for node in nodes[:2]}
     plain = {node: plain_pod(kube, namespace, node) for node in nodes[:2]}
 
