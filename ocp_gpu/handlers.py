@@ -189,12 +189,16 @@ def _register_pods(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None
         operand_pod = reading.operand_pod(body)
         _keep(rt.operand_pods, name, operand_pod, rt.mark_operands)
         if operand_pod.app == operands.OPERATOR_VALIDATOR.app:
-            _keep(rt.validator_pods, name, upgrading.validator_pod(body), rt.mark_upgrades)
+            validator, was = upgrading.validator_pod(body), rt.validator_pods.get(name)
+            urgent = urgency.readies_validator(was, validator, rt.upgrade_state(validator.node))
+            _keep(rt.validator_pods, name, validator, lambda: rt.mark_upgrades(urgent))
             return
         # NB: driver pods of either mode are kept; the upgrade picks its mode's (rt.nvidia_driver_mode).
         if not pod_selection.is_any_driver_pod(body.get("metadata", {}).get("labels") or {}):
             return
-        _keep(rt.driver_pods, name, upgrading.driver_pod(body), rt.mark_upgrades)
+        driver, had = upgrading.driver_pod(body), rt.driver_pods.get(name)
+        urgent = urgency.readies_driver(had, driver, rt.upgrade_state(driver.node))
+        _keep(rt.driver_pods, name, driver, lambda: rt.mark_upgrades(urgent))
         pull = reading.driver_pod_pull(body)
         rt.driver_pod_pulls[pull.name] = pull
         if pull.pull_failing and pull.name not in rt.pull_failing_since:

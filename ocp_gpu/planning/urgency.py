@@ -12,6 +12,14 @@ pass at once:
   and none misscheduled, the last condition garbage collection waits for
   (planning/drivers._garbage).
 
+The upgrade loop (reconcilers/upgrades.py) has its own window, and two urgent changes: a
+pod turning Ready that a node in flight waits for, which is the pods' readiness, the part
+of an upgrade the operator cannot shorten, so the pass that moves the node on should not
+wait behind it:
+
+- a driver pod turns Ready on a node in `pod-restart-required` (its restarted driver);
+- a validator pod turns Ready on a node in `validation-required`.
+
 Urgency only decides *when* the next pass runs; what it does is planned from the whole
 view as always.  A node that joins or leaves is not urgent: a scale-up of many nodes is
 the burst the window exists for.
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 from ocp_gpu.model import nodes
 from ocp_gpu.model.snapshot import DriverDaemonSet, DriverKey, GpuNode
+from ocp_gpu.model.upgrades import DriverPod, UpgradeState, ValidatorPod
 from ocp_gpu.planning.driver_keys import node_key
 from ocp_gpu.planning.driver_strategy import Strategy
 
@@ -52,3 +61,23 @@ def drained(before: DriverDaemonSet | None, after: DriverDaemonSet) -> bool:
     was_empty = before.desired_number_scheduled == 0 and before.number_misscheduled == 0
     is_empty = after.desired_number_scheduled == 0 and after.number_misscheduled == 0
     return is_empty and not was_empty
+
+
+def _turned_ready(was_ready: bool | None, is_ready: bool) -> bool:
+    return is_ready and not was_ready
+
+
+def readies_driver(before: DriverPod | None, after: DriverPod, node_state: str | None) -> bool:
+    """A driver pod just turned Ready on a node waiting in pod-restart-required for exactly that."""
+    return (
+        node_state == UpgradeState.POD_RESTART_REQUIRED.value
+        and not after.terminating
+        and _turned_ready(before.ready if before is not None else None, after.ready)
+    )
+
+
+def readies_validator(before: ValidatorPod | None, after: ValidatorPod, node_state: str | None) -> bool:
+    """A validator pod just turned Ready on a node waiting in validation-required for exactly that."""
+    return node_state == UpgradeState.VALIDATION_REQUIRED.value and _turned_ready(
+        before.ready if before is not None else None, after.ready
+    )

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from ocp_gpu import memory
 from ocp_gpu.kube import clients, owning
-from ocp_gpu.model import custom_resources, nodes, nvidia_driver, operands, snapshot, upgrades
+from ocp_gpu.model import custom_resources, labels, nodes, nvidia_driver, operands, snapshot, upgrades
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.planning import delivery
 
@@ -74,6 +74,8 @@ class Runtime:
     # policy, drivers disabled, or the driver image cannot be resolved).
     upgrade_policy: UpgradePolicy | None = None
     upgrade_wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    # Set with `upgrade_wake` by a pod a node in flight waits for turning Ready (planning/urgency).
+    upgrade_urgent: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     _upgrade_policy_changed: bool = True
     # Facts this process established once, and objects of kinds no watch covers.
     # NB: never "already applied" for an owned kind: that is `owned`, kept by the watches.
@@ -155,9 +157,19 @@ class Runtime:
         """An owned object changed or vanished: a pass re-applies what differs from the rendering."""
         self.wake.set()
 
-    def mark_upgrades(self) -> None:
-        """Driver or validator pods, or ControllerRevisions changed: only the upgrade loop cares."""
+    def mark_upgrades(self, urgent: bool = False) -> None:
+        """Driver or validator pods, or ControllerRevisions changed: only the upgrade loop cares.
+
+        `urgent`: the next upgrade pass runs at once, even within its window (planning/urgency).
+        """
+        if urgent:
+            self.upgrade_urgent.set()
         self.upgrade_wake.set()
+
+    def upgrade_state(self, node: nodes.NodeName) -> str | None:
+        """The node's upgrade state label as the watch last showed it (None: unknown node or no label)."""
+        facts = self.node_facts.get(node)
+        return facts.labels.get(labels.UPGRADE_STATE) if facts is not None else None
 
     def set_upgrade_policy(self, rules: UpgradePolicy | None) -> None:
         """The main pass hands the active upgrade rules to the upgrade loop."""
@@ -171,6 +183,7 @@ class Runtime:
         changed = self._upgrade_policy_changed
         self._upgrade_policy_changed = False
         self.upgrade_wake.clear()
+        self.upgrade_urgent.clear()
         return changed
 
     def poke_after(self, seconds: float) -> None:

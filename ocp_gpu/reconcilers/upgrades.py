@@ -75,7 +75,7 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
     while True:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(rt.upgrade_wake.wait(), recheck)
-        await coalescer.settle()
+        await coalescer.settle(rt.upgrade_urgent)
         rules_changed = rt.take_upgrade_marks()
         rules = rt.upgrade_policy
         if rules is None or not (rules_changed or settle or is_pass_needed(rt)):

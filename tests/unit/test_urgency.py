@@ -7,6 +7,10 @@ and that the coalescer's window ends as soon as one arrives (reconcilers/runtime
 - a driver DaemonSet is urgent at the moment the DaemonSet controller reports it drained
   (no pod wanted, none misscheduled), not when it is first seen with zeros, nor while it
   stays drained, nor while it still has pods;
+- the upgrade loop: a driver pod turning Ready on a node in pod-restart-required, and a
+  validator pod turning Ready on a node in validation-required, are urgent; the same pod
+  staying Ready, a terminating one, or a node in another state are not; the runtime's
+  upgrade wake-up carries the urgency and the next take of the marks clears it;
 - Coalescer.settle waits out the window, returns at once when the urgent event is already set,
   and returns as soon as it is set during the wait.
 """
@@ -18,6 +22,7 @@ import dataclasses
 
 from ocp_gpu.model import labels, nodes
 from ocp_gpu.model.snapshot import DriverDaemonSet
+from ocp_gpu.model.upgrades import DriverPod, PodRef, UpgradeState, ValidatorPod
 from ocp_gpu.planning import urgency
 from ocp_gpu.reconcilers import runtime
 
@@ -142,3 +147,59 @@ def test_settle_ends_when_an_urgent_change_arrives() -> None:
         return loop.time() - started
 
     assert 0.04 <= asyncio.run(scenario()) < 1.0
+
+
+NODE = nodes.NodeName("gpu-1")
+RESTARTING = UpgradeState.POD_RESTART_REQUIRED.value
+VALIDATING = UpgradeState.VALIDATION_REQUIRED.value
+
+
+def driver(ready: bool, terminating: bool = False) -> DriverPod:
+    return DriverPod(
+        ref=PodRef(namespace="gpu-operator", name="nvidia-driver-daemonset-x", uid="u2"),
+        node=NODE,
+        daemonset="nvidia-driver-daemonset-x",
+        revision_hash="new",
+        ready=ready,
+        terminating=terminating,
+    )
+
+
+def validator(ready: bool) -> ValidatorPod:
+    ref = PodRef(namespace="gpu-operator", name="nvidia-operator-validator-x", uid="v1")
+    return ValidatorPod(ref=ref, node=NODE, ready=ready)
+
+
+def test_a_restarted_driver_turning_ready_is_urgent_for_its_waiting_node() -> None:
+    assert urgency.readies_driver(driver(False), driver(True), RESTARTING)
+    # First seen already Ready (the watch missed the not-Ready moment): still what it waits for.
+    assert urgency.readies_driver(None, driver(True), RESTARTING)
+
+
+def test_a_driver_pod_not_awaited_is_not_urgent() -> None:
+    assert not urgency.readies_driver(driver(True), driver(True), RESTARTING)
+    assert not urgency.readies_driver(driver(False), driver(False), RESTARTING)
+    assert not urgency.readies_driver(driver(False), driver(True, terminating=True), RESTARTING)
+    assert not urgency.readies_driver(driver(False), driver(True), UpgradeState.UPGRADE_DONE.value)
+    assert not urgency.readies_driver(driver(False), driver(True), None)
+
+
+def test_a_validator_turning_ready_is_urgent_only_for_a_validating_node() -> None:
+    assert urgency.readies_validator(validator(False), validator(True), VALIDATING)
+    assert urgency.readies_validator(None, validator(True), VALIDATING)
+    assert not urgency.readies_validator(validator(True), validator(True), VALIDATING)
+    assert not urgency.readies_validator(validator(False), validator(True), RESTARTING)
+
+
+def test_the_upgrade_wake_up_carries_urgency_until_the_marks_are_taken() -> None:
+    async def scenario() -> tuple[bool, bool, bool, str | None]:
+        rt = runtime.Runtime(api_client=None, namespace="ns", env={})  # type: ignore[arg-type]
+        rt.node_facts[NODE] = dataclasses.replace(facts(), labels={labels.UPGRADE_STATE: RESTARTING})
+        rt.mark_upgrades()
+        plain = rt.upgrade_urgent.is_set()
+        rt.mark_upgrades(urgent=True)
+        urgent = rt.upgrade_urgent.is_set() and rt.upgrade_wake.is_set()
+        rt.take_upgrade_marks()
+        return plain, urgent, rt.upgrade_urgent.is_set(), rt.upgrade_state(NODE)
+
+    assert asyncio.run(scenario()) == (False, True, False, RESTARTING)
