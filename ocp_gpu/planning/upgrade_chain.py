@@ -16,7 +16,9 @@ Slots freed by nodes that finish in this pass are granted again in the same pass
 second budget round over the nodes as the chains leave them), so the next nodes start
 without waiting for the watch echo of the last ones; the plan names them
 (`after_others`): the reconciler starts each once the steps of the node that frees its slot
-(`slot_from`) succeeded, or, where no single node does, once every other node's did.
+(`slot_from`) succeeded, or, where no single node does, once every other node's did.  A
+node granted in the second round a slot that was free as read (it became upgrade-required
+in this very pass) is not among them: it starts at once.
 
 Never does: read the cluster or the clock, or change what a single step decides.
 """
@@ -34,7 +36,7 @@ from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot, UpgradeState, W
 from ocp_gpu.planning import upgrade, upgrade_table
 from ocp_gpu.planning.driver_check import DriverStatus
 from ocp_gpu.planning.upgrade_actions import Cordon, DeletePods, EvictPods, Uncordon
-from ocp_gpu.planning.upgrade_budget import is_unavailable, select_starts
+from ocp_gpu.planning.upgrade_budget import Budget, is_unavailable, select_starts
 
 # No chain can be longer than the table has states (a guard: no two edges form a loop today).
 MAX_STEPS = len(upgrade_table.TABLE)
@@ -120,6 +122,7 @@ def plan_chained_upgrades(
         chains[plan.node], after[plan.node] = _chain([plan], node_after(node, plan), plan.driver, first_round)
     # Second round: slots the finished nodes gave back go to the next nodes in this pass.
     managed_after = tuple(after.values())
+    first_after = dict(after)
     budget = select_starts(managed_after, drivers, policy)
     shared = upgrade.PassInputs(snapshot, policy, now, budget)
     for name in budget.starts:
@@ -133,13 +136,47 @@ def plan_chained_upgrades(
         steps.append(granted)
         chains[name], after[name] = _chain(steps, node_after(after[name], granted), drivers[name], shared)
     nodes = tuple(_as_plan(chains[plan.node]) if plan.managed else plan for plan in single.nodes)
+    free = _free_as_read(budget.starts, single.budget, first_after)
+    later = tuple(name for name in budget.starts if name not in free)
     return upgrade.UpgradePlan(
         True,
         nodes,
         budget,
-        after_others=frozenset(budget.starts),
-        slot_from=_slot_givers(budget.starts, by_name, after),
+        after_others=frozenset(later),
+        slot_from=_slot_givers(later, by_name, after),
     )
+
+
+def _free_as_read(
+    starts: Sequence[NodeName], read: Budget, first_after: Mapping[NodeName, UpgradeNode]
+) -> frozenset[NodeName]:
+    """The nodes started in the second round that fit in slots free as read: they wait for nobody.
+
+    A node that became upgrade-required in this pass (the first pass of an upgrade: every
+    node) could not take a slot in the first round, though the slot was free all along; no
+    write of this pass frees it, so the node starts at once instead of after every other
+    node's writes (at 1,000 nodes, the first ten started only after 990 label patches).
+    NB: the first round's writes never take a slot or make a node unavailable beyond the
+    starts `read` counts, so maxParallelUpgrades and maxUnavailable hold at every moment.
+    """
+    parallel_left = (
+        read.max_parallel - len(read.holding) - len(read.starts) if read.max_parallel else len(starts)
+    )
+    unavailable_left = read.max_unavailable - len(read.unavailable) - read.newly_unavailable
+    free: list[NodeName] = []
+    for name in starts:
+        if parallel_left < 1:
+            # Every slot free as read is taken: the rest take slots this pass frees.
+            break
+        # NB: as the first round left it (before its own cordon).
+        costs = not is_unavailable(first_after[name])
+        if costs and unavailable_left < 1:
+            # Cordoning it fits only once a node this pass uncordons is uncordoned.
+            continue
+        free.append(name)
+        parallel_left -= 1
+        unavailable_left -= costs
+    return frozenset(free)
 
 
 def _slot_givers(

@@ -6,7 +6,8 @@
   pass, for whole simulated upgrades across policies, validators and GPU pods;
 - chained, the same upgrade takes fewer passes, and maxParallelUpgrades / maxUnavailable
   hold after every pass;
-- a slot freed in a pass is granted again in that pass;
+- a slot freed in a pass is granted again in that pass; a slot free as read, granted to a
+  node that became upgrade-required in the pass, starts it at once (waits for nobody);
 - a paused upgrade chains nothing.
 """
 
@@ -143,6 +144,44 @@ def test_each_freed_slot_pairs_one_started_node_with_the_node_that_frees_it() ->
     assert chained.slot_from == {NodeName("w0"): NodeName("a0"), NodeName("w1"): NodeName("a1")}
 
 
+def test_the_first_pass_of_an_upgrade_starts_its_nodes_at_once() -> None:
+    # Every node upgrade-done with an outdated driver: the upgrade has just begun.
+    fresh = [node(f"n{i}", S.UPGRADE_DONE) for i in range(4)]
+    upgrade_policy = policy(parallel=2, unavailable="100%")
+    chained = upgrade_chain.plan_chained_upgrades(snapshot(*fresh), upgrade_policy, NOW)
+    plan = chained.by_node()
+    assert upgrade_chain.states_passed(plan[NodeName("n0")])[:2] == (S.UPGRADE_REQUIRED, S.CORDON_REQUIRED)
+    assert chained.budget.starts == (NodeName("n0"), NodeName("n1"))
+    # Both slots were free as read: nobody's writes need to come first.
+    assert chained.after_others == frozenset()
+    assert chained.slot_from == {}
+
+
+def test_slots_free_as_read_go_first_and_freed_ones_wait_for_their_giver() -> None:
+    busy = node("a0", S.POD_RESTART_REQUIRED, driver="starting", cordon=OURS)
+    finishing = node("b0", S.POD_RESTART_REQUIRED, driver=CURRENT, cordon=OURS)
+    fresh = [node(f"w{i}", S.UPGRADE_DONE) for i in range(3)]
+    chained = upgrade_chain.plan_chained_upgrades(
+        snapshot(busy, finishing, *fresh), policy(parallel=3, unavailable="100%"), NOW
+    )
+    # One slot free as read (3 - a0 - b0), one freed by b0 in this pass.
+    assert chained.budget.starts == (NodeName("w0"), NodeName("w1"))
+    assert chained.after_others == {NodeName("w1")}
+    assert chained.slot_from == {NodeName("w1"): NodeName("b0")}
+
+
+def test_a_slot_free_as_read_but_over_max_unavailable_still_waits() -> None:
+    # maxUnavailable 1 of 3: the node b0 uncordons is the one a new cordon may replace.
+    finishing = node("b0", S.POD_RESTART_REQUIRED, driver=CURRENT, cordon=OURS)
+    fresh = [node(f"w{i}", S.UPGRADE_DONE) for i in range(2)]
+    chained = upgrade_chain.plan_chained_upgrades(
+        snapshot(finishing, *fresh), policy(parallel=0, unavailable="1"), NOW
+    )
+    assert chained.budget.starts == (NodeName("w0"),)
+    assert chained.after_others == {NodeName("w0")}
+    assert chained.slot_from == {NodeName("w0"): NodeName("b0")}
+
+
 def test_a_slot_still_held_is_not_granted_twice() -> None:
     busy = node("n1", S.POD_RESTART_REQUIRED, driver="starting", cordon=OURS)
     waiting = node("n2", S.UPGRADE_REQUIRED)
@@ -161,9 +200,23 @@ def test_paused_chains_nothing() -> None:
 # --- whole upgrades: chained against one step per pass --------------------------------------------
 
 
-def _apply(world: World, plan: upgrade.UpgradePlan, log: dict[NodeName, list[UpgradeState]]) -> None:
-    """Carry out every step of every node plan as the reconciler does (World: a healthy cluster)."""
-    for node_plan in plan.nodes:
+def _apply(
+    world: World,
+    plan: upgrade.UpgradePlan,
+    log: dict[NodeName, list[UpgradeState]],
+    max_parallel: int = 0,
+) -> None:
+    """Carry out every step of every node plan as the reconciler does (World: a healthy cluster).
+
+    In the worst order the reconciler allows: the nodes that wait for nobody first, those that
+    free a slot last among them, then the nodes started after others; with `max_parallel`,
+    the slots held are checked after each node's writes.
+    """
+    first = sorted(
+        (p for p in plan.nodes if p.node not in plan.after_others),
+        key=lambda p: p.state_after not in upgrade.HOLDS_SLOT,
+    )
+    for node_plan in [*first, *(p for p in plan.nodes if p.node in plan.after_others)]:
         for step in node_plan.steps:
             n = world.nodes[step.node]
             for action in step.actions:
@@ -172,6 +225,8 @@ def _apply(world: World, plan: upgrade.UpgradePlan, log: dict[NodeName, list[Upg
                 n = dataclasses.replace(n, state_label=step.transition.value)
                 log.setdefault(step.node, []).append(step.transition)
             world.nodes[step.node] = annotate(n, step.annotations)
+        if max_parallel:
+            assert _in_flight(world) <= max_parallel, f"after {node_plan.node}'s writes"
     world.now += datetime.timedelta(seconds=10)
 
 
@@ -200,7 +255,7 @@ def _run(
                 )
         else:
             plan = upgrade.plan_upgrades(snap, upgrade_policy, world.now)
-        _apply(world, plan, log)
+        _apply(world, plan, log, upgrade_policy.max_parallel_upgrades if chained else 0)
         held = _in_flight(world)
         if upgrade_policy.max_parallel_upgrades:
             assert held <= upgrade_policy.max_parallel_upgrades
