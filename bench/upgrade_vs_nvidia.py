@@ -137,7 +137,15 @@ def tool_log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def run_one(tool: Any, which: str, count: int, parallel: int, timeout: float, out: Path) -> dict[str, Any]:
+def run_one(
+    tool: Any,
+    which: str,
+    count: int,
+    parallel: int,
+    timeout: float,
+    out: Path,
+    upgrade_timeout: float | None = None,
+) -> dict[str, Any]:
     result: dict[str, Any] = {
         "operator": which,
         "nodes": count,
@@ -229,12 +237,16 @@ def run_one(tool: Any, which: str, count: int, parallel: int, timeout: float, ou
                     ready_driver_nodes(tool, api, VERSION_B) >= count
                     and states.count("upgrade-done") >= count
                 ),
-                timeout,
+                upgrade_timeout or timeout,
             )
             if result["wall_s"] is None:
                 result["stopped_after_s"] = round(time.monotonic() - began, 1)
                 result["notes"].append(
                     f"upgrade never finished: states now {dict(Counter(states.latest.values()))}"
+                )
+                # How far it got: nodes upgrade-done with a Ready driver pod of B when stopped.
+                result["nodes_upgraded_when_stopped"] = min(
+                    ready_driver_nodes(tool, api, VERSION_B), states.count("upgrade-done")
                 )
             result["load_average_upgrade_end"] = load_average()
             result["operator_cpu_s"] = round(tool.cpu_s(op.pid) - cpu0, 2)
@@ -261,6 +273,9 @@ def main() -> int:
     parser.add_argument("--parallel", type=int, default=10)
     parser.add_argument("--operators", nargs="+", default=["nvidia", "ocp-gpu"])
     parser.add_argument("--timeout", type=float, default=1200, help="per phase (s)")
+    parser.add_argument(
+        "--upgrade-timeout", type=float, default=None, help="the upgrade phase alone (s; default --timeout)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -269,7 +284,9 @@ def main() -> int:
         runs = {}
         for which in args.operators:
             tool_log(f"=== {which}: {args.nodes} nodes, maxParallelUpgrades {args.parallel} ===")
-            runs[which] = run_one(tool, which, args.nodes, args.parallel, args.timeout, args.out)
+            runs[which] = run_one(
+                tool, which, args.nodes, args.parallel, args.timeout, args.out, args.upgrade_timeout
+            )
             tool_log(json.dumps({k: v for k, v in runs[which].items() if k != "operator_log_tail"})[:1500])
     path = args.out / f"upgrade-vs-nvidia-{args.nodes}-p{args.parallel}.json"
     path.write_text(json.dumps({"commit": commit, "runs": runs}, indent=1) + "\n")
