@@ -158,15 +158,7 @@ def _register_daemonsets(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -
             if daemonset.labels.get(labels.COMPONENT) == labels.DRIVER_COMPONENT
             else rt.operand_daemonsets
         )
-        before = kept.get(daemonset.name)
-
-        def changed() -> None:
-            rt.mark_drivers()
-            if kept is rt.driver_daemonsets and urgency.drained(before, daemonset):
-                # Garbage collection waited for exactly this: delete it now, not after the window.
-                rt.mark_urgent()
-
-        _keep(kept, daemonset.name, daemonset, changed)
+        _keep(kept, daemonset.name, daemonset, rt.mark_drivers)
 
     @kopf.on.event("apps", "v1", "daemonsets", registry=registry, id="operand-daemonset-events")
     async def daemonset_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:

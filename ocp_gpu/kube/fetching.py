@@ -39,24 +39,21 @@ def config_map_keys(
 
 
 def nodes_still_selected(api_client: client.ApiClient, daemonset: snapshot.DriverDaemonSet) -> bool:
-    """True when a GPU node carries the NFD label value that keys this DaemonSet (one LIST, limit 1).
+    """True when a node matches this DaemonSet's nodeSelector now (one LIST, limit 1).
 
-    NB: the last read before an irreversible delete, so it asks the server, not the watch.
+    NB: the last read before an irreversible delete, so it asks the server, not the watch: a
+    node the DaemonSet controller would still run a pod on (its selector is exactly what that
+    controller's desiredNumberScheduled counts, taints aside) keeps the DaemonSet.
     """
-    rhcos = daemonset.labels.get(labels.DTK_RHCOS)
-    if not rhcos:
-        # Vanilla and precompiled keys span several labels: trust the planner's view.
+    if daemonset.node_selector:
+        selector = ",".join(f"{key}={value}" for key, value in sorted(daemonset.node_selector.items()))
+    elif rhcos := daemonset.labels.get(labels.DTK_RHCOS):
+        # A DaemonSet read without its spec (or made without a nodeSelector): its RHCOS build.
+        selector = f"{labels.OSTREE_VERSION}={rhcos},{labels.NFD_NVIDIA_PCI}=true"
+    else:
+        # Nothing to ask for: trust the planner's view.
         return False
-    found = requesting.request(
-        api_client,
-        "GET",
-        "/api/v1/nodes",
-        query=[
-            ("labelSelector", f"{labels.OSTREE_VERSION}={rhcos},{labels.NFD_NVIDIA_PCI}=true"),
-            ("limit", "1"),
-        ],
-    )
-    return bool(found.get("items"))
+    return any_node(api_client, selector)
 
 
 def any_node(api_client: client.ApiClient, label_selector: str) -> bool:

@@ -49,9 +49,8 @@ def driver_daemonset(body: Mapping[str, Any]) -> snapshot.DriverDaemonSet:
     """A driver DaemonSet we manage, reduced to what planning and status need."""
     metadata = body.get("metadata") or {}
     status = body.get("status") or {}
-    containers = (
-        (((body.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
-    ) or []
+    pod_spec = ((body.get("spec") or {}).get("template") or {}).get("spec") or {}
+    containers = pod_spec.get("containers") or []
     images = {str(c.get("name", "")): str(c.get("image", "")) for c in containers}
     driver_image = next((image for name, image in images.items() if name != operands.DTK_CONTAINER), "")
     return snapshot.DriverDaemonSet(
@@ -62,6 +61,7 @@ def driver_daemonset(body: Mapping[str, Any]) -> snapshot.DriverDaemonSet:
         },
         image=driver_image,
         dtk_image=images.get(operands.DTK_CONTAINER),
+        node_selector={str(k): str(v) for k, v in (pod_spec.get("nodeSelector") or {}).items()},
         generation=int(metadata.get("generation", 1)),
         observed_generation=int(status.get("observedGeneration", 0)),
         desired_number_scheduled=int(status.get("desiredNumberScheduled", 0)),

@@ -170,6 +170,9 @@ class DriverDaemonSet:
     # The driver container's image and the DTK sidecar's image (None without a sidecar).
     image: str = ""
     dtk_image: str | None = None
+    # The pods' nodeSelector: the nodes the DaemonSet controller runs them on (the last read
+    # before a delete asks the server for exactly these; empty when unknown).
+    node_selector: Mapping[str, str] = field(default_factory=dict)
     generation: int = 1
     observed_generation: int = 0
     desired_number_scheduled: int = 0

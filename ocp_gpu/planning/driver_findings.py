@@ -98,22 +98,6 @@ class WaitingForHandover:
 
 
 @dataclass(frozen=True)
-class StaleDaemonSetDraining:
-    reason: ClassVar[str] = "DriverDaemonSetDraining"
-    daemonset: str
-    desired_number_scheduled: int
-    number_misscheduled: int
-
-    @property
-    def message(self) -> str:
-        return (
-            f"driver DaemonSet {self.daemonset} serves no GPU node any more; deleted once its pods are gone "
-            f"(desiredNumberScheduled={self.desired_number_scheduled}, "
-            f"numberMisscheduled={self.number_misscheduled})"
-        )
-
-
-@dataclass(frozen=True)
 class UnidentifiedDaemonSet:
     reason: ClassVar[str] = "DriverDaemonSetUnidentified"
     daemonset: str
@@ -155,7 +139,6 @@ Finding = (
     | StaleNfdLabel
     | NodeMissingKeyLabels
     | WaitingForHandover
-    | StaleDaemonSetDraining
     | UnidentifiedDaemonSet
     | DriverToolkitFallback
 )

@@ -44,7 +44,6 @@ from ocp_gpu.planning.driver_findings import (
     Finding,
     MissingDriverToolkitTag,
     NodeMissingKeyLabels,
-    StaleDaemonSetDraining,
     StaleNfdLabel,
     UnidentifiedDaemonSet,
     WaitingForHandover,
@@ -351,18 +350,15 @@ def _garbage(
     for (strategy, key_value), daemonset in candidates:
         served = [n.name for n in snapshot.nodes if _carries(n, strategy, key_value)]
         if not served:
-            if daemonset.desired_number_scheduled == 0 and daemonset.number_misscheduled == 0:
-                # no GPU node carries its key and no pod is left: the DaemonSet is stale
-                stale.append(
-                    StaleDriverDaemonSet(daemonset.name, key_value, strategy, "no GPU node has this key")
-                )
-            else:
-                # no GPU node carries its key but the DaemonSet controller still counts pods: wait
-                findings.append(
-                    StaleDaemonSetDraining(
-                        daemonset.name, daemonset.desired_number_scheduled, daemonset.number_misscheduled
-                    )
-                )
+            # no GPU node carries its key: the DaemonSet is stale.
+            # NB: decided from the node view, not the DaemonSet controller's counters: any pod it
+            # still has runs on a node that left its key, is misscheduled and would be deleted by
+            # the controller anyway, so waiting for desiredNumberScheduled == 0 and
+            # numberMisscheduled == 0 (a status that lags by a watch round trip) adds no safety.
+            # A node that gains the key again makes it desired again in the next pass.
+            stale.append(
+                StaleDriverDaemonSet(daemonset.name, key_value, strategy, "no GPU node has this key")
+            )
             continue
         waiting = tuple(sorted(node for node in served if not ready_for.get(node, False)))
         if waiting:

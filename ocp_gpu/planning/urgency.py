@@ -1,16 +1,12 @@
-"""Which watched changes skip the coalescing window: the two a driver DaemonSet's life waits on.
+"""Which watched changes skip the coalescing window: a GPU node changing driver key.
 
 A pass runs at once after a quiet spell, and events within the window after a pass wait
-for the rest of it, so that a burst costs one pass (reconcilers/runtime.Coalescer).  Two
-changes are rare (a node reboots into a new RHCOS build; a version loses its last node)
-and are exactly what an admin or a waiting MCO drain watches for, so they run the next
-pass at once:
-
-- a known GPU node's driver key changes (its RHCOS build, OS or kernel): its new key may
-  have no DaemonSet yet, and the old one may just have lost its last node;
-- a driver DaemonSet becomes drained: the DaemonSet controller now reports no pod wanted
-  and none misscheduled, the last condition garbage collection waits for
-  (planning/drivers._garbage).
+for the rest of it, so that a burst costs one pass (reconcilers/runtime.Coalescer).  A
+known GPU node's driver key changing (its RHCOS build, OS or kernel) is rare (a node
+reboots into a new RHCOS build) and is exactly what an admin or a waiting MCO drain
+watches for, so it runs the next pass at once: its new key may have no DaemonSet yet, and
+the old one may just have lost its last node (garbage collection decides from the nodes,
+planning/drivers._garbage, so this node event is the last thing the delete waits for).
 
 The upgrade loop (reconcilers/upgrades.py) has its own window, and two urgent changes: a
 pod turning Ready that a node in flight waits for, which is the pods' readiness, the part
@@ -30,7 +26,7 @@ Never does: read the cluster or the clock.
 from __future__ import annotations
 
 from ocp_gpu.model import nodes
-from ocp_gpu.model.snapshot import DriverDaemonSet, DriverKey, GpuNode
+from ocp_gpu.model.snapshot import DriverKey, GpuNode
 from ocp_gpu.model.upgrades import DriverPod, UpgradeState, ValidatorPod
 from ocp_gpu.planning.driver_keys import node_key
 from ocp_gpu.planning.driver_strategy import Strategy
@@ -50,17 +46,6 @@ def moves_driver_key(before: nodes.NodeFacts | None, after: nodes.NodeFacts | No
         # Joined or left: coalesced like any other burst.
         return False
     return _driver_keys(before) != _driver_keys(after)
-
-
-def drained(before: DriverDaemonSet | None, after: DriverDaemonSet) -> bool:
-    """The DaemonSet controller just reported no pod wanted and none misscheduled."""
-    if before is None:
-        # NB: a DaemonSet seen for the first time (just created) reports zeros until the
-        # controller has counted its nodes: not a drain.
-        return False
-    was_empty = before.desired_number_scheduled == 0 and before.number_misscheduled == 0
-    is_empty = after.desired_number_scheduled == 0 and after.number_misscheduled == 0
-    return is_empty and not was_empty
 
 
 def _turned_ready(was_ready: bool | None, is_ready: bool) -> bool:

@@ -4,8 +4,9 @@ Read: GPU node facts, our driver DaemonSets, the driver-toolkit ImageStream,
 ClusterVersion and Proxy from the in-memory view.  Plan and render:
 desired.driver_manifests (planning.drivers, rendering.drivers; shared with
 `ocp-gpu render`).  Apply: kube.applying (server-side apply, skipped
-when the applied hash is unchanged) and deletion of stale DaemonSets after a
-targeted re-read confirms no node still carries their key.
+when the applied hash is unchanged) and deletion of stale DaemonSets (no GPU node in
+the view carries their key) after a targeted re-read confirms no node matches their
+nodeSelector.
 """
 
 from __future__ import annotations
@@ -147,8 +148,9 @@ async def read_driver_view(
 async def _delete_stale(
     rt: runtime.Runtime, stale: drivers.StaleDriverDaemonSet, errors: dict[str, str]
 ) -> None:
-    # NB: a last, targeted read of the nodes before an irreversible step: if the
-    # watch missed a node that still carries the key, we keep the DaemonSet.
+    # NB: a last, targeted read of the nodes before an irreversible step: if the watch
+    # missed a node the DaemonSet still selects, we keep the DaemonSet (the node's event,
+    # when it arrives, plans it again).
     # (A superseded DaemonSet's nodes keep its key by design: the replacement proved itself there.)
     daemonset = rt.driver_daemonsets.get(stale.name)
     if (
@@ -156,7 +158,7 @@ async def _delete_stale(
         and not stale.superseded
         and await asyncio.to_thread(fetching.nodes_still_selected, rt.api_client, daemonset)
     ):
-        logger.warning("kept %s: a node still carries its key", stale.name)
+        logger.warning("kept %s: a node still matches its nodeSelector", stale.name)
         return
     await operands.delete_daemonset(rt, stale.name, errors, stale_reason=stale.reason)
 

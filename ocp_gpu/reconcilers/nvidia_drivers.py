@@ -167,10 +167,16 @@ async def _delete_stale(
 ) -> None:
     # NB: the planner saw no node of this pool with the key; one targeted read agrees first.
     daemonset = rt.driver_daemonsets.get(stale.name)
-    rhcos = daemonset.labels.get(labels.DTK_RHCOS) if daemonset is not None else None
-    if rhcos and not stale.superseded:
-        selector = f"{labels.OSTREE_VERSION}={rhcos},{labels.NVIDIA_DRIVER_OWNER}={pool}"
-        still = await asyncio.to_thread(fetching.any_node, rt.api_client, selector)
+    if daemonset is not None and not stale.superseded:
+        # Its nodeSelector names the pool (the owner label); without one, its RHCOS build in this pool.
+        rhcos = daemonset.labels.get(labels.DTK_RHCOS)
+        if daemonset.node_selector:
+            still = await asyncio.to_thread(fetching.nodes_still_selected, rt.api_client, daemonset)
+        elif rhcos:
+            selector = f"{labels.OSTREE_VERSION}={rhcos},{labels.NVIDIA_DRIVER_OWNER}={pool}"
+            still = await asyncio.to_thread(fetching.any_node, rt.api_client, selector)
+        else:
+            still = False
         if still:
             logger.warning("kept %s: a node of NVIDIADriver %s still carries its key", stale.name, pool)
             return

@@ -283,6 +283,12 @@ async def delete_daemonset(
     """
     try:
         await asyncio.to_thread(applying.delete, rt.api_client, "apps/v1", "DaemonSet", name, rt.namespace)
+        # NB: gone at once (background propagation): forgotten now, not when the watch says so,
+        # so that a node gaining its key meanwhile gets it re-created by the very next pass
+        # (apply_if_changed would take the watched copy for current) and no second DELETE goes out.
+        rt.owned.pop(owning.ident("DaemonSet", rt.namespace, name), None)
+        rt.driver_daemonsets.pop(name, None)
+        rt.operand_daemonsets.pop(name, None)
         if stale_reason is None:
             logger.info("deleted DaemonSet %s", name)
         else:

@@ -3,19 +3,23 @@ DaemonSet controller, scheduler and kwok's fake kubelets:
 
 (a) nodes on two RHCOS versions -> two DaemonSets, each pod only on its matching nodes;
 (b) an MCO-style update of every node from V1 to V2: the V2 DaemonSet appears with the first
-    migrated node, V1 is deleted only after its last node moved and its pods are gone, and no
-    node ever runs two driver pods (sampled);
+    migrated node, V1 is deleted only after its last node moved, and no node ever runs two
+    driver pods (sampled);
 (c) a missing driver-toolkit tag -> labelled DaemonSet, condition and Event; the tag appears ->
     the DaemonSet is updated;
 (d) the ImageStream deleted -> nothing deleted, a clear status;
 (e) a vanilla cluster with ubuntu20.04 and ubuntu22.04 nodes -> two DaemonSets, right images;
 (f) the operator killed in the middle of (b) -> converges, no duplicate or orphan DaemonSet;
-(g) `kubectl get pods -n <ns> -lapp=nvidia-driver-daemonset` lists every driver pod.
+(g) `kubectl get pods -n <ns> -lapp=nvidia-driver-daemonset` lists every driver pod;
+(h) the last node of a version leaves it and comes straight back (gaps of 0 to 1 s, so the
+    return lands before, during and after the delete): the version's DaemonSet exists again,
+    the node runs a Ready driver pod of it, and the other version's DaemonSet is gone.
 """
 
 from __future__ import annotations
 
 import collections
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -188,6 +192,52 @@ def test_b_mco_update_moves_nodes_between_daemonsets_and_gc_waits_for_the_last_n
     assert sampler.samples >= 5
     assert sampler.max_pods_on_a_node <= 1, f"two driver pods on a node: {sampler.worst}"
     assert set(driver_pods_by_node(kube, dtk_cluster)) == set(nodes)
+
+
+def move_node(kube: client.ApiClient, node: str, version: str) -> None:
+    """The node as it looks after rebooting into `version` (NFD's label first, then the kubelet's osImage)."""
+    core = client.CoreV1Api(kube)
+    core.patch_node(node, {"metadata": {"labels": {labels.OSTREE_VERSION: version}}})
+    osimage = f"Red Hat Enterprise Linux CoreOS {version} (Plow)"
+    core.patch_node_status(node, {"status": {"nodeInfo": {"osImage": osimage}}})
+
+
+def test_h_a_version_that_loses_its_last_node_and_gets_it_back_runs_its_driver_again(
+    kube: client.ApiClient,
+    dtk_cluster: str,
+    gpu_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    (node,) = gpu_nodes(1, rhcos=V1)
+    start_operator()
+    ds_v1 = f"nvidia-driver-daemonset-{V1}"
+    wait_for(lambda: all_ready(kube, dtk_cluster, {ds_v1}), 60, what="V1 ready")
+    # NB: the moves start once the operator is quiet, so that no long first pass swallows them.
+    wait_for(lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", 60, what="policy ready")
+
+    def back_on_v1() -> bool:
+        pods = client.CoreV1Api(kube).list_namespaced_pod(dtk_cluster, label_selector=DRIVER_PODS).items
+        ready_here = [
+            p
+            for p in pods
+            if p.spec.node_name == node
+            and p.metadata.deletion_timestamp is None
+            and p.metadata.owner_references[0].name == ds_v1
+            and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or ())
+        ]
+        return all_ready(kube, dtk_cluster, {ds_v1}) and len(ready_here) == 1
+
+    recreated: dict[float, bool] = {}
+    for gap in (0.0, 0.05, 0.15, 0.4, 1.0):
+        uid = driver_daemonsets(kube, dtk_cluster)[ds_v1].metadata.uid
+        move_node(kube, node, V2)
+        time.sleep(gap)
+        move_node(kube, node, V1)
+        wait_for(back_on_v1, 30, interval=0.1, what=f"V1's DaemonSet and a Ready pod on {node} (gap {gap}s)")
+        recreated[gap] = driver_daemonsets(kube, dtk_cluster)[ds_v1].metadata.uid != uid
+    # NB: the delete follows the node event within tens of milliseconds: a second away from
+    # V1 is ample time for its DaemonSet to be deleted, and it came back with the node.
+    assert recreated[1.0], recreated
 
 
 def test_c_missing_tag_labels_daemonset_reports_and_recovers_when_the_tag_appears(

@@ -4,9 +4,6 @@ and that the coalescer's window ends as soon as one arrives (reconcilers/runtime
 - a known GPU node whose RHCOS build, OS or kernel changes is urgent; a label that keys no
   driver, a heartbeat-like change, a joining or leaving node are not;
 - a node that gains or loses its NVIDIA PCI label is urgent (it enters or leaves every key);
-- a driver DaemonSet is urgent at the moment the DaemonSet controller reports it drained
-  (no pod wanted, none misscheduled), not when it is first seen with zeros, nor while it
-  stays drained, nor while it still has pods;
 - the upgrade loop: a driver pod turning Ready on a node in pod-restart-required, and a
   validator pod turning Ready on a node in validation-required, are urgent; the same pod
   staying Ready, a terminating one, or a node in another state are not; the runtime's
@@ -21,7 +18,6 @@ import asyncio
 import dataclasses
 
 from ocp_gpu.model import labels, nodes
-from ocp_gpu.model.snapshot import DriverDaemonSet
 from ocp_gpu.model.upgrades import DriverPod, PodRef, UpgradeState, ValidatorPod
 from ocp_gpu.planning import urgency
 from ocp_gpu.reconcilers import runtime
@@ -83,30 +79,6 @@ def test_non_gpu_nodes_changing_os_are_not_urgent() -> None:
 def test_joining_and_leaving_nodes_coalesce() -> None:
     assert not urgency.moves_driver_key(None, facts())
     assert not urgency.moves_driver_key(facts(), None)
-
-
-def daemonset(desired: int, misscheduled: int = 0) -> DriverDaemonSet:
-    return DriverDaemonSet(
-        name="nvidia-driver-daemonset-" + V2,
-        desired_number_scheduled=desired,
-        number_misscheduled=misscheduled,
-    )
-
-
-def test_a_daemonset_becoming_drained_is_urgent() -> None:
-    assert urgency.drained(daemonset(1), daemonset(0))
-    assert urgency.drained(daemonset(0, misscheduled=1), daemonset(0))
-
-
-def test_a_daemonset_with_pods_left_is_not_drained() -> None:
-    assert not urgency.drained(daemonset(1), daemonset(0, misscheduled=1))
-    assert not urgency.drained(daemonset(2), daemonset(1))
-
-
-def test_a_new_or_still_empty_daemonset_is_not_urgent() -> None:
-    # A DaemonSet just created reports zeros until the controller counts its nodes.
-    assert not urgency.drained(None, daemonset(0))
-    assert not urgency.drained(daemonset(0), daemonset(0))
 
 
 def test_settle_waits_out_the_window_without_urgency() -> None:
