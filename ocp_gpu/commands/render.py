@@ -81,6 +81,7 @@ from ocp_gpu import __version__
 from ocp_gpu.desired import driver_manifests, pool_manifests
 from ocp_gpu.kube import applying, clients, discovering, reading, requesting
 from ocp_gpu.model import (
+    api_values,
     apis,
     custom_resources,
     images,
@@ -397,6 +398,13 @@ def operand_manifests(
         image = images.resolve_image(spec.image, component=operand.section, env=inputs.view.env)
         if isinstance(image, PolicyProblem):
             problems.append(image)
+            continue
+        clash = api_values.host_sysctl_problem(
+            policy, operand.daemonset, api_values.shared_host_namespaces(operand, policy)
+        )
+        if clash is not None:
+            # the API server would refuse its pods' sysctls: the operator applies nothing of it
+            problems.append(clash)
             continue
         named, required = operand_rendering.named_config_maps(operand, policy)
         if inputs.view.config_map_keys is None:

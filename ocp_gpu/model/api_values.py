@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Final
 
+from ocp_gpu.model import operands
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem, Severity
 
@@ -404,6 +405,99 @@ def _security_context(policy: policy_model.Policy) -> Iterator[PolicyProblem]:
                     f"{field}.sysctls[{index}].name", f"{shown(name)} is listed twice", "keep one entry"
                 )
             seen.add(name)
+
+
+# --- sysctls against the host namespaces a pod shares -----------------------------------
+
+# The kernel namespaces a sysctl can belong to, as the API server tells them apart
+# (k8s.io/component-helpers/node/util/sysctl): these names and prefixes; any other is unknown.
+NET: Final = "network"
+IPC: Final = "IPC"
+_IPC_SYSCTLS: Final = frozenset(
+    {
+        "kernel.sem",
+        "kernel.shmall",
+        "kernel.shmmax",
+        "kernel.shmmni",
+        "kernel.shm_rmid_forced",
+        "kernel.shm",
+        "kernel.msgmax",
+        "kernel.msgmnb",
+        "kernel.msgmni",
+        "kernel.msg",
+    }
+)
+_SYSCTL_PREFIXES: Final = (("net.", NET), ("fs.mqueue.", IPC))
+# The pod field that shares each namespace with the host.
+HOST_FIELD: Final = {NET: "hostNetwork", IPC: "hostIPC"}
+
+
+def sysctl_namespace(name: str) -> str | None:
+    """The kernel namespace (NET or IPC) a sysctl belongs to, None when it is neither.
+
+    NB: `net/ipv4/ip_forward` is the same sysctl as `net.ipv4.ip_forward`: a name whose first
+    separator is `/` has `.` and `/` swapped first, as the API server does.
+    """
+    first = next((char for char in name if char in "./"), ".")
+    if first == "/":
+        name = name.translate(str.maketrans("./", "/."))
+    name = name.split("*", 1)[0]
+    if name in _IPC_SYSCTLS:
+        return IPC
+    return next((space for prefix, space in _SYSCTL_PREFIXES if name.startswith(prefix)), None)
+
+
+def shared_host_namespaces(operand: operands.Operand, policy: policy_model.Policy) -> dict[str, str | None]:
+    """The host namespaces (NET, IPC) the operand's pods share, as its template renders them,
+    each with the ClusterPolicy field that turns it on (None: the template always does).
+
+    NB: tests/unit/test_api_values.py renders every operand to keep this in step with the
+    templates (hostPID is not here: no sysctl belongs to the PID namespace).
+    """
+    if operand is operands.DCGM and policy.dcgm.host_network:
+        # state-dcgm: hostNetwork from dcgm.hostNetwork
+        return {NET: "spec.dcgm.hostNetwork"}
+    if operand is operands.MIG_MANAGER:
+        # state-mig-manager: hostIPC, always
+        return {IPC: None}
+    return {}
+
+
+def host_sysctl_problem(
+    policy: policy_model.Policy, daemonset: str, shared: Mapping[str, str | None]
+) -> PolicyProblem | None:
+    """A `daemonsets.podSecurityContext` sysctl of a namespace the operand's pods share with
+    the host: the API server refuses such a pod (422, "may not be specified when 'hostNetwork'
+    is true"), so say which fields meet before anything is applied.
+
+    `shared`: the host namespaces (NET, IPC) the operand's pods share, each with the
+    ClusterPolicy field that turns it on, or None when the operand always shares it.
+    """
+    sysctls = policy.daemonsets.pod_security_context.get("sysctls")
+    if not isinstance(sysctls, list):
+        return None
+    # (index, name) of each sysctl that clashes, per shared namespace, in spec order
+    clashes: dict[str, list[tuple[int, str]]] = {}
+    for index, sysctl in enumerate(sysctls):
+        name = str(sysctl.get("name", "")) if isinstance(sysctl, Mapping) else ""
+        space = sysctl_namespace(name)
+        if space is not None and space in shared:
+            clashes.setdefault(space, []).append((index, name))
+    if not clashes:
+        return None
+    space, found = next(iter(clashes.items()))
+    names = ", ".join(shown(name) for _, name in found)
+    many = len(found) > 1
+    switch = shared[space]
+    why = f"{switch} is true" if switch else f"{daemonset} always runs with {HOST_FIELD[space]}: true"
+    fix = "remove it from spec.daemonsets.podSecurityContext.sysctls (they apply to every operand)"
+    return _problem(
+        f"spec.daemonsets.podSecurityContext.sysctls[{found[0][0]}].name",
+        f"{names} {'are' if many else 'is a'} {space}-namespaced sysctl{'s' if many else ''}, "
+        f"which Kubernetes refuses in a pod sharing the host's {space} namespace, and {why}: "
+        f"{daemonset} is not applied",
+        f"{fix}, or set {switch}: false" if switch else fix,
+    )
 
 
 def _rolling_update(policy: policy_model.Policy) -> Iterator[PolicyProblem]:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ocp_gpu.kube import applying, fetching, labelling, owning, requesting
-from ocp_gpu.model import images, operands
+from ocp_gpu.model import api_values, images, operands
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
 from ocp_gpu.planning import config_maps
@@ -157,6 +157,12 @@ async def reconcile_operand(
     if isinstance(image, PolicyProblem):
         # NB: nothing is applied or deleted: what runs keeps running.
         return OperandOutcome(enabled=True, problem=image)
+    clash = api_values.host_sysctl_problem(
+        policy, operand.daemonset, api_values.shared_host_namespaces(operand, policy)
+    )
+    if clash is not None:
+        # NB: the API server would refuse its pods' sysctls (422): nothing applied or deleted.
+        return OperandOutcome(enabled=True, problem=clash)
     problem, errors = await _config_map_problem(rt, operand, policy)
     if problem is not None or errors:
         # NB: nothing is applied or deleted: what runs keeps running until the ConfigMap fits.

@@ -12,13 +12,17 @@ GPU nodes (harness/node_agent.py orders the pods by markers, as their init conta
     each Ready on every GPU node; ServiceMonitors whose selectors match the Services; the policy
     ready; zero writes in steady state (audit log);
 (b) dcgmExporter.serviceMonitor.enabled: false removes that ServiceMonitor only;
+(d) dcgm.hostNetwork: true with the policy's network sysctl (daemonsets.podSecurityContext), which
+    the API server refuses in a pod on the host's network: an error and an Event naming both
+    fields, nvidia-dcgm neither rewritten nor deleted, nothing else changed; hostNetwork off
+    again clears the error;
 (c) `<section>.enabled: false` removes each operand's objects and touches no other object.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from kubernetes import client
@@ -41,7 +45,10 @@ from .conftest import (
 pytestmark = pytest.mark.e2e
 
 GROUP = "monitoring.coreos.com"
+# A network sysctl for every operand's pods: fine until a pod shares the host's network (d).
+SYSCTL: Final = "net.ipv4.ip_local_port_range"
 SPEC: dict[str, Any] = {
+    "daemonsets": {"podSecurityContext": {"sysctls": [{"name": SYSCTL, "value": "32768 60999"}]}},
     "dcgm": {"hostPort": 5555},
     "dcgmExporter": {
         "service": {"type": "NodePort", "internalTrafficPolicy": "Local"},
@@ -172,6 +179,21 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
     assert owned(kube, namespace) == {
         k: v for k, v in before.items() if k != ("ServiceMonitor", "nvidia-dcgm-exporter")
     }
+
+    # (d) dcgm.hostNetwork with the policy's network sysctl: the API server would refuse the
+    # nvidia-dcgm pods (422), so an error and an Event name both fields, and nothing is applied or
+    # deleted: nvidia-dcgm keeps its generation, no object comes or goes; off again, it clears.
+    before = owned(kube, namespace)
+    generation = apps.read_namespaced_daemon_set("nvidia-dcgm", namespace).metadata.generation
+    sysctl_field = "spec.daemonsets.podSecurityContext.sysctls[0].name"
+    patch_policy(kube, {"dcgm": {"hostNetwork": True}})
+    wait_for(lambda: sysctl_field in error_message(), 60, what="the sysctl and hostNetwork error")
+    assert "spec.dcgm.hostNetwork" in error_message() and SYSCTL in error_message()
+    wait_for_event(kube, "InvalidClusterPolicy", sysctl_field)
+    assert owned(kube, namespace) == before
+    assert apps.read_namespaced_daemon_set("nvidia-dcgm", namespace).metadata.generation == generation
+    patch_policy(kube, {"dcgm": {"hostNetwork": False}})
+    wait_for(lambda: not error_message(), 60, what="the error cleared")
 
     # (c) each operand off: its objects go, nothing else changes.
     for section, names in (

@@ -7,7 +7,10 @@ running against the local control plane:
   field it does not act on (and what it does instead; past the 2 KiB status bound, the rest by
   section), while what it does implement is deployed
   as usual: the driver and toolkit DaemonSets appear with the policy's images, and no
-  DaemonSet exists for a refused feature.
+  DaemonSet exists for a refused feature;
+- the every-field policy's network sysctl with its dcgm.hostNetwork (which the API server would
+  refuse in nvidia-dcgm's pods) is an InvalidSpec error naming both fields, and nvidia-dcgm is
+  not applied.
 """
 
 from __future__ import annotations
@@ -165,9 +168,23 @@ def test_every_nvidia_field_is_reported_or_honoured(
     event = wait_for_event(kube, "UnsupportedSetting", "spec.ccManager.{args")
     assert event.type == "Warning"
     # The DCGM exporter and the device plugin are honoured now: the every-field policy deploys them.
-    # (Not DCGM itself: this policy's pod sysctls with its dcgm.hostNetwork are refused by the API,
-    # and that refusal is what its status reports.)
+    # Not DCGM itself: this policy's network sysctl (daemonsets.podSecurityContext) with its
+    # dcgm.hostNetwork would be refused by the API server, so nvidia-dcgm is held back and the
+    # status names both fields before anything is applied (no 422 from an apply).
     honoured = {"nvidia-dcgm-exporter", "nvidia-device-plugin-daemonset"}
     wait_for(lambda: honoured <= daemonset_names(kube, namespace), 60, what=f"DaemonSets {sorted(honoured)}")
+    error = wait_for(
+        lambda: (
+            (found := condition(read_policy(kube), "Error"))
+            and "spec.dcgm.hostNetwork" in found.get("message", "")
+            and found
+        ),
+        30,
+        what="an Error naming spec.dcgm.hostNetwork",
+    )
+    assert error["reason"] == "InvalidSpec", error
+    assert "spec.daemonsets.podSecurityContext.sysctls[0].name" in error["message"]
+    assert "spec.dcgm.hostNetwork" in error["message"]
     names = daemonset_names(kube, namespace)
+    assert operands.DCGM.daemonset not in names, names
     assert not any(word in name for name in names for word in ("peermem", "gds", "gdrcopy", "vgpu")), names

@@ -494,6 +494,26 @@ def test_warnings_are_reported_and_do_not_stop_rendering(
     assert len(result.daemonsets()) == 2
 
 
+def test_a_sysctl_the_api_server_would_refuse_on_dcgm_is_named_with_both_fields(
+    run: Callable[..., Run], write: Callable[..., str], dtk_files: list[str]
+) -> None:
+    # As the operator: nvidia-dcgm would get a 422, so it is held back and the policy is invalid.
+    spec = {
+        "daemonsets": {"podSecurityContext": {"sysctls": [{"name": "net.core.somaxconn", "value": "1024"}]}},
+        "dcgm": {"enabled": True, "hostNetwork": True},
+    }
+    files = list(dtk_files)
+    files[1] = write("sysctl.yaml", {**POLICY_OBJECT, "spec": spec})
+    result = run(*files)
+    assert result.status == 2
+    assert "error spec.daemonsets.podSecurityContext.sysctls[0].name" in result.err
+    assert "spec.dcgm.hostNetwork" in result.err
+    # the same sysctl without hostNetwork renders, nvidia-dcgm included
+    spec["dcgm"] = {"enabled": True}
+    files[1] = write("sysctl.yaml", {**POLICY_OBJECT, "spec": spec})
+    assert run(*files).status == 0
+
+
 UNREADABLE: dict[str, tuple[str, Any, str]] = {
     # (which option, content or None for a missing file, what the message says)
     "missing policy file": ("--policy", None, "cannot read the policy file"),
