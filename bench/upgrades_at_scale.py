@@ -879,13 +879,31 @@ def start_operator(cp: LocalControlPlane, sources: Path, log_name: str) -> Opera
     return op
 
 
+# A /metrics read that times out (2 s) is retried this long: a restarted operator listing 1,000
+# nodes and their pods kept it from answering for seconds (the 1,000-node run of 2026-11-24 07:56
+# died on it while the operator settled).
+METRICS_PATIENCE_S: Final = 60.0
+
+
+def read_metric(op: OperatorProcess, name: str, patience: float = METRICS_PATIENCE_S) -> float | None:
+    """`op.metric(name)`, retried while the operator is too busy to answer /metrics in time."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return op.metric(name)
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+
+
 def wait_operator_idle(op: OperatorProcess, quiet_for: float, timeout: float) -> float:
     """Until no pass started and under 10% of a CPU was used for `quiet_for` s; the CPU/s while quiet."""
     deadline = time.monotonic() + timeout
-    last = (op.metric(RECONCILES), _proc.cpu_s(op.pid), time.monotonic())
+    last = (read_metric(op, RECONCILES), _proc.cpu_s(op.pid), time.monotonic())
     while time.monotonic() < deadline:
         time.sleep(0.5)
-        now = (op.metric(RECONCILES), _proc.cpu_s(op.pid), time.monotonic())
+        now = (read_metric(op, RECONCILES), _proc.cpu_s(op.pid), time.monotonic())
         if now[0] != last[0] or now[1] - last[1] > 0.1 * max(now[2] - last[2], 0.5):
             last = now
         elif now[2] - last[2] >= quiet_for:
@@ -1136,7 +1154,7 @@ def measure_upgrade(
     audit = AuditWindow(cp.audit_log)
     reads_before = apiserver_reads(api)
     lists_before = Counter(watch.lists)
-    reconciles_before = op.metric(RECONCILES) or 0.0
+    reconciles_before = read_metric(op, RECONCILES) or 0.0
     cpu_before = _proc.cpu_s(op.pid)
     bench_cpu_before = time.process_time()
     run.load_average_upgrade_start = load_average()
@@ -1184,7 +1202,7 @@ def measure_upgrade(
     run.load_average_upgrade_end = load_average()
     run.operator_cpu_s = round(_proc.cpu_s(op.pid) - cpu_before, 2)
     run.bench_cpu_s = round(time.process_time() - bench_cpu_before, 2)
-    run.reconcile_passes = (op.metric(RECONCILES) or 0.0) - reconciles_before
+    run.reconcile_passes = (read_metric(op, RECONCILES) or 0.0) - reconciles_before
     run.operator_rss_peak_mib = round(_proc.status_kib(op.pid, "VmHWM") / 1024, 1)
     reads_after = apiserver_reads(api)
     own_lists = Counter(watch.lists)
