@@ -128,6 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # NB: before kopf is imported: kopf imports the kubernetes client when it is installed (for
+    # isinstance checks on its models, and to borrow its kubeconfig when no login handler is
+    # registered).  The operator uses neither (its own client: kube/sending.py, and its own
+    # login: kube/connecting.py); this keeps the client's ~23 MiB of imports out of the process.
+    without_kubernetes_client()
     from ocp_gpu import handlers, operator
     from ocp_gpu.kube import electing
 
@@ -154,6 +159,11 @@ def _run(args: argparse.Namespace) -> int:
         # One line naming the file, not a traceback.
         print(f"ocp-gpu run: {error}", file=sys.stderr)
         return 2
+
+
+def without_kubernetes_client() -> None:
+    """Make `import kubernetes` fail in this process (unless something already imported it)."""
+    sys.modules.setdefault("kubernetes", None)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -109,11 +109,15 @@ def _keep(kept: MutableMapping[K, V], key: K, seen: V, mark: Callable[[], None])
 
 
 def _register_login(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
-    """kopf logs in with the credentials our kubernetes client uses."""
+    """kopf logs in with the credentials our own client uses (one kubeconfig loader)."""
+    calls = 0
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        return connecting.connection_info(rt.api_client)
+        nonlocal calls
+        calls += 1
+        # NB: kopf logs in again only after the API server refused its credentials (401).
+        return connecting.connection_info(rt.api_client, renew=calls > 1)
 
 
 def _register_nodes(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:

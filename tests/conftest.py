@@ -5,6 +5,7 @@
   missing binaries are built first (see `pytest_collection_finish`).
   ``OCP_GPU_KEEP_STATE=1`` keeps its state dir (logs, audit log, kubeconfigs).
 - ``kube``: an admin `kubernetes.client.ApiClient`.
+- ``api``: the admin through ocp-gpu's own client (`kube/sending.py`), what kube/ functions take.
 - ``openshift``: the same client, with the OpenShift APIs installed for the test.
 - ``namespace``: a fresh namespace for the test, deleted afterwards.
 - ``helm_tools``: helm (built from Go modules on first use, hack/build-helm.sh) and the
@@ -26,6 +27,7 @@ from ocp_gpu.harness import binaries
 from ocp_gpu.harness import monitoring as monitoring_emulation
 from ocp_gpu.harness import openshift as openshift_emulation
 from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.kube import clients
 
 SKIP_E2E = os.environ.get("OCP_GPU_SKIP_E2E") == "1"
 
@@ -83,6 +85,13 @@ def helm_tools() -> binaries.HelmTools:
 def kube(control_plane: LocalControlPlane) -> Iterator[client.ApiClient]:
     with control_plane.api_client() as api:
         yield api
+
+
+@pytest.fixture
+def api(control_plane: LocalControlPlane) -> Iterator[clients.ApiClient]:
+    own = clients.load_api_client(control_plane.kubeconfig)
+    yield own
+    own.close()
 
 
 @pytest.fixture

@@ -957,7 +957,7 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
         api_client = clients.load_api_client(kubeconfig)
     except Exception as error:  # missing file, bad YAML, no current context: all unreadable
         raise InputError(f"cannot load the kubeconfig {kubeconfig or '(default)'}: {error}") from None
-    server = str(api_client.configuration.host)
+    server = api_client.credentials.server
     with _reading("the API groups", server):
         groups = discovering.list_api_groups(api_client)
     if args.platform:

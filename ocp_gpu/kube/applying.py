@@ -14,10 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
-from ocp_gpu.kube import requesting
+from ocp_gpu.kube import clients, requesting
 from ocp_gpu.model import labels
 
 APPLIED_HASH = "ocp-gpu.io/applied-hash"
@@ -47,7 +44,7 @@ def owned(manifest: Mapping[str, Any], owner: Mapping[str, str]) -> dict[str, An
     return result
 
 
-def apply(api_client: client.ApiClient, manifest: Mapping[str, Any]) -> Any:
+def apply(api_client: clients.ApiClient, manifest: Mapping[str, Any]) -> Any:
     """Server-side apply, forcing ownership of the fields we set (we are their one owner)."""
     metadata = manifest["metadata"]
     path = requesting.object_path(
@@ -65,7 +62,7 @@ def apply(api_client: client.ApiClient, manifest: Mapping[str, Any]) -> Any:
 
 
 def delete(
-    api_client: client.ApiClient, api_version: str, kind: str, name: str, namespace: str | None = None
+    api_client: clients.ApiClient, api_version: str, kind: str, name: str, namespace: str | None = None
 ) -> bool:
     """Delete with foreground-independent (background) propagation; False if it was already gone."""
     try:
@@ -76,7 +73,7 @@ def delete(
             body={"propagationPolicy": "Background"},
             resource=kind.lower() + "s",
         )
-    except ApiException as error:
+    except requesting.ApiException as error:
         if error.status == 404:
             return False
         raise

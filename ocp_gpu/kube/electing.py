@@ -19,10 +19,11 @@ the operator process dies (its stdin closes), so a killed leader's Lease expires
 as it should.
 
 NB: the child is `python -S -m ocp_gpu.kube.electing`: it imports only the standard
-library and this module's two neighbours (`kube/leasing.py`, `planning/leadership.py`),
-never the kubernetes client or kopf (issue 13: about 15 MiB instead of 60 MiB with
-multiprocessing's spawn and resource tracker).  The operator resolves the credentials
-with the kubernetes client and hands them over as plain data (`leasing.Credentials`).
+library and its neighbours (`kube/leasing.py`, `kube/sending.py`, `kube/authenticating.py`,
+`planning/leadership.py`), never kopf or yaml (issue 13: about 15 MiB instead of 60 MiB
+with multiprocessing's spawn and resource tracker).  The operator reads the kubeconfig
+once (`kube/configuring.py`) and hands the credentials over as plain data
+(`authenticating.Credentials`); an exec credential plugin the child runs itself.
 """
 
 from __future__ import annotations

@@ -10,15 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import quote
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
-from ocp_gpu.kube import requesting
+from ocp_gpu.kube import clients, requesting
 from ocp_gpu.model import labels, snapshot
 
 
 def config_map_keys(
-    api_client: client.ApiClient, namespace: str, names: Iterable[str]
+    api_client: clients.ApiClient, namespace: str, names: Iterable[str]
 ) -> dict[str, tuple[str, ...] | None]:
     """The data keys (sorted) of each named ConfigMap in `namespace`; None for one that does not exist."""
     found: dict[str, tuple[str, ...] | None] = {}
@@ -28,7 +25,7 @@ def config_map_keys(
             config_map = requesting.request(
                 api_client, "GET", f"/api/v1/namespaces/{quote(namespace)}/configmaps/{quote(name)}"
             )
-        except ApiException as error:
+        except requesting.ApiException as error:
             if error.status != 404:
                 raise
             found[name] = None
@@ -38,7 +35,7 @@ def config_map_keys(
     return found
 
 
-def nodes_still_selected(api_client: client.ApiClient, daemonset: snapshot.DriverDaemonSet) -> bool:
+def nodes_still_selected(api_client: clients.ApiClient, daemonset: snapshot.DriverDaemonSet) -> bool:
     """True when a node matches this DaemonSet's nodeSelector now (one LIST, limit 1).
 
     NB: the last read before an irreversible delete, so it asks the server, not the watch: a
@@ -56,7 +53,7 @@ def nodes_still_selected(api_client: client.ApiClient, daemonset: snapshot.Drive
     return any_node(api_client, selector)
 
 
-def any_node(api_client: client.ApiClient, label_selector: str) -> bool:
+def any_node(api_client: clients.ApiClient, label_selector: str) -> bool:
     """A node carries these labels now (one LIST, limit 1, before an irreversible step)."""
     found = requesting.request(
         api_client, "GET", "/api/v1/nodes", query=[("labelSelector", label_selector), ("limit", "1")]

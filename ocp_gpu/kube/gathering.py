@@ -1,11 +1,11 @@
-"""Reading what `ocp-gpu must-gather` collects, through `oc` or the kubernetes client.
+"""Reading what `ocp-gpu must-gather` collects, through `oc` or our own API client.
 
 Two sources with one interface (`GatherSource`):
 
 - `OcSource` drives the `oc` binary through `openshift-client` (the package the
   design names for this): on OpenShift, admins and support already trust what `oc`
   shows, and `oc describe` is the format support reads.
-- `KubeSource` uses the kubernetes client where no `oc` is on the PATH (vanilla
+- `KubeSource` uses our API client (kube/sending.py) where no `oc` is on the PATH (vanilla
   Kubernetes, or a laptop without the OpenShift CLI).  It has no `describe`, so it
   writes its own: the fields `kubectl describe` leads with, plus the object's Events.
 
@@ -19,12 +19,11 @@ import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import quote, urlencode
 
 import openshift_client as oc
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.kube import requesting
+from ocp_gpu.kube import clients, requesting
 from ocp_gpu.planning import gathering
 from ocp_gpu.planning.gathering import Resource
 
@@ -63,17 +62,17 @@ def _api_path(resource: Resource, namespace: str | None, name: str = "") -> str:
 
 
 class KubeSource:
-    """Reads with the kubernetes client (no `oc` needed)."""
+    """Reads with our API client (no `oc` needed)."""
 
     name = "kubernetes-client"
 
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(self, api_client: clients.ApiClient) -> None:
         self._api = api_client
 
     def _get_json(self, path: str, query: tuple[tuple[str, str], ...] = ()) -> Any:
         try:
             return requesting.request(self._api, "GET", path, query=query)
-        except ApiException as error:
+        except requesting.ApiException as error:
             if error.status == 404:
                 raise NotServedError(f"{path}: not found") from None
             raise GatherError(f"{path}: {requesting.describe_error(error)}") from None
@@ -84,7 +83,7 @@ class KubeSource:
         # Paged, as the operator lists: a big cluster's nodes do not arrive in one response.
         try:
             listed = requesting.list_items(self._api, path)
-        except ApiException as error:
+        except requesting.ApiException as error:
             if error.status == 404:
                 raise NotServedError(f"{path}: not found") from None
             raise GatherError(f"{path}: {requesting.describe_error(error)}") from None
@@ -100,22 +99,17 @@ class KubeSource:
         return obj
 
     def logs(self, namespace: str, pod: str, container: str, previous: bool) -> str:
+        path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(pod)}/log"
+        query = urlencode({"container": container, **({"previous": "true"} if previous else {})})
         try:
-            text: str = client.CoreV1Api(self._api).read_namespaced_pod_log(
-                pod,
-                namespace,
-                container=container,
-                previous=previous,
-                _request_timeout=REQUEST_TIMEOUT_S,
-            )
-        except ApiException as error:
+            return requesting.request_text(self._api, f"{path}?{query}", timeout=REQUEST_TIMEOUT_S)
+        except requesting.ApiException as error:
             raise GatherError(
                 f"logs of {namespace}/{pod} container {container}{' (previous)' if previous else ''}: "
                 f"{requesting.describe_error(error)}"
             ) from None
         except Exception as error:  # a kubelet that does not answer: timeouts, resets
             raise GatherError(f"logs of {namespace}/{pod} container {container}: {error}") from None
-        return text
 
     def describe(self, resource: Resource, name: str, namespace: str | None = None) -> str:
         obj = self.get(resource, name, namespace)
@@ -132,18 +126,11 @@ class KubeSource:
 
     def raw(self, path: str) -> str:
         try:
-            response = self._api.call_api(
-                *self._api.param_serialize(
-                    method="GET", resource_path=path, auth_settings=["BearerToken"], header_params={}
-                ),
-                _request_timeout=REQUEST_TIMEOUT_S,
-            )
-            data = response.read()
+            return requesting.request_text(self._api, path, timeout=REQUEST_TIMEOUT_S)
+        except requesting.ApiException as error:
+            raise GatherError(f"GET {path}: HTTP {error.status}: {(error.body or '')[:300]!r}") from None
         except Exception as error:
             raise GatherError(f"GET {path}: {error}") from None
-        if not 200 <= response.status < 300:
-            raise GatherError(f"GET {path}: HTTP {response.status}: {data[:300]!r}")
-        return bytes(data).decode(errors="replace")
 
 
 class OcSource:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from kubernetes import client
+from urllib.parse import quote
+
+from ocp_gpu.kube import clients, requesting
 
 
-def read_node_allocatable(api_client: client.ApiClient, name: str) -> dict[str, str]:
+def read_node_allocatable(api_client: clients.ApiClient, name: str) -> dict[str, str]:
     """One node's status.allocatable (resource -> quantity)."""
-    node = client.CoreV1Api(api_client).read_node(name)
-    return {key: str(value) for key, value in (node.status.allocatable or {}).items()}
+    node = requesting.request(api_client, "GET", f"/api/v1/nodes/{quote(name)}")
+    return {
+        str(key): str(value) for key, value in ((node.get("status") or {}).get("allocatable") or {}).items()
+    }

@@ -9,13 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote
 
-from kubernetes import client
-
-from ocp_gpu.kube import requesting
+from ocp_gpu.kube import clients, requesting
 
 
 def patch_node_labels(
-    api_client: client.ApiClient,
+    api_client: clients.ApiClient,
     node: str,
     changes: Mapping[str, str | None],
     annotations: Mapping[str, str | None] | None = None,
@@ -40,13 +38,13 @@ def patch_node_labels(
     )
 
 
-def read_namespace_labels(api_client: client.ApiClient, namespace: str) -> dict[str, str]:
+def read_namespace_labels(api_client: clients.ApiClient, namespace: str) -> dict[str, str]:
     """The namespace's labels."""
     found = requesting.request(api_client, "GET", f"/api/v1/namespaces/{quote(namespace)}")
     return dict((found.get("metadata") or {}).get("labels") or {})
 
 
-def patch_namespace_labels(api_client: client.ApiClient, namespace: str, changes: Mapping[str, str]) -> None:
+def patch_namespace_labels(api_client: clients.ApiClient, namespace: str, changes: Mapping[str, str]) -> None:
     """Set namespace labels in one merge patch (other labels untouched)."""
     requesting.request(
         api_client,

@@ -1,66 +1,31 @@
 """Reading and writing one `coordination.k8s.io/v1` Lease over the standard library's HTTP client.
 
 The leader election (`kube/electing.py`) runs in a child process that only ever GETs, POSTs
-and PUTs one Lease on a timer.  Loading the kubernetes client for that costs about 45 MiB
-and a third of a second of CPU per process (issue 13), so this module speaks the three
-requests itself with `http.client`, `ssl` and `json`, from credentials the operator
-process resolved with the kubernetes client (`clients.lease_credentials`) and handed over.
+and PUTs one Lease on a timer.  It speaks the three requests through the operator's own
+transport (`kube/sending.py`, one connection), with the credentials the operator's
+kubeconfig loader resolved (`kube/configuring.py`) and handed over as plain data; an exec
+credential plugin is run by the child itself (`kube/authenticating.py`).
 
-NB: this module, `kube/electing.py` and `planning/leadership.py` must import nothing
-outside the standard library (the import-linter contract "the election child stays
-light" and tests/unit/test_leasing.py check it).
+NB: this module, `kube/electing.py`, `kube/sending.py`, `kube/authenticating.py` and
+`planning/leadership.py` must import nothing outside the standard library (the
+import-linter contract "the election child stays light" and tests/unit/test_leasing.py
+check it).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import http.client
 import json
-import ssl
 import threading
-import time
-import urllib.parse
 from typing import Any
 
+from ocp_gpu.kube import authenticating, sending
 from ocp_gpu.planning import leadership
 
 LEASES_GROUP_PATH = "/apis/coordination.k8s.io/v1"
-# The kubernetes client's loader re-reads a service account token this often (kubelet
-# rotates the projected token file well before it expires).
-TOKEN_REREAD_S = 60.0
 
-
-@dataclasses.dataclass(frozen=True)
-class Credentials:
-    """Where the API server is and how to authenticate, as plain data a child process can take.
-
-    Either `token` (a static bearer token from a kubeconfig) or `token_file` (the in-cluster
-    service account's token, re-read every minute as it rotates), and/or a client
-    certificate (`cert_file`, `key_file`).
-    """
-
-    server: str
-    ca_file: str | None = None
-    verify: bool = True
-    # False only when the kubeconfig's client was told not to check the certificate's name.
-    check_hostname: bool = True
-    token: str | None = None
-    token_file: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
-    # SNI and the name checked in the server's certificate, when not the server URL's host.
-    tls_server_name: str | None = None
-    # An HTTP proxy to tunnel through (CONNECT), as the kubeconfig's proxy-url sets it.
-    proxy: str | None = None
-    user_agent: str = "ocp-gpu"
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Credentials:
-        return cls(**data)
+# The same data the operator's own client is built from (kept under this name for callers).
+Credentials = authenticating.Credentials
 
 
 class LeaseApiError(Exception):
@@ -75,16 +40,8 @@ class LeaseApiError(Exception):
 class LeaseApi:
     """GET, POST and PUT of Leases on one persistent connection (one request at a time)."""
 
-    def __init__(self, credentials: Credentials) -> None:
-        self._credentials = credentials
-        url = urllib.parse.urlsplit(credentials.server)
-        self._https = url.scheme == "https"
-        self._host = url.hostname or "localhost"
-        self._port = url.port or (443 if self._https else 80)
-        self._base = url.path.rstrip("/")
-        self._context = _ssl_context(credentials) if self._https else None
-        self._connection: http.client.HTTPConnection | None = None
-        self._token: tuple[str, float] | None = None  # (token, monotonic time read)
+    def __init__(self, credentials: authenticating.Credentials) -> None:
+        self._client = sending.ApiClient(credentials, pool_size=1)
         # NB: one request at a time on the one connection (a release may race a renewal).
         self._lock = threading.Lock()
 
@@ -116,117 +73,21 @@ class LeaseApi:
 
     def close(self) -> None:
         with self._lock:
-            self._drop()
-
-    # --- HTTP ----------------------------------------------------------------
+            self._client.close()
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
-        headers = {"Accept": "application/json", "User-Agent": self._credentials.user_agent}
-        token = self._bearer()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        headers = {"Accept": "application/json"}
         payload = None
         if body is not None:
             payload = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         with self._lock:
-            # One retry on a fresh connection when a kept-alive one turns out closed by the
-            # server (idle timeout, apiserver restart) before anything was answered.
-            for attempt in (0, 1):
-                connection = self._connect(timeout)
-                try:
-                    connection.request(method, self._base + path, body=payload, headers=headers)
-                    response = connection.getresponse()
-                    data = response.read()
-                except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                    self._drop()
-                    if attempt:
-                        raise
-                    continue
-                except BaseException:
-                    # A timeout or anything else mid-request: the connection's state is unknown.
-                    self._drop()
-                    raise
-                break
-        text = data.decode(errors="replace")
+            response = self._client.send(method, path, body=payload, headers=headers, timeout=timeout)
+        text = response.data.decode(errors="replace")
         if response.status >= 400:
             raise LeaseApiError(response.status, response.reason, text)
         result: dict[str, Any] = json.loads(text)
         return result
-
-    def _connect(self, timeout: float) -> http.client.HTTPConnection:
-        connection = self._connection
-        if connection is None:
-            connection = self._new_connection(timeout)
-            self._connection = connection
-        # NB: the timeout applies to each socket operation of this request.
-        connection.timeout = timeout
-        if connection.sock is not None:
-            connection.sock.settimeout(timeout)
-        return connection
-
-    def _new_connection(self, timeout: float) -> http.client.HTTPConnection:
-        proxy = urllib.parse.urlsplit(self._credentials.proxy) if self._credentials.proxy else None
-        host, port = (proxy.hostname or "", proxy.port or 80) if proxy else (self._host, self._port)
-        connection: http.client.HTTPConnection
-        if self._https:
-            connection = _HTTPSConnection(
-                host, port, timeout=timeout, context=self._context, server_name=self._server_name()
-            )
-        else:
-            connection = http.client.HTTPConnection(host, port, timeout=timeout)
-        if proxy:
-            connection.set_tunnel(self._host, self._port)
-        return connection
-
-    def _server_name(self) -> str:
-        return self._credentials.tls_server_name or self._host
-
-    def _drop(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
-
-    def _bearer(self) -> str | None:
-        if self._credentials.token_file:
-            now = time.monotonic()
-            if self._token is None or now - self._token[1] >= TOKEN_REREAD_S:
-                with open(self._credentials.token_file, encoding="utf-8") as handle:
-                    self._token = (handle.read().strip(), now)
-            return self._token[0]
-        return self._credentials.token
-
-
-class _HTTPSConnection(http.client.HTTPSConnection):
-    """An HTTPS connection whose SNI and certificate check may use a name other than the host
-    dialled (a kubeconfig's `tls-server-name`)."""
-
-    def __init__(
-        self, host: str, port: int, *, timeout: float, context: ssl.SSLContext | None, server_name: str
-    ) -> None:
-        super().__init__(host, port, timeout=timeout, context=context)
-        self._server_name = server_name
-        self._ssl_context = context or ssl.create_default_context()
-
-    def connect(self) -> None:
-        # NB: http.client.HTTPSConnection.connect wraps with the dialled host as the server
-        # name; we do the same TCP connect and wrap with ours.
-        http.client.HTTPConnection.connect(self)
-        # (Through a proxy, connect() has opened the tunnel to the API server by now.)
-        self.sock = self._ssl_context.wrap_socket(self.sock, server_hostname=self._server_name)
-
-
-def _ssl_context(credentials: Credentials) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=credentials.ca_file)
-    if not credentials.verify:
-        # The kubeconfig says insecure-skip-tls-verify: as the kubernetes client does.
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    elif not credentials.check_hostname:
-        context.check_hostname = False
-    if credentials.cert_file:
-        context.load_cert_chain(credentials.cert_file, credentials.key_file)
-    return context
 
 
 def _lease_path(namespace: str, name: str) -> str:

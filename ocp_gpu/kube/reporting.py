@@ -9,11 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
-from ocp_gpu import metrics
-from ocp_gpu.kube import requesting
+from ocp_gpu.kube import clients, requesting
 from ocp_gpu.model import apis
 from ocp_gpu.planning import conditions
 
@@ -23,28 +19,40 @@ logger = logging.getLogger("ocp_gpu.reporting")
 EVENT_SOURCE = "gpu-operator"
 
 
-def patch_policy_status(api_client: client.ApiClient, name: str, status: Mapping[str, Any]) -> None:
+def patch_policy_status(api_client: clients.ApiClient, name: str, status: Mapping[str, Any]) -> None:
     """Replace the ClusterPolicy's status fields given (merge patch on the status subresource)."""
-    client.CustomObjectsApi(api_client).patch_cluster_custom_object_status(
-        apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, name, {"status": dict(status)}
-    )
-    metrics.api_writes.labels("patch", "clusterpolicies/status").inc()
+    _patch_status(api_client, apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, name, status)
 
 
-def patch_nvidia_driver_status(api_client: client.ApiClient, name: str, status: Mapping[str, Any]) -> None:
+def patch_nvidia_driver_status(api_client: clients.ApiClient, name: str, status: Mapping[str, Any]) -> None:
     """Replace the NVIDIADriver's status fields given (merge patch on the status subresource)."""
-    client.CustomObjectsApi(api_client).patch_cluster_custom_object_status(
+    _patch_status(
+        api_client,
         apis.NVIDIA_DRIVER_GROUP,
         apis.NVIDIA_DRIVER_VERSION,
         apis.NVIDIA_DRIVER_PLURAL,
         name,
-        {"status": dict(status)},
+        status,
     )
-    metrics.api_writes.labels("patch", "nvidiadrivers/status").inc()
+
+
+def _patch_status(
+    api_client: clients.ApiClient, group: str, version: str, plural: str, name: str, status: Mapping[str, Any]
+) -> None:
+    """A merge patch of a cluster-scoped custom object's status subresource."""
+    requesting.request(
+        api_client,
+        "PATCH",
+        f"/apis/{group}/{version}/{plural}/{quote(name)}/status",
+        body={"status": dict(status)},
+        content_type=requesting.MERGE_PATCH,
+        resource=f"{plural}/status",
+        verb="patch",
+    )
 
 
 def post_event(
-    api_client: client.ApiClient,
+    api_client: clients.ApiClient,
     involved: Mapping[str, str],
     reason: str,
     message: str,
@@ -83,7 +91,7 @@ def post_event(
             resource="events",
             verb="create",
         )
-    except ApiException as error:
+    except requesting.ApiException as error:
         logger.warning(
             "could not post event %s on %s: %s",
             reason,

@@ -1,8 +1,9 @@
-"""Raw JSON requests through the kubernetes client's connection pool and credentials.
+"""JSON requests to the API server over the operator's own transport (kube/sending.py).
 
-NB: the generated models cost milliseconds per object to deserialise; at
-thousands of objects and for server-side apply (which the typed API does not
-take as a dict) we speak JSON directly.
+NB: no typed models: the kubernetes client's cost milliseconds per object to
+deserialise, and server-side apply takes the manifest as it is; every kube/
+function speaks JSON through `request` (issue 13: the operator process does not
+load the kubernetes client at all).
 """
 
 from __future__ import annotations
@@ -13,12 +14,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubernetes import client
-
-# Re-exported: code outside kube/ catches it without importing the kubernetes client.
-from kubernetes.client.exceptions import ApiException as ApiException
-
 from ocp_gpu import metrics
+from ocp_gpu.kube import sending
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # A JSON merge patch (RFC 7386): only the keys given change; null removes one.
@@ -65,6 +62,30 @@ RESOURCES: Mapping[tuple[str, str], tuple[str, str, bool]] = {
 }
 
 
+class ApiException(Exception):
+    """The API server answered an error status; callers branch on `status` (404, 409, 410, 422, 429).
+
+    The constructor and attributes are the kubernetes client's (status, reason, body, headers),
+    so handling written for it reads the same.
+    """
+
+    def __init__(
+        self,
+        status: int | None = None,
+        reason: str | None = None,
+        body: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.status = status
+        self.reason = reason
+        self.body = body
+        self.headers = headers
+        super().__init__(f"({status})\nReason: {reason}\nBody: {(body or '')[:500]}")
+
+    def __str__(self) -> str:
+        return f"({self.status})\nReason: {self.reason}\nBody: {(self.body or '')[:500]}"
+
+
 def object_path(api_version: str, kind: str, name: str, namespace: str | None = None) -> str:
     """The REST path of one object of a kind in RESOURCES."""
     try:
@@ -102,7 +123,7 @@ def yaml_body(body: Any) -> bytes:
 
 
 def request(
-    api_client: client.ApiClient,
+    api_client: sending.ApiClient,
     method: str,
     path: str,
     *,
@@ -111,33 +132,49 @@ def request(
     content_type: str = "application/json",
     resource: str = "",
     verb: str = "",
+    timeout: float | None = None,
 ) -> Any:
     """One request; returns the decoded JSON body (None when empty). Raises ApiException.
 
     A write is counted in ocp_gpu_api_writes_total as `verb` (default: the method) on `resource`
     (default: the path's collection).
     """
-    if "yaml" in content_type and body is not None and not isinstance(body, (str, bytes)):
-        body = yaml_body(body)
-    serialized = api_client.param_serialize(
-        method=method,
-        resource_path=path,
-        query_params=list(query),
-        header_params={"Content-Type": content_type, "Accept": "application/json"},
-        body=body,
-        auth_settings=["BearerToken"],
-    )
-    response = api_client.call_api(*serialized)
-    data = response.read()
+    payload: bytes | None
+    if body is None or isinstance(body, bytes):
+        payload = body
+    elif isinstance(body, str):
+        payload = body.encode()
+    elif "yaml" in content_type:
+        payload = yaml_body(body)
+    else:
+        payload = json.dumps(body).encode()
+    headers = {"Accept": "application/json"}
+    if payload is not None:
+        headers["Content-Type"] = content_type
+    response = api_client.send(method, path, query=query, body=payload, headers=headers, timeout=timeout)
     if not 200 <= response.status < 300:
-        raise ApiException(http_resp=response)
+        raise api_exception(response)
     if method in WRITE_METHODS:
         metrics.api_writes.labels(verb or method.lower(), resource or path.rsplit("/", 2)[-2]).inc()
-    return json.loads(data) if data else None
+    return json.loads(response.data) if response.data else None
+
+
+def request_text(api_client: sending.ApiClient, path: str, *, timeout: float | None = None) -> str:
+    """A GET whose answer is text (a container's log); raises ApiException on an error status."""
+    response = api_client.send("GET", path, headers={"Accept": "*/*"}, timeout=timeout)
+    if not 200 <= response.status < 300:
+        raise api_exception(response)
+    return response.data.decode(errors="replace")
+
+
+def api_exception(response: sending.Response) -> ApiException:
+    return ApiException(
+        response.status, response.reason, response.data.decode(errors="replace"), dict(response.headers)
+    )
 
 
 def list_items(
-    api_client: client.ApiClient, path: str, query: Sequence[tuple[str, str]] = ()
+    api_client: sending.ApiClient, path: str, query: Sequence[tuple[str, str]] = ()
 ) -> list[dict[str, Any]]:
     """Every item of a LIST, page by page (LIST_PAGE per page keeps the apiserver's memory flat).
 

@@ -18,10 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
-from ocp_gpu.kube import reading, reporting, requesting
+from ocp_gpu.kube import clients, reading, reporting, requesting
 from ocp_gpu.model import labels, snapshot, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
@@ -53,7 +50,7 @@ MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
 # --- writes ----------------------------------------------------------------------------------
 
 
-def _patch_node(api: client.ApiClient, node: str, body: Mapping[str, Any]) -> dict[str, Any]:
+def _patch_node(api: clients.ApiClient, node: str, body: Mapping[str, Any]) -> dict[str, Any]:
     patched: dict[str, Any] = requesting.request(
         api, "PATCH", f"/api/v1/nodes/{quote(node)}", body=body, content_type=MERGE_PATCH, resource="nodes"
     )
@@ -61,7 +58,10 @@ def _patch_node(api: client.ApiClient, node: str, body: Mapping[str, Any]) -> di
 
 
 def cordon(
-    api: client.ApiClient, node: str, unschedulable: bool, annotations: Mapping[str, str | None] | None = None
+    api: clients.ApiClient,
+    node: str,
+    unschedulable: bool,
+    annotations: Mapping[str, str | None] | None = None,
 ) -> None:
     """Mark the node (un)schedulable; `annotations` go in the same merge patch (atomic with it)."""
     body: dict[str, Any] = {"spec": {"unschedulable": unschedulable}}
@@ -70,7 +70,7 @@ def cordon(
     _patch_node(api, node, body)
 
 
-def annotate(api: client.ApiClient, node: str, annotations: Mapping[str, str | None]) -> None:
+def annotate(api: clients.ApiClient, node: str, annotations: Mapping[str, str | None]) -> None:
     """Set (value) or remove (None) node annotations in one merge patch."""
     _patch_node(api, node, {"metadata": {"annotations": dict(annotations)}})
 
@@ -85,7 +85,7 @@ class Announcement:
     now: datetime.datetime | None
 
 
-def announce(api: client.ApiClient, said: Announcement) -> None:
+def announce(api: clients.ApiClient, said: Announcement) -> None:
     """Post the transition's Event (reason GPUDriverUpgrade, the seed's exact message).
 
     NB: a failed Event is logged, never fatal (reporting.post_event).
@@ -97,7 +97,7 @@ def announce(api: client.ApiClient, said: Announcement) -> None:
 
 
 def set_upgrade_state(
-    api: client.ApiClient,
+    api: clients.ApiClient,
     node: str,
     state: UpgradeState,
     annotations: Mapping[str, str | None] | None = None,
@@ -124,7 +124,7 @@ def set_upgrade_state(
     return said
 
 
-def delete_pod(api: client.ApiClient, namespace: str, name: str, uid: str = "") -> None:
+def delete_pod(api: clients.ApiClient, namespace: str, name: str, uid: str = "") -> None:
     """Delete a pod (graceful); gone already, or replaced by a same-named pod (uid given), is fine."""
     body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
     if uid:
@@ -137,12 +137,12 @@ def delete_pod(api: client.ApiClient, namespace: str, name: str, uid: str = "") 
             body=body,
             resource="pods",
         )
-    except ApiException as error:
+    except requesting.ApiException as error:
         if error.status not in (404, 409):
             raise
 
 
-def evict_pod(api: client.ApiClient, namespace: str, name: str, uid: str = "") -> bool:
+def evict_pod(api: clients.ApiClient, namespace: str, name: str, uid: str = "") -> bool:
     """Evict a pod through policy/v1 Eviction; False when a PodDisruptionBudget refuses (HTTP 429).
 
     True also when the pod is gone already (404) or was replaced by a same-named pod (409 on
@@ -163,7 +163,7 @@ def evict_pod(api: client.ApiClient, namespace: str, name: str, uid: str = "") -
             body=body,
             resource="pods/eviction",
         )
-    except ApiException as error:
+    except requesting.ApiException as error:
         if error.status == 429:
             return False
         if error.status in (404, 409):
@@ -185,7 +185,7 @@ class Announcer:
     executor, chosen by the node's name, so they are posted in the order of its transitions.
     """
 
-    def __init__(self, api: client.ApiClient, threads: int = EVENT_THREADS) -> None:
+    def __init__(self, api: clients.ApiClient, threads: int = EVENT_THREADS) -> None:
         self._api = api
         self._pools = [
             concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="upgrade-events")
@@ -223,7 +223,7 @@ class AppliedNode:
 
 
 def apply_node_plan(
-    api: client.ApiClient,
+    api: clients.ApiClient,
     plan: upgrade.NodePlan,
     *,
     now: datetime.datetime | None = None,
@@ -234,7 +234,7 @@ def apply_node_plan(
     A plan whose only actions are a cordon change writes it with the transition, in one patch.
     With `announcing` False the transition's Event is left to the caller (`AppliedNode.announcement`).
 
-    Raises ApiException on the first failed call, before the transition is written (the
+    Raises requesting.ApiException on the first failed call, before the transition is written (the
     next pass plans again from what is there); the caller isolates nodes from each other.
     """
     refused: list[PodRef] = []
@@ -384,27 +384,27 @@ def _in(namespace: str) -> str:
 
 
 def list_driver_pods(
-    api: client.ApiClient, namespace: str, selector: str = DRIVER_SELECTOR
+    api: clients.ApiClient, namespace: str, selector: str = DRIVER_SELECTOR
 ) -> tuple[DriverPod, ...]:
     """The driver pods in the operator namespace."""
     items = requesting.list_items(api, f"/api/v1{_in(namespace)}/pods", [("labelSelector", selector)])
     return tuple(driver_pod(item) for item in items)
 
 
-def list_pods_on_node(api: client.ApiClient, node: str) -> tuple[WorkloadPod, ...]:
+def list_pods_on_node(api: clients.ApiClient, node: str) -> tuple[WorkloadPod, ...]:
     """Every pod bound to the node, in every namespace."""
     items = requesting.list_items(api, "/api/v1/pods", [("fieldSelector", f"spec.nodeName={node}")])
     return tuple(workload_pod(item) for item in items)
 
 
 def list_validator_pods(
-    api: client.ApiClient, namespace: str, selector: str = upgrades.VALIDATOR_SELECTOR
+    api: clients.ApiClient, namespace: str, selector: str = upgrades.VALIDATOR_SELECTOR
 ) -> tuple[ValidatorPod, ...]:
     items = requesting.list_items(api, f"/api/v1{_in(namespace)}/pods", [("labelSelector", selector)])
     return tuple(validator_pod(item) for item in items)
 
 
-def validator_daemonset_exists(api: client.ApiClient, namespace: str) -> bool:
+def validator_daemonset_exists(api: clients.ApiClient, namespace: str) -> bool:
     """A DaemonSet labelled app=nvidia-operator-validator exists in the namespace (one small read)."""
     page = requesting.request(
         api,
@@ -439,7 +439,7 @@ def current_revisions(revisions: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return {daemonset: revision_hash for daemonset, (_, revision_hash) in newest.items()}
 
 
-def list_controller_revisions(api: client.ApiClient, namespace: str, selector: str) -> dict[str, str]:
+def list_controller_revisions(api: clients.ApiClient, namespace: str, selector: str) -> dict[str, str]:
     """DaemonSet name -> current revision hash, from the ControllerRevisions matching `selector`.
 
     NB: the DaemonSet controller labels each revision with the pod template's labels, so
@@ -457,7 +457,7 @@ def driver_revision(daemonset: Mapping[str, Any], current_hash: str | None) -> D
 
 
 def list_driver_daemonsets(
-    api: client.ApiClient, namespace: str, selector: str = DRIVER_SELECTOR
+    api: clients.ApiClient, namespace: str, selector: str = DRIVER_SELECTOR
 ) -> tuple[snapshot.DriverDaemonSet, ...]:
     """The driver DaemonSets matching `selector` on their own labels."""
     items = requesting.list_items(
@@ -467,7 +467,7 @@ def list_driver_daemonsets(
 
 
 def read_upgrade_snapshot(
-    api: client.ApiClient,
+    api: clients.ApiClient,
     namespace: str,
     policy: UpgradePolicy,
     *,
@@ -502,7 +502,7 @@ def read_upgrade_snapshot(
     for name in upgrade.nodes_needing_pods(nodes, policy):
         try:
             pods[name] = list_pods_on_node(api, name)
-        except ApiException as error:
+        except requesting.ApiException as error:
             logger.warning("could not list the pods of node %s: %s", name, error.reason)
     validators = list_validator_pods(api, namespace)
     if validator_deployed is None:

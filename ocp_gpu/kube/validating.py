@@ -11,35 +11,32 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
-from ocp_gpu.kube import requesting
+from ocp_gpu.kube import clients, requesting
 
 
 def _pod_path(namespace: str, name: str) -> str:
     return requesting.object_path("v1", "Pod", name, namespace)
 
 
-def read_node_allocatable(api_client: client.ApiClient, node: str) -> dict[str, str]:
+def read_node_allocatable(api_client: clients.ApiClient, node: str) -> dict[str, str]:
     """The node's `status.allocatable` (what the scheduler can hand out), quantities as strings."""
     body = requesting.request(api_client, "GET", requesting.object_path("v1", "Node", node))
     allocatable = (body.get("status") or {}).get("allocatable") or {}
     return {str(name): str(value) for name, value in allocatable.items()}
 
 
-def read_pod(api_client: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+def read_pod(api_client: clients.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
     """The pod, or None when it does not exist."""
     try:
         pod: dict[str, Any] = requesting.request(api_client, "GET", _pod_path(namespace, name))
-    except ApiException as error:
+    except requesting.ApiException as error:
         if error.status == 404:
             return None
         raise
     return pod
 
 
-def read_pod_owner(api_client: client.ApiClient, namespace: str, name: str) -> dict[str, str] | None:
+def read_pod_owner(api_client: clients.ApiClient, namespace: str, name: str) -> dict[str, str] | None:
     """{"name", "uid"} of a pod, to own what it creates; None when it does not exist."""
     pod = read_pod(api_client, namespace, name)
     if pod is None:
@@ -47,7 +44,7 @@ def read_pod_owner(api_client: client.ApiClient, namespace: str, name: str) -> d
     return {"name": name, "uid": str(pod["metadata"]["uid"])}
 
 
-def create_pod(api_client: client.ApiClient, manifest: Mapping[str, Any]) -> dict[str, Any]:
+def create_pod(api_client: clients.ApiClient, manifest: Mapping[str, Any]) -> dict[str, Any]:
     metadata = manifest["metadata"]
     path = _pod_path(metadata["namespace"], metadata["name"]).rsplit("/", 1)[0]
     created: dict[str, Any] = requesting.request(
@@ -56,7 +53,7 @@ def create_pod(api_client: client.ApiClient, manifest: Mapping[str, Any]) -> dic
     return created
 
 
-def delete_pod(api_client: client.ApiClient, namespace: str, name: str, *, wait: float = 0.0) -> None:
+def delete_pod(api_client: clients.ApiClient, namespace: str, name: str, *, wait: float = 0.0) -> None:
     """Delete the pod at once (no grace period); with `wait`, until it is gone (raises TimeoutError).
 
     NB: a workload pod is throwaway, and a pod of the same name cannot be created
@@ -70,7 +67,7 @@ def delete_pod(api_client: client.ApiClient, namespace: str, name: str, *, wait:
             body={"gracePeriodSeconds": 0, "propagationPolicy": "Background"},
             resource="pods",
         )
-    except ApiException as error:
+    except requesting.ApiException as error:
         if error.status != 404:
             raise
         return

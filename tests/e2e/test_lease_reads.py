@@ -29,12 +29,12 @@ class CountingElector(electing.LeaderElector):
 
 
 def test_renewals_do_not_read_and_a_foreign_write_is_never_overwritten(
-    kube: client.ApiClient, namespace: str
+    kube: client.ApiClient, api: clients.ApiClient, namespace: str
 ) -> None:
     settings = electing.ElectionSettings(
         namespace=namespace, identity="renewer", lease_duration_s=15, renew_deadline_s=10, retry_period_s=2
     )
-    elector = CountingElector(clients.lease_credentials(kube), settings)
+    elector = CountingElector(clients.lease_credentials(api), settings)
     leases = client.CoordinationV1Api(kube)
     assert elector._try_acquire_or_renew()
     acquired = leases.read_namespaced_lease(electing.LEASE_NAME, namespace).spec.renew_time

@@ -74,9 +74,9 @@ class RenewalObserver:
 
 
 def test_renewal_keeps_going_while_the_loop_and_executor_are_saturated(
-    kube: client.ApiClient, namespace: str
+    kube: client.ApiClient, api: clients.ApiClient, namespace: str
 ) -> None:
-    credentials = clients.lease_credentials(kube)
+    credentials = clients.lease_credentials(api)
     elector = electing.LeaderElector(credentials, settings(namespace, "leader-under-load"))
 
     async def scenario() -> bool:
@@ -107,9 +107,9 @@ def test_renewal_keeps_going_while_the_loop_and_executor_are_saturated(
 
 
 def test_a_lease_taken_by_another_replica_is_reported_lost_within_the_deadline(
-    kube: client.ApiClient, namespace: str
+    kube: client.ApiClient, api: clients.ApiClient, namespace: str
 ) -> None:
-    elector = electing.LeaderElector(clients.lease_credentials(kube), settings(namespace, "deposed"))
+    elector = electing.LeaderElector(clients.lease_credentials(api), settings(namespace, "deposed"))
     leases = client.CoordinationV1Api(kube)
 
     async def scenario() -> float:

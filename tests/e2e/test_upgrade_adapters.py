@@ -29,7 +29,7 @@ from kubernetes import client
 
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness.cluster import unique_name
-from ocp_gpu.kube import upgrading
+from ocp_gpu.kube import clients, upgrading
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.upgrades import UpgradeState
 from ocp_gpu.planning import upgrade
@@ -150,7 +150,11 @@ def events_for(kube: client.ApiClient, node: str) -> list[Any]:
 
 
 def test_eviction_blocked_by_a_pdb_returns_false(
-    kube: client.ApiClient, namespace: str, run: dict[str, str], make_nodes: Callable[..., list[str]]
+    kube: client.ApiClient,
+    api: clients.ApiClient,
+    namespace: str,
+    run: dict[str, str],
+    make_nodes: Callable[..., list[str]],
 ) -> None:
     (node,) = make_nodes(run)
     core, policy_api = client.CoreV1Api(kube), client.PolicyV1Api(kube)
@@ -174,24 +178,28 @@ def test_eviction_blocked_by_a_pdb_returns_false(
         ),
     )
 
-    assert upgrading.evict_pod(kube, namespace, "guarded", guarded.metadata.uid) is False
+    assert upgrading.evict_pod(api, namespace, "guarded", guarded.metadata.uid) is False
     assert core.read_namespaced_pod("guarded", namespace).metadata.deletion_timestamp is None
 
-    assert upgrading.evict_pod(kube, namespace, "free", free.metadata.uid) is True
+    assert upgrading.evict_pod(api, namespace, "free", free.metadata.uid) is True
     wait_for(
         "the evicted pod to go",
         lambda: not core.list_namespaced_pod(namespace, field_selector="metadata.name=free").items,
     )
     # Gone already: nothing to refuse.
-    assert upgrading.evict_pod(kube, namespace, "free", free.metadata.uid) is True
-    upgrading.delete_pod(kube, namespace, "free", free.metadata.uid)
+    assert upgrading.evict_pod(api, namespace, "free", free.metadata.uid) is True
+    upgrading.delete_pod(api, namespace, "free", free.metadata.uid)
 
 
 # --- revisions -------------------------------------------------------------------------------------
 
 
 def test_current_revision_matches_pods_and_moves_on_a_template_change(
-    kube: client.ApiClient, namespace: str, run: dict[str, str], make_nodes: Callable[..., list[str]]
+    kube: client.ApiClient,
+    api: clients.ApiClient,
+    namespace: str,
+    run: dict[str, str],
+    make_nodes: Callable[..., list[str]],
 ) -> None:
     nodes = make_nodes(run, count=2)
     apps = client.AppsV1Api(kube)
@@ -199,10 +207,10 @@ def test_current_revision_matches_pods_and_moves_on_a_template_change(
     pods = wait_for("2 Ready driver pods", ready_driver_pods(kube, namespace, 2), 60)
     selector = f"{upgrading.DRIVER_SELECTOR},{RUN_LABEL}={run[RUN_LABEL]}"
 
-    revisions = upgrading.list_controller_revisions(kube, namespace, selector)
+    revisions = upgrading.list_controller_revisions(api, namespace, selector)
     old_hash = revisions["nvidia-driver-daemonset-test"]
     assert {p.metadata.labels[upgrades.POD_REVISION_LABEL] for p in pods} == {old_hash}
-    records = upgrading.list_driver_pods(kube, namespace, selector)
+    records = upgrading.list_driver_pods(api, namespace, selector)
     assert sorted(r.node for r in records) == sorted(nodes)
     assert all(
         r.ready and r.revision_hash == old_hash and r.daemonset == "nvidia-driver-daemonset-test"
@@ -216,7 +224,7 @@ def test_current_revision_matches_pods_and_moves_on_a_template_change(
         "a new ControllerRevision",
         lambda: (
             (
-                h := upgrading.list_controller_revisions(kube, namespace, selector)[
+                h := upgrading.list_controller_revisions(api, namespace, selector)[
                     "nvidia-driver-daemonset-test"
                 ]
             )
@@ -227,16 +235,16 @@ def test_current_revision_matches_pods_and_moves_on_a_template_change(
     assert new_hash != old_hash
     # OnDelete: the pods stay as they were, and the planner sees them outdated.
     snap = upgrading.read_upgrade_snapshot(
-        kube, namespace, policy(), node_selector=f"{RUN_LABEL}={run[RUN_LABEL]}", driver_selector=selector
+        api, namespace, policy(), node_selector=f"{RUN_LABEL}={run[RUN_LABEL]}", driver_selector=selector
     )
     assert snap.daemonsets["nvidia-driver-daemonset-test"].current_hash == new_hash
     assert {upgrade.check_driver(n, snap).check for n in snap.nodes} == {upgrade.DriverCheck.OUTDATED}
 
     victim = records[0]
-    upgrading.delete_pod(kube, namespace, victim.ref.name, victim.ref.uid)
+    upgrading.delete_pod(api, namespace, victim.ref.name, victim.ref.uid)
 
     def replaced() -> bool:
-        fresh = [r for r in upgrading.list_driver_pods(kube, namespace, selector) if r.node == victim.node]
+        fresh = [r for r in upgrading.list_driver_pods(api, namespace, selector) if r.node == victim.node]
         return (
             len(fresh) == 1
             and fresh[0].ref.uid != victim.ref.uid
@@ -252,6 +260,7 @@ def test_current_revision_matches_pods_and_moves_on_a_template_change(
 
 def test_set_upgrade_state_writes_label_event_and_log(
     kube: client.ApiClient,
+    api: clients.ApiClient,
     run: dict[str, str],
     make_nodes: Callable[..., list[str]],
     caplog: pytest.LogCaptureFixture,
@@ -259,7 +268,7 @@ def test_set_upgrade_state_writes_label_event_and_log(
     (node,) = make_nodes(run)
     caplog.set_level(logging.INFO, logger=labels.UPGRADE_LOGGER)
     started = upgrades.format_timestamp(datetime.datetime.now(datetime.UTC))
-    upgrading.set_upgrade_state(kube, node, S.POD_DELETION_REQUIRED, {upgrades.POD_DELETION_START: started})
+    upgrading.set_upgrade_state(api, node, S.POD_DELETION_REQUIRED, {upgrades.POD_DELETION_START: started})
 
     body = client.CoreV1Api(kube).read_node(node)
     assert body.metadata.labels[labels.UPGRADE_STATE] == "pod-deletion-required"
@@ -276,9 +285,9 @@ def test_set_upgrade_state_writes_label_event_and_log(
         )
     ]
 
-    upgrading.cordon(kube, node, True, {upgrades.CORDONED_BY_UPGRADE: "true"})
+    upgrading.cordon(api, node, True, {upgrades.CORDONED_BY_UPGRADE: "true"})
     upgrading.annotate(
-        kube, node, {upgrades.POD_DELETION_START: None, labels.UPGRADE_ENABLED_ANNOTATION: "true"}
+        api, node, {upgrades.POD_DELETION_START: None, labels.UPGRADE_ENABLED_ANNOTATION: "true"}
     )
     record = upgrading.upgrade_node(
         client.ApiClient().sanitize_for_serialization(client.CoreV1Api(kube).read_node(node))
@@ -293,7 +302,11 @@ def test_set_upgrade_state_writes_label_event_and_log(
 
 
 def test_pods_on_node(
-    kube: client.ApiClient, namespace: str, run: dict[str, str], make_nodes: Callable[..., list[str]]
+    kube: client.ApiClient,
+    api: clients.ApiClient,
+    namespace: str,
+    run: dict[str, str],
+    make_nodes: Callable[..., list[str]],
 ) -> None:
     node, other = make_nodes(run, count=2)
     core = client.CoreV1Api(kube)
@@ -303,7 +316,7 @@ def test_pods_on_node(
     core.create_namespaced_pod(namespace, scratch)
     core.create_namespaced_pod(namespace, bare_pod(other, "elsewhere", resources={"nvidia.com/gpu": "1"}))
 
-    pods = {p.ref.name: p for p in upgrading.list_pods_on_node(kube, node)}
+    pods = {p.ref.name: p for p in upgrading.list_pods_on_node(api, node)}
     assert set(pods) == {"gpu", "scratch"}
     assert pods["gpu"].requests_gpu and not pods["gpu"].uses_empty_dir
     assert not pods["scratch"].requests_gpu and pods["scratch"].uses_empty_dir
@@ -321,7 +334,11 @@ def test_gpu_resource_detection(resource: str, gpu: bool) -> None:
 
 
 def test_one_node_through_the_state_machine(
-    kube: client.ApiClient, namespace: str, run: dict[str, str], make_nodes: Callable[..., list[str]]
+    kube: client.ApiClient,
+    api: clients.ApiClient,
+    namespace: str,
+    run: dict[str, str],
+    make_nodes: Callable[..., list[str]],
 ) -> None:
     (node,) = make_nodes(run)
     core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
@@ -340,14 +357,14 @@ def test_one_node_through_the_state_machine(
 
     def one_pass() -> upgrade.NodePlan:
         snap = upgrading.read_upgrade_snapshot(
-            kube, namespace, upgrade_policy, node_selector=node_selector, driver_selector=selector
+            api, namespace, upgrade_policy, node_selector=node_selector, driver_selector=selector
         )
         plan = upgrade.plan_upgrades(snap, upgrade_policy, datetime.datetime.now(datetime.UTC))
         # As reconcilers.upgrades does: the busy nodes' steps, each through apply_node_plan
         # (an ApiException fails the test).
         for node_plan in upgrading.busy_plans(plan.nodes):
             for step in node_plan.steps:
-                upgrading.apply_node_plan(kube, step)
+                upgrading.apply_node_plan(api, step)
         return plan.nodes[0]
 
     first = one_pass()

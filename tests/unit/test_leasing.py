@@ -44,8 +44,10 @@ def test_the_election_child_imports_nothing_heavy() -> None:
     assert ours == [
         "ocp_gpu",
         "ocp_gpu.kube",
+        "ocp_gpu.kube.authenticating",
         "ocp_gpu.kube.electing",
         "ocp_gpu.kube.leasing",
+        "ocp_gpu.kube.sending",
         "ocp_gpu.planning",
         "ocp_gpu.planning.leadership",
     ]

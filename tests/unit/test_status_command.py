@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 from rich.console import Console
 
 from ocp_gpu import cli
 from ocp_gpu.commands import status
 from ocp_gpu.kube import clients, requesting, upgrading
+from ocp_gpu.kube.requesting import ApiException
 from ocp_gpu.model import labels, operands, policy_parser, upgrades
 from ocp_gpu.model.nodes import NodeFacts, NodeName
 from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot

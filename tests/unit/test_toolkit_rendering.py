@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu.kube import requesting
+from ocp_gpu.kube.requesting import ApiException
 from ocp_gpu.model import labels, policy_parser
 from ocp_gpu.model import operands as operand_model
 from ocp_gpu.model.images import ImageRef
