@@ -260,7 +260,7 @@ def _exec_plugin(spec: Any, kubeconfig: Path, at: str) -> authenticating.ExecPlu
         if not isinstance(item, dict) or "name" not in item:
             raise ConfigError(f"cannot load kubeconfig {kubeconfig}: {at}.env[{index}] needs name and value")
         env.append((str(item["name"]), str(item.get("value") or "")))
-    args = spec.get("args") or ()
+    args = spec.get("args") or []
     if not isinstance(args, list):
         raise ConfigError(f"cannot load kubeconfig {kubeconfig}: {at}.args is not a list")
     return authenticating.ExecPlugin(
