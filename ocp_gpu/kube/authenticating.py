@@ -118,8 +118,8 @@ class Authenticator:
     """The headers and TLS context `credentials` yield now; thread-safe.
 
     A refresh (an exec credential past its expiry, a 401 the caller reports) makes a new
-    generation; a connection opened with an older generation's client certificate is
-    stale (kube/sending.py drops it).
+    generation; a connection opened with a client certificate since replaced is stale
+    (kube/sending.py drops it).
     """
 
     def __init__(self, credentials: Credentials) -> None:
@@ -127,7 +127,7 @@ class Authenticator:
         self._lock = threading.Lock()
         self._current: Current | None = None
         self._read_at = 0.0  # monotonic time the token file was read
-        self._context: tuple[int, ssl.SSLContext] | None = None
+        self._context: tuple[tuple[str | None, str | None], ssl.SSLContext] | None = None
 
     def current(self) -> Current:
         """The credential to use now (reading or running what is needed the first time)."""
@@ -153,14 +153,12 @@ class Authenticator:
             return True
 
     def ssl_context(self, current: Current) -> ssl.SSLContext:
-        """The TLS context for connections opened with `current` (kept while its generation lasts)."""
+        """The TLS context for connections opened with `current`: the same object for as long as
+        the client certificate stays (a new token alone keeps it and its connections)."""
+        key = (current.cert_data, current.key_data)
         with self._lock:
-            if self._context is None or self._context[0] != current.generation:
-                if self._context is not None and not current.cert_data and self._context[1]:
-                    # Only the token changed: the context (CA, client certificate) stays.
-                    self._context = (current.generation, self._context[1])
-                else:
-                    self._context = (current.generation, _ssl_context(self.credentials, current))
+            if self._context is None or self._context[0] != key:
+                self._context = (key, _ssl_context(self.credentials, current))
             return self._context[1]
 
     # --- renewing (under the lock) ---------------------------------------------------
