@@ -762,7 +762,7 @@ def choose_policy(items: Sequence[Mapping[str, Any]], wanted: str | None, server
 
 def read_status(api: Any, namespace: str | None, policy_name: str | None) -> StatusInputs:
     """Everything a report needs, with GET and LIST requests only.  Raises StatusError."""
-    server = str(api.configuration.host)
+    server = api.credentials.server
     try:
         listed = requesting.request(api, "GET", apis.POLICY_PATH)
     except requesting.ApiException as error:

@@ -7,20 +7,20 @@ the status, headers and body; `kube/requesting.py` speaks JSON over it, the elec
 NB: the operator's own transport instead of the kubernetes client (issue 13): the client
 imports pydantic, urllib3, requests and oauthlib (about 23 MiB of code in a process whose
 other code is 44 MiB), and kopf, seeing it installed, imports it too.  The operator never
-used its typed models; a pooled `http.client` does the same work.  Standard library only:
-the election child imports this module.
+used its typed models.  HTTP/1.1 is spoken here over `socket` and `ssl` rather than with
+`http.client`, which imports the `email` package to parse headers (2 MiB of the election
+child's 20).  Standard library only: the election child imports this module.
 """
 
 from __future__ import annotations
 
 import base64
-import dataclasses
-import http.client
 import socket
 import ssl
 import threading
 import urllib.parse
 from collections.abc import Mapping, Sequence
+from typing import BinaryIO, NamedTuple
 
 from ocp_gpu.kube import authenticating
 
@@ -31,18 +31,44 @@ POOL_SIZE = 16
 # Seconds one socket operation may take: a request on a dead connection fails instead of
 # hanging a reconcile pass forever (the kubernetes client had no limit).
 DEFAULT_TIMEOUT_S = 60.0
+# The longest status or header line accepted (http.client's limit too).
+_MAX_LINE = 65536
+_MAX_HEADERS = 100
+
+
+class Response(NamedTuple):
+    status: int
+    reason: str
+    headers: dict[str, str]  # names in lower case
+    data: bytes
+
+
+class ClosedError(ConnectionError):
+    """The server closed the connection before answering (a kept-alive one it timed out)."""
+
+
+class ProtocolError(ConnectionError):
+    """The server's answer is not HTTP/1.1 as we read it."""
+
 
 # A kept-alive connection the server closed while it sat idle (its idle timeout, an
 # apiserver restart): the request never reached it, and goes once more on a new connection.
-_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.BadStatusLine)
+_STALE = (ClosedError, ConnectionResetError, BrokenPipeError, ConnectionAbortedError, ssl.SSLEOFError)
 
 
-@dataclasses.dataclass(frozen=True)
-class Response:
-    status: int
-    reason: str
-    headers: http.client.HTTPMessage
-    data: bytes
+class _Connection:
+    """One socket (TLS or not, maybe tunnelled through a proxy) and its buffered reader."""
+
+    def __init__(self, sock: socket.socket, context: ssl.SSLContext | None) -> None:
+        self.sock = sock
+        self.reader: BinaryIO = sock.makefile("rb")
+        self.context = context  # what it was opened with (a renewed certificate makes it stale)
+
+    def close(self) -> None:
+        try:
+            self.reader.close()
+        finally:
+            self.sock.close()
 
 
 class ApiClient:
@@ -68,8 +94,11 @@ class ApiClient:
         self._host = url.hostname or "localhost"
         self._port = url.port or (443 if self._https else 80)
         self._base = url.path.rstrip("/")
+        # NB: an IPv6 address is bracketed in the Host header (and a CONNECT target).
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        self._authority = f"{host}:{self._port}"
         self._proxy = _proxy(credentials.proxy) if credentials.proxy else None
-        self._idle: list[tuple[http.client.HTTPConnection, ssl.SSLContext | None]] = []
+        self._idle: list[_Connection] = []
         self._lock = threading.Lock()
 
     @property
@@ -86,9 +115,11 @@ class ApiClient:
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> Response:
-        """One request; the whole response read.  Raises OSError (and http.client's errors) when
-        the server cannot be reached; an HTTP error status is returned, not raised."""
+        """One request; the whole response read.  Raises OSError when the server cannot be
+        reached or answers no HTTP; an HTTP error status is returned, not raised."""
         target = self._base + path + (f"?{urllib.parse.urlencode(list(query))}" if query else "")
+        if self._proxy is not None and not self._https:
+            target = f"http://{self._authority}{target}"  # a plain proxy takes the absolute URL
         current = self.authenticator.current()
         response = self._send(method, target, body, headers, timeout, current)
         if response.status == 401 and self.authenticator.refresh(current):
@@ -99,10 +130,10 @@ class ApiClient:
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
-        for connection, _ in idle:
+        for connection in idle:
             connection.close()
 
-    # --- connections -----------------------------------------------------------------
+    # --- one exchange ----------------------------------------------------------------
 
     def _send(
         self,
@@ -113,18 +144,25 @@ class ApiClient:
         timeout: float | None,
         current: authenticating.Current,
     ) -> Response:
-        headers = {"User-Agent": self.credentials.user_agent, **(extra or {})}
+        headers = {"Host": self._authority, "User-Agent": self.credentials.user_agent, **(extra or {})}
         if current.authorization:
             headers["Authorization"] = current.authorization
-        if self._proxy is not None and not self._https:
-            target = f"http://{self._host}:{self._port}{target}"  # a plain proxy takes the absolute URL
+        if body is not None or method in ("POST", "PUT", "PATCH"):
+            headers["Content-Length"] = str(len(body or b""))
+        lines = [f"{method} {target} HTTP/1.1"]
+        for name, value in headers.items():
+            if "\r" in value or "\n" in value:
+                raise ValueError(f"the header {name} holds a line break")
+            lines.append(f"{name}: {value}")
+        # NB: head and body in one send: no Nagle wait between them (nor a second packet).
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
         context = self.authenticator.ssl_context(current) if self._https else None
+        seconds = self.timeout if timeout is None else timeout
         for attempt in (0, 1):
-            connection, reused = self._take(context, timeout)
+            connection, reused = self._take(context, seconds)
             try:
-                connection.request(method, target, body=body, headers=headers)
-                answer = connection.getresponse()
-                data = answer.read()
+                connection.sock.sendall(request)
+                response, keep = _read_response(connection.reader, method)
             except _STALE:
                 connection.close()
                 if attempt or not reused:
@@ -134,88 +172,135 @@ class ApiClient:
                 # A timeout or anything else mid-request: the connection's state is unknown.
                 connection.close()
                 raise
-            if answer.will_close:
-                connection.close()
+            if keep:
+                self._give_back(connection)
             else:
-                self._give_back(connection, context)
-            return Response(answer.status, answer.reason, answer.headers, data)
+                connection.close()
+            return response
         raise AssertionError("unreachable")
 
-    def _take(
-        self, context: ssl.SSLContext | None, timeout: float | None
-    ) -> tuple[http.client.HTTPConnection, bool]:
-        seconds = self.timeout if timeout is None else timeout
+    # --- the pool ------------------------------------------------------------------
+
+    def _take(self, context: ssl.SSLContext | None, seconds: float) -> tuple[_Connection, bool]:
+        found: _Connection | None = None
         with self._lock:
-            while self._idle:
-                connection, opened_with = self._idle.pop()
-                if opened_with is context:
-                    break
-                connection.close()  # opened with a client certificate since renewed
-            else:
-                connection = None
-        if connection is not None:
+            while self._idle and found is None:
+                connection = self._idle.pop()
+                if connection.context is context:
+                    found = connection
+                else:
+                    connection.close()  # opened with a client certificate since renewed
+        if found is not None:
             # NB: the timeout applies to each socket operation of this request.
-            connection.timeout = seconds
-            if connection.sock is not None:
-                connection.sock.settimeout(seconds)
-            return connection, True
+            found.sock.settimeout(seconds)
+            return found, True
         return self._open(context, seconds), False
 
-    def _give_back(self, connection: http.client.HTTPConnection, context: ssl.SSLContext | None) -> None:
+    def _give_back(self, connection: _Connection) -> None:
         with self._lock:
             if len(self._idle) < self.pool_size:
-                self._idle.append((connection, context))
+                self._idle.append(connection)
                 return
         connection.close()
 
-    def _open(self, context: ssl.SSLContext | None, timeout: float) -> http.client.HTTPConnection:
+    def _open(self, context: ssl.SSLContext | None, seconds: float) -> _Connection:
         proxy = self._proxy
-        host, port = (proxy.host, proxy.port) if proxy else (self._host, self._port)
-        connection: http.client.HTTPConnection
-        if context is not None:
-            connection = _HTTPSConnection(
-                host,
-                port,
-                timeout=timeout,
-                context=context,
-                server_name=self.credentials.tls_server_name or self._host,
-            )
-            if proxy:
-                connection.set_tunnel(self._host, self._port, headers=proxy.headers)
-        else:
-            connection = _HTTPConnection(host, port, timeout=timeout)
-        return connection
+        address = (proxy.host, proxy.port) if proxy else (self._host, self._port)
+        sock = socket.create_connection(address, timeout=seconds)
+        try:
+            # NB: many small requests on one connection: answer without delayed-ACK waits.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if proxy is not None and context is not None:
+                _tunnel(sock, self._authority, proxy.headers)
+            if context is not None:
+                # SNI and the certificate check: the kubeconfig's tls-server-name, else the server's host.
+                name = self.credentials.tls_server_name or self._host
+                sock = context.wrap_socket(sock, server_hostname=name)
+        except BaseException:
+            sock.close()
+            raise
+        return _Connection(sock, context)
 
 
-class _HTTPConnection(http.client.HTTPConnection):
-    def connect(self) -> None:
-        super().connect()
-        # NB: many small requests on one connection: without TCP_NODELAY a body sent after its
-        # headers waits for the ACK of the headers (Nagle + delayed ACK: 40 ms per request).
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+def _read_head(reader: BinaryIO) -> tuple[str, int, str, dict[str, str]]:
+    """A status line and its headers."""
+    line = reader.readline(_MAX_LINE + 1)
+    if not line:
+        raise ClosedError("the server closed the connection without answering")
+    version, _, rest = line.decode("latin-1").rstrip("\r\n").partition(" ")
+    code, _, reason = rest.partition(" ")
+    if not version.startswith("HTTP/1.") or not code.isdigit():
+        raise ProtocolError(f"not an HTTP/1.x status line: {line[:80]!r}")
+    headers: dict[str, str] = {}
+    for _ in range(_MAX_HEADERS + 1):
+        line = reader.readline(_MAX_LINE + 1)
+        if line in (b"\r\n", b"\n"):
+            return version, int(code), reason, headers
+        if not line:
+            raise ClosedError("the server closed the connection in the headers")
+        name, colon, value = line.decode("latin-1").partition(":")
+        if not colon:
+            raise ProtocolError(f"not a header line: {line[:80]!r}")
+        key = name.strip().lower()
+        headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
+    raise ProtocolError(f"more than {_MAX_HEADERS} headers")
 
 
-class _HTTPSConnection(http.client.HTTPSConnection):
-    """An HTTPS connection whose SNI and certificate check may use a name other than the host
-    dialled (a kubeconfig's `tls-server-name`, or the API server behind a proxy)."""
+def _read_response(reader: BinaryIO, method: str) -> tuple[Response, bool]:
+    """The response to one request, its body read whole; and whether the connection stays open."""
+    version, status, reason, headers = _read_head(reader)
+    while 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
+        version, status, reason, headers = _read_head(reader)
+    connection = headers.get("connection", "").lower()
+    keep = connection != "close" if version != "HTTP/1.0" else connection == "keep-alive"
+    if method == "HEAD" or status in (204, 304):
+        data = b""
+    elif "chunked" in headers.get("transfer-encoding", "").lower():
+        data = _read_chunked(reader)
+    elif "content-length" in headers:
+        length = int(headers["content-length"])
+        data = reader.read(length)
+        if len(data) != length:
+            raise ProtocolError(f"the body ended after {len(data)} of {length} bytes")
+    else:
+        data, keep = reader.read(), False  # delimited by the server closing the connection
+    return Response(status, reason, headers, data), keep
 
-    def __init__(
-        self, host: str, port: int, *, timeout: float, context: ssl.SSLContext, server_name: str
-    ) -> None:
-        super().__init__(host, port, timeout=timeout, context=context)
-        self._server_name = server_name
-        self._ssl_context = context
 
-    def connect(self) -> None:
-        # NB: http.client.HTTPSConnection.connect wraps with the dialled host as the server
-        # name; we do the same TCP connect (and CONNECT through a proxy) and wrap with ours.
-        http.client.HTTPConnection.connect(self)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock = self._ssl_context.wrap_socket(self.sock, server_hostname=self._server_name)
+def _read_chunked(reader: BinaryIO) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        line = reader.readline(_MAX_LINE + 1)
+        size_text = line.split(b";", 1)[0].strip()
+        if not size_text:
+            raise ProtocolError("a chunked body ended early")
+        size = int(size_text, 16)
+        if size == 0:
+            # Trailers (none from the API server) up to the blank line.
+            while reader.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n", b""):
+                pass
+            return b"".join(parts)
+        chunk = reader.read(size)
+        if len(chunk) != size:
+            raise ProtocolError("a chunked body ended early")
+        parts.append(chunk)
+        reader.readline(_MAX_LINE + 1)  # the CRLF after the chunk
 
 
-@dataclasses.dataclass(frozen=True)
-class _Proxy:
+def _tunnel(sock: socket.socket, authority: str, headers: Mapping[str, str]) -> None:
+    """Ask an HTTP proxy for a tunnel to the API server (CONNECT)."""
+    lines = [f"CONNECT {authority} HTTP/1.1", f"Host: {authority}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+    # NB: the proxy says nothing after its answer until the TLS handshake starts, so this
+    # reader cannot have read ahead into it.
+    with sock.makefile("rb") as reader:
+        _, status, reason, _ = _read_head(reader)
+    if status != 200:
+        raise ProtocolError(f"the proxy refused the tunnel to {authority}: {status} {reason}")
+
+
+class _Proxy(NamedTuple):
     host: str
     port: int
     headers: dict[str, str]

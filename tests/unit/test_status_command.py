@@ -608,7 +608,7 @@ class FakeApi:
     """Answers GETs like an API server holding one policy, two GPU nodes and their driver pods."""
 
     def __init__(self, policies: list[dict[str, Any]] | None = None, crd: bool = True) -> None:
-        self.configuration = argparse.Namespace(host="https://fake:6443")
+        self.credentials = argparse.Namespace(server="https://fake:6443")
         self.crd = crd
         self.policies = (
             policies

@@ -1,0 +1,87 @@
+"""We test these aspects of how the operator's transport (kube/sending.py) reads HTTP/1.1 answers,
+without a server (the requests themselves: tests/e2e/test_transport.py):
+
+- a body by Content-Length, by chunks (with extensions and trailers), or up to the server's close;
+- an interim 100 Continue skipped; HEAD, 204 and 304 without a body;
+- keep-alive unless `Connection: close` (HTTP/1.1) or without `keep-alive` (HTTP/1.0);
+- repeated headers joined, names in lower case;
+- a connection closed before the status line is stale (retried once on a new connection),
+  a short body or garbage is a protocol error, never a silently cut answer.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from ocp_gpu.kube import sending
+
+
+def read(raw: bytes, method: str = "GET") -> tuple[sending.Response, bool]:
+    return sending._read_response(io.BytesIO(raw), method)
+
+
+def test_content_length_and_keep_alive() -> None:
+    response, keep = read(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: 1\r\nx-a: 2\r\n\r\n{}extra")
+    assert response == sending.Response(200, "OK", {"content-length": "2", "x-a": "1, 2"}, b"{}")
+    assert keep
+
+
+def test_chunked_with_extension_and_trailer() -> None:
+    raw = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;x=y\r\nabcd\r\n2\r\nef\r\n0\r\nT: v\r\n\r\n"
+    )
+    response, keep = read(raw)
+    assert response.data == b"abcdef" and keep
+
+
+def test_close_delimited_and_connection_close() -> None:
+    response, keep = read(b"HTTP/1.1 500 Internal Server Error\r\n\r\nboom")
+    assert (response.status, response.reason, response.data, keep) == (
+        500,
+        "Internal Server Error",
+        b"boom",
+        False,
+    )
+    _, keep = read(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+    assert not keep
+    _, keep = read(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n")
+    assert not keep
+    _, keep = read(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n")
+    assert keep
+
+
+def test_interim_answers_and_bodiless_responses() -> None:
+    response, _ = read(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nx")
+    assert (response.status, response.data) == (201, b"x")
+    for raw, method in (
+        (b"HTTP/1.1 204 No Content\r\n\r\n", "DELETE"),
+        (b"HTTP/1.1 304 Not Modified\r\n\r\n", "GET"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", "HEAD"),
+    ):
+        response, keep = read(raw, method)
+        assert response.data == b"" and keep
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        (b"", sending.ClosedError),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n", sending.ClosedError),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab", sending.ProtocolError),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", sending.ProtocolError),
+        (b"SSH-2.0-OpenSSH\r\n\r\n", sending.ProtocolError),
+        (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", sending.ProtocolError),
+    ],
+)
+def test_cut_or_garbled_answers_raise(raw: bytes, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        read(raw)
+    # Both are connection errors: callers that retry on OSError treat them alike.
+    assert issubclass(error, ConnectionError)
+
+
+def test_a_closed_connection_is_the_stale_kind_retried_once() -> None:
+    assert issubclass(sending.ClosedError, sending._STALE)
+    assert not issubclass(sending.ProtocolError, sending._STALE)
