@@ -162,7 +162,17 @@ def _register_daemonsets(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -
             if daemonset.labels.get(labels.COMPONENT) == labels.DRIVER_COMPONENT
             else rt.operand_daemonsets
         )
-        _keep(kept, daemonset.name, daemonset, rt.mark_drivers)
+        before = kept.get(daemonset.name)
+
+        def changed() -> None:
+            if urgency.is_progress(before, daemonset):
+                # Pods coming up: the status's progress (and the upgrade loop) only.
+                rt.mark_progress()
+                rt.upgrade_wake.set()
+                return
+            rt.mark_drivers()
+
+        _keep(kept, daemonset.name, daemonset, changed)
 
     @kopf.on.event("apps", "v1", "daemonsets", registry=registry, id="operand-daemonset-events")
     async def daemonset_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:

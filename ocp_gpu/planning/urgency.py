@@ -20,13 +20,21 @@ Urgency only decides *when* the next pass runs; what it does is planned from the
 view as always.  A node that joins or leaves is not urgent: a scale-up of many nodes is
 the burst the window exists for.
 
+The opposite case (`is_progress`): a change that only counts pods coming up (a DaemonSet's
+ready, current or updated counts) can change nothing but the status's rollout progress, which
+is written at most every few seconds anyway (planning/status_writes); such changes may wait
+longer than the window (reconcilers/runtime.PROGRESS_WINDOW_S), so that a rollout of hundreds
+of pods costs a pass a second, not one per pod (issue 13, start-up CPU).
+
 Never does: read the cluster or the clock.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from ocp_gpu.model import nodes
-from ocp_gpu.model.snapshot import DriverKey, GpuNode
+from ocp_gpu.model.snapshot import DriverDaemonSet, DriverKey, GpuNode
 from ocp_gpu.model.upgrades import DriverPod, UpgradeState, ValidatorPod
 from ocp_gpu.planning.driver_keys import node_key
 from ocp_gpu.planning.driver_strategy import Strategy
@@ -66,3 +74,21 @@ def readies_validator(before: ValidatorPod | None, after: ValidatorPod, node_sta
     return node_state == UpgradeState.VALIDATION_REQUIRED.value and _turned_ready(
         before.ready if before is not None else None, after.ready
     )
+
+
+def is_progress(before: DriverDaemonSet | None, after: DriverDaemonSet) -> bool:
+    """Only the DaemonSet's pod counts moved (ready, current, updated): rollout progress.
+
+    NB: a changed desired or misscheduled count is not progress: which nodes the DaemonSet
+    covers changed, and the status says so at once.
+    """
+    if before is None:
+        # A DaemonSet seen for the first time: the pass must know it exists.
+        return False
+    counted = dataclasses.replace(
+        after,
+        number_ready=before.number_ready,
+        current_number_scheduled=before.current_number_scheduled,
+        updated_number_scheduled=before.updated_number_scheduled,
+    )
+    return counted == before and after != before

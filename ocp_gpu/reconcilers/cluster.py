@@ -46,6 +46,7 @@ async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
     while True:
         await rt.wake.wait()
         await coalescer.settle(rt.urgent)
+        await coalescer.settle_progress(rt.substantive, runtime.PROGRESS_WINDOW_S)
         changes = rt.take_changes()
         metrics.reconciliations.inc()
         try:

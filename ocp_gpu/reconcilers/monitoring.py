@@ -13,6 +13,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 
+from ocp_gpu.desired import operand_render_cache
 from ocp_gpu.kube import applying, labelling, requesting
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.planning import monitoring
@@ -62,8 +63,8 @@ async def reconcile_monitoring(
         except Exception as error:
             errors[f"Namespace {rt.namespace}"] = requesting.describe_error(error)
     inputs = monitoring_rendering.MonitoringRenderInputs(rt.namespace, plan)
-    for manifest in monitoring_rendering.render_monitoring_state(policy, inputs):
-        await operands.apply_if_changed(rt, owner, manifest, errors)
+    for kept in operand_render_cache.monitoring_manifests(policy, inputs):
+        await operands.apply_if_changed(rt, owner, kept.manifest, errors, kept.applied_hash)
     for kind in plan.remove:
         await _remove(rt, kind, errors)
     return MonitoringOutcome(plan.problems, errors)

@@ -20,9 +20,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from ocp_gpu.desired import operand_render_cache
 from ocp_gpu.kube import applying, fetching, labelling, owning, requesting
 from ocp_gpu.model import api_values, images, operands
 from ocp_gpu.model import policy as policy_model
@@ -64,11 +65,19 @@ def _ident(manifest: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 async def apply_if_changed(
-    rt: runtime.Runtime, owner: Mapping[str, str], manifest: Mapping[str, Any], errors: dict[str, str]
+    rt: runtime.Runtime,
+    owner: Mapping[str, str],
+    manifest: Mapping[str, Any],
+    errors: dict[str, str],
+    wanted: str | None = None,
 ) -> None:
-    """Server-side apply `manifest` unless the watched object is already as rendered; errors to `errors`."""
+    """Server-side apply `manifest` unless the watched object is already as rendered; errors to `errors`.
+
+    `wanted`: the manifest's applied hash when the caller kept it (desired/operand_render_cache).
+    """
     ident = owning.manifest_ident(manifest)
-    wanted = applying.applied_hash(manifest)
+    if wanted is None:
+        wanted = applying.applied_hash(manifest)
     if owning.is_current(rt.owned.get(ident), wanted, owner.get("uid", "")):
         # The watch shows it applied as rendered, owned by this policy: no write.
         return
@@ -145,7 +154,7 @@ async def reconcile_operand(
         inputs = common.OperandRenderInputs(
             rt.namespace, platform.is_openshift, _NAMES_ONLY_IMAGE, monitoring_api=_monitoring_api(rt)
         )
-        rendered = operand_rendering.render_operand(operand, policy, inputs)
+        rendered = [kept.manifest for kept in operand_render_cache.operand_manifests(operand, policy, inputs)]
         await _remove_unrendered_service_monitor(rt, operand, rendered, errors)
         for manifest in reversed(rendered):
             await delete_if_present(rt, manifest, errors)
@@ -170,9 +179,10 @@ async def reconcile_operand(
     inputs = common.OperandRenderInputs(
         rt.namespace, platform.is_openshift, image, monitoring_api=_monitoring_api(rt)
     )
-    rendered = operand_rendering.render_operand(operand, policy, inputs)
-    for manifest in rendered:
-        await apply_if_changed(rt, owner, manifest, errors)
+    kept = operand_render_cache.operand_manifests(operand, policy, inputs)
+    for one in kept:
+        await apply_if_changed(rt, owner, one.manifest, errors, one.applied_hash)
+    rendered = [one.manifest for one in kept]
     await _remove_unrendered_service_monitor(rt, operand, rendered, errors)
     await remove_unrendered(rt, owner, operand, rendered, errors)
     return OperandOutcome(enabled=True, errors=errors)
@@ -182,7 +192,7 @@ async def remove_unrendered(
     rt: runtime.Runtime,
     owner: Mapping[str, str],
     operand: operands.Operand,
-    rendered: list[dict[str, Any]],
+    rendered: Sequence[Mapping[str, Any]],
     errors: dict[str, str],
 ) -> None:
     """Delete the operand's owned objects (as the watch shows them) that `rendered` no longer has.
@@ -231,7 +241,10 @@ def _monitoring_api(rt: runtime.Runtime) -> bool:
 
 
 async def _remove_unrendered_service_monitor(
-    rt: runtime.Runtime, operand: operands.Operand, rendered: list[dict[str, Any]], errors: dict[str, str]
+    rt: runtime.Runtime,
+    operand: operands.Operand,
+    rendered: Sequence[Mapping[str, Any]],
+    errors: dict[str, str],
 ) -> None:
     """An operand's ServiceMonitor (named as its DaemonSet) switched off goes; nothing else changes.
 

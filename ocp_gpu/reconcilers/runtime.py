@@ -24,6 +24,11 @@ from ocp_gpu.planning import delivery
 
 T = TypeVar("T")
 
+# How long a burst of rollout progress alone (operand pods turning Ready, DaemonSet pod counts)
+# may wait for its pass: such a pass can only move the status's progress, itself written at most
+# every planning/status_writes.PROGRESS_INTERVAL_S; any other change ends the wait.
+PROGRESS_WINDOW_S = 1.0
+
 # How many API calls one pass keeps in flight (node label patches, upgrade steps): enough to
 # hide round trips at thousands of nodes, few enough not to flood the apiserver's priority levels.
 WRITE_CONCURRENCY = 8
@@ -104,6 +109,9 @@ class Runtime:
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     # Set with `wake` by a change that must not wait out the coalescing window (planning/urgency).
     urgent: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    # Set with `wake` by every change but rollout progress (`mark_progress`): a pass due to
+    # progress alone may wait out PROGRESS_WINDOW_S, until this is set.
+    substantive: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     _dirty_nodes: set[nodes.NodeName] = dataclasses.field(default_factory=set)
     _policies_dirty: bool = True
     _everything_dirty: bool = True
@@ -130,32 +138,41 @@ class Runtime:
         if delivery.is_view_complete(self.watched, self.delivered):
             self.listed.set()
 
+    def _wake_for_change(self) -> None:
+        self.substantive.set()
+        self.wake.set()
+
     def mark_node(self, name: nodes.NodeName) -> None:
         self._dirty_nodes.add(name)
-        self.wake.set()
+        self._wake_for_change()
         self.upgrade_wake.set()
 
     def mark_urgent(self) -> None:
         """The next pass runs at once, even within the coalescing window (planning/urgency)."""
         self.urgent.set()
-        self.wake.set()
+        self._wake_for_change()
 
     def mark_policies(self) -> None:
         self._policies_dirty = True
-        self.wake.set()
+        self._wake_for_change()
 
     def mark_drivers(self) -> None:
         # NB: every pass plans the drivers; this only wakes the loops.
-        self.wake.set()
+        self._wake_for_change()
         self.upgrade_wake.set()
 
-    def mark_operands(self) -> None:
-        """An operand pod changed readiness: the status may change."""
+    def mark_progress(self) -> None:
+        """Rollout progress only (an operand pod changed, a driver DaemonSet's pod counts moved):
+        the status's progress may change, nothing else (planning/urgency.is_progress)."""
         self.wake.set()
+
+    def mark_operands(self) -> None:
+        """An operand pod changed readiness: the status's progress may change."""
+        self.mark_progress()
 
     def mark_owned(self) -> None:
         """An owned object changed or vanished: a pass re-applies what differs from the rendering."""
-        self.wake.set()
+        self._wake_for_change()
 
     def mark_upgrades(self, urgent: bool = False) -> None:
         """Driver or validator pods, or ControllerRevisions changed: only the upgrade loop cares.
@@ -199,7 +216,7 @@ class Runtime:
 
     def mark_everything(self) -> None:
         self._everything_dirty = True
-        self.wake.set()
+        self._wake_for_change()
 
     def take_changes(self) -> Changes:
         """Drain the dirty marks (the loop calls this once per pass)."""
@@ -209,6 +226,7 @@ class Runtime:
         self._everything_dirty = False
         self.wake.clear()
         self.urgent.clear()
+        self.substantive.clear()
         return changes
 
 
@@ -223,6 +241,16 @@ class Coalescer:
 
     window_s: float
     _last_end: float | None = None
+
+    async def settle_progress(self, substantive: asyncio.Event, window_s: float) -> None:
+        """After `settle`, when only rollout progress woke the loop: wait until `window_s` since
+        the last pass ended, or until another change arrives (`substantive`)."""
+        if self._last_end is None or substantive.is_set():
+            return
+        left = self._last_end + window_s - _loop_time()
+        if left > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(substantive.wait(), left)
 
     async def settle(self, urgent: asyncio.Event | None = None) -> None:
         """Wait out what is left of the window since the last pass ended (nothing after a quiet

@@ -9,7 +9,12 @@ and that the coalescer's window ends as soon as one arrives (reconcilers/runtime
   staying Ready, a terminating one, or a node in another state are not; the runtime's
   upgrade wake-up carries the urgency and the next take of the marks clears it;
 - Coalescer.settle waits out the window, returns at once when the urgent event is already set,
-  and returns as soon as it is set during the wait.
+  and returns as soon as it is set during the wait;
+- rollout progress (a DaemonSet's ready/current/updated counts moving) is told apart from every
+  other DaemonSet change (planning/urgency.is_progress); operand pods and those counts mark
+  progress only, every other mark is substantive (reconcilers/runtime.Runtime);
+- Coalescer.settle_progress waits for the longer progress window after a pass, not after a
+  quiet spell, and ends as soon as a substantive change arrives.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import asyncio
 import dataclasses
 
 from ocp_gpu.model import labels, nodes
+from ocp_gpu.model.snapshot import DriverDaemonSet
 from ocp_gpu.model.upgrades import DriverPod, PodRef, UpgradeState, ValidatorPod
 from ocp_gpu.planning import urgency
 from ocp_gpu.reconcilers import runtime
@@ -175,3 +181,83 @@ def test_the_upgrade_wake_up_carries_urgency_until_the_marks_are_taken() -> None
         return plain, urgent, rt.upgrade_urgent.is_set(), rt.upgrade_state(NODE)
 
     assert asyncio.run(scenario()) == (False, True, False, RESTARTING)
+
+
+def daemonset(desired: int, misscheduled: int = 0) -> DriverDaemonSet:
+    return DriverDaemonSet(
+        name="nvidia-driver-daemonset-x",
+        desired_number_scheduled=desired,
+        number_misscheduled=misscheduled,
+    )
+
+
+def test_pod_counts_moving_is_progress() -> None:
+    before = daemonset(100)
+    assert urgency.is_progress(before, dataclasses.replace(before, number_ready=7))
+    assert urgency.is_progress(
+        before, dataclasses.replace(before, current_number_scheduled=50, updated_number_scheduled=50)
+    )
+
+
+def test_other_daemonset_changes_are_not_progress() -> None:
+    before = daemonset(100)
+    assert not urgency.is_progress(None, before)
+    assert not urgency.is_progress(before, before)
+    assert not urgency.is_progress(before, daemonset(99))
+    assert not urgency.is_progress(before, dataclasses.replace(before, number_ready=7, number_misscheduled=1))
+    assert not urgency.is_progress(before, dataclasses.replace(before, image="other"))
+    assert not urgency.is_progress(before, dataclasses.replace(before, generation=2))
+
+
+def test_only_progress_marks_leave_the_pass_unsubstantive() -> None:
+    async def scenario() -> list[bool]:
+        rt = runtime.Runtime(api_client=None, namespace="ns", env={})  # type: ignore[arg-type]
+        rt.take_changes()
+        seen = []
+        rt.mark_operands()
+        rt.mark_progress()
+        seen.append(rt.wake.is_set() and not rt.substantive.is_set())
+        for mark in (rt.mark_drivers, rt.mark_owned, rt.mark_policies, rt.mark_everything, rt.mark_urgent):
+            rt.take_changes()
+            mark()
+            seen.append(rt.wake.is_set() and rt.substantive.is_set())
+        rt.take_changes()
+        rt.mark_node(nodes.NodeName("gpu-1"))
+        seen.append(rt.substantive.is_set())
+        rt.take_changes()
+        seen.append(not rt.substantive.is_set())
+        return seen
+
+    assert all(asyncio.run(scenario()))
+
+
+def test_settle_progress_waits_the_progress_window_after_a_pass() -> None:
+    async def scenario() -> tuple[float, float]:
+        coalescer = runtime.Coalescer(0.05)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        # After a quiet spell (no pass yet): at once.
+        await coalescer.settle_progress(asyncio.Event(), 0.3)
+        quiet = loop.time() - started
+        coalescer.ended()
+        started = loop.time()
+        await coalescer.settle_progress(asyncio.Event(), 0.3)
+        return quiet, loop.time() - started
+
+    quiet, burst = asyncio.run(scenario())
+    assert quiet < 0.05
+    assert burst >= 0.29
+
+
+def test_settle_progress_ends_when_a_substantive_change_arrives() -> None:
+    async def scenario() -> float:
+        coalescer = runtime.Coalescer(0.05)
+        coalescer.ended()
+        substantive = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, substantive.set)
+        started = loop.time()
+        await coalescer.settle_progress(substantive, 5.0)
+        return loop.time() - started
+
+    assert 0.04 <= asyncio.run(scenario()) < 1.0
