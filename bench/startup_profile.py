@@ -20,14 +20,18 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +50,28 @@ def _load_tool() -> Any:
     module.cpu_s = cpu_s
     module.status_kib = status_kib
     return module
+
+
+@contextlib.contextmanager
+def _sources(source: str) -> Iterator[tuple[Path, str]]:
+    """bench/_common.operator_sources, or a given commit's ``ocp_gpu/`` extracted (a before/after pair)."""
+    if source in ("head", "tree"):
+        with operator_sources(source) as found:
+            yield found
+        return
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", source], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "--format=tar", commit, "ocp_gpu"],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    with tempfile.TemporaryDirectory(prefix="ocp-gpu-bench-src-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        yield Path(tmp), commit
 
 
 def top_functions(raw: Path, limit: int = 60) -> str:
@@ -83,7 +109,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "ocp-gpu-startup")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    with operator_sources(args.source) as (source, commit):
+    with _sources(args.source) as (source, commit):
         os.environ["OCPGPU_SRC"] = str(source)
         sys.path.insert(0, str(source))
         tool = _load_tool()
