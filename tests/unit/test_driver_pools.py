@@ -10,6 +10,8 @@
   selectors that never overlap another pool's, the owner label in the node selector;
 - property: whatever the selectors, no node has two owners, and a node's existing owner that
   still selects it is never replaced;
+- a pool's DaemonSet whose key none of the pool's nodes carries any more is stale at once,
+  whatever the DaemonSet controller still counts;
 - the ClusterPolicy's own DaemonSets are deleted only once every node they serve has a pool;
 - the NVIDIADriver spec laid over the ClusterPolicy's; its problems under its own field paths.
 """
@@ -225,6 +227,27 @@ def test_an_existing_pool_daemonset_keeps_its_name() -> None:
     existing = DriverDaemonSet(name="renamed-by-hand", labels=dict(first.labels))
     again = driver_pools.for_pool(_plan((existing,)), "pool-a")
     assert {d.key: d.name for d in again.desired}[first.key] == "renamed-by-hand"
+
+
+def test_a_key_that_left_the_pool_is_stale_at_once_whatever_its_counters() -> None:
+    # n1 (416.94.1-0) moved to another pool: this pool's DaemonSet for its key goes in the same
+    # pass, though the DaemonSet controller still counts n1's pod (it is misscheduled there now).
+    applied = driver_pools.for_pool(_plan(), "pool-a").desired
+    existing = tuple(
+        DriverDaemonSet(name=d.name, labels=dict(d.labels), desired_number_scheduled=1, number_misscheduled=1)
+        for d in applied
+    )
+    tags = tuple(ImageStreamTag(RhcosVersion(v), f"dtk@{v}") for v in ("416.94.1-0", "416.94.2-0"))
+    settings = driver_strategy.DriverSettings(
+        driver_strategy.Strategy.DTK, driver_image=images.ImageRef("nvcr.io/nvidia/driver:550.90.07")
+    )
+    left = drivers.plan_driver_daemonsets(
+        DriverSnapshot(_dtk_nodes()[1:], existing, DriverToolkitStream(StreamState.PRESENT, tags)), settings
+    )
+    assert [s.name for s in left.stale] == ["nvidia-gpu-driver-pool-a-416.94.1-0"]
+    assert [d.name for d in driver_pools.for_pool(left, "pool-a").desired] == [
+        "nvidia-gpu-driver-pool-a-416.94.2-0"
+    ]
 
 
 @pytest.mark.parametrize(
