@@ -274,7 +274,19 @@ async def _announce_batched(rt: runtime.Runtime, batched: Sequence[upgrading.Ann
 async def _list_pods(
     rt: runtime.Runtime, wanted: Sequence[NodeName]
 ) -> dict[NodeName, tuple[upgrades.WorkloadPod, ...]]:
-    """The pods of these nodes; a node whose list failed is left out (it alone waits for the next pass)."""
+    """The pods of these nodes; a node whose list failed is left out (it alone waits for the next pass).
+
+    Most of the nodes (an upgrade with no parallel limit, at scale): one paged LIST of every
+    bound pod instead of a LIST per node; if it fails, every wanted node waits.
+    """
+    if upgrade_chain.reads_every_pod(len(wanted), len(rt.node_facts)):
+        try:
+            return await asyncio.to_thread(upgrading.list_pods_on_nodes, rt.api_client, wanted)
+        except Exception as error:
+            logger.warning(
+                "could not list the pods of %d nodes: %s", len(wanted), requesting.describe_error(error)
+            )
+            return {}
     listed = await runtime.in_threads(
         functools.partial(upgrading.list_pods_on_node, rt.api_client, name) for name in wanted
     )

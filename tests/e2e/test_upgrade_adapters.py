@@ -10,7 +10,8 @@
   Event with the seed's exact message and logs under `controllers.Upgrade`; `cordon` carries its
   annotations; `upgrade_node` reads all of it back;
 - the pod records: GPU requests (nvidia.com/gpu and nvidia.com/mig-*), controller, emptyDir, found
-  through the `spec.nodeName` field selector;
+  through the `spec.nodeName` field selector, and the same records for many nodes from one paged
+  LIST of every bound pod (`list_pods_on_nodes`, continue tokens followed);
 - one node driven through the whole state machine by `read_upgrade_snapshot`, `plan_upgrades` and
   `apply_node_plan` alone: GPU pods deleted, other pods untouched, the driver pod restarted, the
   node cordoned and uncordoned, the seed's Event sequence.
@@ -29,7 +30,7 @@ from kubernetes import client
 
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness.cluster import unique_name
-from ocp_gpu.kube import clients, upgrading
+from ocp_gpu.kube import clients, requesting, upgrading
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.upgrades import UpgradeState
 from ocp_gpu.planning import upgrade
@@ -307,6 +308,7 @@ def test_pods_on_node(
     namespace: str,
     run: dict[str, str],
     make_nodes: Callable[..., list[str]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     node, other = make_nodes(run, count=2)
     core = client.CoreV1Api(kube)
@@ -321,6 +323,17 @@ def test_pods_on_node(
     assert pods["gpu"].requests_gpu and not pods["gpu"].uses_empty_dir
     assert not pods["scratch"].requests_gpu and pods["scratch"].uses_empty_dir
     assert pods["gpu"].controller_kind is None and pods["gpu"].ref.uid
+
+    # Many nodes at once: one paged LIST of the bound pods finds the same records (pages of one
+    # pod here, so the continue token is followed); a node without pods gets an empty tuple.
+    monkeypatch.setattr(requesting, "LIST_PAGE", 1)
+    many = upgrading.list_pods_on_nodes(api, [node, other, f"{node}-absent"])
+    assert {name: sorted(p.ref.name for p in found) for name, found in many.items()} == {
+        node: ["gpu", "scratch"],
+        other: ["elsewhere"],
+        f"{node}-absent": [],
+    }
+    assert {p.ref.name: p for p in many[node]} == pods
 
 
 @pytest.mark.parametrize(("resource", "gpu"), [("nvidia.com/mig-1g.5gb", True), ("example.com/fpga", False)])

@@ -8,7 +8,8 @@
   hold after every pass;
 - a slot freed in a pass is granted again in that pass; a slot free as read, granted to a
   node that became upgrade-required in the pass, starts it at once (waits for nobody);
-- a paused upgrade chains nothing.
+- a paused upgrade chains nothing;
+- the pods of most nodes, from 50 on, are read by one LIST of every bound pod, fewer by a LIST each.
 """
 
 from __future__ import annotations
@@ -289,3 +290,12 @@ def test_an_admins_cordon_survives_a_chained_upgrade() -> None:
     for step in plan.steps:
         after = upgrade_chain.node_after(after, step)
     assert after.initially_unschedulable and after.unschedulable and not after.cordoned_by_upgrade
+
+
+def test_most_nodes_pods_are_read_at_once() -> None:
+    assert upgrade_chain.reads_every_pod(1000, 1000)
+    assert upgrade_chain.reads_every_pod(50, 100)
+    # A few nodes (maxParallelUpgrades 10 at 1,000 nodes), or a minority of a large cluster: one each.
+    assert not upgrade_chain.reads_every_pod(10, 1000)
+    assert not upgrade_chain.reads_every_pod(49, 60)
+    assert not upgrade_chain.reads_every_pod(400, 1000)
