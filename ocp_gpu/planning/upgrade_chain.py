@@ -32,10 +32,10 @@ from collections.abc import Mapping, Sequence
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
-from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot, UpgradeState, WorkloadPod
+from ocp_gpu.model.upgrades import DriverPod, UpgradeNode, UpgradeSnapshot, UpgradeState, WorkloadPod
 from ocp_gpu.planning import upgrade, upgrade_table
 from ocp_gpu.planning.driver_check import DriverStatus
-from ocp_gpu.planning.upgrade_actions import Cordon, DeletePods, EvictPods, Uncordon
+from ocp_gpu.planning.upgrade_actions import Cordon, DeleteDriverPod, DeletePods, EvictPods, Uncordon
 from ocp_gpu.planning.upgrade_budget import Budget, is_unavailable, select_starts
 
 # No chain can be longer than the table has states (a guard: no two edges form a loop today).
@@ -212,6 +212,42 @@ def pods_to_read(
         plan.node
         for plan in plan.nodes
         if plan.managed and plan.state_after in wanted and plan.node not in pods
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Echoes:
+    """What a pass wrote that the watches must show before the next pass plans on it.
+
+    NB: a pass that starts at once (an urgent change) can find the watches' view still without
+    the last pass's writes: planned on it, a node written upgrade-done was written upgrade-done
+    again, and a deleted driver pod deleted again (10 of 100 nodes at maxParallelUpgrades 0).
+    """
+
+    # The state label each node's steps wrote last.
+    labels: Mapping[NodeName, UpgradeState] = dataclasses.field(default_factory=dict)
+    # Driver pods deleted (by name, in the operator namespace).
+    deleted: frozenset[str] = frozenset()
+
+
+def awaited_echoes(done: Sequence[upgrade.NodePlan]) -> Echoes:
+    """The echoes of the node plans whose steps all succeeded (`done`)."""
+    labels_written: dict[NodeName, UpgradeState] = {}
+    deleted: set[str] = set()
+    for plan in done:
+        for step in plan.steps:
+            if step.transition is not None:
+                labels_written[plan.node] = step.transition
+            deleted.update(action.pod.name for action in step.actions if isinstance(action, DeleteDriverPod))
+    return Echoes(labels_written, frozenset(deleted))
+
+
+def is_echoed(
+    echoes: Echoes, state_labels: Mapping[NodeName, str | None], driver_pods: Mapping[str, DriverPod]
+) -> bool:
+    """The view shows every label written and every deleted driver pod terminating or gone."""
+    return all(state_labels.get(node) == state.value for node, state in echoes.labels.items()) and all(
+        name not in driver_pods or driver_pods[name].terminating for name in echoes.deleted
     )
 
 

@@ -72,10 +72,12 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
     settle = False
     coalescer = runtime.Coalescer(coalesce_s)
     announcer = upgrading.Announcer(rt.api_client)
+    echoes = upgrade_chain.Echoes()
     while True:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(rt.upgrade_wake.wait(), recheck)
         await coalescer.settle(rt.upgrade_urgent)
+        await _until_echoed(rt, echoes, coalesce_s)
         rules_changed = rt.take_upgrade_marks()
         rules = rt.upgrade_policy
         if rules is None or not (rules_changed or settle or is_pass_needed(rt)):
@@ -83,7 +85,9 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
             continue
         rt.trimmer.worked()
         try:
-            plan, failed = await reconcile_upgrades(rt, rules, datetime.datetime.now(datetime.UTC), announcer)
+            plan, failed, echoes = await reconcile_upgrades(
+                rt, rules, datetime.datetime.now(datetime.UTC), announcer
+            )
         except Exception:
             logger.exception("upgrade pass failed; retrying shortly")
             recheck = RETRY_S
@@ -122,8 +126,9 @@ async def reconcile_upgrades(
     rules: UpgradePolicy,
     now: datetime.datetime,
     announcer: upgrading.Announcer | None = None,
-) -> tuple[upgrade.UpgradePlan, bool]:
-    """One pass: snapshot from the view, plan, apply (nodes in parallel); True in [1] when a node failed.
+) -> tuple[upgrade.UpgradePlan, bool, upgrade_chain.Echoes]:
+    """One pass: snapshot from the view, plan, apply (nodes in parallel); True in [1] when a node
+    failed; in [2] what the watches must show before the next pass (its writes' echoes).
 
     With an `announcer` the transitions' Events are posted beside the pass, not in it.
     """
@@ -177,7 +182,29 @@ async def reconcile_upgrades(
     metrics.upgrades_failed.set(counts.failed)
     metrics.upgrades_available.set(counts.available)
     metrics.upgrades_pending.set(counts.pending)
-    return plan, failed
+    done = [node_plan for node_plan, result in zip(busy, results, strict=True) if result is None]
+    return plan, failed, upgrade_chain.awaited_echoes(done)
+
+
+# How often the view is checked for the last pass's echoes (bounded by the coalescing window).
+ECHO_POLL_S = 0.01
+
+
+async def _until_echoed(rt: runtime.Runtime, echoes: upgrade_chain.Echoes, limit_s: float) -> None:
+    """Wait (at most `limit_s`) until the watches show the last pass's writes (upgrade_chain.Echoes).
+
+    NB: past the limit the pass plans on the view as it is: a write whose echo is that late is
+    rare, and an admin may have changed the label since.
+    """
+    deadline = asyncio.get_running_loop().time() + limit_s
+    while not upgrade_chain.is_echoed(echoes, _state_labels(rt, echoes), rt.driver_pods):
+        if asyncio.get_running_loop().time() >= deadline:
+            return
+        await asyncio.sleep(ECHO_POLL_S)
+
+
+def _state_labels(rt: runtime.Runtime, echoes: upgrade_chain.Echoes) -> dict[NodeName, str | None]:
+    return {node: rt.upgrade_state(node) for node in echoes.labels}
 
 
 async def _apply_all(

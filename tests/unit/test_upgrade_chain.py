@@ -9,6 +9,8 @@
 - a slot freed in a pass is granted again in that pass; a slot free as read, granted to a
   node that became upgrade-required in the pass, starts it at once (waits for nobody);
 - a paused upgrade chains nothing;
+- the echoes a pass awaits: the last label each node's steps wrote and the driver pods deleted;
+  echoed once the view shows those labels and those pods terminating or gone;
 - the pods of most nodes, from 50 on, are read by one LIST of every bound pod, fewer by a LIST each.
 """
 
@@ -21,7 +23,7 @@ import pytest
 
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
-from ocp_gpu.model.upgrades import UpgradeState
+from ocp_gpu.model.upgrades import DriverPod, UpgradeState
 from ocp_gpu.planning import upgrade, upgrade_chain
 from tests.unit._upgrades import (
     ADMIN,
@@ -299,3 +301,37 @@ def test_most_nodes_pods_are_read_at_once() -> None:
     assert not upgrade_chain.reads_every_pod(10, 1000)
     assert not upgrade_chain.reads_every_pod(49, 60)
     assert not upgrade_chain.reads_every_pod(400, 1000)
+
+
+def test_a_pass_awaits_the_echo_of_its_last_labels_and_deleted_driver_pods() -> None:
+    chained = upgrade_chain.plan_chained_upgrades(
+        snapshot(
+            node("n1", S.UPGRADE_REQUIRED), node("n2", S.POD_RESTART_REQUIRED, driver=CURRENT, cordon=OURS)
+        ),
+        policy(parallel=2, unavailable="100%"),
+        NOW,
+    )
+    plans = chained.by_node()
+    echoes = upgrade_chain.awaited_echoes(list(chained.nodes))
+    assert echoes.labels == {NodeName("n1"): S.POD_RESTART_REQUIRED, NodeName("n2"): S.UPGRADE_DONE}
+    (deleted,) = [
+        a.pod
+        for step in plans[NodeName("n1")].steps
+        for a in step.actions
+        if isinstance(a, upgrade.DeleteDriverPod)
+    ]
+    assert echoes.deleted == {deleted.name}
+    # Only the nodes whose steps succeeded are awaited.
+    assert upgrade_chain.awaited_echoes([plans[NodeName("n2")]]).labels == {NodeName("n2"): S.UPGRADE_DONE}
+
+    written = {NodeName("n1"): S.POD_RESTART_REQUIRED.value, NodeName("n2"): S.UPGRADE_DONE.value}
+    old = DriverPod(ref=deleted, node=NodeName("n1"), daemonset="ds", revision_hash="old", ready=True)
+    stale = {**written, NodeName("n2"): S.UNCORDON_REQUIRED.value}
+    assert not upgrade_chain.is_echoed(echoes, stale, {})
+    # The label is there, the deleted pod not yet seen terminating: not yet.
+    assert not upgrade_chain.is_echoed(echoes, written, {deleted.name: old})
+    assert upgrade_chain.is_echoed(
+        echoes, written, {deleted.name: dataclasses.replace(old, terminating=True)}
+    )
+    assert upgrade_chain.is_echoed(echoes, written, {})
+    assert upgrade_chain.is_echoed(upgrade_chain.Echoes(), {}, {})
