@@ -102,7 +102,7 @@ def main() -> int:
     )
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument(
-        "--source", choices=("head", "tree"), default="tree", help="HEAD's code or the work tree"
+        "--source", default="tree", help="'head' (HEAD's code), 'tree' (the work tree) or a commit"
     )
     parser.add_argument("--profile", type=Path, default=None, help="py-spy into this directory")
     parser.add_argument("--quiet", type=float, default=10.0, help="steady window after settling (s)")
