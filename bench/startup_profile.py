@@ -141,16 +141,18 @@ def main() -> int:
                 return create(self, *a, **k)
 
             tool.kubernetes.client.CustomObjectsApi.create_cluster_custom_object = create_and_spy
-            status = tool.policy_status
+        status = tool.policy_status
+        settled: list[Any] = []
 
-            def settled_status(api: Any) -> Any:
-                # Called right after the settle wait: the profile ends here.
-                for proc in spy_proc:
-                    proc.send_signal(signal.SIGINT)
-                    proc.wait(timeout=60)
-                return status(api)
+        def settled_status(api: Any) -> Any:
+            # Called right after the settle wait: the profile ends here.
+            for proc in spy_proc:
+                proc.send_signal(signal.SIGINT)
+                proc.wait(timeout=60)
+            settled.append(status(api))
+            return settled[-1]
 
-            tool.policy_status = settled_status
+        tool.policy_status = settled_status
         loads = [load_average()]
         sys.argv = [str(TOOL), "--moves", "0", "--quiet", str(args.quiet)]
         result = tool.run_one(
@@ -181,6 +183,10 @@ def main() -> int:
             k: (result.get("steady") or {}).get(k) for k in ("reads", "writes_excl_leases", "operator_cpu_s")
         },
         "policy_state_after_settle": result.get("policy_state_after_settle"),
+        "policy_conditions_after_settle": [
+            {key: condition.get(key) for key in ("type", "status", "reason", "message")}
+            for condition in (settled[-1].get("conditions") or [] if settled else [])
+        ],
         "operator_error_lines": result.get("operator_error_lines"),
     }
     (args.out / f"startup-{args.nodes}.json").write_text(json.dumps(summary, indent=1) + "\n")

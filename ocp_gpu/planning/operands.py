@@ -65,6 +65,16 @@ def unready_nodes(
 ObjectIdent = tuple[str, str, str]
 
 
+def has_objects(owned: Iterable[str], component: str) -> bool:
+    """Whether any object the watch shows as ours (`owned`: their app.kubernetes.io/component
+    labels) belongs to the operand of `component`.
+
+    NB: every object an operand renders carries its component label (rendering.operands.component),
+    so a disabled operand with none has nothing to delete: it need not even be rendered.
+    """
+    return component in set(owned)
+
+
 def unrendered_owned(
     owned: Iterable[tuple[ObjectIdent, str, str]],
     component: str,

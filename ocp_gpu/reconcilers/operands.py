@@ -151,6 +151,11 @@ async def reconcile_operand(
     spec = policy.components()[operand.section]
     if not spec.enabled:
         # <section>.enabled: false: remove this operand's objects, nothing else.
+        if not operand_planning.has_objects(
+            (seen.component for seen in rt.owned.values()), operand_rendering.component(operand)
+        ):
+            # Nothing of it exists (the usual case: never enabled): no render, no request.
+            return OperandOutcome(enabled=False)
         inputs = common.OperandRenderInputs(
             rt.namespace, platform.is_openshift, _NAMES_ONLY_IMAGE, monitoring_api=_monitoring_api(rt)
         )

@@ -9,6 +9,7 @@ from ocp_gpu.kube import applying
 from ocp_gpu.model import operands, policy_parser
 from ocp_gpu.model.images import ImageRef
 from ocp_gpu.planning import monitoring as monitoring_planning
+from ocp_gpu.planning import operands as operand_planning
 from ocp_gpu.planning import platform
 from ocp_gpu.rendering import common
 from ocp_gpu.rendering import monitoring as monitoring_rendering
@@ -70,3 +71,12 @@ def test_monitoring_manifests_are_kept_too() -> None:
     assert [kept.manifest for kept in first] == monitoring_rendering.render_monitoring_state(
         policy, render_inputs
     )
+
+
+def test_a_disabled_operand_with_no_object_left_needs_no_render() -> None:
+    component = operand_rendering.component(operands.DCGM)
+    assert not operand_planning.has_objects([], component)
+    assert not operand_planning.has_objects(
+        [operand_rendering.component(operands.DEVICE_PLUGIN), ""], component
+    )
+    assert operand_planning.has_objects(["", component], component)
