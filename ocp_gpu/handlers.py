@@ -5,20 +5,22 @@ would store its diff-base annotation on every node, i.e. a write per node.
 We use index handlers (kopf runs them for every listed object *before* any
 other handler, so once any event handler runs, the view is complete) and
 event handlers, which write nothing.
+
+NB: the operand pods are not kopf's: kube/pod_watch.py watches them (thousands of pods,
+several events each, were most of kopf's work at start-up; issue 13).
 """
 
 from __future__ import annotations
 
-import datetime
 import logging
 from collections.abc import Callable, MutableMapping
 from typing import Any, Literal, TypeVar, cast
 
 import kopf
 
-from ocp_gpu.kube import connecting, owning, reading, requesting, upgrading
-from ocp_gpu.model import apis, labels, nodes, operands
-from ocp_gpu.planning import delivery, pod_selection, urgency
+from ocp_gpu.kube import connecting, owning, reading, requesting
+from ocp_gpu.model import apis, labels, nodes
+from ocp_gpu.planning import delivery, urgency
 from ocp_gpu.reconcilers import runtime
 
 K = TypeVar("K")
@@ -62,10 +64,6 @@ def operator_settings() -> kopf.OperatorSettings:
     # tens of objects, never every ConfigMap of the cluster) and the few OpenShift singletons we read.
     for kind in owning.OWNED_KINDS:
         settings.watching.label_selectors[kind.group, kind.plural] = OWNED_SELECTOR
-    # NB: the only pods we watch are operand pods: driver pods (upgrade state, image pulls for the
-    # precompiled fallback), validator pods (the upgrade's validation step), and every operand's
-    # readiness per node (status).
-    settings.watching.label_selectors["", "pods"] = f"{labels.APP} in ({','.join(operands.POD_APPS)})"
     # The driver DaemonSets' revisions (the DaemonSet controller copies the template's labels).
     settings.watching.label_selectors["apps", "controllerrevisions"] = f"{labels.APP}={labels.DRIVER_APP}"
     # Initial lists in pages: at thousands of nodes one unpaged list is tens of megabytes at once.
@@ -86,7 +84,6 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
     for kind in owning.watched_kinds(rt.api_groups):
         _register_owned_kind(registry, rt, kind)
     _register_daemonsets(registry, rt)
-    _register_pods(registry, rt)
     _register_revisions(registry, rt)
     if apis.IMAGE_GROUP in rt.api_groups:
         _register_imagestream(registry, rt)
@@ -181,50 +178,6 @@ def _register_daemonsets(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -
             rt.driver_daemonsets.pop(name, None)
             rt.operand_daemonsets.pop(name, None)
             rt.mark_drivers()
-
-
-def _register_pods(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
-    """Operand pods: readiness per node; driver pods (upgrades, image pulls) and validator pods."""
-
-    rt.watch("", "pods")
-
-    @kopf.index("", "v1", "pods", registry=registry, id="operand-pods")
-    async def index_pod(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
-        if namespace != rt.namespace:
-            return
-        operand_pod = reading.operand_pod(body)
-        _keep(rt.operand_pods, name, operand_pod, rt.mark_operands)
-        if operand_pod.app == operands.OPERATOR_VALIDATOR.app:
-            validator, was = upgrading.validator_pod(body), rt.validator_pods.get(name)
-            urgent = urgency.readies_validator(was, validator, rt.upgrade_state(validator.node))
-            _keep(rt.validator_pods, name, validator, lambda: rt.mark_upgrades(urgent))
-            return
-        # NB: driver pods of either mode are kept; the upgrade picks its mode's (rt.nvidia_driver_mode).
-        if not pod_selection.is_any_driver_pod(body.get("metadata", {}).get("labels") or {}):
-            return
-        driver, had = upgrading.driver_pod(body), rt.driver_pods.get(name)
-        urgent = urgency.readies_driver(had, driver, rt.upgrade_state(driver.node))
-        _keep(rt.driver_pods, name, driver, lambda: rt.mark_upgrades(urgent))
-        pull = reading.driver_pod_pull(body)
-        rt.driver_pod_pulls[pull.name] = pull
-        if pull.pull_failing and pull.name not in rt.pull_failing_since:
-            # The first time we see it failing: the precompiled fallback's clock starts.
-            rt.pull_failing_since[pull.name] = datetime.datetime.now(datetime.UTC)
-            rt.mark_drivers()
-        elif not pull.pull_failing and rt.pull_failing_since.pop(pull.name, None) is not None:
-            rt.mark_drivers()
-
-    @kopf.on.event("", "v1", "pods", registry=registry, id="pod-events")
-    async def pod_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
-        rt.mark_listed()
-        if type == "DELETED" and namespace == rt.namespace:
-            if rt.operand_pods.pop(name, None) is not None:
-                rt.mark_operands()
-            rt.driver_pod_pulls.pop(name, None)
-            if rt.driver_pods.pop(name, None) is not None or rt.validator_pods.pop(name, None) is not None:
-                rt.mark_upgrades()
-            if rt.pull_failing_since.pop(name, None) is not None:
-                rt.mark_drivers()
 
 
 def _register_revisions(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:

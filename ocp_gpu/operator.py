@@ -21,9 +21,9 @@ from pathlib import Path
 import kopf
 
 from ocp_gpu import handlers, kopf_toggles, memory, metrics, serving
-from ocp_gpu.kube import clients, discovering, electing
+from ocp_gpu.kube import clients, connecting, discovering, electing, pod_watch
 from ocp_gpu.model import apis, labels, releases
-from ocp_gpu.reconcilers import cluster, runtime, upgrades
+from ocp_gpu.reconcilers import cluster, pod_view, runtime, upgrades
 
 logger = logging.getLogger("ocp_gpu.operator")
 
@@ -92,6 +92,10 @@ async def run(options: RunOptions) -> int:
         apis.NVIDIA_DRIVER_VERSION,
         apis.NVIDIA_DRIVER_PLURAL,
     )
+    # The operand pods: our own watch, not kopf's (kube/pod_watch.py says why).
+    pods = pod_watch.PodWatch(
+        lambda: connecting.connection_info(api_client), options.namespace, pod_view.PodView(rt)
+    )
     kopf_stop: asyncio.Future[None] = loop.create_future()
     kopf_toggles.install()
     tasks = {
@@ -104,6 +108,7 @@ async def run(options: RunOptions) -> int:
                 stop_flag=kopf_stop,
             )
         ): "watches",
+        asyncio.ensure_future(pods.run()): "pod watch",
         asyncio.ensure_future(cluster.reconcile_forever(rt, options.coalesce_s)): "reconciler",
         asyncio.ensure_future(upgrades.upgrade_forever(rt, options.upgrade_coalesce_s)): "upgrades",
         renewing: "lease",

@@ -104,6 +104,8 @@ class Runtime:
     # The kinds the watches cover (handlers.build_registry) and those listed completely once.
     watched: set[str] = dataclasses.field(default_factory=set)
     delivered: set[str] = dataclasses.field(default_factory=set)
+    # The watched kinds our own watches cover (not kopf's: `mark_listed` does not vouch for them).
+    own_watched: set[str] = dataclasses.field(default_factory=set)
     # Set once every watched kind has been listed completely (planning.delivery): no pass before.
     listed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
@@ -118,9 +120,16 @@ class Runtime:
     _poke: asyncio.TimerHandle | None = None
     _poke_due: float = 0.0
 
-    def watch(self, group: str, plural: str) -> None:
-        """A watch (with an index handler) is registered for this kind: a pass waits for its listing."""
-        self.watched.add(f"{plural}.{group}" if group else plural)
+    def watch(self, group: str, plural: str, own: bool = False) -> None:
+        """A watch (with an index handler) is registered for this kind: a pass waits for its listing.
+
+        `own`: the operator's own watch (kube/pod_watch.py), not kopf's; it reports its listing
+        itself (`mark_delivered`), kopf's barrier knows nothing of it.
+        """
+        kind = f"{plural}.{group}" if group else plural
+        self.watched.add(kind)
+        if own:
+            self.own_watched.add(kind)
 
     def mark_listed(self) -> None:
         """kopf ran an event handler: every kind with an index handler has been listed once.
@@ -131,7 +140,7 @@ class Runtime:
         """
         if self.listed.is_set():
             return
-        self.delivered |= self.watched
+        self.delivered |= self.watched - self.own_watched
         self.dtk_imagestream = delivery.settle(self.dtk_imagestream)
         self.cluster_version = delivery.settle(self.cluster_version)
         self.cluster_proxy = delivery.settle(self.cluster_proxy)
@@ -141,6 +150,12 @@ class Runtime:
     def _wake_for_change(self) -> None:
         self.substantive.set()
         self.wake.set()
+
+    def mark_delivered(self, group: str, plural: str) -> None:
+        """One of our own watches listed its kind completely (kopf's kinds: `mark_listed`)."""
+        self.delivered.add(f"{plural}.{group}" if group else plural)
+        if not self.listed.is_set() and delivery.is_view_complete(self.watched, self.delivered):
+            self.listed.set()
 
     def mark_node(self, name: nodes.NodeName) -> None:
         self._dirty_nodes.add(name)

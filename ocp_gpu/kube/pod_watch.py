@@ -1,0 +1,239 @@
+"""The operand pods' watch, outside kopf: one LIST, then one WATCH that stays open.
+
+At 1,000 GPU nodes the operand namespace holds about 9,000 operand pods, each with several
+watch events while it starts (created, bound, running, Ready). Through kopf every one cost a
+worker task, cause building, kwargs wrappers, an index handler and an event handler, then
+four converters parsing the same body (issue 13: start-up CPU). Here each event is decoded
+once and turned into one `pods.PodFacts` (`pod_facts`), handed to a sink (the Runtime's pod
+view, reconcilers/pod_view.py).
+
+The stream: a paged LIST (`requesting.LIST_PAGE`) of the operand namespace's pods with the
+operand label selector, then a WATCH from its resourceVersion with bookmarks. A stream that
+ends resumes from the last resourceVersion seen (one request); 410 Gone lists again; a
+connection refused or reset (the API server restarting) retries with backoff; 401 logs in
+again. The decisions are planning/watch_resumption.py's.
+
+NB: credentials are kopf's `ConnectionInfo` from the same kubeconfig as everything else
+(kube/connecting.py), made into an aiohttp session as kopf makes its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Final, Protocol
+from urllib.parse import quote
+
+import aiohttp
+import kopf
+
+from ocp_gpu.kube import reading, requesting, upgrading
+from ocp_gpu.model import labels, operands, pods
+from ocp_gpu.planning import pod_selection, watch_resumption
+from ocp_gpu.planning.watch_resumption import Step
+
+logger = logging.getLogger("ocp_gpu.pod_watch")
+
+# Every operand's pods (readiness per node for the status), driver and validator pods included.
+OPERAND_POD_SELECTOR: Final = f"{labels.APP} in ({','.join(operands.POD_APPS)})"
+# The server ends a watch after this long (a new one resumes at once, one request): long, so
+# that steady state costs no request; the apiserver sends a bookmark about every minute.
+WATCH_TIMEOUT_S: Final = 1800
+# No byte at all (not even a bookmark) for this long: the connection is dead, resume anew.
+INACTIVITY_S: Final = 180.0
+CONNECT_TIMEOUT_S: Final = 30.0
+LIST_TIMEOUT_S: Final = 120.0
+
+
+def pod_facts(body: Mapping[str, Any]) -> pods.PodFacts:
+    """Every fact the operator keeps of one operand pod, from its JSON (one pass per event)."""
+    operand = reading.operand_pod(body)
+    if operand.app == operands.OPERATOR_VALIDATOR.app:
+        return pods.PodFacts(operand.name, operand, validator=upgrading.validator_pod(body))
+    # NB: driver pods of either mode are kept; the upgrade picks its mode's (rt.nvidia_driver_mode).
+    if pod_selection.is_any_driver_pod((body.get("metadata") or {}).get("labels") or {}):
+        return pods.PodFacts(
+            operand.name, operand, driver=upgrading.driver_pod(body), pull=reading.driver_pod_pull(body)
+        )
+    return pods.PodFacts(operand.name, operand)
+
+
+class PodSink(Protocol):
+    """Where the watch hands what it saw (reconcilers/pod_view.PodView)."""
+
+    def listed(self, facts: Sequence[pods.PodFacts]) -> None:
+        """A complete listing: these pods and no others exist (also after a re-list)."""
+
+    def seen(self, facts: pods.PodFacts) -> None:
+        """A pod was added or changed."""
+
+    def gone(self, name: str) -> None:
+        """A pod was deleted."""
+
+
+class StatusError(Exception):
+    """The API server answered a LIST or WATCH with an HTTP error status (or an ERROR event)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message[:300]}")
+        self.status = status
+
+
+class PodWatch:
+    """List, then watch, the operand pods of one namespace, forever (until cancelled)."""
+
+    def __init__(
+        self,
+        login: Callable[[], kopf.ConnectionInfo],
+        namespace: str,
+        sink: PodSink,
+        *,
+        selector: str = OPERAND_POD_SELECTOR,
+        watch_timeout_s: int = WATCH_TIMEOUT_S,
+        inactivity_s: float = INACTIVITY_S,
+    ) -> None:
+        self._login = login
+        self._path = f"/api/v1/namespaces/{quote(namespace)}/pods"
+        self._sink = sink
+        self._selector = selector
+        self._watch_timeout_s = watch_timeout_s
+        self._inactivity_s = inactivity_s
+        self._server = ""
+        self._session: aiohttp.ClientSession | None = None
+        # The last resourceVersion seen; None: list (again) before watching.
+        self.resource_version: str | None = None
+        # Counters (tests and logs): complete listings, watch requests opened.
+        self.lists = 0
+        self.watches = 0
+
+    async def run(self) -> None:
+        failures = 0
+        try:
+            while True:
+                try:
+                    if self.resource_version is None:
+                        await self._list()
+                    await self._watch()
+                    failures = 0
+                except StatusError as error:
+                    step = watch_resumption.step_for_status(error.status)
+                    if step is Step.RELIST:
+                        logger.info("operand pod watch: %s; listing again", error)
+                        self.resource_version = None
+                        continue
+                    failures += 1
+                    if step is Step.RENEW:
+                        await self._close()
+                    self._log_failure(failures, error)
+                    await asyncio.sleep(watch_resumption.retry_delay(failures))
+                except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as error:
+                    # Refused, reset or timed out (an API server restarting), or a torn line.
+                    failures += 1
+                    self._log_failure(failures, error)
+                    await asyncio.sleep(watch_resumption.retry_delay(failures))
+        finally:
+            await self._close()
+
+    def _log_failure(self, failures: int, error: BaseException) -> None:
+        # NB: once per streak at WARNING; an API server restart costs a few quiet retries.
+        log = logger.warning if failures == 1 else logger.debug
+        log("operand pod watch: %s: %s; retrying", type(error).__name__, error)
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            info = self._login()
+            self._server = info.server.rstrip("/")
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=info.as_ssl_context()),
+                headers={**info.as_http_headers(), "User-Agent": "ocp-gpu/pod-watch"},
+                proxy=info.proxy_url,
+            )
+        return self._session
+
+    async def _close(self) -> None:
+        if self._session is not None:
+            with contextlib.suppress(Exception):
+                await self._session.close()
+            self._session = None
+
+    async def _list(self) -> None:
+        """Every operand pod, page by page; the list's resourceVersion is where the watch starts."""
+        session = self._http()
+        facts: list[pods.PodFacts] = []
+        token = ""
+        while True:
+            query = [("labelSelector", self._selector), ("limit", str(requesting.LIST_PAGE))]
+            if token:
+                query.append(("continue", token))
+            timeout = aiohttp.ClientTimeout(total=LIST_TIMEOUT_S, sock_connect=CONNECT_TIMEOUT_S)
+            async with session.get(self._server + self._path, params=query, timeout=timeout) as response:
+                raw = await response.read()
+                if response.status != 200:
+                    raise StatusError(response.status, raw.decode(errors="replace"))
+            page = json.loads(raw)
+            del raw
+            facts.extend(pod_facts(item) for item in page.get("items") or ())
+            metadata = page.get("metadata") or {}
+            token = str(metadata.get("continue") or "")
+            if not token:
+                # NB: every page of a paged list carries the first page's resourceVersion.
+                version = str(metadata.get("resourceVersion") or "")
+                break
+        self.lists += 1
+        self._sink.listed(facts)
+        self.resource_version = version
+
+    async def _watch(self) -> None:
+        """One WATCH request, resumed from `resource_version`, until the server ends it."""
+        session = self._http()
+        query = [
+            ("labelSelector", self._selector),
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(self._watch_timeout_s)),
+            ("resourceVersion", self.resource_version or ""),
+        ]
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=self._inactivity_s
+        )
+        self.watches += 1
+        async with session.get(self._server + self._path, params=query, timeout=timeout) as response:
+            if response.status != 200:
+                raise StatusError(response.status, (await response.read()).decode(errors="replace"))
+            async for event in _lines(response.content):
+                self._apply(event)
+
+    def _apply(self, event: Mapping[str, Any]) -> None:
+        step = watch_resumption.step_for_event(event)
+        body = event.get("object") or {}
+        if step in (Step.RELIST, Step.RENEW, Step.RETRY):
+            raise StatusError(int(body.get("code") or 0), str(body.get("message") or event))
+        if step is Step.SKIP:
+            return
+        if step is Step.KEEP:
+            self._sink.seen(pod_facts(body))
+        elif step is Step.FORGET:
+            self._sink.gone(str((body.get("metadata") or {}).get("name") or ""))
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.resource_version = str(version)
+
+
+async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[dict[str, Any]]:
+    """The decoded JSON lines of a watch response, as they arrive.
+
+    NB: not `StreamReader.readline`: it refuses a line beyond its buffer limit, and a pod
+    with large annotations or many containers can exceed it.
+    """
+    pending = bytearray()
+    async for chunk in content.iter_any():
+        pending += chunk
+        start = 0
+        while (end := pending.find(b"\n", start)) >= 0:
+            if end > start:
+                yield json.loads(pending[start:end])
+            start = end + 1
+        del pending[:start]

@@ -1,0 +1,25 @@
+"""What the operator keeps of one operand pod, read from its object once per watch event.
+
+Every operand pod counts for readiness (the status); a validator pod also for the upgrade's
+validation step; a driver pod (either mode) also for the upgrade and its image pull (the
+precompiled fallback).  No I/O: kube/pod_watch.py builds these from the API's JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ocp_gpu.model import operands, snapshot, upgrades
+
+
+@dataclasses.dataclass(frozen=True)
+class PodFacts:
+    """One operand pod's every fact the watches keep (None where the pod is not of that kind)."""
+
+    name: str
+    operand: operands.OperandPod
+    # Only for the validator's pods.
+    validator: upgrades.ValidatorPod | None = None
+    # Only for driver pods (planning.pod_selection.is_any_driver_pod), with their image pull.
+    driver: upgrades.DriverPod | None = None
+    pull: snapshot.DriverPodPull | None = None

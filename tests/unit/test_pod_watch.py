@@ -1,0 +1,259 @@
+"""We test these aspects of the operand pod watch without a server:
+
+- one pod object becomes every fact the operator keeps of it, once (`pod_watch.pod_facts`):
+  an operand's readiness, a validator pod, a driver pod (either mode) and its image pull;
+- what a watch event or an HTTP status asks for (planning/watch_resumption): keep, forget,
+  bookmark, list again on 410 Gone (also as an ERROR event), log in again on 401, retry;
+  the backoff doubles up to its cap;
+- a watch response's lines decode as they arrive, split across chunks anywhere;
+- the pod view (reconcilers/pod_view): a complete listing opens the start-up barrier only
+  with kopf's kinds listed too, a re-list forgets pods deleted meanwhile, only a change
+  wakes a loop, a driver pod turning Ready on a node in pod-restart-required is urgent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from ocp_gpu.kube import pod_watch
+from ocp_gpu.model import labels, nodes, operands
+from ocp_gpu.planning import watch_resumption
+from ocp_gpu.planning.watch_resumption import Step
+from ocp_gpu.reconcilers import pod_view, runtime
+
+
+def pod(
+    name: str,
+    app: str,
+    node: str = "n1",
+    *,
+    ready: bool = False,
+    extra_labels: dict[str, str] | None = None,
+    waiting: str = "",
+    version: str = "1",
+) -> dict[str, Any]:
+    statuses = [
+        {
+            "name": "nvidia-driver-ctr",
+            "ready": ready,
+            "restartCount": 0,
+            "state": {"waiting": {"reason": waiting}} if waiting else {"running": {}},
+        }
+    ]
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "resourceVersion": version,
+            "labels": {labels.APP: app, **(extra_labels or {})},
+            "ownerReferences": [{"kind": "DaemonSet", "name": f"{app}-ds", "controller": True}],
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "nvidia-driver-ctr", "image": "nvcr.io/nvidia/driver:550"}],
+        },
+        "status": {
+            "phase": "Running" if ready else "Pending",
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "containerStatuses": statuses,
+        },
+    }
+
+
+# --- one pod, every fact -----------------------------------------------------------------------
+
+
+def test_an_operand_pod_is_only_an_operand_pod() -> None:
+    facts = pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app, "n7", ready=True))
+    assert facts.operand == operands.OperandPod("p1", operands.DEVICE_PLUGIN.app, "n7", True)
+    assert (facts.validator, facts.driver, facts.pull) == (None, None, None)
+
+
+def test_a_validator_pod_is_also_the_upgrade_s_validator_pod() -> None:
+    facts = pod_watch.pod_facts(pod("v1", operands.OPERATOR_VALIDATOR.app, "n2", ready=True))
+    assert facts.validator is not None
+    assert (facts.validator.node, facts.validator.ready) == ("n2", True)
+    assert facts.driver is None
+
+
+@pytest.mark.parametrize(
+    "driver_labels",
+    [
+        {labels.APP: labels.DRIVER_APP},
+        {labels.APP: labels.DRIVER_APP, labels.COMPONENT: labels.DRIVER_COMPONENT},
+    ],
+    ids=["policy mode", "both labels (NVIDIADriver pools)"],
+)
+def test_a_driver_pod_carries_its_upgrade_record_and_its_pull(driver_labels: dict[str, str]) -> None:
+    body = pod("d1", labels.DRIVER_APP, "n3", extra_labels=driver_labels, waiting="ImagePullBackOff")
+    facts = pod_watch.pod_facts(body)
+    assert facts.driver is not None and facts.pull is not None
+    assert (facts.driver.node, facts.driver.ready, facts.driver.daemonset) == (
+        "n3",
+        False,
+        "nvidia-driver-daemonset-ds",
+    )
+    assert facts.driver.waiting_reason == "ImagePullBackOff"
+    assert facts.pull.pull_failing and facts.pull.image == "nvcr.io/nvidia/driver:550"
+    assert not facts.operand.ready
+
+
+def test_a_terminating_ready_pod_is_not_ready() -> None:
+    body = pod("p1", operands.DEVICE_PLUGIN.app, ready=True)
+    body["metadata"]["deletionTimestamp"] = "2026-11-24T08:00:00Z"
+    assert not pod_watch.pod_facts(body).operand.ready
+
+
+# --- what the stream asks for ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("event", "step"),
+    [
+        ({"type": "ADDED", "object": {}}, Step.KEEP),
+        ({"type": "MODIFIED", "object": {}}, Step.KEEP),
+        ({"type": "DELETED", "object": {}}, Step.FORGET),
+        ({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}, Step.BOOKMARK),
+        ({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}, Step.RELIST),
+        ({"type": "ERROR", "object": {"kind": "Status", "code": 500}}, Step.RETRY),
+        ({"type": "ERROR", "object": {}}, Step.RETRY),
+        ({"type": "SOMETHING-NEW", "object": {}}, Step.SKIP),
+    ],
+)
+def test_each_watch_event_asks_for_one_step(event: dict[str, Any], step: Step) -> None:
+    assert watch_resumption.step_for_event(event) is step
+
+
+@pytest.mark.parametrize(
+    ("status", "step"),
+    [(410, Step.RELIST), (401, Step.RENEW), (403, Step.RETRY), (429, Step.RETRY), (503, Step.RETRY)],
+)
+def test_each_failed_request_asks_for_one_step(status: int, step: Step) -> None:
+    assert watch_resumption.step_for_status(status) is step
+
+
+def test_retries_back_off_doubling_up_to_the_cap() -> None:
+    delays = [watch_resumption.retry_delay(n) for n in range(0, 12)]
+    assert delays[0] == 0.0
+    assert delays[1] == watch_resumption.FIRST_RETRY_S
+    assert delays[2] == 2 * watch_resumption.FIRST_RETRY_S
+    assert all(a <= b for a, b in itertools.pairwise(delays))
+    assert max(delays) == watch_resumption.MAX_RETRY_S
+
+
+# --- the watch response's lines ----------------------------------------------------------------
+
+
+class _Chunks:
+    """What `_lines` reads of an aiohttp StreamReader: its chunks as they arrive."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self._chunks = chunks
+
+    async def _iter(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+
+    def iter_any(self) -> AsyncIterator[bytes]:
+        return self._iter()
+
+
+async def _decoded(*chunks: bytes) -> list[Any]:
+    return [line async for line in pod_watch._lines(_Chunks(*chunks))]  # type: ignore[arg-type]
+
+
+def test_lines_split_across_chunks_anywhere_decode_whole() -> None:
+    stream = b'{"type":"ADDED","object":{"a":1}}\n{"type":"BOOKMARK","object":{}}\n\n{"type":"DELETED"}\n'
+    whole = asyncio.run(_decoded(stream))
+    assert [event["type"] for event in whole] == ["ADDED", "BOOKMARK", "DELETED"]
+    for cut in range(1, len(stream)):
+        assert asyncio.run(_decoded(stream[:cut], stream[cut:])) == whole
+    assert asyncio.run(_decoded(*(stream[i : i + 1] for i in range(len(stream))))) == whole
+
+
+def test_a_line_longer_than_any_reader_buffer_decodes() -> None:
+    big = b'{"type":"ADDED","object":{"note":"' + b"x" * 300_000 + b'"}}\n'
+    (event,) = asyncio.run(_decoded(big[:70_000], big[70_000:]))
+    assert len(event["object"]["note"]) == 300_000
+
+
+# --- the pod view ------------------------------------------------------------------------------
+
+
+def _runtime() -> runtime.Runtime:
+    return runtime.Runtime(api_client=None, namespace="ns", env={})  # type: ignore[arg-type]
+
+
+def test_the_barrier_waits_for_both_kopf_s_kinds_and_the_pod_listing() -> None:
+    rt = _runtime()
+    rt.watch("", "nodes")
+    view = pod_view.PodView(rt)
+    # kopf ran an event handler: its kinds are listed, the pods are not yet.
+    rt.mark_listed()
+    assert not rt.listed.is_set()
+    view.listed([])
+    assert rt.listed.is_set()
+
+    rt = _runtime()
+    rt.watch("", "nodes")
+    view = pod_view.PodView(rt)
+    view.listed([pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app))])
+    assert not rt.listed.is_set(), "the pods alone do not make the view complete"
+    rt.mark_listed()
+    assert rt.listed.is_set()
+
+
+def test_a_re_list_forgets_pods_deleted_while_no_watch_was_open() -> None:
+    rt = _runtime()
+    view = pod_view.PodView(rt)
+    driver = pod("d1", labels.DRIVER_APP, waiting="ErrImagePull")
+    view.listed([pod_watch.pod_facts(driver), pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app))])
+    assert set(rt.operand_pods) == {"d1", "p1"} and set(rt.driver_pods) == {"d1"}
+    assert "d1" in rt.pull_failing_since
+    view.listed([pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app))])
+    assert set(rt.operand_pods) == {"p1"}
+    assert not rt.driver_pods and not rt.driver_pod_pulls and not rt.pull_failing_since
+
+
+def test_only_a_change_wakes_a_loop() -> None:
+    rt = _runtime()
+    view = pod_view.PodView(rt)
+    plugin = pod("p1", operands.DEVICE_PLUGIN.app)
+    view.seen(pod_watch.pod_facts(plugin))
+    assert rt.wake.is_set()
+    rt.wake.clear()
+    rt.upgrade_wake.clear()
+    # the same facts again (a resync, a change to a field the record leaves out): nothing
+    plugin["metadata"]["resourceVersion"] = "2"
+    view.seen(pod_watch.pod_facts(plugin))
+    assert not rt.wake.is_set() and not rt.upgrade_wake.is_set()
+    view.seen(pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app, ready=True)))
+    assert rt.wake.is_set() and rt.operand_pods["p1"].ready
+    rt.wake.clear()
+    view.gone("p1")
+    assert rt.wake.is_set() and not rt.operand_pods
+    rt.wake.clear()
+    view.gone("p1")
+    assert not rt.wake.is_set()
+
+
+def test_a_driver_pod_turning_ready_on_a_node_waiting_for_it_is_urgent() -> None:
+    rt = _runtime()
+    view = pod_view.PodView(rt)
+    rt.node_facts[nodes.NodeName("n1")] = nodes.NodeFacts(
+        name=nodes.NodeName("n1"),
+        labels={labels.UPGRADE_STATE: "pod-restart-required"},
+        os_image="",
+        kernel_version="",
+        unschedulable=False,
+        gpus=1,
+    )
+    view.seen(pod_watch.pod_facts(pod("d1", labels.DRIVER_APP, "n1")))
+    rt.take_upgrade_marks()
+    view.seen(pod_watch.pod_facts(pod("d1", labels.DRIVER_APP, "n1", ready=True)))
+    assert rt.upgrade_urgent.is_set() and rt.upgrade_wake.is_set()
