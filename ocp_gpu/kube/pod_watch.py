@@ -14,7 +14,8 @@ connection refused or reset (the API server restarting) retries with backoff; 40
 again. The decisions are planning/watch_resumption.py's.
 
 NB: credentials are kopf's `ConnectionInfo` from the same kubeconfig as everything else
-(kube/connecting.py), made into an aiohttp session as kopf makes its own.
+(kube/connecting.py), made into an aiohttp session as kopf makes its own; `login(True)`
+after a 401 asks for renewed ones (an exec plugin run again, a token file re-read).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class PodWatch:
 
     def __init__(
         self,
-        login: Callable[[], kopf.ConnectionInfo],
+        login: Callable[[bool], kopf.ConnectionInfo],
         namespace: str,
         sink: PodSink,
         *,
@@ -103,6 +104,8 @@ class PodWatch:
         self._inactivity_s = inactivity_s
         self._server = ""
         self._session: aiohttp.ClientSession | None = None
+        # The API server refused the credentials (401): the next login renews them.
+        self._renew = False
         # The last resourceVersion seen; None: list (again) before watching.
         self.resource_version: str | None = None
         # Counters (tests and logs): complete listings, watch requests opened.
@@ -126,6 +129,7 @@ class PodWatch:
                         continue
                     failures += 1
                     if step is Step.RENEW:
+                        self._renew = True
                         await self._close()
                     self._log_failure(failures, error)
                     await asyncio.sleep(watch_resumption.retry_delay(failures))
@@ -144,7 +148,7 @@ class PodWatch:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            info = self._login()
+            info, self._renew = self._login(self._renew), False
             self._server = info.server.rstrip("/")
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=info.as_ssl_context()),

@@ -89,7 +89,7 @@ def test_list_watch_resume_and_relist_after_compaction(own_control_plane: LocalC
     api = clients.load_api_client(plane.kubeconfig)
     recorder = Recorder()
     watch = pod_watch.PodWatch(
-        lambda: connecting.connection_info(api), "operands", recorder, watch_timeout_s=2
+        lambda renew: connecting.connection_info(api), "operands", recorder, watch_timeout_s=2
     )
     loop = asyncio.new_event_loop()
     task: asyncio.Task[None] | None = None
