@@ -41,10 +41,14 @@ logger = logging.getLogger("ocp_gpu.pod_watch")
 # Every operand's pods (readiness per node for the status), driver and validator pods included.
 OPERAND_POD_SELECTOR: Final = f"{labels.APP} in ({','.join(operands.POD_APPS)})"
 # The server ends a watch after this long (a new one resumes at once, one request): long, so
-# that steady state costs no request; the apiserver sends a bookmark about every minute.
+# that steady state costs no request.
 WATCH_TIMEOUT_S: Final = 1800
-# No byte at all (not even a bookmark) for this long: the connection is dead, resume anew.
-INACTIVITY_S: Final = 180.0
+# No byte at all for this long after the server should have ended the watch: the connection
+# is dead (a partition; a killed API server closes it at once), resume anew.
+# NB: not a short inactivity timeout as kopf's (70 s): bookmarks do not reliably arrive that
+# often on a quiet watch (kopf re-opened quiet kinds' watches up to twice in the 120 s steady
+# window at 1,000 nodes), and every such re-open is a request in steady state.
+INACTIVITY_MARGIN_S: Final = 60.0
 CONNECT_TIMEOUT_S: Final = 30.0
 LIST_TIMEOUT_S: Final = 120.0
 
@@ -94,14 +98,12 @@ class PodWatch:
         *,
         selector: str = OPERAND_POD_SELECTOR,
         watch_timeout_s: int = WATCH_TIMEOUT_S,
-        inactivity_s: float = INACTIVITY_S,
     ) -> None:
         self._login = login
         self._path = f"/api/v1/namespaces/{quote(namespace)}/pods"
         self._sink = sink
         self._selector = selector
         self._watch_timeout_s = watch_timeout_s
-        self._inactivity_s = inactivity_s
         self._server = ""
         self._session: aiohttp.ClientSession | None = None
         # The API server refused the credentials (401): the next login renews them.
@@ -201,7 +203,7 @@ class PodWatch:
             ("resourceVersion", self.resource_version or ""),
         ]
         timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=self._inactivity_s
+            total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=self._watch_timeout_s + INACTIVITY_MARGIN_S
         )
         self.watches += 1
         async with session.get(self._server + self._path, params=query, timeout=timeout) as response:
