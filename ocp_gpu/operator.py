@@ -94,7 +94,9 @@ async def run(options: RunOptions) -> int:
     )
     # The operand pods: our own watch, not kopf's (kube/pod_watch.py says why).
     pods = pod_watch.PodWatch(
-        lambda renew: connecting.connection_info(api_client), options.namespace, pod_view.PodView(rt)
+        lambda renew: connecting.connection_info(api_client, renew=renew),
+        options.namespace,
+        pod_view.PodView(rt),
     )
     kopf_stop: asyncio.Future[None] = loop.create_future()
     kopf_toggles.install()
