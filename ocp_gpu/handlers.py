@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar, cast
 
 import kopf
 
-from ocp_gpu.kube import connecting, owning, reading, requesting
+from ocp_gpu.kube import connecting, owning, pod_watch, reading, requesting
 from ocp_gpu.model import apis, labels, nodes
 from ocp_gpu.planning import delivery, urgency
 from ocp_gpu.reconcilers import runtime
@@ -58,7 +58,12 @@ def operator_settings() -> kopf.OperatorSettings:
     settings.posting.enabled = False
     # Only the kinds registered here are watched; no namespace or CRD scanning.
     settings.scanning.disabled = True
-    settings.watching.server_timeout = 300
+    # Each watch request lives as long as the operand pods' (kube/pod_watch.py): every re-open
+    # is a read in steady state.  NB: kopf's 70 s inactivity timeout re-opened quiet kinds'
+    # watches up to twice per 120 s at 1,000 nodes (no bookmark came that often); a dead
+    # connection is seen closed (an API server killed), and a partitioned leader loses its Lease.
+    settings.watching.server_timeout = pod_watch.WATCH_TIMEOUT_S
+    settings.watching.inactivity_timeout = pod_watch.WATCH_TIMEOUT_S + pod_watch.INACTIVITY_MARGIN_S
     settings.networking.request_timeout = 60
     # Server-side filters: only the objects we own (every kind of kube/owning.OWNED_KINDS:
     # tens of objects, never every ConfigMap of the cluster) and the few OpenShift singletons we read.
