@@ -140,6 +140,13 @@ class PodWatch:
                     failures += 1
                     self._log_failure(failures, error)
                     await asyncio.sleep(watch_resumption.retry_delay(failures))
+                except Exception:
+                    # NB: a bug of ours on an odd pod must not end the watch (the operator would
+                    # stop with it); it is logged, and a fresh listing starts over.
+                    failures += 1
+                    logger.exception("operand pod watch failed; listing again")
+                    self.resource_version = None
+                    await asyncio.sleep(watch_resumption.retry_delay(failures))
         finally:
             await self._close()
 

@@ -257,3 +257,45 @@ def test_a_driver_pod_turning_ready_on_a_node_waiting_for_it_is_urgent() -> None
     rt.take_upgrade_marks()
     view.seen(pod_watch.pod_facts(pod("d1", labels.DRIVER_APP, "n1", ready=True)))
     assert rt.upgrade_urgent.is_set() and rt.upgrade_wake.is_set()
+
+
+class _FailingOnce:
+    """A PodSink whose first listing raises (a bug of ours on an odd pod)."""
+
+    def __init__(self) -> None:
+        self.listings = 0
+
+    def listed(self, facts: Any) -> None:
+        self.listings += 1
+        if self.listings == 1:
+            raise TypeError("an odd pod")
+
+    def seen(self, facts: Any) -> None:
+        pass
+
+    def gone(self, name: str) -> None:
+        pass
+
+
+def test_a_bug_on_one_event_lists_again_instead_of_ending_the_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    sink = _FailingOnce()
+    watch = pod_watch.PodWatch(lambda renew: None, "ns", sink)  # type: ignore[arg-type,return-value]
+    lists = 0
+
+    async def fake_list() -> None:
+        nonlocal lists
+        lists += 1
+        watch.lists += 1
+        sink.listed([])
+        watch.resource_version = "1"
+
+    async def fake_watch() -> None:
+        # The second listing went through: stop here (the watch would stay open).
+        raise asyncio.CancelledError
+
+    monkeypatch.setattr(watch, "_list", fake_list)
+    monkeypatch.setattr(watch, "_watch", fake_watch)
+    monkeypatch.setattr(watch_resumption, "FIRST_RETRY_S", 0.0)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(watch.run())
+    assert lists == 2 and sink.listings == 2
