@@ -20,7 +20,7 @@ from pathlib import Path
 
 import kopf
 
-from ocp_gpu import handlers, kopf_toggles, memory, metrics, serving
+from ocp_gpu import handlers, kopf_events, kopf_toggles, memory, metrics, serving
 from ocp_gpu.kube import clients, connecting, discovering, electing, pod_watch
 from ocp_gpu.model import apis, labels, releases
 from ocp_gpu.reconcilers import cluster, pod_view, runtime, upgrades
@@ -50,6 +50,7 @@ def default_namespace(env: Mapping[str, str]) -> str:
 async def run(options: RunOptions) -> int:
     # Before the executor's and kopf's threads exist (memory.limit_malloc_arenas says why).
     memory.limit_malloc_arenas()
+    memory.small_tls_read_buffers()
     health = serving.Health()
     # First the configuration: a missing kubeconfig fails before anything starts (clients.ConfigError).
     api_client = clients.load_api_client(options.kubeconfig)
@@ -100,6 +101,7 @@ async def run(options: RunOptions) -> int:
     )
     kopf_stop: asyncio.Future[None] = loop.create_future()
     kopf_toggles.install()
+    kopf_events.install()
     tasks = {
         asyncio.ensure_future(
             kopf.operator(

@@ -38,7 +38,6 @@ import signal
 import socket
 import sys
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
@@ -59,7 +58,7 @@ class ElectionSettings:
     namespace: str
     name: str = LEASE_NAME
     identity: str = dataclasses.field(
-        default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        default_factory=lambda: f"{socket.gethostname()}_{os.urandom(4).hex()}"
     )
     # OpenShift's conventions for operators (library-go's LeaderElectionDefaulting, the
     # "leader election" section of openshift/enhancements' high-availability guide):

@@ -1,4 +1,5 @@
-"""We test `ocp_gpu.memory`: the trim runs once the loop has been idle after work, and only then."""
+"""We test `ocp_gpu.memory`: the trim runs once the loop has been idle after work, and only then;
+asyncio's TLS connections get the small read buffer the operator sets."""
 
 from __future__ import annotations
 
@@ -35,3 +36,27 @@ def test_release_free_memory_runs_here() -> None:
     # glibc on this machine: the trim function is found and callable.
     assert memory._malloc_trim() is not None
     memory.release_free_memory()
+
+
+def test_tls_connections_get_a_small_read_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio.sslproto
+    import ssl
+
+    monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", 256 * 1024)
+
+    def buffer_size() -> int:
+        loop = asyncio.new_event_loop()
+        try:
+            protocol = asyncio.sslproto.SSLProtocol(
+                loop, asyncio.Protocol(), ssl.create_default_context(), None, server_hostname="x"
+            )
+            return len(protocol._ssl_buffer)
+        finally:
+            loop.close()
+
+    assert buffer_size() == 256 * 1024
+    assert memory.small_tls_read_buffers() is True
+    assert buffer_size() == memory.TLS_READ_BUFFER
+    # Never raised: a smaller size asked for later wins, a bigger one changes nothing.
+    memory.small_tls_read_buffers(1024 * 1024)
+    assert buffer_size() == memory.TLS_READ_BUFFER
