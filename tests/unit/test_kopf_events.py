@@ -1,5 +1,6 @@
 """We test `ocp_gpu.kopf_events`: once installed, kopf's watch streams decode each event line without
-`metadata.managedFields` (the rest of the object, and lines that are not objects, unchanged)."""
+`metadata.managedFields` and a Node's `status.images` (the rest of the object, other kinds' status,
+and lines that are not objects, unchanged)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def test_watch_events_lose_managed_fields_only(monkeypatch: pytest.MonkeyPatch) 
     node = {
         "kind": "Node",
         "metadata": {"name": "n1", "labels": {"a": "b"}, "managedFields": [{"manager": "kwok"}]},
-        "status": {"nodeInfo": {"osImage": "RHCOS"}},
+        "status": {"nodeInfo": {"osImage": "RHCOS"}, "images": [{"names": ["x"], "sizeBytes": 1}]},
     }
     line = json.dumps({"type": "MODIFIED", "object": node}).encode()
     event = kopf_api.json.loads(line.decode("utf-8"))
@@ -29,6 +30,9 @@ def test_watch_events_lose_managed_fields_only(monkeypatch: pytest.MonkeyPatch) 
             "status": {"nodeInfo": {"osImage": "RHCOS"}},
         },
     }
+    # Another kind keeps its status as it is.
+    pod = {"kind": "Pod", "metadata": {"name": "p"}, "status": {"images": ["kept"]}}
+    assert kopf_api.json.loads(json.dumps({"type": "ADDED", "object": pod}))["object"] == pod
     # An ERROR event's Status, a bookmark without metadata: decoded as they are.
     status = {"type": "ERROR", "object": {"kind": "Status", "code": 410}}
     assert kopf_api.json.loads(json.dumps(status)) == status
