@@ -121,8 +121,13 @@ class PodWatch:
                 try:
                     if self.resource_version is None:
                         await self._list()
-                    await self._watch()
-                    failures = 0
+                    started = asyncio.get_running_loop().time()
+                    if await self._watch() or asyncio.get_running_loop().time() - started >= 1.0:
+                        failures = 0
+                        continue
+                    # NB: ended at once with nothing in it: resuming at once could spin.
+                    failures += 1
+                    await asyncio.sleep(watch_resumption.retry_delay(failures))
                 except StatusError as error:
                     step = watch_resumption.step_for_status(error.status)
                     if step is Step.RELIST:
@@ -199,8 +204,8 @@ class PodWatch:
         self._sink.listed(facts)
         self.resource_version = version
 
-    async def _watch(self) -> None:
-        """One WATCH request, resumed from `resource_version`, until the server ends it."""
+    async def _watch(self) -> int:
+        """One WATCH request, resumed from `resource_version`, until the server ends it; the events seen."""
         session = self._http()
         query = [
             ("labelSelector", self._selector),
@@ -216,8 +221,11 @@ class PodWatch:
         async with session.get(self._server + self._path, params=query, timeout=timeout) as response:
             if response.status != 200:
                 raise StatusError(response.status, (await response.read()).decode(errors="replace"))
+            seen = 0
             async for event in _lines(response.content):
                 self._apply(event)
+                seen += 1
+        return seen
 
     def _apply(self, event: Mapping[str, Any]) -> None:
         step = watch_resumption.step_for_event(event)

@@ -299,3 +299,27 @@ def test_a_bug_on_one_event_lists_again_instead_of_ending_the_watch(monkeypatch:
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(watch.run())
     assert lists == 2 and sink.listings == 2
+
+
+def test_a_watch_ending_at_once_with_nothing_backs_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    watch = pod_watch.PodWatch(lambda renew: None, "ns", _FailingOnce())  # type: ignore[arg-type,return-value]
+    watch.resource_version = "1"
+    delays: list[int] = []
+    ends = iter([0, 0, 0, 5, 0])
+
+    async def fake_watch() -> int:
+        try:
+            return next(ends)
+        except StopIteration:
+            raise asyncio.CancelledError from None
+
+    def recorded(failures: int) -> float:
+        delays.append(failures)
+        return 0.0
+
+    monkeypatch.setattr(watch, "_watch", fake_watch)
+    monkeypatch.setattr(watch_resumption, "retry_delay", recorded)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(watch.run())
+    # three empty ends back off longer each time; a stream with events resets the count
+    assert delays == [1, 2, 3, 1]
