@@ -105,6 +105,11 @@ def main() -> int:
         "--source", default="tree", help="'head' (HEAD's code), 'tree' (the work tree) or a commit"
     )
     parser.add_argument("--profile", type=Path, default=None, help="py-spy into this directory")
+    parser.add_argument(
+        "--no-auto-upgrade",
+        action="store_true",
+        help="driver.upgradePolicy.autoUpgrade: false (NVIDIA's default; ours, as the seed's, is true)",
+    )
     parser.add_argument("--quiet", type=float, default=10.0, help="steady window after settling (s)")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "ocp-gpu-startup")
     args = parser.parse_args()
@@ -122,6 +127,11 @@ def main() -> int:
             pid.append(self.pid)
 
         tool.OcpGpuOperator.start = start
+        if args.no_auto_upgrade:
+            # NB: the tool's policy has no upgradePolicy: NVIDIA's CRD then means no upgrade
+            # controller at all, ours (the seed's default) autoUpgrade true and an upgrade-done
+            # label (and a node patch) per GPU node once its driver pod runs.
+            tool.SPEC["driver"] = {**tool.SPEC["driver"], "upgradePolicy": {"autoUpgrade": False}}
         if args.profile:
             args.profile.mkdir(parents=True, exist_ok=True)
             raw = args.profile / "startup.raw"
@@ -175,6 +185,7 @@ def main() -> int:
         "nodes": args.nodes,
         "load_average": loads,
         "profiled": bool(args.profile),
+        "auto_upgrade": not args.no_auto_upgrade,
         "cpu_policy_to_settled_s": result.get("cpu_policy_to_settled_s"),
         "settle": result.get("settle"),
         "requests_policy_to_settled": result.get("requests_policy_to_settled"),
