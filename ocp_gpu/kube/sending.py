@@ -159,7 +159,11 @@ class ApiClient:
         context = self.authenticator.ssl_context(current) if self._https else None
         seconds = self.timeout if timeout is None else timeout
         for attempt in (0, 1):
-            connection, reused = self._take(context, seconds)
+            # NB: the retry opens a new connection: after a quiet spell the server has closed
+            # every pooled one (its idle timeout), and another of them would fail the same way.
+            connection, reused = (
+                self._take(context, seconds) if not attempt else (self._open(context, seconds), False)
+            )
             try:
                 connection.sock.sendall(request)
                 response, keep = _read_response(connection.reader, method)

@@ -6,16 +6,20 @@ without a server (the requests themselves: tests/e2e/test_transport.py):
 - keep-alive unless `Connection: close` (HTTP/1.1) or without `keep-alive` (HTTP/1.0);
 - repeated headers joined, names in lower case;
 - a connection closed before the status line is stale (retried once on a new connection),
-  a short body or garbage is a protocol error, never a silently cut answer.
+  a short body or garbage is a protocol error, never a silently cut answer;
+- after a quiet spell in which the server closed every pooled connection, a request still gets
+  its answer (the retry opens a new connection instead of taking another stale one).
 """
 
 from __future__ import annotations
 
 import io
+import socket
+import threading
 
 import pytest
 
-from ocp_gpu.kube import sending
+from ocp_gpu.kube import authenticating, sending
 
 
 def read(raw: bytes, method: str = "GET") -> tuple[sending.Response, bool]:
@@ -85,3 +89,38 @@ def test_cut_or_garbled_answers_raise(raw: bytes, error: type[Exception]) -> Non
 def test_a_closed_connection_is_the_stale_kind_retried_once() -> None:
     assert issubclass(sending.ClosedError, sending._STALE)
     assert not issubclass(sending.ProtocolError, sending._STALE)
+
+
+def test_every_idle_connection_closed_by_the_server_still_gets_the_answer_on_a_new_one() -> None:
+    # The API server closes keep-alive connections idle for longer than its idle timeout: after a
+    # quiet spell every pooled connection is stale, and the retry must not take another of them.
+    # A plain-HTTP server on loopback: the first two connections are closed unanswered, the next answered.
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    accepted: list[int] = []
+
+    def serve() -> None:
+        while len(accepted) < 3:
+            conn, _ = server.accept()
+            accepted.append(1)
+            if len(accepted) <= 2:
+                conn.close()
+                continue
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    client = sending.ApiClient(authenticating.Credentials(server=f"http://127.0.0.1:{port}"))
+    try:
+        # two pooled connections, both closed by the server while idle
+        for _ in range(2):
+            client._give_back(client._open(None, 5.0))
+        response = client.send("GET", "/api")
+        assert (response.status, response.data) == (200, b"{}")
+    finally:
+        client.close()
+        server.close()
+    thread.join(5)
+    assert len(accepted) == 3
