@@ -1295,12 +1295,21 @@ def run_e2e(parallel: int, args: argparse.Namespace) -> E2ERun:
                     # makes them Ready after the driver, and at 1,000 nodes it was still at it when
                     # the upgrade began; its first ten nodes then waited 200 s in validation-required
                     # for pods that in a settled cluster are long Ready (2026-11-24 08:12).
-                    wait_until(
-                        "validator pods Ready on every node",
-                        lambda: ready_validator_nodes(api) >= count,
-                        300 * scale,
-                        2.0,
-                    )
+                    try:
+                        wait_until(
+                            "validator pods Ready on every node",
+                            lambda: ready_validator_nodes(api) >= count,
+                            60 * scale,
+                            2.0,
+                        )
+                    except TimeoutError:
+                        # NB: measured anyway, said in the result: at 1,000 nodes the simulated node
+                        # agent left 239 validators Pending (2026-11-24 08:52); those nodes' waits in
+                        # validation-required then measure the simulation, not the operator.
+                        run.notes.append(
+                            f"set-up: only {ready_validator_nodes(api)} of {count} nodes had a Ready "
+                            "validator pod when the upgrade began (simulated validator behind)"
+                        )
                     wait_operator_idle(op, quiet_for=5.0, timeout=120 * scale)
             except TimeoutError as error:
                 raise TimeoutError(f"{error}: {watch.summary(names)}") from None
