@@ -11,7 +11,12 @@ NB: tracemalloc itself costs memory and time (RSS here is higher than in
 ``drivers_at_scale.py``); what counts is the split: live Python objects (traced) versus
 RSS (the difference is interpreter, libraries' native memory and fragmentation).
 
-Run: ``.venv/bin/python bench/memory_profile.py --nodes 1000``.
+``--native``: no tracemalloc; the dump is RSS as the bench tools count it (VmRSS, the
+anonymous part from smaps_rollup), pymalloc's arenas (``sys._debugmallocstats``: blocks in
+use against free blocks and unused pools, i.e. fragmentation CPython cannot return) and
+the election child's VmRSS.
+
+Run: ``.venv/bin/python bench/memory_profile.py --nodes 1000 [--native]``.
 """
 
 from __future__ import annotations
@@ -53,9 +58,37 @@ def _dump(signum, frame):
             frame = stat.traceback[0]
             out.write(f"{stat.size / 2**20:8.2f} MiB {stat.count:9d}  {frame.filename}:{frame.lineno}\\n")
 
+def _native(signum, frame):
+    import sys
+    path = os.environ["OCP_GPU_MEMDUMP"]
+    rollup = {}
+    for line in open("/proc/self/smaps_rollup"):
+        parts = line.split()
+        if len(parts) == 3 and parts[2] == "kB":
+            rollup[parts[0].rstrip(":")] = int(parts[1]) / 1024
+    with open(path + ".part", "w") as out:
+        out.write(f"VmRSS {rollup['Rss']:.1f} MiB, anonymous {rollup['Anonymous']:.1f} MiB\\n")
+        out.write("-- pymalloc --\\n")
+        out.flush()
+        saved = os.dup(2)
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+    os.replace(path + ".part", path)
+
 if os.environ.get("OCP_GPU_MEMDUMP"):
-    signal.signal(signal.SIGUSR1, _dump)
+    signal.signal(signal.SIGUSR1, _native if os.environ.get("OCP_GPU_NATIVE") else _dump)
 """
+
+PYMALLOC_LINES = (
+    "arenas allocated current",
+    "bytes in allocated blocks",
+    "bytes in available blocks",
+    "unused pools",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--idle", type=float, default=30.0, help="seconds idle before the dump")
+    parser.add_argument("--native", action="store_true", help="no tracemalloc: RSS and pymalloc's arenas")
     args = parser.parse_args(argv)
     binaries.ensure_binaries()
     with tempfile.TemporaryDirectory() as scratch, LocalControlPlane(start_timeout=180) as cp:
@@ -82,8 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         kubeconfig = cp.make_kubeconfig(setup.OPERATOR_USER, ["system:masters"])
         env = {
             "PYTHONPATH": os.pathsep.join([scratch, os.environ.get("PYTHONPATH", "")]),
-            "PYTHONTRACEMALLOC": "1",
             "OCP_GPU_MEMDUMP": str(dump),
+            **({"OCP_GPU_NATIVE": "1"} if args.native else {"PYTHONTRACEMALLOC": "1"}),
         }
         op = OperatorProcess(kubeconfig, setup.NAMESPACE, cp.state_dir / "logs" / "operator.log", env=env)
         op.start()
@@ -99,10 +133,40 @@ def main(argv: Sequence[str] | None = None) -> int:
             setup.wait_until("the dump", lambda: dump.exists() and dump.stat().st_size > 0, 120, 1)
             time.sleep(2)
             print(f"{args.nodes} GPU nodes, after {args.idle:.0f} s idle:")
-            print(dump.read_text())
+            text = dump.read_text()
+            if args.native:
+                head, _, stats = text.partition("-- pymalloc --\n")
+                print(head + "-- pymalloc --")
+                print(
+                    "\n".join(line for line in stats.splitlines() if any(k in line for k in PYMALLOC_LINES))
+                )
+                for child in _children(op.pid):
+                    print(f"election child {child}: VmRSS {_vm_rss_mib(child):.1f} MiB")
+            else:
+                print(text)
         finally:
             op.stop()
     return 0
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _vm_rss_mib(pid: int) -> float:
+    line = next(
+        line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("VmRSS")
+    )
+    return int(line.split()[1]) / 1024
 
 
 if __name__ == "__main__":
