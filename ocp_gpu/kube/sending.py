@@ -15,6 +15,7 @@ child's 20).  Standard library only: the election child imports this module.
 from __future__ import annotations
 
 import base64
+import select
 import socket
 import ssl
 import threading
@@ -190,10 +191,12 @@ class ApiClient:
         with self._lock:
             while self._idle and found is None:
                 connection = self._idle.pop()
-                if connection.context is context:
-                    found = connection
-                else:
+                if connection.context is not context:
                     connection.close()  # opened with a client certificate since renewed
+                elif _closed_by_peer(connection.sock):
+                    connection.close()  # the server closed it while it sat idle (its idle timeout)
+                else:
+                    found = connection
         if found is not None:
             # NB: the timeout applies to each socket operation of this request.
             found.sock.settimeout(seconds)
@@ -224,6 +227,20 @@ class ApiClient:
             sock.close()
             raise
         return _Connection(sock, context)
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """An idle kept-alive connection has nothing to read: readable means the server closed it
+    (EOF, a TLS close_notify) or broke the protocol; either way it cannot carry a request.
+
+    NB: poll, not select: select fails on a descriptor above 1,023.
+    """
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    try:
+        return bool(poller.poll(0))
+    except OSError:
+        return True
 
 
 def _read_head(reader: BinaryIO) -> tuple[str, int, str, dict[str, str]]:

@@ -8,7 +8,8 @@ without a server (the requests themselves: tests/e2e/test_transport.py):
 - a connection closed before the status line is stale (retried once on a new connection),
   a short body or garbage is a protocol error, never a silently cut answer;
 - after a quiet spell in which the server closed every pooled connection, a request still gets
-  its answer (the retry opens a new connection instead of taking another stale one).
+  its answer (the retry opens a new connection instead of taking another stale one), and a pooled
+  connection the server has visibly closed is dropped before any request is sent on it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import io
 import socket
 import threading
+import time
+from typing import Any
 
 import pytest
 
@@ -124,3 +127,42 @@ def test_every_idle_connection_closed_by_the_server_still_gets_the_answer_on_a_n
         server.close()
     thread.join(5)
     assert len(accepted) == 3
+
+
+def test_a_pooled_connection_the_server_closed_is_not_tried(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    closed = threading.Event()
+
+    def serve() -> None:
+        first, _ = server.accept()
+        first.close()  # idle too long: the server closes it
+        closed.set()
+        second, _ = server.accept()
+        second.recv(65536)
+        second.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        second.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    reads: list[int] = []
+    original = sending._read_response
+
+    def counting(reader: Any, method: str) -> tuple[sending.Response, bool]:
+        reads.append(1)
+        return original(reader, method)
+
+    monkeypatch.setattr(sending, "_read_response", counting)
+    client = sending.ApiClient(authenticating.Credentials(server=f"http://127.0.0.1:{port}"))
+    try:
+        client._give_back(client._open(None, 5.0))
+        assert closed.wait(5)
+        deadline = time.monotonic() + 5
+        while not sending._closed_by_peer(client._idle[0].sock) and time.monotonic() < deadline:
+            time.sleep(0.01)  # the FIN on its way
+        assert client.send("GET", "/api").data == b"{}"
+        assert reads == [1]  # no attempt on the closed connection
+    finally:
+        client.close()
+        server.close()
+    thread.join(5)
