@@ -12,7 +12,7 @@ from typing import Any, Self
 
 import pytest
 import yaml
-from kubernetes import client
+from kubernetes import client, watch
 
 from ocp_gpu.harness import rbac as operator_rbac
 from ocp_gpu.harness.cluster import LocalControlPlane
@@ -265,3 +265,86 @@ class BackgroundSampler:
         while not self._stop.wait(0.1):
             self.sample()
             self.samples += 1
+
+
+IN_FLIGHT = frozenset(
+    {
+        "cordon-required",
+        "wait-for-jobs-required",
+        "pod-deletion-required",
+        "drain-required",
+        "pod-restart-required",
+        "validation-required",
+        "uncordon-required",
+    }
+)
+
+
+class UpgradeStateWatch:
+    """Follows the nodes' upgrade-state labels through a watch while the `with` block runs.
+
+    Remembers every state each node took and the most nodes in flight at once.  NB: a watch,
+    not polling: a pass chains a node through several states within milliseconds
+    (planning/upgrade_chain), so a poll can miss a node's whole upgrade; every state and every
+    moment's count of nodes in flight must be seen.
+    """
+
+    def __init__(self, kube: client.ApiClient, names: list[str]) -> None:
+        self.kube, self.names = kube, set(names)
+        self.max_in_flight = 0
+        self.seen: set[str] = set()
+        self.seen_by_node: dict[str, set[str]] = {name: set() for name in names}
+        self.current: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._version = ""
+        self.failure: str | None = None
+
+    def forget(self) -> None:
+        """Starts the record afresh (the current states stay known)."""
+        with self._lock:
+            self.seen.clear()
+            for states in self.seen_by_node.values():
+                states.clear()
+            self.max_in_flight = 0
+
+    def _see(self, node: Any) -> None:
+        if node.metadata.name not in self.names:
+            return
+        state = (node.metadata.labels or {}).get(labels.UPGRADE_STATE, "")
+        with self._lock:
+            self.current[node.metadata.name] = state
+            self.seen.add(state)
+            self.seen_by_node[node.metadata.name].add(state)
+            self.max_in_flight = max(self.max_in_flight, sum(s in IN_FLIGHT for s in self.current.values()))
+
+    def __enter__(self) -> Self:
+        listed = client.CoreV1Api(self.kube).list_node()
+        for node in listed.items:
+            self._see(node)
+        self._version = listed.metadata.resource_version
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        # a lost watch means states in between were never seen: fail loudly, not with a wrong record
+        if exc_type is None:
+            assert self.failure is None, self.failure
+
+    def _run(self) -> None:
+        core = client.CoreV1Api(self.kube)
+        while not self._stop.is_set():
+            stream = watch.Watch().stream(
+                core.list_node, resource_version=self._version, timeout_seconds=2, allow_watch_bookmarks=True
+            )
+            for event in stream:
+                if event["type"] == "ERROR":
+                    self.failure = f"node watch failed: {event['raw_object']}"
+                    return
+                node = event["object"]
+                self._version = node.metadata.resource_version
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    self._see(node)

@@ -44,7 +44,7 @@ from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 from ocp_gpu.planning import pod_selection
 
-from .conftest import BackgroundSampler, condition, kubectl, wait_for, wait_for_event
+from .conftest import BackgroundSampler, UpgradeStateWatch, condition, kubectl, wait_for, wait_for_event
 
 pytestmark = pytest.mark.e2e
 
@@ -147,18 +147,15 @@ def upgrade_states(kube: client.ApiClient, nodes: list[str]) -> dict[str, str]:
 
 
 class Sampler(BackgroundSampler):
-    """The most driver pods on one node, and every upgrade state seen per node."""
+    """The most driver pods on one node at any moment."""
 
-    def __init__(self, kube: client.ApiClient, namespace: str, nodes: list[str]) -> None:
+    def __init__(self, kube: client.ApiClient, namespace: str) -> None:
         super().__init__()
-        self.kube, self.namespace, self.nodes = kube, namespace, nodes
+        self.kube, self.namespace = kube, namespace
         self.most_pods = 0
-        self.seen: dict[str, set[str]] = collections.defaultdict(set)
 
     def sample(self) -> None:
         self.most_pods = max(self.most_pods, *pods_per_node(self.kube, self.namespace).values(), 0)
-        for node, state in upgrade_states(self.kube, self.nodes).items():
-            self.seen[node].add(state)
 
 
 def hostile_spec(schema: dict[str, Any], text: str, key: str) -> Any:
@@ -232,7 +229,7 @@ def _per_pool_daemonsets(
     every: list[str],
 ) -> None:
     names = {f"nvidia-gpu-driver-pool-{pool}-{rhcos}": (pool, rhcos) for pool in "ab" for rhcos in (V1, V2)}
-    with Sampler(kube, namespace, every) as sampler:
+    with Sampler(kube, namespace) as sampler, UpgradeStateWatch(kube, every) as states_seen:
         # (a) four DaemonSets, one driver pod per node
         wait_for(lambda: ready_on(kube, namespace, pools["a"], "550.90.07-rhel9.4"), 90, what="pool a ready")
         wait_for(lambda: ready_on(kube, namespace, pools["b"], "570.124.06-rhel9.4"), 60, what="pool b ready")
@@ -284,7 +281,7 @@ def _per_pool_daemonsets(
             lambda: set(upgrade_states(kube, every).values()) == {"upgrade-done"}, 60, what="upgrade-done"
         )
         untouched = {p.metadata.uid for p in driver_pods(kube, namespace) if p.spec.node_name in pools["b"]}
-        sampler.seen.clear()
+        states_seen.forget()
         patch_driver(kube, "pool-a", {"version": "510.85.02"})
         wait_for(
             lambda: (
@@ -301,11 +298,11 @@ def _per_pool_daemonsets(
             if e.reason == "GPUDriverUpgrade"
         ]
         for node in pools["a"]:
-            assert sampler.seen[node] - {"upgrade-done"}, f"{node} never left upgrade-done"
+            assert states_seen.seen_by_node[node] - {"upgrade-done"}, f"{node} never left upgrade-done"
             for state in SEED_STATES:
                 assert (node, f"Successfully updated node state label to [{state}]") in events, (node, state)
         for node in pools["b"]:
-            assert sampler.seen[node] <= {"upgrade-done"}, sampler.seen[node]
+            assert states_seen.seen_by_node[node] <= {"upgrade-done"}, states_seen.seen_by_node[node]
             assert (node, "Successfully updated node state label to [cordon-required]") not in events, node
         assert {
             p.metadata.uid for p in driver_pods(kube, namespace) if p.spec.node_name in pools["b"]

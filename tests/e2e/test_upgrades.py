@@ -21,13 +21,12 @@ workload pods on kwok nodes that advertise `nvidia.com/gpu`:
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client, watch
+from kubernetes import client
 
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness import stages
@@ -35,7 +34,7 @@ from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 
-from .conftest import kubectl, wait_for
+from .conftest import IN_FLIGHT, UpgradeStateWatch, kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -44,15 +43,6 @@ SEED_JSONPATH = (
     '-ojsonpath={range .items[*]}{.metadata.name}{"\\t"}'
     '{.metadata.labels.nvidia\\.com/gpu-driver-upgrade-state}{"\\n"}{end}'
 )
-IN_FLIGHT = {
-    "cordon-required",
-    "wait-for-jobs-required",
-    "pod-deletion-required",
-    "drain-required",
-    "pod-restart-required",
-    "validation-required",
-    "uncordon-required",
-}
 
 
 def states(kube: client.ApiClient, names: list[str]) -> dict[str, str]:
@@ -65,60 +55,6 @@ def states(kube: client.ApiClient, names: list[str]) -> dict[str, str]:
 
 def all_done(kube: client.ApiClient, names: list[str]) -> bool:
     return set(states(kube, names).values()) == {"upgrade-done"} and len(states(kube, names)) == len(names)
-
-
-class StateSampler:
-    """Follows the nodes' upgrade-state labels through a watch while the `with` block runs.
-
-    Remembers every state any node took and the most nodes in flight at once.  NB: a watch,
-    not polling: a pass chains a node through several states within milliseconds
-    (planning/upgrade_chain), and every one of them must be seen, as must every moment's
-    count of nodes in flight.
-    """
-
-    def __init__(self, kube: client.ApiClient, names: list[str]) -> None:
-        self.kube, self.names = kube, set(names)
-        self.max_in_flight = 0
-        self.seen: set[str] = set()
-        self.current: dict[str, str] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._version = ""
-
-    def _see(self, node: Any) -> None:
-        if node.metadata.name not in self.names:
-            return
-        state = (node.metadata.labels or {}).get(labels.UPGRADE_STATE, "")
-        self.current[node.metadata.name] = state
-        self.seen.add(state)
-        self.max_in_flight = max(self.max_in_flight, sum(s in IN_FLIGHT for s in self.current.values()))
-
-    def __enter__(self) -> StateSampler:
-        listed = client.CoreV1Api(self.kube).list_node()
-        for node in listed.items:
-            self._see(node)
-        self._version = listed.metadata.resource_version
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        core = client.CoreV1Api(self.kube)
-        while not self._stop.is_set():
-            stream = watch.Watch().stream(
-                core.list_node, resource_version=self._version, timeout_seconds=2, allow_watch_bookmarks=True
-            )
-            for event in stream:
-                if event["type"] == "ERROR":
-                    # Expired (410): list again; the states in between are lost, so say so loudly.
-                    raise AssertionError(f"node watch failed: {event['raw_object']}")
-                node = event["object"]
-                self._version = node.metadata.resource_version
-                if event["type"] in ("ADDED", "MODIFIED"):
-                    self._see(node)
 
 
 @pytest.fixture
@@ -252,7 +188,7 @@ def test_seed_patch_rolls_every_node_to_upgrade_done(
     gpu_pods = {node: gpu_workload(kube, namespace, node) for node in nodes[:2]}
     plain = {node: plain_pod(kube, namespace, node) for node in nodes[:2]}
 
-    with StateSampler(kube, nodes) as sampler:
+    with UpgradeStateWatch(kube, nodes) as sampler:
         kubectl(control_plane, "patch", "clusterpolicy/cluster-policy", "--type=json", "-p", SEED_PATCH)
         wait_for(
             lambda: driver_pods_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
@@ -389,7 +325,7 @@ def test_pdb_blocks_drain_then_failed_then_recovery_by_relabelling(
 
     before = wait_for(guarded, 30, what="guarded pod running")
     kubectl(control_plane, "patch", "clusterpolicy/cluster-policy", "--type=json", "-p", SEED_PATCH)
-    with StateSampler(kube, nodes) as sampler:
+    with UpgradeStateWatch(kube, nodes) as sampler:
         wait_for(lambda: states(kube, nodes)[node] == "upgrade-failed", 90, what="upgrade-failed")
     assert "drain-required" in sampler.seen
     assert guarded() == before, "the PodDisruptionBudget was not honoured"
@@ -497,7 +433,7 @@ def test_driver_image_pull_failing_times_out_into_upgrade_failed(
     # The new version's image cannot be pulled: its pods carry the harness's pull-failure fate.
     failing = {stages.FATE_ANNOTATION: stages.FATE_IMAGE_PULL_FAILING}
     patch_policy(kube, {"spec": {"driver": {"version": "510.85.02"}, "daemonsets": {"annotations": failing}}})
-    with StateSampler(kube, nodes) as sampler:
+    with UpgradeStateWatch(kube, nodes) as sampler:
         failed = wait_for(
             lambda: [n for n, s in states(kube, nodes).items() if s == "upgrade-failed"],
             90,
