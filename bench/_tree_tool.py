@@ -7,7 +7,13 @@ that sum the process and all its descendants (and, for CPU, the children they ha
 reaped), for both operators alike (NVIDIA's is one process: the same numbers as before).  VmHWM
 summed over the tree is an upper bound of the tree's peak (the processes' peaks need not coincide).
 
-Run: ``python bench/_tree_tool.py <compare_nvidia.py> <its arguments>`` (bench/compare_nvidia.py does).
+With ``--auto-upgrade true|false`` before the tool's path it writes
+``driver.upgradePolicy.autoUpgrade`` into the tool's ClusterPolicy for both operators: the tool's
+policy leaves it out, and the two defaults differ (NVIDIA's CRD: false, no upgrade controller;
+ours, the seed's: true, an upgrade-state label and a node patch per GPU node once its driver runs).
+
+Run: ``python bench/_tree_tool.py [--auto-upgrade true|false] <compare_nvidia.py> <its arguments>``
+(bench/compare_nvidia.py does).
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ from _proc import cpu_s, status_kib
 
 
 def main() -> None:
+    auto_upgrade: bool | None = None
+    if sys.argv[1] == "--auto-upgrade":
+        auto_upgrade = {"true": True, "false": False}[sys.argv[2]]
+        del sys.argv[1:3]
     tool = Path(sys.argv[1])
     spec = importlib.util.spec_from_file_location("compare_nvidia_tool", tool)
     assert spec is not None and spec.loader is not None
@@ -30,6 +40,12 @@ def main() -> None:
     # NB: the tool's functions look these up as module globals at each call.
     module.cpu_s = cpu_s
     module.status_kib = status_kib
+    if auto_upgrade is not None:
+        driver = module.SPEC["driver"]
+        module.SPEC["driver"] = {
+            **driver,
+            "upgradePolicy": {**driver.get("upgradePolicy", {}), "autoUpgrade": auto_upgrade},
+        }
     module.main()
 
 

@@ -13,7 +13,12 @@ directory). ``--only ocp-gpu`` measures ocp-gpu alone (5,000 nodes: only the RSS
 NVIDIA's operator is built from its source outside this repository (never committed): see
 bench/README.md, "NVIDIA's operator, side by side".
 
-Run: ``.venv/bin/python bench/compare_nvidia.py --nodes 100 1000 [--quiet 120] [--moves 3]``.
+``--auto-upgrade true|false`` writes ``driver.upgradePolicy.autoUpgrade`` into the policy for
+both operators (the tool's policy leaves it out, and the CRDs' defaults differ: NVIDIA's false,
+ours true as the seed says), so that both do the same work.
+
+Run: ``.venv/bin/python bench/compare_nvidia.py --nodes 100 1000 [--quiet 120] [--moves 3]
+[--auto-upgrade false]``.
 """
 
 from __future__ import annotations
@@ -130,6 +135,7 @@ def run_tool(which: str, nodes: int, args: argparse.Namespace, source: Path, raw
     command = [
         sys.executable,
         str(Path(__file__).resolve().parent / "_tree_tool.py"),
+        *(["--auto-upgrade", args.auto_upgrade] if args.auto_upgrade else []),
         str(TOOL),
         "--nodes",
         str(nodes),
@@ -166,7 +172,8 @@ def markdown(out: Path) -> str:
             "",
             f"Load average at the start / end: {summary['load_average_start']} / "
             f"{summary['load_average_end']}; order: {' then '.join(summary['order'])}."
-            + f" Counted: {summary.get('counted', 'the operator process alone')}.",
+            + f" Counted: {summary.get('counted', 'the operator process alone')}."
+            + f" driver.upgradePolicy.autoUpgrade: {summary.get('auto_upgrade', 'each CRD default')}.",
             "",
             "| target | NVIDIA | ocp-gpu | ratio | met |",
             "|---|---|---|---|---|",
@@ -193,6 +200,13 @@ def main() -> int:
     parser.add_argument("--moves", type=int, default=3, help="RHCOS version moves (latency samples)")
     parser.add_argument("--timeout", type=float, default=3600, help="per operator and size (s)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
+    parser.add_argument(
+        "--auto-upgrade",
+        choices=("true", "false"),
+        default=None,
+        help="write driver.upgradePolicy.autoUpgrade into both operators' policy"
+        " (left out: each CRD's default, NVIDIA's false, ours true)",
+    )
     args = parser.parse_args()
     if not TOOL.exists():
         parser.error(f"{TOOL} not found: set COMPARE_NVIDIA_TOOL to the team's compare_nvidia.py")
@@ -212,6 +226,7 @@ def main() -> int:
                 "load_average_start": start,
                 "load_average_end": load_average(),
                 "counted": "CPU and RSS of each operator's process tree (bench/_tree_tool.py)",
+                "auto_upgrade": args.auto_upgrade or "each CRD's default (NVIDIA false, ocp-gpu true)",
                 "targets": evaluate(runs.get("nvidia"), runs["ocp-gpu"], nodes) if "ocp-gpu" in runs else [],
                 "runs": runs,
             }
