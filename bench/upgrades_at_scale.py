@@ -1329,6 +1329,11 @@ def run_e2e(parallel: int, args: argparse.Namespace) -> E2ERun:
             finally:
                 op.stop()
                 keep_log(args, op, f"operator-parallel-{parallel}-{count}.log")
+                if args.keep_operator_log:
+                    # The simulated node agent's log too: its passes show when it falls behind.
+                    agent_log = cp.logs_dir / "node-agent.log"
+                    if agent_log.exists():
+                        shutil.copy(agent_log, args.keep_operator_log / f"node-agent-{parallel}-{count}.log")
     run.load_average_end = load_average()
     run.total_s = round(time.monotonic() - began, 1)
     return run

@@ -46,8 +46,10 @@ operator) plays those parts, reading only what a node would see:
   `failed`, operands restored, geometry unchanged.  The agent's progress lives in
   node annotations (`MIG_*`), so a restarted agent carries on.
 
-It polls (every `--interval` seconds, or twice as long as a pass took) rather than
-watching: simple, and cheap at the node counts tests use.
+It polls rather than watching: simple, and cheap at the node counts tests use.  Between
+passes it waits `--interval` seconds, or twice the CPU time the pass used, never more
+than `MAX_PASS_WAIT` (`pass_wait`); every request has a timeout (`REQUEST_TIMEOUT`), so
+no pass can hang on the apiserver.
 """
 
 from __future__ import annotations
@@ -80,6 +82,14 @@ SIMULATED_PRODUCT: Final = nodes_mod.SIMULATED_PRODUCT
 DEFAULT_PRODUCT: Final = "NVIDIA-L40S"
 # Pods made Ready at once (each a patch; the apiserver, not the agent, is then the limit).
 GATE_WORKERS: Final = 8
+# Seconds: the longest wait between passes, however costly the last pass was.
+MAX_PASS_WAIT: Final = 5.0
+# Seconds: a pass this long is logged even when it changed nothing.
+SLOW_PASS: Final = 10.0
+# (connect, read) seconds for every request: a request the apiserver never answers fails the
+# pass (logged, retried by the next one) instead of blocking the agent for good. The read
+# timeout is generous: the LIST of every operand pod at 1,000 nodes is tens of megabytes.
+REQUEST_TIMEOUT: Final = (10.0, 120.0)
 # GPU memory (MiB) GFD reports per product; others get an 80 GB figure.
 PRODUCT_MEMORY: Final = {
     "NVIDIA-L40S": "46068",
@@ -150,10 +160,17 @@ class NodeAgent:
         self._config_maps: dict[tuple[str, str], dict[str, str] | None] = {}
 
     def _list(self, call: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        result = call(_preload_content=False, **kwargs)
+        result = call(_preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
         return list(json.loads(result.data).get("items") or [])
 
-    def run_once(self) -> None:
+    def _write(self, call: Any, *args: Any) -> None:
+        """A write with the timeout, its answer read as bytes and dropped: it is unused, and the
+        client's model deserialisation of thousands of pods cost much of a pass's CPU. NB: the
+        body must be read, or the connection never goes back to the pool."""
+        call(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT).data  # noqa: B018
+
+    def run_once(self) -> tuple[int, int]:
+        """One pass; returns (operand pods seen, pods made Ready)."""
         pods = self._list(self.core.list_pod_for_all_namespaces, label_selector=_APPS_SELECTOR)
         daemonsets = self._list(
             self.apps.list_daemon_set_for_all_namespaces,
@@ -184,8 +201,9 @@ class NodeAgent:
         # NB: kubelets start pods in parallel, one per node; one at a time, the 4,000 operand pods
         # of 500 nodes took minutes per pass and paced every upgrade benchmark.
         with concurrent.futures.ThreadPoolExecutor(GATE_WORKERS) as gates:
-            for done in [gates.submit(self._gate, pod, nodes, present) for pod in pods]:
-                done.result()
+            opened = sum(
+                done.result() for done in [gates.submit(self._gate, pod, nodes, present) for pod in pods]
+            )
         # NB: one index and one read per ConfigMap per pass: at 500 nodes, scanning every pod
         # and reading the plugin's ConfigMap once per node made a pass take minutes, and the
         # simulation, not the operator, set the pace of every upgrade benchmark.
@@ -197,15 +215,17 @@ class NodeAgent:
             if SIMULATED_GPUS in (node["metadata"].get("annotations") or {}):
                 self._node(name, node, pods_by_node.get(name, []))
                 self._mig(name, node, pods_by_node.get(name, []))
+        return len(pods), opened
 
-    def _gate(self, pod: Mapping[str, Any], nodes: Mapping[str, Any], present: Any) -> None:
+    def _gate(self, pod: Mapping[str, Any], nodes: Mapping[str, Any], present: Any) -> bool:
+        """Give the pod the fate "ready" if its markers exist; True when it did."""
         metadata = pod["metadata"]
         app, node = _app(pod), str(pod["spec"].get("nodeName", ""))
         if app not in GATED_APPS or not node or metadata.get("deletionTimestamp"):
-            return
+            return False
         if stages.FATE_ANNOTATION in (metadata.get("annotations") or {}):
             # Ready already, or a test chose its fate.
-            return
+            return False
         namespace = str(metadata["namespace"])
         driver_ready = present(namespace, node, operands.DRIVER)
         toolkit_ready = driver_ready and present(namespace, node, operands.CONTAINER_TOOLKIT)
@@ -216,12 +236,14 @@ class NodeAgent:
         else:
             gate = toolkit_ready
         if gate:
-            self.core.patch_namespaced_pod(
+            self._write(
+                self.core.patch_namespaced_pod,
                 metadata["name"],
                 namespace,
                 {"metadata": {"annotations": {stages.FATE_ANNOTATION: stages.FATE_READY}}},
             )
             logger.info("%s/%s on %s: its markers exist, Ready", namespace, metadata["name"], node)
+        return bool(gate)
 
     def _node(self, name: str, node: Mapping[str, Any], pods: list[dict[str, Any]]) -> None:
         """`pods`: the operand pods on this node."""
@@ -248,7 +270,7 @@ class NodeAgent:
             resources: dict[str, str | None] = dict.fromkeys(current)
             resources.update({key: str(value) for key, value in wanted.items()})
             body = {"status": {"capacity": resources, "allocatable": resources}}
-            self.core.patch_node_status(name, body)
+            self._write(self.core.patch_node_status, name, body)
             logger.info("node %s: device plugin advertises %s", name, wanted or "nothing")
         gfd = next((p for p in on_node if _app(p) == operands.GPU_FEATURE_DISCOVERY.app), None)
         node_labels = metadata.get("labels") or {}
@@ -258,7 +280,7 @@ class NodeAgent:
         if have != wanted_labels:
             patch: dict[str, str | None] = dict.fromkeys(have)
             patch.update(wanted_labels)
-            self.core.patch_node(name, {"metadata": {"labels": patch}})
+            self._write(self.core.patch_node, name, {"metadata": {"labels": patch}})
             logger.info("node %s: GFD labels %s", name, wanted_labels or "removed")
 
     def _mig(self, name: str, node: Mapping[str, Any], pods: list[dict[str, Any]]) -> None:
@@ -312,7 +334,7 @@ class NodeAgent:
                 },
                 "annotations": {MIG_PAUSED: json.dumps(found, sort_keys=True)},
             }
-            self.core.patch_node(name, {"metadata": patch})
+            self._write(self.core.patch_node, name, {"metadata": patch})
             logger.info("node %s: MIG config %s pending, GPU clients paused", name, wanted)
             return
         paused_apps = {o.app for o in MIG_PAUSED_OPERANDS}
@@ -339,7 +361,7 @@ class NodeAgent:
                 and _app(pod) == operands.OPERATOR_VALIDATOR.app
             ):
                 try:
-                    self.core.delete_namespaced_pod(pod["metadata"]["name"], namespace)
+                    self._write(self.core.delete_namespaced_pod, pod["metadata"]["name"], namespace)
                 except kubernetes.client.ApiException as error:
                     if error.status != 404:
                         raise
@@ -361,7 +383,7 @@ class NodeAgent:
         if devices is not None:
             annotations[MIG_DEVICES] = devices or None
         patch = {"labels": {labels.MIG_CONFIG_STATE: state.value, **restored}, "annotations": annotations}
-        self.core.patch_node(name, {"metadata": patch})
+        self._write(self.core.patch_node, name, {"metadata": patch})
         logger.info("node %s: MIG config %s %s", name, wanted, state.value)
 
     def _mig_config(self, pod: Mapping[str, Any]) -> Any:
@@ -377,7 +399,9 @@ class NodeAgent:
         where = (str(pod["metadata"]["namespace"]), config_map)
         if where not in self._config_maps:
             try:
-                found = self.core.read_namespaced_config_map(config_map, where[0])
+                found = self.core.read_namespaced_config_map(
+                    config_map, where[0], _request_timeout=REQUEST_TIMEOUT
+                )
                 self._config_maps[where] = found.data or {}
             except kubernetes.client.ApiException:
                 self._config_maps[where] = None
@@ -510,15 +534,37 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     while not stop.is_set():
-        began = time.monotonic()
+        began, cpu_began = time.monotonic(), time.process_time()
+        seen = opened = 0
         try:
-            agent.run_once()
+            seen, opened = agent.run_once()
         except Exception:  # the agent outlives a failed pass (the apiserver restarting, a race)
             logger.exception("pass failed")
-        # NB: at thousands of nodes a pass (three lists) takes long; waiting twice as long keeps
-        # the simulation's share of a two-core machine, and of the apiserver, to about a third.
-        stop.wait(max(args.interval, 2 * (time.monotonic() - began)))
+        wall, cpu = time.monotonic() - began, time.process_time() - cpu_began
+        wait = pass_wait(args.interval, cpu)
+        if opened or wall > SLOW_PASS:
+            # One line per pass that did something or took long: a stalled simulation shows here.
+            logger.info(
+                "pass: %d operand pods, %d made Ready, %.1f s (CPU %.1f s); next in %.1f s",
+                seen,
+                opened,
+                wall,
+                cpu,
+                wait,
+            )
+        stop.wait(wait)
     return 0
+
+
+def pass_wait(interval: float, pass_cpu_s: float) -> float:
+    """Seconds to wait before the next pass, given the CPU seconds the last one used.
+
+    Twice the pass's CPU keeps the simulation's share of a two-core machine to about a third.
+    NB: CPU, not wall time, and capped: at 1,000 nodes a pass of ~5,000 pod patches against a
+    busy apiserver took minutes of mostly waiting, and twice that wall time left the agent
+    silent for ten more minutes while 239 nodes' validators stayed Pending (2026-11-24 08:52).
+    """
+    return min(MAX_PASS_WAIT, max(interval, 2 * pass_cpu_s))
 
 
 if __name__ == "__main__":
