@@ -16,7 +16,14 @@ anonymous part from smaps_rollup), pymalloc's arenas (``sys._debugmallocstats``:
 use against free blocks and unused pools, i.e. fragmentation CPython cannot return) and
 the election child's VmRSS.
 
-Run: ``.venv/bin/python bench/memory_profile.py --nodes 1000 [--native]``.
+``--policy compare``: the side-by-side tool's ClusterPolicy (``compare_nvidia.py``: the driver,
+the container toolkit and the validator; every other operand off) instead of every default.
+The dump is taken twice: once the operator has listed the nodes, before the ClusterPolicy
+(what the node view and the imports cost), and after the idle wait (what the policy's
+operands, their pods and the start-up burst add). A policy not ready in time (the simulated
+node agent falling behind) is reported, and the dump is taken anyway.
+
+Run: ``.venv/bin/python bench/memory_profile.py --nodes 1000 [--native] [--policy compare]``.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import kubernetes.client
 
@@ -83,6 +91,22 @@ if os.environ.get("OCP_GPU_MEMDUMP"):
     signal.signal(signal.SIGUSR1, _native if os.environ.get("OCP_GPU_NATIVE") else _dump)
 """
 
+# The side-by-side tool's operands (../shared/tools/compare_nvidia.py's SPEC): driver (DTK) and toolkit.
+COMPARE_SPEC: dict[str, Any] = {
+    "operator": {"use_ocp_driver_toolkit": True},
+    "daemonsets": {"updateStrategy": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "1"}},
+    "driver": {"enabled": True},
+    "toolkit": {"enabled": True},
+    "devicePlugin": {"enabled": False},
+    "dcgm": {"enabled": False},
+    "dcgmExporter": {"enabled": False},
+    "gfd": {"enabled": False},
+    "nodeStatusExporter": {"enabled": False},
+    "migManager": {"enabled": False},
+    "mig": {"strategy": "single"},
+    "validator": {},
+}
+
 PYMALLOC_LINES = (
     "arenas allocated current",
     "bytes in allocated blocks",
@@ -98,6 +122,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--idle", type=float, default=30.0, help="seconds idle before the dump")
     parser.add_argument("--native", action="store_true", help="no tracemalloc: RSS and pymalloc's arenas")
+    parser.add_argument(
+        "--policy",
+        choices=("default", "compare"),
+        default="default",
+        help="compare: compare_nvidia's operands",
+    )
     args = parser.parse_args(argv)
     binaries.ensure_binaries()
     with tempfile.TemporaryDirectory() as scratch, LocalControlPlane(start_timeout=180) as cp:
@@ -108,7 +138,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         openshift.set_driver_toolkit_tags(api, {setup.V1: setup.DTK_IMAGE + "0" * 64})
         setup.install_crd(api)
         kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": setup.NAMESPACE}})
-        setup.create_policy(api)
         setup.create_nodes_fast(api, args.nodes, 16)
         setup.wait_until(
             "nodes Ready", lambda: setup.ready_node_count(api) >= args.nodes, 120 + args.nodes * 0.1, 2
@@ -122,31 +151,54 @@ def main(argv: Sequence[str] | None = None) -> int:
         op = OperatorProcess(kubeconfig, setup.NAMESPACE, cp.state_dir / "logs" / "operator.log", env=env)
         op.start()
         try:
-            setup.wait_until(
-                "policy ready",
-                lambda: setup.read_policy_status(api).get("state") == "ready",
-                300 + args.nodes * 0.2,
-                2,
-            )
+            setup.wait_until("the operator leading", lambda: _role(op) == "leader", 120, 0.5)
+            # The node list is in (the start-up barrier waits for it); let the burst's trim pass.
             time.sleep(args.idle)
-            os.kill(op.pid, signal.SIGUSR1)
-            setup.wait_until("the dump", lambda: dump.exists() and dump.stat().st_size > 0, 120, 1)
-            time.sleep(2)
-            print(f"{args.nodes} GPU nodes, after {args.idle:.0f} s idle:")
-            text = dump.read_text()
-            if args.native:
-                head, _, stats = text.partition("-- pymalloc --\n")
-                print(head + "-- pymalloc --")
-                print(
-                    "\n".join(line for line in stats.splitlines() if any(k in line for k in PYMALLOC_LINES))
+            _report(f"{args.nodes} GPU nodes listed, no ClusterPolicy", op.pid, dump, args.native)
+            setup.create_policy(api, COMPARE_SPEC if args.policy == "compare" else None)
+            try:
+                setup.wait_until(
+                    "policy ready",
+                    lambda: setup.read_policy_status(api).get("state") == "ready",
+                    300 + args.nodes * 0.2,
+                    2,
                 )
-                for child in _children(op.pid):
-                    print(f"election child {child}: VmRSS {_vm_rss_mib(child):.1f} MiB")
-            else:
-                print(text)
+            except TimeoutError as error:
+                state = setup.read_policy_status(api).get("state")
+                print(f"NB: {error}: the dump is taken anyway (policy state {state})")
+            time.sleep(args.idle)
+            title = f"{args.nodes} GPU nodes, policy {args.policy}, after {args.idle:.0f} s idle"
+            _report(title, op.pid, dump, args.native)
         finally:
             op.stop()
     return 0
+
+
+def _role(op: OperatorProcess) -> str:
+    try:
+        return op.role()
+    except OSError:
+        # Not serving /healthz yet.
+        return "starting"
+
+
+def _report(title: str, pid: int, dump: Path, native: bool) -> None:
+    """Ask the operator for a dump (SIGUSR1) and print it."""
+    dump.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR1)
+    setup.wait_until("the dump", lambda: dump.exists() and dump.stat().st_size > 0, 120, 1)
+    time.sleep(2)
+    print(f"== {title}:", flush=True)
+    text = dump.read_text()
+    if native:
+        head, _, stats = text.partition("-- pymalloc --\n")
+        print(head + "-- pymalloc --")
+        print("\n".join(line for line in stats.splitlines() if any(k in line for k in PYMALLOC_LINES)))
+        for child in _children(pid):
+            print(f"election child {child}: VmRSS {_vm_rss_mib(child):.1f} MiB")
+    else:
+        print(text)
+    sys.stdout.flush()
 
 
 def _children(pid: int) -> list[int]:
