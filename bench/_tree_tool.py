@@ -14,15 +14,43 @@ ours, the seed's: true, an upgrade-state label and a node patch per GPU node onc
 
 Run: ``python bench/_tree_tool.py [--auto-upgrade true|false] <compare_nvidia.py> <its arguments>``
 (bench/compare_nvidia.py does).
+
+With ``$OCP_GPU_MEMDUMP`` set (compare_nvidia.py --memory-dumps: the operator then has the
+SIGUSR1 handler of bench/_memdump.py), each RSS the tool records from its main thread (before
+the ClusterPolicy; idle, after the steady window) is followed by a native dump of the operator
+(pymalloc's arenas, the election child's RSS), saved beside the dump path as
+``memdump-<n>.txt``; the sampler thread's reads (the peak) take none.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+import threading
 from pathlib import Path
 
+from _memdump import summary, take
 from _proc import cpu_s, status_kib
+
+
+def _dumping(dump: Path) -> object:
+    taken = 0
+
+    def read(pid: int, field: str) -> int:
+        nonlocal taken
+        value = status_kib(pid, field)
+        if field == "VmRSS" and threading.current_thread() is threading.main_thread():
+            try:
+                text = summary(take(pid, dump), pid, native=True)
+            except (OSError, TimeoutError) as error:
+                # NVIDIA's operator (no handler: SIGUSR1 is not sent to it, see below) or a gone pid.
+                text = f"no dump: {error}"
+            taken += 1
+            (dump.parent / f"memdump-{taken}.txt").write_text(f"tree VmRSS {value / 1024:.1f} MiB\n{text}\n")
+        return value
+
+    return read
 
 
 def main() -> None:
@@ -39,7 +67,10 @@ def main() -> None:
     spec.loader.exec_module(module)
     # NB: the tool's functions look these up as module globals at each call.
     module.cpu_s = cpu_s
-    module.status_kib = status_kib
+    dump = os.environ.get("OCP_GPU_MEMDUMP")
+    # NB: only ocp-gpu's runs: SIGUSR1 would end NVIDIA's operator (no handler for it).
+    ours = "--operators" in sys.argv and sys.argv[sys.argv.index("--operators") + 1] == "ocp-gpu"
+    module.status_kib = _dumping(Path(dump)) if dump and ours else status_kib
     if auto_upgrade is not None:
         driver = module.SPEC["driver"]
         module.SPEC["driver"] = {

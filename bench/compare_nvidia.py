@@ -10,6 +10,13 @@ size to the next (``--first``). Then it writes, per size, ``<out>/compare-nvidia
 whether it is met) and ``<out>/compare-nvidia.md`` (the table of every size in that
 directory). ``--only ocp-gpu`` measures ocp-gpu alone (5,000 nodes: only the RSS target).
 
+At 5,000 nodes the fake nodes' Lease lasts 200 s (``--node-lease-seconds``; the tool's default,
+40 s, below): kwok renews each Lease at a quarter of its duration, and 5,000 renewals every
+10 s are more than kwok and the API server keep up with on two cores (nodes then turn NotReady
+and their pods are evicted mid-run). ``--memory-dumps``: ocp-gpu's runs also write where its
+memory is (bench/_memdump.py, native: pymalloc's arenas, the election child) next to each RSS
+the tool records (before the ClusterPolicy, idle), into ``<out>/compare-nvidia-raw/``.
+
 NVIDIA's operator is built from its source outside this repository (never committed): see
 bench/README.md, "NVIDIA's operator, side by side".
 
@@ -33,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _memdump
 from _common import REPO, RESULTS_DIR, git_commit, load_average, operator_sources
 
 TOOL = Path(os.environ.get("COMPARE_NVIDIA_TOOL", REPO.parent / "shared" / "tools" / "compare_nvidia.py"))
@@ -128,9 +136,20 @@ def evaluate(nvidia: Result | None, ours: Result, nodes: int) -> list[Result]:
     return checks or [_rss(None, ours, nodes)]
 
 
+def node_lease_seconds(nodes: int, asked: int | None) -> int:
+    """The fake nodes' Lease duration: as asked, else 200 s from 5,000 nodes and 40 s below."""
+    if asked is not None:
+        return asked
+    return 200 if nodes >= 5000 else 40
+
+
 def run_tool(which: str, nodes: int, args: argparse.Namespace, source: Path, raw: Path) -> Result:
     """One operator at one size through the shared tool; its JSON result."""
     env = {**os.environ, "OCPGPU_SRC": str(source)}
+    if args.memory_dumps and which == "ocp-gpu":
+        dumps = raw / f"{which}-{nodes}-memdumps"
+        dumps.mkdir(parents=True, exist_ok=True)
+        env.update(_memdump.environment(dumps, native=True))
     # CPU and RSS over each operator's whole process tree (ocp-gpu's election child included).
     command = [
         sys.executable,
@@ -145,6 +164,8 @@ def run_tool(which: str, nodes: int, args: argparse.Namespace, source: Path, raw
         str(args.quiet),
         "--moves",
         str(args.moves),
+        "--node-lease-seconds",
+        str(node_lease_seconds(nodes, args.node_lease_seconds)),
         "--out",
         str(raw),
     ]
@@ -199,6 +220,15 @@ def main() -> int:
     parser.add_argument("--quiet", type=float, default=120, help="steady-state window (s)")
     parser.add_argument("--moves", type=int, default=3, help="RHCOS version moves (latency samples)")
     parser.add_argument("--timeout", type=float, default=3600, help="per operator and size (s)")
+    parser.add_argument(
+        "--node-lease-seconds",
+        type=int,
+        default=None,
+        help="fake nodes' Lease (default: 200 from 5,000 nodes, else 40)",
+    )
+    parser.add_argument(
+        "--memory-dumps", action="store_true", help="ocp-gpu's memory breakdown with each RSS recorded"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     parser.add_argument(
         "--auto-upgrade",
@@ -227,6 +257,7 @@ def main() -> int:
                 "load_average_end": load_average(),
                 "counted": "CPU and RSS of each operator's process tree (bench/_tree_tool.py)",
                 "auto_upgrade": args.auto_upgrade or "each CRD's default (NVIDIA false, ocp-gpu true)",
+                "node_lease_seconds": node_lease_seconds(nodes, args.node_lease_seconds),
                 "targets": evaluate(runs.get("nvidia"), runs["ocp-gpu"], nodes) if "ocp-gpu" in runs else [],
                 "runs": runs,
             }

@@ -29,8 +29,6 @@ Run: ``.venv/bin/python bench/memory_profile.py --nodes 1000 [--native] [--polic
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import sys
 import tempfile
 import time
@@ -41,55 +39,12 @@ from typing import Any
 import kubernetes.client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _memdump
 import drivers_at_scale as setup
 
 from ocp_gpu.harness import binaries, openshift
 from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.harness.operating import OperatorProcess
-
-SITECUSTOMIZE = """
-import gc, os, signal, tracemalloc
-
-def _dump(signum, frame):
-    gc.collect()
-    snapshot = tracemalloc.take_snapshot()
-    by_file = snapshot.statistics("filename")
-    with open(os.environ["OCP_GPU_MEMDUMP"], "w") as out:
-        rss = int([l for l in open("/proc/self/status") if l.startswith("VmRSS")][0].split()[1]) / 1024
-        traced = sum(s.size for s in by_file) / 2**20
-        out.write(f"traced {traced:.1f} MiB, VmRSS {rss:.1f} MiB\\n")
-        out.write("-- by file --\\n")
-        for stat in by_file[:25]:
-            out.write(f"{stat.size / 2**20:8.2f} MiB {stat.count:9d}  {stat.traceback[0].filename}\\n")
-        out.write("-- by line --\\n")
-        for stat in snapshot.statistics("lineno")[:25]:
-            frame = stat.traceback[0]
-            out.write(f"{stat.size / 2**20:8.2f} MiB {stat.count:9d}  {frame.filename}:{frame.lineno}\\n")
-
-def _native(signum, frame):
-    import sys
-    path = os.environ["OCP_GPU_MEMDUMP"]
-    rollup = {}
-    for line in open("/proc/self/smaps_rollup"):
-        parts = line.split()
-        if len(parts) == 3 and parts[2] == "kB":
-            rollup[parts[0].rstrip(":")] = int(parts[1]) / 1024
-    with open(path + ".part", "w") as out:
-        out.write(f"VmRSS {rollup['Rss']:.1f} MiB, anonymous {rollup['Anonymous']:.1f} MiB\\n")
-        out.write("-- pymalloc --\\n")
-        out.flush()
-        saved = os.dup(2)
-        os.dup2(out.fileno(), 2)
-        try:
-            sys._debugmallocstats()
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-    os.replace(path + ".part", path)
-
-if os.environ.get("OCP_GPU_MEMDUMP"):
-    signal.signal(signal.SIGUSR1, _native if os.environ.get("OCP_GPU_NATIVE") else _dump)
-"""
 
 # The side-by-side tool's operands (../shared/tools/compare_nvidia.py's SPEC): driver (DTK) and toolkit.
 COMPARE_SPEC: dict[str, Any] = {
@@ -106,13 +61,6 @@ COMPARE_SPEC: dict[str, Any] = {
     "mig": {"strategy": "single"},
     "validator": {},
 }
-
-PYMALLOC_LINES = (
-    "arenas allocated current",
-    "bytes in allocated blocks",
-    "bytes in available blocks",
-    "unused pools",
-)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -131,8 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     binaries.ensure_binaries()
     with tempfile.TemporaryDirectory() as scratch, LocalControlPlane(start_timeout=180) as cp:
-        Path(scratch, "sitecustomize.py").write_text(SITECUSTOMIZE)
-        dump = Path(scratch, "memory.txt")
+        env = _memdump.environment(Path(scratch), args.native)
+        dump = Path(env["OCP_GPU_MEMDUMP"])
         api = cp.api_client(pool_size=64)
         openshift.install_openshift_apis(api)
         openshift.set_driver_toolkit_tags(api, {setup.V1: setup.DTK_IMAGE + "0" * 64})
@@ -143,11 +91,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "nodes Ready", lambda: setup.ready_node_count(api) >= args.nodes, 120 + args.nodes * 0.1, 2
         )
         kubeconfig = cp.make_kubeconfig(setup.OPERATOR_USER, ["system:masters"])
-        env = {
-            "PYTHONPATH": os.pathsep.join([scratch, os.environ.get("PYTHONPATH", "")]),
-            "OCP_GPU_MEMDUMP": str(dump),
-            **({"OCP_GPU_NATIVE": "1"} if args.native else {"PYTHONTRACEMALLOC": "1"}),
-        }
         op = OperatorProcess(kubeconfig, setup.NAMESPACE, cp.state_dir / "logs" / "operator.log", env=env)
         op.start()
         try:
@@ -184,41 +127,9 @@ def _role(op: OperatorProcess) -> str:
 
 def _report(title: str, pid: int, dump: Path, native: bool) -> None:
     """Ask the operator for a dump (SIGUSR1) and print it."""
-    dump.unlink(missing_ok=True)
-    os.kill(pid, signal.SIGUSR1)
-    setup.wait_until("the dump", lambda: dump.exists() and dump.stat().st_size > 0, 120, 1)
-    time.sleep(2)
-    print(f"== {title}:", flush=True)
-    text = dump.read_text()
-    if native:
-        head, _, stats = text.partition("-- pymalloc --\n")
-        print(head + "-- pymalloc --")
-        print("\n".join(line for line in stats.splitlines() if any(k in line for k in PYMALLOC_LINES)))
-        for child in _children(pid):
-            print(f"election child {child}: VmRSS {_vm_rss_mib(child):.1f} MiB")
-    else:
-        print(text)
-    sys.stdout.flush()
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
-def _vm_rss_mib(pid: int) -> float:
-    line = next(
-        line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("VmRSS")
-    )
-    return int(line.split()[1]) / 1024
+    text = _memdump.take(pid, dump)
+    print(f"== {title}:")
+    print(_memdump.summary(text, pid, native), flush=True)
 
 
 if __name__ == "__main__":
