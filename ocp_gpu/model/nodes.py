@@ -28,7 +28,7 @@ _KEPT_PREFIXES = (
 _KEPT_ANNOTATION_PREFIX = "nvidia.com/gpu-driver-upgrade"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class NodeFacts:
     name: NodeName
     # Only the labels in _KEPT_PREFIXES.

@@ -107,7 +107,7 @@ def by_name(name: str) -> Operand:
     raise KeyError(f"no operand {name!r}; known: {', '.join(o.name for o in OPERANDS)}")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class OperandPod:
     """One operand pod as the status needs it: whose it is, where, and whether it is Ready."""
 

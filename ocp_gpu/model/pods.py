@@ -12,7 +12,7 @@ import dataclasses
 from ocp_gpu.model import operands, snapshot, upgrades
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class PodFacts:
     """One operand pod's every fact the watches keep (None where the pod is not of that kind)."""
 

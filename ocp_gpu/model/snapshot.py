@@ -208,7 +208,7 @@ class DriverSnapshot:
     stream: DriverToolkitStream = DriverToolkitStream(StreamState.ABSENT, reason="not read")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DriverPodPull:
     """A driver pod's image pull as its kubelet reports it (for the precompiled fallback)."""
 

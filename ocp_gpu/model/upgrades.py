@@ -140,7 +140,7 @@ def parse_timestamp(value: str | None) -> datetime.datetime | None:
 # --- the records ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PodRef:
     """Enough to delete or evict one pod, and not its same-named successor (uid precondition)."""
 
@@ -152,7 +152,7 @@ class PodRef:
         return f"{self.namespace}/{self.name}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class DriverPod:
     """A driver pod (`app=nvidia-driver-daemonset`, or with NVIDIADrivers its component) on one node."""
 
@@ -252,7 +252,7 @@ class WorkloadPod:
         return self.phase in ("Pending", "Running")
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ValidatorPod:
     """A validator pod (`app=nvidia-operator-validator`) on one node."""
 
