@@ -58,10 +58,13 @@ def parse_state(value: str | None) -> UpgradeState:
     NB: an unrecognised value (a typo by hand) is treated as "not processed yet",
     so the controller relabels the node instead of ignoring it forever.
     """
-    try:
-        return UpgradeState(value or "")
-    except ValueError:
-        return UpgradeState.UNKNOWN
+    # NB: a dict lookup, not UpgradeState(value): planning a 1,000-node pass parses about
+    # 12,000 labels, and the Enum call was a quarter of its CPU.
+    return _STATES_BY_VALUE.get(value or "", UpgradeState.UNKNOWN)
+
+
+# Every state by its label value (parse_state's table).
+_STATES_BY_VALUE: Final[Mapping[str, UpgradeState]] = {state.value: state for state in UpgradeState}
 
 
 # --- node annotations: the controller's memory ---------------------------------------
@@ -210,10 +213,15 @@ class UpgradeNode:
     # The admin opted the node out of the driver (`nvidia.com/gpu.deploy.driver=false`, or
     # `nvidia.com/gpu.deploy.operands=false`): no driver DaemonSet selects it.
     driver_opted_out: bool = False
+    # `state_label` parsed once (planning reads a node's state about a dozen times a pass).
+    _state: UpgradeState = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_state", parse_state(self.state_label))
 
     @property
     def state(self) -> UpgradeState:
-        return parse_state(self.state_label)
+        return self._state
 
     @property
     def driver_pod(self) -> DriverPod | None:

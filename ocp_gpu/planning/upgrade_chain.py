@@ -44,6 +44,9 @@ MAX_STEPS = len(upgrade_table.TABLE)
 
 def node_after(node: UpgradeNode, step: upgrade.NodePlan) -> UpgradeNode:
     """The node as the reconciler leaves it once `step` succeeded (label, annotations, cordon)."""
+    if not step.actions and not step.annotations and step.state_after.value == node.state_label:
+        # The node stays as it is (most nodes of a large upgrade, every pass): no copy.
+        return node
     changes: dict[str, str | None] = {}
     unschedulable = node.unschedulable
     for action in step.actions:
@@ -98,6 +101,9 @@ def _chain(
 
 def _as_plan(steps: list[upgrade.NodePlan]) -> upgrade.NodePlan:
     first, *rest = steps
+    if not rest and not first.then:
+        # A single step (most nodes, every pass): already the plan.
+        return first
     return dataclasses.replace(first, then=tuple(rest))
 
 
