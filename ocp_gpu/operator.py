@@ -39,7 +39,10 @@ class RunOptions:
     # event after a quiet spell runs a pass at once: runtime.Coalescer).
     coalesce_s: float = 0.2
     # The same for upgrade passes: a batch of driver pods turning Ready lands in one pass.
-    upgrade_coalesce_s: float = 0.2
+    # NB: shorter than the main pass's: every upgrade pass's own writes wake the next, so the
+    # window is paid on each step of each node in flight (0.2 s of a ~0.55 s cycle at 1,000
+    # nodes, maxParallelUpgrades 10), and a pass plans 1,000 nodes in about 8 ms.
+    upgrade_coalesce_s: float = 0.05
 
 
 def default_namespace(env: Mapping[str, str]) -> str:
