@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import datetime
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ocp_gpu import memory
 from ocp_gpu.kube import clients, owning
@@ -290,17 +290,24 @@ async def in_threads(calls: Iterable[Callable[[], T]], limit: int = WRITE_CONCUR
     """Run blocking calls in threads, at most `limit` at a time; results (or errors) in order.
 
     NB: one call's error never stops the others: each caller reports its failures per object.
+    NB: `limit` workers take the calls in turn, not a task per call waiting on a semaphore: at
+    thousands of nodes (the first pass labels every node) thousands of waiting tasks were
+    megabytes at once, allocated among the node records the watches renew meanwhile, which
+    then pin that memory's arenas for the life of the process (issue 13: idle RSS).
     """
-    gate = asyncio.Semaphore(limit)
+    pending = list(calls)
+    results: list[T | Exception | None] = [None] * len(pending)
+    queue = iter(enumerate(pending))
 
-    async def one(call: Callable[[], T]) -> T | Exception:
-        async with gate:
+    async def worker() -> None:
+        for index, call in queue:
             try:
-                return await asyncio.to_thread(call)
+                results[index] = await asyncio.to_thread(call)
             except Exception as error:
-                return error
+                results[index] = error
 
-    return list(await asyncio.gather(*(one(call) for call in calls)))
+    await asyncio.gather(*(worker() for _ in range(min(limit, len(pending)))))
+    return cast(list[T | Exception], results)
 
 
 def _loop_time() -> float:

@@ -1,7 +1,9 @@
 """We test `reconcilers.runtime.in_threads`, which carries out a pass's API calls in parallel:
 
 - results come back in the order of the calls, errors as values (one failure never stops the others);
-- no more than `limit` calls run at once.
+- no more than `limit` calls run at once;
+- thousands of calls never become thousands of tasks at once (each one waiting its turn was
+  megabytes at 5,000 nodes, issue 13), and none is nothing to do.
 """
 
 from __future__ import annotations
@@ -45,3 +47,31 @@ def test_concurrency_is_bounded() -> None:
 
     asyncio.run(runtime.in_threads([call] * 20, limit=4))
     assert highest == 4
+
+
+def test_calls_wait_their_turn_without_a_task_each() -> None:
+    def call() -> None:
+        time.sleep(0.001)
+
+    async def run() -> int:
+        highest, done = 0, False
+
+        async def monitor() -> None:
+            nonlocal highest
+            while not done:
+                highest = max(highest, len(asyncio.all_tasks()))
+                await asyncio.sleep(0)
+
+        watching = asyncio.create_task(monitor())
+        results = await runtime.in_threads([call] * 200, limit=4)
+        done = True
+        await watching
+        assert results == [None] * 200
+        return highest
+
+    # The test's own task, the monitor and the 4 workers.
+    assert asyncio.run(run()) <= 6
+
+
+def test_no_calls_no_results() -> None:
+    assert asyncio.run(runtime.in_threads([], limit=4)) == []
