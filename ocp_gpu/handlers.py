@@ -1,13 +1,14 @@
 """kopf registrations only: every watch feeds the in-memory view and wakes the loop.
 
-NB: no change-detecting handlers (on.create/on.update/on.resume) on Nodes: kopf
-would store its diff-base annotation on every node, i.e. a write per node.
+NB: no change-detecting handlers (on.create/on.update/on.resume): kopf would store
+its diff-base annotation on every object, i.e. a write per object.
 We use index handlers (kopf runs them for every listed object *before* any
-other handler, so once any event handler runs, the view is complete) and
-event handlers, which write nothing.
+other handler, so once its index barrier opens, the view is complete: kopf_toggles)
+and event handlers, which write nothing.
 
-NB: the operand pods are not kopf's: kube/pod_watch.py watches them (thousands of pods,
-several events each, were most of kopf's work at start-up; issue 13).
+NB: the operand pods and the nodes are not kopf's: kube/pod_watch.py and kube/node_watch.py
+watch them (thousands of objects, several events each, were most of kopf's work at start-up;
+issue 13).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any, Literal, TypeVar, cast
 
 import kopf
 
-from ocp_gpu.kube import connecting, owning, pod_watch, reading, requesting
-from ocp_gpu.model import apis, labels, nodes
+from ocp_gpu.kube import connecting, owning, reading, requesting, watching
+from ocp_gpu.model import apis, labels
 from ocp_gpu.planning import delivery, urgency
 from ocp_gpu.reconcilers import runtime
 
@@ -58,12 +59,12 @@ def operator_settings() -> kopf.OperatorSettings:
     settings.posting.enabled = False
     # Only the kinds registered here are watched; no namespace or CRD scanning.
     settings.scanning.disabled = True
-    # Each watch request lives as long as the operand pods' (kube/pod_watch.py): every re-open
+    # Each watch request lives as long as the operand pods' (kube/watching.py): every re-open
     # is a read in steady state.  NB: kopf's 70 s inactivity timeout re-opened quiet kinds'
     # watches up to twice per 120 s at 1,000 nodes (no bookmark came that often); a dead
     # connection is seen closed (an API server killed), and a partitioned leader loses its Lease.
-    settings.watching.server_timeout = pod_watch.WATCH_TIMEOUT_S
-    settings.watching.inactivity_timeout = pod_watch.WATCH_TIMEOUT_S + pod_watch.INACTIVITY_MARGIN_S
+    settings.watching.server_timeout = watching.WATCH_TIMEOUT_S
+    settings.watching.inactivity_timeout = watching.WATCH_TIMEOUT_S + watching.INACTIVITY_MARGIN_S
     settings.networking.request_timeout = 60
     # Server-side filters: only the objects we own (every kind of kube/owning.OWNED_KINDS:
     # tens of objects, never every ConfigMap of the cluster) and the few OpenShift singletons we read.
@@ -85,7 +86,6 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
     """Every watch of the operator, one function per watched kind."""
     registry = kopf.OperatorRegistry()
     _register_login(registry, rt)
-    _register_nodes(registry, rt)
     for kind in owning.watched_kinds(rt.api_groups):
         _register_owned_kind(registry, rt, kind)
     _register_daemonsets(registry, rt)
@@ -120,32 +120,6 @@ def _register_login(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> Non
         calls += 1
         # NB: kopf logs in again only after the API server refused its credentials (401).
         return connecting.connection_info(rt.api_client, renew=calls > 1)
-
-
-def _register_nodes(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
-    """Nodes: the facts we keep of each (labels, annotations, what the upgrade reads)."""
-
-    rt.watch("", "nodes")
-
-    @kopf.index("", "v1", "nodes", registry=registry, id="node-facts")
-    async def index_node(body: kopf.Body, **_: Any) -> None:
-        facts = reading.node_facts(body)
-        before = rt.node_facts.get(facts.name)
-
-        def changed() -> None:
-            rt.mark_node(facts.name)
-            if urgency.moves_driver_key(before, facts):
-                rt.mark_urgent()
-
-        # Only changes to what we keep count: kubelet heartbeats wake nothing.
-        _keep(rt.node_facts, facts.name, facts, changed)
-
-    @kopf.on.event("", "v1", "nodes", registry=registry, id="node-events")
-    async def node_event(name: str, type: str | None, **_: Any) -> None:
-        rt.mark_listed()
-        if type == "DELETED":
-            rt.node_facts.pop(nodes.NodeName(name), None)
-            rt.mark_node(nodes.NodeName(name))
 
 
 def _register_daemonsets(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:

@@ -12,6 +12,11 @@ This set keeps a count of its toggles that are on, so its state costs O(1), and 
 waiters only when that state flips; a toggle's own waiters are still woken whenever the
 toggle turns, as kopf's are. Same class interface, same semantics for `any` and `all`
 (other functions fall back to kopf's scan).
+
+It also tells the operator when kopf's index barrier (kopf's one `ToggleSet(all)`, closed by
+its "orchestration blocker" until every indexed kind is listed and every listed object
+indexed) opens for the first time: kopf's kinds are listed then, whether or not any of them
+has an object (runtime.mark_listed).
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kopf._cogs.aiokits import aiotoggles
+
+# Called once when a counting `all` set created after `install` first opens after being
+# closed (kopf's index barrier); None: nobody asked.
+_on_indexed: Callable[[], None] | None = None
 
 
 class _CountedToggle(aiotoggles.Toggle):
@@ -34,9 +43,11 @@ class _CountedToggle(aiotoggles.Toggle):
 
     async def turn_to(self, __state: bool) -> None:
         async with self._condition:
+            before = self._owner.is_on()
             if self._state != bool(__state) and self in self._owner:
                 self._owner._on += 1 if __state else -1
             self._state = bool(__state)
+            self._owner._report_if_opened(before)
             # Waiters on this toggle, and on the set, may both care: as kopf does, wake them all.
             self._condition.notify_all()
 
@@ -47,6 +58,9 @@ class CountingToggleSet(aiotoggles.ToggleSet):
     def __init__(self, fn: Callable[[Iterable[bool]], bool]) -> None:
         super().__init__(fn)
         self._on = 0
+        # Closed once (kopf's blocker toggle): the first opening after that is reported.
+        self._on_open = _on_indexed if fn is all else None
+        self._was_closed = False
 
     def is_on(self) -> bool:
         if self._fn is all:
@@ -79,9 +93,24 @@ class CountingToggleSet(aiotoggles.ToggleSet):
     def _notify_if_flipped(self, before: bool) -> None:
         if self.is_on() != before:
             self._condition.notify_all()
+        self._report_if_opened(before)
+
+    def _report_if_opened(self, before: bool) -> None:
+        now = self.is_on()
+        if not now:
+            self._was_closed = True
+        elif not before and self._was_closed and self._on_open is not None:
+            report, self._on_open = self._on_open, None
+            report()
 
 
-def install() -> None:
-    """Make kopf build its toggle sets (index barrier, pause) as counting ones. Idempotent."""
+def install(on_indexed: Callable[[], None] | None = None) -> None:
+    """Make kopf build its toggle sets (index barrier, pause) as counting ones. Idempotent.
+
+    `on_indexed`: called once, when the index barrier of a kopf started after this call first
+    opens (every kind with an index handler listed, every listed object indexed).
+    """
+    global _on_indexed
+    _on_indexed = on_indexed
     module: Any = aiotoggles
     module.ToggleSet = CountingToggleSet

@@ -8,32 +8,24 @@ precompiled fallback); a loop is woken only when what it reads changed.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from ocp_gpu.model import pods
 from ocp_gpu.planning import urgency
-from ocp_gpu.reconcilers import runtime
+from ocp_gpu.reconcilers import runtime, watched_view
 
 # The kind the start-up barrier waits for (Runtime.watch / mark_delivered).
 KIND = "pods"
 
 
-class PodView:
+class PodView(watched_view.WatchedView[pods.PodFacts]):
     """Keeps `rt.operand_pods`, `validator_pods`, `driver_pods`, `driver_pod_pulls`, `pull_failing_since`."""
 
     def __init__(self, rt: runtime.Runtime) -> None:
-        self._rt = rt
-        rt.watch("", KIND, own=True)
+        super().__init__(rt, KIND)
 
-    def listed(self, facts: Sequence[pods.PodFacts]) -> None:
-        rt = self._rt
-        present = {fact.name for fact in facts}
-        # Deleted while no watch was open (a re-list after 410 Gone): forget them too.
-        for name in [name for name in rt.operand_pods if name not in present]:
-            self.gone(name)
-        for fact in facts:
-            self.seen(fact)
-        rt.mark_delivered("", KIND)
+    def known(self) -> Iterable[str]:
+        return self._rt.operand_pods
 
     def seen(self, facts: pods.PodFacts) -> None:
         rt, name = self._rt, facts.name

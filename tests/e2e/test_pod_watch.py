@@ -1,5 +1,6 @@
-"""We test these aspects of the operand pod watch (kube/pod_watch.py) on a real API server, on a
-control plane of its own (the test restarts kube-apiserver):
+"""We test these aspects of the operator's own watches (kube/watching.py) on a real API server, on
+a control plane of its own (the test restarts kube-apiserver): the operand pod watch
+(kube/pod_watch.py) and, beside it through the same outage, the node watch (kube/node_watch.py):
 
 - its first LIST hands over exactly the operand-labelled pods of its namespace (not other
   pods, not other namespaces), in pages;
@@ -8,7 +9,10 @@ control plane of its own (the test restarts kube-apiserver):
   request, no second LIST;
 - kube-apiserver killed, etcd compacted, kube-apiserver restarted: the watch retries through
   the outage, gets 410 Gone for its compacted resourceVersion, lists again, and then sees pods
-  created and deleted again.
+  created and deleted again;
+- the node watch lists every node (GPU and not), sees a label change, a cordon and a deletion as
+  facts (kubelet heartbeats change nothing it keeps), and through the same outage lists again
+  (410 Gone), forgetting a node deleted meanwhile and seeing one created after.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.harness import binaries, faults
+from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness.cluster import LocalControlPlane
-from ocp_gpu.kube import clients, connecting, pod_watch
-from ocp_gpu.model import operands, pods
+from ocp_gpu.kube import clients, connecting, node_watch, pod_watch
+from ocp_gpu.model import labels, operands
 from tests.e2e.conftest import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -34,20 +39,21 @@ PLUGIN = operands.DEVICE_PLUGIN.app
 
 
 class Recorder:
-    """A PodSink that keeps what it was told (called from the watch's loop thread)."""
+    """A sink (of pod or node facts) that keeps what it was told (called from the watch's loop thread)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.listings: list[set[str]] = []
-        self.pods: dict[str, pods.PodFacts] = {}
+        # By name: pods.PodFacts or nodes.NodeFacts.
+        self.pods: dict[str, Any] = {}
         self.events: list[tuple[str, str]] = []
 
-    def listed(self, facts: Sequence[pods.PodFacts]) -> None:
+    def listed(self, facts: Sequence[Any]) -> None:
         with self.lock:
             self.listings.append({fact.name for fact in facts})
             self.pods = {fact.name: fact for fact in facts}
 
-    def seen(self, facts: pods.PodFacts) -> None:
+    def seen(self, facts: Any) -> None:
         with self.lock:
             self.pods[facts.name] = facts
             self.events.append(("seen", facts.name))
@@ -85,25 +91,44 @@ def test_list_watch_resume_and_relist_after_compaction(own_control_plane: LocalC
     make_pod(core, "operands", "not-an-operand", app="something-else")
     make_pod(core, "elsewhere", "plugin-elsewhere")
 
+    fake_nodes.create_nodes(
+        kube, [fake_nodes.gpu_node("gpu-0"), fake_nodes.gpu_node("gpu-1"), fake_nodes.cpu_node("cpu-0")]
+    )
+
     api = clients.load_api_client(plane.kubeconfig)
     recorder = Recorder()
     watch = pod_watch.PodWatch(
         lambda renew: connecting.connection_info(api), "operands", recorder, watch_timeout_s=2
     )
+    node_recorder = Recorder()
+    nodes = node_watch.NodeWatch(lambda renew: connecting.connection_info(api), node_recorder)
     loop = asyncio.new_event_loop()
-    task: asyncio.Task[None] | None = None
+    tasks: list[asyncio.Task[None]] = []
 
     def serve() -> None:
-        nonlocal task
-        task = loop.create_task(watch.run())
+        tasks.extend([loop.create_task(watch.run()), loop.create_task(nodes.run())])
         with contextlib.suppress(asyncio.CancelledError):
-            loop.run_until_complete(task)
+            loop.run_until_complete(asyncio.gather(*tasks))
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
         wait_for(lambda: recorder.listings, what="the first listing")
         assert recorder.listings == [{f"plugin-{i}" for i in range(5)}]
+        wait_for(lambda: node_recorder.listings, what="the first node listing")
+        assert node_recorder.listings == [{"gpu-0", "gpu-1", "cpu-0"}]
+        assert node_recorder.pods["gpu-0"].is_gpu_node and not node_recorder.pods["cpu-0"].is_gpu_node
+
+        # Node changes arrive as facts: a label, a cordon, a deletion.
+        core.patch_node("gpu-0", {"metadata": {"labels": {labels.deploy_label("driver"): "false"}}})
+        fake_nodes.cordon(kube, "gpu-1")
+        fake_nodes.delete_nodes(kube, ["cpu-0"])
+        wait_for(
+            lambda: node_recorder.pods["gpu-0"].labels.get(labels.deploy_label("driver")) == "false"
+            and node_recorder.pods["gpu-1"].unschedulable
+            and ("gone", "cpu-0") in node_recorder.events,
+            what="the node changes",
+        )
 
         # Changes arrive (the scheduler's PodScheduled=False condition too: several per pod).
         make_pod(core, "operands", "plugin-new")
@@ -125,6 +150,8 @@ def test_list_watch_resume_and_relist_after_compaction(own_control_plane: LocalC
         faults.bump_etcd_revision(plane.etcd_url)
         faults.compact_etcd(plane.etcd_url)
         plane.restart_process("kube-apiserver")
+        fake_nodes.delete_nodes(kube, ["gpu-1"])
+        fake_nodes.create_nodes(kube, [fake_nodes.gpu_node("gpu-after-restart")])
         core.delete_namespaced_pod("plugin-2", "operands", grace_period_seconds=0)
         make_pod(core, "operands", "plugin-after-restart")
         wait_for(lambda: "plugin-after-restart" in recorder.pods, timeout=60, what="a pod after the restart")
@@ -138,8 +165,15 @@ def test_list_watch_resume_and_relist_after_compaction(own_control_plane: LocalC
             "plugin-after-resume",
             "plugin-after-restart",
         }
+        wait_for(
+            lambda: set(node_recorder.pods) == {"gpu-0", "gpu-after-restart"},
+            timeout=60,
+            what="the nodes after the restart",
+        )
+        assert nodes.lists >= 2, "the node watch's compacted resourceVersion is listed again"
+        assert nodes.lists == len(node_recorder.listings)
     finally:
-        if task is not None:
+        for task in tasks:
             loop.call_soon_threadsafe(task.cancel)
         thread.join(timeout=30)
         loop.close()

@@ -111,3 +111,49 @@ def test_install_makes_kopf_build_counting_sets() -> None:
         assert issubclass(aiotoggles.ToggleSet, ORIGINAL)
     finally:
         aiotoggles.ToggleSet = ORIGINAL  # type: ignore[misc]
+
+
+def test_the_index_barrier_s_first_opening_is_reported_once() -> None:
+    async def run(objects: int) -> list[str]:
+        reports: list[str] = []
+        kopf_toggles.install(on_indexed=lambda: reports.append("indexed"))
+        barrier = aiotoggles.ToggleSet(all)
+        # kopf's pause set (any) never reports.
+        paused = aiotoggles.ToggleSet(any)
+        await paused.drop_toggle(await paused.make_toggle(True))
+        assert barrier.is_on() and not reports, "empty before kopf's blocker: not yet listed"
+        blocker = await barrier.make_toggle(name="orchestration blocker")
+        kind = await barrier.make_toggle(name="nodes")
+        await barrier.drop_toggle(blocker)
+        listed = [await barrier.make_toggle(name=str(i)) for i in range(objects)]
+        await barrier.drop_toggle(kind)
+        assert reports == ([] if objects else ["indexed"]), "objects listed but not indexed yet"
+        await barrier.drop_toggles(listed)
+        assert reports == ["indexed"]
+        # Later toggles (kopf makes none once open, but the set may flip): never reported again.
+        await barrier.drop_toggle(await barrier.make_toggle(False))
+        return reports
+
+    try:
+        assert asyncio.run(run(3)) == ["indexed"]
+        # No object of any kopf kind: the barrier still opens, and says so.
+        assert asyncio.run(run(0)) == ["indexed"]
+    finally:
+        aiotoggles.ToggleSet = ORIGINAL  # type: ignore[misc]
+        kopf_toggles._on_indexed = None
+
+
+def test_a_toggle_turning_on_can_open_the_barrier() -> None:
+    async def run() -> list[str]:
+        reports: list[str] = []
+        kopf_toggles.install(on_indexed=lambda: reports.append("indexed"))
+        barrier = aiotoggles.ToggleSet(all)
+        toggle = await barrier.make_toggle(False)
+        await toggle.turn_to(True)
+        return reports
+
+    try:
+        assert asyncio.run(run()) == ["indexed"]
+    finally:
+        aiotoggles.ToggleSet = ORIGINAL  # type: ignore[misc]
+        kopf_toggles._on_indexed = None

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from ocp_gpu.kube import pod_watch
+from ocp_gpu.kube import pod_watch, watching
 from ocp_gpu.model import labels, nodes, operands
 from ocp_gpu.planning import watch_resumption
 from ocp_gpu.planning.watch_resumption import Step
@@ -164,7 +164,7 @@ class _Chunks:
 
 
 async def _decoded(*chunks: bytes) -> list[Any]:
-    return [line async for line in pod_watch._lines(_Chunks(*chunks))]  # type: ignore[arg-type]
+    return [line async for line in watching._lines(_Chunks(*chunks))]  # type: ignore[arg-type]
 
 
 def test_lines_split_across_chunks_anywhere_decode_whole() -> None:

@@ -1,0 +1,254 @@
+"""The operator's own watch of one kind, outside kopf: one paged LIST, then one WATCH that stays open.
+
+Each event is decoded once and turned into one small frozen record by the kind's converter
+(`parse`: the facts the Runtime keeps, never the whole body), handed to a sink. Used for the
+operand pods (kube/pod_watch.py) and the nodes (kube/node_watch.py): the kinds with the most
+objects and events, where kopf's per-object machinery (a worker task, causes, kwargs
+wrappers, index and event handlers, then our converters on the same body) was most of the
+operator's start-up CPU (issue 13).
+
+The stream: a paged LIST (`requesting.LIST_PAGE`) of the path, optionally label-selected,
+then a WATCH from its resourceVersion with bookmarks. A stream that ends resumes from the
+last resourceVersion seen (one request); 410 Gone lists again; a connection refused or reset
+(the API server restarting) retries with backoff; 401 logs in again. The decisions are
+planning/watch_resumption.py's.
+
+NB: credentials are kopf's `ConnectionInfo` from the same kubeconfig as everything else
+(kube/connecting.py), made into an aiohttp session as kopf makes its own; `login(True)`
+after a 401 asks for renewed ones (an exec plugin run again, a token file re-read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Final, Generic, Protocol, TypeVar
+
+import aiohttp
+import kopf
+
+from ocp_gpu.kube import requesting
+from ocp_gpu.planning import watch_resumption
+from ocp_gpu.planning.watch_resumption import Step
+
+logger = logging.getLogger("ocp_gpu.watching")
+
+F = TypeVar("F")
+F_contra = TypeVar("F_contra", contravariant=True)
+
+# The server ends a watch after this long (a new one resumes at once, one request): long, so
+# that steady state costs no request.
+WATCH_TIMEOUT_S: Final = 1800
+# No byte at all for this long after the server should have ended the watch: the connection
+# is dead (a partition; a killed API server closes it at once), resume anew.
+# NB: not a short inactivity timeout as kopf's (70 s): bookmarks do not reliably arrive that
+# often on a quiet watch (kopf re-opened quiet kinds' watches up to twice in the 120 s steady
+# window at 1,000 nodes), and every such re-open is a request in steady state.
+INACTIVITY_MARGIN_S: Final = 60.0
+CONNECT_TIMEOUT_S: Final = 30.0
+LIST_TIMEOUT_S: Final = 120.0
+
+
+class Sink(Protocol[F_contra]):
+    """Where a watch hands what it saw (reconcilers/pod_view.PodView, reconcilers/node_view.NodeView)."""
+
+    def listed(self, facts: Sequence[F_contra]) -> None:
+        """A complete listing: these objects and no others exist (also after a re-list)."""
+
+    def seen(self, facts: F_contra) -> None:
+        """An object was added or changed."""
+
+    def gone(self, name: str) -> None:
+        """An object was deleted."""
+
+
+class StatusError(Exception):
+    """The API server answered a LIST or WATCH with an HTTP error status (or an ERROR event)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message[:300]}")
+        self.status = status
+
+
+class ObjectWatch(Generic[F]):
+    """List, then watch, the objects at one collection path, forever (until cancelled)."""
+
+    def __init__(
+        self,
+        login: Callable[[bool], kopf.ConnectionInfo],
+        path: str,
+        parse: Callable[[Mapping[str, Any]], F],
+        sink: Sink[F],
+        *,
+        what: str,
+        selector: str = "",
+        watch_timeout_s: int = WATCH_TIMEOUT_S,
+    ) -> None:
+        self._login = login
+        self._path = path
+        self._parse = parse
+        self._sink = sink
+        # For logs and the User-Agent: "operand pod watch", "node watch".
+        self._what = what
+        self._selector = selector
+        self._watch_timeout_s = watch_timeout_s
+        self._server = ""
+        self._session: aiohttp.ClientSession | None = None
+        # The API server refused the credentials (401): the next login renews them.
+        self._renew = False
+        # The last resourceVersion seen; None: list (again) before watching.
+        self.resource_version: str | None = None
+        # Counters (tests and logs): complete listings, watch requests opened.
+        self.lists = 0
+        self.watches = 0
+
+    async def run(self) -> None:
+        failures = 0
+        try:
+            while True:
+                try:
+                    if self.resource_version is None:
+                        await self._list()
+                    started = asyncio.get_running_loop().time()
+                    if await self._watch() or asyncio.get_running_loop().time() - started >= 1.0:
+                        failures = 0
+                        continue
+                    # NB: ended at once with nothing in it: resuming at once could spin.
+                    failures += 1
+                    await asyncio.sleep(watch_resumption.retry_delay(failures))
+                except StatusError as error:
+                    step = watch_resumption.step_for_status(error.status)
+                    if step is Step.RELIST:
+                        logger.info("%s: %s; listing again", self._what, error)
+                        self.resource_version = None
+                        continue
+                    failures += 1
+                    if step is Step.RENEW:
+                        self._renew = True
+                        await self._close()
+                    self._log_failure(failures, error)
+                    await asyncio.sleep(watch_resumption.retry_delay(failures))
+                except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as error:
+                    # Refused, reset or timed out (an API server restarting), or a torn line.
+                    failures += 1
+                    self._log_failure(failures, error)
+                    await asyncio.sleep(watch_resumption.retry_delay(failures))
+                except Exception:
+                    # NB: a bug of ours on an odd object must not end the watch (the operator
+                    # would stop with it); it is logged, and a fresh listing starts over.
+                    failures += 1
+                    logger.exception("%s failed; listing again", self._what)
+                    self.resource_version = None
+                    await asyncio.sleep(watch_resumption.retry_delay(failures))
+        finally:
+            await self._close()
+
+    def _log_failure(self, failures: int, error: BaseException) -> None:
+        # NB: once per streak at WARNING; an API server restart costs a few quiet retries.
+        log = logger.warning if failures == 1 else logger.debug
+        log("%s: %s: %s; retrying", self._what, type(error).__name__, error)
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            info, self._renew = self._login(self._renew), False
+            self._server = info.server.rstrip("/")
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=info.as_ssl_context()),
+                headers={**info.as_http_headers(), "User-Agent": f"ocp-gpu/{self._what.replace(' ', '-')}"},
+                proxy=info.proxy_url,
+            )
+        return self._session
+
+    async def _close(self) -> None:
+        if self._session is not None:
+            with contextlib.suppress(Exception):
+                await self._session.close()
+            self._session = None
+
+    def _query(self, *pairs: tuple[str, str]) -> list[tuple[str, str]]:
+        selected = [("labelSelector", self._selector)] if self._selector else []
+        return [*selected, *pairs]
+
+    async def _list(self) -> None:
+        """Every object, page by page; the list's resourceVersion is where the watch starts."""
+        session = self._http()
+        facts: list[F] = []
+        token = ""
+        while True:
+            query = self._query(("limit", str(requesting.LIST_PAGE)))
+            if token:
+                query.append(("continue", token))
+            timeout = aiohttp.ClientTimeout(total=LIST_TIMEOUT_S, sock_connect=CONNECT_TIMEOUT_S)
+            async with session.get(self._server + self._path, params=query, timeout=timeout) as response:
+                raw = await response.read()
+                if response.status != 200:
+                    raise StatusError(response.status, raw.decode(errors="replace"))
+            page = json.loads(raw)
+            del raw
+            facts.extend(self._parse(item) for item in page.get("items") or ())
+            metadata = page.get("metadata") or {}
+            token = str(metadata.get("continue") or "")
+            if not token:
+                # NB: every page of a paged list carries the first page's resourceVersion.
+                version = str(metadata.get("resourceVersion") or "")
+                break
+        self.lists += 1
+        self._sink.listed(facts)
+        self.resource_version = version
+
+    async def _watch(self) -> int:
+        """One WATCH request, resumed from `resource_version`, until the server ends it; the events seen."""
+        session = self._http()
+        query = self._query(
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(self._watch_timeout_s)),
+            ("resourceVersion", self.resource_version or ""),
+        )
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=self._watch_timeout_s + INACTIVITY_MARGIN_S
+        )
+        self.watches += 1
+        async with session.get(self._server + self._path, params=query, timeout=timeout) as response:
+            if response.status != 200:
+                raise StatusError(response.status, (await response.read()).decode(errors="replace"))
+            seen = 0
+            async for event in _lines(response.content):
+                self._apply(event)
+                seen += 1
+        return seen
+
+    def _apply(self, event: Mapping[str, Any]) -> None:
+        step = watch_resumption.step_for_event(event)
+        body = event.get("object") or {}
+        if step in (Step.RELIST, Step.RENEW, Step.RETRY):
+            raise StatusError(int(body.get("code") or 0), str(body.get("message") or event))
+        if step is Step.SKIP:
+            return
+        if step is Step.KEEP:
+            self._sink.seen(self._parse(body))
+        elif step is Step.FORGET:
+            self._sink.gone(str((body.get("metadata") or {}).get("name") or ""))
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.resource_version = str(version)
+
+
+async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[dict[str, Any]]:
+    """The decoded JSON lines of a watch response, as they arrive.
+
+    NB: not `StreamReader.readline`: it refuses a line beyond its buffer limit, and a pod
+    with large annotations or many containers can exceed it.
+    """
+    pending = bytearray()
+    async for chunk in content.iter_any():
+        pending += chunk
+        start = 0
+        while (end := pending.find(b"\n", start)) >= 0:
+            if end > start:
+                yield json.loads(pending[start:end])
+            start = end + 1
+        del pending[:start]
