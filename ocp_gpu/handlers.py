@@ -6,9 +6,9 @@ We use index handlers (kopf runs them for every listed object *before* any
 other handler, so once its index barrier opens, the view is complete: kopf_toggles)
 and event handlers, which write nothing.
 
-NB: the operand pods and the nodes are not kopf's: kube/pod_watch.py and kube/node_watch.py
-watch them (thousands of objects, several events each, were most of kopf's work at start-up;
-issue 13).
+NB: the operand pods, the nodes and our DaemonSets are not kopf's: kube/pod_watch.py,
+kube/node_watch.py and kube/daemonset_watch.py watch them (thousands of objects or events,
+were most of kopf's work at start-up; issue 13).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any, Literal, TypeVar, cast
 
 import kopf
 
-from ocp_gpu.kube import connecting, owning, reading, requesting, watching
+from ocp_gpu.kube import connecting, daemonset_watch, owning, reading, requesting, watching
 from ocp_gpu.model import apis, labels
-from ocp_gpu.planning import delivery, urgency
+from ocp_gpu.planning import delivery
 from ocp_gpu.reconcilers import runtime
 
 K = TypeVar("K")
@@ -87,8 +87,10 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     _register_login(registry, rt)
     for kind in owning.watched_kinds(rt.api_groups):
-        _register_owned_kind(registry, rt, kind)
-    _register_daemonsets(registry, rt)
+        # NB: our DaemonSets are watched by kube/daemonset_watch.py (their status moves with
+        # every pod of a rollout: thousands of events at start-up).
+        if kind != daemonset_watch.KIND:
+            _register_owned_kind(registry, rt, kind)
     _register_revisions(registry, rt)
     if apis.IMAGE_GROUP in rt.api_groups:
         _register_imagestream(registry, rt)
@@ -120,43 +122,6 @@ def _register_login(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> Non
         calls += 1
         # NB: kopf logs in again only after the API server refused its credentials (401).
         return connecting.connection_info(rt.api_client, renew=calls > 1)
-
-
-def _register_daemonsets(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
-    """Our operand DaemonSets in the operand namespace: driver ones by key, the others by name."""
-
-    rt.watch("apps", "daemonsets")
-
-    @kopf.index("apps", "v1", "daemonsets", registry=registry, id="operand-daemonsets")
-    async def index_daemonset(body: kopf.Body, namespace: str | None, **_: Any) -> None:
-        if namespace != rt.namespace:
-            return
-        daemonset = reading.driver_daemonset(body)
-        # Driver DaemonSets are planned per key; the other operands' are looked up by name.
-        kept = (
-            rt.driver_daemonsets
-            if daemonset.labels.get(labels.COMPONENT) == labels.DRIVER_COMPONENT
-            else rt.operand_daemonsets
-        )
-        before = kept.get(daemonset.name)
-
-        def changed() -> None:
-            if urgency.is_progress(before, daemonset):
-                # Pods coming up: the status's progress (and the upgrade loop) only.
-                rt.mark_progress()
-                rt.upgrade_wake.set()
-                return
-            rt.mark_drivers()
-
-        _keep(kept, daemonset.name, daemonset, changed)
-
-    @kopf.on.event("apps", "v1", "daemonsets", registry=registry, id="operand-daemonset-events")
-    async def daemonset_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
-        rt.mark_listed()
-        if type == "DELETED" and namespace == rt.namespace:
-            rt.driver_daemonsets.pop(name, None)
-            rt.operand_daemonsets.pop(name, None)
-            rt.mark_drivers()
 
 
 def _register_revisions(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:

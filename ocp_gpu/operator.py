@@ -21,9 +21,9 @@ from pathlib import Path
 import kopf
 
 from ocp_gpu import handlers, kopf_events, kopf_toggles, memory, metrics, serving
-from ocp_gpu.kube import clients, connecting, discovering, electing, node_watch, pod_watch
+from ocp_gpu.kube import clients, connecting, daemonset_watch, discovering, electing, node_watch, pod_watch
 from ocp_gpu.model import apis, labels, releases
-from ocp_gpu.reconcilers import cluster, node_view, pod_view, runtime, upgrades
+from ocp_gpu.reconcilers import cluster, daemonset_view, node_view, pod_view, runtime, upgrades
 
 logger = logging.getLogger("ocp_gpu.operator")
 
@@ -96,12 +96,13 @@ async def run(options: RunOptions) -> int:
         apis.NVIDIA_DRIVER_VERSION,
         apis.NVIDIA_DRIVER_PLURAL,
     )
-    # The operand pods and the nodes: our own watches, not kopf's (kube/watching.py says why).
+    # The operand pods, the nodes and our DaemonSets: our own watches, not kopf's (kube/watching.py says why).
     def login(renew: bool) -> kopf.ConnectionInfo:
         return connecting.connection_info(api_client, renew=renew)
 
     pods = pod_watch.PodWatch(login, options.namespace, pod_view.PodView(rt))
     nodes = node_watch.NodeWatch(login, node_view.NodeView(rt))
+    daemonsets = daemonset_watch.DaemonSetWatch(login, options.namespace, daemonset_view.DaemonSetView(rt))
     kopf_stop: asyncio.Future[None] = loop.create_future()
     # NB: kopf's kinds count as listed once its index barrier opens, even when none of them
     # has an object yet (no event handler would ever run to say so: runtime.mark_listed).
@@ -119,6 +120,7 @@ async def run(options: RunOptions) -> int:
         ): "watches",
         asyncio.ensure_future(pods.run()): "pod watch",
         asyncio.ensure_future(nodes.run()): "node watch",
+        asyncio.ensure_future(daemonsets.run()): "daemonset watch",
         asyncio.ensure_future(cluster.reconcile_forever(rt, options.coalesce_s)): "reconciler",
         asyncio.ensure_future(upgrades.upgrade_forever(rt, options.upgrade_coalesce_s)): "upgrades",
         renewing: "lease",

@@ -22,7 +22,7 @@ class NodeView(watched_view.WatchedView[nodes.NodeFacts]):
     """Keeps `rt.node_facts`."""
 
     def __init__(self, rt: runtime.Runtime) -> None:
-        super().__init__(rt, KIND)
+        super().__init__(rt, "", KIND)
 
     def known(self) -> Iterable[str]:
         return self._rt.node_facts

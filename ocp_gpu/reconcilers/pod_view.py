@@ -22,7 +22,7 @@ class PodView(watched_view.WatchedView[pods.PodFacts]):
     """Keeps `rt.operand_pods`, `validator_pods`, `driver_pods`, `driver_pod_pulls`, `pull_failing_since`."""
 
     def __init__(self, rt: runtime.Runtime) -> None:
-        super().__init__(rt, KIND)
+        super().__init__(rt, "", KIND)
 
     def known(self) -> Iterable[str]:
         return self._rt.operand_pods

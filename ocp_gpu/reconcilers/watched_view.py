@@ -25,10 +25,11 @@ N = TypeVar("N", bound=Named)
 class WatchedView(Generic[N]):
     """The sink of one of our own watches (kube/watching.Sink); `seen`, `gone`, `known` per kind."""
 
-    def __init__(self, rt: runtime.Runtime, plural: str) -> None:
+    def __init__(self, rt: runtime.Runtime, group: str, plural: str) -> None:
         self._rt = rt
+        self._group = group
         self._plural = plural
-        rt.watch("", plural, own=True)
+        rt.watch(group, plural, own=True)
 
     def known(self) -> Iterable[str]:
         """The names the view holds now."""
@@ -47,4 +48,4 @@ class WatchedView(Generic[N]):
             self.gone(name)
         for fact in facts:
             self.seen(fact)
-        self._rt.mark_delivered("", self._plural)
+        self._rt.mark_delivered(self._group, self._plural)

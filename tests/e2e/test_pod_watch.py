@@ -1,6 +1,7 @@
 """We test these aspects of the operator's own watches (kube/watching.py) on a real API server, on
 a control plane of its own (the test restarts kube-apiserver): the operand pod watch
-(kube/pod_watch.py) and, beside it through the same outage, the node watch (kube/node_watch.py):
+(kube/pod_watch.py) and, beside it through the same outage, the node watch (kube/node_watch.py)
+and our DaemonSets' watch (kube/daemonset_watch.py):
 
 - its first LIST hands over exactly the operand-labelled pods of its namespace (not other
   pods, not other namespaces), in pages;
@@ -12,7 +13,9 @@ a control plane of its own (the test restarts kube-apiserver): the operand pod w
   created and deleted again;
 - the node watch lists every node (GPU and not), sees a label change, a cordon and a deletion as
   facts (kubelet heartbeats change nothing it keeps), and through the same outage lists again
-  (410 Gone), forgetting a node deleted meanwhile and seeing one created after.
+  (410 Gone), forgetting a node deleted meanwhile and seeing one created after;
+- the DaemonSet watch lists only our DaemonSets of its namespace, sees an edit and a deletion,
+  and after the outage forgets one deleted meanwhile and sees one created after.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from kubernetes import client
 from ocp_gpu.harness import binaries, faults
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness.cluster import LocalControlPlane
-from ocp_gpu.kube import clients, connecting, node_watch, pod_watch
+from ocp_gpu.kube import applying, clients, connecting, daemonset_watch, node_watch, pod_watch
 from ocp_gpu.model import labels, operands
 from tests.e2e.conftest import wait_for
 
@@ -80,6 +83,26 @@ def make_pod(core: client.CoreV1Api, namespace: str, name: str, app: str | None 
     core.create_namespaced_pod(namespace, body)
 
 
+def make_daemonset(apps: client.AppsV1Api, namespace: str, name: str, *, ours: bool = True) -> None:
+    """A DaemonSet whose pods fit no node (the watch is the point, not its pods)."""
+    selector = {"app": name}
+    metadata: dict[str, Any] = {"name": name, "annotations": {applying.APPLIED_HASH: "h1"}}
+    if ours:
+        metadata["labels"] = {labels.MANAGED_BY: labels.MANAGED_BY_VALUE}
+    pod_spec = {
+        "nodeSelector": {"nowhere": "true"},
+        "containers": [{"name": "c", "image": "example.invalid/c:1"}],
+    }
+    body = {
+        "metadata": metadata,
+        "spec": {
+            "selector": {"matchLabels": selector},
+            "template": {"metadata": {"labels": selector}, "spec": pod_spec},
+        },
+    }
+    apps.create_namespaced_daemon_set(namespace, body)
+
+
 def test_list_watch_resume_and_relist_after_compaction(own_control_plane: LocalControlPlane) -> None:
     plane = own_control_plane
     kube = plane.api_client()
@@ -90,6 +113,11 @@ def test_list_watch_resume_and_relist_after_compaction(own_control_plane: LocalC
         make_pod(core, "operands", f"plugin-{i}")
     make_pod(core, "operands", "not-an-operand", app="something-else")
     make_pod(core, "elsewhere", "plugin-elsewhere")
+    apps = client.AppsV1Api(kube)
+    for name in ("ds-0", "ds-1", "ds-2"):
+        make_daemonset(apps, "operands", name)
+    make_daemonset(apps, "operands", "not-ours", ours=False)
+    make_daemonset(apps, "elsewhere", "ds-elsewhere")
 
     fake_nodes.create_nodes(
         kube, [fake_nodes.gpu_node("gpu-0"), fake_nodes.gpu_node("gpu-1"), fake_nodes.cpu_node("cpu-0")]
@@ -102,11 +130,15 @@ def test_list_watch_resume_and_relist_after_compaction(own_control_plane: LocalC
     )
     node_recorder = Recorder()
     nodes = node_watch.NodeWatch(lambda renew: connecting.connection_info(api), node_recorder)
+    ds_recorder = Recorder()
+    daemonsets = daemonset_watch.DaemonSetWatch(
+        lambda renew: connecting.connection_info(api), "operands", ds_recorder
+    )
     loop = asyncio.new_event_loop()
     tasks: list[asyncio.Task[None]] = []
 
     def serve() -> None:
-        tasks.extend([loop.create_task(watch.run()), loop.create_task(nodes.run())])
+        tasks.extend([loop.create_task(w.run()) for w in (watch, nodes, daemonsets)])
         with contextlib.suppress(asyncio.CancelledError):
             loop.run_until_complete(asyncio.gather(*tasks))
 
@@ -119,14 +151,30 @@ def test_list_watch_resume_and_relist_after_compaction(own_control_plane: LocalC
         assert node_recorder.listings == [{"gpu-0", "gpu-1", "cpu-0"}]
         assert node_recorder.pods["gpu-0"].is_gpu_node and not node_recorder.pods["cpu-0"].is_gpu_node
 
+        wait_for(lambda: ds_recorder.listings, what="the first DaemonSet listing")
+        assert ds_recorder.listings == [{"ds-0", "ds-1", "ds-2"}]
+        apps.patch_namespaced_daemon_set(
+            "ds-0", "operands", {"metadata": {"annotations": {applying.APPLIED_HASH: "edited"}}}
+        )
+        apps.delete_namespaced_daemon_set("ds-1", "operands")
+        wait_for(
+            lambda: (
+                ds_recorder.pods["ds-0"].observed.applied_hash == "edited"
+                and ("gone", "ds-1") in ds_recorder.events
+            ),
+            what="the DaemonSet changes",
+        )
+
         # Node changes arrive as facts: a label, a cordon, a deletion.
         core.patch_node("gpu-0", {"metadata": {"labels": {labels.deploy_label("driver"): "false"}}})
         fake_nodes.cordon(kube, "gpu-1")
         fake_nodes.delete_nodes(kube, ["cpu-0"])
         wait_for(
-            lambda: node_recorder.pods["gpu-0"].labels.get(labels.deploy_label("driver")) == "false"
-            and node_recorder.pods["gpu-1"].unschedulable
-            and ("gone", "cpu-0") in node_recorder.events,
+            lambda: (
+                node_recorder.pods["gpu-0"].labels.get(labels.deploy_label("driver")) == "false"
+                and node_recorder.pods["gpu-1"].unschedulable
+                and ("gone", "cpu-0") in node_recorder.events
+            ),
             what="the node changes",
         )
 
@@ -151,6 +199,8 @@ def test_list_watch_resume_and_relist_after_compaction(own_control_plane: LocalC
         faults.compact_etcd(plane.etcd_url)
         plane.restart_process("kube-apiserver")
         fake_nodes.delete_nodes(kube, ["gpu-1"])
+        apps.delete_namespaced_daemon_set("ds-2", "operands")
+        make_daemonset(apps, "operands", "ds-after-restart")
         fake_nodes.create_nodes(kube, [fake_nodes.gpu_node("gpu-after-restart")])
         core.delete_namespaced_pod("plugin-2", "operands", grace_period_seconds=0)
         make_pod(core, "operands", "plugin-after-restart")
@@ -172,6 +222,12 @@ def test_list_watch_resume_and_relist_after_compaction(own_control_plane: LocalC
         )
         assert nodes.lists >= 2, "the node watch's compacted resourceVersion is listed again"
         assert nodes.lists == len(node_recorder.listings)
+        wait_for(
+            lambda: set(ds_recorder.pods) == {"ds-0", "ds-after-restart"},
+            timeout=60,
+            what="the DaemonSets after the restart",
+        )
+        assert daemonsets.lists >= 2, "the DaemonSet watch's compacted resourceVersion is listed again"
     finally:
         for task in tasks:
             loop.call_soon_threadsafe(task.cancel)
