@@ -8,13 +8,18 @@
 - a watch response's lines decode as they arrive, split across chunks anywhere;
 - the pod view (reconcilers/pod_view): a complete listing opens the start-up barrier only
   with kopf's kinds listed too, a re-list forgets pods deleted meanwhile, only a change
-  wakes a loop, a driver pod turning Ready on a node in pod-restart-required is urgent.
+  wakes a loop, a driver pod turning Ready on a node in pod-restart-required is urgent;
+- every object's managedFields are cut from an event or a list page before decoding
+  (kube/watching.without_managed_fields), and what decodes is the object without them, even
+  with the bytes the cut looks for inside keys and values; what cannot be cut safely (another
+  field order, no spec, a bookmark, an error) decodes whole.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -323,3 +328,81 @@ def test_a_watch_ending_at_once_with_nothing_backs_off(monkeypatch: pytest.Monke
         asyncio.run(watch.run())
     # three empty ends back off longer each time; a stream with events resets the count
     assert delays == [1, 2, 3, 1]
+
+
+# --- managedFields cut before decoding (kube/watching.without_managed_fields) -------------------
+
+
+def _go_order(obj: dict[str, Any]) -> bytes:
+    """As the API server writes a built-in kind: compact, metadata's managedFields last."""
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+MANAGED = [
+    {
+        "manager": "kube-controller-manager",
+        "operation": "Update",
+        "apiVersion": "v1",
+        "time": "2026-11-24T10:00:00Z",
+        "fieldsType": "FieldsV1",
+        # keys that hold brackets, quotes and the very bytes the cut looks for, escaped
+        "fieldsV1": {
+            "f:metadata": {"f:finalizers": {'v:"a]},\\"spec\\":[x]"': {}, ".": {}}},
+            "f:spec": {'k:{"name":"c"}': {".": {}, "f:image": {}}},
+        },
+    },
+    {"manager": "kwok", "operation": "Update", "subresource": "status", "fieldsV1": {"f:status": {}}},
+]
+
+
+def _pod_with_fields(name: str) -> dict[str, Any]:
+    body = pod(name, operands.DEVICE_PLUGIN.app)
+    body["metadata"]["annotations"] = {"note": ',"managedFields":[ ]},"spec": in a value'}
+    body["metadata"]["finalizers"] = ['a]},"spec":[x]']
+    body["metadata"]["managedFields"] = MANAGED
+    return {"kind": "Pod", "apiVersion": "v1", **body}
+
+
+def _stripped(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _stripped(v) for k, v in obj.items() if k != "managedFields"}
+    if isinstance(obj, list):
+        return [_stripped(v) for v in obj]
+    return obj
+
+
+def test_an_event_decodes_as_it_was_without_its_managed_fields() -> None:
+    event = {"type": "MODIFIED", "object": _pod_with_fields("p1")}
+    raw = _go_order(event)
+    cut = watching.without_managed_fields(raw)
+    assert len(cut) < len(raw) - 200
+    assert json.loads(cut) == _stripped(event)
+    assert watching.decode(raw) == _stripped(event)
+    assert pod_watch.pod_facts(watching.decode(raw)["object"]) == pod_watch.pod_facts(event["object"])
+
+
+def test_a_list_page_loses_every_item_s_managed_fields() -> None:
+    page = {
+        "kind": "PodList",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": "7", "continue": "x"},
+        "items": [_pod_with_fields("p1"), _pod_with_fields("p2"), pod("p3", operands.DEVICE_PLUGIN.app)],
+    }
+    assert watching.decode(_go_order(page)) == _stripped(page)
+
+
+def test_what_cannot_be_cut_safely_decodes_whole() -> None:
+    # A custom resource (keys sorted: managedFields is not last in metadata), no spec at all,
+    # a bookmark, an ERROR event: each decodes exactly as json.loads does.
+    custom = {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"annotations": {"a": "b"}, "managedFields": MANAGED, "name": "cp", "uid": "u"},
+        "spec": {"driver": {}},
+    }
+    no_spec = {"kind": "ConfigMap", "metadata": {"name": "c", "managedFields": MANAGED}, "data": {"a": "]},"}}
+    bookmark = {"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "9"}}}
+    error = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}
+    for obj in (custom, no_spec, bookmark, error):
+        raw = json.dumps({"type": "ADDED", "object": obj}, separators=(",", ":"), sort_keys=True).encode()
+        assert watching.decode(raw) == json.loads(raw)
