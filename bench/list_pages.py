@@ -1,7 +1,7 @@
 """What the page size of a watch's initial LIST leaves behind in RSS, in-process, without a cluster.
 
-A watch of our own (kube/pod_watch.py and its kin) lists its kind page by page: each page is
-decoded whole (`json.loads`), then turned into the records the Runtime keeps (here
+A watch of our own (kube/watching.py: nodes, operand pods, DaemonSets) lists its kind page by
+page: each page is decoded whole (`watching.decode`: managedFields cut, then `json.loads`), then turned into the records the Runtime keeps (here
 `kube.reading.node_facts`). The records live for the process's life and are allocated among
 the page's decoded objects; CPython returns a pymalloc arena (1 MiB) only once it is empty,
 so every arena a page touched stays resident for the records in it (issue 13: idle RSS).
@@ -93,10 +93,10 @@ def kwok_node(index: int) -> dict[str, Any]:
 
 # The measured process: list the pages, keep the records, trim, print the RSS growth in KiB.
 LISTING = """
-import json, sys
+import sys
 from pathlib import Path
 from ocp_gpu import memory
-from ocp_gpu.kube import reading
+from ocp_gpu.kube import reading, watching
 
 def rss_kib():
     return int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0])
@@ -106,7 +106,7 @@ before = rss_kib()
 facts = {}
 for path in sorted(Path(sys.argv[1]).iterdir()):
     raw = path.read_bytes()
-    page = json.loads(raw)
+    page = watching.decode(raw)
     del raw
     for item in page["items"]:
         record = reading.node_facts(item)
@@ -137,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, nargs="+", default=[50, 100, 500, 1000])
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args(argv)
-    nodes = [json.dumps(kwok_node(index)) for index in range(args.nodes)]
+    # NB: compact, as the apiserver writes it (watching.decode looks for its exact bytes).
+    nodes = [json.dumps(kwok_node(index), separators=(",", ":")) for index in range(args.nodes)]
     print(f"{args.nodes} nodes, {sum(map(len, nodes)) // args.nodes} bytes of JSON each")
     with tempfile.TemporaryDirectory() as scratch:
         for size in args.pages:

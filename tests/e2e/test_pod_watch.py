@@ -4,7 +4,7 @@ a control plane of its own (the test restarts kube-apiserver): the operand pod w
 and our DaemonSets' watch (kube/daemonset_watch.py):
 
 - its first LIST hands over exactly the operand-labelled pods of its namespace (not other
-  pods, not other namespaces), in pages;
+  pods, not other namespaces), in pages (of 2 here: every listing below spans pages);
 - pods created, changed and deleted arrive as facts;
 - a watch the server ends (timeoutSeconds) resumes from its resourceVersion: a new WATCH
   request, no second LIST;
@@ -32,7 +32,7 @@ from kubernetes import client
 from ocp_gpu.harness import binaries, faults
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness.cluster import LocalControlPlane
-from ocp_gpu.kube import applying, clients, connecting, daemonset_watch, node_watch, pod_watch
+from ocp_gpu.kube import applying, clients, connecting, daemonset_watch, node_watch, pod_watch, watching
 from ocp_gpu.model import labels, operands
 from tests.e2e.conftest import wait_for
 
@@ -103,8 +103,12 @@ def make_daemonset(apps: client.AppsV1Api, namespace: str, name: str, *, ours: b
     apps.create_namespaced_daemon_set(namespace, body)
 
 
-def test_list_watch_resume_and_relist_after_compaction(own_control_plane: LocalControlPlane) -> None:
+def test_list_watch_resume_and_relist_after_compaction(
+    own_control_plane: LocalControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plane = own_control_plane
+    # Pages of 2: the 5 pods, 3 nodes and 3 DaemonSets each take several (continue tokens).
+    monkeypatch.setattr(watching, "LIST_PAGE", 2)
     kube = plane.api_client()
     core = client.CoreV1Api(kube)
     for namespace in ("operands", "elsewhere"):
