@@ -1,14 +1,14 @@
 """What the page size of a watch's initial LIST leaves behind in RSS, in-process, without a cluster.
 
 A watch of our own (kube/watching.py: nodes, operand pods, DaemonSets) lists its kind page by
-page: each page is decoded whole (`watching.decode`: managedFields cut, then `json.loads`), then turned into the records the Runtime keeps (here
-`kube.reading.node_facts`). The records live for the process's life and are allocated among
-the page's decoded objects; CPython returns a pymalloc arena (1 MiB) only once it is empty,
-so every arena a page touched stays resident for the records in it (issue 13: idle RSS).
-The larger the page, the more arenas one page spreads over.
+page: each page is decoded whole (`watching.decode`: managedFields cut, then `json.loads`), then
+turned into the records the Runtime keeps (here `kube.reading.node_facts`). The records live
+for the process's life and are allocated among the page's decoded objects; CPython returns a
+pymalloc arena (1 MiB) only once it is empty, so every arena a page touched stays resident
+for the records in it (issue 13: idle RSS). The larger the page, the more arenas it spreads over.
 
 For each page size, a fresh process lists N kwok-like GPU Nodes (the harness's `gpu_node`
-plus the status and managedFields kwok and the apiserver add, about 5.5 KB of JSON each) from
+plus the status and managedFields kwok and the apiserver add, about 4.6 KB of compact JSON each) from
 files written beforehand (so that the raw pages are not the measured process's), keeps their
 NodeFacts, then collects garbage and trims as the operator does after a burst
 (`ocp_gpu.memory.release_free_memory`), and reports how much RSS grew: the records themselves
