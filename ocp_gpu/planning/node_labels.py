@@ -88,15 +88,20 @@ def plan_node_labels(
             # go with its pod), as NVIDIA's: the MIG manager must not vanish mid-change.
             patch[_MIG_MANAGER_LABEL] = TRUE
         patch.update(mig.plan_mig_config_label(node_labels, mig_config_default))
-    opted_out = FALSE in (
-        node_labels.get(labels.deploy_label("driver")),
-        node_labels.get(labels.GPU_DEPLOY_OPERANDS),
-    )
-    if opted_out and node_labels.get(labels.UPGRADE_STATE) in _IDLE_STATES:
+    # NB: the only rule that reads the upgrade state (reads_upgrade_state; planning/urgency).
+    if reads_upgrade_state(node_labels) and node_labels.get(labels.UPGRADE_STATE) in _IDLE_STATES:
         # No driver here: an upgrade-done (or -required) label would lie; the upgrade
         # controller leaves such nodes alone (planning/upgrade.is_unmanaged).
         patch[labels.UPGRADE_STATE] = None
     return patch or None
+
+
+def reads_upgrade_state(node_labels: Mapping[str, str]) -> bool:
+    """Whether `plan_node_labels` reads this node's upgrade state label (an opted-out node's)."""
+    return FALSE in (
+        node_labels.get(labels.deploy_label("driver")),
+        node_labels.get(labels.GPU_DEPLOY_OPERANDS),
+    )
 
 
 def plan_upgrade_annotation(

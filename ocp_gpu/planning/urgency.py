@@ -26,6 +26,12 @@ is written at most every few seconds anyway (planning/status_writes); such chang
 longer than the window (reconcilers/runtime.PROGRESS_WINDOW_S), so that a rollout of hundreds
 of pods costs a pass a second, not one per pod (issue 13, start-up CPU).
 
+The other way round (`is_upgrade_only`): a node whose only change is the upgrade controller's
+own marks (its state label, its annotations but `upgrade-enabled`) wakes the upgrade loop
+only: the main pass reads neither (but for an opted-out node's state: planning/node_labels),
+so the `upgrade-done` label of every node at start-up, each seen on its own as its driver pod
+turns Ready, no longer runs a main pass each (issue 13, start-up CPU).
+
 Never does: read the cluster or the clock.
 """
 
@@ -33,11 +39,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ocp_gpu.model import nodes
+from ocp_gpu.model import labels, nodes
 from ocp_gpu.model.snapshot import DriverDaemonSet, DriverKey, GpuNode
 from ocp_gpu.model.upgrades import DriverPod, UpgradeState, ValidatorPod
 from ocp_gpu.planning.driver_keys import node_key
 from ocp_gpu.planning.driver_strategy import Strategy
+from ocp_gpu.planning.node_labels import reads_upgrade_state
 
 
 def _driver_keys(facts: nodes.NodeFacts) -> tuple[DriverKey | None, ...] | None:
@@ -54,6 +61,25 @@ def moves_driver_key(before: nodes.NodeFacts | None, after: nodes.NodeFacts | No
         # Joined or left: coalesced like any other burst.
         return False
     return _driver_keys(before) != _driver_keys(after)
+
+
+def _without_upgrade_marks(facts: nodes.NodeFacts) -> nodes.NodeFacts:
+    """The node's facts as the main pass reads them (the upgrade controller's marks left out)."""
+    kept = {key: value for key, value in facts.labels.items() if key != labels.UPGRADE_STATE}
+    enabled = facts.annotations.get(labels.UPGRADE_ENABLED_ANNOTATION)
+    annotations = {} if enabled is None else {labels.UPGRADE_ENABLED_ANNOTATION: enabled}
+    return dataclasses.replace(facts, labels=kept, annotations=annotations)
+
+
+def is_upgrade_only(before: nodes.NodeFacts | None, after: nodes.NodeFacts) -> bool:
+    """Only the upgrade controller's own marks on a known node changed: only its loop cares."""
+    if before is None or before == after:
+        # A node joining (the main pass labels it), or nothing changed at all.
+        return False
+    if reads_upgrade_state(before.labels) or reads_upgrade_state(after.labels):
+        # Opted out of the driver: the main pass takes an idle upgrade state label off.
+        return False
+    return _without_upgrade_marks(before) == _without_upgrade_marks(after)
 
 
 def _turned_ready(was_ready: bool | None, is_ready: bool) -> bool:

@@ -3,7 +3,9 @@
 Glue: what kopf's node handlers did, fed from our own watch.  Each node's facts
 (`rt.node_facts`); a node whose kept facts changed is marked dirty (the next pass plans it),
 and a node moving to another driver key (a new RHCOS version) runs that pass at once
-(planning/urgency).  A kubelet heartbeat changes nothing we keep and wakes nothing.
+(planning/urgency), and a node whose only change is its upgrade state wakes the upgrade
+loop only (planning/urgency.is_upgrade_only).  A kubelet heartbeat changes nothing we keep
+and wakes nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ class NodeView(watched_view.WatchedView[nodes.NodeFacts]):
         if before == facts:
             return
         rt.node_facts[facts.name] = facts
+        if urgency.is_upgrade_only(before, facts):
+            # The upgrade controller's own marks (its state label): only its loop reads them.
+            rt.mark_upgrades()
+            return
         rt.mark_node(facts.name)
         if urgency.moves_driver_key(before, facts):
             rt.mark_urgent()

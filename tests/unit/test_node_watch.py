@@ -137,3 +137,31 @@ def test_a_deleted_node_is_dirty_once() -> None:
     assert not rt.node_facts and rt.take_changes().nodes == {"n1"}
     view.gone("n1")
     assert not rt.wake.is_set() and not rt.take_changes().nodes
+
+
+def test_the_upgrade_state_alone_wakes_only_the_upgrade_loop() -> None:
+    rt = _runtime()
+    view = node_view.NodeView(rt)
+    view.seen(reading.node_facts(node("n1")))
+    _clear(rt)
+    done = {labels.UPGRADE_STATE: "upgrade-done"}
+    view.seen(reading.node_facts(node("n1", extra_labels=done)))
+    assert rt.upgrade_wake.is_set() and not rt.wake.is_set(), "the main pass plans nothing new"
+    assert rt.node_facts[nodes.NodeName("n1")].labels[labels.UPGRADE_STATE] == "upgrade-done"
+    assert not rt.take_changes().nodes
+    # the same label with a cordon: the main pass's too
+    view.seen(reading.node_facts(node("n1", unschedulable=True, extra_labels=done)))
+    assert rt.wake.is_set() and rt.take_changes().nodes == {"n1"}
+
+
+def test_an_opted_out_node_s_upgrade_state_wakes_the_main_pass() -> None:
+    rt = _runtime()
+    view = node_view.NodeView(rt)
+    opted_out = {labels.deploy_label("driver"): "false"}
+    view.seen(reading.node_facts(node("n1", extra_labels=opted_out)))
+    _clear(rt)
+    view.seen(
+        reading.node_facts(node("n1", extra_labels={**opted_out, labels.UPGRADE_STATE: "upgrade-done"}))
+    )
+    # planning/node_labels takes an idle state off a node with no driver
+    assert rt.wake.is_set() and rt.take_changes().nodes == {"n1"}

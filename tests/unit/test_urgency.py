@@ -14,7 +14,10 @@ and that the coalescer's window ends as soon as one arrives (reconcilers/runtime
   other DaemonSet change (planning/urgency.is_progress); operand pods and those counts mark
   progress only, every other mark is substantive (reconcilers/runtime.Runtime);
 - Coalescer.settle_progress waits for the longer progress window after a pass, not after a
-  quiet spell, and ends as soon as a substantive change arrives.
+  quiet spell, and ends as soon as a substantive change arrives;
+- a node whose only change is the upgrade controller's own marks (its state label, its
+  annotations but upgrade-enabled) is upgrade-only (its loop alone wakes), unless the node is
+  opted out of the driver; a joining node, a cordon or any other label is not.
 """
 
 from __future__ import annotations
@@ -261,3 +264,29 @@ def test_settle_progress_ends_when_a_substantive_change_arrives() -> None:
         return loop.time() - started
 
     assert 0.04 <= asyncio.run(scenario()) < 1.0
+
+
+# --- the upgrade controller's own marks wake its loop only (urgency.is_upgrade_only) -------------
+
+DONE = {labels.UPGRADE_STATE: "upgrade-done"}
+MARKS = {"nvidia.com/gpu-driver-upgrade-drain.start-time": "1700000000"}
+ENABLED = {labels.UPGRADE_ENABLED_ANNOTATION: "true"}
+
+
+def test_the_upgrade_state_and_its_annotations_alone_are_upgrade_only() -> None:
+    assert urgency.is_upgrade_only(facts(), facts(**DONE))
+    assert urgency.is_upgrade_only(facts(**DONE), facts(**{labels.UPGRADE_STATE: "cordon-required"}))
+    assert urgency.is_upgrade_only(facts(**DONE), facts())
+    assert urgency.is_upgrade_only(facts(), dataclasses.replace(facts(**DONE), annotations=MARKS))
+
+
+def test_anything_the_main_pass_reads_is_not_upgrade_only() -> None:
+    # a node joining, nothing changed, a cordon, another label, the upgrade-enabled annotation
+    assert not urgency.is_upgrade_only(None, facts(**DONE))
+    assert not urgency.is_upgrade_only(facts(**DONE), facts(**DONE))
+    assert not urgency.is_upgrade_only(facts(), dataclasses.replace(facts(**DONE), unschedulable=True))
+    assert not urgency.is_upgrade_only(facts(), facts(**DONE, **{"example.com/rack": "b"}))
+    assert not urgency.is_upgrade_only(facts(), dataclasses.replace(facts(), annotations=ENABLED))
+    # an opted-out node: the main pass takes an idle state off it (planning/node_labels)
+    for opted_out in ({labels.deploy_label("driver"): "false"}, {labels.GPU_DEPLOY_OPERANDS: "false"}):
+        assert not urgency.is_upgrade_only(facts(**opted_out), facts(**opted_out, **DONE))
