@@ -96,6 +96,7 @@ async def run(options: RunOptions) -> int:
         apis.NVIDIA_DRIVER_VERSION,
         apis.NVIDIA_DRIVER_PLURAL,
     )
+
     # The operand pods, the nodes and our DaemonSets: our own watches, not kopf's (kube/watching.py says why).
     def login(renew: bool) -> kopf.ConnectionInfo:
         return connecting.connection_info(api_client, renew=renew)

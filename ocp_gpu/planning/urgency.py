@@ -32,12 +32,17 @@ only: the main pass reads neither (but for an opted-out node's state: planning/n
 so the `upgrade-done` label of every node at start-up, each seen on its own as its driver pod
 turns Ready, no longer runs a main pass each (issue 13, start-up CPU).
 
+And a node event that is our own label patch coming back (`is_own_echo`) is rollout
+progress for the main pass: at start-up every GPU node's deploy labels come back one by one
+while the pass that wrote them is still writing, and each ran a main pass of its own.
+
 Never does: read the cluster or the clock.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from ocp_gpu.model import labels, nodes
 from ocp_gpu.model.snapshot import DriverDaemonSet, DriverKey, GpuNode
@@ -80,6 +85,40 @@ def is_upgrade_only(before: nodes.NodeFacts | None, after: nodes.NodeFacts) -> b
         # Opted out of the driver: the main pass takes an idle upgrade state label off.
         return False
     return _without_upgrade_marks(before) == _without_upgrade_marks(after)
+
+
+def _patched(kept: Mapping[str, str], patch: Mapping[str, str | None]) -> dict[str, str]:
+    """`kept` with a JSON merge patch of flat keys applied (None removes the key)."""
+    merged = dict(kept)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
+
+
+def is_own_echo(
+    before: nodes.NodeFacts | None,
+    after: nodes.NodeFacts,
+    label_patch: Mapping[str, str | None],
+    annotation_patch: Mapping[str, str | None],
+) -> bool:
+    """The node event shows exactly our own label and annotation patch applied, nothing else.
+
+    NB: then the next pass plans nothing new for this node (its labels are what the pass
+    wanted), and what the patch changes for everything else is rollout progress: which nodes
+    are labelled for each operand (a missing deploy label already meant "deploy": the
+    drivers are planned alike, planning/driver_coverage.wants_driver).
+    """
+    if before is None:
+        return False
+    expected = dataclasses.replace(
+        before,
+        labels=_patched(before.labels, label_patch),
+        annotations=_patched(before.annotations, annotation_patch),
+    )
+    return after == expected
 
 
 def _turned_ready(was_ready: bool | None, is_ready: bool) -> bool:

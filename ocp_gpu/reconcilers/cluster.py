@@ -16,7 +16,7 @@ import logging
 
 from ocp_gpu import metrics
 from ocp_gpu.kube import labelling, reporting, requesting
-from ocp_gpu.model import custom_resources, fields, nvidia_driver, policy_checks, policy_parser
+from ocp_gpu.model import custom_resources, fields, nodes, nvidia_driver, policy_checks, policy_parser
 from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import (
     conditions,
@@ -200,7 +200,7 @@ async def _reconcile_node_labels(
 ) -> dict[str, str]:
     """Patch the labels (and upgrade annotation) of every changed node that needs it; errors by node."""
     names = rt.node_facts.keys() if (changes.everything or changes.policies) else changes.nodes
-    patches: dict[str, tuple[node_labels.LabelPatch, node_labels.LabelPatch]] = {}
+    patches: dict[nodes.NodeName, tuple[node_labels.LabelPatch, node_labels.LabelPatch]] = {}
     for name in list(names):
         facts = rt.node_facts.get(name)
         if facts is None:
@@ -211,6 +211,8 @@ async def _reconcile_node_labels(
         )
         if label_patch or annotation_patch:
             patches[name] = (label_patch, annotation_patch)
+    # NB: before the writes: a node's echo can arrive before its patch's answer.
+    rt.label_echoes.update(patches)
     results = await runtime.in_threads(
         functools.partial(labelling.patch_node_labels, rt.api_client, node, *patch)
         for node, patch in patches.items()
@@ -218,6 +220,7 @@ async def _reconcile_node_labels(
     errors: dict[str, str] = {}
     for node, result in zip(patches, results, strict=True):
         if isinstance(result, Exception):  # one node's failure never blocks the others
+            rt.label_echoes.pop(node, None)
             errors[node] = requesting.describe_error(result)
             logger.warning("could not label node %s: %s", node, errors[node])
     return errors

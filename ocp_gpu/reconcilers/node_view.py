@@ -3,8 +3,9 @@
 Glue: what kopf's node handlers did, fed from our own watch.  Each node's facts
 (`rt.node_facts`); a node whose kept facts changed is marked dirty (the next pass plans it),
 and a node moving to another driver key (a new RHCOS version) runs that pass at once
-(planning/urgency), and a node whose only change is its upgrade state wakes the upgrade
-loop only (planning/urgency.is_upgrade_only).  A kubelet heartbeat changes nothing we keep
+(planning/urgency), a node whose only change is its upgrade state wakes the upgrade loop
+only (planning/urgency.is_upgrade_only), and our own label patch coming back is rollout
+progress (planning/urgency.is_own_echo).  A kubelet heartbeat changes nothing we keep
 and wakes nothing.
 """
 
@@ -40,11 +41,18 @@ class NodeView(watched_view.WatchedView[nodes.NodeFacts]):
             # The upgrade controller's own marks (its state label): only its loop reads them.
             rt.mark_upgrades()
             return
+        echo = rt.label_echoes.pop(facts.name, None)
+        if echo is not None and urgency.is_own_echo(before, facts, *echo):
+            # The main pass's own label write coming back: rollout progress for it.
+            rt.mark_progress()
+            rt.mark_upgrades()
+            return
         rt.mark_node(facts.name)
         if urgency.moves_driver_key(before, facts):
             rt.mark_urgent()
 
     def gone(self, name: str) -> None:
         rt, node = self._rt, nodes.NodeName(name)
+        rt.label_echoes.pop(node, None)
         if rt.node_facts.pop(node, None) is not None:
             rt.mark_node(node)

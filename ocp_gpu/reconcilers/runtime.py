@@ -60,6 +60,11 @@ class Runtime:
     # the upgrade manages (planning.pod_selection.driver_pod_selector).
     nvidia_driver_mode: bool = False
     driver_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
+    # The label and annotation patches the main pass is writing, until the node watch shows them
+    # (reconcilers/node_view: our own write coming back is progress, planning/urgency.is_own_echo).
+    label_echoes: dict[nodes.NodeName, tuple[Mapping[str, str | None], Mapping[str, str | None]]] = (
+        dataclasses.field(default_factory=dict)
+    )
     # Our other operand DaemonSets (container toolkit, ...), in the same record: counts and our annotations.
     operand_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
     # openshift/driver-toolkit, ClusterVersion `version` and Proxy `cluster` as JSON; None while

@@ -8,7 +8,9 @@ API server, tests/e2e/test_node_watch.py):
 - the node view (reconcilers/node_view): a complete listing opens the start-up barrier only
   with kopf's kinds listed too; a re-list forgets nodes deleted meanwhile; only a change to
   what is kept marks the node dirty and wakes the loops; a node moving to another RHCOS
-  version is urgent, a node joining is not; a deleted node is dirty once.
+  version is urgent, a node joining is not; a deleted node is dirty once; the upgrade state
+  alone wakes only the upgrade loop (but an opted-out node's); our own label patch coming back
+  is progress for the main pass, not a re-plan of the node.
 """
 
 from __future__ import annotations
@@ -165,3 +167,21 @@ def test_an_opted_out_node_s_upgrade_state_wakes_the_main_pass() -> None:
     )
     # planning/node_labels takes an idle state off a node with no driver
     assert rt.wake.is_set() and rt.take_changes().nodes == {"n1"}
+
+
+def test_our_own_label_patch_coming_back_is_progress_for_the_main_pass() -> None:
+    rt = _runtime()
+    view = node_view.NodeView(rt)
+    view.seen(reading.node_facts(node("n1")))
+    view.seen(reading.node_facts(node("n2")))
+    _clear(rt)
+    ours = {labels.GPU_PRESENT: "true", labels.deploy_label("driver"): "true"}
+    rt.label_echoes[nodes.NodeName("n1")] = (ours, {})
+    rt.label_echoes[nodes.NodeName("n2")] = (ours, {})
+    view.seen(reading.node_facts(node("n1", extra_labels=ours)))
+    assert rt.wake.is_set() and not rt.substantive.is_set() and rt.upgrade_wake.is_set()
+    assert not rt.take_changes().nodes and not rt.label_echoes.get(nodes.NodeName("n1"))
+    # someone else's label in the same event: the main pass re-plans the node
+    view.seen(reading.node_facts(node("n2", extra_labels={**ours, "example.com/rack": "b"})))
+    assert rt.substantive.is_set() and rt.take_changes().nodes == {"n2"}
+    assert not rt.label_echoes

@@ -17,7 +17,9 @@ and that the coalescer's window ends as soon as one arrives (reconcilers/runtime
   quiet spell, and ends as soon as a substantive change arrives;
 - a node whose only change is the upgrade controller's own marks (its state label, its
   annotations but upgrade-enabled) is upgrade-only (its loop alone wakes), unless the node is
-  opted out of the driver; a joining node, a cordon or any other label is not.
+  opted out of the driver; a joining node, a cordon or any other label is not;
+- a node event showing exactly our own label and annotation patch applied is an echo (rollout
+  progress for the main pass); anything more or less than the patch is not.
 """
 
 from __future__ import annotations
@@ -290,3 +292,25 @@ def test_anything_the_main_pass_reads_is_not_upgrade_only() -> None:
     # an opted-out node: the main pass takes an idle state off it (planning/node_labels)
     for opted_out in ({labels.deploy_label("driver"): "false"}, {labels.GPU_DEPLOY_OPERANDS: "false"}):
         assert not urgency.is_upgrade_only(facts(**opted_out), facts(**opted_out, **DONE))
+
+
+# --- our own label patch coming back (urgency.is_own_echo) ----------------------------------------
+
+DEPLOY = {labels.deploy_label("driver"): "true", labels.GPU_PRESENT: "true"}
+
+
+def test_exactly_our_patch_coming_back_is_an_echo() -> None:
+    after = dataclasses.replace(facts(**DEPLOY), annotations=ENABLED)
+    assert urgency.is_own_echo(facts(), after, DEPLOY, ENABLED)
+    # a removal is part of the patch too
+    assert urgency.is_own_echo(facts(**DEPLOY), facts(), dict.fromkeys(DEPLOY), {})
+
+
+def test_anything_more_or_less_than_our_patch_is_no_echo() -> None:
+    # an admin's label beside ours, a cordon beside ours, only part of the patch, an unknown node
+    assert not urgency.is_own_echo(facts(), facts(**DEPLOY, **{"example.com/rack": "b"}), DEPLOY, {})
+    assert not urgency.is_own_echo(
+        facts(), dataclasses.replace(facts(**DEPLOY), unschedulable=True), DEPLOY, {}
+    )
+    assert not urgency.is_own_echo(facts(), facts(**{labels.GPU_PRESENT: "true"}), DEPLOY, {})
+    assert not urgency.is_own_echo(None, facts(**DEPLOY), DEPLOY, {})
