@@ -81,6 +81,14 @@ def label(
     client.CoreV1Api(kube).patch_node(name, {"metadata": metadata})
 
 
+def _success_after_pending(versions: list[dict[str, str]]) -> dict[str, str] | None:
+    """The first version of a node's labels with MIG state success after one with pending."""
+    pending = next((i for i, v in enumerate(versions) if v.get(STATE) == "pending"), None)
+    if pending is None:
+        return None
+    return next((v for v in versions[pending:] if v.get(STATE) == "success"), None)
+
+
 class LabelRecorder:
     """Every version of one node's labels, from a watch (a poll could miss a short pending)."""
 
@@ -195,18 +203,14 @@ def test_mig_reconfiguration_through_labels(
     # (b) single: 7 x 1g.10gb per A100 80GB, advertised as nvidia.com/gpu.
     with LabelRecorder(kube, first) as recorder:
         label(kube, first, {labels.MIG_CONFIG: "all-1g.10gb"})
-        wait_for(
-            lambda: (
-                node_labels(kube, first).get(STATE) == "success"
-                and any(v.get(STATE) == "pending" for v in recorder.versions)
-            ),
-            90,
-            what="pending, then success",
-        )
+        # NB: from the watch's versions alone, not a GET: the GET can be ahead of the watch.
+        wait_for(lambda: _success_after_pending(recorder.versions), 90, what="pending, then success")
     pending = [v for v in recorder.versions if v.get(STATE) == "pending"]
     # Paused in the same write as pending, and never un-paused (by the operator) while pending.
     assert pending and all(v.get(key) == labels.PAUSED_FOR_MIG_CHANGE for v in pending for key in PAUSED)
-    after = node_labels(kube, first)
+    # Restored in the same write as success.
+    after = _success_after_pending(recorder.versions)
+    assert after is not None
     assert {key: after.get(key) for key in PAUSED} == dict.fromkeys(PAUSED, "true")
     wait_for(
         lambda: nvidia_resources(kube, first) == {"nvidia.com/gpu": "14"}, 60, what="14 MIG devices as gpu"

@@ -39,6 +39,16 @@ pytestmark = pytest.mark.e2e
 GROUP = "monitoring.coreos.com"
 
 
+def _found(read: Callable[..., Any], *args: str) -> Any:
+    """`read(*args)`, or None while the object does not exist yet."""
+    try:
+        return read(*args)
+    except client.exceptions.ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
 def custom_object(kube: client.ApiClient, namespace: str, plural: str, name: str) -> dict[str, Any] | None:
     try:
         found: dict[str, Any] = client.CustomObjectsApi(kube).get_namespaced_custom_object(
@@ -67,7 +77,9 @@ def test_openshift_with_the_monitoring_api_gets_service_monitor_rules_dashboard_
     monitor = wait_for(
         lambda: custom_object(kube, namespace, "servicemonitors", "gpu-operator"), 60, what="ServiceMonitor"
     )
-    service = core.read_namespaced_service("gpu-operator", namespace)
+    service = wait_for(
+        lambda: _found(core.read_namespaced_service, "gpu-operator", namespace), 30, what="Service"
+    )
     assert monitor["spec"]["selector"]["matchLabels"].items() <= (service.metadata.labels or {}).items()
     assert monitor["spec"]["namespaceSelector"]["matchNames"] == [namespace]
     assert monitor["spec"]["endpoints"][0]["port"] == service.spec.ports[0].name == "gpu-operator-metrics"
@@ -84,15 +96,25 @@ def test_openshift_with_the_monitoring_api_gets_service_monitor_rules_dashboard_
         "GPUDriverUpgradeFailed",
         "GPUDriverToolkitTagMissing",
     } <= alerts
-    dashboard = core.read_namespaced_config_map("ocp-gpu-dashboard", namespace)
+    # NB: each object is waited for: they are applied one after another, in no promised order.
+    dashboard = wait_for(
+        lambda: _found(core.read_namespaced_config_map, "ocp-gpu-dashboard", namespace), 30, what="dashboard"
+    )
     assert dashboard.metadata.labels[labels.GRAFANA_DASHBOARD] == "1"
     assert json.loads(dashboard.data["ocp-gpu-dashboard.json"])["uid"] == "ocp-gpu-gpus"
-    binding = rbac.read_namespaced_role_binding("ocp-gpu-prometheus-k8s", namespace)
+    binding = wait_for(
+        lambda: _found(rbac.read_namespaced_role_binding, "ocp-gpu-prometheus-k8s", namespace),
+        30,
+        what="RoleBinding for prometheus-k8s",
+    )
     assert (
         binding.subjects[0].name == "prometheus-k8s"
         and binding.subjects[0].namespace == "openshift-monitoring"
     )
-    assert rbac.read_namespaced_role("ocp-gpu-prometheus-k8s", namespace).rules[0].verbs == [
+    role = wait_for(
+        lambda: _found(rbac.read_namespaced_role, "ocp-gpu-prometheus-k8s", namespace), 30, what="Role"
+    )
+    assert role.rules[0].verbs == [
         "get",
         "list",
         "watch",
