@@ -49,8 +49,31 @@ RETRY_S = 2.0
 POLL_S = 0.25
 
 
+# What a paused pass reads of one node: its name, upgrade state, skip label, whether it wants a
+# driver and whether it carries the upgrade-enabled annotation.
+PausedInputs = frozenset[tuple[str, str, str, bool, bool]]
+
+
+def paused_inputs(rt: runtime.Runtime) -> PausedInputs:
+    """Everything a pass with autoUpgrade false plans from: the nodes' marks, no pod.
+
+    NB: paused, a pass only removes the upgrade-enabled annotation and counts the labels for
+    the metrics; a driver or validator pod changing moves nothing, so it must not cost a pass.
+    """
+    return frozenset(
+        (
+            facts.name,
+            facts.labels.get(labels.UPGRADE_STATE, ""),
+            facts.labels.get(labels.UPGRADE_SKIP, ""),
+            driver_coverage.wants_driver(facts.labels),
+            labels.UPGRADE_ENABLED_ANNOTATION in facts.annotations,
+        )
+        for facts in rt.node_facts.values()
+    )
+
+
 def is_pass_needed(rt: runtime.Runtime) -> bool:
-    """Whether anything in the in-memory view can make an upgrade pass do something."""
+    """Whether anything in the in-memory view can make an upgrade pass do something (autoUpgrade on)."""
     if any(ds.updated_number_scheduled < ds.desired_number_scheduled for ds in rt.driver_daemonsets.values()):
         # Some driver pod runs an outdated template.
         return True
@@ -73,6 +96,8 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
     coalescer = runtime.Coalescer(coalesce_s)
     announcer = upgrading.Announcer(rt.api_client)
     echoes = upgrade_chain.Echoes()
+    # The nodes' marks the last paused pass planned from (None: the last pass was not paused).
+    paused_seen: PausedInputs | None = None
     while True:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(rt.upgrade_wake.wait(), recheck)
@@ -80,9 +105,14 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
         await _until_echoed(rt, echoes, max(coalesce_s, ECHO_LIMIT_S))
         rules_changed = rt.take_upgrade_marks()
         rules = rt.upgrade_policy
-        if rules is None or not (rules_changed or settle or is_pass_needed(rt)):
+        paused_now = paused_inputs(rt) if rules is not None and not rules.auto_upgrade else None
+        if paused_now is not None and not (rules_changed or settle) and paused_now == paused_seen:
             recheck = None
             continue
+        if rules is None or not (rules_changed or settle or paused_now is not None or is_pass_needed(rt)):
+            recheck = None
+            continue
+        paused_seen = paused_now
         rt.trimmer.worked()
         try:
             plan, failed, echoes = await reconcile_upgrades(
@@ -91,6 +121,7 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
         except Exception:
             logger.exception("upgrade pass failed; retrying shortly")
             recheck = RETRY_S
+            paused_seen = None
             continue
         finally:
             coalescer.ended()
