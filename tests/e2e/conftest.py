@@ -15,6 +15,7 @@ import yaml
 from kubernetes import client, watch
 
 from ocp_gpu.harness import rbac as operator_rbac
+from ocp_gpu.harness.chaos import IN_FLIGHT
 from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
@@ -267,17 +268,6 @@ class BackgroundSampler:
             self.samples += 1
 
 
-IN_FLIGHT = frozenset(
-    {
-        "cordon-required",
-        "wait-for-jobs-required",
-        "pod-deletion-required",
-        "drain-required",
-        "pod-restart-required",
-        "validation-required",
-        "uncordon-required",
-    }
-)
 
 
 class UpgradeStateWatch:
