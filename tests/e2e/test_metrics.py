@@ -73,6 +73,13 @@ def gauges_are(proc: OperatorProcess, **expected: float) -> Any:
     return samples if got == expected else None
 
 
+def all_served(samples: Any, documented: list[Any]) -> Any:
+    """The samples, once every documented metric has one (None before)."""
+    if samples is None or any(metric.name not in samples for metric in documented):
+        return None
+    return samples
+
+
 def status_is(proc: OperatorProcess, expected: float) -> Any:
     samples = scrape(proc)
     return samples if value(samples, "gpu_operator_reconciliation_status") == expected else None
@@ -95,10 +102,14 @@ def test_every_documented_metric_is_served_with_its_labels_and_tracks_the_images
         apply_policy()
         proc = start_operator()
         # (a) V2 has no tag: NVIDIA's gauge says so, ours names the version.
+        # The gauges can settle before the pass's first write is counted, and a labelled
+        # counter has no sample until then: wait for both.
         samples = wait_for(
-            lambda: gauges_are(proc, enabled=1, rhcos_tags_missing=1, imagestream_missing=0),
+            lambda: all_served(
+                gauges_are(proc, enabled=1, rhcos_tags_missing=1, imagestream_missing=0), documented
+            ),
             60,
-            what="rhcos_tags_missing 1",
+            what="rhcos_tags_missing 1 and every documented metric served",
         )
         assert samples["ocp_gpu_driver_toolkit_tag_missing"] == [({"rhcos_version": V2}, 1.0)]
         for metric in documented:
