@@ -1,5 +1,4 @@
-"""Watch events without `metadata.managedFields` (nor a Node's `status.images`), dropped as kopf
-decodes each event line.
+"""Watch events without `metadata.managedFields`, dropped as kopf decodes each event line.
 
 NB: kopf decodes every watch event into a full object and queues it per object until its
 worker runs.  In a start-up burst (the initial lists, then an event for every node the first
@@ -9,8 +8,8 @@ CPython keeps the arenas such a burst used for the life of the process whenever 
 long-lived object landed in them, so the burst's peak becomes the idle RSS.  managedFields
 (the server-side apply bookkeeping of every field manager) is a large part of each object
 and nothing in ocp-gpu or kopf reads it: dropping it at decode time frees it at once
-instead of holding it in the queues.  So is a Node's `status.images` (every image the
-kubelet holds, often the largest part of a real node; the node records never read it).
+instead of holding it in the queues.  (Nodes, our DaemonSets and the operand pods do not come
+through kopf: their own watches, kube/watching.py, cut managedFields from the raw bytes.)
 """
 
 from __future__ import annotations
@@ -30,9 +29,6 @@ def _loads(text: str | bytes) -> Any:
             metadata = obj.get("metadata")
             if isinstance(metadata, dict):
                 metadata.pop("managedFields", None)
-            status = obj.get("status")
-            if obj.get("kind") == "Node" and isinstance(status, dict):
-                status.pop("images", None)
     return event
 
 

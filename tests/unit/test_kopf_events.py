@@ -1,6 +1,6 @@
 """We test `ocp_gpu.kopf_events`: once installed, kopf's watch streams decode each event line without
-`metadata.managedFields` and a Node's `status.images` (the rest of the object, other kinds' status,
-and lines that are not objects, unchanged)."""
+`metadata.managedFields` (the rest of the object, its status included, and lines that are not
+objects, unchanged)."""
 
 from __future__ import annotations
 
@@ -15,24 +15,24 @@ from ocp_gpu import kopf_events
 def test_watch_events_lose_managed_fields_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kopf_api, "json", json)
     assert kopf_events.install() is True
-    node = {
-        "kind": "Node",
-        "metadata": {"name": "n1", "labels": {"a": "b"}, "managedFields": [{"manager": "kwok"}]},
-        "status": {"nodeInfo": {"osImage": "RHCOS"}, "images": [{"names": ["x"], "sizeBytes": 1}]},
+    policy = {
+        "kind": "ClusterPolicy",
+        "metadata": {"name": "p", "labels": {"a": "b"}, "managedFields": [{"manager": "oc"}]},
+        "status": {"state": "ready", "images": ["kept"]},
     }
-    line = json.dumps({"type": "MODIFIED", "object": node}).encode()
+    line = json.dumps({"type": "MODIFIED", "object": policy}).encode()
     event = kopf_api.json.loads(line.decode("utf-8"))
     assert event == {
         "type": "MODIFIED",
         "object": {
-            "kind": "Node",
-            "metadata": {"name": "n1", "labels": {"a": "b"}},
-            "status": {"nodeInfo": {"osImage": "RHCOS"}},
+            "kind": "ClusterPolicy",
+            "metadata": {"name": "p", "labels": {"a": "b"}},
+            "status": {"state": "ready", "images": ["kept"]},
         },
     }
-    # Another kind keeps its status as it is.
-    pod = {"kind": "Pod", "metadata": {"name": "p"}, "status": {"images": ["kept"]}}
-    assert kopf_api.json.loads(json.dumps({"type": "ADDED", "object": pod}))["object"] == pod
+    # An object without managedFields (a Node too: nodes no longer come through kopf) is unchanged.
+    node = {"kind": "Node", "metadata": {"name": "n"}, "status": {"images": [{"names": ["x"]}]}}
+    assert kopf_api.json.loads(json.dumps({"type": "ADDED", "object": node}))["object"] == node
     # An ERROR event's Status, a bookmark without metadata: decoded as they are.
     status = {"type": "ERROR", "object": {"kind": "Status", "code": 410}}
     assert kopf_api.json.loads(json.dumps(status)) == status
