@@ -105,11 +105,17 @@ def driver_pod_pull(body: Mapping[str, Any]) -> snapshot.DriverPodPull:
     )
     return snapshot.DriverPodPull(
         name=str(metadata.get("name", "")),
-        key=pod_labels.get(labels.DRIVER_KEY),
-        strategy=pod_labels.get(labels.DRIVER_STRATEGY),
-        image=image,
+        # NB: interned: the same key, strategy and image in every driver pod of a version.
+        key=_interned(pod_labels.get(labels.DRIVER_KEY)),
+        strategy=_interned(pod_labels.get(labels.DRIVER_STRATEGY)),
+        image=sys.intern(image),
         pull_failing=failing,
     )
+
+
+def _interned(value: object) -> str | None:
+    """One copy of a label value that many objects repeat; None stays None."""
+    return None if value is None else sys.intern(str(value))
 
 
 def operand_pod(body: Mapping[str, Any]) -> operands.OperandPod:
@@ -122,7 +128,8 @@ def operand_pod(body: Mapping[str, Any]) -> operands.OperandPod:
     )
     return operands.OperandPod(
         name=str(metadata.get("name", "")),
-        app=str((metadata.get("labels") or {}).get(labels.APP, "")),
+        # NB: interned: a handful of apps and one name per node, repeated by thousands of pods.
+        app=sys.intern(str((metadata.get("labels") or {}).get(labels.APP, ""))),
         node=sys.intern(str((body.get("spec") or {}).get("nodeName", ""))),
         ready=bool(ready),
     )

@@ -2,6 +2,8 @@
 
 - one pod object becomes every fact the operator keeps of it, once (`pod_watch.pod_facts`):
   an operand's readiness, a validator pod, a driver pod (either mode) and its image pull;
+  the strings pods repeat (namespace, app, node, DaemonSet, revision, image, driver key, the
+  selector labels) are one copy across records decoded from separate events;
 - what a watch event or an HTTP status asks for (planning/watch_resumption): keep, forget,
   bookmark, list again on 410 Gone (also as an ERROR event), log in again on 401, retry;
   the backoff doubles up to its cap;
@@ -106,6 +108,51 @@ def test_a_driver_pod_carries_its_upgrade_record_and_its_pull(driver_labels: dic
     assert facts.driver.waiting_reason == "ImagePullBackOff"
     assert facts.pull.pull_failing and facts.pull.image == "nvcr.io/nvidia/driver:550"
     assert not facts.operand.ready
+
+
+def test_records_of_separate_events_share_every_repeated_string() -> None:
+    # Two driver pods on one node (the old one terminating), each decoded from its own event
+    # text, so every string starts as its own copy (issue 13: 15,000 pods at 5,000 nodes).
+    extra = {
+        labels.DRIVER_KEY: "416.94.202407030122-0",
+        labels.DRIVER_STRATEGY: "dtk",
+        "controller-revision-hash": "5d8f7c9b4",
+        labels.COMPONENT: labels.DRIVER_COMPONENT,
+    }
+    first, second = (
+        pod_watch.pod_facts(json.loads(json.dumps(pod(name, labels.DRIVER_APP, "gpu-1", extra_labels=extra))))
+        for name in ("d1", "d2")
+    )
+    assert first.driver is not None and second.driver is not None
+    assert first.pull is not None and second.pull is not None
+    shared = [
+        (first.driver.ref.namespace, second.driver.ref.namespace),
+        (first.driver.node, second.driver.node),
+        (first.operand.node, second.driver.node),
+        (first.operand.app, second.operand.app),
+        (first.driver.daemonset, second.driver.daemonset),
+        (first.driver.revision_hash, second.driver.revision_hash),
+        (first.driver.waiting_reason, second.driver.waiting_reason),
+        (first.driver.selector_labels, second.driver.selector_labels),
+        (first.pull.image, second.pull.image),
+        (first.pull.key, second.pull.key),
+        (first.pull.strategy, second.pull.strategy),
+    ]
+    assert [a is b for a, b in shared] == [True] * len(shared), shared
+    # Shared, yet the same pairs as before.
+    assert first.driver.selector_labels == (
+        (labels.APP, labels.DRIVER_APP),
+        (labels.COMPONENT, labels.DRIVER_COMPONENT),
+    )
+    # Each keeps its own name.
+    assert (first.operand.name, second.operand.name) == ("d1", "d2")
+    validators = [
+        pod_watch.pod_facts(json.loads(json.dumps(pod(name, operands.OPERATOR_VALIDATOR.app, "gpu-1"))))
+        for name in ("v1", "v2")
+    ]
+    assert validators[0].validator is not None and validators[1].validator is not None
+    assert validators[0].validator.node is validators[1].validator.node is first.driver.node
+    assert validators[0].validator.ref.namespace is first.driver.ref.namespace
 
 
 def test_a_terminating_ready_pod_is_not_ready() -> None:
