@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ocp_gpu.model import nodes
-from ocp_gpu.planning import urgency
+from ocp_gpu.planning import paused_upgrades, urgency
 from ocp_gpu.reconcilers import runtime, watched_view
 
 # The kind the start-up barrier waits for (Runtime.watch / mark_delivered).
@@ -37,6 +37,8 @@ class NodeView(watched_view.WatchedView[nodes.NodeFacts]):
         if before == facts:
             return
         rt.node_facts[facts.name] = facts
+        if paused_upgrades.changes_marks(before, facts):
+            rt.paused_marks_version += 1
         if urgency.is_upgrade_only(before, facts):
             # The upgrade controller's own marks (its state label): only its loop reads them.
             rt.mark_upgrades()
@@ -55,4 +57,5 @@ class NodeView(watched_view.WatchedView[nodes.NodeFacts]):
         rt, node = self._rt, nodes.NodeName(name)
         rt.label_echoes.pop(node, None)
         if rt.node_facts.pop(node, None) is not None:
+            rt.paused_marks_version += 1
             rt.mark_node(node)

@@ -87,6 +87,9 @@ class Runtime:
     # Set with `upgrade_wake` by a pod a node in flight waits for turning Ready (planning/urgency).
     upgrade_urgent: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     _upgrade_policy_changed: bool = True
+    # Bumped by the node view whenever a node's marks a paused upgrade pass reads change
+    # (planning/paused_upgrades): the paused upgrade loop compares this, not every node.
+    paused_marks_version: int = 0
     # Facts this process established once, and objects of kinds no watch covers.
     # NB: never "already applied" for an owned kind: that is `owned`, kept by the watches.
     applied: dict[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)

@@ -49,29 +49,6 @@ RETRY_S = 2.0
 POLL_S = 0.25
 
 
-# What a paused pass reads of one node: its name, upgrade state, skip label, whether it wants a
-# driver and whether it carries the upgrade-enabled annotation.
-PausedInputs = frozenset[tuple[str, str, str, bool, bool]]
-
-
-def paused_inputs(rt: runtime.Runtime) -> PausedInputs:
-    """Everything a pass with autoUpgrade false plans from: the nodes' marks, no pod.
-
-    NB: paused, a pass only removes the upgrade-enabled annotation and counts the labels for
-    the metrics; a driver or validator pod changing moves nothing, so it must not cost a pass.
-    """
-    return frozenset(
-        (
-            facts.name,
-            facts.labels.get(labels.UPGRADE_STATE, ""),
-            facts.labels.get(labels.UPGRADE_SKIP, ""),
-            driver_coverage.wants_driver(facts.labels),
-            labels.UPGRADE_ENABLED_ANNOTATION in facts.annotations,
-        )
-        for facts in rt.node_facts.values()
-    )
-
-
 def is_pass_needed(rt: runtime.Runtime) -> bool:
     """Whether anything in the in-memory view can make an upgrade pass do something (autoUpgrade on)."""
     if any(ds.updated_number_scheduled < ds.desired_number_scheduled for ds in rt.driver_daemonsets.values()):
@@ -96,8 +73,9 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
     coalescer = runtime.Coalescer(coalesce_s)
     announcer = upgrading.Announcer(rt.api_client)
     echoes = upgrade_chain.Echoes()
-    # The nodes' marks the last paused pass planned from (None: the last pass was not paused).
-    paused_seen: PausedInputs | None = None
+    # The nodes' marks the last paused pass planned from, as the node view's count of their
+    # changes (planning/paused_upgrades; None: the last pass was not paused).
+    paused_seen: int | None = None
     while True:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(rt.upgrade_wake.wait(), recheck)
@@ -105,7 +83,9 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
         await _until_echoed(rt, echoes, max(coalesce_s, ECHO_LIMIT_S))
         rules_changed = rt.take_upgrade_marks()
         rules = rt.upgrade_policy
-        paused_now = paused_inputs(rt) if rules is not None and not rules.auto_upgrade else None
+        # NB: paused, a pass only counts labels and removes an annotation: a driver or validator
+        # pod changing moves nothing, so only a node's marks changing costs a pass.
+        paused_now = rt.paused_marks_version if rules is not None and not rules.auto_upgrade else None
         if paused_now is not None and not (rules_changed or settle) and paused_now == paused_seen:
             recheck = None
             continue
