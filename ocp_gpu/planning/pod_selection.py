@@ -7,6 +7,7 @@ deletes pods: the reconciler does, from the upgrade plan.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 
 from ocp_gpu.model import selectors, upgrades
@@ -35,9 +36,17 @@ def _requirement_matches(requirement: selectors.SelectorRequirement, pod_labels:
     return int(value) > bound if operator == ">" else int(value) < bound
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(selector: str) -> tuple[selectors.SelectorRequirement, ...]:
+    # NB: the few selectors in use (the driver pods', a drain's) are asked about on every pod
+    # event: parsed once each (frozen requirements; a selector that does not parse raises,
+    # and is not cached).
+    return selectors.parse_label_selector(selector)
+
+
 def selector_matches(selector: str, pod_labels: Mapping[str, str]) -> bool:
     """Whether labels match a selector in kubectl `-l` syntax; raises ValueError if it does not parse."""
-    return all(_requirement_matches(r, pod_labels) for r in selectors.parse_label_selector(selector))
+    return all(_requirement_matches(r, pod_labels) for r in _parsed(selector))
 
 
 def driver_pod_selector(nvidia_driver_mode: bool) -> str:

@@ -10,6 +10,7 @@ observed, so a quiet cluster sees zero writes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import functools
 import logging
@@ -17,6 +18,7 @@ import logging
 from ocp_gpu import metrics
 from ocp_gpu.kube import labelling, reporting, requesting
 from ocp_gpu.model import custom_resources, fields, nodes, nvidia_driver, policy_checks, policy_parser
+from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import (
     conditions,
@@ -43,6 +45,8 @@ async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
     """Wait for changes, let a burst settle (runtime.Coalescer) unless one is urgent, reconcile; forever."""
     await rt.listed.wait()
     coalescer = runtime.Coalescer(coalesce_s)
+    # What the last pass applied, for a pass woken by rollout progress alone to reuse.
+    last: AppliedPass | None = None
     while True:
         await rt.wake.wait()
         await coalescer.settle(rt.urgent)
@@ -50,8 +54,9 @@ async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
         changes = rt.take_changes()
         metrics.reconciliations.inc()
         try:
-            await reconcile_once(rt, changes, datetime.datetime.now(datetime.UTC))
+            last = await reconcile_once(rt, changes, datetime.datetime.now(datetime.UTC), last)
         except requesting.ApiException as error:
+            last = None
             # NB: str(ApiException) carries every HTTP header; the apiserver's message is enough.
             metrics.reconciliation_failures.inc()
             logger.error(
@@ -60,6 +65,7 @@ async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
             await asyncio.sleep(2)
             rt.mark_everything()
         except Exception:
+            last = None
             metrics.reconciliation_failures.inc()
             metrics.reconciliation_status.set(operator_health.ReconciliationStatus.OPERATOR_ERROR)
             logger.exception("reconcile pass failed; retrying everything shortly")
@@ -69,7 +75,33 @@ async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
         rt.trimmer.worked()
 
 
-async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: datetime.datetime) -> None:
+@dataclasses.dataclass(frozen=True)
+class AppliedPass:
+    """What a full pass parsed, planned and applied from one ClusterPolicy object.
+
+    A pass woken by rollout progress alone (operand pods turning Ready, DaemonSet pod counts,
+    our own node label patches coming back: runtime.Changes.progress_only) plans from nothing
+    that changed: it reuses this and only judges readiness and writes the status again. NB: at
+    1,000 nodes start-up is about a hundred such passes while pods come up, and planning the
+    drivers over every node in each was most of the main pass's CPU (issue 13, start-up CPU).
+    """
+
+    # The very object the pass planned from: a new one (any policy event) means a full pass.
+    active: custom_resources.PolicyObject
+    policy: policy_model.Policy
+    problems: list[policy_problems.PolicyProblem]
+    detected: platform.Platform
+    outcome: drivers_reconciler.DriverOutcome | None
+    stack: dict[str, operands.OperandOutcome]
+    watching: monitoring_reconciler.MonitoringOutcome | None
+    label_errors: dict[str, str]
+    unsupported: str
+
+
+async def reconcile_once(
+    rt: runtime.Runtime, changes: runtime.Changes, now: datetime.datetime, last: AppliedPass | None = None
+) -> AppliedPass | None:
+    """One pass; what it applied (None: no active policy), for the next pass to reuse if it may."""
     metrics.gpu_nodes.set(sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node))
     metrics.has_nfd_labels.set(
         operator_health.has_nfd_labels(facts.labels for facts in rt.node_facts.values())
@@ -104,8 +136,26 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
         # No ClusterPolicy: nothing is deployed and no node is labelled.
         rt.set_upgrade_policy(None)
         metrics.reconciliation_status.set(operator_health.ReconciliationStatus.POLICY_UNAVAILABLE)
-        return
+        return None
     active = rt.policies[selection.active]
+    if changes.progress_only and last is not None and last.active is active and not rt.nvidia_driver_mode:
+        # Rollout progress only: the plan and what was applied stand; only readiness moved.
+        # NB: not with NVIDIADriver pools: their statuses count ready driver pods, written by
+        # the driver half of the pass (reconcilers/nvidia_drivers.py).
+        applied = last
+    else:
+        applied = await _apply_policy(rt, changes, active, now)
+    await _report(rt, applied, now)
+    return applied
+
+
+async def _apply_policy(
+    rt: runtime.Runtime,
+    changes: runtime.Changes,
+    active: custom_resources.PolicyObject,
+    now: datetime.datetime,
+) -> AppliedPass:
+    """Parse and check the active policy; apply the drivers, node labels, operands, monitoring."""
     policy = policy_parser.parse_policy(active.spec)
     problems = policy_checks.validate_policy(policy, rt.env)
     spec_errors = "; ".join(
@@ -157,26 +207,43 @@ async def reconcile_once(rt: runtime.Runtime, changes: runtime.Changes, now: dat
         not errors and outcome is not None and outcome.problem is None and policy.driver.enabled
     )
     rt.set_upgrade_policy(policy.driver.upgrade_policy if upgrades_allowed else None)
+    unsupported = fields.unsupported_settings(active.spec)
+    return AppliedPass(
+        active=active,
+        policy=policy,
+        problems=problems,
+        detected=detected,
+        outcome=outcome,
+        stack=stack,
+        watching=watching,
+        label_errors=label_errors,
+        unsupported=(
+            fields.describe(unsupported, conditions.CONDITION_MESSAGE_LIMIT) if unsupported else ""
+        ),
+    )
 
+
+async def _report(rt: runtime.Runtime, applied: AppliedPass, now: datetime.datetime) -> None:
+    """Judge readiness from the view as it is now, and write the status (and its Events) if it changed."""
+    active, outcome, stack, watching = applied.active, applied.outcome, applied.stack, applied.watching
     plan = outcome.plan if outcome is not None else None
     coverage = _coverage(rt, plan)
-    apply_errors = dict(label_errors)
+    apply_errors = dict(applied.label_errors)
     for operand in (outcome, *stack.values()):
         apply_errors |= dict(operand.errors) if operand else {}
-    unsupported = fields.unsupported_settings(active.spec)
     outcome_of_pass = status_planning.PassOutcome(
         namespace=rt.namespace,
-        platform=detected.value,
-        problems=problems,
+        platform=applied.detected.value,
+        problems=applied.problems,
         apply_errors=apply_errors,
         plan=plan,
         coverage=coverage,
         summary=status_planning.plan_driver_summary(plan, coverage, rt.driver_daemonsets),
         # Per operand, the GPU nodes that should run it and have no Ready pod of it yet.
-        unready_nodes=operands.unready_operands(rt, policy) if stack else {},
+        unready_nodes=operands.unready_operands(rt, applied.policy) if stack else {},
         gpu_nodes=sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node),
         monitoring_problems=[problem.message for problem in watching.problems] if watching else [],
-        unsupported=fields.describe(unsupported, conditions.CONDITION_MESSAGE_LIMIT) if unsupported else "",
+        unsupported=applied.unsupported,
         mig_failed=mig.failed_nodes({name: facts.labels for name, facts in rt.node_facts.items()}),
     )
     status = status_planning.plan_active_status(outcome_of_pass)

@@ -41,6 +41,9 @@ class Changes:
     nodes: frozenset[nodes.NodeName]
     policies: bool
     everything: bool
+    # Only rollout progress woke the pass (`mark_progress`): nothing it plans from changed but
+    # pods, DaemonSet counts and our own label patches coming back (reconcilers/cluster.py).
+    progress_only: bool = False
 
 
 @dataclasses.dataclass
@@ -243,7 +246,17 @@ class Runtime:
 
     def take_changes(self) -> Changes:
         """Drain the dirty marks (the loop calls this once per pass)."""
-        changes = Changes(frozenset(self._dirty_nodes), self._policies_dirty, self._everything_dirty)
+        changes = Changes(
+            frozenset(self._dirty_nodes),
+            self._policies_dirty,
+            self._everything_dirty,
+            progress_only=not (
+                self.substantive.is_set()
+                or self._dirty_nodes
+                or self._policies_dirty
+                or self._everything_dirty
+            ),
+        )
         self._dirty_nodes.clear()
         self._policies_dirty = False
         self._everything_dirty = False

@@ -236,6 +236,26 @@ def test_only_progress_marks_leave_the_pass_unsubstantive() -> None:
     assert all(asyncio.run(scenario()))
 
 
+def test_a_pass_woken_by_progress_alone_is_progress_only() -> None:
+    async def scenario() -> list[bool]:
+        rt = runtime.Runtime(api_client=None, namespace="ns", env={})  # type: ignore[arg-type]
+        # The first pass plans everything.
+        seen = [not rt.take_changes().progress_only]
+        rt.mark_operands()
+        rt.mark_progress()
+        seen.append(rt.take_changes().progress_only)
+        for mark in (rt.mark_drivers, rt.mark_owned, rt.mark_policies, rt.mark_everything, rt.mark_urgent):
+            mark()
+            rt.mark_progress()
+            seen.append(not rt.take_changes().progress_only)
+        rt.mark_progress()
+        rt.mark_node(nodes.NodeName("gpu-1"))
+        seen.append(not rt.take_changes().progress_only)
+        return seen
+
+    assert all(asyncio.run(scenario()))
+
+
 def test_settle_progress_waits_the_progress_window_after_a_pass() -> None:
     async def scenario() -> tuple[float, float]:
         coalescer = runtime.Coalescer(0.05)
