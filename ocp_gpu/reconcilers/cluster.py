@@ -317,8 +317,9 @@ async def _write_status_if_changed(
     clock = asyncio.get_running_loop().time()
     delay = status_writes.write_delay(obj.status, status, rt.status_written_at.get(obj.name), clock)
     if delay > 0:
-        # Rollout progress only: written with the next change or when the interval ends.
-        rt.poke_after(delay)
+        # Rollout progress only: written with the next change or when the interval ends (a pass
+        # that only judges readiness again, not a full one).
+        rt.poke_progress_after(delay)
         return
     await asyncio.to_thread(reporting.patch_policy_status, rt.api_client, obj.name, status)
     rt.status_written_at[obj.name] = clock

@@ -130,6 +130,8 @@ class Runtime:
     _everything_dirty: bool = True
     _poke: asyncio.TimerHandle | None = None
     _poke_due: float = 0.0
+    _progress_poke: asyncio.TimerHandle | None = None
+    _progress_poke_due: float = 0.0
 
     def watch(self, group: str, plural: str, own: bool = False) -> None:
         """A watch (with an index handler) is registered for this kind: a pass waits for its listing.
@@ -239,6 +241,19 @@ class Runtime:
             self._poke.cancel()
         self._poke_due = now + seconds
         self._poke = asyncio.get_running_loop().call_later(seconds, self.mark_drivers)
+
+    def poke_progress_after(self, seconds: float) -> None:
+        """Judge readiness again after `seconds` (a status held back as progress only is written then).
+
+        NB: its own timer: it never replaces a full pass `poke_after` has due (a retry, a timeout).
+        """
+        now = _loop_time()
+        if self._progress_poke is not None and now < self._progress_poke_due <= now + seconds:
+            return
+        if self._progress_poke is not None:
+            self._progress_poke.cancel()
+        self._progress_poke_due = now + seconds
+        self._progress_poke = asyncio.get_running_loop().call_later(seconds, self.mark_progress)
 
     def mark_everything(self) -> None:
         self._everything_dirty = True

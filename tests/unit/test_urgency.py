@@ -256,6 +256,23 @@ def test_a_pass_woken_by_progress_alone_is_progress_only() -> None:
     assert all(asyncio.run(scenario()))
 
 
+def test_a_progress_poke_never_replaces_a_full_pass_due() -> None:
+    async def scenario() -> list[bool]:
+        rt = runtime.Runtime(api_client=None, namespace="ns", env={})  # type: ignore[arg-type]
+        rt.take_changes()
+        rt.poke_after(0.2)
+        rt.poke_progress_after(0.05)
+        await asyncio.sleep(0.1)
+        # The status's progress is judged again, as progress only.
+        seen = [rt.wake.is_set(), rt.take_changes().progress_only]
+        await asyncio.sleep(0.2)
+        # The full pass (a retry, a timeout) still comes when it was due.
+        seen += [rt.wake.is_set(), not rt.take_changes().progress_only]
+        return seen
+
+    assert all(asyncio.run(scenario()))
+
+
 def test_settle_progress_waits_the_progress_window_after_a_pass() -> None:
     async def scenario() -> tuple[float, float]:
         coalescer = runtime.Coalescer(0.05)
