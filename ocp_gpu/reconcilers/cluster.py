@@ -102,12 +102,16 @@ async def reconcile_once(
     rt: runtime.Runtime, changes: runtime.Changes, now: datetime.datetime, last: AppliedPass | None = None
 ) -> AppliedPass | None:
     """One pass; what it applied (None: no active policy), for the next pass to reuse if it may."""
-    metrics.gpu_nodes.set(sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node))
-    metrics.has_nfd_labels.set(
-        operator_health.has_nfd_labels(facts.labels for facts in rt.node_facts.values())
-    )
-    for state, count in mig.state_counts({n: facts.labels for n, facts in rt.node_facts.items()}).items():
-        metrics.mig_config_nodes.labels(state=state).set(count)
+    if not changes.progress_only:
+        # NB: from NFD's and the MIG manager's node labels: no progress changes them (our own
+        # label patches coming back change only the labels this operator writes).
+        metrics.gpu_nodes.set(sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node))
+        metrics.has_nfd_labels.set(
+            operator_health.has_nfd_labels(facts.labels for facts in rt.node_facts.values())
+        )
+        mig_states = mig.state_counts({n: facts.labels for n, facts in rt.node_facts.items()})
+        for state, count in mig_states.items():
+            metrics.mig_config_nodes.labels(state=state).set(count)
     selection = policies.select_active_policy(
         [policies.PolicyRef(p.name, p.created, p.uid) for p in rt.policies.values()]
     )
