@@ -12,7 +12,7 @@ pods the watch saw, never from a DaemonSet's counters alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ocp_gpu.model import labels, operands
@@ -59,6 +59,33 @@ def unready_nodes(
     return sorted(
         name for name, node in node_labels.items() if should_run(operand, node) and name not in ready
     )
+
+
+def unready_by_operand(
+    enabled: Sequence[operands.Operand],
+    node_labels: Iterable[tuple[str, Mapping[str, str]]],
+    pods: Iterable[operands.OperandPod],
+) -> dict[str, list[str]]:
+    """`unready_nodes` of every operand in `enabled` at once: operand name -> its unready nodes,
+    sorted; operands Ready everywhere left out; in the order of `enabled`.
+
+    NB: one walk over the nodes and one over the pods for every operand, not one of each per
+    operand: the status judges this on every pass while thousands of pods come up (issue 13).
+    """
+    ready: dict[str, set[str]] = {}
+    for pod in pods:
+        if pod.ready:
+            ready.setdefault(pod.app, set()).add(pod.node)
+    checks = [(operand.name, operand.deploy_label, ready.get(operand.app, set())) for operand in enabled]
+    found: dict[str, list[str]] = {operand.name: [] for operand in enabled}
+    for name, node in node_labels:
+        if node.get(labels.NFD_NVIDIA_PCI) != "true":
+            # Not a GPU node: no operand belongs on it (should_run).
+            continue
+        for operand_name, deploy_label, ready_on in checks:
+            if node.get(deploy_label) == "true" and name not in ready_on:
+                found[operand_name].append(name)
+    return {operand_name: sorted(unready) for operand_name, unready in found.items() if unready}
 
 
 # (kind, namespace or "", name) of one object, as kube/owning names it.

@@ -286,20 +286,15 @@ async def reconcile_operands(
 
 def unready_operands(rt: runtime.Runtime, policy: policy_model.Policy) -> dict[str, list[str]]:
     """Every enabled operand (the driver included) with the GPU nodes it is not Ready on yet."""
-    node_labels: dict[str, Mapping[str, str]] = {name: facts.labels for name, facts in rt.node_facts.items()}
     # NB: each operand looks at its own pods only: at 1,000 nodes, every operand scanning every
     # operand pod on every pass was 14% of the operator's CPU during a driver upgrade (py-spy).
-    by_app: dict[str, list[operands.OperandPod]] = {}
-    for pod in rt.operand_pods.values():
-        by_app.setdefault(pod.app, []).append(pod)
-    found: dict[str, list[str]] = {}
-    for operand in operands.OPERANDS:
-        if not policy.components()[operand.section].enabled:
-            continue
-        unready = operand_planning.unready_nodes(operand, node_labels, by_app.get(operand.app, ()))
-        if unready:
-            found[operand.name] = unready
-    return found
+    components = policy.components()
+    enabled = [operand for operand in operands.OPERANDS if components[operand.section].enabled]
+    return operand_planning.unready_by_operand(
+        enabled,
+        ((name, facts.labels) for name, facts in rt.node_facts.items()),
+        rt.operand_pods.values(),
+    )
 
 
 async def delete_daemonset(

@@ -19,8 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 import yaml
+from hypothesis import strategies as st
 
 from ocp_gpu.model import labels, operands, policy_checks, policy_parser
 from ocp_gpu.model.images import ImageRef
@@ -468,6 +470,40 @@ def test_unready_nodes_per_operand() -> None:
     assert operand_planning.unready_nodes(
         operands.CONTAINER_TOOLKIT, nodes, [*pods, operands.OperandPod("t-a", pods[2].app, "gpu-a", True)]
     ) == ["gpu-off"]
+
+
+_NODE_NAMES = st.sampled_from([f"n{i}" for i in range(6)])
+_APPS = st.sampled_from([operand.app for operand in operands.OPERANDS])
+_LABEL_VALUES = st.sampled_from(["true", "false", None])
+
+
+@st.composite
+def _node_labels(draw: st.DrawFn) -> dict[str, str]:
+    keys = [labels.NFD_NVIDIA_PCI, *(operand.deploy_label for operand in operands.OPERANDS)]
+    found = {key: draw(_LABEL_VALUES) for key in keys}
+    return {key: value for key, value in found.items() if value is not None}
+
+
+@hypothesis.given(
+    nodes=st.dictionaries(_NODE_NAMES, _node_labels(), max_size=6),
+    pods=st.lists(
+        st.builds(operands.OperandPod, st.text(max_size=3), _APPS, _NODE_NAMES, st.booleans()), max_size=12
+    ),
+    enabled=st.lists(st.sampled_from(operands.OPERANDS), unique=True),
+)
+def test_unready_by_operand_is_unready_nodes_of_each(
+    nodes: dict[str, dict[str, str]], pods: list[operands.OperandPod], enabled: list[operands.Operand]
+) -> None:
+    # The status judges every operand in one walk (planning/operands.unready_by_operand): the
+    # same answer as each operand's own unready_nodes, operands ready everywhere left out.
+    expected = {
+        operand.name: unready
+        for operand in enabled
+        if (unready := operand_planning.unready_nodes(operand, nodes, pods))
+    }
+    found = operand_planning.unready_by_operand(enabled, nodes.items(), pods)
+    assert found == expected
+    assert list(found) == list(expected)
 
 
 def test_every_object_of_an_operand_carries_its_component_so_unrendered_ones_are_found() -> None:
