@@ -197,18 +197,30 @@ def _register_policies(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> 
     """ClusterPolicies: every one is kept (the oldest is active); any change wakes a pass."""
 
     rt.watch(apis.POLICY_GROUP, apis.POLICY_PLURAL)
+    # Policies whose last event changed only their status (mostly our own status write coming
+    # back): the pass only judges the status again (runtime.Changes.progress_only).
+    status_only: set[str] = set()
 
     @kopf.index(apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, registry=registry, id="policies")
     async def index_policy(body: kopf.Body, name: str, **_: Any) -> None:
-        rt.policies[name] = reading.cluster_policy(body)
+        before, seen = rt.policies.get(name), reading.cluster_policy(body)
+        rt.policies[name] = seen
+        if before is not None and before.is_same_but_status(seen):
+            status_only.add(name)
+        else:
+            status_only.discard(name)
 
     @kopf.on.event(
         apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, registry=registry, id="policy-events"
     )
     async def policy_event(name: str, type: str | None, **_: Any) -> None:
+        rt.mark_listed()
         if type == "DELETED":
             rt.policies.pop(name, None)
-        rt.mark_listed()
+        elif name in status_only:
+            status_only.discard(name)
+            rt.mark_progress()
+            return
         rt.mark_policies()
 
 

@@ -39,6 +39,16 @@ class CustomResource:
     spec: Mapping[str, Any]
     status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
+    def is_same_but_status(self, other: CustomResource) -> bool:
+        """The same object with the same spec: at most its status differs (e.g. our own status write)."""
+        return (self.name, self.uid, self.created, self.generation, self.spec) == (
+            other.name,
+            other.uid,
+            other.created,
+            other.generation,
+            other.spec,
+        )
+
     @property
     def observed_generation(self) -> int:
         """status.observedGeneration; 0 when the operator never wrote a status."""

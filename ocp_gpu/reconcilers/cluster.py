@@ -86,7 +86,7 @@ class AppliedPass:
     drivers over every node in each was most of the main pass's CPU (issue 13, start-up CPU).
     """
 
-    # The very object the pass planned from: a new one (any policy event) means a full pass.
+    # The policy object the pass planned from: another spec (or object) means a full pass.
     active: custom_resources.PolicyObject
     policy: policy_model.Policy
     problems: list[policy_problems.PolicyProblem]
@@ -142,14 +142,19 @@ async def reconcile_once(
         metrics.reconciliation_status.set(operator_health.ReconciliationStatus.POLICY_UNAVAILABLE)
         return None
     active = rt.policies[selection.active]
-    if changes.progress_only and last is not None and last.active is active and not rt.nvidia_driver_mode:
+    if (
+        changes.progress_only
+        and last is not None
+        and last.active.is_same_but_status(active)
+        and not rt.nvidia_driver_mode
+    ):
         # Rollout progress only: the plan and what was applied stand; only readiness moved.
         # NB: not with NVIDIADriver pools: their statuses count ready driver pods, written by
         # the driver half of the pass (reconcilers/nvidia_drivers.py).
         applied = last
     else:
         applied = await _apply_policy(rt, changes, active, now)
-    await _report(rt, applied, now)
+    await _report(rt, active, applied, now)
     return applied
 
 
@@ -227,9 +232,12 @@ async def _apply_policy(
     )
 
 
-async def _report(rt: runtime.Runtime, applied: AppliedPass, now: datetime.datetime) -> None:
-    """Judge readiness from the view as it is now, and write the status (and its Events) if it changed."""
-    active, outcome, stack, watching = applied.active, applied.outcome, applied.stack, applied.watching
+async def _report(
+    rt: runtime.Runtime, active: custom_resources.PolicyObject, applied: AppliedPass, now: datetime.datetime
+) -> None:
+    """Judge readiness from the view as it is now, and write the status (and its Events) if it
+    changed; `active` as the watch shows it now (its status may be newer than `applied`'s)."""
+    outcome, stack, watching = applied.outcome, applied.stack, applied.watching
     plan = outcome.plan if outcome is not None else None
     coverage = _coverage(rt, plan)
     apply_errors = dict(applied.label_errors)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from ocp_gpu.model import labels, nodes
+from ocp_gpu.model import custom_resources, labels, nodes
 from ocp_gpu.model.snapshot import DriverDaemonSet
 from ocp_gpu.model.upgrades import DriverPod, PodRef, UpgradeState, ValidatorPod
 from ocp_gpu.planning import urgency
@@ -351,3 +351,18 @@ def test_anything_more_or_less_than_our_patch_is_no_echo() -> None:
     )
     assert not urgency.is_own_echo(facts(), facts(**{labels.GPU_PRESENT: "true"}), DEPLOY, {})
     assert not urgency.is_own_echo(None, facts(**DEPLOY), DEPLOY, {})
+
+
+def test_a_policy_whose_status_alone_changed_is_the_same_policy() -> None:
+    # Our own status write coming back wakes a pass that only judges the status again
+    # (handlers._register_policies); a spec, generation or re-created object is a full pass.
+    policy = custom_resources.PolicyObject("cp", "uid-1", "2026-11-24T10:00:00Z", 1, {"driver": {}})
+    written = dataclasses.replace(policy, status={"state": "notReady"})
+    assert policy.is_same_but_status(written) and written.is_same_but_status(policy)
+    for other in (
+        dataclasses.replace(written, spec={"driver": {"enabled": False}}),
+        dataclasses.replace(written, generation=2),
+        dataclasses.replace(written, uid="uid-2"),
+        dataclasses.replace(written, name="other"),
+    ):
+        assert not policy.is_same_but_status(other), other
