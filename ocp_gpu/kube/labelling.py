@@ -35,6 +35,9 @@ def patch_node_labels(
         body={"metadata": metadata},
         content_type=requesting.MERGE_PATCH,
         resource="nodes",
+        # NB: the patched Node comes back through the node watch: its JSON here (thousands at
+        # start-up) is not decoded.
+        decoded=False,
     )
 
 

@@ -133,11 +133,13 @@ def request(
     resource: str = "",
     verb: str = "",
     timeout: float | None = None,
+    decoded: bool = True,
 ) -> Any:
     """One request; returns the decoded JSON body (None when empty). Raises ApiException.
 
     A write is counted in ocp_gpu_api_writes_total as `verb` (default: the method) on `resource`
-    (default: the path's collection).
+    (default: the path's collection). `decoded=False`: the answer is not read (None), for writes
+    whose object comes back through a watch anyway (a node label patch: the whole Node).
     """
     payload: bytes | None
     if body is None or isinstance(body, bytes):
@@ -156,7 +158,7 @@ def request(
         raise api_exception(response)
     if method in WRITE_METHODS:
         metrics.api_writes.labels(verb or method.lower(), resource or path.rsplit("/", 2)[-2]).inc()
-    return json.loads(response.data) if response.data else None
+    return json.loads(response.data) if response.data and decoded else None
 
 
 def request_text(api_client: sending.ApiClient, path: str, *, timeout: float | None = None) -> str:

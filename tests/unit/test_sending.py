@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from ocp_gpu.kube import authenticating, sending
+from ocp_gpu.kube import authenticating, requesting, sending
 
 
 def read(raw: bytes, method: str = "GET") -> tuple[sending.Response, bool]:
@@ -166,3 +166,16 @@ def test_a_pooled_connection_the_server_closed_is_not_tried(monkeypatch: pytest.
         client.close()
         server.close()
     thread.join(5)
+
+
+def test_a_write_whose_answer_comes_back_through_a_watch_is_not_decoded() -> None:
+    # A node label patch answers with the whole Node, which the node watch delivers anyway
+    # (kube/labelling.py: thousands at start-up): requesting.request(decoded=False) skips it.
+    class Answering:
+        def send(self, method: str, path: str, **_: Any) -> sending.Response:
+            return sending.Response(200, "OK", {}, b'{"kind": "Node", cut')
+
+    client: Any = Answering()
+    assert requesting.request(client, "PATCH", "/api/v1/nodes/n1", body={}, decoded=False) is None
+    with pytest.raises(ValueError):
+        requesting.request(client, "PATCH", "/api/v1/nodes/n1", body={})
