@@ -268,15 +268,32 @@ def _unmanaged(node: UpgradeNode) -> NodePlan:
     )
 
 
-def plan_upgrades(snapshot: UpgradeSnapshot, policy: UpgradePolicy, now: datetime.datetime) -> UpgradePlan:
-    """Per node, at most one transition and the actions before it, for one pass."""
+# Why a frozen node (planning/upgrade_pipeline: its writes are under way) is not planned this pass.
+IN_FLUX_WAIT = "its upgrade steps are being written"
+
+
+def _in_flux(node: UpgradeNode, driver: DriverStatus) -> NodePlan:
+    # Its writes are under way (or not yet seen by the watches): planned once they are.
+    return NodePlan(node.name, node.state, driver, waiting=IN_FLUX_WAIT, skipped=node.skip)
+
+
+def plan_upgrades(
+    snapshot: UpgradeSnapshot,
+    policy: UpgradePolicy,
+    now: datetime.datetime,
+    frozen: frozenset[NodeName] = frozenset(),
+) -> UpgradePlan:
+    """Per node, at most one transition and the actions before it, for one pass.
+
+    `frozen` nodes are counted in the budget as the snapshot gives them, never moved.
+    """
     unmanaged = tuple(_unmanaged(node) for node in snapshot.nodes if is_unmanaged(node))
     if unmanaged:
         # Opted-out nodes are planned apart: the state machine and the budget never see them.
         managed = dataclasses.replace(
             snapshot, nodes=tuple(node for node in snapshot.nodes if not is_unmanaged(node))
         )
-        plan = plan_upgrades(managed, policy, now)
+        plan = plan_upgrades(managed, policy, now, frozen)
         return dataclasses.replace(plan, nodes=plan.nodes + unmanaged)
     drivers = {node.name: check_driver(node, snapshot) for node in snapshot.nodes}
     if not policy.auto_upgrade:
@@ -289,9 +306,14 @@ def plan_upgrades(snapshot: UpgradeSnapshot, policy: UpgradePolicy, now: datetim
         )
         plans = tuple(_paused(node, drivers[node.name]) for node in snapshot.nodes)
         return UpgradePlan(False, plans, budget)
-    budget = select_starts(snapshot.nodes, drivers, policy)
+    budget = select_starts(snapshot.nodes, drivers, policy, frozen)
     shared = PassInputs(snapshot, policy, now, budget)
-    plans = tuple(plan_node(node_context(node, drivers[node.name], shared)) for node in snapshot.nodes)
+    plans = tuple(
+        _in_flux(node, drivers[node.name])
+        if node.name in frozen
+        else plan_node(node_context(node, drivers[node.name], shared))
+        for node in snapshot.nodes
+    )
     return UpgradePlan(True, plans, budget)
 
 

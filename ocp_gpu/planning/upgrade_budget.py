@@ -70,13 +70,17 @@ def _wants_slot(node: UpgradeNode, driver: DriverStatus) -> bool:
 
 
 def select_starts(
-    nodes: Sequence[UpgradeNode], drivers: Mapping[NodeName, DriverStatus], policy: UpgradePolicy
+    nodes: Sequence[UpgradeNode],
+    drivers: Mapping[NodeName, DriverStatus],
+    policy: UpgradePolicy,
+    frozen: frozenset[NodeName] = frozenset(),
 ) -> Budget:
     """Which upgrade-required nodes start this pass, within maxParallelUpgrades and maxUnavailable.
 
     NB: a node that is already unavailable (cordoned by its admin, NotReady) costs no
     maxUnavailable slot, only a parallel one, so admin-cordoned nodes never deadlock the
-    rollout; they go first.
+    rollout; they go first.  `frozen` nodes (their writes are under way: planning/upgrade_pipeline)
+    are counted as given, never started.
     """
     total = len(nodes)
     try:
@@ -87,7 +91,7 @@ def select_starts(
     holding = tuple(node.name for node in nodes if node.state in HOLDS_SLOT)
     unavailable = tuple(node.name for node in nodes if is_unavailable(node))
     candidates = sorted(
-        (node for node in nodes if _wants_slot(node, drivers[node.name])),
+        (node for node in nodes if node.name not in frozen and _wants_slot(node, drivers[node.name])),
         key=lambda node: (not is_unavailable(node), node.name),
     )
     in_flight = len(holding)

@@ -32,10 +32,10 @@ from collections.abc import Mapping, Sequence
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
-from ocp_gpu.model.upgrades import DriverPod, UpgradeNode, UpgradeSnapshot, UpgradeState, WorkloadPod
+from ocp_gpu.model.upgrades import DriverPod, UpgradeNode, UpgradeSnapshot, UpgradeState
 from ocp_gpu.planning import upgrade, upgrade_table
 from ocp_gpu.planning.driver_check import DriverStatus
-from ocp_gpu.planning.upgrade_actions import Cordon, DeleteDriverPod, DeletePods, EvictPods, Uncordon
+from ocp_gpu.planning.upgrade_actions import Cordon, DeleteDriverPod, Uncordon
 from ocp_gpu.planning.upgrade_budget import Budget, is_unavailable, select_starts
 
 # No chain can be longer than the table has states (a guard: no two edges form a loop today).
@@ -99,6 +99,23 @@ def _chain(
     return steps, node
 
 
+def continue_chain(
+    node: UpgradeNode, driver: DriverStatus, shared: upgrade.PassInputs
+) -> tuple[upgrade.NodePlan, ...]:
+    """The steps a node's chain goes on with from `node` (as its last steps left it), planned on
+    `shared` (fresh pods of the node, a fresh `now`); () when it waits and has nothing to write.
+
+    The reconciler's task for the node calls this once it has read the node's pods (the chain
+    reached a state that needs them) or seen the pods it deleted gone: the node goes on without
+    waiting for a pass.  NB: past the grant nothing here reads the budget.
+    """
+    first = upgrade.plan_node(upgrade.node_context(node, driver, shared))
+    if _is_noop(first):
+        return ()
+    steps, _ = _chain([first], node_after(node, first), driver, shared)
+    return tuple(steps)
+
+
 def _as_plan(steps: list[upgrade.NodePlan]) -> upgrade.NodePlan:
     first, *rest = steps
     if not rest and not first.then:
@@ -108,10 +125,23 @@ def _as_plan(steps: list[upgrade.NodePlan]) -> upgrade.NodePlan:
 
 
 def plan_chained_upgrades(
-    snapshot: UpgradeSnapshot, policy: UpgradePolicy, now: datetime.datetime
+    snapshot: UpgradeSnapshot,
+    policy: UpgradePolicy,
+    now: datetime.datetime,
+    in_flux: Mapping[NodeName, UpgradeNode] | None = None,
 ) -> upgrade.UpgradePlan:
-    """Per node, every transition of this pass up to the first that must wait (see the module doc)."""
-    single = upgrade.plan_upgrades(snapshot, policy, now)
+    """Per node, every transition of this pass up to the first that must wait (see the module doc).
+
+    `in_flux`: the nodes whose steps are still being written (or not yet seen by the watches),
+    as the budget must count them (planning/upgrade_pipeline.counted); they replace the
+    snapshot's and are not planned (`upgrade.IN_FLUX_WAIT`).
+    """
+    frozen = frozenset(in_flux or ())
+    if in_flux:
+        snapshot = dataclasses.replace(
+            snapshot, nodes=tuple(in_flux.get(node.name, node) for node in snapshot.nodes)
+        )
+    single = upgrade.plan_upgrades(snapshot, policy, now, frozen)
     if not single.auto_upgrade:
         # Paused: nothing moves, nothing chains.
         return single
@@ -129,7 +159,7 @@ def plan_chained_upgrades(
     # Second round: slots the finished nodes gave back go to the next nodes in this pass.
     managed_after = tuple(after.values())
     first_after = dict(after)
-    budget = select_starts(managed_after, drivers, policy)
+    budget = select_starts(managed_after, drivers, policy, frozen)
     shared = upgrade.PassInputs(snapshot, policy, now, budget)
     for name in budget.starts:
         steps = chains[name]
@@ -206,21 +236,6 @@ def _slot_givers(
     return dict(zip(starts, givers, strict=False))
 
 
-def pods_to_read(
-    plan: upgrade.UpgradePlan, pods: Mapping[NodeName, tuple[WorkloadPod, ...]], policy: UpgradePolicy
-) -> tuple[NodeName, ...]:
-    """Nodes whose chain ends in a state that needs their pods, which the snapshot does not hold.
-
-    The reconciler lists them and plans again: the chain then goes on through pod deletion.
-    """
-    wanted = upgrade.states_needing_pods(policy)
-    return tuple(
-        plan.node
-        for plan in plan.nodes
-        if plan.managed and plan.state_after in wanted and plan.node not in pods
-    )
-
-
 @dataclasses.dataclass(frozen=True)
 class Echoes:
     """What a pass wrote that the watches must show before the next pass plans on it.
@@ -271,20 +286,14 @@ def reads_every_pod(wanted: int, nodes: int) -> bool:
     return wanted >= READ_EVERY_POD_MIN_NODES and 2 * wanted >= nodes
 
 
-def removes_pods(plan: upgrade.UpgradePlan) -> bool:
-    """The pass deletes or evicts workload pods: their going is seen only by reading again soon."""
-    return any(
-        isinstance(action, DeletePods | EvictPods)
-        for node in plan.nodes
-        for step in node.steps
-        for action in step.actions
-    )
-
-
 def waits_on_pods(plan: upgrade.UpgradePlan, policy: UpgradePolicy) -> bool:
     """Some node waits in a state whose way out only a read of its pods shows (no watch covers them)."""
     wanted = upgrade.states_needing_pods(policy)
-    return any(plan.managed and plan.state_after in wanted for plan in plan.nodes)
+    # NB: a node in flux is not planned: its task reads its pods, or the pass after it does.
+    return any(
+        plan.managed and plan.state_after in wanted and plan.waiting != upgrade.IN_FLUX_WAIT
+        for plan in plan.nodes
+    )
 
 
 def states_passed(plan: upgrade.NodePlan) -> tuple[UpgradeState, ...]:

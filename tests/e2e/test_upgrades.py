@@ -14,7 +14,8 @@ workload pods on kwok nodes that advertise `nvidia.com/gpu`:
 - a new driver pod whose image cannot be pulled times out in pod-restart-required into
   upgrade-failed (counted in gpu_operator_nodes_upgrades_failed, with a GPUDriverUpgrade Event):
   the node keeps the upgrade's cordon, no other node starts, and relabelling recovers it;
-- waitForCompletion holds a node until its job's pod completes;
+- waitForCompletion holds a node until its job's pod completes, and only that node: another
+  node upgrades meanwhile (each node's steps go on by themselves, not pass by pass);
 - the operator killed mid-upgrade resumes from the labels.
 """
 
@@ -355,8 +356,15 @@ def test_wait_for_completion_holds_the_node_until_the_job_pod_completes(
     gpu_cluster: Callable[..., list[str]],
     start_operator: Callable[..., OperatorProcess],
 ) -> None:
-    nodes = gpu_cluster(1, upgrade_policy={"waitForCompletion": {"podSelector": "job=batch"}})
-    node = nodes[0]
+    nodes = gpu_cluster(
+        2,
+        upgrade_policy={
+            "waitForCompletion": {"podSelector": "job=batch"},
+            "maxParallelUpgrades": 2,
+            "maxUnavailable": "100%",
+        },
+    )
+    node, other = nodes
     start_operator()
     wait_for(lambda: all_done(kube, nodes), 60, what="initial label")
     client.CoreV1Api(kube).create_namespaced_pod(
@@ -382,7 +390,15 @@ def test_wait_for_completion_holds_the_node_until_the_job_pod_completes(
     )
     kubectl(control_plane, "patch", "clusterpolicy/cluster-policy", "--type=json", "-p", SEED_PATCH)
     wait_for(lambda: states(kube, nodes)[node] == "wait-for-jobs-required", 60, what="waiting for jobs")
-    time.sleep(4)
+    # The other node (no job on it) is not held by this one's wait: it finishes meanwhile.
+    wait_for(
+        lambda: (
+            states(kube, nodes)[other] == "upgrade-done"
+            and driver_pods_ready(kube, namespace, [other], "510.85.02")
+        ),
+        60,
+        what="the other node upgraded while the first waits",
+    )
     assert states(kube, nodes)[node] == "wait-for-jobs-required", "did not wait for the job"
     # The job finishes.
     client.CoreV1Api(kube).patch_namespaced_pod_status("batch", namespace, {"status": {"phase": "Succeeded"}})

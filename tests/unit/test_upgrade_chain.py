@@ -74,16 +74,28 @@ def test_the_chain_stops_at_gpu_pods_being_deleted() -> None:
     assert last.actions == (upgrade.DeletePods((pod("train").ref,)),)
 
 
-def test_pods_not_read_stop_the_chain_and_are_asked_for() -> None:
+def test_pods_not_read_stop_the_chain_and_reading_them_goes_on() -> None:
     upgrade_policy = policy()
     snap = snapshot(node("n1", S.UPGRADE_REQUIRED), read_pods=False)
     plan = upgrade_chain.plan_chained_upgrades(snap, upgrade_policy, NOW)
     assert plan.nodes[0].state_after is S.POD_DELETION_REQUIRED
-    assert upgrade_chain.pods_to_read(plan, snap.pods, upgrade_policy) == ("n1",)
-    # Once read, the chain goes on; nothing else is asked for.
+    assert plan.nodes[0].steps[-1].transition is S.POD_DELETION_REQUIRED
+    # The node's task reads its pods (after the cordon) and goes on from where the chain stopped.
+    left = snap.nodes[0]
+    for step in plan.nodes[0].steps:
+        left = upgrade_chain.node_after(left, step)
+    read = upgrade.PassInputs(
+        dataclasses.replace(snap, pods={NodeName("n1"): ()}), upgrade_policy, NOW, plan.budget
+    )
+    more = upgrade_chain.continue_chain(left, plan.nodes[0].driver, read)
+    assert [step.transition for step in more] == [S.POD_RESTART_REQUIRED, None]
+    assert [type(action) for action in more[-1].actions] == [upgrade.DeleteDriverPod]
+    # The same in one pass with the pods read: the same states.
     again = upgrade_chain.plan_chained_upgrades(snapshot(node("n1", S.UPGRADE_REQUIRED)), upgrade_policy, NOW)
-    assert again.nodes[0].state_after is S.POD_RESTART_REQUIRED
-    assert upgrade_chain.pods_to_read(again, {NodeName("n1"): ()}, upgrade_policy) == ()
+    assert upgrade_chain.states_passed(again.nodes[0]) == (
+        *upgrade_chain.states_passed(plan.nodes[0]),
+        S.POD_RESTART_REQUIRED,
+    )
 
 
 def test_jobs_to_wait_for_stop_the_chain() -> None:
@@ -250,7 +262,8 @@ def _run(
         snap = world.snapshot(upgrade_policy)
         if chained:
             plan = upgrade_chain.plan_chained_upgrades(snap, upgrade_policy, world.now)
-            wanted = upgrade_chain.pods_to_read(plan, snap.pods, upgrade_policy)
+            needing = upgrade.states_needing_pods(upgrade_policy)
+            wanted = [p.node for p in plan.nodes if p.state_after in needing and p.node not in snap.pods]
             if wanted:
                 pods = {**snap.pods, **{name: tuple(world.pods.get(name, ())) for name in wanted}}
                 plan = upgrade_chain.plan_chained_upgrades(

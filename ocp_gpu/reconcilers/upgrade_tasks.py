@@ -1,0 +1,340 @@
+"""The upgrade passes' writes as tasks: a pass starts them and does not wait for them.
+
+Each node with an upgrade under way (planning/upgrade_pipeline.runs_alone) is carried by a
+task of its own: it writes the steps the pass planned, and where only the node's own pods
+stop it (no watch covers them) it reads them, waits until the pods it deleted are gone,
+and goes on (planning/upgrade_chain.continue_chain), until the node waits for something
+the watches show (its new driver pod Ready, its validator).  The other nodes' writes (a
+label on a node that takes no slot) go through a few workers per pass, with a gate of their
+own so that they never queue in front of a node under way.
+
+While a task runs, and after it until the watches show its writes, the node is "in flux":
+the next pass counts it as planning/upgrade_pipeline.counted says and does not plan it.
+A task that ends wakes the upgrade loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import logging
+from collections.abc import Coroutine, Sequence
+from typing import Any
+
+from ocp_gpu.kube import reporting, requesting, upgrading
+from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.upgrades import PodRef, UpgradeNode, WorkloadPod
+from ocp_gpu.planning import batched_events, upgrade, upgrade_chain, upgrade_pipeline
+from ocp_gpu.reconcilers import runtime
+
+logger = logging.getLogger(labels.UPGRADE_LOGGER)
+
+
+@dataclasses.dataclass(frozen=True)
+class Written:
+    """A node whose task ended: what the watches must show before it is planned again."""
+
+    echoes: upgrade_chain.Echoes
+    # The node as the task's writes left it (how the budget counts it meanwhile).
+    node: UpgradeNode
+    # Event loop time after which it is planned on the view as it is.
+    deadline: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What one run of a node's steps did (in a thread)."""
+
+    # The node as the steps that succeeded left it.
+    node: UpgradeNode
+    applied: tuple[upgrade.NodePlan, ...]
+    error: Exception | None
+
+
+class Pipeline:
+    """The running node tasks, and the nodes whose writes the watches have not shown yet."""
+
+    def __init__(self, rt: runtime.Runtime, announcer: upgrading.Announcer) -> None:
+        self._rt = rt
+        self._announcer = announcer
+        # Nodes whose steps are being written, as the budget counts them.
+        self._running: dict[NodeName, UpgradeNode] = {}
+        self._written: dict[NodeName, Written] = {}
+        self._tasks: set[asyncio.Future[None]] = set()
+        # NB: two gates: the nodes under way never queue behind the first pass's 1,000 labels.
+        self._alone_gate = asyncio.Semaphore(runtime.WRITE_CONCURRENCY)
+        self._batch_gate = asyncio.Semaphore(runtime.WRITE_CONCURRENCY)
+        self._failed = False
+
+    @property
+    def active(self) -> bool:
+        """Some node's writes are under way or not yet seen."""
+        return bool(self._running or self._written)
+
+    @property
+    def awaiting_echoes(self) -> bool:
+        return bool(self._written)
+
+    def take_failed(self) -> bool:
+        """Whether a node's steps failed since the last call."""
+        failed, self._failed = self._failed, False
+        return failed
+
+    def in_flux(self) -> dict[NodeName, UpgradeNode]:
+        """The nodes a pass must not plan now, as it must count them.
+
+        NB: a written node leaves once the view shows its writes, when its time is up, or when
+        the node is gone.
+        """
+        now = asyncio.get_running_loop().time()
+        for name, written in list(self._written.items()):
+            label = self._rt.upgrade_state(name)
+            if (
+                now >= written.deadline
+                or name not in self._rt.node_facts
+                or upgrade_chain.is_echoed(written.echoes, {name: label}, self._rt.driver_pods)
+            ):
+                del self._written[name]
+        return {**{name: written.node for name, written in self._written.items()}, **self._running}
+
+    def start(
+        self, plan: upgrade.UpgradePlan, snap: upgrades.UpgradeSnapshot, shared: upgrade.PassInputs
+    ) -> int:
+        """Start the writes of every node plan with something to do; how many nodes."""
+        busy = upgrading.busy_plans(plan.nodes)
+        if not busy:
+            return 0
+        nodes = {node.name: node for node in snap.nodes}
+        for node_plan in busy:
+            after = nodes[node_plan.node]
+            for step in node_plan.steps:
+                after = upgrade_chain.node_after(after, step)
+            self._running[node_plan.node] = upgrade_pipeline.counted(nodes[node_plan.node], after)
+        alone = [p for p in busy if upgrade_pipeline.runs_alone(p, plan.budget)]
+        rest = [p for p in busy if not upgrade_pipeline.runs_alone(p, plan.budget)]
+        loop = asyncio.get_running_loop()
+        # The first-round nodes' first writes, for the nodes started on a slot freed in this pass.
+        firsts: dict[NodeName, asyncio.Future[bool]] = {}
+        if rest:
+            batch_done: asyncio.Future[bool] = loop.create_future()
+            self._spawn(self._batch(rest, nodes, shared, batch_done))
+            firsts.update(dict.fromkeys((p.node for p in rest), batch_done))
+        for node_plan in alone:
+            if node_plan.node not in plan.after_others:
+                firsts[node_plan.node] = loop.create_future()
+        for node_plan in alone:
+            name = node_plan.node
+            if name in plan.after_others:
+                giver = plan.slot_from.get(name)
+                # NB: the slot it takes is freed by its giver's writes, or else by some first-round node's.
+                awaited = [firsts[giver]] if giver in firsts else list(dict.fromkeys(firsts.values()))
+                self._spawn(self._carry(node_plan, nodes[name], shared, None, awaited))
+            else:
+                self._spawn(self._carry(node_plan, nodes[name], shared, firsts[name], []))
+        return len(busy)
+
+    async def close(self) -> None:
+        """Cancel the tasks (the operator stops; the labels say where each node is)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _done(self, name: NodeName, node: UpgradeNode, applied: Sequence[upgrade.NodePlan]) -> None:
+        self._running.pop(name, None)
+        echoes = upgrade_chain.awaited_echoes(applied)
+        if echoes.labels or echoes.deleted:
+            deadline = asyncio.get_running_loop().time() + upgrade_pipeline.ECHO_LIMIT_S
+            self._written[name] = Written(echoes, node, deadline)
+        self._rt.upgrade_wake.set()
+
+    def _report(self, name: NodeName, error: Exception) -> None:
+        self._failed = True
+        # NB: one node's error never blocks the others; the next pass plans it again.
+        detail = (
+            f"{error.status} {error.reason}" if isinstance(error, requesting.ApiException) else repr(error)
+        )
+        logger.warning("node %s: upgrade step failed (%s); other nodes carry on", name, detail)
+
+    def _write(
+        self,
+        steps: Sequence[upgrade.NodePlan],
+        node: UpgradeNode,
+        now: datetime.datetime,
+        batched: list[upgrading.Announcement] | None,
+    ) -> Outcome:
+        """One node's steps in order, in a thread; the first failure stops the rest.
+
+        The Events planning/batched_events says once for many nodes go to `batched` (list.append
+        is atomic: the workers of one pass share it), the others to the announcer.
+        """
+        applied: list[upgrade.NodePlan] = []
+        for step in steps:
+            try:
+                done = upgrading.apply_node_plan(self._rt.api_client, step, now=now, announcing=False)
+            except Exception as error:
+                return Outcome(node, tuple(applied), error)
+            applied.append(step)
+            node = upgrade_chain.node_after(node, step)
+            said = done.announcement
+            if said is None:
+                continue
+            if batched is not None and batched_events.is_batched(step.state, step.transition):
+                batched.append(said)
+            else:
+                self._announcer.post(said)
+        return Outcome(node, tuple(applied), None)
+
+    async def _carry(
+        self,
+        plan: upgrade.NodePlan,
+        node: UpgradeNode,
+        shared: upgrade.PassInputs,
+        first_done: asyncio.Future[bool] | None,
+        awaited: Sequence[asyncio.Future[bool]],
+    ) -> None:
+        """One node under way: the pass's steps, then on through its own pods, until it must wait."""
+        name = plan.node
+        applied: list[upgrade.NodePlan] = []
+        steps = plan.steps
+        wanted = upgrade.states_needing_pods(shared.policy)
+        try:
+            if awaited and not all(await asyncio.gather(*awaited)):
+                # Its slot's giver failed: the slot may still be held. The next pass plans it again.
+                return
+            for _ in range(upgrade_pipeline.MAX_ROUNDS):
+                outcome, pods = await self._write_round(name, steps, node, shared.now, wanted)
+                node = outcome.node
+                applied += outcome.applied
+                if first_done is not None and not first_done.done():
+                    first_done.set_result(outcome.error is None)
+                if outcome.error is not None:
+                    self._report(name, outcome.error)
+                    return
+                if node.state not in wanted:
+                    # It waits for what the watches show (a pod Ready), or for time.
+                    return
+                removed = upgrade_pipeline.removed_pods(steps)
+                if pods is None or removed:
+                    pods = await self._pods_after(name, removed)
+                if pods is None:
+                    # Still there after the task's reads: the passes poll from here.
+                    return
+                shared = dataclasses.replace(
+                    shared,
+                    snapshot=dataclasses.replace(shared.snapshot, pods={name: pods}),
+                    now=datetime.datetime.now(datetime.UTC),
+                )
+                steps = upgrade_chain.continue_chain(node, plan.driver, shared)
+                if not steps:
+                    return
+        except Exception as error:
+            self._report(name, error)
+        finally:
+            if first_done is not None and not first_done.done():
+                first_done.set_result(False)
+            self._done(name, node, applied)
+
+    async def _write_round(
+        self,
+        name: NodeName,
+        steps: Sequence[upgrade.NodePlan],
+        node: UpgradeNode,
+        now: datetime.datetime,
+        wanted: frozenset[upgrades.UpgradeState],
+    ) -> tuple[Outcome, tuple[WorkloadPod, ...] | None]:
+        """Write `steps`; and the node's pods, when they may be read beside the last label
+        (upgrade_pipeline.read_beside), else None."""
+        split = upgrade_pipeline.read_beside(node, steps, wanted)
+        if split is None:
+            async with self._alone_gate:
+                return await asyncio.to_thread(self._write, steps, node, now, None), None
+        async with self._alone_gate:
+            head = await asyncio.to_thread(self._write, steps[:split], node, now, None)
+        if head.error is not None:
+            return head, None
+
+        async def last() -> Outcome:
+            async with self._alone_gate:
+                return await asyncio.to_thread(self._write, steps[split:], head.node, now, None)
+
+        tail, pods = await asyncio.gather(last(), self._pods_after(name, ()))
+        return Outcome(tail.node, head.applied + tail.applied, tail.error), pods
+
+    async def _pods_after(self, name: NodeName, removed: Sequence[PodRef]) -> tuple[WorkloadPod, ...] | None:
+        """The node's pods: read now, or once the `removed` pods are gone; None if they are not
+        gone after the last of upgrade_pipeline.POD_POLL_DELAYS, or a read failed."""
+        delays = upgrade_pipeline.POD_POLL_DELAYS if removed else (0.0,)
+        for delay in delays:
+            if delay:
+                await asyncio.sleep(delay)
+            try:
+                async with self._alone_gate:
+                    pods = await asyncio.to_thread(upgrading.list_pods_on_node, self._rt.api_client, name)
+            except Exception as error:
+                logger.warning(
+                    "could not list the pods of node %s: %s", name, requesting.describe_error(error)
+                )
+                return None
+            if upgrade_pipeline.are_gone(removed, pods):
+                return pods
+        return None
+
+    async def _batch(
+        self,
+        plans: Sequence[upgrade.NodePlan],
+        nodes: dict[NodeName, UpgradeNode],
+        shared: upgrade.PassInputs,
+        done: asyncio.Future[bool],
+    ) -> None:
+        """The pass's other nodes (labels only), by WRITE_CONCURRENCY workers, not a task each."""
+        batched: list[upgrading.Announcement] = []
+        queue = iter(plans)
+        ok = True
+
+        async def worker() -> None:
+            nonlocal ok
+            for node_plan in queue:
+                name = node_plan.node
+                try:
+                    async with self._batch_gate:
+                        outcome = await asyncio.to_thread(
+                            self._write, node_plan.steps, nodes[name], shared.now, batched
+                        )
+                except Exception as error:
+                    outcome = Outcome(nodes[name], (), error)
+                if outcome.error is not None:
+                    ok = False
+                    self._report(name, outcome.error)
+                self._done(name, outcome.node, outcome.applied)
+
+        try:
+            await asyncio.gather(*(worker() for _ in range(min(runtime.WRITE_CONCURRENCY, len(plans)))))
+        finally:
+            if not done.done():
+                done.set_result(ok)
+            for node_plan in queue:
+                # Cancelled: what was never written is planned again.
+                self._running.pop(node_plan.node, None)
+        if batched:
+            await self._announce_batched(batched)
+
+    async def _announce_batched(self, batched: Sequence[upgrading.Announcement]) -> None:
+        """One GPUDriverUpgrade Event on the active ClusterPolicy per state, naming the nodes."""
+        rt = self._rt
+        active = rt.policies.get(rt.active_policy) if rt.active_policy else None
+        if active is None:
+            # Deleted meanwhile: nobody to tell (the nodes' labels say it).
+            return
+        for state in sorted({said.state for said in batched}):
+            names = [said.node for said in batched if said.state is state]
+            message = batched_events.batched_message(state, names)
+            await asyncio.to_thread(
+                reporting.post_event, rt.api_client, active.ref(), upgrades.EVENT_REASON, message
+            )
