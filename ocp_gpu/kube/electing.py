@@ -57,9 +57,7 @@ RETRY_PERIOD_S = 26.0
 class ElectionSettings:
     namespace: str
     name: str = LEASE_NAME
-    identity: str = dataclasses.field(
-        default_factory=lambda: f"{socket.gethostname()}_{os.urandom(4).hex()}"
-    )
+    identity: str = dataclasses.field(default_factory=lambda: f"{socket.gethostname()}_{os.urandom(4).hex()}")
     # OpenShift's conventions for operators (library-go's LeaderElectionDefaulting, the
     # "leader election" section of openshift/enhancements' high-availability guide):
     # 137 s lease, 107 s renew deadline, 26 s retry.  They survive a 60 s apiserver

@@ -226,9 +226,7 @@ async def _apply_policy(
         stack=stack,
         watching=watching,
         label_errors=label_errors,
-        unsupported=(
-            fields.describe(unsupported, conditions.CONDITION_MESSAGE_LIMIT) if unsupported else ""
-        ),
+        unsupported=(fields.describe(unsupported, conditions.CONDITION_MESSAGE_LIMIT) if unsupported else ""),
     )
 
 

@@ -107,6 +107,8 @@ class Pipeline:
         if not busy:
             return 0
         nodes = {node.name: node for node in snap.nodes}
+        givers = frozenset(plan.slot_from.values())
+        waiting = bool(plan.budget.blocked_by)
         for node_plan in busy:
             after = nodes[node_plan.node]
             for step in node_plan.steps:
@@ -132,7 +134,9 @@ class Pipeline:
                 awaited = [firsts[giver]] if giver in firsts else list(dict.fromkeys(firsts.values()))
                 self._spawn(self._carry(node_plan, nodes[name], shared, None, awaited))
             else:
-                self._spawn(self._carry(node_plan, nodes[name], shared, firsts[name], []))
+                self._spawn(
+                    self._carry(node_plan, nodes[name], shared, firsts[name], [], name in givers, waiting)
+                )
         return len(busy)
 
     async def close(self) -> None:
@@ -198,9 +202,16 @@ class Pipeline:
         shared: upgrade.PassInputs,
         first_done: asyncio.Future[bool] | None,
         awaited: Sequence[asyncio.Future[bool]],
+        giver: bool = True,
+        waiting: bool = False,
     ) -> None:
-        """One node under way: the pass's steps, then on through its own pods, until it must wait."""
+        """One node under way: the pass's steps, then on through its own pods, until it must wait.
+
+        `giver`: the pass granted the slot it frees again; `waiting`: nodes waited for a slot in
+        that pass (a slot freed and not granted again runs the next pass at once).
+        """
         name = plan.node
+        before = node
         applied: list[upgrade.NodePlan] = []
         steps = plan.steps
         wanted = upgrade.states_needing_pods(shared.policy)
@@ -240,6 +251,8 @@ class Pipeline:
             if first_done is not None and not first_done.done():
                 first_done.set_result(False)
             self._done(name, node, applied)
+            if upgrade_pipeline.hands_on_slot(before, node, giver, waiting):
+                self._rt.upgrade_urgent.set()
 
     async def _write_round(
         self,

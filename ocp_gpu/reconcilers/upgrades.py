@@ -85,6 +85,8 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(rt.upgrade_wake.wait(), recheck)
+            # NB: while node tasks run, most wake-ups are their own writes coming back: a longer window.
+            coalescer.window_s = upgrade_pipeline.BUSY_WINDOW_S if pipeline.active else coalesce_s
             await coalescer.settle(rt.upgrade_urgent)
             rules_changed = rt.take_upgrade_marks()
             rules = rt.upgrade_policy

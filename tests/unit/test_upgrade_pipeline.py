@@ -5,6 +5,7 @@
 - a pass never plans a node in flux, never starts it, and never grants the slot it still holds;
 - a node under way runs as a task of its own; a label on a node that takes no slot does not;
 - the node's pods are read beside its last label once the node is cordoned, not before;
+- a freed slot runs the next pass at once only when no node took it in the pass and one waits;
 - the pods a step deletes or evicts, and when they are gone (another pod of the same name is not them);
 - whole upgrades with passes at any moment between any two writes of the nodes' tasks (random
   interleavings, tasks going on through the node's pods by themselves): maxParallelUpgrades and
@@ -137,6 +138,19 @@ def test_pods_are_read_beside_the_last_label_once_the_node_is_cordoned() -> None
     ).nodes[0]
     assert upgrade_pipeline.read_beside(snap.nodes[0], with_pods.steps, wanted) is None
     assert upgrade_pipeline.read_beside(snap.nodes[0], (), wanted) is None
+
+
+def test_a_freed_slot_runs_the_next_pass_at_once_only_if_nobody_took_it_and_somebody_waits() -> None:
+    before = node("n1", S.VALIDATION_REQUIRED, driver=CURRENT, cordon=OURS)
+    done = dataclasses.replace(before, state_label=S.UPGRADE_DONE.value, unschedulable=False)
+    assert upgrade_pipeline.hands_on_slot(before, done, giver=False, waiting=True)
+    # Its taker was started by the pass that planned it, right after its writes.
+    assert not upgrade_pipeline.hands_on_slot(before, done, giver=True, waiting=True)
+    # Nobody waits for a slot (maxParallelUpgrades 0, or the last nodes).
+    assert not upgrade_pipeline.hands_on_slot(before, done, giver=False, waiting=False)
+    # Still holding its slot (its driver restart under way).
+    restarting = dataclasses.replace(before, state_label=S.POD_RESTART_REQUIRED.value)
+    assert not upgrade_pipeline.hands_on_slot(before, restarting, giver=False, waiting=True)
 
 
 # --- whole upgrades, passes between any two writes ----------------------------------------------
