@@ -46,6 +46,24 @@ class Changes:
     progress_only: bool = False
 
 
+class SoonerTimer:
+    """One pending call at a time: asking again keeps whichever is due sooner."""
+
+    def __init__(self) -> None:
+        self._handle: asyncio.TimerHandle | None = None
+        self._due = 0.0
+
+    def call_within(self, seconds: float, callback: Callable[[], object]) -> None:
+        """Call `callback` after `seconds`, unless a call already due sooner is pending."""
+        now = _loop_time()
+        if self._handle is not None and now < self._due <= now + seconds:
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+        self._due = now + seconds
+        self._handle = asyncio.get_running_loop().call_later(seconds, callback)
+
+
 @dataclasses.dataclass
 class Runtime:
     api_client: clients.ApiClient
@@ -128,10 +146,8 @@ class Runtime:
     _dirty_nodes: set[nodes.NodeName] = dataclasses.field(default_factory=set)
     _policies_dirty: bool = True
     _everything_dirty: bool = True
-    _poke: asyncio.TimerHandle | None = None
-    _poke_due: float = 0.0
-    _progress_poke: asyncio.TimerHandle | None = None
-    _progress_poke_due: float = 0.0
+    _poke: SoonerTimer = dataclasses.field(default_factory=SoonerTimer)
+    _progress_poke: SoonerTimer = dataclasses.field(default_factory=SoonerTimer)
 
     def watch(self, group: str, plural: str, own: bool = False) -> None:
         """A watch (with an index handler) is registered for this kind: a pass waits for its listing.
@@ -233,27 +249,14 @@ class Runtime:
 
     def poke_after(self, seconds: float) -> None:
         """Run a pass again after `seconds` even if nothing changes (timeouts need passes)."""
-        now = _loop_time()
-        if self._poke is not None and now < self._poke_due <= now + seconds:
-            # A pass is already due sooner.
-            return
-        if self._poke is not None:
-            self._poke.cancel()
-        self._poke_due = now + seconds
-        self._poke = asyncio.get_running_loop().call_later(seconds, self.mark_drivers)
+        self._poke.call_within(seconds, self.mark_drivers)
 
     def poke_progress_after(self, seconds: float) -> None:
         """Judge readiness again after `seconds` (a status held back as progress only is written then).
 
         NB: its own timer: it never replaces a full pass `poke_after` has due (a retry, a timeout).
         """
-        now = _loop_time()
-        if self._progress_poke is not None and now < self._progress_poke_due <= now + seconds:
-            return
-        if self._progress_poke is not None:
-            self._progress_poke.cancel()
-        self._progress_poke_due = now + seconds
-        self._progress_poke = asyncio.get_running_loop().call_later(seconds, self.mark_progress)
+        self._progress_poke.call_within(seconds, self.mark_progress)
 
     def mark_everything(self) -> None:
         self._everything_dirty = True
