@@ -11,11 +11,12 @@ operator) plays those parts, reading only what a node would see:
   exist on its node:
     container toolkit <- driver-ready (a Ready driver pod on the node);
     device plugin, GFD, DCGM, DCGM exporter, MIG manager <- toolkit-ready (a Ready toolkit pod);
-    validator <- driver-ready, toolkit-ready and, where a device plugin should run,
-    plugin-ready (a Ready plugin pod: the plugin validation requests a GPU).
-  An operand whose DaemonSet does not exist in that namespace, or that is not to run
-  on the node (its deploy label is not "true"), counts as present on the host (e.g.
-  `driver.enabled: false`: a preinstalled driver).  A pod given
+    validator <- driver-ready, then what its own init containers validate: toolkit-ready
+    and plugin-ready (a Ready plugin pod: the plugin validation requests a GPU).
+  An operand that is not to run on the node (its deploy label is not "true") counts as
+  present on the host; so does one whose DaemonSet does not exist in that namespace
+  (e.g. `driver.enabled: false`: a preinstalled driver), except for the validator, whose
+  init containers say which operands are enabled.  A pod given
   another fate by a test (`nodes.set_pod_fate`) is left alone.
 - **GPUs become allocatable when the device plugin is Ready.**  For nodes that carry
   `SIMULATED_GPUS` (the number of physical GPUs, set by `nodes.gpu_node(...,
@@ -62,7 +63,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import kubernetes
@@ -133,6 +134,13 @@ RESOURCE_PREFIX: Final = "nvidia.com/"
 PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
 # The operand pods whose readiness waits for a marker (their init containers would).
 GATED_APPS: Final = stages.GATED_APPS
+# The validator's init containers that wait for another operand's marker (rendering/validator.py).
+VALIDATED_CONTAINERS: Final = {
+    "toolkit-validation": operands.CONTAINER_TOOLKIT,
+    "plugin-validation": operands.DEVICE_PLUGIN,
+}
+# (namespace, node, operand) -> whether the operand's marker exists on the node.
+_MarkerCheck = Callable[[str, str, operands.Operand], bool]
 _APPS_SELECTOR: Final = f"{labels.APP} in ({','.join(operands.POD_APPS)})"
 
 
@@ -143,6 +151,13 @@ def _ready(pod: Mapping[str, Any]) -> bool:
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in (pod.get("status") or {}).get("conditions") or ()
     )
+
+
+def validated_operands(pod: Mapping[str, Any]) -> tuple[operands.Operand, ...]:
+    """The operands (toolkit, device plugin) whose markers a validator pod's init containers wait
+    for: the operator leaves a validation out when its operand is disabled."""
+    containers = {str(c.get("name")) for c in (pod.get("spec") or {}).get("initContainers") or ()}
+    return tuple(operand for container, operand in VALIDATED_CONTAINERS.items() if container in containers)
 
 
 def _app(obj: Mapping[str, Any]) -> str:
@@ -188,21 +203,21 @@ class NodeAgent:
                     (str(pod["metadata"]["namespace"]), str(pod["spec"].get("nodeName", "")), _app(pod))
                 )
 
-        def present(namespace: str, node: str, operand: operands.Operand) -> bool:
-            """The operand's marker would exist on the node: its pod is Ready there, or it is not
-            ours to run there (not deployed, or the node not labelled for it): the host has it."""
+        def ready_on(namespace: str, node: str, operand: operands.Operand) -> bool:
+            """The operand's marker exists on the node: its pod is Ready there, or the node is not
+            labelled to run it (an admin's "false", the MIG manager's pause): the host has it."""
             node_labels = ((nodes.get(node) or {}).get("metadata") or {}).get("labels") or {}
-            return (
-                (namespace, node, operand.app) in ready
-                or (namespace, operand.app) not in deployed
-                or node_labels.get(operand.deploy_label) != "true"
-            )
+            return (namespace, node, operand.app) in ready or node_labels.get(operand.deploy_label) != "true"
+
+        def present(namespace: str, node: str, operand: operands.Operand) -> bool:
+            """As `ready_on`, or the operand's DaemonSet does not exist: the host has it."""
+            return (namespace, operand.app) not in deployed or ready_on(namespace, node, operand)
 
         # NB: kubelets start pods in parallel, one per node; one at a time, the 4,000 operand pods
         # of 500 nodes took minutes per pass and paced every upgrade benchmark.
         with concurrent.futures.ThreadPoolExecutor(GATE_WORKERS) as gates:
             opened = sum(
-                done.result() for done in [gates.submit(self._gate, pod, nodes, present) for pod in pods]
+                done.result() for done in [gates.submit(self._gate, pod, present, ready_on) for pod in pods]
             )
         # NB: one index and one read per ConfigMap per pass: at 500 nodes, scanning every pod
         # and reading the plugin's ConfigMap once per node made a pass take minutes, and the
@@ -217,7 +232,7 @@ class NodeAgent:
                 self._mig(name, node, pods_by_node.get(name, []))
         return len(pods), opened
 
-    def _gate(self, pod: Mapping[str, Any], nodes: Mapping[str, Any], present: Any) -> bool:
+    def _gate(self, pod: Mapping[str, Any], present: _MarkerCheck, ready_on: _MarkerCheck) -> bool:
         """Give the pod the fate "ready" if its markers exist; True when it did."""
         metadata = pod["metadata"]
         app, node = _app(pod), str(pod["spec"].get("nodeName", ""))
@@ -232,7 +247,11 @@ class NodeAgent:
         if app == operands.CONTAINER_TOOLKIT.app:
             gate = driver_ready
         elif app == operands.OPERATOR_VALIDATOR.app:
-            gate = toolkit_ready and present(namespace, node, operands.DEVICE_PLUGIN)
+            # NB: what the validator waits for is read from its own init containers, not from
+            # which DaemonSets exist: its DaemonSet is applied before the device plugin's, and a
+            # pass between the two took the plugin for one the host has (CI: the validator Ready
+            # before the plugin).
+            gate = driver_ready and all(ready_on(namespace, node, o) for o in validated_operands(pod))
         else:
             gate = toolkit_ready
         if gate:

@@ -3,7 +3,8 @@
 We test these aspects: the wait between passes follows the CPU a pass used, not its wall
 time, and is bounded, so a pass that spent minutes waiting on a busy apiserver is followed
 at once by the next one (at 1,000 nodes the wait was twice the wall time: ten silent
-minutes while 239 validators stayed Pending); every request has a bounded timeout.
+minutes while 239 validators stayed Pending); every request has a bounded timeout; the
+validator waits for the operands its own init containers validate.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import pytest
 
 from ocp_gpu.harness import node_agent
+from ocp_gpu.model import operands
+from ocp_gpu.rendering import validator
 
 
 @pytest.mark.parametrize(
@@ -42,3 +45,22 @@ def test_every_request_has_a_timeout() -> None:
     connect, read = node_agent.REQUEST_TIMEOUT
     assert 0 < connect <= 30
     assert 0 < read <= 300
+
+
+def _validator_pod(*containers: str) -> dict[str, object]:
+    return {"spec": {"initContainers": [{"name": name} for name in containers]}}
+
+
+def test_the_validator_waits_for_what_its_init_containers_validate() -> None:
+    every = _validator_pod("driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation")
+    assert node_agent.validated_operands(every) == (operands.CONTAINER_TOOLKIT, operands.DEVICE_PLUGIN)
+    no_plugin = _validator_pod("driver-validation", "toolkit-validation", "cuda-validation")
+    assert node_agent.validated_operands(no_plugin) == (operands.CONTAINER_TOOLKIT,)
+    assert node_agent.validated_operands(_validator_pod("driver-validation", "cuda-validation")) == ()
+    assert node_agent.validated_operands({"spec": {}}) == ()
+
+
+def test_validated_containers_are_the_ones_the_operator_renders() -> None:
+    """The agent's container names must match rendering/validator.py, or it would wait for nothing."""
+    rendered = {f"{name}-validation" for name in validator.VALIDATIONS}
+    assert set(node_agent.VALIDATED_CONTAINERS) <= rendered
