@@ -84,6 +84,22 @@ LEASES: Final = "leases.coordination.k8s.io"
 # far beyond the controller's 50 s grace period).
 NODE_LEASE_SECONDS: Final = 40
 
+# Client-side request rate (per second; burst twice that) of the controller manager and the
+# scheduler: above what the apiserver serves on two cores, so that it sets the pace.
+CONTROL_PLANE_QPS: Final = 500
+# kwok's own options. kwok has no client-side rate limit; its stage plays, Lease renewals and
+# node plays each run on a few workers (default 4), every play one request: at 5,000 nodes
+# four workers against a busy apiserver made 5,000 driver pods Ready at tens a second and
+# renewed 5,000 Leases besides (2026-11-24: 1,312 of them Ready after 27 minutes).
+KWOK_CONFIGURATION: Final = {
+    "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+    "kind": "KwokConfiguration",
+    "options": {
+        "podPlayStageParallelism": 16,
+        "nodePlayStageParallelism": 8,
+        "nodeLeaseParallelism": 8,
+    },
+}
 # Name of the throwaway node used to check that kwok makes nodes Ready.
 _PROBE_NODE: Final = "ocp-gpu-harness-probe"
 
@@ -817,9 +833,11 @@ class LocalControlPlane:
                 # No HTTPS endpoint: nothing scrapes it, and no port to collide on.
                 "--secure-port=0",
                 # The defaults (20/30) make the DaemonSet controller and the garbage
-                # collector crawl when tests create hundreds of nodes.
-                "--kube-api-qps=100",
-                "--kube-api-burst=200",
+                # collector crawl when tests create hundreds of nodes; at 5,000 nodes even 100/s
+                # left the DaemonSet controller 150 s of creating 15,000 pods: the apiserver,
+                # not a client-side limit, is to set the pace.
+                f"--kube-api-qps={CONTROL_PLANE_QPS}",
+                f"--kube-api-burst={2 * CONTROL_PLANE_QPS}",
                 # A node is NotReady once its Lease is this old (default 50 s, for a 40 s lease).
                 f"--node-monitor-grace-period={max(50, self._node_lease_seconds + 10)}s",
             ],
@@ -833,17 +851,24 @@ class LocalControlPlane:
                 f"--kubeconfig={self._component_kubeconfig('kube-scheduler')}",
                 "--leader-elect=false",
                 "--secure-port=0",
+                # The default (50/s) binds 15,000 DaemonSet pods in 5 minutes at best (each
+                # binding also posts an Event): as for the controller manager, the apiserver's pace.
+                f"--kube-api-qps={CONTROL_PLANE_QPS}",
+                f"--kube-api-burst={2 * CONTROL_PLANE_QPS}",
             ],
         )
 
     def _start_kwok(self, bins: binaries_mod.ControlPlaneBinaries) -> None:
         stage_files = stages.write_stage_files(bins.stage_files(), self.state_dir / "kwok")
+        options = self.state_dir / "kwok" / "kwok-configuration.yaml"
+        options.write_text(yaml.safe_dump(KWOK_CONFIGURATION, sort_keys=False))
         self._spawn(
             "kwok",
             [
                 str(bins.kwok),
                 f"--kubeconfig={self._component_kubeconfig('kwok')}",
                 "--manage-all-nodes=true",
+                f"--config={options}",
                 *(f"--config={f}" for f in stage_files),
                 f"--node-lease-duration-seconds={self._node_lease_seconds}",
                 f"--cidr={POD_CIDR}",

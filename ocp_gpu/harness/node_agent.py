@@ -72,6 +72,7 @@ from kubernetes.client import ApiClient
 
 from ocp_gpu.harness import nodes as nodes_mod
 from ocp_gpu.harness import stages
+from ocp_gpu.harness.mirror import Mirror
 from ocp_gpu.model import labels, mig, operands
 from ocp_gpu.planning import mig as mig_planning
 from ocp_gpu.planning import plugin_config
@@ -85,6 +86,10 @@ DEFAULT_PRODUCT: Final = "NVIDIA-L40S"
 GATE_WORKERS: Final = 8
 # Seconds: the longest wait between passes, however costly the last pass was.
 MAX_PASS_WAIT: Final = 5.0
+# Seconds: a pass at least this often, even when no watch event came (a safety net, not the pace).
+RESYNC: Final = MAX_PASS_WAIT
+# Seconds an object we wrote is left alone while the watch has not brought our write back.
+WRITE_SEEN_TIMEOUT: Final = 5.0
 # Seconds: a pass this long is logged even when it changed nothing.
 SLOW_PASS: Final = 10.0
 # (connect, read) seconds for every request: a request the apiserver never answers fails the
@@ -165,37 +170,90 @@ def _app(obj: Mapping[str, Any]) -> str:
 
 
 class NodeAgent:
-    """One pass reads operand pods, DaemonSets and simulated nodes, then writes what differs."""
+    """One pass reads the mirrored operand pods, DaemonSets and GPU nodes, then writes what differs."""
 
-    def __init__(self, api_client: ApiClient) -> None:
+    def __init__(self, api_client: ApiClient, stop: threading.Event | None = None) -> None:
         self.api = api_client
         self.core = kubernetes.client.CoreV1Api(api_client)
         self.apps = kubernetes.client.AppsV1Api(api_client)
-        # (namespace, name) -> the ConfigMap's data (None: absent), read at most once per pass.
+        self.stop = stop or threading.Event()
+        # Set by every watch event: the loop runs a pass when something changed.
+        self.changed = threading.Event()
+        self.pods = Mirror(
+            "pods",
+            self.core.list_pod_for_all_namespaces,
+            _trim_pod,
+            self.changed,
+            self.stop,
+            label_selector=_APPS_SELECTOR,
+        )
+        self.daemonsets = Mirror(
+            "daemonsets",
+            self.apps.list_daemon_set_for_all_namespaces,
+            _trim_daemonset,
+            self.changed,
+            self.stop,
+            label_selector=f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}",
+        )
+        self.nodes = Mirror(
+            "nodes",
+            self.core.list_node,
+            _trim_node,
+            self.changed,
+            self.stop,
+            label_selector=f"{labels.NFD_NVIDIA_PCI}=true",
+        )
+        self.config_maps = Mirror(
+            "configmaps",
+            self.core.list_config_map_for_all_namespaces,
+            _trim_config_map,
+            self.changed,
+            self.stop,
+        )
+        self._mirrors = (self.pods, self.daemonsets, self.nodes, self.config_maps)
+        # ("pod", uid) or ("node", name) -> (its resourceVersion when we wrote it, monotonic time):
+        # written, and not yet seen back through the watch; left alone until then (`_unseen`).
+        self._written: dict[tuple[str, str], tuple[str, float]] = {}
+        # Writes to nodes so far (node passes run in this thread only).
+        self._node_writes = 0
+        # (namespace, name) -> a ConfigMap's data read by a GET this pass, when the mirror did not
+        # have it yet (None: absent).
         self._config_maps: dict[tuple[str, str], dict[str, str] | None] = {}
 
-    def _list(self, call: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        result = call(_preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
-        return list(json.loads(result.data).get("items") or [])
+    def start(self, timeout: float = 120.0) -> None:
+        """Start the mirrors and wait for their first LIST (a pass on half a view would gate wrongly)."""
+        for mirror in self._mirrors:
+            mirror.start()
+        deadline = time.monotonic() + timeout
+        for mirror in self._mirrors:
+            if not mirror.synced.wait(max(0.0, deadline - time.monotonic())):
+                raise TimeoutError(f"node agent: no LIST of {mirror.name} in {timeout:.0f} s")
 
     def _write(self, call: Any, *args: Any) -> None:
         """A write with the timeout, its answer read as bytes and dropped: it is unused, and the
         client's model deserialisation of thousands of pods cost much of a pass's CPU. NB: the
         body must be read, or the connection never goes back to the pool."""
         call(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT).data  # noqa: B018
+        if call in (self.core.patch_node, self.core.patch_node_status, self.core.delete_namespaced_pod):
+            self._node_writes += 1
+
+    def _unseen(self, kind: str, key: str, version: str) -> bool:
+        """We wrote this object and the watch has not brought the write back yet (at most
+        `WRITE_SEEN_TIMEOUT` s): acting again on the old copy would write twice (a second
+        validator deletion after a MIG change, say)."""
+        written = self._written.get((kind, key))
+        if written is None:
+            return False
+        if written[0] == version and time.monotonic() - written[1] < WRITE_SEEN_TIMEOUT:
+            return True
+        del self._written[(kind, key)]
+        return False
 
     def run_once(self) -> tuple[int, int]:
         """One pass; returns (operand pods seen, pods made Ready)."""
-        pods = self._list(self.core.list_pod_for_all_namespaces, label_selector=_APPS_SELECTOR)
-        daemonsets = self._list(
-            self.apps.list_daemon_set_for_all_namespaces,
-            label_selector=f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}",
-        )
-        nodes = {
-            str(n["metadata"]["name"]): n
-            for n in self._list(self.core.list_node, label_selector=f"{labels.NFD_NVIDIA_PCI}=true")
-        }
-        deployed = {(str(d["metadata"]["namespace"]), _daemonset_app(d)) for d in daemonsets}
+        pods = self.pods.items()
+        deployed = {(str(d["metadata"]["namespace"]), _daemonset_app(d)) for d in self.daemonsets.items()}
+        nodes = {str(n["metadata"]["name"]): n for n in self.nodes.items()}
         ready: set[tuple[str, str, str]] = set()  # (namespace, node, app)
         for pod in pods:
             if _ready(pod):
@@ -213,27 +271,37 @@ class NodeAgent:
             """As `ready_on`, or the operand's DaemonSet does not exist: the host has it."""
             return (namespace, operand.app) not in deployed or ready_on(namespace, node, operand)
 
+        # The decisions in this thread (cheap, in memory); only the writes go to the workers.
+        to_open = [
+            pod
+            for pod in pods
+            if self._gate(pod, present, ready_on)
+            and not self._unseen("pod", str(pod["metadata"].get("uid", "")), _version(pod))
+        ]
         # NB: kubelets start pods in parallel, one per node; one at a time, the 4,000 operand pods
         # of 500 nodes took minutes per pass and paced every upgrade benchmark.
-        with concurrent.futures.ThreadPoolExecutor(GATE_WORKERS) as gates:
-            opened = sum(
-                done.result() for done in [gates.submit(self._gate, pod, present, ready_on) for pod in pods]
-            )
-        # NB: one index and one read per ConfigMap per pass: at 500 nodes, scanning every pod
-        # and reading the plugin's ConfigMap once per node made a pass take minutes, and the
-        # simulation, not the operator, set the pace of every upgrade benchmark.
+        if to_open:
+            with concurrent.futures.ThreadPoolExecutor(GATE_WORKERS) as gates:
+                for done in [gates.submit(self._open, pod) for pod in to_open]:
+                    done.result()
+        # NB: one index per pass: at 500 nodes, scanning every pod per node made a pass take minutes.
         pods_by_node: dict[str, list[dict[str, Any]]] = {}
         for pod in pods:
             pods_by_node.setdefault(str(pod["spec"].get("nodeName", "")), []).append(pod)
         self._config_maps = {}
         for name, node in nodes.items():
-            if SIMULATED_GPUS in (node["metadata"].get("annotations") or {}):
+            if SIMULATED_GPUS in (node["metadata"].get("annotations") or {}) and not self._unseen(
+                "node", name, _version(node)
+            ):
+                writes = self._node_writes
                 self._node(name, node, pods_by_node.get(name, []))
                 self._mig(name, node, pods_by_node.get(name, []))
-        return len(pods), opened
+                if self._node_writes != writes:
+                    self._written[("node", name)] = (_version(node), time.monotonic())
+        return len(pods), len(to_open)
 
     def _gate(self, pod: Mapping[str, Any], present: _MarkerCheck, ready_on: _MarkerCheck) -> bool:
-        """Give the pod the fate "ready" if its markers exist; True when it did."""
+        """The pod is to be given the fate "ready": its markers exist."""
         metadata = pod["metadata"]
         app, node = _app(pod), str(pod["spec"].get("nodeName", ""))
         if app not in GATED_APPS or not node or metadata.get("deletionTimestamp"):
@@ -245,24 +313,31 @@ class NodeAgent:
         driver_ready = present(namespace, node, operands.DRIVER)
         toolkit_ready = driver_ready and present(namespace, node, operands.CONTAINER_TOOLKIT)
         if app == operands.CONTAINER_TOOLKIT.app:
-            gate = driver_ready
-        elif app == operands.OPERATOR_VALIDATOR.app:
+            return driver_ready
+        if app == operands.OPERATOR_VALIDATOR.app:
             # NB: what the validator waits for is read from its own init containers, not from
             # which DaemonSets exist: its DaemonSet is applied before the device plugin's, and a
             # pass between the two took the plugin for one the host has (CI: the validator Ready
             # before the plugin).
-            gate = driver_ready and all(ready_on(namespace, node, o) for o in validated_operands(pod))
-        else:
-            gate = toolkit_ready
-        if gate:
-            self._write(
-                self.core.patch_namespaced_pod,
-                metadata["name"],
-                namespace,
-                {"metadata": {"annotations": {stages.FATE_ANNOTATION: stages.FATE_READY}}},
-            )
-            logger.info("%s/%s on %s: its markers exist, Ready", namespace, metadata["name"], node)
-        return bool(gate)
+            return driver_ready and all(ready_on(namespace, node, o) for o in validated_operands(pod))
+        return toolkit_ready
+
+    def _open(self, pod: Mapping[str, Any]) -> None:
+        """Give the pod the fate "ready" (kwok then writes a kubelet's Ready status)."""
+        metadata = pod["metadata"]
+        self._write(
+            self.core.patch_namespaced_pod,
+            metadata["name"],
+            metadata["namespace"],
+            {"metadata": {"annotations": {stages.FATE_ANNOTATION: stages.FATE_READY}}},
+        )
+        self._written[("pod", str(metadata.get("uid", "")))] = (_version(pod), time.monotonic())
+        logger.info(
+            "%s/%s on %s: its markers exist, Ready",
+            metadata["namespace"],
+            metadata["name"],
+            pod["spec"].get("nodeName", ""),
+        )
 
     def _node(self, name: str, node: Mapping[str, Any], pods: list[dict[str, Any]]) -> None:
         """`pods`: the operand pods on this node."""
@@ -416,7 +491,12 @@ class NodeAgent:
     def _config_file(self, pod: Mapping[str, Any], config_map: str, key: str) -> Any:
         """The YAML file `key` of ConfigMap `config_map` in the pod's namespace (None: no such file)."""
         where = (str(pod["metadata"]["namespace"]), config_map)
-        if where not in self._config_maps:
+        mirrored = self.config_maps.get(*where)
+        if mirrored is not None:
+            self._config_maps[where] = mirrored.get("data") or {}
+        elif where not in self._config_maps:
+            # NB: not in the mirror (yet): a ConfigMap created a moment ago may not have come
+            # through the watch; a GET tells "absent" from "not seen yet".
             try:
                 found = self.core.read_namespaced_config_map(
                     config_map, where[0], _request_timeout=REQUEST_TIMEOUT
@@ -534,6 +614,61 @@ def _gfd_labels(
     return result
 
 
+def _version(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def _metadata(obj: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    metadata = obj.get("metadata") or {}
+    return {
+        key: metadata[key]
+        for key in ("name", "namespace", "uid", "resourceVersion", *keys)
+        if key in metadata
+    }
+
+
+def _trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What a pass reads of a pod (a whole pod is ~6 KB of JSON, 15,000 of them at 5,000 nodes):
+    its app and fate, node, init container names, ConfigMap volumes, containers' env, Ready."""
+    spec = pod.get("spec") or {}
+    conditions = (pod.get("status") or {}).get("conditions") or ()
+    return {
+        "metadata": _metadata(pod, "labels", "annotations", "deletionTimestamp"),
+        "spec": {
+            "nodeName": spec.get("nodeName", ""),
+            "initContainers": [{"name": c.get("name")} for c in spec.get("initContainers") or ()],
+            "volumes": [v for v in spec.get("volumes") or () if "configMap" in v],
+            "containers": [
+                {"name": c.get("name"), "env": c.get("env") or []} for c in spec.get("containers") or ()
+            ],
+        },
+        "status": {"conditions": [c for c in conditions if c.get("type") == "Ready"]},
+    }
+
+
+def _trim_node(node: Mapping[str, Any]) -> dict[str, Any]:
+    """What a pass reads of a node: labels, annotations and the allocatable resources."""
+    return {
+        "metadata": _metadata(node, "labels", "annotations"),
+        "status": {"allocatable": (node.get("status") or {}).get("allocatable") or {}},
+    }
+
+
+def _trim_daemonset(daemonset: Mapping[str, Any]) -> dict[str, Any]:
+    """What a pass reads of a DaemonSet: which app its pods are."""
+    template_labels = (((daemonset.get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
+        "labels"
+    )
+    return {
+        "metadata": _metadata(daemonset),
+        "spec": {"template": {"metadata": {"labels": template_labels or {}}}},
+    }
+
+
+def _trim_config_map(config_map: Mapping[str, Any]) -> dict[str, Any]:
+    return {"metadata": _metadata(config_map), "data": config_map.get("data") or {}}
+
+
 def _daemonset_app(daemonset: Mapping[str, Any]) -> str:
     template_labels = (((daemonset.get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
         "labels"
@@ -544,15 +679,19 @@ def _daemonset_app(daemonset: Mapping[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="SIMULATION of kubelets + NVIDIA stack on fake GPU nodes")
     parser.add_argument("--kubeconfig", required=True)
-    parser.add_argument("--interval", type=float, default=0.5)
+    parser.add_argument("--interval", type=float, default=0.25)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     api = kubernetes.config.new_client_from_config(config_file=args.kubeconfig)
-    agent = NodeAgent(api)
     stop = threading.Event()
+    agent = NodeAgent(api, stop)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    agent.start()
     while not stop.is_set():
+        # A pass when a watch brought a change (or, as a safety net, every RESYNC s).
+        agent.changed.wait(RESYNC)
+        agent.changed.clear()
         began, cpu_began = time.monotonic(), time.process_time()
         seen = opened = 0
         try:
@@ -564,7 +703,7 @@ def main(argv: list[str] | None = None) -> int:
         if opened or wall > SLOW_PASS:
             # One line per pass that did something or took long: a stalled simulation shows here.
             logger.info(
-                "pass: %d operand pods, %d made Ready, %.1f s (CPU %.1f s); next in %.1f s",
+                "pass: %d operand pods, %d made Ready, %.1f s (CPU %.1f s); next in %.1f s at the soonest",
                 seen,
                 opened,
                 wall,
