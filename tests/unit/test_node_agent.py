@@ -9,7 +9,10 @@ validator waits for the operands its own init containers validate.
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from kubernetes.client import ApiClient
 
 from ocp_gpu.harness import node_agent
 from ocp_gpu.model import operands
@@ -64,3 +67,103 @@ def test_validated_containers_are_the_ones_the_operator_renders() -> None:
     """The agent's container names must match rendering/validator.py, or it would wait for nothing."""
     rendered = {f"{name}-validation" for name in validator.VALIDATIONS}
     assert set(node_agent.VALIDATED_CONTAINERS) <= rendered
+
+
+def _full_pod() -> dict[str, object]:
+    """A validator-like pod as the apiserver returns it (the parts a pass reads, and some it does not)."""
+    return {
+        "metadata": {
+            "name": "nvidia-operator-validator-x",
+            "namespace": "gpu-operator",
+            "uid": "u-1",
+            "resourceVersion": "42",
+            "labels": {"app": "nvidia-operator-validator"},
+            "annotations": {"ocp-gpu.harness/pod-fate": "ready"},
+            "managedFields": [{"manager": "kube-controller-manager"}],
+            "ownerReferences": [{"kind": "DaemonSet"}],
+        },
+        "spec": {
+            "nodeName": "gpu-1",
+            "initContainers": [{"name": "toolkit-validation", "image": "x", "command": ["sh"]}],
+            "volumes": [
+                {"name": "available-configs", "configMap": {"name": "plugin-config"}},
+                {"name": "host", "hostPath": {"path": "/run"}},
+            ],
+            "containers": [
+                {"name": "main", "image": "y", "env": [{"name": "MIG_STRATEGY", "value": "single"}]},
+                {"name": "config-manager", "env": [{"name": "DEFAULT_CONFIG", "value": "any"}]},
+            ],
+            "tolerations": [{"operator": "Exists"}],
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": "main", "ready": True}],
+        },
+    }
+
+
+def test_a_trimmed_pod_reads_as_the_whole_pod() -> None:
+    """The mirror keeps pods trimmed: every reader of a pass must see what it saw in the whole pod."""
+    full = _full_pod()
+    trimmed = node_agent._trim_pod(full)
+    for reader in (
+        node_agent._ready,
+        node_agent._app,
+        node_agent.validated_operands,
+        node_agent._version,
+        lambda p: node_agent._env_of(p, "MIG_STRATEGY"),
+        lambda p: node_agent._volume_config_map(p, "available-configs"),
+        lambda p: node_agent._volume_config_map(p, "host"),
+    ):
+        assert reader(trimmed) == reader(full)
+    assert trimmed["spec"]["containers"][1]["env"] == [{"name": "DEFAULT_CONFIG", "value": "any"}]
+    # What no pass reads is dropped (the bulk of a pod's JSON at 15,000 pods).
+    assert "managedFields" not in trimmed["metadata"]
+    assert "tolerations" not in trimmed["spec"]
+    assert "containerStatuses" not in trimmed["status"]
+    # Not Ready, and being deleted: both still read so.
+    full["status"]["conditions"][1]["status"] = "False"  # type: ignore[index]
+    assert node_agent._ready(node_agent._trim_pod(full)) is False
+    full["metadata"]["deletionTimestamp"] = "2026-11-24T00:00:00Z"  # type: ignore[index]
+    assert node_agent._trim_pod(full)["metadata"]["deletionTimestamp"]
+
+
+def test_a_trimmed_node_and_daemonset_keep_what_a_pass_reads() -> None:
+    node = {
+        "metadata": {
+            "name": "gpu-1",
+            "resourceVersion": "7",
+            "labels": {"a": "b"},
+            "annotations": {"c": "d"},
+        },
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}, "images": [{"names": ["x"]}]},
+    }
+    assert node_agent._trim_node(node) == {
+        "metadata": {
+            "name": "gpu-1",
+            "resourceVersion": "7",
+            "labels": {"a": "b"},
+            "annotations": {"c": "d"},
+        },
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+    }
+    daemonset = {
+        "metadata": {"name": "d", "namespace": "n"},
+        "spec": {"template": {"metadata": {"labels": {"app": "nvidia-dcgm"}}, "spec": {"containers": []}}},
+    }
+    assert node_agent._daemonset_app(node_agent._trim_daemonset(daemonset)) == "nvidia-dcgm"
+
+
+def test_an_object_written_is_left_alone_until_the_watch_brings_the_write_back() -> None:
+    """Acting again on the copy from before our own write would write twice (a second validator
+    deletion after a MIG change): until its resourceVersion moves, or WRITE_SEEN_TIMEOUT passes."""
+    agent = node_agent.NodeAgent(ApiClient())
+    agent._written[("node", "gpu-1")] = ("5", time.monotonic())
+    assert agent._unseen("node", "gpu-1", "5")
+    assert agent._unseen("node", "gpu-1", "5")  # still the old copy
+    assert not agent._unseen("node", "gpu-1", "6")  # our write came back
+    assert not agent._unseen("node", "gpu-1", "5")  # and it is forgotten
+    agent._written[("pod", "u-1")] = ("5", time.monotonic() - node_agent.WRITE_SEEN_TIMEOUT - 1)
+    assert not agent._unseen("pod", "u-1", "5")  # never seen back: acted on again after the timeout
+    assert not agent._unseen("pod", "u-2", "1")  # never written
