@@ -65,6 +65,7 @@ import contextlib
 import dataclasses
 import datetime
 import functools
+import itertools
 import json
 import math
 import os
@@ -503,12 +504,38 @@ class Writes:
     by_kind: Counter[str] = dataclasses.field(default_factory=Counter)
     # Every user's writes in the window (the apiserver's write load: kwok's Leases mostly).
     all_users: int = 0
+    # Every user's writes by who made them ("<user>", "<user> leases"): what the apiserver
+    # served beside the operator (issue 13: the apiserver's write rate bounds maxParallelUpgrades 0).
+    by_user: Counter[str] = dataclasses.field(default_factory=Counter)
     # The apiserver's time serving this user's writes other than Leases (received -> response).
     apiserver_s: float = 0.0
 
 
 def _stamp(value: str) -> float:
     return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+# NB: a regular expression, not json.loads: at 1,000 nodes a run's window holds ~50,000 lines.
+_USER = re.compile(rb'"user":\{"username":"([^"]*)"')
+
+
+def short_user(username: str) -> str:
+    """A user as the tables show it (a service account by its name only)."""
+    return username.rsplit(":", 1)[-1] if username.startswith("system:serviceaccount:") else username
+
+
+def write_rates(by_user: Counter[str], seconds: float) -> dict[str, Any]:
+    """Every user's writes in a window: total, per second, Leases apart, and by user (largest first)."""
+    leases = sum(n for who, n in by_user.items() if who.endswith(" leases"))
+    total = sum(by_user.values())
+    return {
+        "seconds": round(seconds, 1),
+        "writes": total,
+        "writes_per_s": round(total / seconds, 1) if seconds > 0 else None,
+        "lease_writes": leases,
+        "non_lease_writes_per_s": round((total - leases) / seconds, 1) if seconds > 0 else None,
+        "by_user": {short_user(who): n for who, n in by_user.most_common()},
+    }
 
 
 def count_writes(lines: Iterable[bytes], username: str) -> Writes:
@@ -518,6 +545,9 @@ def count_writes(lines: Iterable[bytes], username: str) -> Writes:
         if not line.strip():
             continue
         found.all_users += 1
+        user = _USER.search(line)
+        who = user[1].decode() if user else "?"
+        found.by_user[f"{who} leases" if b'"resource":"leases"' in line else who] += 1
         if needle not in line:
             continue
         event = json.loads(line)
@@ -997,6 +1027,12 @@ class E2ERun:
     writes_per_node_by_kind: dict[str, float] = dataclasses.field(default_factory=dict)
     lease_writes: int = 0
     all_users_writes: int = 0
+    # Every user's writes (audit) while the floor was measured and during the upgrade:
+    # write_rates' totals, rates and users.
+    floor_writes: dict[str, Any] = dataclasses.field(default_factory=dict)
+    upgrade_writes: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Per node, label to label (from our node watch), p50/p90/max seconds: where in-flight time goes.
+    node_steps: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     # The apiserver's time serving the operator's writes (they are made one after the other).
     writes_apiserver_s: float = 0.0
     # GET and LIST by every client but this bench (reads are not audited).
@@ -1032,12 +1068,28 @@ def _all_replaced(watch: ClusterWatch, names: Sequence[str], since: float) -> bo
     return watch.nodes_with_ready_pod(names, VERSION_A, since=since) == len(names)
 
 
-def measure_floor(run: E2ERun, api: ApiClient, watch: ClusterWatch, names: list[str], batches: int) -> None:
+def measure_floor(
+    run: E2ERun, api: ApiClient, watch: ClusterWatch, names: list[str], batches: int, audit_log: Path
+) -> None:
     """Driver pods deleted by us, no operator running: how long until Ready successors exist.
 
     maxParallelUpgrades 0: all N at once. P > 0: `batches` batches of P, one after the
-    other; N/P times their median is the floor of a rollout P at a time.
+    other; N/P times their median is the floor of a rollout P at a time.  Every user's
+    writes meanwhile go to `run.floor_writes` (the apiserver's write rate without the operator).
     """
+    audit = AuditWindow(audit_log)
+    audit.start()
+    began = time.monotonic()
+    try:
+        _replace_driver_pods(run, api, watch, names, batches)
+    finally:
+        found = count_writes(audit.lines(), OPERATOR_USER)
+        run.floor_writes = write_rates(found.by_user, time.monotonic() - began)
+
+
+def _replace_driver_pods(
+    run: E2ERun, api: ApiClient, watch: ClusterWatch, names: list[str], batches: int
+) -> None:
     core = kubernetes.client.CoreV1Api(api)
     scale = 1 + len(names) / 200
     parallel = run.max_parallel_upgrades
@@ -1096,6 +1148,7 @@ def analyse_nodes(run: E2ERun, watch: ClusterWatch, names: Sequence[str], t_patc
     after: list[float] = []
     overhead: list[float] = []
     by_target: Counter[str] = Counter()
+    steps: dict[str, list[float]] = {}
     missing = 0
     with watch.lock:
         pods_on: dict[str, list[PodSeen]] = {}
@@ -1106,6 +1159,9 @@ def analyse_nodes(run: E2ERun, watch: ClusterWatch, names: Sequence[str], t_patc
             by_target.update(s or "(none)" for _, s in timeline)
             required = _first(timeline, S.UPGRADE_REQUIRED.value, t_patch)
             slot = _first(timeline, S.CORDON_REQUIRED.value, t_patch)
+            for (at, state), (next_at, next_state) in itertools.pairwise(timeline):
+                if slot is not None and at >= slot:
+                    steps.setdefault(f"{state} -> {next_state}", []).append(next_at - at)
             done = _first(timeline, S.UPGRADE_DONE.value, slot) if slot is not None else None
             pods = pods_on.get(name, [])
             # The old pod the operator deleted (not one our floor measurement deleted before).
@@ -1133,6 +1189,11 @@ def analyse_nodes(run: E2ERun, watch: ClusterWatch, names: Sequence[str], t_patc
     run.node_pod_readiness = percentiles(readiness)
     run.node_after_ready = percentiles(after)
     run.node_overhead = percentiles(overhead)
+    # NB: a node's labels as our watch saw them: two writes that land before our watch's event
+    # show as one step spanning both.
+    run.node_steps = {
+        step: percentiles(gaps) for step, gaps in steps.items() if len(gaps) >= len(names) // 10
+    }
     if missing:
         run.notes.append(
             f"{missing} node(s) lacked a complete timeline in our watches (left out of per-node stats)"
@@ -1224,6 +1285,7 @@ def measure_upgrade(
     )
     found = count_writes(audit.lines(), OPERATOR_USER)
     writes, run.all_users_writes = found.by_kind, found.all_users
+    run.upgrade_writes = write_rates(found.by_user, run.wall_s)
     run.writes_apiserver_s = round(found.apiserver_s, 1)
     run.lease_writes = sum(n for what, n in writes.items() if "leases.coordination.k8s.io" in what)
     run.writes = {k: v for k, v in sorted(writes.items()) if "leases.coordination.k8s.io" not in k}
@@ -1317,7 +1379,7 @@ def run_e2e(parallel: int, args: argparse.Namespace) -> E2ERun:
                 op.stop()
                 keep_log(args, op, f"operator-setup-parallel-{parallel}-{count}.log")
             with phase(run, "readiness floor (operator stopped)"):
-                measure_floor(run, api, watch, names, args.floor_batches)
+                measure_floor(run, api, watch, names, args.floor_batches, cp.audit_log)
             op = start_operator(cp, sources, "operator.log")
             try:
                 with phase(run, "operator start, settle"):
@@ -1337,6 +1399,19 @@ def run_e2e(parallel: int, args: argparse.Namespace) -> E2ERun:
     run.load_average_end = load_average()
     run.total_s = round(time.monotonic() - began, 1)
     return run
+
+
+def _rates(found: Mapping[str, Any]) -> str:
+    if not found:
+        return "-"
+    return (
+        f"{found['writes']} in {found['seconds']} s = {found['writes_per_s']}/s "
+        f"({found['non_lease_writes_per_s']}/s but Leases)"
+    )
+
+
+def _writers(found: Mapping[str, Any]) -> str:
+    return ", ".join(f"{who} {n}" for who, n in list((found.get("by_user") or {}).items())[:6]) or "-"
 
 
 def e2e_rows(run: E2ERun) -> list[tuple[str, str]]:
@@ -1376,6 +1451,10 @@ def e2e_rows(run: E2ERun) -> list[tuple[str, str]]:
         ("  old pod deleted -> new pod Ready (the pods')", fmt_pct(run.node_pod_readiness)),
         ("  new pod Ready -> upgrade-done", fmt_pct(run.node_after_ready)),
         ("  in flight minus the pods' part (operator's)", fmt_pct(run.node_overhead)),
+        *((f"    {step}", fmt_pct(gaps)) for step, gaps in run.node_steps.items()),
+        ("all users' writes: floor / upgrade", f"{_rates(run.floor_writes)} / {_rates(run.upgrade_writes)}"),
+        ("  largest writers during the upgrade", _writers(run.upgrade_writes)),
+        ("  largest writers during the floor", _writers(run.floor_writes)),
         ("operator RSS peak", f"{run.operator_rss_peak_mib} MiB"),
         ("this bench's own CPU during the upgrade", f"{run.bench_cpu_s} s"),
         ("load average run start / end", f"{run.load_average_start} / {run.load_average_end}"),
