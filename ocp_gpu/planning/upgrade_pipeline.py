@@ -18,6 +18,11 @@ cordon, so no pod bound meanwhile is missed), and after deleting or evicting pod
 them again on `POD_POLL_DELAYS` until those pods are gone, then plans the rest of the
 chain (upgrade_chain.continue_chain).  So a node's GPU pod going costs a read, not a pass.
 
+The node tasks share a gate of a few concurrent calls; who goes first is `gate_rank`'s:
+the node furthest along its chain (depth first), so that with no parallel limit the first
+driver pods are deleted within seconds and their restarts overlap the other nodes' label
+writes, instead of every node reaching its restart together at the end (issue 13).
+
 Never does: read the cluster or the clock, or decide a transition (planning/upgrade does).
 """
 
@@ -47,6 +52,34 @@ POD_POLL_DELAYS: Final = (0.02, 0.03, 0.05, 0.1, 0.15, 0.25, 0.4, 0.6, 0.8, 1.0)
 # How many times one task reads a node's pods and goes on (a guard: a chain needs two, the
 # read after the cordon and the read that sees the GPU pods gone).
 MAX_ROUNDS: Final = 4
+
+
+# The seed's states in the order a node passes them (drain-required between pod deletion and
+# restart; upgrade-failed last: a failed node's writes are its way back out).
+CHAIN_ORDER: Final = (
+    UpgradeState.UNKNOWN,
+    UpgradeState.UPGRADE_DONE,
+    UpgradeState.UPGRADE_REQUIRED,
+    UpgradeState.CORDON_REQUIRED,
+    UpgradeState.WAIT_FOR_JOBS_REQUIRED,
+    UpgradeState.POD_DELETION_REQUIRED,
+    UpgradeState.DRAIN_REQUIRED,
+    UpgradeState.POD_RESTART_REQUIRED,
+    UpgradeState.VALIDATION_REQUIRED,
+    UpgradeState.UNCORDON_REQUIRED,
+    UpgradeState.UPGRADE_FAILED,
+)
+_PROGRESS: Final = {state: index for index, state in enumerate(CHAIN_ORDER)}
+
+
+def gate_rank(state: UpgradeState, ticket: int) -> tuple[int, int]:
+    """The order in which node tasks waiting for the gate get it: lowest first.
+
+    A node's call in a later state goes before one in an earlier state (depth first: a node
+    that started goes on to its driver restart before more nodes start); in the same state,
+    first come first served (`ticket`: the order of asking).
+    """
+    return (-_PROGRESS.get(state, 0), ticket)
 
 
 def counted(before: UpgradeNode, after: UpgradeNode) -> UpgradeNode:

@@ -16,6 +16,7 @@ A task that ends wakes the upgrade loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import logging
@@ -27,7 +28,7 @@ from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.upgrades import PodRef, UpgradeNode, WorkloadPod
 from ocp_gpu.planning import batched_events, upgrade, upgrade_chain, upgrade_pipeline
-from ocp_gpu.reconcilers import runtime
+from ocp_gpu.reconcilers import ranked_gate, runtime
 
 logger = logging.getLogger(labels.UPGRADE_LOGGER)
 
@@ -63,8 +64,9 @@ class Pipeline:
         self._running: dict[NodeName, UpgradeNode] = {}
         self._written: dict[NodeName, Written] = {}
         self._tasks: set[asyncio.Future[None]] = set()
-        # NB: two gates: the nodes under way never queue behind the first pass's 1,000 labels.
-        self._alone_gate = asyncio.Semaphore(runtime.WRITE_CONCURRENCY)
+        # NB: two gates: the nodes under way never queue behind the first pass's 1,000 labels;
+        # and among them the node furthest along goes first (upgrade_pipeline.gate_rank).
+        self._alone_gate = ranked_gate.RankedGate(runtime.WRITE_CONCURRENCY)
         self._batch_gate = asyncio.Semaphore(runtime.WRITE_CONCURRENCY)
         self._failed = False
 
@@ -166,6 +168,10 @@ class Pipeline:
         )
         logger.warning("node %s: upgrade step failed (%s); other nodes carry on", name, detail)
 
+    def _turn(self, state: upgrades.UpgradeState) -> contextlib.AbstractAsyncContextManager[None]:
+        """A place at the node tasks' gate for a call of a node in `state`."""
+        return self._alone_gate.held(upgrade_pipeline.gate_rank(state, self._alone_gate.ticket()))
+
     def _write(
         self,
         steps: Sequence[upgrade.NodePlan],
@@ -233,7 +239,7 @@ class Pipeline:
                     return
                 removed = upgrade_pipeline.removed_pods(steps)
                 if pods is None or removed:
-                    pods = await self._pods_after(name, removed)
+                    pods = await self._pods_after(name, node.state, removed)
                 if pods is None:
                     # Still there after the task's reads: the passes poll from here.
                     return
@@ -266,29 +272,31 @@ class Pipeline:
         (upgrade_pipeline.read_beside), else None."""
         split = upgrade_pipeline.read_beside(node, steps, wanted)
         if split is None:
-            async with self._alone_gate:
+            async with self._turn(node.state):
                 return await asyncio.to_thread(self._write, steps, node, now, None), None
-        async with self._alone_gate:
+        async with self._turn(node.state):
             head = await asyncio.to_thread(self._write, steps[:split], node, now, None)
         if head.error is not None:
             return head, None
 
         async def last() -> Outcome:
-            async with self._alone_gate:
+            async with self._turn(head.node.state):
                 return await asyncio.to_thread(self._write, steps[split:], head.node, now, None)
 
-        tail, pods = await asyncio.gather(last(), self._pods_after(name, ()))
+        tail, pods = await asyncio.gather(last(), self._pods_after(name, head.node.state, ()))
         return Outcome(tail.node, head.applied + tail.applied, tail.error), pods
 
-    async def _pods_after(self, name: NodeName, removed: Sequence[PodRef]) -> tuple[WorkloadPod, ...] | None:
-        """The node's pods: read now, or once the `removed` pods are gone; None if they are not
-        gone after the last of upgrade_pipeline.POD_POLL_DELAYS, or a read failed."""
+    async def _pods_after(
+        self, name: NodeName, state: upgrades.UpgradeState, removed: Sequence[PodRef]
+    ) -> tuple[WorkloadPod, ...] | None:
+        """The node's pods (the node in `state`): read now, or once the `removed` pods are gone;
+        None if they are not gone after the last of upgrade_pipeline.POD_POLL_DELAYS, or a read failed."""
         delays = upgrade_pipeline.POD_POLL_DELAYS if removed else (0.0,)
         for delay in delays:
             if delay:
                 await asyncio.sleep(delay)
             try:
-                async with self._alone_gate:
+                async with self._turn(state):
                     pods = await asyncio.to_thread(upgrading.list_pods_on_node, self._rt.api_client, name)
             except Exception as error:
                 logger.warning(

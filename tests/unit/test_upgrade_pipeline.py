@@ -309,3 +309,37 @@ def test_pipelined_passes_keep_the_budget_at_every_write_and_every_nodes_states(
         S.UPGRADE_DONE,
     ]
     assert log == {NodeName(f"n{i:02d}"): expected for i in range(7)}
+
+
+def test_the_gate_serves_the_node_furthest_along_its_chain_first() -> None:
+    # Asked in this order: a node starting, one about to delete its GPU pods, one restarting.
+    asked = [S.UPGRADE_DONE, S.POD_DELETION_REQUIRED, S.CORDON_REQUIRED, S.POD_RESTART_REQUIRED]
+    ranks = {state: upgrade_pipeline.gate_rank(state, ticket) for ticket, state in enumerate(asked)}
+    assert sorted(asked, key=ranks.__getitem__) == [
+        S.POD_RESTART_REQUIRED,
+        S.POD_DELETION_REQUIRED,
+        S.CORDON_REQUIRED,
+        S.UPGRADE_DONE,
+    ]
+
+
+def test_the_gate_serves_nodes_in_the_same_state_in_the_order_they_asked() -> None:
+    first = upgrade_pipeline.gate_rank(S.WAIT_FOR_JOBS_REQUIRED, 7)
+    second = upgrade_pipeline.gate_rank(S.WAIT_FOR_JOBS_REQUIRED, 8)
+    assert first < second
+
+
+def test_every_state_of_the_seed_has_a_place_in_the_gate_order() -> None:
+    assert set(upgrade_pipeline.CHAIN_ORDER) == set(UpgradeState)
+    # The states a chain passes, in the seed's order, rank ever earlier at the gate.
+    chain = [
+        S.UPGRADE_REQUIRED,
+        S.CORDON_REQUIRED,
+        S.WAIT_FOR_JOBS_REQUIRED,
+        S.POD_DELETION_REQUIRED,
+        S.POD_RESTART_REQUIRED,
+        S.VALIDATION_REQUIRED,
+        S.UNCORDON_REQUIRED,
+    ]
+    ranks = [upgrade_pipeline.gate_rank(state, 0) for state in chain]
+    assert ranks == sorted(ranks, reverse=True)
