@@ -270,7 +270,7 @@ class ObjectWatch(Generic[F]):
             if response.status != 200:
                 raise StatusError(response.status, (await response.read()).decode(errors="replace"))
             seen = 0
-            async for event in _lines(response.content):
+            async for event in event_lines(response.content):
                 self._apply(event)
                 seen += 1
         return seen
@@ -291,7 +291,7 @@ class ObjectWatch(Generic[F]):
             self.resource_version = str(version)
 
 
-async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[dict[str, Any]]:
+async def event_lines(content: aiohttp.StreamReader) -> AsyncIterator[dict[str, Any]]:
     """The decoded JSON lines of a watch response, as they arrive.
 
     NB: not `StreamReader.readline`: it refuses a line beyond its buffer limit, and a pod

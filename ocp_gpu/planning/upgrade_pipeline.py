@@ -14,9 +14,11 @@ next pass, woken by any node's event, plans every node but those "in flux":
 
 A node's task also goes on by itself where only the node's own pods stop it (no watch
 covers workload pods): it reads the node's pods once the chain needs them (after the
-cordon, so no pod bound meanwhile is missed), and after deleting or evicting pods it reads
-them again on `POD_POLL_DELAYS` until those pods are gone, then plans the rest of the
-chain (upgrade_chain.continue_chain).  So a node's GPU pod going costs a read, not a pass.
+cordon, so no pod bound meanwhile is missed), and after deleting or evicting pods it
+watches them from that read's resourceVersion (kube/pod_following, at most `FOLLOW_S`)
+until those pods are gone, then plans the rest of the chain on the pods as the watch left
+them (upgrade_chain.continue_chain).  Should the watch fail, it reads them again on
+`POD_POLL_DELAYS` instead.  So a node's GPU pod going costs a watch, not a pass.
 
 The node tasks share a gate of a few concurrent calls; who goes first is `gate_rank`'s:
 the node furthest along its chain (depth first), so that with no parallel limit the first
@@ -48,6 +50,11 @@ ECHO_LIMIT_S: Final = 2.0
 # pod's grace period).  After the last one the task ends and the passes poll instead
 # (reconcilers/upgrades.POLL_S, doubling): a pod that takes its 30 s grace costs no reads here.
 POD_POLL_DELAYS: Final = (0.02, 0.03, 0.05, 0.1, 0.15, 0.25, 0.4, 0.6, 0.8, 1.0)
+
+# How long a node task watches the node's pods for the ones it deleted or evicted to go
+# (kube/pod_following), instead of reading them on POD_POLL_DELAYS: as long as those reads
+# covered. NB: past it the passes read them (a pod's long grace period costs no watch).
+FOLLOW_S: Final = sum(POD_POLL_DELAYS)
 
 # How many times one task reads a node's pods and goes on (a guard: a chain needs two, the
 # read after the cordon and the read that sees the GPU pods gone).

@@ -2,11 +2,11 @@
 
 Each node with an upgrade under way (planning/upgrade_pipeline.runs_alone) is carried by a
 task of its own: it writes the steps the pass planned, and where only the node's own pods
-stop it (no watch covers them) it reads them, waits until the pods it deleted are gone,
-and goes on (planning/upgrade_chain.continue_chain), until the node waits for something
-the watches show (its new driver pod Ready, its validator).  The other nodes' writes (a
-label on a node that takes no slot) go through a few workers per pass, with a gate of their
-own so that they never queue in front of a node under way.
+stop it (no watch of the operator covers them) it reads them, watches the pods it deleted
+go (kube/pod_following), and goes on (planning/upgrade_chain.continue_chain), until the
+node waits for something the watches show (its new driver pod Ready, its validator).  The
+other nodes' writes (a label on a node that takes no slot) go through a few workers per
+pass, with a gate of their own so that they never queue in front of a node under way.
 
 While a task runs, and after it until the watches show its writes, the node is "in flux":
 the next pass counts it as planning/upgrade_pipeline.counted says and does not plan it.
@@ -19,14 +19,15 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import functools
 import logging
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from ocp_gpu.kube import reporting, requesting, upgrading
+from ocp_gpu.kube import connecting, pod_following, reporting, requesting, upgrading
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.upgrades import PodRef, UpgradeNode, WorkloadPod
+from ocp_gpu.model.upgrades import PodRef, UpgradeNode
 from ocp_gpu.planning import batched_events, upgrade, upgrade_chain, upgrade_pipeline
 from ocp_gpu.reconcilers import ranked_gate, runtime
 
@@ -69,6 +70,10 @@ class Pipeline:
         self._alone_gate = ranked_gate.RankedGate(runtime.WRITE_CONCURRENCY)
         self._batch_gate = asyncio.Semaphore(runtime.WRITE_CONCURRENCY)
         self._failed = False
+        # NB: once a node's GPU pods are deleted its task watches them go (no LIST after LIST).
+        self._follower = pod_following.PodFollower(
+            lambda renew: connecting.connection_info(rt.api_client, renew=renew)
+        )
 
     @property
     def active(self) -> bool:
@@ -146,6 +151,7 @@ class Pipeline:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._follower.close()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)
@@ -225,8 +231,10 @@ class Pipeline:
             if awaited and not all(await asyncio.gather(*awaited)):
                 # Its slot's giver failed: the slot may still be held. The next pass plans it again.
                 return
+            # The node's pods as last read or followed (a watch of them starts there).
+            known: pod_following.Followed | None = None
             for _ in range(upgrade_pipeline.MAX_ROUNDS):
-                outcome, pods = await self._write_round(name, steps, node, shared.now, wanted)
+                outcome, read = await self._write_round(name, steps, node, shared.now, wanted)
                 node = outcome.node
                 applied += outcome.applied
                 if first_done is not None and not first_done.done():
@@ -238,14 +246,15 @@ class Pipeline:
                     # It waits for what the watches show (a pod Ready), or for time.
                     return
                 removed = upgrade_pipeline.removed_pods(steps)
-                if pods is None or removed:
-                    pods = await self._pods_after(name, node.state, removed)
-                if pods is None:
-                    # Still there after the task's reads: the passes poll from here.
+                if read is None or removed:
+                    read = await self._pods_after(name, node.state, removed, known)
+                if read is None:
+                    # Still there after the task's watch or reads: the passes poll from here.
                     return
+                known = read
                 shared = dataclasses.replace(
                     shared,
-                    snapshot=dataclasses.replace(shared.snapshot, pods={name: pods}),
+                    snapshot=dataclasses.replace(shared.snapshot, pods={name: read.pods}),
                     now=datetime.datetime.now(datetime.UTC),
                 )
                 steps = upgrade_chain.continue_chain(node, plan.driver, shared)
@@ -267,7 +276,7 @@ class Pipeline:
         node: UpgradeNode,
         now: datetime.datetime,
         wanted: frozenset[upgrades.UpgradeState],
-    ) -> tuple[Outcome, tuple[WorkloadPod, ...] | None]:
+    ) -> tuple[Outcome, pod_following.Followed | None]:
         """Write `steps`; and the node's pods, when they may be read beside the last label
         (upgrade_pipeline.read_beside), else None."""
         split = upgrade_pipeline.read_beside(node, steps, wanted)
@@ -283,28 +292,48 @@ class Pipeline:
             async with self._turn(head.node.state):
                 return await asyncio.to_thread(self._write, steps[split:], head.node, now, None)
 
-        tail, pods = await asyncio.gather(last(), self._pods_after(name, head.node.state, ()))
+        tail, pods = await asyncio.gather(last(), self._pods_after(name, head.node.state, (), None))
         return Outcome(tail.node, head.applied + tail.applied, tail.error), pods
 
     async def _pods_after(
-        self, name: NodeName, state: upgrades.UpgradeState, removed: Sequence[PodRef]
-    ) -> tuple[WorkloadPod, ...] | None:
+        self,
+        name: NodeName,
+        state: upgrades.UpgradeState,
+        removed: Sequence[PodRef],
+        known: pod_following.Followed | None,
+    ) -> pod_following.Followed | None:
         """The node's pods (the node in `state`): read now, or once the `removed` pods are gone;
-        None if they are not gone after the last of upgrade_pipeline.POD_POLL_DELAYS, or a read failed."""
+        None if they are not gone in time (upgrade_pipeline.FOLLOW_S), or a read failed.
+
+        Once pods were removed they are watched from the last read (`known`); without one, or
+        should the watch fail, read on upgrade_pipeline.POD_POLL_DELAYS.
+        """
+        if removed and known is not None:
+            try:
+                return await self._follower.follow(
+                    name,
+                    known,
+                    functools.partial(upgrade_pipeline.are_gone, removed),
+                    upgrade_pipeline.FOLLOW_S,
+                )
+            except pod_following.FollowFailed as error:
+                logger.debug("node %s: could not watch its pods (%s); reading them instead", name, error)
         delays = upgrade_pipeline.POD_POLL_DELAYS if removed else (0.0,)
         for delay in delays:
             if delay:
                 await asyncio.sleep(delay)
             try:
                 async with self._turn(state):
-                    pods = await asyncio.to_thread(upgrading.list_pods_on_node, self._rt.api_client, name)
+                    pods, version = await asyncio.to_thread(
+                        upgrading.list_pods_on_node_at, self._rt.api_client, name
+                    )
             except Exception as error:
                 logger.warning(
                     "could not list the pods of node %s: %s", name, requesting.describe_error(error)
                 )
                 return None
             if upgrade_pipeline.are_gone(removed, pods):
-                return pods
+                return pod_following.Followed(pods, version)
         return None
 
     async def _batch(

@@ -12,6 +12,10 @@
 - the pod records: GPU requests (nvidia.com/gpu and nvidia.com/mig-*), controller, emptyDir, found
   through the `spec.nodeName` field selector, and the same records for many nodes from one paged
   LIST of every bound pod (`list_pods_on_nodes`, continue tokens followed);
+- following a node's pods (`pod_following.PodFollower`) from a LIST's resourceVersion
+  (`list_pods_on_node_at`): a deleted pod's going is seen and the pods left are the node's;
+  a pod that stays makes it give up in time; a watch refused makes it fail (the task then
+  reads instead);
 - one node driven through the whole state machine by `read_upgrade_snapshot`, `plan_upgrades` and
   `apply_node_plan` alone: GPU pods deleted, other pods untouched, the driver pod restarted, the
   node cordoned and uncordoned, the seed's Event sequence.
@@ -19,7 +23,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -30,10 +36,10 @@ from kubernetes import client
 
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness.cluster import unique_name
-from ocp_gpu.kube import clients, requesting, upgrading
+from ocp_gpu.kube import clients, connecting, pod_following, requesting, upgrading
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.upgrades import UpgradeState
-from ocp_gpu.planning import upgrade
+from ocp_gpu.planning import upgrade, upgrade_pipeline
 from tests.unit._upgrades import policy
 
 pytestmark = pytest.mark.e2e
@@ -334,6 +340,51 @@ def test_pods_on_node(
         f"{node}-absent": [],
     }
     assert {p.ref.name: p for p in many[node]} == pods
+
+
+def test_following_a_nodes_pods_until_a_deleted_one_is_gone(
+    kube: client.ApiClient,
+    api: clients.ApiClient,
+    namespace: str,
+    run: dict[str, str],
+    make_nodes: Callable[..., list[str]],
+) -> None:
+    (node,) = make_nodes(run)
+    core = client.CoreV1Api(kube)
+    core.create_namespaced_pod(namespace, bare_pod(node, "gpu", resources={"nvidia.com/gpu": "1"}))
+    core.create_namespaced_pod(namespace, bare_pod(node, "other"))
+    pods, version = upgrading.list_pods_on_node_at(api, node)
+    by_name = {p.ref.name: p for p in pods}
+    assert set(by_name) == {"gpu", "other"} and version
+    listed = pod_following.Followed(pods, version)
+
+    async def follow(
+        since: pod_following.Followed, gone: str, timeout: float
+    ) -> pod_following.Followed | None:
+        follower = pod_following.PodFollower(lambda renew: connecting.connection_info(api, renew=renew))
+        try:
+            done = functools.partial(upgrade_pipeline.are_gone, [by_name[gone].ref])
+            return await follower.follow(node, since, done, timeout)
+        finally:
+            await follower.close()
+
+    # A pod that stays: given up on in time (the passes read from then on).
+    began = time.monotonic()
+    assert asyncio.run(follow(listed, "other", 1.0)) is None
+    assert time.monotonic() - began < 5.0
+
+    # NB: deleted after the LIST: the watch from its version still sees it go (kwok removes it).
+    upgrading.delete_pod(api, namespace, "gpu", by_name["gpu"].ref.uid)
+    followed = asyncio.run(follow(listed, "gpu", 20.0))
+    assert followed is not None
+    assert [p.ref.name for p in followed.pods] == ["other"]
+    assert followed.version and followed.version != version
+    # What a fresh read shows.
+    assert {p.ref.uid for p in upgrading.list_pods_on_node(api, node)} == {by_name["other"].ref.uid}
+
+    # A watch the API server refuses (a version it cannot parse): it fails, and the caller reads instead.
+    with pytest.raises(pod_following.FollowFailed):
+        asyncio.run(follow(pod_following.Followed(pods, "not-a-version"), "other", 5.0))
 
 
 @pytest.mark.parametrize(("resource", "gpu"), [("nvidia.com/mig-1g.5gb", True), ("example.com/fpga", False)])
