@@ -202,7 +202,7 @@ def test_retries_back_off_doubling_up_to_the_cap() -> None:
 
 
 class _Chunks:
-    """What `_lines` reads of an aiohttp StreamReader: its chunks as they arrive."""
+    """What `event_lines` reads of an aiohttp StreamReader: its chunks as they arrive."""
 
     def __init__(self, *chunks: bytes) -> None:
         self._chunks = chunks
@@ -216,7 +216,7 @@ class _Chunks:
 
 
 async def _decoded(*chunks: bytes) -> list[Any]:
-    return [line async for line in watching._lines(_Chunks(*chunks))]  # type: ignore[arg-type]
+    return [line async for line in watching.event_lines(_Chunks(*chunks))]  # type: ignore[arg-type]
 
 
 def test_lines_split_across_chunks_anywhere_decode_whole() -> None:
