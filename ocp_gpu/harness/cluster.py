@@ -97,7 +97,10 @@ KWOK_CONFIGURATION: Final = {
     "options": {
         "podPlayStageParallelism": 16,
         "nodePlayStageParallelism": 8,
-        "nodeLeaseParallelism": 8,
+        # NB: 5,000 Leases renewed every 50 s are 100 updates a second; 8 workers at a loaded
+        # apiserver's latency renewed some too late, their nodes went NotReady and the node
+        # lifecycle controller marked their pods not Ready (2026-11-24 18:39: 136 nodes).
+        "nodeLeaseParallelism": 64,
     },
 }
 # Name of the throwaway node used to check that kwok makes nodes Ready.

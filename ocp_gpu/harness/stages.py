@@ -2,13 +2,16 @@
 
 kwok plays "stages" (status templates selected by jq expressions) on the objects it
 manages; since v0.8 it ships none built in, so we pass kwok's own stage files from its
-source tree (see `binaries.KWOK_STAGE_FILES`), with one change and three additions:
+source tree (see `binaries.KWOK_STAGE_FILES`), with one change and four additions:
 
 - kwok's ``pod-ready`` would make any Pending pod Ready, which would undo an
   image-pull failure (a real one keeps the pod Pending). It is loaded with one extra
   selector: the pod has no `FATE_ANNOTATION`.
 - ``pod-fate-crash-looping``, ``pod-fate-image-pull-failing`` and ``pod-fate-ready``
   turn a pod's `FATE_ANNOTATION` into the status a kubelet would report.
+- ``pod-ready-again`` (`ready_again_stage`): a running pod the node lifecycle controller
+  marked not Ready, while its node's Lease was late, is Ready again, as its kubelet would
+  report it.
 - ``pod-fate-succeeded`` and ``pod-fate-failed`` end a pod's containers (exit 0, or
   exit 1 with a termination message): a simulation of a run-once workload (the
   validator's vectorAdd pod) whose process ends, which kwok cannot know by itself
@@ -253,6 +256,39 @@ def fate_stages() -> list[dict[str, Any]]:
     ]
 
 
+def ready_again_stage() -> dict[str, Any]:
+    """SIMULATION of a kubelet reporting its running pods' readiness again.
+
+    When a node's Lease is late the node lifecycle controller marks every pod on it not Ready
+    (Ready False, ContainersReady left True); a kubelet reports the truth again at its next
+    status sync, but kwok's pod-ready plays on Pending pods only, so those pods stayed not Ready
+    for good: at 5,000 nodes kwok renewed some Leases late, 136 nodes flapped, and 1,438 of
+    5,000 driver pods stayed not Ready (2026-11-24 18:42). Pods with a fate are the fate
+    stages' (fate "ready" plays again by itself); a crash-looping pod's containers are not ready.
+    """
+    return _stage(
+        "pod-ready-again",
+        [
+            _NOT_DELETED,
+            {"key": _FATE_KEY, "operator": "DoesNotExist"},
+            {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+            {
+                "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+                "operator": "NotIn",
+                "values": ["True"],
+            },
+            {
+                "key": '.status.conditions.[] | select( .type == "ContainersReady" ) | .status',
+                "operator": "In",
+                "values": ["True"],
+            },
+        ],
+        # The status patch merges conditions by type: only Ready changes.
+        "\n{{ $now := Now }}\nconditions:\n"
+        f'- lastTransitionTime: {_NOW}\n  status: "True"\n  type: Ready\n',
+    )
+
+
 def _fate_selector(fate: str, *unless: dict[str, Any]) -> list[dict[str, Any]]:
     """A live pod with this fate, not ended (Running too: a crash-looping pod recovers), and `unless`."""
     return [
@@ -293,6 +329,6 @@ def write_stage_files(kwok_stage_files: list[Path], out_dir: Path) -> list[Path]
     if not has_pod_ready:
         raise ValueError(f"no pod-ready stage among {[str(p) for p in kwok_stage_files]}")
     fates = out_dir / "pod-fates.yaml"
-    fates.write_text(yaml.safe_dump_all(fate_stages(), sort_keys=False))
+    fates.write_text(yaml.safe_dump_all([*fate_stages(), ready_again_stage()], sort_keys=False))
     written.append(fates)
     return written

@@ -305,6 +305,35 @@ def test_pod_fates(
 
 
 @pytest.mark.e2e
+def test_a_pod_marked_not_ready_by_the_node_controller_is_ready_again(
+    kube: client.ApiClient,
+    make_nodes: Callable[[list[dict[str, Any]]], list[str]],
+    namespace: str,
+    run_id: str,
+) -> None:
+    """SIMULATION (stages.ready_again_stage): the node lifecycle controller marks the pods of a
+    node whose Lease was late not Ready (Ready False, ContainersReady left True); a kubelet
+    reports them Ready again, and so must kwok, or they stay not Ready for good (5,000 nodes:
+    1,438 driver pods). A crash-looping pod, whose containers are not ready, stays not Ready."""
+    run = {RUN_LABEL: run_id}
+    (node,) = make_nodes([fake_nodes.gpu_node(f"{run_id}-g0", extra_labels=run)])
+    core = client.CoreV1Api(kube)
+    core.create_namespaced_pod(namespace, pod_on(node, "steady", {"app": "steady"}))
+    wait_for("the pod Ready", lambda: is_ready(core.read_namespaced_pod("steady", namespace)))
+    # What the node lifecycle controller's MarkPodsNotReady writes.
+    not_ready = {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+    core.patch_namespaced_pod_status("steady", namespace, not_ready)
+    wait_for("the pod Ready again", lambda: is_ready(core.read_namespaced_pod("steady", namespace)))
+
+    core.create_namespaced_pod(namespace, pod_on(node, "crashing", {"app": "crashing"}))
+    wait_for("the second pod Ready", lambda: is_ready(core.read_namespaced_pod("crashing", namespace)))
+    fake_nodes.set_pod_fate(kube, namespace, "crashing", stages.FATE_CRASH_LOOPING)
+    time.sleep(1.0)  # kwok had every chance to make it Ready; it must not have
+    pod = core.read_namespaced_pod("crashing", namespace)
+    assert pod.status.phase == "Running" and not is_ready(pod)
+
+
+@pytest.mark.e2e
 def test_mco_update_drains_through_eviction_and_honours_pdb(
     kube: client.ApiClient,
     control_plane: LocalControlPlane,
