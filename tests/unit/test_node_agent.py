@@ -14,7 +14,7 @@ import time
 import pytest
 from kubernetes.client import ApiClient
 
-from ocp_gpu.harness import node_agent
+from ocp_gpu.harness import mirror, node_agent
 from ocp_gpu.model import operands
 from ocp_gpu.rendering import validator
 
@@ -167,3 +167,16 @@ def test_an_object_written_is_left_alone_until_the_watch_brings_the_write_back()
     agent._written[("pod", "u-1")] = ("5", time.monotonic() - node_agent.WRITE_SEEN_TIMEOUT - 1)
     assert not agent._unseen("pod", "u-1", "5")  # never seen back: acted on again after the timeout
     assert not agent._unseen("pod", "u-2", "1")  # never written
+
+
+def test_a_change_outside_what_the_mirror_keeps_is_no_change() -> None:
+    """kwok's node heartbeats change only what a trimmed node drops: no pass for them."""
+    node = {
+        "metadata": {"name": "gpu-1", "resourceVersion": "7", "labels": {"a": "b"}},
+        "status": {"allocatable": {}, "conditions": [{"type": "Ready", "lastHeartbeatTime": "t1"}]},
+    }
+    beat = {**node, "metadata": {**node["metadata"], "resourceVersion": "8"}, "status": {"allocatable": {}}}
+    assert mirror._same_but_version(node_agent._trim_node(node), node_agent._trim_node(beat))
+    labelled = {**beat, "metadata": {**beat["metadata"], "labels": {"a": "c"}}}
+    assert not mirror._same_but_version(node_agent._trim_node(node), node_agent._trim_node(labelled))
+    assert not mirror._same_but_version(None, node_agent._trim_node(node))
