@@ -16,7 +16,6 @@ connection) raises FollowFailed, and the caller reads the pods as before.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import math
@@ -72,28 +71,10 @@ class PodFollower:
     """One HTTP session for every node's short pod watches (opened on first use)."""
 
     def __init__(self, login: Callable[[bool], kopf.ConnectionInfo]) -> None:
-        self._login = login
-        self._session: aiohttp.ClientSession | None = None
-        self._server = ""
-        # The API server refused the credentials (401): the next session logs in again.
-        self._renew = False
-
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            info, self._renew = self._login(self._renew), False
-            self._server = info.server.rstrip("/")
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=info.as_ssl_context(), limit=CONNECTIONS),
-                headers={**info.as_http_headers(), "User-Agent": "ocp-gpu/upgrade-pod-watch"},
-                proxy=info.proxy_url,
-            )
-        return self._session
+        self._api = watching.ApiSession(login, "ocp-gpu/upgrade-pod-watch", connections=CONNECTIONS)
 
     async def close(self) -> None:
-        if self._session is not None:
-            with contextlib.suppress(Exception):
-                await self._session.close()
-            self._session = None
+        await self._api.close()
 
     async def follow(
         self,
@@ -122,12 +103,12 @@ class PodFollower:
         ]
         timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=CONNECT_TIMEOUT_S)
         try:
-            session = self._http()
-            async with session.get(self._server + "/api/v1/pods", params=query, timeout=timeout) as response:
+            session = self._api.http()
+            url = self._api.server + "/api/v1/pods"
+            async with session.get(url, params=query, timeout=timeout) as response:
                 if response.status != 200:
                     if response.status == 401:
-                        self._renew = True
-                        await self.close()
+                        await self._api.renew()
                     raise FollowFailed(f"the watch answered {response.status}")
                 async for event in watching.event_lines(response.content):
                     version = apply_event(current, event) or version

@@ -123,6 +123,45 @@ class StatusError(Exception):
         self.status = status
 
 
+
+class ApiSession:
+    """One HTTP session to the API server: logged in on first use, and again after a 401."""
+
+    def __init__(
+        self, login: Callable[[bool], kopf.ConnectionInfo], user_agent: str, connections: int = 100
+    ) -> None:
+        self._login = login
+        self._user_agent = user_agent
+        # aiohttp's connection limit (its default: 100); more requests wait for a connection.
+        self._connections = connections
+        self._session: aiohttp.ClientSession | None = None
+        # The API server's URL, known once logged in.
+        self.server = ""
+        # The API server refused the credentials (401): the next login renews them.
+        self._renew = False
+
+    def http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            info, self._renew = self._login(self._renew), False
+            self.server = info.server.rstrip("/")
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=info.as_ssl_context(), limit=self._connections),
+                headers={**info.as_http_headers(), "User-Agent": self._user_agent},
+                proxy=info.proxy_url,
+            )
+        return self._session
+
+    async def renew(self) -> None:
+        """The credentials were refused: the next session logs in afresh."""
+        self._renew = True
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            with contextlib.suppress(Exception):
+                await self._session.close()
+            self._session = None
+
 class ObjectWatch(Generic[F]):
     """List, then watch, the objects at one collection path, forever (until cancelled).
 
@@ -141,7 +180,8 @@ class ObjectWatch(Generic[F]):
         selector: str = "",
         watch_timeout_s: int = WATCH_TIMEOUT_S,
     ) -> None:
-        self._login = login
+        # NB: the User-Agent names the watch ("operand pod watch" -> ocp-gpu/operand-pod-watch).
+        self._api = ApiSession(login, f"ocp-gpu/{what.replace(' ', '-')}")
         self._path = path
         self._parse = parse
         self._sink = sink
@@ -149,10 +189,6 @@ class ObjectWatch(Generic[F]):
         self._what = what
         self._selector = selector
         self._watch_timeout_s = watch_timeout_s
-        self._server = ""
-        self._session: aiohttp.ClientSession | None = None
-        # The API server refused the credentials (401): the next login renews them.
-        self._renew = False
         # The last resourceVersion seen; None: list (again) before watching.
         self.resource_version: str | None = None
         # Counters (tests and logs): complete listings, watch requests opened.
@@ -181,8 +217,7 @@ class ObjectWatch(Generic[F]):
                         continue
                     failures += 1
                     if step is Step.RENEW:
-                        self._renew = True
-                        await self._close()
+                        await self._api.renew()
                     self._log_failure(failures, error)
                     await asyncio.sleep(watch_resumption.retry_delay(failures))
                 except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as error:
@@ -198,29 +233,12 @@ class ObjectWatch(Generic[F]):
                     self.resource_version = None
                     await asyncio.sleep(watch_resumption.retry_delay(failures))
         finally:
-            await self._close()
+            await self._api.close()
 
     def _log_failure(self, failures: int, error: BaseException) -> None:
         # NB: once per streak at WARNING; an API server restart costs a few quiet retries.
         log = logger.warning if failures == 1 else logger.debug
         log("%s: %s: %s; retrying", self._what, type(error).__name__, error)
-
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            info, self._renew = self._login(self._renew), False
-            self._server = info.server.rstrip("/")
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=info.as_ssl_context()),
-                headers={**info.as_http_headers(), "User-Agent": f"ocp-gpu/{self._what.replace(' ', '-')}"},
-                proxy=info.proxy_url,
-            )
-        return self._session
-
-    async def _close(self) -> None:
-        if self._session is not None:
-            with contextlib.suppress(Exception):
-                await self._session.close()
-            self._session = None
 
     def _query(self, *pairs: tuple[str, str]) -> list[tuple[str, str]]:
         selected = [("labelSelector", self._selector)] if self._selector else []
@@ -228,7 +246,7 @@ class ObjectWatch(Generic[F]):
 
     async def _list(self) -> None:
         """Every object, page by page; the list's resourceVersion is where the watch starts."""
-        session = self._http()
+        session = self._api.http()
         facts: list[F] = []
         token = ""
         while True:
@@ -236,7 +254,7 @@ class ObjectWatch(Generic[F]):
             if token:
                 query.append(("continue", token))
             timeout = aiohttp.ClientTimeout(total=LIST_TIMEOUT_S, sock_connect=CONNECT_TIMEOUT_S)
-            async with session.get(self._server + self._path, params=query, timeout=timeout) as response:
+            async with session.get(self._api.server + self._path, params=query, timeout=timeout) as response:
                 raw = await response.read()
                 if response.status != 200:
                     raise StatusError(response.status, raw.decode(errors="replace"))
@@ -255,7 +273,7 @@ class ObjectWatch(Generic[F]):
 
     async def _watch(self) -> int:
         """One WATCH request, resumed from `resource_version`, until the server ends it; the events seen."""
-        session = self._http()
+        session = self._api.http()
         query = self._query(
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
@@ -266,7 +284,7 @@ class ObjectWatch(Generic[F]):
             total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=self._watch_timeout_s + INACTIVITY_MARGIN_S
         )
         self.watches += 1
-        async with session.get(self._server + self._path, params=query, timeout=timeout) as response:
+        async with session.get(self._api.server + self._path, params=query, timeout=timeout) as response:
             if response.status != 200:
                 raise StatusError(response.status, (await response.read()).decode(errors="replace"))
             seen = 0
