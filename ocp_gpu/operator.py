@@ -84,7 +84,8 @@ async def run(options: RunOptions) -> int:
     metrics.is_leader.set(1)
     # Renew from the moment we lead: discovery below can take seconds on a loaded apiserver.
     renewing = asyncio.ensure_future(elector.keep_renewing())
-    # Image defaults: the release's (model/releases.py), overridden by the *_IMAGE env vars.
+    # Image defaults: the release's by digest, as the install sets them (model/releases.py),
+    # overridden by the *_IMAGE env vars.
     env = releases.with_release_defaults(os.environ)
     rt = runtime.Runtime(api_client=api_client, namespace=options.namespace, env=env)
     rt.api_groups = await asyncio.to_thread(discovering.list_api_groups, api_client)

@@ -19,8 +19,11 @@ GitOps review, from files (no cluster needed)::
   spec; `-` reads it from stdin.  With an ImageStream file the platform is OpenShift
   (Driver Toolkit builds: one DaemonSet per RHCOS version), without one it is vanilla
   Kubernetes (one DaemonSet per OS); `--platform` overrides.  Image defaults are the
-  release's (`DRIVER_IMAGE=...` and friends); `--env DRIVER_IMAGE=<mirror>/driver:550.90.07`
-  overrides one as the operator Deployment's env would.
+  release's (`DRIVER_IMAGE=...` and friends) by digest, exactly as the OLM bundle and the
+  Helm chart set them (what a disconnected mirror holds: the CSV's relatedImages), each
+  followed by a `# tag ...` comment naming the release tag; `--tags` renders the tags
+  instead.  `--env DRIVER_IMAGE=<mirror>/driver:550.90.07` overrides one as the operator
+  Deployment's env would.
 
 Disconnected change review, against a live cluster, read-only (GET and LIST only)::
 
@@ -188,7 +191,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_env_pair,
         default=[],
         help="an operator env var, e.g. DRIVER_IMAGE=<registry>/driver:550.90.07 (repeatable; "
-        "defaults: this release's images)",
+        "defaults: this release's images, by digest as the install sets them)",
+    )
+    parser.add_argument(
+        "--tags",
+        action="store_true",
+        help="default to this release's images by tag instead of by digest (what is set, "
+        "by --env or live by the Deployment, is used as it is)",
     )
 
 
@@ -480,6 +489,20 @@ def dump_manifests(manifests: Sequence[Mapping[str, Any]]) -> str:
         allow_unicode=True,
         width=_NO_WRAP,
     )
+
+
+def with_tag_comments(stream: str, tags: Mapping[str, str]) -> str:
+    """`stream` with `  # tag <reference>` after each line that ends in one of `tags`' digests.
+
+    So a reviewer sees which release tag each pinned digest is; YAML ignores the comment.
+    """
+    lines = []
+    for line in stream.splitlines(keepends=True):
+        body = line.rstrip("\n")
+        # NB: a plain scalar ends the line (dump_manifests never wraps or quotes a reference).
+        tag = next((tags[digest] for digest in tags if body.endswith(digest)), None)
+        lines.append(f"{body}  # tag {tag}\n" if tag else line)
+    return "".join(lines)
 
 
 def summary_lines(result: Rendering) -> list[str]:
@@ -824,11 +847,15 @@ def _default_namespace(platform: platform_model.Platform) -> str:
 
 
 def _env(
-    overrides: Sequence[tuple[str, str]], *, deployment: Mapping[str, str] | None = None
+    overrides: Sequence[tuple[str, str]],
+    *,
+    deployment: Mapping[str, str] | None = None,
+    by_tag: bool = False,
 ) -> tuple[dict[str, str], str]:
     """The operator env to render with, and where it came from: release < Deployment < --env."""
     env: dict[str, str] = {}
-    origin = [f"ocp-gpu {__version__} release images"]
+    form = "by tag (--tags)" if by_tag else "by digest, as installed"
+    origin = [f"ocp-gpu {__version__} release images {form}"]
     if deployment:
         env |= deployment
         origin.append(f"the {labels.OPERATOR_DEPLOYMENT} Deployment's env")
@@ -836,7 +863,7 @@ def _env(
         env |= dict(overrides)
         origin.append("--env " + ", ".join(sorted({name for name, _ in overrides})))
     # The same defaulting as `ocp-gpu run` (operator.py): what is not set is the release's.
-    return releases.with_release_defaults(env), ", overridden by ".join(origin)
+    return releases.with_release_defaults(env, by_tag=by_tag), ", overridden by ".join(origin)
 
 
 def read_files(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderInputs:
@@ -872,7 +899,7 @@ def read_files(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderI
         platform = platform_model.Platform(
             platform_model.PlatformKind.KUBERNETES, "no ImageStream file; --platform openshift to change"
         )
-    env, env_origin = _env(args.env)
+    env, env_origin = _env(args.env, by_tag=args.tags)
     view = driver_manifests.DriverView(
         namespace=args.namespace or _default_namespace(platform),
         env=env,
@@ -1035,7 +1062,7 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
             f"/apis/apps/v1/namespaces/{namespace}/deployments/{labels.OPERATOR_DEPLOYMENT}",
             missing_ok=(403, 404),
         )
-    env, env_origin = _env(args.env, deployment=_deployment_env(deployment))
+    env, env_origin = _env(args.env, deployment=_deployment_env(deployment), by_tag=args.tags)
     view = driver_manifests.DriverView(
         namespace=namespace,
         env=env,
@@ -1166,7 +1193,7 @@ def main(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: Text
         print(line, file=err)
     if result.errors:
         return EXIT_INVALID
-    out.write(dump_manifests(result.manifests))
+    out.write(with_tag_comments(dump_manifests(result.manifests), releases.release_tags()))
     out.flush()
     if result.pools is not None and any(o.errors for o in result.pools.outcomes):
         # as the operator: the other pools are applied, the invalid ones left as they are

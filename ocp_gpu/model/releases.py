@@ -2,7 +2,9 @@
 
 The one source for the CSV's and the Helm chart's Deployment env (hack/generate.py),
 for the demo and tests, and the built-in defaults of both `ocp-gpu run` and
-`ocp-gpu render` (`with_release_defaults`): the environment overrides them.
+`ocp-gpu render` (`with_release_defaults`): the environment overrides them.  The
+defaults are the images the install runs, by digest where one is pinned; `render --tags`
+asks for the tags instead, and `release_tags` names the tag behind each digest.
 """
 
 from __future__ import annotations
@@ -72,11 +74,23 @@ def installed_images() -> dict[str, str]:
     return {env: RELEASE_DIGESTS.get(env, image) for env, image in RELEASE_IMAGES.items()}
 
 
-def with_release_defaults(env: Mapping[str, str]) -> dict[str, str]:
+def release_images(*, by_tag: bool = False) -> dict[str, str]:
+    """This release's operand images by env var: as the install sets them, or by tag."""
+    return dict(RELEASE_IMAGES) if by_tag else installed_images()
+
+
+def release_tags() -> dict[str, str]:
+    """Each pinned digest reference -> the release's tag reference for the same component."""
+    return {digest: RELEASE_IMAGES[env] for env, digest in RELEASE_DIGESTS.items()}
+
+
+def with_release_defaults(env: Mapping[str, str], *, by_tag: bool = False) -> dict[str, str]:
     """`env` with this release's image under every `*_IMAGE` variable it leaves unset.
 
     One rule for `ocp-gpu run` (its process environment) and `ocp-gpu render` (the
-    Deployment's env and `--env`): a variable that is set wins, a missing one is the release's.
+    Deployment's env and `--env`): a variable that is set wins, a missing one is the
+    release's, by digest as the OLM bundle and the Helm chart set it (or by tag: `by_tag`),
+    so that both run and show what an install runs.
     NB: set but empty is kept: model/images reports it by name rather than guessing.
     """
-    return {**RELEASE_IMAGES, **env}
+    return {**release_images(by_tag=by_tag), **env}

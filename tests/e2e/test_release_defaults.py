@@ -1,7 +1,8 @@
 """We test these aspects of image defaults on the local control plane:
 
-- `ocp-gpu run` without any `*_IMAGE` variable uses the release's images (model/releases.py),
-  so the policy is `ready`, not `InvalidSpec`, and the driver DaemonSet runs the release's driver;
+- `ocp-gpu run` without any `*_IMAGE` variable uses the release's images (model/releases.py) as
+  the OLM bundle and the Helm chart install them (by digest), so the policy is `ready`, not
+  `InvalidSpec`, and the driver DaemonSet runs the release's driver;
 - a variable that is set overrides the release's default.
 """
 
@@ -53,6 +54,8 @@ def test_run_without_image_env_uses_the_release_defaults(
     wait_for(lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", 60, what="ready")
     found = images(kube, namespace)
     driver = [image for name, image in found.items() if name.startswith(labels.DRIVER_DAEMONSET_PREFIX)]
-    assert driver and all(image.startswith(releases.RELEASE_IMAGES["DRIVER_IMAGE"] + "-") for image in driver)
+    installed = releases.installed_images()
+    # NB: a digest names one image for every OS: it is used as it is (model/images.driver_image_for)
+    assert driver and all(image == installed["DRIVER_IMAGE"] for image in driver), driver
     toolkit = found["nvidia-container-toolkit-daemonset"]
-    assert toolkit == (toolkit_override or releases.RELEASE_IMAGES["CONTAINER_TOOLKIT_IMAGE"])
+    assert toolkit == (toolkit_override or installed["CONTAINER_TOOLKIT_IMAGE"])

@@ -319,8 +319,12 @@ def test_release_defaults_fill_only_unset_image_variables() -> None:
     )
     assert env["DRIVER_IMAGE"] == "mirror.example/driver:1"  # set: the environment wins
     assert env["GFD_IMAGE"] == "  "  # set but blank: kept, and reported by name (model/images)
-    assert env["VALIDATOR_IMAGE"] == releases.RELEASE_IMAGES["VALIDATOR_IMAGE"]  # unset
+    # unset: the release's, as the OLM bundle and the Helm chart set it (by digest where pinned)
+    assert env["VALIDATOR_IMAGE"] == releases.installed_images()["VALIDATOR_IMAGE"]
     assert env["OTHER"] == "x"
+    # by tag on request (`ocp-gpu render --tags`); what is set still wins
+    tagged = releases.with_release_defaults({"DRIVER_IMAGE": "mirror.example/driver:1"}, by_tag=True)
+    assert tagged == {**releases.RELEASE_IMAGES, "DRIVER_IMAGE": "mirror.example/driver:1"}
     # With none set, every component resolves (no InvalidSpec for a bare `ocp-gpu run`).
     from ocp_gpu.model import policy_checks, policy_parser
 

@@ -362,7 +362,7 @@ def test_the_output_is_what_the_driver_reconciler_applies(
     applied: list[dict[str, Any]] = []
     monkeypatch.setattr(applying, "apply", lambda _client, manifest: applied.append(dict(manifest)))
     rt = runtime.Runtime(
-        api_client=None, namespace=labels.OPENSHIFT_NAMESPACE, env=dict(releases.RELEASE_IMAGES)
+        api_client=None, namespace=labels.OPENSHIFT_NAMESPACE, env=releases.with_release_defaults({})
     )
     rt.node_facts = {facts.name: facts for facts in map(reading.node_facts, RHCOS_NODES["items"])}
     rt.dtk_imagestream = imagestream({V416: DTK_416, V417: DTK_417})
@@ -388,7 +388,7 @@ def test_the_reconciler_renders_through_the_shared_function(monkeypatch: pytest.
 
     monkeypatch.setattr(driver_manifests, "desired_driver_manifests", spy)
     monkeypatch.setattr(applying, "apply", lambda *_: None)
-    rt = runtime.Runtime(api_client=None, namespace="ns", env=dict(releases.RELEASE_IMAGES))
+    rt = runtime.Runtime(api_client=None, namespace="ns", env=releases.with_release_defaults({}))
     kubernetes = platform_model.detect_platform(set())
     asyncio.run(drivers_reconciler.reconcile_drivers(rt, {}, policy_parser.parse_policy({}), kubernetes, NOW))
     assert len(calls) == 1 and calls[0].namespace == "ns"
@@ -580,8 +580,12 @@ def test_env_overrides_the_release_defaults_as_the_deployment_would(
 ) -> None:
     files = list(dtk_files)
     files[1] = write("bare.yaml", {})  # no version in the policy: DRIVER_IMAGE decides it all
+    # by default the image the install sets (a digest names one image for every OS) ...
     default = run(*files)
-    assert f"driver {releases.RELEASE_IMAGES['DRIVER_IMAGE']}-rhel9.4" in default.err
+    assert f"driver {releases.installed_images()['DRIVER_IMAGE']}, DTK" in default.err
+    # ... or by the release's tag
+    tagged = run(*files, "--tags")
+    assert f"driver {releases.RELEASE_IMAGES['DRIVER_IMAGE']}-rhel9.4" in tagged.err
     mirrored = run(*files, "--env", "DRIVER_IMAGE=mirror.example.com/nvidia/driver:550.127.05")
     assert "driver mirror.example.com/nvidia/driver:550.127.05-rhel9.4" in mirrored.err
     assert "overridden by --env DRIVER_IMAGE" in mirrored.err
@@ -757,7 +761,7 @@ def test_nvidia_driver_pools_render_what_the_reconciler_applies(
     monkeypatch.setattr(reporting, "patch_nvidia_driver_status", lambda *_: None)
     monkeypatch.setattr(reporting, "post_event", lambda *_: None)
     rt = runtime.Runtime(
-        api_client=None, namespace=labels.OPENSHIFT_NAMESPACE, env=dict(releases.RELEASE_IMAGES)
+        api_client=None, namespace=labels.OPENSHIFT_NAMESPACE, env=releases.with_release_defaults({})
     )
     rt.node_facts = {facts.name: facts for facts in map(reading.node_facts, pool_nodes()["items"])}
     rt.nvidia_drivers = {d["metadata"]["name"]: reading.nvidia_driver(d) for d in POOLS}
@@ -929,3 +933,92 @@ def test_offline_the_admins_named_config_maps_are_noted_not_checked(
     # Nothing named: no note.
     plain = run(*dtk_files)
     assert "not checked offline" not in plain.err
+
+
+# --- the images render shows are the ones the install runs and a mirror holds --------------------
+
+REPO = Path(__file__).resolve().parents[2]
+CSV_FILE = REPO / "bundle" / "manifests" / "ocp-gpu.clusterserviceversion.yaml"
+OPERATORHUB_EXAMPLE = Path(__file__).parent / "data" / "nvidia-operatorhub-clusterpolicy.yaml"
+
+
+def csv_document() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(CSV_FILE.read_text())
+    return document
+
+
+def csv_env() -> dict[str, str]:
+    """The literal env of the CSV's operator Deployment (what OLM runs the operator with)."""
+    (deployment,) = csv_document()["spec"]["install"]["spec"]["deployments"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return {item["name"]: item["value"] for item in container["env"] if "value" in item}
+
+
+def rendered_images(manifests: list[dict[str, Any]]) -> set[str]:
+    """Every container image of every pod template, and every *_IMAGE env value passed down."""
+    found: set[str] = set()
+    for manifest in manifests:
+        pod = ((manifest.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for container in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+            found.add(container["image"])
+            found |= {value for name, value in env_of(container).items() if name.endswith("_IMAGE")}
+    return found
+
+
+CLUSTER_POLICY_EXAMPLES = {
+    "NVIDIA's OperatorHub example": lambda: yaml.safe_load(OPERATORHUB_EXAMPLE.read_text()),
+    "our CSV's alm-examples": lambda: next(
+        example
+        for example in json.loads(csv_document()["metadata"]["annotations"]["alm-examples"])
+        if example["kind"] == "ClusterPolicy"
+    ),
+}
+
+
+@pytest.mark.parametrize("example", CLUSTER_POLICY_EXAMPLES.values(), ids=CLUSTER_POLICY_EXAMPLES.keys())
+def test_every_image_rendered_under_the_csvs_env_is_in_its_related_images(
+    example: Callable[[], dict[str, Any]],
+    run: Callable[..., Run],
+    dtk_files: list[str],
+    write: Callable[..., str],
+) -> None:
+    """What `render` shows a disconnected admin is what oc-mirror copies (the CSV's relatedImages)."""
+    related = {item["image"] for item in csv_document()["spec"]["relatedImages"]}
+    files = list(dtk_files)
+    files[1] = write("example.yaml", example())
+    env = [arg for name, value in csv_env().items() for arg in ("--env", f"{name}={value}")]
+    under_csv = run(*files, *env)
+    assert under_csv.status == 0, under_csv.err
+    # The Driver Toolkit images come with the OpenShift release (the driver-toolkit ImageStream).
+    dtk = {DTK_416, DTK_417}
+    images = rendered_images(under_csv.all_manifests)
+    assert dtk <= images
+    assert images - dtk <= related, sorted(images - dtk - related)
+    # Every operand image the CSV pins is used by the example (nothing rendered by tag instead).
+    operand_images = {value for name, value in csv_env().items() if name.endswith("_IMAGE")}
+    assert operand_images <= images, sorted(operand_images - images)
+    # Without --env, render's defaults are the same images: the output is the same.
+    by_default = run(*files)
+    assert by_default.out == under_csv.out
+
+
+def test_each_digest_is_commented_with_its_release_tag_and_tags_on_request(
+    run: Callable[..., Run], dtk_files: list[str]
+) -> None:
+    result = run(*dtk_files)
+    tags = releases.release_tags()
+    commented = [line for line in result.out.splitlines() if "@sha256:" in line and "# tag " in line]
+    assert commented
+    for line in commented:
+        value, _, tag = line.partition("  # tag ")
+        assert tags[value.split()[-1]] == tag
+    # every release digest in the stream carries its comment
+    assert all("# tag " in line for line in result.out.splitlines() if line.endswith(tuple(tags)))
+    # --tags: the release's tags (with the OS suffix for the driver), no digest of the release
+    tagged = run(*dtk_files, "--tags")
+    assert tagged.status == 0, tagged.err
+    assert "by tag (--tags)" in tagged.err
+    assert not set(tags) & rendered_images(tagged.all_manifests)
+    assert set(releases.RELEASE_IMAGES.values()) - {releases.RELEASE_IMAGES["DRIVER_IMAGE"]} <= (
+        rendered_images(tagged.all_manifests)
+    )
