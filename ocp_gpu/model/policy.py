@@ -125,8 +125,9 @@ DEFAULT_DCGM_HOST_PORT: Final = 5555
 # Not CRD defaults: derived from driver.enabled when devicePlugin.nvidiaDriverRoot is unset.
 DRIVER_ROOT_CONTAINERIZED: Final = "/run/nvidia/driver"
 DRIVER_ROOT_HOST: Final = "/"
-# The wire path of NVIDIA's name for gpuPodDeletion.
+# The wire paths of the same settings under NVIDIA's CRD name and the seed's (neither is wrong).
 POD_DELETION_ALIAS: Final = "spec.driver.upgradePolicy.podDeletion"
+GPU_POD_DELETION: Final = "spec.driver.upgradePolicy.gpuPodDeletion"
 
 # Same pattern as the CRD's (int-or-string with ^[0-9]+%?$).
 INT_OR_PERCENT_RE: Final = re.compile(r"^[0-9]+%?$")
@@ -428,6 +429,16 @@ class ValidatorSpec(ComponentSpec):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class AliasConflict:
+    """One setting written under both of its names with different values; `used` wins."""
+
+    used: str  # wire path, e.g. spec.driver.upgradePolicy.podDeletion.force
+    used_value: bool | int
+    ignored: str  # wire path of the same setting under the other name
+    ignored_value: bool | int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Policy:
     """A ClusterPolicy's spec, defaults applied."""
 
@@ -452,8 +463,9 @@ class Policy:
     gdrcopy: ComponentSpec = dataclasses.field(default_factory=lambda: ComponentSpec(enabled=False))
     # NVIDIA's spec.mig.strategy as written; device_plugin.mig_strategy is what applies.
     nvidia_mig_strategy: MigStrategy | None = None
-    # Wire paths of NVIDIA-named aliases the spec used (validate_policy warns about them).
-    aliases_used: tuple[str, ...] = ()
+    # Settings given different values under NVIDIA's podDeletion and the seed's gpuPodDeletion
+    # (validate_policy warns about them; using either name alone is fine).
+    alias_conflicts: tuple[AliasConflict, ...] = ()
 
     def components(self) -> Mapping[str, ComponentSpec]:
         """Every operand by its field under `spec`, in deploy order."""

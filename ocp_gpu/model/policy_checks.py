@@ -241,15 +241,24 @@ def _device_plugin_options(policy: Policy) -> Iterator[PolicyProblem]:
         )
 
 
-def _aliases(policy: Policy) -> Iterator[PolicyProblem]:
-    for alias in policy.aliases_used:
+def _alias_conflicts(policy: Policy) -> Iterator[PolicyProblem]:
+    # NB: NVIDIA's podDeletion alone, or the seed's gpuPodDeletion alone, is no problem.
+    for conflict in policy.alias_conflicts:
+        # Both names of one setting are written, with different values: one is silently unused.
         yield PolicyProblem(
-            field=alias,
-            message="podDeletion is NVIDIA's CRD name for gpuPodDeletion; "
-            "its fields override gpuPodDeletion's",
-            fix="move these settings to spec.driver.upgradePolicy.gpuPodDeletion and remove podDeletion",
+            field=conflict.used,
+            message=f"{_wire(conflict.used_value)} is used; {conflict.ignored} says "
+            f"{_wire(conflict.ignored_value)} and is ignored (podDeletion is NVIDIA's name for "
+            "gpuPodDeletion: the same settings)",
+            fix=f"set {conflict.used.rsplit('.', 1)[-1]} under one of the two names, "
+            "or to the same value under both",
             severity=Severity.WARNING,
         )
+
+
+def _wire(value: bool | int) -> str:
+    """A setting's value as written in YAML (true, not True)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def validate_policy(policy: Policy, env: Mapping[str, str]) -> list[PolicyProblem]:
@@ -265,7 +274,7 @@ def validate_policy(policy: Policy, env: Mapping[str, str]) -> list[PolicyProble
         *_negative_numbers(policy),
         *_device_plugin_options(policy),
         *_duplicate_env(policy),
-        *_aliases(policy),
+        *_alias_conflicts(policy),
         *_monitoring_options(policy),
         # what the API server would refuse in the rendered objects (bug C of issue 8)
         *api_values.problems(policy),

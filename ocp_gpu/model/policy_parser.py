@@ -24,7 +24,9 @@ from ocp_gpu.model.policy import (
     DEFAULT_UPGRADE_MAX_UNAVAILABLE,
     DRIVER_ROOT_CONTAINERIZED,
     DRIVER_ROOT_HOST,
+    GPU_POD_DELETION,
     POD_DELETION_ALIAS,
+    AliasConflict,
     ComponentSpec,
     ConfigMapName,
     ContainerRuntime,
@@ -295,15 +297,53 @@ def _daemonsets(fields: _Fields) -> DaemonsetsSpec:
     )
 
 
-def _upgrade_policy(fields: _Fields) -> tuple[UpgradePolicy, tuple[str, ...]]:
-    """upgradePolicy, and the aliases it used."""
+# gpuPodDeletion's fields: wire name -> the CRD default.
+_POD_DELETION_DEFAULTS: dict[str, bool | int] = {
+    "force": GpuPodDeletion().force,
+    "timeoutSeconds": GpuPodDeletion().timeout_seconds,
+    "deleteEmptyDir": GpuPodDeletion().delete_empty_dir,
+}
+
+
+def _pod_deletion(seed: _Fields, nvidia: _Fields) -> tuple[GpuPodDeletion, tuple[AliasConflict, ...]]:
+    """gpuPodDeletion with NVIDIA's podDeletion laid over it, field by field, and where they disagree.
+
+    NB: NVIDIA's CRD calls it podDeletion (its Helm values say gpuPodDeletion).  Our CRD defaults
+    only gpuPodDeletion, so every field present under podDeletion was written by someone: it
+    wins.  For the same reason a gpuPodDeletion field at its default may be the server's, not
+    the admin's: only a value off the default that podDeletion contradicts is a conflict.
+    """
+    values: dict[str, bool | int] = {}
+    conflicts = []
+    for key, default in _POD_DELETION_DEFAULTS.items():
+        seed_value: bool | int
+        if isinstance(default, bool):
+            seed_value = seed.flag(key, default)
+            values[key] = nvidia.flag(key, seed_value)
+        else:
+            seed_value = seed.number(key, default)
+            values[key] = nvidia.number(key, seed_value)
+        if nvidia.has(key) and seed_value != default and values[key] != seed_value:
+            conflicts.append(
+                AliasConflict(
+                    used=f"{POD_DELETION_ALIAS}.{key}",
+                    used_value=values[key],
+                    ignored=f"{GPU_POD_DELETION}.{key}",
+                    ignored_value=seed_value,
+                )
+            )
+    deletion = GpuPodDeletion(
+        force=bool(values["force"]),
+        timeout_seconds=int(values["timeoutSeconds"]),
+        delete_empty_dir=bool(values["deleteEmptyDir"]),
+    )
+    return deletion, tuple(conflicts)
+
+
+def _upgrade_policy(fields: _Fields) -> tuple[UpgradePolicy, tuple[AliasConflict, ...]]:
+    """upgradePolicy, and the settings its two names for gpuPodDeletion disagree on."""
     wait = fields.child("waitForCompletion")
-    deletion = fields.child("gpuPodDeletion")
-    # NB: NVIDIA's CRD calls it podDeletion (its Helm values say gpuPodDeletion).  The CRD
-    # defaults only gpuPodDeletion, so every field present under podDeletion was written
-    # by someone: it wins, field by field.
-    alias = fields.child("podDeletion")
-    aliases = (POD_DELETION_ALIAS,) if fields.has("podDeletion") else ()
+    deletion, conflicts = _pod_deletion(fields.child("gpuPodDeletion"), fields.child("podDeletion"))
     drain = fields.child("drain")
     policy = UpgradePolicy(
         auto_upgrade=fields.flag("autoUpgrade", True),
@@ -313,11 +353,7 @@ def _upgrade_policy(fields: _Fields) -> tuple[UpgradePolicy, tuple[str, ...]]:
             timeout_seconds=wait.number("timeoutSeconds", 0),
             pod_selector=PodSelector(wait.text("podSelector")),
         ),
-        gpu_pod_deletion=GpuPodDeletion(
-            force=alias.flag("force", deletion.flag("force", False)),
-            timeout_seconds=alias.number("timeoutSeconds", deletion.number("timeoutSeconds", 300)),
-            delete_empty_dir=alias.flag("deleteEmptyDir", deletion.flag("deleteEmptyDir", False)),
-        ),
+        gpu_pod_deletion=deletion,
         drain=Drain(
             enable=drain.flag("enable", False),
             force=drain.flag("force", False),
@@ -326,11 +362,11 @@ def _upgrade_policy(fields: _Fields) -> tuple[UpgradePolicy, tuple[str, ...]]:
             delete_empty_dir=drain.flag("deleteEmptyDir", False),
         ),
     )
-    return policy, aliases
+    return policy, conflicts
 
 
-def _driver(fields: _Fields) -> tuple[DriverSpec, tuple[str, ...]]:
-    upgrade_policy, aliases = _upgrade_policy(fields.child("upgradePolicy"))
+def _driver(fields: _Fields) -> tuple[DriverSpec, tuple[AliasConflict, ...]]:
+    upgrade_policy, alias_conflicts = _upgrade_policy(fields.child("upgradePolicy"))
     licensing = fields.child("licensingConfig")
     manager = fields.child("manager")
     fallback = fields.child("precompiledFallback")
@@ -362,7 +398,7 @@ def _driver(fields: _Fields) -> tuple[DriverSpec, tuple[str, ...]]:
             image_pull_timeout_seconds=fallback.number("imagePullTimeoutSeconds", 300),
         ),
     )
-    return driver, aliases
+    return driver, alias_conflicts
 
 
 def _probe(fields: _Fields) -> ProbeTiming:
@@ -440,7 +476,7 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
     """
     fields = _Fields(spec, "spec")
     nvidia_mig_strategy = fields.child("mig").opt_choice("strategy", MigStrategy)
-    driver, aliases = _driver(fields.child("driver"))
+    driver, alias_conflicts = _driver(fields.child("driver"))
     toolkit_fields = fields.child("toolkit")
     return Policy(
         operator=_operator(fields.child("operator")),
@@ -470,5 +506,5 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
         ),
         psa_enabled=fields.child("psa").flag("enabled", False),
         nvidia_mig_strategy=nvidia_mig_strategy,
-        aliases_used=aliases,
+        alias_conflicts=alias_conflicts,
     )

@@ -3,6 +3,8 @@ running against the local control plane:
 
 - NVIDIA's OperatorHub-shaped ClusterPolicy (tests/unit/data/nvidia-operatorhub-clusterpolicy.yaml)
   and a policy setting every field of NVIDIA's v1 schema are applied with kubectl as they are;
+- NVIDIA's OperatorHub example gets no `Warning` condition for its podDeletion (NVIDIA's name for
+  gpuPodDeletion); patched so that gpuPodDeletion says otherwise, it gets one naming both values;
 - the operator then reports an `UnsupportedSetting` condition and a Warning Event naming each
   field it does not act on (and what it does instead; past the 2 KiB status bound, the rest by
   section), while what it does implement is deployed
@@ -124,6 +126,11 @@ def test_operatorhub_example_names_what_is_not_implemented(
     assert event.type == "Warning"
     # every other setting of the example is implemented: nothing is named unsupported
     assert condition(read_policy(kube), "UnsupportedSetting").get("status") != "True"
+    # NVIDIA's podDeletion (beside the gpuPodDeletion the server defaulted) is no warning
+    stored = read_policy(kube)
+    assert stored["spec"]["driver"]["upgradePolicy"]["gpuPodDeletion"]
+    warning = condition(stored, "Warning")
+    assert warning.get("status") != "True", warning
     # and the rest is deployed as usual
     wait_for(
         lambda: (
@@ -133,6 +140,19 @@ def test_operatorhub_example_names_what_is_not_implemented(
         60,
         what="driver and toolkit DaemonSets",
     )
+    # Both names written with different values: a warning naming both (podDeletion's is used).
+    patch = {"spec": {"driver": {"upgradePolicy": {"gpuPodDeletion": {"timeoutSeconds": 120}}}}}
+    client.CustomObjectsApi(kube).patch_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", patch
+    )
+    warning = wait_for(
+        lambda: (found := condition(read_policy(kube), "Warning")).get("status") == "True" and found,
+        60,
+        what="a Warning condition for podDeletion against gpuPodDeletion",
+    )
+    assert warning["reason"] == "SpecWarning"
+    assert "spec.driver.upgradePolicy.podDeletion.timeoutSeconds: 300 is used" in warning["message"]
+    assert "spec.driver.upgradePolicy.gpuPodDeletion.timeoutSeconds says 120" in warning["message"]
 
 
 def test_every_nvidia_field_is_reported_or_honoured(

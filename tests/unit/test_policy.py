@@ -6,7 +6,10 @@
   empty spec parses to the same Policy), and every CRD default is a field parse_policy reads;
 - defaults that are not in the CRD: nvidiaDriverRoot, migStrategy (with NVIDIA's spec.mig.strategy),
   NVIDIA's podDeletion laid over gpuPodDeletion;
-- NVIDIA's sample ClusterPolicy conforms to the schema and parses as written, with only warnings;
+- NVIDIA's sample ClusterPolicy conforms to the schema and parses as written, with no problem;
+  NVIDIA's OperatorHub example, as the API server stores it, with no warning either;
+- podDeletion and gpuPodDeletion: either alone is no problem; both written with different values
+  is a warning naming both values (a gpuPodDeletion field at its default may be the server's);
 - off-server input of the wrong shape raises PolicyParseError naming the field;
 - every semantic check of validate_policy, each naming its field, fix and severity;
 - label selectors, resourceConfig entries (same expression as the CRD's CEL rule), maxUnavailable scaling;
@@ -372,7 +375,36 @@ def test_nvidias_pod_deletion_overrides_field_by_field() -> None:
     assert parsed.driver.upgrade_policy.gpu_pod_deletion == policy.GpuPodDeletion(
         force=True, timeout_seconds=60, delete_empty_dir=False
     )
-    assert parsed.aliases_used == (policy.POD_DELETION_ALIAS,)
+    # gpuPodDeletion's 300 is the default the server writes: no conflict
+    assert parsed.alias_conflicts == ()
+
+
+def test_both_names_disagreeing_is_one_conflict_per_setting_naming_both_values() -> None:
+    upgrade = {
+        "gpuPodDeletion": {"force": True, "timeoutSeconds": 120, "deleteEmptyDir": True},
+        "podDeletion": {"force": False, "timeoutSeconds": 120},
+    }
+    spec = {"driver": {"upgradePolicy": upgrade}}
+    parsed = policy_parser.parse_policy(spec)
+    assert parsed.driver.upgrade_policy.gpu_pod_deletion == policy.GpuPodDeletion(
+        force=False, timeout_seconds=120, delete_empty_dir=True
+    )
+    assert parsed.alias_conflicts == (
+        policy.AliasConflict(
+            used=f"{policy.POD_DELETION_ALIAS}.force",
+            used_value=False,
+            ignored=f"{policy.GPU_POD_DELETION}.force",
+            ignored_value=True,
+        ),
+    )
+    (problem,) = policy_checks.validate_policy(parsed, FULL_ENV)
+    assert problem.severity is Severity.WARNING
+    assert problem.field == "spec.driver.upgradePolicy.podDeletion.force"
+    assert problem.message.startswith(
+        "false is used; spec.driver.upgradePolicy.gpuPodDeletion.force says true and is ignored"
+    )
+    # the same after server defaulting
+    assert policy_parser.parse_policy(apply_defaults(spec_schema(), spec)) == parsed
 
 
 # --- NVIDIA's sample ---------------------------------------------------------------
@@ -415,8 +447,24 @@ def test_nvidia_sample_parses_as_written() -> None:
     assert parsed.validator.plugin_env == (policy.EnvVar(name="WITH_WORKLOAD", value="false"),)
 
 
-def test_nvidia_sample_has_only_the_alias_warning() -> None:
-    assert problems_of(nvidia_sample()["spec"]) == {(policy.POD_DELETION_ALIAS, Severity.WARNING)}
+def test_nvidia_sample_has_no_problem() -> None:
+    # It sets NVIDIA's podDeletion (timeoutSeconds 600, deleteEmptyDir true) and no gpuPodDeletion.
+    assert problems_of(nvidia_sample()["spec"]) == set()
+    stored = apply_defaults(spec_schema(), nvidia_sample()["spec"])
+    assert problems_of(stored) == set()
+
+
+def test_nvidias_operatorhub_example_as_stored_has_no_warning() -> None:
+    """NVIDIA's own example (its v26.7.0 CSV's alm-examples, unchanged), defaulted as the server does."""
+    example = yaml.safe_load((DATA / "nvidia-operatorhub-clusterpolicy.yaml").read_text())
+    assert example["spec"]["driver"]["upgradePolicy"]["podDeletion"]
+    stored = apply_defaults(spec_schema(), example["spec"])
+    assert "gpuPodDeletion" in stored["driver"]["upgradePolicy"]  # both names now, as on the server
+    parsed = policy_parser.parse_policy(stored)
+    assert parsed.alias_conflicts == ()
+    assert [
+        p for p in policy_checks.validate_policy(parsed, FULL_ENV) if p.severity is Severity.WARNING
+    ] == []
 
 
 def test_nvidia_sample_means_the_same_after_server_defaulting() -> None:
@@ -583,9 +631,39 @@ SEMANTIC_PROBLEMS: dict[str, tuple[dict[str, Any], set[tuple[str, Severity]]]] =
         {"driver": {"enabled": False}, "toolkit": {"enabled": False}, "devicePlugin": {"enabled": False}},
         set(),
     ),
-    "nvidia's podDeletion": (
-        {"driver": {"upgradePolicy": {"podDeletion": {"force": True}}}},
-        {(policy.POD_DELETION_ALIAS, W)},
+    "nvidia's podDeletion alone": (
+        {"driver": {"upgradePolicy": {"podDeletion": {"force": True, "timeoutSeconds": 60}}}},
+        set(),
+    ),
+    "the seed's gpuPodDeletion alone": (
+        {"driver": {"upgradePolicy": {"gpuPodDeletion": {"force": True, "timeoutSeconds": 60}}}},
+        set(),
+    ),
+    "both names, the same values": (
+        {"driver": {"upgradePolicy": {"gpuPodDeletion": {"force": True}, "podDeletion": {"force": True}}}},
+        set(),
+    ),
+    "both names, podDeletion against gpuPodDeletion's default": (
+        {
+            "driver": {
+                "upgradePolicy": {
+                    "gpuPodDeletion": {"timeoutSeconds": 300},
+                    "podDeletion": {"timeoutSeconds": 0},
+                }
+            }
+        },
+        set(),
+    ),
+    "both names, different values": (
+        {
+            "driver": {
+                "upgradePolicy": {
+                    "gpuPodDeletion": {"timeoutSeconds": 120},
+                    "podDeletion": {"timeoutSeconds": 600},
+                }
+            }
+        },
+        {(f"{policy.POD_DELETION_ALIAS}.timeoutSeconds", W)},
     ),
 }
 

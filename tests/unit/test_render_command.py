@@ -484,13 +484,14 @@ def test_an_invalid_policy_exits_2_naming_the_field_and_renders_nothing(
 def test_warnings_are_reported_and_do_not_stop_rendering(
     run: Callable[..., Run], write: Callable[..., str], dtk_files: list[str]
 ) -> None:
-    spec = {"driver": {"version": "550.90.07", "upgradePolicy": {"podDeletion": {"force": True}}}}
+    upgrade = {"gpuPodDeletion": {"force": True}, "podDeletion": {"force": False}}
+    spec = {"driver": {"version": "550.90.07", "upgradePolicy": upgrade}}
     files = list(dtk_files)
     files[1] = write("warn.yaml", spec)
     result = run(*files)
     assert result.status == 0
     assert "policy warnings:" in result.err
-    assert "warning spec.driver.upgradePolicy.podDeletion:" in result.err
+    assert "warning spec.driver.upgradePolicy.podDeletion.force: false is used;" in result.err
     assert len(result.daemonsets()) == 2
 
 
