@@ -5,10 +5,12 @@
 # proxy here (403), but its repository vendors everything it needs.  The source stays
 # outside this repository and is never committed; the binaries go to the cache.
 #
-# Source, in order: $OCP_GPU_OLM_SRC (a directory with go.mod, or a git directory, bare
-# or not); the snapshot the project's `fetch` tool leaves in
-# /work/.mirror/operator-framework+operator-lifecycle-manager/repo.
-# The end-to-end test tests/olm/test_olm_install.py skips, saying so, when neither exists.
+# Source: $OCP_GPU_OLM_SRC if set, else .cache/operator-lifecycle-manager in this
+# repository (git-ignored); either a directory with go.mod or a git directory, bare or not.
+# To get it (the README, "Tests", says the same):
+#   git clone https://github.com/operator-framework/operator-lifecycle-manager \
+#     .cache/operator-lifecycle-manager
+# The end-to-end test tests/olm/test_olm_install.py skips, saying so, when there is none.
 #
 # Usage: hack/build-olm.sh [--print-dir|--print-src]
 set -euo pipefail
@@ -17,7 +19,7 @@ cd "$(dirname "$0")/.."
 say() { printf '[build-olm] %s\n' "$*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
 
-SRC="${OCP_GPU_OLM_SRC:-/work/.mirror/operator-framework+operator-lifecycle-manager/repo}"
+SRC="${OCP_GPU_OLM_SRC:-$PWD/.cache/operator-lifecycle-manager}"
 CACHE_ROOT="${OCP_GPU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ocp-gpu}"
 
 # The source's identity names the cache directory (a rebuilt snapshot gets its own).
@@ -38,7 +40,7 @@ case "${1:-}" in
   --print-src) [[ "$kind" != none ]] && echo "$SRC"; exit 0 ;;
 esac
 
-[[ "$kind" != none ]] || die "no OLM source at $SRC: set OCP_GPU_OLM_SRC to a checkout of operator-framework/operator-lifecycle-manager"
+[[ "$kind" != none ]] || die "no OLM source at $SRC: clone operator-framework/operator-lifecycle-manager there, or set OCP_GPU_OLM_SRC to a checkout of it"
 command -v go >/dev/null 2>&1 || die "the Go toolchain is not on PATH"
 if [[ -x "$BIN_DIR/olm" && -x "$BIN_DIR/catalog" && -d "$BIN_DIR/crds" ]]; then
   say "olm, catalog ${rev:0:12}: cached in $BIN_DIR"

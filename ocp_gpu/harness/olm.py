@@ -1,8 +1,8 @@
 """Operator Lifecycle Manager on the local control plane: OLM's own controllers as processes.
 
-`olm` and `catalog` (built by hack/build-olm.sh from a snapshot of
-operator-framework/operator-lifecycle-manager) run against the local API server with an
-admin kubeconfig, as they would in their Deployments; `opm serve` serves a file-based
+`olm` and `catalog` (built by hack/build-olm.sh from a checkout of
+operator-framework/operator-lifecycle-manager: `SOURCE_HELP` says where) run against the
+local API server with an admin kubeconfig, as they would in their Deployments; `opm serve` serves a file-based
 catalog over gRPC on loopback, and a CatalogSource points at it with `spec.address`.
 
 What is simulated, and why (README, "What is proved where"):
@@ -34,6 +34,14 @@ from ocp_gpu.harness import binaries, cluster
 
 BUILD_SCRIPT = Path("hack") / "build-olm.sh"
 OLM_NAMESPACE = "olm"  # where OLM's controllers keep global catalogs and their leases
+
+
+# Where hack/build-olm.sh looks for OLM's source, and how to put it there (its module is not
+# served by the Go module proxy, so there is nothing to download it from but the repository).
+SOURCE_HELP = (
+    "OLM's source is absent: clone https://github.com/operator-framework/operator-lifecycle-manager "
+    "into .cache/operator-lifecycle-manager in this repository, or set OCP_GPU_OLM_SRC to a checkout of it"
+)
 
 
 class OlmUnavailableError(RuntimeError):
@@ -69,10 +77,7 @@ def is_built() -> bool:
 def build(progress: Callable[[str], None] | None = None) -> Path:
     """Build `olm` and `catalog` (cached); OlmUnavailableError without a source."""
     if source_dir() is None:
-        raise OlmUnavailableError(
-            "no OLM source: set OCP_GPU_OLM_SRC to a checkout of"
-            " operator-framework/operator-lifecycle-manager"
-        )
+        raise OlmUnavailableError(SOURCE_HELP)
     proc = subprocess.Popen(
         ["bash", str(binaries.repo_root() / BUILD_SCRIPT)],
         stdout=subprocess.PIPE,

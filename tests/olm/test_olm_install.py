@@ -1,6 +1,6 @@
 """We test these aspects of installing the operator with a real OLM on the local control plane:
 
-- OLM's own `olm` and `catalog` controllers (built from a snapshot of
+- OLM's own `olm` and `catalog` controllers (built from a checkout of
   operator-framework/operator-lifecycle-manager by hack/build-olm.sh) install the bundle:
   the README's CatalogSource (pointed at `opm serve` of our catalog with `spec.address`),
   OperatorGroup and Subscription in `nvidia-gpu-operator` lead to an InstallPlan that
@@ -19,8 +19,8 @@
 
 What is simulated: kwok runs the pods (nothing executes); the bundle's manifests travel in
 the catalog (no bundle image to pull); NFD is a stand-in package (a CSV with one Deployment)
-so OLM can resolve the bundle's dependency.  Skipped, saying why, where OLM's source is
-absent (set OCP_GPU_OLM_SRC).  Timings of each phase are printed (pytest -s).
+so OLM can resolve the bundle's dependency.  Skipped, saying why and how to get it, where
+OLM's source is absent (harness/olm.SOURCE_HELP).  Timings of each phase are printed (pytest -s).
 """
 
 from __future__ import annotations
@@ -134,10 +134,7 @@ def simulated_nfd_catalog() -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def olm_bins() -> Path:
     if olm.source_dir() is None:
-        pytest.skip(
-            "OLM's source is absent: set OCP_GPU_OLM_SRC to a checkout of "
-            "operator-framework/operator-lifecycle-manager (its module is not served by the Go proxy)"
-        )
+        pytest.skip(olm.SOURCE_HELP)
     if not olm.is_built():
         olm.build()
     return olm.bin_dir()
