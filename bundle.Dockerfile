@@ -9,7 +9,7 @@ LABEL operators.operatorframework.io.bundle.metadata.v1=metadata/
 LABEL operators.operatorframework.io.bundle.package.v1=ocp-gpu
 LABEL operators.operatorframework.io.bundle.channels.v1=stable,v0.x
 LABEL operators.operatorframework.io.bundle.channel.default.v1=stable
-LABEL com.redhat.openshift.versions=v4.14-v4.20
+LABEL com.redhat.openshift.versions=v4.18-v4.22
 LABEL com.redhat.delivery.operator.bundle=true
 COPY bundle/manifests /manifests/
 COPY bundle/metadata /metadata/

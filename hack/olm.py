@@ -35,7 +35,8 @@ CSV_NAME = f"{PACKAGE}.v{VERSION}"
 BUNDLE_IMAGE = f"quay.io/ocp-gpu/ocp-gpu-bundle:v{VERSION}"
 # NFD labels the GPU and RHCOS facts the operator selects on; OLM installs it first.
 NFD_DEPENDENCY = {"packageName": "nfd", "version": ">=4.14.0"}
-OPENSHIFT_VERSIONS = "v4.14-v4.20"
+# The OpenShift range: what the release we pin supports (model/releases.py, from its bundle).
+OPENSHIFT_VERSIONS = releases.OPENSHIFT_VERSIONS
 CREATED_AT = "2026-11-23T00:00:00Z"  # NB: fixed, so generating twice gives the same bytes
 
 CSV_TARGET = f"bundle/manifests/{PACKAGE}.clusterserviceversion.yaml"

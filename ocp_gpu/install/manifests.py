@@ -152,10 +152,15 @@ def role_binding(namespace: str, subjects: Sequence[Mapping[str, str]] | None = 
     }
 
 
-def operator_env() -> list[dict[str, Any]]:
-    """The operator container's env: its namespace (downward API) and the operand images."""
+def operator_env(image: str = releases.OPERATOR_IMAGE) -> list[dict[str, Any]]:
+    """The operator container's env: its namespace (downward API), its own image and the operand images.
+
+    NB: `image` is the Deployment's own image: the validator and the node status exporter run
+    from it (releases.with_release_defaults), so a mirrored or overridden operator image moves them too.
+    """
     env: list[dict[str, Any]] = [
-        {"name": "OPERATOR_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+        {"name": "OPERATOR_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": releases.OPERATOR_IMAGE_ENV, "value": image},
     ]
     env += [{"name": key, "value": value} for key, value in releases.installed_images().items()]
     return env
@@ -200,7 +205,7 @@ def deployment_spec(image: str = releases.OPERATOR_IMAGE) -> dict[str, Any]:
                         # leader election is always on (a coordination.k8s.io Lease named gpu-operator)
                         "command": ["ocp-gpu"],
                         "args": ["run", "--metrics-bind", f"0.0.0.0:{METRICS_PORT}"],
-                        "env": operator_env(),
+                        "env": operator_env(image),
                         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
                         "livenessProbe": probe,
                         "readinessProbe": {

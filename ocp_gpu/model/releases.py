@@ -1,77 +1,182 @@
 """The operand images this operator release ships with, by the operator env var that carries each.
 
-The one source for the CSV's and the Helm chart's Deployment env (hack/generate.py),
-for the demo and tests, and the built-in defaults of both `ocp-gpu run` and
-`ocp-gpu render` (`with_release_defaults`): the environment overrides them.  The
-defaults are the images the install runs, by digest where one is pinned; `render --tags`
-asks for the tags instead, and `release_tags` names the tag behind each digest.
+The one source for the CSV's and the Helm chart's Deployment env and relatedImages
+(hack/generate.py), for the demo and tests, and the built-in defaults of both `ocp-gpu
+run` and `ocp-gpu render` (`with_release_defaults`): the environment overrides them.
+The block between the BEGIN/END lines is written by hack/refresh_release.py from an
+operator bundle's CSV (NVIDIA's certified one): refresh it there, never by hand.  The
+validator and the node status exporter run our own commands, so their image is the
+operator's own (`OPERATOR_IMAGE`), never NVIDIA's.  The defaults are the images the
+install runs, by digest; `render --tags` asks for the tags instead, and `release_tags`
+names the tag behind each digest.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Final
 
-RELEASE_IMAGES: Final = {
-    "DRIVER_IMAGE": "nvcr.io/nvidia/driver:550.90.07",
-    "DRIVER_MANAGER_IMAGE": "nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.6.10",
-    "CONTAINER_TOOLKIT_IMAGE": "nvcr.io/nvidia/k8s/container-toolkit:v1.16.2-ubuntu20.04",
-    "DEVICE_PLUGIN_IMAGE": "nvcr.io/nvidia/k8s-device-plugin:v0.16.2",
-    "DCGM_IMAGE": "nvcr.io/nvidia/cloud-native/dcgm:3.3.7-1-ubuntu22.04",
-    "DCGM_EXPORTER_IMAGE": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.7-3.5.0-ubuntu22.04",
-    "GFD_IMAGE": "nvcr.io/nvidia/k8s-device-plugin:v0.16.2",
-    "VALIDATOR_IMAGE": "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v24.6.2",
-    "MIG_MANAGER_IMAGE": "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.8.0-ubuntu20.04",
-}
 
-# The same components pinned by digest, as NVIDIA's certified OpenShift bundle for GPU
-# Operator v24.6.2 (the release the tags above name) publishes them in its CSV's env and
-# relatedImages.  The OLM bundle and the Helm chart install these (disconnected mirroring
-# with oc-mirror copies exactly what relatedImages lists, and a digest never moves).
-# NB: NVIDIA's OpenShift variants (ubi/rhel based) can differ from the tags above; the
-# driver digest pins one image for every OS (images.driver_image_for keeps a digest as
-# is) until an admin sets `driver.version`, which replaces it with a tag.
-RELEASE_DIGESTS: Final = {
-    "DRIVER_IMAGE": (
-        "nvcr.io/nvidia/driver@sha256:858de27c152669f5a3cf4287406405b16dd5bb70c0373324eb735511997bb415"
-    ),
-    "DRIVER_MANAGER_IMAGE": (
-        "nvcr.io/nvidia/cloud-native/k8s-driver-manager"
-        "@sha256:740abc3ff657545c10effd5354f09af525200ed9a1b7623f0c2e8c7bd9e4a4e2"
-    ),
-    "CONTAINER_TOOLKIT_IMAGE": (
-        "nvcr.io/nvidia/k8s/container-toolkit@sha256:7bcc188703f2fac630f7a4ff8960e6733ac3a29adf6a946533b796d9a27b8acf"
-    ),
-    "DEVICE_PLUGIN_IMAGE": (
-        "nvcr.io/nvidia/k8s-device-plugin@sha256:7ad2c9f71fe06f9f7745ac8635f46740fbdff4f11edd468addfab81afcdfa534"
-    ),
-    "DCGM_IMAGE": (
-        "nvcr.io/nvidia/cloud-native/dcgm@sha256:15dab1273345df4a5844c4c761d064dbc4b592101251dc39174e597137123027"
-    ),
-    "DCGM_EXPORTER_IMAGE": (
-        "nvcr.io/nvidia/k8s/dcgm-exporter@sha256:21f4c8b88716e8e6f732f9fb4c2efaef937c227491a8631c5e55036f80f39a4d"
-    ),
-    "GFD_IMAGE": (
-        "nvcr.io/nvidia/k8s-device-plugin@sha256:7ad2c9f71fe06f9f7745ac8635f46740fbdff4f11edd468addfab81afcdfa534"
-    ),
-    "VALIDATOR_IMAGE": (
-        "nvcr.io/nvidia/cloud-native/gpu-operator-validator"
-        "@sha256:96380b95396b7f29d2ed2ec8ef1ad5a8bcf9f55051db723295dc0a20db845331"
-    ),
-    "MIG_MANAGER_IMAGE": (
-        "nvcr.io/nvidia/cloud-native/k8s-mig-manager"
-        "@sha256:781fb47e264d9e0fbc8da5bd046e5e678316c866bc36ddd4b56d4eb0de682d5b"
-    ),
-}
+@dataclasses.dataclass(frozen=True)
+class ReleaseSource:
+    """Where the table was read from: the project, its release tag and commit, the CSV's name."""
 
-# The operator's own image.  NB: it is not built or published from here (no container
-# engine, no registry), so there is no digest to pin yet: the tag names the release.
+    project: str
+    version: str
+    commit: str
+    csv: str
+
+
+@dataclasses.dataclass(frozen=True)
+class OperandImage:
+    """One operand image: the operator env var that carries it, by tag and by digest."""
+
+    env: str
+    tag: str
+    digest: str
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverBranch:
+    """A driver branch the release pins: its digest, its version when the source names one."""
+
+    branch: str
+    version: str | None
+    digest: str
+    default: bool
+
+
+# --- BEGIN generated by hack/refresh_release.py: do not edit by hand ---
+# Source: NVIDIA/gpu-operator v26.7.0, commit 10ee5b3638b89e11e949412aafa5ba99279c3721:
+# bundle/manifests/gpu-operator-certified.clusterserviceversion.yaml (gpu-operator-certified.v26.7.0);
+# the default driver's version from deployments/gpu-operator/values.yaml,
+# the OpenShift range from bundle/metadata/annotations.yaml.
+SOURCE: Final = ReleaseSource(
+    project="NVIDIA/gpu-operator",
+    version="v26.7.0",
+    commit="10ee5b3638b89e11e949412aafa5ba99279c3721",
+    csv="gpu-operator-certified.v26.7.0",
+)
+# The OpenShift releases this release supports (the bundle's com.redhat.openshift.versions).
+OPENSHIFT_VERSIONS: Final = "v4.18-v4.22"
+# Each operand image we run from NVIDIA's release, by tag and by digest.
+OPERAND_IMAGES: Final = (
+    OperandImage(
+        env="DRIVER_IMAGE",
+        tag="nvcr.io/nvidia/driver:595.91.07",
+        digest=(
+            "nvcr.io/nvidia/driver@sha256:e243d778bd83de47668e7629d78f673317a130fedc99941be12aad7fc6bdfa85"
+        ),
+    ),
+    OperandImage(
+        env="DRIVER_MANAGER_IMAGE",
+        tag="nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.12.0",
+        digest=(
+            "nvcr.io/nvidia/cloud-native/k8s-driver-manager"
+            "@sha256:7d98d08a751cc528d1c8c8bdc2f9d9fcd59714b158a3985a5a0262f1620098e4"
+        ),
+    ),
+    OperandImage(
+        env="CONTAINER_TOOLKIT_IMAGE",
+        tag="nvcr.io/nvidia/k8s/container-toolkit:v1.20.0",
+        digest=(
+            "nvcr.io/nvidia/k8s/container-toolkit"
+            "@sha256:f8c647d581f7c8b178efdb7e6c94f5fb6eb12ebc05e2157fa314d327560fcb7a"
+        ),
+    ),
+    OperandImage(
+        env="DEVICE_PLUGIN_IMAGE",
+        tag="nvcr.io/nvidia/k8s-device-plugin:v0.20.0",
+        digest=(
+            "nvcr.io/nvidia/k8s-device-plugin"
+            "@sha256:a61ba9fd8efb82f3a79f877f7580e02c1e8e7593f62473644bc9c79e315c3312"
+        ),
+    ),
+    OperandImage(
+        env="DCGM_IMAGE",
+        tag="nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubi10",
+        digest=(
+            "nvcr.io/nvidia/cloud-native/dcgm"
+            "@sha256:92080d86d04c265f7fc0b8e1cd95dff94d3ab57de6a6474c3c483e4c2ada5dea"
+        ),
+    ),
+    OperandImage(
+        env="DCGM_EXPORTER_IMAGE",
+        tag="nvcr.io/nvidia/k8s/dcgm-exporter:4.6.0-4.8.3-distroless",
+        digest=(
+            "nvcr.io/nvidia/k8s/dcgm-exporter"
+            "@sha256:613ab03c11d442fd960ff515f547e9921537454a712d08160bc8f677f89f1c35"
+        ),
+    ),
+    OperandImage(
+        env="GFD_IMAGE",
+        tag="nvcr.io/nvidia/k8s-device-plugin:v0.20.0",
+        digest=(
+            "nvcr.io/nvidia/k8s-device-plugin"
+            "@sha256:a61ba9fd8efb82f3a79f877f7580e02c1e8e7593f62473644bc9c79e315c3312"
+        ),
+    ),
+    OperandImage(
+        env="MIG_MANAGER_IMAGE",
+        tag="nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0",
+        digest=(
+            "nvcr.io/nvidia/cloud-native/k8s-mig-manager"
+            "@sha256:cab2cf9deafc9602da69d0832a82958a7687f22f4a2f19674099dc9a5c4ea8e2"
+        ),
+    ),
+)
+# The driver branches the release pins (the default one is DRIVER_IMAGE).
+DRIVER_BRANCHES: Final = (
+    DriverBranch(
+        branch="580",
+        version=None,
+        digest=(
+            "nvcr.io/nvidia/driver@sha256:fbbd829db234885d6f0026ca6fb6369f6875b0b91fc5e98d7752f31aeab5e470"
+        ),
+        default=False,
+    ),
+    DriverBranch(
+        branch="595",
+        version="595.91.07",
+        digest=(
+            "nvcr.io/nvidia/driver@sha256:e243d778bd83de47668e7629d78f673317a130fedc99941be12aad7fc6bdfa85"
+        ),
+        default=True,
+    ),
+    DriverBranch(
+        branch="610",
+        version=None,
+        digest=(
+            "nvcr.io/nvidia/driver@sha256:a35d05d5b984ad18713af957f87380ccbefd8f0bb5e6771fc7856e6a9e1d201f"
+        ),
+        default=False,
+    ),
+)
+# --- END generated by hack/refresh_release.py ---
+
+# The operator's own image, also the validator's and the node status exporter's (they run
+# `ocp-gpu validate` and `ocp-gpu node-status`).  NB: it is not built or published from here
+# (no container engine, no registry), so there is no digest to pin yet: the tag names the release.
 OPERATOR_IMAGE: Final = "quay.io/ocp-gpu/ocp-gpu:v0.1.0"
+# The env var carrying the operator's own image on its Deployment (the CSV and the chart set it
+# to the Deployment's image); VALIDATOR_IMAGE, NVIDIA's name, defaults to it.
+OPERATOR_IMAGE_ENV: Final = "OPERATOR_IMAGE"
+# Components that run our own commands, by the env var of their image.
+OWN_IMAGE_ENV: Final = ("VALIDATOR_IMAGE",)
+
+# NVIDIA's operand images by tag, and the same pinned by digest (what the OLM bundle and the
+# Helm chart install: disconnected mirroring with oc-mirror copies exactly what relatedImages
+# lists, and a digest never moves).  NB: a driver digest pins one image for every OS
+# (images.driver_image_for keeps a digest as is) until an admin sets `driver.version`.
+RELEASE_IMAGES: Final = {image.env: image.tag for image in OPERAND_IMAGES}
+RELEASE_DIGESTS: Final = {image.env: image.digest for image in OPERAND_IMAGES}
+DEFAULT_DRIVER: Final = next(branch for branch in DRIVER_BRANCHES if branch.default)
 
 
 def installed_images() -> dict[str, str]:
-    """The operand image env the OLM bundle and the Helm chart set: by digest where known."""
-    return {env: RELEASE_DIGESTS.get(env, image) for env, image in RELEASE_IMAGES.items()}
+    """The operand image env the OLM bundle and the Helm chart set: by digest."""
+    return dict(RELEASE_DIGESTS)
 
 
 def release_images(*, by_tag: bool = False) -> dict[str, str]:
@@ -90,7 +195,25 @@ def with_release_defaults(env: Mapping[str, str], *, by_tag: bool = False) -> di
     One rule for `ocp-gpu run` (its process environment) and `ocp-gpu render` (the
     Deployment's env and `--env`): a variable that is set wins, a missing one is the
     release's, by digest as the OLM bundle and the Helm chart set it (or by tag: `by_tag`),
-    so that both run and show what an install runs.
+    so that both run and show what an install runs; the validator's and node status
+    exporter's (VALIDATOR_IMAGE) is the operator's own image (OPERATOR_IMAGE).
     NB: set but empty is kept: model/images reports it by name rather than guessing.
     """
-    return {**release_images(by_tag=by_tag), **env}
+    own = env.get(OPERATOR_IMAGE_ENV) or OPERATOR_IMAGE
+    return {
+        **release_images(by_tag=by_tag),
+        OPERATOR_IMAGE_ENV: own,
+        **dict.fromkeys(OWN_IMAGE_ENV, own),
+        **env,
+    }
+
+
+def driver_version_of(image: str) -> str | None:
+    """The driver version a release driver image carries: the default's for its digest.
+
+    A tagged image is read by planning/downgrades; this names what a digest alone cannot.
+    """
+    for branch in DRIVER_BRANCHES:
+        if branch.digest == image:
+            return branch.version
+    return None

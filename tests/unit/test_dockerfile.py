@@ -7,7 +7,8 @@ lints it in hack/lint.sh):
   /licenses;
 - it installs the package from pyproject.toml and ocp_gpu/ (templates included), so
   every `ocp-gpu` subcommand (`run`, `validate`, ...) is in the image;
-- its version label defaults to the package's version.
+- its version label defaults to the package's version;
+- `ocp-gpu` (the validator's and node status exporter's command) is on the non-root user's PATH.
 """
 
 from __future__ import annotations
@@ -88,3 +89,22 @@ def test_version_label_defaults_to_the_package_version() -> None:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert f"ARG VERSION={version}" in RUNTIME
     assert _labels(RUNTIME)["version"] == "${VERSION}"
+
+
+def test_ocp_gpu_is_on_the_path_of_the_non_root_user() -> None:
+    # The validator's and node status exporter's pods run `ocp-gpu validate …`/`ocp-gpu node-status`
+    # from this image (releases.OPERATOR_IMAGE): the command must resolve by PATH for user 1001.
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert "ocp-gpu" in scripts
+    build = "\n".join(STAGES[0])
+    venv = re.search(r"-m venv (\S+)", build)
+    assert venv is not None and f"{venv[1]}/bin/pip install --no-cache-dir /tmp/wheels/" in build
+    assert f"COPY --from=build {venv[1]} {venv[1]}" in RUNTIME
+    env = " ".join(line for line in RUNTIME if line.startswith("ENV "))
+    path = re.search(r"PATH=(\S+)", env)
+    assert path is not None and f"{venv[1]}/bin" in path[1].split(":")
+    copied_at = RUNTIME.index(f"COPY --from=build {venv[1]} {venv[1]}")
+    user_at = max(i for i, line in enumerate(RUNTIME) if line.startswith("USER "))
+    assert user_at > copied_at and RUNTIME[user_at].split()[1] != "0"
+    # Nothing after USER switches back to root or moves the program.
+    assert not [line for line in RUNTIME[user_at + 1 :] if line.startswith(("USER ", "RUN ", "COPY "))]

@@ -320,11 +320,22 @@ def test_release_defaults_fill_only_unset_image_variables() -> None:
     assert env["DRIVER_IMAGE"] == "mirror.example/driver:1"  # set: the environment wins
     assert env["GFD_IMAGE"] == "  "  # set but blank: kept, and reported by name (model/images)
     # unset: the release's, as the OLM bundle and the Helm chart set it (by digest where pinned)
-    assert env["VALIDATOR_IMAGE"] == releases.installed_images()["VALIDATOR_IMAGE"]
+    assert env["DCGM_IMAGE"] == releases.installed_images()["DCGM_IMAGE"]
     assert env["OTHER"] == "x"
     # by tag on request (`ocp-gpu render --tags`); what is set still wins
     tagged = releases.with_release_defaults({"DRIVER_IMAGE": "mirror.example/driver:1"}, by_tag=True)
-    assert tagged == {**releases.RELEASE_IMAGES, "DRIVER_IMAGE": "mirror.example/driver:1"}
+    assert {name: tagged[name] for name in releases.RELEASE_IMAGES} == {
+        **releases.RELEASE_IMAGES,
+        "DRIVER_IMAGE": "mirror.example/driver:1",
+    }
+    # The validator and the node status exporter run our commands: the operator's own image.
+    assert env["VALIDATOR_IMAGE"] == env["OPERATOR_IMAGE"] == releases.OPERATOR_IMAGE
+    assert tagged["VALIDATOR_IMAGE"] == releases.OPERATOR_IMAGE
+    mirrored = releases.with_release_defaults({"OPERATOR_IMAGE": "mirror.example/ocp-gpu@sha256:" + "a" * 64})
+    assert mirrored["VALIDATOR_IMAGE"] == mirrored["OPERATOR_IMAGE"]  # a mirrored operator image moves them
+    assert releases.with_release_defaults({"VALIDATOR_IMAGE": "x.example/v:1"})["VALIDATOR_IMAGE"] == (
+        "x.example/v:1"  # NVIDIA's variable, set, still wins
+    )
     # With none set, every component resolves (no InvalidSpec for a bare `ocp-gpu run`).
     from ocp_gpu.model import policy_checks, policy_parser
 

@@ -79,7 +79,15 @@ def test_related_images_are_every_image_the_operator_uses() -> None:
     env_images = {item["value"] for item in container["env"] if item["name"].endswith("_IMAGE")}
     assert related == env_images | {container["image"]}
     assert container["image"] == ANNOTATIONS["containerImage"] == releases.OPERATOR_IMAGE
-    assert all("@sha256:" in image for image in env_images)
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    # The operator's own image (the validator's and node status exporter's) is the Deployment's.
+    assert env["OPERATOR_IMAGE"] == container["image"] and "VALIDATOR_IMAGE" not in env
+    assert releases.with_release_defaults(env)["VALIDATOR_IMAGE"] == container["image"]
+    # Every operand image is pinned by digest, as the release table records it.
+    assert {name: image for name, image in env.items() if name in releases.RELEASE_DIGESTS} == (
+        releases.RELEASE_DIGESTS
+    )
+    assert all("@sha256:" in image for name, image in env.items() if name in releases.RELEASE_DIGESTS)
     names = [item["name"] for item in CSV["spec"]["relatedImages"]]
     assert len(names) == len(set(names))
 
@@ -88,7 +96,8 @@ def test_alm_example_is_a_valid_cluster_policy() -> None:
     example, _ = json.loads(ANNOTATIONS["alm-examples"])
     assert example["kind"] == "ClusterPolicy" and example["metadata"]["name"] == "cluster-policy"
     parsed = policy_parser.parse_policy(example["spec"])
-    assert policy_checks.validate_policy(parsed, releases.installed_images()) == []
+    env = releases.with_release_defaults(releases.installed_images())
+    assert policy_checks.validate_policy(parsed, env) == []
 
 
 def test_alm_example_is_a_valid_nvidia_driver() -> None:
