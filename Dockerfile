@@ -1,5 +1,5 @@
 # The operator image: `ocp-gpu run` (the Deployment's command) and `ocp-gpu validate` (the
-# validator DaemonSet's program), with the templates inside the Python package.
+# validator DaemonSet's program), with the templates (top-level templates/) inside the Python package.
 #   podman build -t quay.io/ocp-gpu/ocp-gpu:v0.1.0 .
 # NB: not built in this project's CI (no container engine or registry there); the wheel
 # it installs is built and run by tests/packaging/test_wheel.py, and hadolint lints this
@@ -11,8 +11,9 @@ ARG UBI_MINIMAL=registry.access.redhat.com/ubi9/ubi-minimal:latest
 # --- build: the wheel and a virtualenv holding it and its dependencies ---
 FROM ${UBI_PYTHON} AS build
 WORKDIR /opt/app-root/src
-COPY --chown=1001:0 pyproject.toml README.md LICENSE ./
+COPY --chown=1001:0 pyproject.toml setup.py README.md LICENSE ./
 COPY --chown=1001:0 ocp_gpu ./ocp_gpu
+COPY --chown=1001:0 templates ./templates
 # NB: the venv lives at the path it keeps in the runtime stage (its scripts name their
 # interpreter by absolute path) and uses the RPM's /usr/bin/python3.11, which the runtime
 # stage installs too.

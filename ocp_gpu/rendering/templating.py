@@ -27,11 +27,15 @@ from typing import Any
 import jinja2
 import yaml
 
-# The package's templates/ directory (ocp_gpu/templates, shipped in the wheel as package
-# data, so `pip install` keeps it); OCP_GPU_TEMPLATES overrides it (e.g. to try edits).
-# NB: the one place a template path is resolved: everything else calls templates_dir().
+# The templates live at the repository's top level (templates/); setup.py ships them in the
+# wheel as ocp_gpu/templates.  So an installed package finds them inside itself and a checkout
+# (editable install, tests) beside the package.  OCP_GPU_TEMPLATES overrides both (e.g. to try
+# edits).  NB: the one place a template path is resolved: everything else calls templates_dir().
 TEMPLATES_ENV = "OCP_GPU_TEMPLATES"
-_DEFAULT_TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+_PACKAGE = Path(__file__).resolve().parents[1]
+_DEFAULT_TEMPLATES = (
+    _PACKAGE / "templates" if (_PACKAGE / "templates").is_dir() else _PACKAGE.parent / "templates"
+)
 _SUFFIX = ".yaml.j2"
 
 # What YAML accepts raw inside a double-quoted scalar: printable characters except the

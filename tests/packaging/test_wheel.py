@@ -1,8 +1,9 @@
 """We test these aspects of the Python package as users install it (not editable):
 
-- the wheel built from the source tree carries every template folder
-  (`ocp_gpu/templates/<folder>/NNNN_<kind>.yaml.j2`, whatever folders exist now), the
-  CRD, `py.typed`, and every other non-Python file under ocp_gpu/ (data the code reads);
+- the wheel built from the source tree carries every template folder of the top-level
+  `templates/<folder>/NNNN_<kind>.yaml.j2` (whatever folders exist now) as
+  `ocp_gpu/templates/<folder>/…`, the CRD, `py.typed`, and every other non-Python file
+  under ocp_gpu/ (data the code reads);
 - installed with its dependencies into a fresh venv, outside the checkout, the
   `ocp-gpu` entry point answers `--version` with the project's version and
   `ocp-gpu render` renders driver manifests from its own installed templates (no
@@ -27,7 +28,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGE_TEMPLATES = ROOT / "ocp_gpu" / "templates"
+TEMPLATES = ROOT / "templates"
 
 NODES = {
     "apiVersion": "v1",
@@ -65,9 +66,10 @@ def _version() -> str:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A wheel built from a copy of the tree (the build writes build/ and egg-info)."""
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / "ocp_gpu", src / "ocp_gpu", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("ocp_gpu", "templates"):
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("dist")
     subprocess.run(
         # pip's isolated build: the build backend pyproject.toml asks for, as users get it
@@ -82,7 +84,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_wheel_carries_every_template_folder(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    templates = {path.relative_to(ROOT).as_posix() for path in PACKAGE_TEMPLATES.glob("*/*.yaml.j2")}
+    templates = {f"ocp_gpu/{path.relative_to(ROOT).as_posix()}" for path in TEMPLATES.glob("*/*.yaml.j2")}
     assert {"state-driver", "state-container-toolkit"} <= {Path(name).parent.name for name in templates}
     assert templates <= names, f"missing from the wheel: {sorted(templates - names)}"
     assert "ocp_gpu/crds/clusterpolicies.nvidia.com.yaml" in names
@@ -151,3 +153,9 @@ def test_installed_wheel_runs_version_and_render(wheel: Path, tmp_path: Path) ->
         timeout=60,
     )
     assert Path(where.stdout.strip()).is_relative_to(env_dir), where.stdout
+
+
+def test_the_templates_live_at_the_top_level_only() -> None:
+    """The design's layout: templates/ beside ocp_gpu/, not a second copy inside it."""
+    assert (TEMPLATES / "state-driver" / "0500_daemonset.yaml.j2").is_file()
+    assert not (ROOT / "ocp_gpu" / "templates").exists(), "templates belong in the top-level templates/"

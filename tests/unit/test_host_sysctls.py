@@ -14,14 +14,13 @@ operand's pods share (`model/api_values.host_sysctl_problem`; found in session 5
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ocp_gpu.model import api_values, operands, policy_parser
 from ocp_gpu.model.images import ImageRef
-from ocp_gpu.rendering import common
+from ocp_gpu.rendering import common, templating
 from ocp_gpu.rendering import operands as operand_rendering
 
 SYSCTLS = "spec.daemonsets.podSecurityContext.sysctls"
@@ -122,10 +121,5 @@ def test_the_table_agrees_with_the_templates(operand: operands.Operand, host_net
 
 def test_the_driver_template_shares_neither_namespace() -> None:
     # The driver's DaemonSets are rendered apart (rendering/drivers.py): their template is read.
-    template = (
-        Path(operand_rendering.__file__).resolve().parents[1]
-        / "templates"
-        / "state-driver"
-        / "0500_daemonset.yaml.j2"
-    ).read_text()
+    template = (templating.templates_dir() / "state-driver" / "0500_daemonset.yaml.j2").read_text()
     assert "hostNetwork" not in template and "hostIPC" not in template

@@ -14,7 +14,7 @@ import pytest
 
 from ocp_gpu.kube import applying, owning, requesting
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "ocp_gpu" / "templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 # A top-level `kind:` (not a roleRef's or subject's, which are indented).
 TOP_LEVEL_KIND = re.compile(r"^kind:\s*(\S+)", re.MULTILINE)
 
