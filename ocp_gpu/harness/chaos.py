@@ -53,7 +53,7 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.harness import faults, nodes, openshift
+from ocp_gpu.harness import faults, nodes, openshift, polling
 from ocp_gpu.harness import rbac as operator_rbac
 from ocp_gpu.harness.cluster import LEASES, WRITE_VERBS, LocalControlPlane
 from ocp_gpu.harness.operating import OperatorProcess
@@ -680,11 +680,7 @@ class ChaosResult:
 
 
 def _wait(what: str, check: Callable[[], bool], timeout: float, interval: float = 0.5) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
+    polling.wait_for(check, timeout, what=what, interval=interval)
 
 
 def install_crd(api: ApiClient) -> None:

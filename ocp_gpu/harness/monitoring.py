@@ -11,7 +11,6 @@ the operator's /metrics themselves and parse PromQL with Prometheus' own parser.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Final
 
@@ -19,6 +18,8 @@ import kubernetes.client
 import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
+
+from ocp_gpu.harness import polling
 
 API_DIR: Final = Path(__file__).parent / "monitoring_api"
 CRD_FILES: Final = (
@@ -45,11 +46,7 @@ def _served(api_client: ApiClient) -> set[str]:
 
 
 def _wait(what: str, check: Any, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
+    polling.wait_for(check, timeout, what=what, interval=0.1)
 
 
 def install_monitoring_apis(api_client: ApiClient, *, timeout: float = 60.0) -> None:

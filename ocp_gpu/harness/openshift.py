@@ -28,6 +28,7 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from ocp_gpu.harness import polling
 from ocp_gpu.model import apis
 
 # The manifests, shipped as package data.
@@ -64,11 +65,7 @@ def _now() -> str:
 
 
 def _wait(what: str, check: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
+    polling.wait_for(check, timeout, what=what, interval=0.1)
 
 
 def _fake_digest(seed: str) -> str:

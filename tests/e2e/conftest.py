@@ -14,6 +14,7 @@ import pytest
 import yaml
 from kubernetes import client, watch
 
+from ocp_gpu.harness import polling
 from ocp_gpu.harness import rbac as operator_rbac
 from ocp_gpu.harness.chaos import IN_FLIGHT
 from ocp_gpu.harness.cluster import LocalControlPlane
@@ -42,15 +43,15 @@ def kubectl(
 def wait_for(
     predicate: Callable[[], Any], timeout: float = 30, interval: float = 0.25, what: str = ""
 ) -> Any:
-    """Poll until predicate() is truthy; return its value or fail naming what we waited for."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}: last={last!r}")
+    """Poll until predicate() is truthy; return its value or fail naming what we waited for.
+
+    An exception from the predicate is "not yet", and the timeout reports the last value and
+    the last exception (`harness/polling.py`)."""
+    return polling.wait_for(predicate, timeout, what=what or repr(predicate), interval=interval)
+
+
+# Something must NOT happen during a window (`harness/polling.py`).
+holds_for = polling.holds_for
 
 
 @pytest.fixture(scope="session")
@@ -243,11 +244,15 @@ class BackgroundSampler:
     """Calls `sample()` every 0.1 s in a thread while the `with` block runs.
 
     Invariants such as "never two driver pods on a node" must hold at every moment,
-    not only at the end; subclasses record the worst moment they saw.
+    not only at the end; subclasses record the worst moment they saw.  A sample that raises
+    (the API server slow or restarting under load) is counted in `failed_samples`, its error
+    kept in `last_error`, and sampling goes on: `samples` counts the moments actually seen.
     """
 
     def __init__(self) -> None:
         self.samples = 0
+        self.failed_samples = 0
+        self.last_error: Exception | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -264,8 +269,13 @@ class BackgroundSampler:
 
     def _run(self) -> None:
         while not self._stop.wait(0.1):
-            self.sample()
-            self.samples += 1
+            try:
+                self.sample()
+            except Exception as error:  # a moment not seen, not the end of sampling
+                self.failed_samples += 1
+                self.last_error = error
+            else:
+                self.samples += 1
 
 
 
@@ -327,14 +337,25 @@ class UpgradeStateWatch:
     def _run(self) -> None:
         core = client.CoreV1Api(self.kube)
         while not self._stop.is_set():
-            stream = watch.Watch().stream(
-                core.list_node, resource_version=self._version, timeout_seconds=2, allow_watch_bookmarks=True
-            )
-            for event in stream:
-                if event["type"] == "ERROR":
-                    self.failure = f"node watch failed: {event['raw_object']}"
+            try:
+                stream = watch.Watch().stream(
+                    core.list_node,
+                    resource_version=self._version,
+                    timeout_seconds=2,
+                    allow_watch_bookmarks=True,
+                )
+                for event in stream:
+                    if event["type"] == "ERROR":
+                        self.failure = f"node watch failed: {event['raw_object']}"
+                        return
+                    node = event["object"]
+                    self._version = node.metadata.resource_version
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self._see(node)
+            except client.exceptions.ApiException as error:
+                if error.status == 410:  # the version is gone: states in between are lost
+                    self.failure = f"node watch expired (410 Gone) at {self._version}"
                     return
-                node = event["object"]
-                self._version = node.metadata.resource_version
-                if event["type"] in ("ADDED", "MODIFIED"):
-                    self._see(node)
+                time.sleep(0.2)  # a refused request under load: resume from the last version
+            except Exception:  # a cut connection: resume from the last version, nothing missed
+                time.sleep(0.2)

@@ -14,7 +14,6 @@ shipped rules minus imagestreams (then plus them), not under start_operator's 40
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.install import manifests
 from ocp_gpu.model import labels
 
-from .conftest import read_policy, wait_for
+from .conftest import holds_for, read_policy, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -163,10 +162,12 @@ def test_no_pass_acts_before_the_imagestream_kind_is_listed(
             what="the ImageStream LIST refused four times",
         )
         # Watched for 3 s more: a pass acting on the view would have created the DaemonSet by now.
-        held_until = time.monotonic() + 3
-        while time.monotonic() < held_until:
-            assert sample() == [], "a pass acted before the ImageStream kind was listed"
-            time.sleep(0.2)
+        holds_for(
+            lambda: sample() == [],
+            3,
+            interval=0.2,
+            what="no pass acting before the ImageStream kind is listed",
+        )
         # The first pass logs the active ClusterPolicy: none ran.
         assert "active ClusterPolicy" not in operator.log()
         assert not (read_policy(kube).get("status") or {}).get("state"), "a pass wrote the status"

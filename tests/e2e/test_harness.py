@@ -34,7 +34,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.harness import binaries, stages
+from ocp_gpu.harness import binaries, polling, stages
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness import openshift as openshift_emulation
 from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
@@ -50,15 +50,9 @@ RUN_LABEL = "ocp-gpu.test/run"
 
 
 def wait_for(what: str, check: Callable[[], T | None], timeout: float = 30.0) -> T:
-    """Poll ``check`` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
+    """Poll ``check`` until it returns something truthy (`harness/polling.py`: an exception is
+    "not yet", the timeout names the last value and exception)."""
+    return polling.wait_for(check, timeout, what=what, interval=0.1)
 
 
 @pytest.fixture
@@ -244,7 +238,7 @@ def test_daemonset_runs_on_matching_nodes_only(
         return pods if len(pods) == 2 and all(is_ready(p) for p in pods) else None
 
     pods = wait_for("2 ready driver pods", ready_pods)
-    assert sorted(p.spec.node_name for p in pods) == sorted(gpus)
+    assert sorted(p.spec.node_name or "<unbound>" for p in pods) == sorted(gpus)
     wait_for(
         "DaemonSet status numberReady=2",
         lambda: apps.read_namespaced_daemon_set_status("driver", namespace).status.number_ready == 2,

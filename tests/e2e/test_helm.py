@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -288,10 +287,12 @@ def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_servi
     for words in commands[4:]:
         result = run_command(words, helm, chart, control_plane)
         assert result.returncode == 0, f"{shlex.join(words)}: {result.stderr}"
-    deadline = time.monotonic() + 120
-    while (left := leftovers(kube)) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert left == [], "left behind after uninstall and the README's clean-up"
+    wait_for(
+        lambda: leftovers(kube) == [],
+        120,
+        interval=1,
+        what="nothing left behind after uninstall and the clean-up",
+    )
     # helm keeps a chart's CRDs (documented in the README).
     assert ext.read_custom_resource_definition(CRD_NAME).metadata.uid == crd_uid
 

@@ -310,7 +310,7 @@ def _per_pool_daemonsets(
         # the upgrade's selector in this mode (the component, as NVIDIA's) finds every node's driver pod
         selector = pod_selection.driver_pod_selector(True)
         by_component = client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=selector).items
-        live = [p.spec.node_name for p in by_component if not p.metadata.deletion_timestamp]
+        live = [p.spec.node_name or "<unbound>" for p in by_component if not p.metadata.deletion_timestamp]
         assert sorted(live) == sorted(every)
 
         # (c) an overlapping, newer NVIDIADriver: reported on both, nothing moves

@@ -13,7 +13,6 @@ real DaemonSet controller and kwok's fake kubelets:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,7 +25,7 @@ from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 from ocp_gpu.rendering import toolkit as toolkit_rendering
 
-from .conftest import condition, patch_policy, read_policy, wait_for, wait_for_event
+from .conftest import condition, holds_for, patch_policy, read_policy, wait_for, wait_for_event
 
 pytestmark = pytest.mark.e2e
 
@@ -105,13 +104,15 @@ def test_toolkit_daemonset_and_update_strategy(
         30,
         what="toolkit DaemonSet OnDelete with v1.17.1",
     )
-    deadline = time.monotonic() + 8
-    while time.monotonic() < deadline:
-        assert all(
+    holds_for(
+        lambda: all(
             images == {"nvcr.io/nvidia/k8s/container-toolkit:v1.17.0-ubuntu20.04"}
             for images in images_by_node(kube, namespace).values()
-        ), "OnDelete: a running toolkit pod was replaced"
-        time.sleep(0.5)
+        ),
+        8,
+        interval=0.5,
+        what="OnDelete: no running toolkit pod replaced",
+    )
     # The driver's DaemonSets are OnDelete whatever daemonsets.updateStrategy says.
     drivers = (
         client.AppsV1Api(kube)

@@ -35,6 +35,7 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness import polling
 from ocp_gpu.harness.cluster import unique_name
 from ocp_gpu.kube import clients, connecting, pod_following, requesting, upgrading
 from ocp_gpu.model import labels, upgrades
@@ -50,14 +51,9 @@ S = UpgradeState
 
 
 def wait_for(what: str, check: Callable[[], T | None], timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}: last={result!r}")
-        time.sleep(0.1)
+    """Poll ``check`` until it returns something truthy (`harness/polling.py`: an exception is
+    "not yet", the timeout names the last value and exception)."""
+    return polling.wait_for(check, timeout, what=what, interval=0.1)
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from kubernetes import client
 
 from ocp_gpu.commands import validate
 from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import stages
+from ocp_gpu.harness import polling, stages
 from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.planning import validation
 from ocp_gpu.planning.validation import Component
@@ -162,10 +162,7 @@ def _pods(kube: client.ApiClient, namespace: str, app: str) -> list[Any]:
 
 
 def _wait_gone(kube: client.ApiClient, namespace: str, app: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while _pods(kube, namespace, app):
-        assert time.monotonic() < deadline, f"{app} pods still there after {timeout}s"
-        time.sleep(0.1)
+    polling.wait_for(lambda: not _pods(kube, namespace, app), timeout, what=f"{app} pods gone", interval=0.1)
 
 
 # --- cuda ----------------------------------------------------------------------------------

@@ -1,0 +1,213 @@
+"""We test these aspects of waiting on a moving cluster (`ocp_gpu/harness/polling.py`), no server:
+
+- `wait_for` returns the first truthy value; an exception from the predicate is "not yet" (the
+  wait goes on); a timeout names what was awaited, the last value, the last exception and how
+  many polls raised it, and chains that exception; `pytest.fail` inside a predicate (a
+  BaseException) ends the wait at once; the predicate is polled once more at the deadline;
+- `holds_for` fails at the first falsy value, skips polls that raise, and fails when no poll
+  could check anything;
+and, as lint over the test sources (issue 30: a full CI run failed on a test, not the operator):
+- no `sorted`/`min`/`max` over pods' `node_name` without a guard (a pod not yet bound has None,
+  and None does not compare with a str: `TypeError` in the middle of a wait);
+- no polling loop of its own (`while` ... `sleep`) in a test: `wait_for` polls on the real
+  condition, `holds_for` watches a window; the few loops that remain say why below.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ocp_gpu.harness import polling
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = ROOT / "tests"
+
+
+def test_returns_the_first_truthy_value() -> None:
+    values = iter([None, [], 0, ["pod"]])
+    assert polling.wait_for(lambda: next(values), 5, what="a pod", interval=0.001) == ["pod"]
+
+
+def test_an_exception_is_not_yet() -> None:
+    def unbound_then_bound() -> Iterator[list[str | None]]:
+        yield [None, "node-a"]  # a pod the scheduler has not bound yet
+        yield ["node-b", "node-a"]
+
+    states = unbound_then_bound()
+    found = polling.wait_for(lambda: sorted(next(states)), 5, what="both bound", interval=0.001)
+    assert found == ["node-a", "node-b"]
+
+
+def test_the_timeout_names_the_last_value_and_the_last_exception() -> None:
+    calls = itertools.count()
+
+    def flaky() -> int:
+        n = next(calls)
+        if n % 2:
+            raise KeyError("status")
+        return 0
+
+    with pytest.raises(polling.WaitTimeout) as raised:
+        polling.wait_for(flaky, 0.05, what="the status written", interval=0.001)
+    message = str(raised.value)
+    assert "timed out after 0.05s waiting for the status written" in message
+    assert "last value 0" in message
+    assert "KeyError: 'status'" in message
+    assert isinstance(raised.value.__cause__, KeyError)
+    # both: pytest shows a failure, and code catching the harness's timeouts catches it
+    assert isinstance(raised.value, AssertionError) and isinstance(raised.value, TimeoutError)
+
+
+def test_a_predicate_that_always_raises_says_so() -> None:
+    def broken() -> bool:
+        raise TypeError("'<' not supported between instances of 'NoneType' and 'str'")
+
+    with pytest.raises(polling.WaitTimeout, match=r"raised on \d+ of them \(every poll\)") as raised:
+        polling.wait_for(broken, 0.02, what="converged", interval=0.001)
+    assert "last value" not in str(raised.value)
+
+
+def test_pytest_fail_ends_the_wait_at_once() -> None:
+    began = time.monotonic()
+    with pytest.raises(pytest.fail.Exception):
+        polling.wait_for(lambda: pytest.fail("invariant broken"), 30, what="x")
+    assert time.monotonic() - began < 5
+
+
+def test_polled_once_more_at_the_deadline() -> None:
+    ready_at = time.monotonic() + 0.1
+    # one poll before, then a sleep to the deadline, then the poll that sees it
+    assert polling.wait_for(lambda: time.monotonic() >= ready_at, 0.2, what="ready", interval=10)
+
+
+def test_holds_for_fails_at_the_first_falsy_value() -> None:
+    values = iter([True, True, False, True])
+    with pytest.raises(AssertionError, match="nothing deleted stopped holding: False"):
+        polling.holds_for(lambda: next(values), 5, what="nothing deleted", interval=0.001)
+
+
+def test_holds_for_skips_polls_that_raise_but_not_all_of_them() -> None:
+    values = iter([True, KeyError("x"), True] + [True] * 1000)
+
+    def check() -> bool:
+        value = next(values)
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    assert polling.holds_for(check, 0.02, what="quiet", interval=0.001) >= 2
+
+    def never() -> bool:
+        raise ConnectionError("refused")
+
+    with pytest.raises(AssertionError, match="not one poll"):
+        polling.holds_for(never, 0.02, what="quiet", interval=0.001)
+
+
+# --- lint over the tests ------------------------------------------------------------------
+
+
+def _test_sources() -> list[Path]:
+    return sorted(p for p in TESTS.rglob("*.py") if p.name != "test_polling.py")
+
+
+def _mentions(node: ast.AST, attr: str) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(node))
+
+
+def unguarded_node_name_orders(source: str) -> list[int]:
+    """Lines that order pods' `node_name`s without a guard against a pod not yet bound (None)."""
+    found = []
+    for call in ast.walk(ast.parse(source)):
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id in ("sorted", "min", "max")
+            and call.args
+            and isinstance(call.args[0], (ast.GeneratorExp, ast.ListComp, ast.SetComp))
+        ):
+            continue
+        comp = call.args[0]
+        element = comp.elt
+        if not _mentions(element, "node_name"):
+            continue
+        # `p.spec.node_name or "<unbound>"`, or a filter on it, is a guard
+        guarded = isinstance(element, ast.BoolOp) or any(
+            _mentions(condition, "node_name") for generator in comp.generators for condition in generator.ifs
+        )
+        if not guarded:
+            found.append(call.lineno)
+    return found
+
+
+def test_the_lint_finds_the_shape_that_crashed() -> None:
+    crashed = "on_nodes = sorted(p.spec.node_name for p in driver_pods())\n"
+    assert unguarded_node_name_orders(crashed) == [1]
+    assert not unguarded_node_name_orders('sorted(p.spec.node_name or "" for p in pods)\n')
+    assert not unguarded_node_name_orders("sorted(p.spec.node_name for p in pods if p.spec.node_name)\n")
+
+
+def test_no_unguarded_order_of_node_names() -> None:
+    found = {
+        str(path.relative_to(ROOT)): lines
+        for path in _test_sources()
+        if (lines := unguarded_node_name_orders(path.read_text()))
+    }
+    assert not found, f"pods' node_name (None until bound) ordered without a guard: {found}"
+
+
+# (file, function) -> why a loop that sleeps is not a poll that wait_for/holds_for would do
+SLEEPING_LOOPS_ALLOWED = {
+    ("tests/e2e/conftest.py", "_run"): "the node watch's resume after a cut connection (back-off)",
+    ("tests/e2e/test_upgrade_adapters.py", "test_one_node_through_the_state_machine"): (
+        "drives the passes itself: each turn runs one pass of the planner"
+    ),
+    ("tests/unit/test_demo_display.py", "test_a_pipe_gets_a_snapshot_only_when_it_changes"): (
+        "a unit test of a display thread, no cluster"
+    ),
+    ("tests/unit/test_in_threads.py", "monitor"): "a unit test of a thread pool, no cluster",
+    ("tests/unit/test_sending.py", "test_a_pooled_connection_the_server_closed_is_not_tried"): (
+        "a unit test of a local socket server, no cluster"
+    ),
+}
+
+
+def sleeping_loops(source: str) -> list[tuple[str, int]]:
+    """(enclosing function, line) of every `while` loop that calls something's `sleep`."""
+    tree = ast.parse(source)
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for loop in ast.walk(function):
+            if isinstance(loop, ast.While) and any(
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "sleep"
+                for call in ast.walk(loop)
+            ):
+                found.append((function.name, loop.lineno))
+    # a loop in a nested function is also seen from the enclosing one: keep the innermost
+    innermost: dict[int, str] = {}
+    for name, line in found:
+        innermost[line] = name
+    return sorted((name, line) for line, name in innermost.items())
+
+
+def test_no_polling_loop_of_its_own() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{line} in {name}"
+        for path in _test_sources()
+        for name, line in sleeping_loops(path.read_text())
+        if (str(path.relative_to(ROOT)), name) not in SLEEPING_LOOPS_ALLOWED
+    ]
+    assert not found, (
+        "a loop that sleeps: poll with wait_for (or holds_for for 'nothing happens'), "
+        f"or say in SLEEPING_LOOPS_ALLOWED why not: {found}"
+    )
