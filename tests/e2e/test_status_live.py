@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -301,10 +300,17 @@ def test_status_follows_an_upgrade_with_one_parallel_slot_without_writing(
     # control plane a document outgrows the pipe's buffer, and a writer blocked on a full pipe
     # is not what this test is about.
     printed: list[str] = []
-    reader = threading.Thread(target=lambda: printed.extend(watch.stdout or ()), daemon=True)
+
+    def read() -> None:
+        for line in watch.stdout or ():
+            printed.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    # NB: 2 s refreshes; the start-up and each read take seconds more on a loaded 2-core machine.
-    time.sleep(10)
+    # Two documents, however long the machine takes to print them (a fixed 10 s window missed
+    # the second one under load). Budget 120 s: 2 s refreshes, and the start-up plus each read
+    # take seconds on a quiet machine, ten times that on a loaded 2-core one.
+    wait_for(lambda: len(printed) >= 2 or watch.poll() is not None, 120, what="two --watch documents")
     watch.send_signal(signal.SIGINT)
     # NB: in the full suite the shared control plane holds every earlier test's nodes and pods,
     # so the read in flight when Ctrl-C lands can take long; the exit must still come, and be 0.
