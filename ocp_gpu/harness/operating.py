@@ -94,7 +94,10 @@ class OperatorProcess:
         except urllib.error.HTTPError as error:
             return int(error.code), error.read().decode()
 
-    def wait_http(self, path: str = "/healthz", timeout: float = 30) -> None:
+    def wait_http(self, path: str = "/healthz", timeout: float = 60) -> None:
+        """Wait until `path` answers 200. Budget 60 s: the interpreter, kopf and the client
+        imported and the server up take a few seconds of CPU, ten times that in wall time on a
+        loaded 2-core machine."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.running():

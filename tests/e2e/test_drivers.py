@@ -32,7 +32,16 @@ from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 
-from .conftest import BackgroundSampler, condition, kubectl, read_policy, wait_for, wait_for_event
+from .conftest import (
+    REACT_S,
+    READY_S,
+    BackgroundSampler,
+    condition,
+    kubectl,
+    read_policy,
+    wait_for,
+    wait_for_event,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -125,7 +134,9 @@ def test_a_one_daemonset_per_rhcos_version_pods_only_on_matching_nodes(
     listed = kubectl(control_plane, "get", "pods", "-n", dtk_cluster, f"-l{DRIVER_PODS}", "-o", "name").stdout
     assert len(listed.split()) == 3
     # NB: ready means every operand Ready on every GPU node (driver -> toolkit -> plugin -> validator).
-    wait_for(lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", 60, what="policy ready")
+    wait_for(
+        lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", READY_S, what="policy ready"
+    )
     status = read_policy(kube)["status"]
     summary = {entry["key"]: entry for entry in status["driverDaemonSets"]}
     assert summary[V1]["nodes"] == 2 and summary[V1]["dtkImage"] == TAGS[V1]
@@ -182,7 +193,8 @@ def test_b_mco_update_moves_nodes_between_daemonsets_and_gc_waits_for_the_last_n
 
         def on_step(node: str, phase: str) -> None:
             if node == first_moved and phase == fake_nodes.PHASE_DONE:
-                wait_for(lambda: ds_v2 in driver_daemonsets(kube, dtk_cluster), 10, what="V2 DaemonSet")
+                # Budget REACT_S: a node moving to another driver key runs a pass at once.
+                wait_for(lambda: ds_v2 in driver_daemonsets(kube, dtk_cluster), REACT_S, what="V2 DaemonSet")
                 seen_v2_after_first.append(True)
             if node != nodes[-1] and phase == fake_nodes.PHASE_DONE:
                 # V1 still has nodes: it must still exist.
@@ -215,7 +227,9 @@ def test_h_a_version_that_loses_its_last_node_and_gets_it_back_runs_its_driver_a
     ds_v1 = f"nvidia-driver-daemonset-{V1}"
     wait_for(lambda: all_ready(kube, dtk_cluster, {ds_v1}), 60, what="V1 ready")
     # NB: the moves start once the operator is quiet, so that no long first pass swallows them.
-    wait_for(lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", 60, what="policy ready")
+    wait_for(
+        lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", READY_S, what="policy ready"
+    )
 
     def back_on_v1() -> bool:
         pods = client.CoreV1Api(kube).list_namespaced_pod(dtk_cluster, label_selector=DRIVER_PODS).items

@@ -27,7 +27,7 @@ from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 
-from .conftest import condition, read_policy, wait_for
+from .conftest import READY_S, condition, read_policy, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -83,7 +83,7 @@ def test_never_ready_while_a_gpu_node_has_no_driver_daemonset(
         nodes["unlabelled"],
         {"metadata": {"labels": {labels.OS_ID: "ubuntu", labels.OS_VERSION_ID: "22.04"}}},
     )
-    wait_for(lambda: status(kube).get("state") == "ready", 60, what="ready once NFD labels the node")
+    wait_for(lambda: status(kube).get("state") == "ready", READY_S, what="ready once NFD labels the node")
     [entry] = status(kube)["driverDaemonSets"]
     assert entry["nodes"] == 2
 
@@ -130,7 +130,7 @@ def test_opted_out_node_is_not_upgrade_done_and_metrics_agree_with_status(
     try:
         apply_policy()
         operator = start_operator()
-        wait_for(lambda: status(kube).get("state") == "ready", 60, what="ready")
+        wait_for(lambda: status(kube).get("state") == "ready", READY_S, what="ready")
         wait_for(
             lambda: (
                 labels.UPGRADE_STATE not in (client.CoreV1Api(kube).read_node(optout).metadata.labels or {})
@@ -159,7 +159,7 @@ def test_opted_out_node_is_not_upgrade_done_and_metrics_agree_with_status(
         assert metrics["done"] == 2
         wait_for(
             lambda: operator.metric("gpu_operator_nodes_upgrades_available") == metrics["available"],
-            20,
+            30,  # REACT_S: the metric is set by the pass that follows the change
             what=f"available metric agrees with ocp-gpu status ({metrics['available']})",
         )
     finally:

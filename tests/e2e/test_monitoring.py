@@ -26,6 +26,7 @@ from ocp_gpu.install import manifests as install
 from ocp_gpu.model import labels
 
 from .conftest import (
+    READY_S,
     condition,
     patch_policy,
     quiet_writes,
@@ -126,7 +127,9 @@ def test_openshift_with_the_monitoring_api_gets_service_monitor_rules_dashboard_
         30,
         what="namespace labelled for cluster monitoring",
     )
-    wait_for(lambda: read_policy(kube).get("status", {}).get("state") == "ready", 60, what="policy ready")
+    wait_for(
+        lambda: read_policy(kube).get("status", {}).get("state") == "ready", READY_S, what="policy ready"
+    )
     assert quiet_writes(control_plane, 8) == []
 
     # (b) the policy's fields reach the ServiceMonitor ...

@@ -127,9 +127,10 @@ def test_node_status_exporter_reports_markers_devices_and_pci(
         assert (value("gpu_operator_node_device_plugin_validation_last_success_ts_seconds") or 0) > 1.7e9
         # (b)
         (validations / "plugin-ready").write_text("")
-        wait_for(lambda: value("gpu_operator_node_plugin_ready") == 1, 10, what="plugin_ready 1")
+        # Budget 30 s: the exporter looks every 0.5 s here (--interval), a process of its own.
+        wait_for(lambda: value("gpu_operator_node_plugin_ready") == 1, 30, what="plugin_ready 1")
         (validations / "driver-ready").unlink()
-        wait_for(lambda: value("gpu_operator_node_driver_ready") == 0, 10, what="driver_ready 0")
+        wait_for(lambda: value("gpu_operator_node_driver_ready") == 0, 30, what="driver_ready 0")
         assert proc.poll() is None
     finally:
         proc.terminate()

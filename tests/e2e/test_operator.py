@@ -25,10 +25,13 @@ from ocp_gpu.model import labels, operands
 
 from .conftest import (
     OPERATOR_USER,
+    REACT_S,
+    READY_S,
     condition,
     kubectl,
     operator_writes,
     read_policy,
+    settle_writes,
     wait_for,
     wait_for_event,
 )
@@ -72,18 +75,18 @@ def test_gpu_nodes_labelled_cpu_nodes_untouched_admin_optout_kept(
     cpu_before = client.CoreV1Api(kube).read_node(some_nodes["cpu"]).metadata.resource_version
     apply_policy()
     start_operator()
-    wait_for(lambda: policy_state(kube) == "ready", 30, what="policy ready")
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
 
     gpu_a = wait_for(
         lambda: (lbl := node_labels(kube, some_nodes["gpu_a"])).get(labels.GPU_PRESENT) and lbl,
-        20,
+        REACT_S,
         what="gpu.present on gpu_a",
     )
     assert {k: gpu_a.get(k) for k in EXPECTED_DEPLOY} == EXPECTED_DEPLOY
 
     gpu_b = wait_for(
         lambda: (lbl := node_labels(kube, some_nodes["gpu_b"])).get(labels.GPU_PRESENT) and lbl,
-        20,
+        REACT_S,
         what="gpu.present on gpu_b",
     )
     assert gpu_b[labels.deploy_label("driver")] == "false", "the admin's opt-out was overwritten"
@@ -109,7 +112,7 @@ def test_second_policy_is_ignored_and_names_the_active_one(
     ready = condition(read_policy(kube, "second-policy"), "Ready")
     assert ready["status"] == "False"
     assert "cluster-policy" in ready["message"]
-    wait_for(lambda: policy_state(kube, "cluster-policy") == "ready", 30, what="active policy ready")
+    wait_for(lambda: policy_state(kube, "cluster-policy") == "ready", READY_S, what="active policy ready")
 
 
 def test_platform_detection_follows_the_served_api_groups(
@@ -151,7 +154,7 @@ def test_semantic_error_reported_in_status_and_event_nothing_deleted(
 ) -> None:
     apply_policy()
     start_operator()
-    wait_for(lambda: policy_state(kube) == "ready", 30, what="policy ready")
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
     running = {
         ds.metadata.name: ds.metadata.uid
         for ds in client.AppsV1Api(kube).list_namespaced_daemon_set(namespace).items
@@ -179,6 +182,8 @@ def test_semantic_error_reported_in_status_and_event_nothing_deleted(
     event = wait_for_event(kube, "InvalidClusterPolicy", "spec.driver.upgradePolicy.drain.podSelector")
     assert event.involved_object.kind == "ClusterPolicy"
     assert event.type == "Warning"
+    # A window after the pass that posted the Event (its writes precede it): 2 s for the audit
+    # log, which logs a request after its response.
     time.sleep(2)
     # Nothing running was deleted or changed because of it.
     after = {
@@ -215,7 +220,7 @@ def test_one_of_two_replicas_acts_and_the_other_takes_over(
     assert first.metric("ocp_gpu_is_leader") == 1 and second.metric("ocp_gpu_is_leader") == 0
 
     apply_policy()
-    wait_for(lambda: policy_state(kube) == "ready", 30, what="policy ready")
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
     # The standby wrote nothing (it only reads the Lease); the leader did the work.
     assert control_plane.count_writes("ocp-gpu-standby", since_line=mark) == 0
     assert (
@@ -238,7 +243,7 @@ def test_one_of_two_replicas_acts_and_the_other_takes_over(
     try:
         wait_for(
             lambda: node_labels(kube, late).get(labels.GPU_PRESENT) == "true",
-            20,
+            REACT_S,
             what="new leader labels a new node",
         )
     finally:
@@ -254,11 +259,10 @@ def test_zero_writes_while_nothing_changes(
 ) -> None:
     apply_policy()
     start_operator()
-    wait_for(lambda: policy_state(kube) == "ready", 30, what="policy ready")
-    wait_for(lambda: node_labels(kube, some_nodes["gpu_a"]).get(labels.GPU_PRESENT), 20, what="labelled")
-    time.sleep(2)  # let the last status write's watch event come back and settle
-    mark = control_plane.audit_line_count()
-    time.sleep(12)  # kwok heartbeats and lease renewals keep happening meanwhile
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    wait_for(lambda: node_labels(kube, some_nodes["gpu_a"]).get(labels.GPU_PRESENT), REACT_S, what="labelled")
+    mark = settle_writes(control_plane)
+    time.sleep(12)  # the window: kwok heartbeats and lease renewals keep happening meanwhile
     writes = operator_writes(control_plane, mark)
     assert writes == []
     # And the lease renewals that did happen were few (one per retry period at most).

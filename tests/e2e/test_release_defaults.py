@@ -19,7 +19,7 @@ from ocp_gpu.harness.cluster import unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels, releases
 
-from .conftest import read_policy, wait_for
+from .conftest import READY_S, read_policy, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -51,7 +51,7 @@ def test_run_without_image_env_uses_the_release_defaults(
 ) -> None:
     apply_policy()
     start_operator(image_env={"CONTAINER_TOOLKIT_IMAGE": toolkit_override} if toolkit_override else {})
-    wait_for(lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", 60, what="ready")
+    wait_for(lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", READY_S, what="ready")
     found = images(kube, namespace)
     driver = [image for name, image in found.items() if name.startswith(labels.DRIVER_DAEMONSET_PREFIX)]
     installed = releases.installed_images()

@@ -22,7 +22,6 @@ exist, GPUs become allocatable from the plugin config the operator rendered, GFD
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -39,7 +38,16 @@ from ocp_gpu.model.images import ImageRef
 from ocp_gpu.rendering import common
 from ocp_gpu.rendering import operands as operand_rendering
 
-from .conftest import condition, patch_policy, quiet_writes, read_policy, wait_for, wait_for_event
+from .conftest import (
+    READY_S,
+    condition,
+    holds_for,
+    patch_policy,
+    quiet_writes,
+    read_policy,
+    wait_for,
+    wait_for_event,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -107,6 +115,17 @@ def pod_node(kube: client.ApiClient, namespace: str, name: str) -> str | None:
     return str(node) if node else None
 
 
+def unschedulable(kube: client.ApiClient, namespace: str, name: str) -> str | None:
+    """The scheduler's message if its last attempt found no node for the pod (None if it has not
+    tried yet, or placed it). NB: what a test of "not scheduled" waits for: a fixed sleep says
+    nothing when a loaded scheduler has not tried yet."""
+    pod = client.CoreV1Api(kube).read_namespaced_pod(name, namespace)
+    for found in pod.status.conditions or ():
+        if found.type == "PodScheduled" and found.status == "False" and found.reason == "Unschedulable":
+            return str(found.message or found.reason)
+    return None
+
+
 @pytest.fixture
 def make_nodes(kube: client.ApiClient) -> Iterator[Callable[..., list[str]]]:
     made: list[str] = []
@@ -143,7 +162,8 @@ def test_gpu_pod_waits_for_the_chain_then_runs(
     (no_plugin,) = make_nodes(1, gpus=8, extra_labels={labels.deploy_label("device-plugin"): "false"})
     (cpu,) = make_nodes(1, prefix="cpu", cpu=True)
     work = make_pod(kube, namespace, "nvidia.com/gpu")
-    time.sleep(2)
+    # Budget 60 s: the scheduler tries a new pod within milliseconds on a quiet machine.
+    wait_for(lambda: unschedulable(kube, namespace, work), 60, what="the scheduler refusing the GPU pod")
     assert pod_node(kube, namespace, work) is None, "scheduled before any GPU was advertised"
 
     apply_policy()
@@ -154,7 +174,7 @@ def test_gpu_pod_waits_for_the_chain_then_runs(
     assert {operands.DRIVER.app, operands.CONTAINER_TOOLKIT.app, operands.DEVICE_PLUGIN.app} <= ready_apps_on(
         kube, namespace, gpu
     )
-    wait_for(lambda: state(kube) == "ready", 60, what="policy ready")
+    wait_for(lambda: state(kube) == "ready", READY_S, what="policy ready")
     pods = {(p.spec.node_name, p.metadata.labels[labels.APP]): p for p in operand_pods(kube, namespace)}
     assert {app for node, app in pods if node == gpu} == DEFAULT_APPS
     # The markers order them on the node: each became Ready no earlier than what it waits for.
@@ -211,7 +231,11 @@ def test_shared_gpus_follow_the_rendered_config(
         60,
         what="32 pods scheduled",
     )
-    time.sleep(3)
+    wait_for(
+        lambda: any(unschedulable(kube, namespace, name) for name in work),
+        60,
+        what="the scheduler refusing the 33rd pod",
+    )
     pending = [name for name in work if pod_node(kube, namespace, name) is None]
     assert len(pending) == 1, "the 33rd pod found a shared GPU that does not exist"
     for name in work:
@@ -338,7 +362,7 @@ def test_tainted_gpu_pool_runs_every_operand_but_no_cpu_work(
         assert ready_apps_on(kube, namespace, node) == DEFAULT_APPS, node
         assert nvidia_resources(kube, node) == {"nvidia.com/gpu": "4"}
     cpu_work = make_pod(kube, namespace, "cpu", node=pool[0], gpu=False)
-    time.sleep(3)
+    wait_for(lambda: unschedulable(kube, namespace, cpu_work), 60, what="the scheduler refusing the CPU pod")
     assert pod_node(kube, namespace, cpu_work) is None, "a CPU workload landed on the tainted GPU pool"
 
 
@@ -397,8 +421,10 @@ def test_upgrade_validation_waits_for_validator_pods(
         120,
         what="good upgraded, bad waiting in validation",
     )
-    time.sleep(3)
-    assert upgrade_state(kube, bad) == "validation-required"
+    # A window: the operator acts on a change within a pass (0.2 s quiet), so 3 s would show a move.
+    holds_for(
+        lambda: upgrade_state(kube, bad) == "validation-required", 3, what="bad held in validation-required"
+    )
     fake_nodes.set_pod_fate(kube, namespace, validator, "ready")
     wait_for(
         lambda: upgrade_state(kube, bad) == "upgrade-done",

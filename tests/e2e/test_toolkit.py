@@ -25,7 +25,7 @@ from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 from ocp_gpu.rendering import toolkit as toolkit_rendering
 
-from .conftest import condition, holds_for, patch_policy, read_policy, wait_for, wait_for_event
+from .conftest import READY_S, condition, holds_for, patch_policy, read_policy, wait_for, wait_for_event
 
 pytestmark = pytest.mark.e2e
 
@@ -74,7 +74,9 @@ def test_toolkit_daemonset_and_update_strategy(
     ds = daemonset(kube, namespace, TOOLKIT)
     assert ds.spec.update_strategy.type == "RollingUpdate"
     assert ds.spec.template.spec.node_selector == {labels.deploy_label("container-toolkit"): "true"}
-    wait_for(lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", 60, what="policy ready")
+    wait_for(
+        lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", READY_S, what="policy ready"
+    )
 
     # RollingUpdate: the DaemonSet controller replaces every pod with the new version.
     patch_policy(kube, {"toolkit": {"version": "v1.17.0-ubuntu20.04"}})

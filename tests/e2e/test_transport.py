@@ -174,5 +174,6 @@ def test_statuses_pooling_and_user_agent(
         ]
 
     # The create, the refused one and 40 patches (the audit log logs writes, read by polling).
-    events = wait_for(lambda: (found := ours()) and len(found) >= 42 and found, 10, 0.1, "the audit events")
+    # Budget 30 s: the apiserver logs a request right after its response (milliseconds quiet).
+    events = wait_for(lambda: (found := ours()) and len(found) >= 42 and found, 30, 0.1, "the audit events")
     assert {event.get("userAgent") for event in events} == {clients.USER_AGENT}
