@@ -159,6 +159,7 @@ def test_the_election_process_renews_while_the_interpreter_lock_is_held(
     credentials = clients.lease_credentials(clients.load_api_client(control_plane.kubeconfig))
     election = electing.ElectionProcess(credentials, settings(namespace, "leader-in-process"))
     watches: list[subprocess.Popen[str]] = []
+    printed: list[str] = []
 
     async def scenario() -> bool:
         await asyncio.wait_for(election.acquire(), timeout=60)
@@ -181,7 +182,9 @@ def test_the_election_process_renews_while_the_interpreter_lock_is_held(
             text=True,
         )
         watches.append(watch)
-        time.sleep(1.0)  # the watch is listening
+        # The watch is listening once it printed the Lease as it is (a fixed 1 s stood for this;
+        # kubectl alone takes longer to start on a loaded machine).
+        printed.append((watch.stdout.readline() if watch.stdout else "").strip())
         renewing = asyncio.ensure_future(election.keep_renewing())
         await asyncio.sleep(0)
         _hold_the_interpreter_lock(BLOCKED_S)
@@ -196,7 +199,8 @@ def test_the_election_process_renews_while_the_interpreter_lock_is_held(
         watch = watches[0]
         watch.terminate()
         output, _ = watch.communicate(timeout=10)
-        renewals = sorted({datetime.datetime.fromisoformat(line) for line in output.split() if line})
+        lines = [*printed, *output.split()]
+        renewals = sorted({datetime.datetime.fromisoformat(line) for line in lines if line})
         gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(renewals)]
         assert not lost
         assert len(renewals) >= BLOCKED_S / (RETRY_S * 3), renewals
