@@ -28,7 +28,10 @@ import pytest
 from ocp_gpu.harness import binaries, chaos
 from ocp_gpu.harness.cluster import LocalControlPlane
 
-pytestmark = pytest.mark.e2e
+# NB: above pytest's 300 s default: each test starts a control plane of its own (at most 180 s),
+# sets up 20 nodes (bounded at 660 s by the harness), runs the scenario (SHORT.timeout_s) and
+# lets it settle (at most 132 s); each phase has its own bound, this is the last resort.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
 SHORT = chaos.ChaosConfig(nodes=20, max_parallel=10, admin_cordoned=2, timeout_s=300)
 
