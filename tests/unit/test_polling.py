@@ -10,7 +10,9 @@ and, as lint over the test sources (issue 30: a full CI run failed on a test, no
 - no `sorted`/`min`/`max` over pods' `node_name` without a guard (a pod not yet bound has None,
   and None does not compare with a str: `TypeError` in the middle of a wait);
 - no polling loop of its own (`while` ... `sleep`) in a test: `wait_for` polls on the real
-  condition, `holds_for` watches a window; the few loops that remain say why below.
+  condition, `holds_for` watches a window; the few loops that remain say why below;
+- no end-to-end wait with a literal timeout under 30 s (REACT_S, the least step's budget on a
+  loaded machine: tests/e2e/conftest.py).
 """
 
 from __future__ import annotations
@@ -211,3 +213,47 @@ def test_no_polling_loop_of_its_own() -> None:
         "a loop that sleeps: poll with wait_for (or holds_for for 'nothing happens'), "
         f"or say in SLEEPING_LOOPS_ALLOWED why not: {found}"
     )
+
+
+# The waits of the end-to-end tests and what argument holds their timeout (after `what` for the
+# (what, check, timeout) helpers of test_harness.py and test_upgrade_adapters.py).
+_WAITS = {"wait_for": 1, "wait_for_event": 3, "_wait_gone": 3, "wait_http": 1}
+# REACT_S in tests/e2e/conftest.py: the least any step needs on a loaded machine.
+_LEAST_S = 30
+
+
+def short_waits(source: str) -> list[tuple[int, float]]:
+    """(line, seconds) of every wait given a literal timeout under _LEAST_S."""
+    found = []
+    for call in ast.walk(ast.parse(source)):
+        if not isinstance(call, ast.Call):
+            continue
+        name = getattr(call.func, "id", getattr(call.func, "attr", None))
+        if name not in _WAITS:
+            continue
+        index = _WAITS[name]
+        if name == "wait_for" and call.args and isinstance(call.args[0], ast.Constant):
+            index = 2  # wait_for(what, check, timeout)
+        timeout = call.args[index] if len(call.args) > index else None
+        for keyword in call.keywords:
+            if keyword.arg == "timeout":
+                timeout = keyword.value
+        if (
+            isinstance(timeout, ast.Constant)
+            and isinstance(timeout.value, (int, float))
+            and timeout.value < _LEAST_S
+        ):
+            found.append((call.lineno, float(timeout.value)))
+    return found
+
+
+def test_no_end_to_end_wait_shorter_than_a_loaded_machine_needs() -> None:
+    assert short_waits('wait_for(lambda: x, 10, what="x")\n') == [(1, 10.0)]
+    assert short_waits('wait_for("x", check, 5)\n') == [(1, 5.0)]
+    found = {
+        str(path.relative_to(ROOT)): lines
+        for path in _test_sources()
+        if "e2e" in path.parts or "olm" in path.parts
+        if (lines := short_waits(path.read_text()))
+    }
+    assert not found, f"e2e waits under {_LEAST_S} s (see the budgets in tests/e2e/conftest.py): {found}"
