@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ocp_gpu.model import releases
+from ocp_gpu.planning import leadership
 
 
 def free_port() -> int:
@@ -33,9 +34,14 @@ class OperatorProcess:
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         image_env: Mapping[str, str] | None = None,
+        identity: str | None = None,
     ) -> None:
         """``cwd``: where the process starts; `python -m` puts it first on sys.path, so a
-        directory holding another ``ocp_gpu/`` (e.g. a commit's, extracted) is what runs."""
+        directory holding another ``ocp_gpu/`` (e.g. a commit's, extracted) is what runs.
+
+        ``identity``: its leader Lease identity, as $POD_NAME (the pod's name in a cluster);
+        None: one of its own, so every process is another pod unless a test restarts
+        "the same pod" by passing the identity of an earlier one (`OperatorProcess.identity`)."""
         self.kubeconfig = kubeconfig
         self.namespace = namespace
         self.log_path = log_path
@@ -46,6 +52,7 @@ class OperatorProcess:
         # The *_IMAGE variables, exactly (the built-in release defaults fill the rest);
         # None: all of the release's, as the CSV and the Helm chart set them.
         self._image_env = releases.RELEASE_IMAGES if image_env is None else dict(image_env)
+        self.identity = identity or f"ocp-gpu-operator-{os.urandom(4).hex()}"
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -56,7 +63,7 @@ class OperatorProcess:
     def start(self) -> OperatorProcess:
         # As the CSV and the Helm chart set them; a test may override any.
         inherited = {k: v for k, v in os.environ.items() if k not in releases.RELEASE_IMAGES}
-        env = {**inherited, **self._image_env, **self._env}
+        env = {**inherited, **self._image_env, leadership.POD_NAME_ENV: self.identity, **self._env}
         # NB: the operator must not inherit a KUBECONFIG pointing elsewhere.
         env.pop("KUBECONFIG", None)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -153,13 +153,16 @@ def role_binding(namespace: str, subjects: Sequence[Mapping[str, str]] | None = 
 
 
 def operator_env(image: str = releases.OPERATOR_IMAGE) -> list[dict[str, Any]]:
-    """The operator container's env: its namespace (downward API), its own image and the operand images.
+    """The operator container's env: its namespace and pod name (downward API), its own image and
+    the operand images.
 
     NB: `image` is the Deployment's own image: the validator and the node status exporter run
     from it (releases.with_release_defaults), so a mirrored or overridden operator image moves them too.
     """
     env: list[dict[str, Any]] = [
         {"name": "OPERATOR_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        # The leader Lease's identity: a container restarted in this pod resumes its Lease at once.
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": releases.OPERATOR_IMAGE_ENV, "value": image},
     ]
     env += [{"name": key, "value": value} for key, value in releases.installed_images().items()]

@@ -18,6 +18,10 @@ LIST of thousands of pods), delays a renewal.  The child stops renewing as soon 
 the operator process dies (its stdin closes), so a killed leader's Lease expires
 as it should.
 
+The identity is the pod's name ($POD_NAME from the downward API): a container restarted
+in its pod after a crash resumes its own Lease at once, a new pod waits for it to expire
+(`planning/leadership.lease_identity`).
+
 NB: the child is `python -S -m ocp_gpu.kube.electing`: it imports only the standard
 library and its neighbours (`kube/leasing.py`, `kube/sending.py`, `kube/authenticating.py`,
 `planning/leadership.py`), never kopf or yaml (issue 13: about 15 MiB instead of 60 MiB
@@ -57,7 +61,12 @@ RETRY_PERIOD_S = 26.0
 class ElectionSettings:
     namespace: str
     name: str = LEASE_NAME
-    identity: str = dataclasses.field(default_factory=lambda: f"{socket.gethostname()}_{os.urandom(4).hex()}")
+    # The pod's name ($POD_NAME) when there is one (planning/leadership.lease_identity says why).
+    identity: str = dataclasses.field(
+        default_factory=lambda: leadership.lease_identity(
+            os.environ, socket.gethostname(), os.urandom(4).hex()
+        )
+    )
     # OpenShift's conventions for operators (library-go's LeaderElectionDefaulting, the
     # "leader election" section of openshift/enhancements' high-availability guide):
     # 137 s lease, 107 s renew deadline, 26 s retry.  They survive a 60 s apiserver
@@ -111,8 +120,11 @@ class LeaderElector:
         while not stop.is_set():
             try:
                 if self._try_acquire_or_renew():
+                    # NB: still ours when a container restarted in its pod (same identity): no wait.
+                    resumed = self._observed[0] is not None and self._observed[0].holder == self.identity
                     logger.info(
-                        "acquired leadership lease %s/%s as %s",
+                        "%s leadership lease %s/%s as %s",
+                        "resumed our own" if resumed else "acquired",
                         self._settings.namespace,
                         self._settings.name,
                         self.identity,

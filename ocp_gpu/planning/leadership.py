@@ -6,6 +6,10 @@ writes the Lease itself and never reads a clock: `kube/electing.py` does both.
 
 The rules are client-go's leaderelection package's: a lease is free when it has
 no holder or its holder has not renewed it for `lease_duration_s`.
+
+The identity is the pod's name (issue 24): a container the kubelet restarts in the same
+pod after a crash finds the Lease held by its own name and renews it at once, while a
+new pod (another name) waits for the Lease to expire, as OpenShift's convention says.
 """
 
 from __future__ import annotations
@@ -13,6 +17,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+from collections.abc import Mapping
+
+# The operator Deployment sets it from the downward API (metadata.name): the pod's name.
+POD_NAME_ENV = "POD_NAME"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +48,21 @@ class LeaseDecision:
     record: LeaseRecord | None
     # For WAIT: when the current holder's lease expires unless renewed.
     expires_at: datetime.datetime | None = None
+
+
+def lease_identity(env: Mapping[str, str], hostname: str, suffix: str) -> str:
+    """Who we are in the Lease: the pod's name, stable across container restarts in the pod.
+
+    Without $POD_NAME (a process outside a pod: a developer's shell, a test, a bench) each
+    process is someone new, `<hostname>_<suffix>` with a random suffix, as client-go's
+    examples do: two such processes on one machine never take each other for themselves.
+    """
+    pod_name = env.get(POD_NAME_ENV, "").strip()
+    if pod_name:
+        # in a pod: the same name after a restart, another name in another pod
+        return pod_name
+    # outside a pod: nothing stable to be, so never mistaken for an earlier process
+    return f"{hostname}_{suffix}"
 
 
 def plan_lease(

@@ -109,7 +109,9 @@ def start_operator(
         user: str = OPERATOR_USER,
         image_env: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
+        identity: str | None = None,
     ) -> OperatorProcess:
+        """``identity``: the Lease identity ($POD_NAME); None: a new one (another pod)."""
         with control_plane.api_client() as api:
             operator_rbac.bind_namespace_role(api, namespace)
             operator_rbac.wait_effective(api, namespace)
@@ -134,6 +136,7 @@ def start_operator(
             # Short upgrade re-checks so timeouts fire within a test's patience.
             env={"OCP_GPU_UPGRADE_RECHECK_SECONDS": "1", **(env or {})},
             image_env=image_env,
+            identity=identity,
         ).start()
         started.append(proc)
         proc.wait_http("/healthz", START_S)

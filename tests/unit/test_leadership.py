@@ -67,3 +67,29 @@ def test_released_lease_has_no_holder_and_is_taken_at_once() -> None:
     free = leadership.released(record("me", 0))
     assert free.holder is None
     assert leadership.plan_lease(free, "other", T0, 15).action is leadership.LeaseAction.TAKE
+
+
+def test_the_identity_is_the_pods_name_when_there_is_one() -> None:
+    # the same pod after a container restart: the same identity, so its Lease is still its own
+    first = leadership.lease_identity({"POD_NAME": "gpu-operator-7d9f-x2x"}, "host", "aaaa")
+    again = leadership.lease_identity({"POD_NAME": "gpu-operator-7d9f-x2x"}, "host", "bbbb")
+    assert first == again == "gpu-operator-7d9f-x2x"
+
+
+@pytest.mark.parametrize("env", [{}, {"POD_NAME": ""}, {"POD_NAME": "  "}])
+def test_without_a_pod_name_every_process_is_someone_new(env: dict[str, str]) -> None:
+    assert leadership.lease_identity(env, "host", "aaaa") == "host_aaaa"
+    assert leadership.lease_identity(env, "host", "aaaa") != leadership.lease_identity(env, "host", "bbbb")
+
+
+def test_a_restarted_holder_renews_its_live_lease_at_once() -> None:
+    # A crashed leader's Lease, renewed 2 s before the crash and live for 135 s more: the
+    # restarted container (same identity) renews it now; a new pod (another) waits.
+    crashed = record("gpu-operator-7d9f-x2x", 2, duration=137)
+    assert (
+        leadership.plan_lease(crashed, "gpu-operator-7d9f-x2x", T0, 137).action
+        is leadership.LeaseAction.RENEW
+    )
+    other = leadership.plan_lease(crashed, "gpu-operator-7d9f-k8q", T0, 137)
+    assert other.action is leadership.LeaseAction.WAIT
+    assert other.expires_at == T0 + datetime.timedelta(seconds=135)
