@@ -29,6 +29,7 @@ from .conftest import (
     OPERATOR_USER,
     REACT_S,
     READY_S,
+    START_S,
     condition,
     kubectl,
     operator_writes,
@@ -254,10 +255,11 @@ def test_one_of_two_replicas_acts_and_the_other_takes_over(
 
 # OpenShift's leader election defaults, as `ocp-gpu run` has them (kube/electing.py).
 OPENSHIFT_LEASE = ("--lease-duration", "137", "--lease-renew-deadline", "107", "--lease-retry-period", "26")
-# Restart to leading and reconciling: about 3 s measured on a quiet machine (README "After a
-# crash"); the budget allows a loaded 2-core machine, and is far below the 137 s a wait for
-# expiry would take, so it still tells the two apart.
-RESTART_BUDGET_S = 20
+# Restart to leading and reconciling: 4.6 s and 9.2 s measured on the shared machine at a load
+# of 12 to 17 (README "After a crash": mostly Python importing the operator, up to 18 s at that
+# load). The budget is a loaded machine's, and still far below the 137 s a wait for the Lease's
+# expiry would take, so it tells the two apart.
+RESTART_BUDGET_S = 60
 
 
 def test_a_restart_in_the_same_pod_leads_and_reconciles_at_once(
@@ -268,7 +270,7 @@ def test_a_restart_in_the_same_pod_leads_and_reconciles_at_once(
 ) -> None:
     first = start_operator(*OPENSHIFT_LEASE)
     apply_policy()
-    wait_for(lambda: policy_state(kube) == "ready", 30, what="policy ready")
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
 
     first.kill()  # a crash: the Lease is left held, for 137 s unless its holder comes back
     # A GPU node joins while the operator is down: the restarted one must label it.
@@ -296,13 +298,14 @@ def test_a_restart_in_the_same_pod_leads_and_reconciles_at_once(
         fake_nodes.delete_nodes(kube, [late])
 
 
-# A short Lease, so the wait for expiry fits a test: controller-runtime's 15 s (NVIDIA's).
-SHORT_LEASE_S = 15
+# A Lease short enough for a test, long enough that the newcomer is up (its start-up took up
+# to 18 s on the loaded machine) while the crashed leader's Lease still lives.
+SHORT_LEASE_S = 45
 SHORT_LEASE = (
     "--lease-duration",
     str(SHORT_LEASE_S),
     "--lease-renew-deadline",
-    "10",
+    "30",
     "--lease-retry-period",
     "2",
 )
@@ -317,13 +320,14 @@ def test_a_new_pod_waits_for_the_crashed_leaders_lease_to_expire(
     first.kill()
     killed_at = time.monotonic()
     # Another pod (another identity): it must not lead while the crashed leader's Lease lives.
-    other = start_operator(*SHORT_LEASE, wait_role="standby")
+    other = start_operator(*SHORT_LEASE, wait_role=None)
     assert other.identity != first.identity
-    wait_for(lambda: other.role() == "leader", SHORT_LEASE_S + 30, what="the new pod leads after expiry")
+    wait_for(lambda: other.role() == "leader", SHORT_LEASE_S + START_S, what="the new pod leads after expiry")
     takeover_s = time.monotonic() - killed_at
     print(f"new pod after a crash: leading {takeover_s:.2f} s after the kill (lease {SHORT_LEASE_S} s)")
-    # The last renewal was at most one retry period (2 s) before the kill: the Lease lived on
-    # for at least SHORT_LEASE_S - 2 s; the newcomer looks again every 2 s after that.
+    # It saw the crashed leader's live Lease and stood by...
+    assert f"is held by {first.identity}" in other.log()
+    # ...until it expired: the last renewal was at most one retry period (2 s) before the kill.
     assert takeover_s >= SHORT_LEASE_S - 2 - 0.5
     assert "resumed our own" not in other.log()
 
