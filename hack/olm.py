@@ -37,6 +37,9 @@ BUNDLE_IMAGE = f"quay.io/ocp-gpu/ocp-gpu-bundle:v{VERSION}"
 NFD_DEPENDENCY = {"packageName": "nfd", "version": ">=4.14.0"}
 # The OpenShift range: what the release we pin supports (model/releases.py, from its bundle).
 OPENSHIFT_VERSIONS = releases.OPENSHIFT_VERSIONS
+# OLM's property for the newest OpenShift minor this bundle may run on (the CVO refuses a cluster
+# upgrade past it while the bundle is installed); in the CSV's olm.properties annotation.
+MAX_OPENSHIFT_PROPERTY = "olm.maxOpenShiftVersion"
 CREATED_AT = "2026-11-23T00:00:00Z"  # NB: fixed, so generating twice gives the same bytes
 
 CSV_TARGET = f"bundle/manifests/{PACKAGE}.clusterserviceversion.yaml"
@@ -107,6 +110,22 @@ def _crd(root: Path, source: str = CRD_SOURCE) -> dict[str, Any]:
     return loaded
 
 
+def max_openshift_version(versions: str) -> str | None:
+    """The newest OpenShift minor of a com.redhat.openshift.versions range: `v4.18-v4.22` -> `4.22`.
+
+    `=v4.18` is that one release (`4.18`); a lone `v4.18` means "4.18 and later": no maximum.
+    """
+    text = versions.strip()
+    if "-" in text:
+        # a range: its upper end
+        return text.rsplit("-", 1)[1].strip().removeprefix("v")
+    if text.startswith("="):
+        # exactly one release
+        return text[1:].strip().removeprefix("v")
+    # open-ended: nothing to gate
+    return None
+
+
 def related_images() -> list[dict[str, str]]:
     """The operator and every operand image, named for disconnected mirroring (oc-mirror)."""
     images = [{"name": "ocp-gpu-operator", "image": releases.OPERATOR_IMAGE}]
@@ -131,6 +150,10 @@ def csv(root: Path) -> dict[str, Any]:
     annotations["createdAt"] = CREATED_AT
     if len(RELEASE_HISTORY) > 1:
         annotations["olm.skipRange"] = f">=0.0.0 <{VERSION}"
+    newest = max_openshift_version(OPENSHIFT_VERSIONS)
+    if newest is not None:
+        # OLM reads the CSV's olm.properties (operator-framework/api's PropertiesAnnotationKey)
+        annotations["olm.properties"] = json.dumps([{"type": MAX_OPENSHIFT_PROPERTY, "value": newest}])
     spec = copy.deepcopy(base["spec"])
     spec["version"] = VERSION
     if len(RELEASE_HISTORY) > 1:

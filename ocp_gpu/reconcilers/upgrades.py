@@ -26,12 +26,19 @@ import time
 from collections.abc import Mapping, Sequence
 
 from ocp_gpu import metrics
-from ocp_gpu.kube import requesting, upgrading
+from ocp_gpu.kube import requesting, upgrade_gating, upgrading
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.model.upgrades import UpgradeState
-from ocp_gpu.planning import driver_coverage, pod_selection, upgrade, upgrade_chain, upgrade_pipeline
+from ocp_gpu.planning import (
+    driver_coverage,
+    pod_selection,
+    upgrade,
+    upgrade_chain,
+    upgrade_gate,
+    upgrade_pipeline,
+)
 from ocp_gpu.reconcilers import runtime, upgrade_tasks
 
 logger = logging.getLogger(labels.UPGRADE_LOGGER)
@@ -78,6 +85,8 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
     settle = False
     coalescer = runtime.Coalescer(coalesce_s)
     pipeline = upgrade_tasks.Pipeline(rt, upgrading.Announcer(rt.api_client))
+    # OLM's Upgradeable, said after each pass (written only when it changes; nothing without OLM).
+    gate = upgrade_gating.UpgradeGate(rt.api_client, rt.namespace, rt.env)
     # The nodes' marks the last paused pass planned from, as the node view's count of their
     # changes (planning/paused_upgrades; None: the last pass was not paused).
     paused_seen: int | None = None
@@ -112,6 +121,7 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
                 continue
             finally:
                 coalescer.ended()
+            await _say_upgradeable(rt, gate)
             failed = pipeline.take_failed()
             settle = bool(started) or pipeline.active
             in_flight = any(
@@ -132,6 +142,28 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
                 recheck = min(recheck or upgrade_pipeline.ECHO_LIMIT_S, upgrade_pipeline.ECHO_LIMIT_S)
     finally:
         await pipeline.close()
+
+
+def plan_upgradeable(rt: runtime.Runtime) -> upgrade_gate.Upgradeable:
+    """OLM's Upgradeable from the watches' view: the node labels and the driver DaemonSets' counters."""
+    return upgrade_gate.plan_upgradeable(
+        {name: facts.labels for name, facts in rt.node_facts.items()},
+        (
+            upgrade_gate.OutdatedDaemonSet(ds.name, ds.desired_number_scheduled, ds.updated_number_scheduled)
+            for ds in rt.driver_daemonsets.values()
+            if ds.status_is_current
+        ),
+    )
+
+
+async def _say_upgradeable(rt: runtime.Runtime, gate: upgrade_gating.UpgradeGate) -> None:
+    if not gate.enabled:
+        gate.update(plan_upgradeable(rt))  # logs once that there is nothing to gate
+        return
+    try:
+        await asyncio.to_thread(gate.update, plan_upgradeable(rt))
+    except Exception as error:  # a transport failure: said again after the next pass
+        logger.warning("could not report Upgradeable to OLM: %s", requesting.describe_error(error))
 
 
 def _with_env_timeouts(rules: UpgradePolicy, env: Mapping[str, str]) -> UpgradePolicy:

@@ -167,6 +167,26 @@ def test_openshift_annotations() -> None:
     }
 
 
+def test_the_csv_carries_the_release_tables_max_openshift_version() -> None:
+    properties = json.loads(ANNOTATIONS["olm.properties"])
+    wanted = releases.OPENSHIFT_VERSIONS.rsplit("-", 1)[1].removeprefix("v")
+    assert properties == [{"type": "olm.maxOpenShiftVersion", "value": wanted}]
+
+
+@pytest.mark.parametrize(
+    ("versions", "newest"),
+    [
+        ("v4.18-v4.22", "4.22"),
+        ("v4.14-v4.9", "4.9"),
+        ("=v4.18", "4.18"),
+        ("v4.18", None),
+        (" v4.18 - v4.20 ", "4.20"),
+    ],
+)
+def test_max_openshift_version_of_a_range(versions: str, newest: str | None) -> None:
+    assert olm.max_openshift_version(versions) == newest
+
+
 def test_bundle_metadata_and_dockerfile_agree() -> None:
     annotations = yaml.safe_load((ROOT / "bundle/metadata/annotations.yaml").read_text())["annotations"]
     assert annotations["operators.operatorframework.io.bundle.package.v1"] == "ocp-gpu"

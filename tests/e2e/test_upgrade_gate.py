@@ -1,0 +1,165 @@
+"""We test these aspects of the OLM upgrade gate on the local control plane, with OLM's
+OperatorCondition CRD (tests/e2e/data/, from operator-framework/api v0.45.0) and no OLM:
+
+- named by $OPERATOR_CONDITION_NAME, the operator writes `Upgradeable=True` to its
+  OperatorCondition's spec.conditions while the drivers are settled;
+- a driver version change turns it `False` (DriverUpgradeInProgress), a node whose new driver
+  pod cannot start turns it `False` (DriverUpgradeFailed), and the admin's fix and relabelling
+  turn it `True` again;
+- without the env var, or with no such OperatorCondition, the operator writes nothing to
+  operatorconditions and says why once in its log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu.harness import stages
+from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu.model import labels
+
+from .conftest import kubectl, wait_for
+
+pytestmark = pytest.mark.e2e
+
+CRD_PATH = Path(__file__).resolve().parent / "data" / "operators.coreos.com_operatorconditions.yaml"
+GROUP, VERSION, PLURAL = "operators.coreos.com", "v2", "operatorconditions"
+# OLM names it after the CSV.
+CONDITION_NAME = "ocp-gpu.v0.1.0"
+
+
+@pytest.fixture(scope="module")
+def operatorcondition_crd(control_plane: LocalControlPlane) -> None:
+    kubectl(control_plane, "apply", "--server-side", "-f", str(CRD_PATH))
+    crds = client.ApiextensionsV1Api(control_plane.api_client())
+
+    def established() -> bool:
+        crd = crds.read_custom_resource_definition(f"{PLURAL}.{GROUP}")
+        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or ())
+
+    wait_for(established, 60, what="OperatorCondition CRD established")
+
+
+@pytest.fixture
+def operator_condition(
+    kube: client.ApiClient, namespace: str, operatorcondition_crd: None
+) -> Iterator[Callable[[], dict[str, Any]]]:
+    """The OperatorCondition OLM would create for the CSV (empty spec); a reader of its Upgradeable."""
+    api = client.CustomObjectsApi(kube)
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "OperatorCondition",
+        "metadata": {"name": CONDITION_NAME},
+    }
+    api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+
+    def upgradeable() -> dict[str, Any]:
+        found = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, CONDITION_NAME)
+        return next(
+            (c for c in (found.get("spec") or {}).get("conditions") or () if c.get("type") == "Upgradeable"),
+            {},
+        )
+
+    yield upgradeable
+    api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, CONDITION_NAME)
+
+
+@pytest.fixture
+def gpu_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
+    names = [unique_name("gpu") for _ in range(2)]
+    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(n) for n in names])
+    yield names
+    fake_nodes.delete_nodes(kube, names)
+
+
+def states(kube: client.ApiClient, names: list[str]) -> dict[str, str]:
+    core = client.CoreV1Api(kube)
+    return {n: (core.read_node(n).metadata.labels or {}).get(labels.UPGRADE_STATE, "") for n in names}
+
+
+def patch_policy(kube: client.ApiClient, patch: dict[str, Any]) -> None:
+    client.CustomObjectsApi(kube).patch_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", patch
+    )
+
+
+def test_upgradeable_follows_the_driver_rollout(
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    gpu_nodes: list[str],
+    operator_condition: Callable[[], dict[str, Any]],
+    apply_policy: Callable[..., dict[str, Any]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    apply_policy(spec={"driver": {"version": "550.90.07"}})
+    operator = start_operator(
+        env={"OPERATOR_CONDITION_NAME": CONDITION_NAME, "OCP_GPU_DRIVER_RESTART_TIMEOUT_SECONDS": "5"}
+    )
+    wait_for(lambda: set(states(kube, gpu_nodes).values()) == {"upgrade-done"}, 90, what="initial labels")
+    settled = wait_for(
+        lambda: operator_condition().get("status") == "True" and operator_condition(),
+        30,
+        what="Upgradeable=True",
+    )
+    assert settled["reason"] == "DriversSettled"
+
+    # A new driver whose pods cannot start: the rollout begins, then the first node fails.
+    failing = {stages.FATE_ANNOTATION: stages.FATE_IMAGE_PULL_FAILING}
+    patch_policy(kube, {"spec": {"driver": {"version": "510.85.02"}, "daemonsets": {"annotations": failing}}})
+    in_progress = wait_for(
+        lambda: operator_condition().get("reason") == "DriverUpgradeInProgress" and operator_condition(),
+        60,
+        what="Upgradeable=False while the rollout runs",
+    )
+    assert in_progress["status"] == "False" and "driver rollout is in progress" in in_progress["message"]
+    failed = wait_for(
+        lambda: operator_condition().get("reason") == "DriverUpgradeFailed" and operator_condition(),
+        90,
+        what="Upgradeable=False naming the failed node",
+    )
+    [node] = [n for n, s in states(kube, gpu_nodes).items() if s == "upgrade-failed"]
+    assert failed["status"] == "False" and node in failed["message"]
+
+    # The admin fixes the image and relabels: once every node is done, upgrades may go on.
+    patch_policy(kube, {"spec": {"daemonsets": {"annotations": None}}})
+    kubectl(control_plane, "label", "node", node, f"{labels.UPGRADE_STATE}=upgrade-required", "--overwrite")
+    wait_for(lambda: set(states(kube, gpu_nodes).values()) == {"upgrade-done"}, 150, what="recovered")
+    wait_for(lambda: operator_condition().get("status") == "True", 30, what="Upgradeable=True again")
+    assert "Upgradeable=False (DriverUpgradeFailed)" in operator.log()
+
+
+@pytest.mark.parametrize(
+    "env", [{}, {"OPERATOR_CONDITION_NAME": "no-such-condition"}], ids=["no-env", "no-cr"]
+)
+def test_without_olm_nothing_is_written_and_the_log_says_why_once(
+    env: dict[str, str],
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    gpu_nodes: list[str],
+    operatorcondition_crd: None,
+    apply_policy: Callable[..., dict[str, Any]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    apply_policy(spec={"driver": {"version": "550.90.07"}})
+    mark = control_plane.audit_line_count()
+    operator = start_operator(env=env)
+    wait_for(lambda: set(states(kube, gpu_nodes).values()) == {"upgrade-done"}, 90, what="labels")
+    # A whole rollout: many upgrade passes, each of which would say Upgradeable.
+    patch_policy(kube, {"spec": {"driver": {"version": "510.85.02"}}})
+    wait_for(lambda: set(states(kube, gpu_nodes).values()) != {"upgrade-done"}, 60, what="the rollout starts")
+    wait_for(lambda: set(states(kube, gpu_nodes).values()) == {"upgrade-done"}, 150, what="the rollout ends")
+    assert operator.log().count("not reporting Upgradeable to OLM") == 1
+    writes = [
+        event
+        for event in control_plane.read_audit_events(since_line=mark)
+        if (event.get("objectRef") or {}).get("resource") == PLURAL
+        and event.get("verb") not in ("get", "list", "watch")
+    ]
+    assert writes == []
