@@ -101,8 +101,19 @@ def _os_image(os_id: str, os_version: str, rhcos: str | None) -> str:
     return f"{os_id} {os_version}"
 
 
+def _nfd_os(os_id: str, os_version: str, rhcos: str | None) -> tuple[str, str]:
+    """The os-release ID and VERSION_ID NFD reports: RHCOS builds of the RHEL-numbered scheme
+    (OCP >= 4.19: `9.6.<date>-0`, RHCOS 10's `10.1.<date>-0`) say ID=rhel, VERSION_ID=<RHEL>,
+    the older ones (`416.94.<date>-0`) ID=rhcos, VERSION_ID=<OpenShift>."""
+    if os_id == "rhcos" and rhcos and openshift_version(rhcos) is None and (rhel := rhel_version(rhcos)):
+        return "rhel", rhel
+    return os_id, os_version
+
+
 def _os_labels(os_id: str, os_version: str, rhcos: str | None, kernel: str) -> dict[str, str]:
     """The NFD system-os_release and kernel labels for this OS."""
+    rhcos_node = os_id == "rhcos"
+    os_id, os_version = _nfd_os(os_id, os_version, rhcos)
     result = {
         labels.OS_ID: os_id,
         labels.OS_VERSION_ID: os_version,
@@ -111,9 +122,11 @@ def _os_labels(os_id: str, os_version: str, rhcos: str | None, kernel: str) -> d
     }
     if "." in os_version:
         result[f"{labels.OS_VERSION_ID}.minor"] = os_version.split(".")[1]
-    if os_id == "rhcos" and rhcos:
+    if rhcos_node and rhcos:
         result[labels.OSTREE_VERSION] = rhcos
-        result[labels.OS_OPENSHIFT_VERSION] = os_version
+        if os_id == "rhcos":
+            # the old scheme's VERSION_ID is the OpenShift release (a RHEL-numbered build's is RHEL's)
+            result[labels.OS_OPENSHIFT_VERSION] = os_version
         if rhel := rhel_version(rhcos):
             result[labels.OS_RHEL_VERSION] = rhel
         result[OPENSHIFT_OS_ID] = "rhcos"
@@ -418,9 +431,17 @@ def _update_os(api_client: ApiClient, name: str, new_rhcos: str, new_kernel: str
     core = kubernetes.client.CoreV1Api(api_client)
     new_labels = {labels.OSTREE_VERSION: new_rhcos}
     if ocp := openshift_version(new_rhcos):
+        new_labels[labels.OS_ID] = "rhcos"
         new_labels[labels.OS_VERSION_ID] = ocp
         new_labels[labels.OS_OPENSHIFT_VERSION] = ocp
+        new_labels[f"{labels.OS_VERSION_ID}.major"] = ocp.split(".")[0]
         new_labels[f"{labels.OS_VERSION_ID}.minor"] = ocp.split(".")[1]
+    elif rhel := rhel_version(new_rhcos):
+        # a RHEL-numbered build (OCP >= 4.19, RHCOS 9.6 or 10.1): os-release says ID=rhel
+        new_labels[labels.OS_ID] = "rhel"
+        new_labels[labels.OS_VERSION_ID] = rhel
+        new_labels[f"{labels.OS_VERSION_ID}.major"] = rhel.split(".")[0]
+        new_labels[f"{labels.OS_VERSION_ID}.minor"] = rhel.split(".")[1]
     if rhel := rhel_version(new_rhcos):
         new_labels[labels.OS_RHEL_VERSION] = rhel
     if new_kernel:

@@ -13,7 +13,11 @@ DaemonSet controller, scheduler and kwok's fake kubelets:
 (g) `kubectl get pods -n <ns> -lapp=nvidia-driver-daemonset` lists every driver pod;
 (h) the last node of a version leaves it and comes straight back (gaps of 0 to 1 s, so the
     return lands before, during and after the delete): the version's DaemonSet exists again,
-    the node runs a Ready driver pod of it, and the other version's DaemonSet is gone.
+    the node runs a Ready driver pod of it, and the other version's DaemonSet is gone;
+(i) RHCOS 9 (`9.6.<date>-0`) and RHCOS 10 (`10.1.<date>-0`) pools side by side, each build with
+    its own DaemonSet, DTK tag (never `latest`/`latest-rhel-10`) and driver OS tag; the RHCOS 9
+    pool moves to RHCOS 10 and the RHCOS 10 pool to the next 10.1 build, never two driver
+    pods on a node, and the 9.6 DaemonSet goes with its last node.
 """
 
 from __future__ import annotations
@@ -535,3 +539,59 @@ def test_cluster_proxy_and_trusted_ca_reach_the_driver_container(
     # OpenShift's network operator fills it because of this label; we never write its data.
     assert configmap.metadata.labels["config.openshift.io/inject-trusted-cabundle"] == "true"
     assert not configmap.data
+
+
+RHCOS9 = "9.6.20250909-0"
+RHCOS10 = "10.1.20251015-0"
+RHCOS10_NEXT = "10.1.20251112-0"
+STREAM_TAGS = {RHCOS9: DTK + "9" * 64, RHCOS10: DTK + "a" * 64, RHCOS10_NEXT: DTK + "b" * 64}
+LATEST_RHEL_10 = DTK + "c" * 64
+
+
+def test_i_rhcos_9_and_10_pools_side_by_side_and_a_pool_moving_from_9_to_10(
+    kube: client.ApiClient,
+    openshift: client.ApiClient,
+    namespace: str,
+    apply_policy: Callable[..., dict[str, Any]],
+    gpu_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    openshift_emulation.set_driver_toolkit_tags(openshift, STREAM_TAGS, latest_rhel_10=LATEST_RHEL_10)
+    apply_policy()
+    pool9 = gpu_nodes(2, rhcos=RHCOS9)
+    pool10 = gpu_nodes(1, rhcos=RHCOS10)
+    start_operator()
+    ds9, ds10, ds10_next = (f"nvidia-driver-daemonset-{b}" for b in (RHCOS9, RHCOS10, RHCOS10_NEXT))
+    wait_for(
+        lambda: all_ready(kube, namespace, {ds9, ds10}), READY_S, what="an RHCOS 9 and an RHCOS 10 DaemonSet"
+    )
+    daemonsets = driver_daemonsets(kube, namespace)
+    for build, os_tag in ((RHCOS9, "rhel9.6"), (RHCOS10, "rhel10.1")):
+        ds = daemonsets[f"nvidia-driver-daemonset-{build}"]
+        containers = {c.name: c.image for c in ds.spec.template.spec.containers}
+        assert containers["openshift-driver-toolkit-ctr"] == STREAM_TAGS[build]
+        assert ds.spec.template.spec.containers[0].image.endswith(f"-{os_tag}"), containers
+        assert LATEST_RHEL_10 not in containers.values()
+    by_node = driver_pods_by_node(kube, namespace)
+    assert {n: by_node[n] for n in pool9 + pool10} == {n: [RHCOS9] for n in pool9} | {
+        n: [RHCOS10] for n in pool10
+    }
+
+    with PodSampler(kube, namespace) as sampler:
+        # the MCO moves the RHCOS 9 pool to RHCOS 10, then the RHCOS 10 pool to its next build
+        fake_nodes.simulate_mco_update(kube, pool9, RHCOS10, max_unavailable=1)
+        fake_nodes.simulate_mco_update(kube, pool10, RHCOS10_NEXT, max_unavailable=1)
+        wait_for(
+            lambda: all_ready(kube, namespace, {ds10, ds10_next}), READY_S, what="9.6 gone, both 10.1 ready"
+        )
+    assert sampler.max_pods_on_a_node <= 1, f"two driver pods on a node: {sampler.worst}"
+    by_node = driver_pods_by_node(kube, namespace)
+    assert {n: by_node[n] for n in pool9 + pool10} == {n: [RHCOS10] for n in pool9} | {
+        n: [RHCOS10_NEXT] for n in pool10
+    }
+    moved = client.CoreV1Api(kube).read_node(pool9[0]).metadata.labels
+    assert (moved[labels.OS_ID], moved[labels.OS_VERSION_ID]) == ("rhel", "10.1")
+    next_ds = driver_daemonsets(kube, namespace)[ds10_next]
+    assert {c.name: c.image for c in next_ds.spec.template.spec.containers}[
+        "openshift-driver-toolkit-ctr"
+    ] == STREAM_TAGS[RHCOS10_NEXT]
