@@ -53,7 +53,7 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.harness import faults, nodes, openshift, polling
+from ocp_gpu.harness import crds, faults, nodes, openshift, polling
 from ocp_gpu.harness import rbac as operator_rbac
 from ocp_gpu.harness.cluster import LEASES, WRITE_VERBS, LocalControlPlane
 from ocp_gpu.harness.operating import OperatorProcess
@@ -687,12 +687,7 @@ def install_crd(api: ApiClient) -> None:
     ext = kubernetes.client.ApiextensionsV1Api(api)
     crd = yaml.safe_load(CRD_PATH.read_text())
     ext.create_custom_resource_definition(crd)
-
-    def established() -> bool:
-        status = ext.read_custom_resource_definition(crd["metadata"]["name"]).status
-        return any(c.type == "Established" and c.status == "True" for c in status.conditions or ())
-
-    _wait("the ClusterPolicy CRD Established", established, 60)
+    crds.wait_until_served(api, [crd["metadata"]["name"]])
 
 
 def create_namespace(api: ApiClient, name: str) -> None:

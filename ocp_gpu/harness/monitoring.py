@@ -19,7 +19,7 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.harness import polling
+from ocp_gpu.harness import crds, polling
 
 API_DIR: Final = Path(__file__).parent / "monitoring_api"
 CRD_FILES: Final = (
@@ -50,18 +50,15 @@ def _wait(what: str, check: Any, timeout: float) -> None:
 
 
 def install_monitoring_apis(api_client: ApiClient, *, timeout: float = 60.0) -> None:
-    """Apply the CRDs; wait until discovery lists both resources."""
+    """Apply the CRDs; wait until they are Established and discovery lists both resources."""
     ext = kubernetes.client.ApiextensionsV1Api(api_client)
-    for crd in load_crds():
+    manifests = load_crds()
+    for crd in manifests:
         ext.patch_custom_resource_definition(
             crd["metadata"]["name"], crd, field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY
         )
-    # NB: Established comes before discovery lists the resources; the operator discovers.
-    _wait(
-        "the monitoring.coreos.com API to be discoverable",
-        lambda: {"servicemonitors", "prometheusrules"} <= _served(api_client),
-        timeout,
-    )
+    # NB: discoverable, not only Established: the operator discovers.
+    crds.wait_until_served(api_client, [crd["metadata"]["name"] for crd in manifests], timeout)
 
 
 def uninstall_monitoring_apis(api_client: ApiClient, *, timeout: float = 60.0) -> None:

@@ -28,7 +28,7 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.harness import polling
+from ocp_gpu.harness import crds, polling
 from ocp_gpu.model import apis
 
 # The manifests, shipped as package data.
@@ -136,22 +136,9 @@ def install_openshift_apis(
             name, crd, field_manager=FIELD_MANAGER, force=True, _content_type=_APPLY
         )
 
-    def established() -> bool:
-        for name in names:
-            conditions = ext.read_custom_resource_definition(name).status.conditions or []
-            if not any(c.type == "Established" and c.status == "True" for c in conditions):
-                return False
-        return True
-
-    _wait("the OpenShift CRDs to be Established", established, timeout)
-    # NB: Established comes before discovery lists the resources; a client that
-    # discovers right away (kopf, kubectl, the dynamic client) would miss them.
-    expected = _expected_resources()
-    _wait(
-        "the OpenShift APIs to be discoverable",
-        lambda: all(res <= _served_resources(api_client, g, v) for (g, v), res in expected.items()),
-        timeout,
-    )
+    # Established, then discoverable: a client that discovers right away (kopf, kubectl)
+    # would miss the resources in between.
+    crds.wait_until_served(api_client, names, timeout)
     _apply_cluster_version(
         api_client, "spec", {"clusterID": str(uuid.uuid4()), "channel": f"stable-{_minor(version)}"}
     )

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from kubernetes import client, watch
 
-from ocp_gpu.harness import polling
+from ocp_gpu.harness import crds, polling
 from ocp_gpu.harness import rbac as operator_rbac
 from ocp_gpu.harness.chaos import IN_FLIGHT
 from ocp_gpu.harness.cluster import LocalControlPlane
@@ -75,13 +75,8 @@ holds_for = polling.holds_for
 @pytest.fixture(scope="session")
 def clusterpolicy_crd(control_plane: LocalControlPlane) -> None:
     kubectl(control_plane, "apply", "--server-side", "-f", str(CRD_PATH))
-    crds = client.ApiextensionsV1Api(control_plane.api_client())
-
-    def established() -> bool:
-        crd = crds.read_custom_resource_definition("clusterpolicies.nvidia.com")
-        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or ())
-
-    wait_for(established, 60, what="ClusterPolicy CRD established")
+    with control_plane.api_client() as api:
+        crds.wait_until_served(api, ["clusterpolicies.nvidia.com"])
 
 
 @pytest.fixture(scope="session")

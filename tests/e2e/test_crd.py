@@ -28,13 +28,13 @@ import pytest
 import yaml
 from kubernetes import client
 
+from ocp_gpu.harness import crds
 from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.model import policy_parser
 from tests.unit._crd_schema import apply_defaults, spec_schema
 from tests.unit._nvidia_fields import every_field_spec
 
 from .conftest import kubectl as run_kubectl
-from .conftest import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -68,17 +68,9 @@ def crd(control_plane: LocalControlPlane) -> None:
     """The CRD, applied with kubectl as an admin would, and established."""
     applied = kubectl(control_plane, "apply", "--server-side", "--force-conflicts", "-f", str(CRD))
     assert applied.returncode == 0, applied.stderr
-    # NB: not `kubectl wait --for=condition=Established`: right after the apply the CRD may have
-    # no conditions yet, and kubectl then fails instead of waiting.
-    crds = client.ApiextensionsV1Api(control_plane.api_client())
-    wait_for(
-        lambda: any(
-            c.type == "Established" and c.status == "True"
-            for c in crds.read_custom_resource_definition(f"{PLURAL}.{GROUP}").status.conditions or ()
-        ),
-        60,
-        what="ClusterPolicy CRD established",
-    )
+    # NB: polled (harness/crds.py says why kubectl's own wait is not enough).
+    with control_plane.api_client() as api:
+        crds.wait_until_served(api, [f"{PLURAL}.{GROUP}"])
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from ocp_gpu.harness import fuzzing
+from ocp_gpu.harness import crds, fuzzing
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness import openshift as openshift_emulation
 from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
@@ -63,13 +63,8 @@ SEED_STATES = {"cordon-required", "pod-restart-required", "upgrade-done"}
 @pytest.fixture(scope="session")
 def nvidiadriver_crd(control_plane: LocalControlPlane) -> None:
     kubectl(control_plane, "apply", "--server-side", "-f", str(CRD))
-    crds = client.ApiextensionsV1Api(control_plane.api_client())
-
-    def established() -> bool:
-        crd = crds.read_custom_resource_definition(f"{PLURAL}.{GROUP}")
-        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or ())
-
-    wait_for(established, 60, what="NVIDIADriver CRD established")
+    with control_plane.api_client() as api:
+        crds.wait_until_served(api, [f"{PLURAL}.{GROUP}"])
 
 
 @pytest.fixture

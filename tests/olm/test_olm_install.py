@@ -39,8 +39,8 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from ocp_gpu.harness import crds, olm
 from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import olm
 from ocp_gpu.harness import openshift as openshift_emulation
 from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
@@ -286,16 +286,7 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
     for path in olm.crd_files():
         kubectl(control_plane, "apply", "--server-side", "--force-conflicts", "-f", str(path))
     extensions = client.ApiextensionsV1Api(kube)
-    for crd in olm.load_crds():
-        wait_for(
-            lambda crd=crd: any(
-                c.type == "Established" and c.status == "True"
-                for c in extensions.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions
-                or ()
-            ),
-            60,
-            what=f"{crd['metadata']['name']} established",
-        )
+    crds.wait_until_served(kube, [crd["metadata"]["name"] for crd in olm.load_crds()])
     core = client.CoreV1Api(kube)
     for name in (olm.OLM_NAMESPACE,):
         try:
@@ -370,7 +361,7 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
 
     # What the CSV declares exists as declared.
     crd = extensions.read_custom_resource_definition("clusterpolicies.nvidia.com")
-    assert any(c.type == "Established" and c.status == "True" for c in crd.status.conditions)
+    assert crds.is_established(crd.status.conditions)
     core.read_namespaced_service_account(manifests.NAME, NAMESPACE)
     cluster_rules, namespace_rules = _bound_roles(kube)
     assert manifests.cluster_role()["rules"] in cluster_rules
