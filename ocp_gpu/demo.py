@@ -145,8 +145,8 @@ def main(state_dir: Path | None, live: bool, follow: bool, keep_state: bool = Fa
     console = Console()
     live = live and console.is_terminal
     if not console.is_terminal:
-        # Logs and pipes: wide enough that the tables do not wrap.
-        console = Console(width=150)
+        # Logs and pipes: wide enough that the tables do not wrap, and lines (paths) never cut.
+        console = Console(width=150, soft_wrap=True)
     errors = Console(stderr=True, width=None if console.is_terminal else 150, highlight=False)
     keep = keep_state or state_dir is not None or os.environ.get("OCP_GPU_KEEP_STATE") == "1"
     interrupts = _Interrupts()
@@ -269,7 +269,7 @@ def _run_demo(
     scenario_done: threading.Event,
 ) -> None:
     narrator = Narrator(
-        echo=None if live else lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True)
+        echo=None if live else lambda line: console.print(line, markup=False, highlight=False)
     )
     operator: OperatorProcess | None = None
     with contextlib.ExitStack() as stack:

@@ -143,6 +143,14 @@ def assert_nothing_left(run: DemoRun) -> None:
     assert sorted(p.name for p in run.tmpdir.iterdir()) == [], run.transcript()
 
 
+def node_row(node: str, deploy_driver: str, driver_pod: str, upgrade: str) -> str:
+    """A GPU node's row of the demo's table once everything is done: on the new RHCOS, the stack
+    (toolkit, validator, plugin, GFD) Ready, 4 GPUs allocatable, schedulable."""
+    cells = [node, "yes", re.escape(demo.RHCOS_NEXT), "matches", deploy_driver, re.escape(driver_pod)]
+    cells += ["T V P G", "4", upgrade, "yes"]
+    return "│ " + " +│ ".join(cells) + " +│"
+
+
 @pytest.mark.timeout(RUN_TIMEOUT + 120)
 @pytest.mark.parametrize("attempt", range(1, DEMO_RUNS + 1))
 def test_the_demo_runs_to_the_end_as_a_user_runs_it(attempt: int, tmp_path: Path) -> None:
@@ -171,7 +179,12 @@ def test_the_demo_runs_to_the_end_as_a_user_runs_it(attempt: int, tmp_path: Path
     # The last picture (after the driver upgrade): the policy ready, every GPU node's stack Ready.
     last = run.out[upgraded:]
     assert "state: ready" in last, run.transcript()
-    assert len(re.findall(rf"{demo.NEXT_DRIVER} ready +T V P G", last)) >= 5, run.transcript()
+    assert (
+        len(re.findall(node_row("gpu-[12346]", "true", f"{demo.NEXT_DRIVER} ready", "upgrade-done"), last))
+        >= 5
+    )
+    # gpu-5, the admin's driver opt-out: no driver pod of ours, the rest of the stack Ready.
+    assert re.search(node_row("gpu-5", "false", "-", "-"), last), run.transcript()
     assert re.search(r"demo done in \d+s: the scenario ran to the end", run.out), run.transcript()
     assert re.search(r"removed .*ocp-gpu-demo-", run.out), run.transcript()
     assert_nothing_left(run)
