@@ -14,7 +14,6 @@ did not create).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -22,6 +21,7 @@ from typing import Any, Final
 import kubernetes
 from kubernetes.client import ApiClient
 
+from ocp_gpu.harness import polling
 from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.install import manifests
 
@@ -75,16 +75,15 @@ def wait_effective(api_client: ApiClient, namespace: str, timeout: float = 30.0)
     """Wait until the API server's authorizer applies the bindings (it learns them through a
     watch: a request made right after the binding was written can still get 403).  Probes
     one cluster rule (list nodes) and one namespace rule (get leases)."""
-    deadline = time.monotonic() + timeout
-    while not (
-        _allowed(api_client, None, "", "nodes", "list")
-        and _allowed(api_client, namespace, "coordination.k8s.io", "leases", "get")
-    ):
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"the shipped RBAC bound to {OPERATOR_GROUP} is not in effect after {timeout}s"
-            )
-        time.sleep(0.1)
+    polling.wait_for(
+        lambda: (
+            _allowed(api_client, None, "", "nodes", "list")
+            and _allowed(api_client, namespace, "coordination.k8s.io", "leases", "get")
+        ),
+        timeout,
+        what=f"the shipped RBAC bound to {OPERATOR_GROUP} in effect",
+        interval=0.1,
+    )
 
 
 def operator_kubeconfig(
