@@ -291,6 +291,7 @@ def main() -> int:
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     logs = args.logs or Path(tempfile.mkdtemp(prefix=f"stress-e2e-{stamp}-"))
     logs.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     clone = Path(tempfile.mkdtemp(prefix="ocp-gpu-clone-")) / "ocp-gpu"
     results: list[FileRun] = []
     meta: dict[str, Any] = {
