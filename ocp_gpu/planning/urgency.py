@@ -145,10 +145,18 @@ def is_progress(before: DriverDaemonSet | None, after: DriverDaemonSet) -> bool:
     """Only the DaemonSet's pod counts moved (ready, current, updated): rollout progress.
 
     NB: a changed desired or misscheduled count is not progress: which nodes the DaemonSet
-    covers changed, and the status says so at once.
+    covers changed, and the status says so at once. Nor is the current count reaching the
+    desired one (or leaving it): the driver plan hands a node over to a replacement DaemonSet
+    (precompiled -> Driver Toolkit fallback, a mode switch) once that is fully scheduled
+    (planning/drivers._garbage). A loaded DaemonSet controller writes the desired count and the
+    current one in separate status updates; taken for progress, the second left the superseded
+    DaemonSet in place until an unrelated change (issue 30: the fallback e2e test, under load).
     """
     if before is None:
         # A DaemonSet seen for the first time: the pass must know it exists.
+        return False
+    if before.fully_scheduled != after.fully_scheduled:
+        # every selected node has its pod now (or no longer): an input of the handover
         return False
     counted = dataclasses.replace(
         after,

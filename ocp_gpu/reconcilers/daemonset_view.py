@@ -5,7 +5,8 @@ fed from our own watch.  Driver DaemonSets are kept by name for planning per key
 operands' by name for their status (`rt.driver_daemonsets`, `rt.operand_daemonsets`); each
 also as an owned object (`rt.owned`: applied hash and owner, so a pass re-applies only what
 differs).  A change that only counts pods coming up is rollout progress (planning/urgency):
-it may wait for the progress window; any other change wakes a pass.
+it may wait for the progress window; any other change wakes a pass (a DaemonSet becoming fully
+scheduled too: the driver plan's handover to a replacement waits on it).
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ and that the coalescer's window ends as soon as one arrives (reconcilers/runtime
 - Coalescer.settle waits out the window, returns at once when the urgent event is already set,
   and returns as soon as it is set during the wait;
 - rollout progress (a DaemonSet's ready/current/updated counts moving) is told apart from every
-  other DaemonSet change (planning/urgency.is_progress); operand pods and those counts mark
-  progress only, every other mark is substantive (reconcilers/runtime.Runtime);
+  other DaemonSet change, the current count reaching the desired one included (a handover waits
+  on it) (planning/urgency.is_progress); operand pods and those counts mark progress only,
+  every other mark is substantive (reconcilers/runtime.Runtime);
 - Coalescer.settle_progress waits for the longer progress window after a pass, not after a
   quiet spell, and ends as soon as a substantive change arrives;
 - a node whose only change is the upgrade controller's own marks (its state label, its
@@ -202,6 +203,18 @@ def test_pod_counts_moving_is_progress() -> None:
     assert urgency.is_progress(
         before, dataclasses.replace(before, current_number_scheduled=50, updated_number_scheduled=50)
     )
+
+
+def test_a_daemonset_becoming_fully_scheduled_is_not_progress() -> None:
+    # The controller's second status update of a new replacement: desired first, then current.
+    before = dataclasses.replace(daemonset(2), generation=1, observed_generation=1)
+    scheduled = dataclasses.replace(before, current_number_scheduled=2)
+    assert before.status_is_current and not before.fully_scheduled and scheduled.fully_scheduled
+    # the driver plan's handover waits for exactly this: a pass must plan it
+    assert not urgency.is_progress(before, scheduled)
+    assert not urgency.is_progress(scheduled, before)
+    # once fully scheduled, pods turning Ready is progress again
+    assert urgency.is_progress(scheduled, dataclasses.replace(scheduled, number_ready=2))
 
 
 def test_other_daemonset_changes_are_not_progress() -> None:
