@@ -54,6 +54,7 @@ def wait_for(
     called at least once, and once more at the deadline however long the sleeps took (on a
     loaded machine a sleep can overrun by seconds). On timeout raises `WaitTimeout` naming
     `what`, the last value and the last exception."""
+    __tracebackhide__ = True  # pytest shows the test's line, not this loop
     deadline = time.monotonic() + timeout
     polls = raised = 0
     last_value: object = None
@@ -102,6 +103,7 @@ def holds_for(
 
     NB: a window, not a wait: it proves nothing happened within `seconds`, so `seconds` must
     exceed the time the thing would take to happen (the operator's reaction, loaded)."""
+    __tracebackhide__ = True
     deadline = time.monotonic() + seconds
     seen = 0
     last_error: Exception | None = None
