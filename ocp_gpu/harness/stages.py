@@ -2,11 +2,16 @@
 
 kwok plays "stages" (status templates selected by jq expressions) on the objects it
 manages; since v0.8 it ships none built in, so we pass kwok's own stage files from its
-source tree (see `binaries.KWOK_STAGE_FILES`), with one change and four additions:
+source tree (see `binaries.KWOK_STAGE_FILES`), with two changes and four additions:
 
 - kwok's ``pod-ready`` would make any Pending pod Ready, which would undo an
   image-pull failure (a real one keeps the pod Pending). It is loaded with one extra
   selector: the pod has no `FATE_ANNOTATION`.
+- kwok's ``pod-delete`` (the kubelet's confirmation of a graceful deletion) deletes by name,
+  without the pod's UID, and also played on pods deleted with a grace period of 0, which the
+  API server has already removed: under load its late delete removed a new pod of the same
+  name (the validator re-creates its workload pod so). A kubelet confirms with the pod's UID;
+  loaded with one extra selector, it leaves grace-0 deletions alone (`patched_pod_delete`).
 - ``pod-fate-crash-looping``, ``pod-fate-image-pull-failing`` and ``pod-fate-ready``
   turn a pod's `FATE_ANNOTATION` into the status a kubelet would report.
 - ``pod-ready-again`` (`ready_again_stage`): a running pod the node lifecycle controller
@@ -211,6 +216,23 @@ def patched_pod_ready(kwok_pod_ready: dict[str, Any]) -> dict[str, Any]:
     return stage
 
 
+def patched_pod_delete(kwok_pod_delete: dict[str, Any]) -> dict[str, Any]:
+    """kwok's pod-delete stage, but for pods deleted with a grace period of 0.
+
+    NB: those the API server removes at once (no finalizer) or keeps for their finalizers
+    alone: nothing is left for a kubelet to confirm, and kwok's delete by name (no UID
+    precondition), played late on a loaded machine, hit a new pod of the same name (issue 30:
+    tests/e2e/test_validate.py::test_cuda_replaces_a_leftover_pod, audit log: kwok-controller
+    deleting the re-created pod milliseconds after the validator deleted the old one).
+    """
+    stage: dict[str, Any] = yaml.safe_load(yaml.safe_dump(kwok_pod_delete))  # deep copy
+    stage["spec"]["selector"]["matchExpressions"].append(
+        # a jq boolean (kwok compares strings, bools and ints: a JSON number may be neither)
+        {"key": ".metadata.deletionGracePeriodSeconds != 0", "operator": "In", "values": ["true"]}
+    )
+    return stage
+
+
 def fate_stages() -> list[dict[str, Any]]:
     """The pod-fate stages, one per fate.
 
@@ -311,8 +333,8 @@ def _not_waiting(reason: str) -> dict[str, Any]:
 def write_stage_files(kwok_stage_files: list[Path], out_dir: Path) -> list[Path]:
     """Write the stage files kwok gets with ``--config`` into ``out_dir``.
 
-    kwok's files are copied unchanged except pod-ready (see the module docstring);
-    the pod-fate stages go in one extra multi-document file.
+    kwok's files are copied unchanged except pod-ready and pod-delete (see the module
+    docstring); the pod-fate stages go in one extra multi-document file.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -323,6 +345,8 @@ def write_stage_files(kwok_stage_files: list[Path], out_dir: Path) -> list[Path]
         if doc.get("metadata", {}).get("name") == "pod-ready":
             has_pod_ready = True
             dst.write_text(yaml.safe_dump(patched_pod_ready(doc), sort_keys=False))
+        elif doc.get("metadata", {}).get("name") == "pod-delete":
+            dst.write_text(yaml.safe_dump(patched_pod_delete(doc), sort_keys=False))
         else:
             dst.write_text(src.read_text())
         written.append(dst)

@@ -37,7 +37,8 @@ from kubernetes.client.exceptions import ApiException
 from ocp_gpu.harness import binaries, polling, stages
 from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.harness import openshift as openshift_emulation
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.harness.cluster import KWOK_USER, LocalControlPlane, unique_name
+from ocp_gpu.harness.polling import holds_for
 from ocp_gpu.model import labels
 
 T = TypeVar("T")
@@ -325,6 +326,60 @@ def test_a_pod_marked_not_ready_by_the_node_controller_is_ready_again(
     time.sleep(1.0)  # kwok had every chance to make it Ready; it must not have
     pod = core.read_namespaced_pod("crashing", namespace)
     assert pod.status.phase == "Running" and not is_ready(pod)
+
+
+@pytest.mark.e2e
+def test_kwok_confirms_graceful_deletions_and_leaves_a_recreated_pod_alone(
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    make_nodes: Callable[[list[dict[str, Any]]], list[str]],
+    namespace: str,
+    run_id: str,
+) -> None:
+    """SIMULATION (stages.patched_pod_delete): kwok removes a pod deleted gracefully, as a
+    kubelet confirms it; a pod deleted with grace 0 (removed by the API server at once) and
+    created again under its name is left alone (kwok deletes by name: under load its late
+    delete once removed the new pod, issue 30)."""
+    run = {RUN_LABEL: run_id}
+    (node,) = make_nodes([fake_nodes.gpu_node(f"{run_id}-g0", extra_labels=run)])
+    core = client.CoreV1Api(kube)
+
+    def exists() -> bool:
+        return bool(core.list_namespaced_pod(namespace, field_selector="metadata.name=same").items)
+
+    mark = control_plane.audit_line_count()
+    for _ in range(5):
+        core.create_namespaced_pod(namespace, pod_on(node, "same", {"app": "same"}))
+        core.delete_namespaced_pod("same", namespace, grace_period_seconds=0)
+        wait_for("the force-deleted pod gone", lambda: not exists())
+    created = core.create_namespaced_pod(namespace, pod_on(node, "same", {"app": "same"}))
+    # A window: kwok plays a stage within milliseconds of an event on a quiet machine.
+    holds_for(
+        lambda: core.read_namespaced_pod("same", namespace).metadata.uid == created.metadata.uid,
+        3,
+        what="the pod created again left alone",
+    )
+    # The mechanism, whatever the timing: kwok sent no delete of its own after a grace-0 one
+    # (it sent one after each, by name, before stages.patched_pod_delete).
+    kwok_deletes = [
+        event
+        for event in control_plane.read_audit_events(since_line=mark)
+        if event.get("verb") == "delete"
+        and event.get("user", {}).get("username") == KWOK_USER
+        and event.get("objectRef", {}).get("name") == "same"
+    ]
+    assert kwok_deletes == []
+    # A graceful deletion (120 s: longer than this wait) is confirmed by kwok, not by the clock.
+    body = pod_on(node, "graceful", {"app": "graceful"})
+    body["spec"]["terminationGracePeriodSeconds"] = 120
+    core.create_namespaced_pod(namespace, body)
+    wait_for("the graceful pod Ready", lambda: is_ready(core.read_namespaced_pod("graceful", namespace)))
+    core.delete_namespaced_pod("graceful", namespace)
+    wait_for(
+        "the graceful deletion confirmed",
+        lambda: not core.list_namespaced_pod(namespace, field_selector="metadata.name=graceful").items,
+        60,
+    )
 
 
 @pytest.mark.e2e
