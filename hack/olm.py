@@ -126,6 +126,17 @@ def max_openshift_version(versions: str) -> str | None:
     return None
 
 
+def bundle_properties() -> list[dict[str, str]]:
+    """The bundle's own properties (metadata/properties.yaml, and the catalog's olm.bundle).
+
+    NB: there and not in the CSV's `olm.properties` annotation, which the operatorframework
+    validators warn about; OLM writes that annotation on the installed CSV from these.
+    """
+    newest = max_openshift_version(OPENSHIFT_VERSIONS)
+    # a string: OLM reads the value as a JSON string ("4.22"), and 4.20 as a number would be 4.2
+    return [] if newest is None else [{"type": MAX_OPENSHIFT_PROPERTY, "value": newest}]
+
+
 def related_images() -> list[dict[str, str]]:
     """The operator and every operand image, named for disconnected mirroring (oc-mirror)."""
     images = [{"name": "ocp-gpu-operator", "image": releases.OPERATOR_IMAGE}]
@@ -150,10 +161,6 @@ def csv(root: Path) -> dict[str, Any]:
     annotations["createdAt"] = CREATED_AT
     if len(RELEASE_HISTORY) > 1:
         annotations["olm.skipRange"] = f">=0.0.0 <{VERSION}"
-    newest = max_openshift_version(OPENSHIFT_VERSIONS)
-    if newest is not None:
-        # OLM reads the CSV's olm.properties (operator-framework/api's PropertiesAnnotationKey)
-        annotations["olm.properties"] = json.dumps([{"type": MAX_OPENSHIFT_PROPERTY, "value": newest}])
     spec = copy.deepcopy(base["spec"])
     spec["version"] = VERSION
     if len(RELEASE_HISTORY) > 1:
@@ -203,6 +210,11 @@ def render_annotations(root: Path) -> str:
 def render_dependencies(root: Path) -> str:
     del root
     return HEADER + _dump({"dependencies": [{"type": "olm.package", "value": NFD_DEPENDENCY}]})
+
+
+def render_properties(root: Path) -> str:
+    del root
+    return HEADER + _dump({"properties": bundle_properties()})
 
 
 def render_bundle_dockerfile(root: Path) -> str:
@@ -280,6 +292,7 @@ def catalog_documents(root: Path, bundle_image: str | None = BUNDLE_IMAGE) -> li
                 "versionRange": NFD_DEPENDENCY["version"],
             },
         },
+        *bundle_properties(),
         _object(the_csv),
         *(_object(each) for each in crds),
     ]
@@ -299,6 +312,7 @@ TARGETS: dict[str, Callable[[Path], str]] = {
     CSV_TARGET: render_csv,
     "bundle/metadata/annotations.yaml": render_annotations,
     "bundle/metadata/dependencies.yaml": render_dependencies,
+    "bundle/metadata/properties.yaml": render_properties,
     "bundle.Dockerfile": render_bundle_dockerfile,
     f"olm/{PACKAGE}/catalog.yaml": render_catalog,
 }

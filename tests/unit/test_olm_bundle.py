@@ -167,10 +167,16 @@ def test_openshift_annotations() -> None:
     }
 
 
-def test_the_csv_carries_the_release_tables_max_openshift_version() -> None:
-    properties = json.loads(ANNOTATIONS["olm.properties"])
+def test_the_bundle_carries_the_release_tables_max_openshift_version() -> None:
     wanted = releases.OPENSHIFT_VERSIONS.rsplit("-", 1)[1].removeprefix("v")
-    assert properties == [{"type": "olm.maxOpenShiftVersion", "value": wanted}]
+    expected = [{"type": "olm.maxOpenShiftVersion", "value": wanted}]
+    properties = yaml.safe_load((ROOT / "bundle/metadata/properties.yaml").read_text())
+    assert properties == {"properties": expected}
+    assert isinstance(properties["properties"][0]["value"], str)  # "4.20" is not the number 4.2
+    [bundle] = [doc for doc in CATALOG if doc["schema"] == "olm.bundle"]
+    assert [p for p in bundle["properties"] if p["type"] == "olm.maxOpenShiftVersion"] == expected
+    # in the bundle's metadata, not the CSV's annotation (the validators warn about that)
+    assert "olm.properties" not in ANNOTATIONS
 
 
 @pytest.mark.parametrize(
