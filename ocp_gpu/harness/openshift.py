@@ -189,6 +189,54 @@ def set_cluster_version(api_client: ApiClient, version: str) -> None:
     _apply_cluster_version(api_client, "status", status)
 
 
+def start_cluster_update(api_client: ApiClient, current: str, target: str) -> None:
+    """Report ClusterVersion applying ``target`` over ``current``, as the Cluster Version
+    Operator does while an update runs: desired is the target, the newest history entry
+    is ``Partial`` and Progressing is True (the MCO has not rolled the pools yet)."""
+    now = _now()
+    images = {v: f"{_RELEASE_REPO}@{_fake_digest('release-' + v)}" for v in (current, target)}
+    status = {
+        "desired": {"version": target, "image": images[target], "channels": [f"stable-{_minor(target)}"]},
+        "history": [
+            {
+                "state": "Partial",
+                "version": target,
+                "image": images[target],
+                "startedTime": now,
+                "completionTime": None,  # required, and null until the update completes
+                "verified": False,
+            },
+            {
+                "state": "Completed",
+                "version": current,
+                "image": images[current],
+                "startedTime": now,
+                "completionTime": now,
+                "verified": False,
+            },
+        ],
+        "observedGeneration": 2,
+        "versionHash": _fake_digest(target)[7:23],
+        "availableUpdates": None,
+        "conditions": [
+            {
+                "type": "Available",
+                "status": "True",
+                "lastTransitionTime": now,
+                "message": f"Done applying {current}",
+            },
+            {"type": "Failing", "status": "False", "lastTransitionTime": now},
+            {
+                "type": "Progressing",
+                "status": "True",
+                "lastTransitionTime": now,
+                "message": f"Working towards {target}",
+            },
+        ],
+    }
+    _apply_cluster_version(api_client, "status", status)
+
+
 def _apply_cluster_version(api_client: ApiClient, part: Literal["spec", "status"], value: Any) -> None:
     """Server-side apply of ClusterVersion `version`'s spec or (through its subresource) status."""
     custom = kubernetes.client.CustomObjectsApi(api_client)
@@ -267,18 +315,19 @@ def set_driver_toolkit_tags(
     tags: Mapping[str, str],
     *,
     latest_rhel_10: str | None = None,
+    latest: str | None = None,
 ) -> None:
     """Make ImageStream openshift/driver-toolkit carry exactly ``tags``
     (RHCOS version -> image pull spec) plus ``latest`` and ``latest-rhel-10``.
 
-    ``latest`` points at the last image of ``tags`` (the newest, by the caller's
-    order); ``latest-rhel-10`` at ``latest_rhel_10`` or a distinct fake image in the
-    same repository. Tags not given any more are removed, spec and status, as when
-    OpenShift drops an old RHCOS from the stream.
+    ``latest`` points at ``latest`` or the last image of ``tags`` (the newest, by the caller's
+    order; an image of no tag is a payload whose build tag is missing); ``latest-rhel-10`` at
+    ``latest_rhel_10`` or a distinct fake image in the same repository. Tags not given any
+    more are removed, spec and status, as when OpenShift drops an old RHCOS from the stream.
     """
     all_tags = dict(tags)
     if all_tags:
-        all_tags[DTK_LATEST_TAG] = list(tags.values())[-1]
+        all_tags[DTK_LATEST_TAG] = latest or list(tags.values())[-1]
         repo = list(tags.values())[-1].split("@")[0].rsplit(":", 1)[0]
         all_tags[DTK_LATEST_RHEL10_TAG] = latest_rhel_10 or f"{repo}@{_fake_digest('rhel-10')}"
     head = {

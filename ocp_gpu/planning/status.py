@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from ocp_gpu.model.problems import PolicyProblem, Severity
 from ocp_gpu.model.snapshot import DriverDaemonSet
-from ocp_gpu.planning import conditions, driver_coverage, mig, monitoring, operator_health
+from ocp_gpu.planning import conditions, driver_coverage, mig, monitoring, operator_health, upgrade_preflight
 from ocp_gpu.planning.drivers import DriverPlan
 
 # status.state, as NVIDIA's ClusterPolicy writes it.
@@ -42,6 +42,8 @@ EVENTED: Final[Mapping[str, tuple[str, str]]] = {
     UNSUPPORTED: (UNSUPPORTED, "Warning"),
     MIG_CONFIG_FAILED: (MIG_CONFIG_FAILED, "Warning"),
 }
+# Conditions that become an Event when they turn False (a check that did not pass), reason from the condition.
+EVENTED_WHEN_FALSE: Final[Mapping[str, str]] = {upgrade_preflight.CONDITION: "Warning"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,6 +177,8 @@ class PassOutcome:
     unsupported: str = ""
     # The nodes whose MIG reconfiguration failed.
     mig_failed: Sequence[mig.MigNodeState] = ()
+    # During an OpenShift upgrade: whether its RHCOS builds are ready for the GPU nodes.
+    preflight: conditions.Condition | None = None
 
 
 def plan_active_status(outcome: PassOutcome) -> PolicyStatus:
@@ -201,6 +205,9 @@ def plan_active_status(outcome: PassOutcome) -> PolicyStatus:
         # but an admin must look (a condition and an Event)
         message = mig.describe_failed(list(outcome.mig_failed))
         found.append(conditions.Condition(MIG_CONFIG_FAILED, True, MIG_CONFIG_FAILED, message))
+    if outcome.preflight is not None:
+        # an OpenShift upgrade is being applied: what its new RHCOS builds find (planning/upgrade_preflight)
+        found.append(outcome.preflight)
     return PolicyStatus(
         state=state,
         conditions=tuple(found),
@@ -293,6 +300,10 @@ def plan_status_events(status: PolicyStatus, previous_messages: Iterable[str]) -
     before = set(previous_messages)
     found = []
     for condition in status.conditions:
+        if not condition.status and condition.type in EVENTED_WHEN_FALSE and condition.message not in before:
+            # a check that did not pass, new or different: say it once as an Event too
+            found.append(StatusEvent(condition.reason, condition.message, EVENTED_WHEN_FALSE[condition.type]))
+            continue
         if condition.status and condition.type in EVENTED and condition.message not in before:
             # a new or different problem: say it once as an Event too
             reason, event_type = EVENTED[condition.type]
@@ -307,11 +318,13 @@ def plan_status_events(status: PolicyStatus, previous_messages: Iterable[str]) -
 
 
 def true_condition_messages(stored: Mapping[str, Any]) -> set[str]:
-    """The messages of a stored status's true conditions (plan_status_events' `previous_messages`)."""
+    """The messages of a stored status's true conditions, and of its false ones evented when
+    false (plan_status_events' `previous_messages`: what was said already)."""
     return {
         str(item.get("message", ""))
         for item in stored.get("conditions") or []
         if item.get("status") == "True"
+        or (item.get("status") == "False" and item.get("type") in EVENTED_WHEN_FALSE)
     }
 
 

@@ -16,13 +16,16 @@ import functools
 import logging
 
 from ocp_gpu import metrics
-from ocp_gpu.kube import labelling, reporting, requesting
-from ocp_gpu.model import custom_resources, fields, nodes, nvidia_driver, policy_checks, policy_parser
+from ocp_gpu.kube import labelling, reading, reporting, requesting
+from ocp_gpu.model import custom_resources, fields, labels, nodes, nvidia_driver, policy_checks, policy_parser
+from ocp_gpu.model import imagestreams as imagestreams_model
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import (
     conditions,
+    delivery,
     driver_coverage,
+    driver_strategy,
     drivers,
     mig,
     node_labels,
@@ -30,6 +33,7 @@ from ocp_gpu.planning import (
     platform,
     policies,
     status_writes,
+    upgrade_preflight,
 )
 from ocp_gpu.planning import status as status_planning
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
@@ -230,6 +234,29 @@ async def _apply_policy(
     )
 
 
+def _preflight(rt: runtime.Runtime, applied: AppliedPass) -> conditions.Condition | None:
+    """UpgradePreflight while OpenShift applies an upgrade (DTK mode only; planning/upgrade_preflight)."""
+    if upgrade_preflight.upgrading_to(delivery.present(rt.cluster_version)) is None:
+        return None  # the usual case: nothing more to look at
+    settings = driver_strategy.settings_for_policy(applied.policy, applied.detected, rt.env)
+    if (
+        isinstance(settings, policy_problems.PolicyProblem)
+        or settings.strategy is not driver_strategy.Strategy.DTK
+    ):
+        return None
+    stream = reading.image_stream_singleton(rt.dtk_imagestream)
+    return upgrade_preflight.plan_preflight(
+        delivery.present(rt.cluster_version),
+        stream if isinstance(stream, imagestreams_model.ImageStream) else None,
+        (
+            str(facts.labels.get(labels.OSTREE_VERSION, ""))
+            for facts in rt.node_facts.values()
+            if facts.is_gpu_node
+        ),
+        settings.driver_image,
+    )
+
+
 async def _report(
     rt: runtime.Runtime, active: custom_resources.PolicyObject, applied: AppliedPass, now: datetime.datetime
 ) -> None:
@@ -255,6 +282,7 @@ async def _report(
         monitoring_problems=[problem.message for problem in watching.problems] if watching else [],
         unsupported=applied.unsupported,
         mig_failed=mig.failed_nodes({name: facts.labels for name, facts in rt.node_facts.items()}),
+        preflight=_preflight(rt, applied),
     )
     status = status_planning.plan_active_status(outcome_of_pass)
     if status.health is not None:
