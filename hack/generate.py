@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT / "hack"))
 sys.path.insert(0, str(ROOT))
 
 import helm_operator  # noqa: E402  (hack/helm_operator.py)
+import helm_values  # noqa: E402  (hack/helm_values.py)
 import helm_values_schema  # noqa: E402  (hack/helm_values_schema.py)
 
 import olm  # noqa: E402  (hack/olm.py)
@@ -53,6 +54,7 @@ BUILT_INPUTS = (olm.CSV_BASE, olm.CRD_SOURCE, *olm.MORE_CRD_SOURCES)
 # Files built from the install source: target -> a function of the repository root.
 BUILT: dict[str, Callable[[Path], str]] = {
     helm_operator.TARGET: helm_operator.render,
+    helm_values.TARGET: helm_values.render,
     helm_values_schema.TARGET: helm_values_schema.render,
     **olm.TARGETS,
 }

@@ -4,9 +4,12 @@ Each ClusterPolicy spec section is a top-level value (charts/ocp-gpu/templates/c
 copies it into the ClusterPolicy), so its schema is the CRD's schema for that section, turned
 from OpenAPI v3 (what the API server checks) into JSON Schema (what Helm checks): `nullable`
 becomes a "null" type, `x-kubernetes-int-or-string` becomes integer-or-string, and the other
-`x-kubernetes-*` markers are dropped.  The chart's own values (clusterPolicy, nfd,
-operator.image) are added by hand below.  So `helm install --set driver.version=5` fails
-before anything reaches the cluster, naming `driver.version`.
+`x-kubernetes-*` markers are dropped, and an object with named properties takes no others.
+The chart's own values (NVIDIA's chart's: clusterPolicy, platform, nfd, gpuCluster, draDriver,
+extraObjects, the operator Deployment's keys under `operator`, driver.nvidiaDriverCRD, the
+config sections' create/data) are added by hand below.  So `helm install --set driver.version=5`
+fails before anything reaches the cluster, naming `driver.version`, and so does a key neither
+chart knows (`--set driver.verison=...`).
 """
 
 from __future__ import annotations
@@ -20,40 +23,116 @@ import yaml
 TARGET = "charts/ocp-gpu/values.schema.json"
 CRD = "ocp_gpu/crds/clusterpolicies.nvidia.com.yaml"
 
-# The chart's own values, beside the ClusterPolicy sections.
+_STRING_MAP: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
+_ANY_OBJECT: dict[str, Any] = {"type": "object"}
+_ANY_LIST: dict[str, Any] = {"type": "array"}
+
+
+def _closed(description: str, **properties: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": description,
+        "properties": properties,
+        "additionalProperties": False,
+    }
+
+
+# The chart's own values beside the ClusterPolicy sections: NVIDIA's chart's (its values.yaml at
+# the release we track) and ours.
 CHART_VALUES: dict[str, Any] = {
-    "clusterPolicy": {
-        "type": "object",
-        "description": "The ClusterPolicy cluster-policy made from these values.",
-        "properties": {"create": {"type": "boolean", "description": "false: bring your own ClusterPolicy"}},
-        "additionalProperties": False,
-    },
-    "nfd": {
-        "type": "object",
-        "description": "Node Feature Discovery (a chart dependency) and our NodeFeatureRule.",
-        "properties": {
-            "enabled": {"type": "boolean", "description": "install the NFD chart (helm dependency update)"},
-            "nodefeaturerules": {
-                "type": "boolean",
-                "description": "a NodeFeatureRule labelling NVIDIA PCI devices, when NFD's API exists",
-            },
+    "clusterPolicy": _closed(
+        "The ClusterPolicy cluster-policy made from these values.",
+        deployCR={"type": "boolean", "description": "false: bring your own ClusterPolicy"},
+        create={"type": "boolean", "description": "this chart's older name for deployCR"},
+    ),
+    "nfd": _closed(
+        "Node Feature Discovery (a chart dependency) and our NodeFeatureRule.",
+        enabled={"type": "boolean", "description": "install the NFD chart (helm dependency update)"},
+        nodefeaturerules={
+            "type": "boolean",
+            "description": "a NodeFeatureRule labelling NVIDIA PCI devices, when NFD's API exists",
         },
-        "additionalProperties": False,
-    },
+    ),
     "node-feature-discovery": {
         "type": "object",
         "description": "Values of the Node Feature Discovery chart (see its own documentation).",
     },
+    "platform": _closed("The platform (NVIDIA's chart).", openshift={"type": "boolean"}),
+    "gpuCluster": _closed(
+        "NVIDIA's GPUCluster (DRA) CR: not served by ocp-gpu (deployCR: true is refused).",
+        deployCR={"type": "boolean"},
+    ),
+    "draDriver": {
+        "type": "object",
+        "description": "NVIDIA's DRA driver settings of its GPUCluster CR (accepted, unused).",
+    },
+    "extraObjects": {
+        "type": "array",
+        "description": "More manifests to install (maps or strings; each goes through tpl).",
+        "items": {"type": ["object", "string"]},
+    },
+    "nameOverride": {"type": "string", "description": "accepted for NVIDIA's chart (unused)"},
+    "fullnameOverride": {"type": "string", "description": "accepted for NVIDIA's chart (unused)"},
+    # NB: helm hands every chart its `global` values (subcharts share them).
+    "global": {"type": "object"},
 }
 
-# Chart-only keys inside a ClusterPolicy section (templates/_helpers.tpl ocp-gpu.chartOnlyKeys).
+# Chart-only keys inside ClusterPolicy sections (templates/_helpers.tpl ocp-gpu.valueRules: "chart").
+_IMAGE_PULL_SECRETS: dict[str, Any] = {
+    "type": "array",
+    "items": {"anyOf": [{"type": "string"}, {"type": "object", "properties": {"name": {"type": "string"}}}]},
+}
+_CONFIG_CREATE: dict[str, Any] = {
+    "create": {"type": "boolean", "description": "create the ConfigMap `name` from `data` (chart only)"},
+}
 SECTION_EXTRAS: dict[str, dict[str, Any]] = {
     "operator": {
+        "repository": {
+            "type": "string",
+            "description": "the operator image's registry and path (chart only)",
+        },
         "image": {
             "type": "string",
-            "description": "The operator Deployment's image (chart only); empty: the release's image.",
-        }
-    }
+            "description": "the operator image's name, or a full reference (chart only)",
+        },
+        "version": {"type": ["string", "number"], "description": "the operator image's tag or digest"},
+        "imagePullPolicy": {"type": "string"},
+        "imagePullSecrets": _IMAGE_PULL_SECRETS,
+        "env": _ANY_LIST,
+        "resources": _ANY_OBJECT,
+        "tolerations": _ANY_LIST,
+        "affinity": _ANY_OBJECT,
+        "nodeSelector": _STRING_MAP,
+        "priorityClassName": {"type": "string"},
+        "annotations": {**_STRING_MAP, "description": "the operator pod's annotations (chart only)"},
+        "podAnnotations": _STRING_MAP,
+        "labels": {**_STRING_MAP, "description": "labels of the chart's objects (chart only)"},
+        "logging": _closed(
+            "the operator's log (debug or develMode: --verbose)",
+            timeEncoding={"type": "string"},
+            level={"type": ["string", "integer"]},
+            develMode={"type": "boolean"},
+        ),
+        "upgradeCRD": {"type": "boolean", "description": "pre-upgrade hook applying the chart's CRDs"},
+        "cleanupCRD": {"type": "boolean", "description": "post-delete hook deleting the chart's CRDs"},
+    },
+    "driver": {
+        "nvidiaDriverCRD": _closed(
+            "an NVIDIADriver `default` from the driver values (chart only)",
+            enabled={"type": "boolean"},
+            deployDefaultCR={"type": "boolean"},
+            driverType={"type": "string", "enum": ["gpu", "vgpu", "vgpu-host-manager"]},
+            nodeSelector=_STRING_MAP,
+        ),
+    },
+}
+# Chart-only keys one level further down: section -> key -> extra properties.
+NESTED_EXTRAS: dict[str, dict[str, dict[str, Any]]] = {
+    "devicePlugin": {"config": {**_CONFIG_CREATE, "data": _STRING_MAP}},
+    "migManager": {"config": {**_CONFIG_CREATE, "data": _STRING_MAP}},
+    "dcgmExporter": {
+        "config": {**_CONFIG_CREATE, "data": {"type": "string", "description": "dcgm-metrics.csv"}}
+    },
 }
 
 
@@ -76,6 +155,14 @@ def json_schema(openapi: Any) -> Any:
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
     if openapi.get("nullable") and "type" in out:
         out["type"] = [out["type"], "null"]
+    if (
+        "properties" in openapi
+        and "additionalProperties" not in openapi
+        and not openapi.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        # A key neither the CRD nor the chart knows is refused, naming its path (the API server
+        # would drop it silently).
+        out["additionalProperties"] = False
     return out
 
 
@@ -94,6 +181,9 @@ def schema(root: Path) -> dict[str, Any]:
         extras = SECTION_EXTRAS.get(section)
         if extras:
             converted = {**converted, "properties": {**converted.get("properties", {}), **extras}}
+        for key, more in NESTED_EXTRAS.get(section, {}).items():
+            inner = converted["properties"][key]
+            converted["properties"][key] = {**inner, "properties": {**inner.get("properties", {}), **more}}
         properties[section] = converted
     properties.update(CHART_VALUES)
     return {
@@ -102,6 +192,7 @@ def schema(root: Path) -> dict[str, Any]:
         "title": "ocp-gpu chart values",
         "type": "object",
         "properties": properties,
+        "additionalProperties": False,
     }
 
 

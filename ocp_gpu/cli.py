@@ -36,6 +36,7 @@ ADMIN_COMMANDS: Final = {
         "node_status",
         "serve NVIDIA's node status metrics for this node (the node status exporter)",
     ),
+    "crds": ("crds", "apply or delete the CRDs this release ships (the Helm chart's CRD hooks)"),
 }
 
 

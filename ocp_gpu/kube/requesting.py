@@ -49,6 +49,12 @@ RESOURCES: Mapping[tuple[str, str], tuple[str, str, bool]] = {
         False,
     ),
     ("node.k8s.io/v1", "RuntimeClass"): ("/apis/node.k8s.io/v1", "runtimeclasses", False),
+    # the chart's CRD hooks only (commands/crds.py)
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): (
+        "/apis/apiextensions.k8s.io/v1",
+        "customresourcedefinitions",
+        False,
+    ),
     ("monitoring.coreos.com/v1", "ServiceMonitor"): (
         "/apis/monitoring.coreos.com/v1",
         "servicemonitors",

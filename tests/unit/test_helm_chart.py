@@ -4,8 +4,10 @@
 - `helm lint --strict` is clean, with NFD on and off;
 - golden `helm template` output for the ClusterPolicy (defaults; a values file touching many
   sections) and the NodeFeatureRule (only when NFD's API is announced);
-- round trip (hypothesis): any spec the CRD accepts, given as values, reaches the ClusterPolicy
-  as is, and helm's values.schema.json accepts it;
+- any spec the CRD accepts (hypothesis), given as values, is accepted by helm's
+  values.schema.json and makes a ClusterPolicy the CRD accepts; a field NVIDIA's chart does not
+  map (operator.defaultRuntime, devicePlugin.resourceConfig, ...) reaches it as given (the fields
+  it maps: test_helm_nvidia_inputs.py);
 - bad values are refused by helm before anything is applied, naming the field;
 - operator.image reaches the Deployment (and not the ClusterPolicy); every namespaced object of
   ours is in the release's namespace.
@@ -15,6 +17,7 @@ helm comes from the `helm_tools` fixture (built from Go modules on first use).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -23,7 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 
 from ocp_gpu.harness import helm as helm_harness
 from ocp_gpu.harness.binaries import HelmTools
@@ -120,6 +123,13 @@ def test_template_clusterpolicy_golden(
     _golden(golden, rendered, update_golden)
 
 
+def contains(big: Any, small: Any) -> bool:
+    """Every map entry of `small` is in `big` (recursively); anything else is equal."""
+    if isinstance(small, dict):
+        return isinstance(big, dict) and all(k in big and contains(big[k], v) for k, v in small.items())
+    return bool(big == small)
+
+
 def test_values_file_sections_reach_the_policy(helm: helm_harness.Helm, chart: Path) -> None:
     values = yaml.safe_load((Path(__file__).parent / "data" / "helm-values.yaml").read_text())
     policy = policy_of(
@@ -128,8 +138,8 @@ def test_values_file_sections_reach_the_policy(helm: helm_harness.Helm, chart: P
     for section in crd_sections():
         expected = dict(values.get(section) or {})
         if section == "operator":
-            expected.pop("image", None)
-        assert policy["spec"].get(section, {}) == expected, section
+            expected.pop("image", None)  # the Deployment's (test_operator_image_reaches_the_deployment_only)
+        assert contains(policy["spec"].get(section, {}), expected), section
 
 
 def test_nodefeaturerule_only_with_nfd_api(helm: helm_harness.Helm, chart: Path, update_golden: bool) -> None:
@@ -153,6 +163,35 @@ def test_nfd_dependency_follows_nfd_enabled(helm: helm_harness.Helm, chart: Path
     assert not any("node-feature-discovery" in name for _, name in off)
 
 
+@functools.cache
+def nvidia_mapped() -> frozenset[tuple[str, str]]:
+    """(section, key) of the values NVIDIA's chart maps into its ClusterPolicy its own way (its
+    values.yaml's, and the few its template reads beyond them); the others are copied as given."""
+    nvidia = yaml.safe_load(
+        (Path(__file__).parent / "data" / "nvidia-helm" / "nvidia-values.yaml").read_text()
+    )
+    mapped = {
+        (section, key) for section, values in nvidia.items() if isinstance(values, dict) for key in values
+    }
+    template_only = {
+        "operator": ("defaultGPUMode", "metrics", "labels", "podAnnotations"),
+        "validator": ("cuda", "driver", "toolkit", "vfioPCI", "vgpuManager", "vgpuDevices", "version"),
+        "driver": ("livenessProbe", "readinessProbe", "args", "useNvidiaDriverCRD"),
+        "dcgmExporter": ("hpcJobMapping", "podLabelAllowlistRegex", "config", "args", "imagePullSecrets"),
+        "hostPaths": ("kubeletRootDir",),
+        "kataManager": ("repository", "image", "version", "args"),
+        "nodeStatusExporter": ("env", "args", "version"),
+        "dcgm": ("imagePullSecrets",),
+        "gfd": ("args",),
+        "migManager": ("args",),
+        "vgpuManager": ("args",),
+        "vgpuDeviceManager": ("resources", "args"),
+        "vfioManager": ("args",),
+        "ccManager": ("env", "args"),
+    }
+    return frozenset(mapped | {(section, key) for section, keys in template_only.items() for key in keys})
+
+
 @settings(
     max_examples=12,
     deadline=None,
@@ -163,16 +202,33 @@ def test_nfd_dependency_follows_nfd_enabled(helm: helm_harness.Helm, chart: Path
 @given(spec=_crd_schema.values(_crd_schema.spec_schema()))
 # A quantity that looks like a float but overflows one (found by this test): stays a string.
 @example(spec={"driver": {"resources": {"limits": {"cpu": ".1E+400"}}}})
-def test_any_accepted_spec_round_trips_through_values(
+@example(spec={"operator": {"defaultRuntime": "crio"}})
+def test_any_accepted_spec_given_as_values_renders_a_valid_policy(
     helm: helm_harness.Helm, chart: Path, tmp_path: Path, spec: dict[str, Any]
 ) -> None:
+    """helm's schema accepts any spec the CRD accepts, given as values; the ClusterPolicy made
+    from it is one the CRD accepts; a field NVIDIA's chart does not map reaches it as given
+    (test_helm_nvidia_inputs.py checks the fields it maps against NVIDIA's own rendering)."""
+    cdi = spec.get("cdi") or {}
+    # NRI without CDI (or without the toolkit): NVIDIA's chart refuses it, and so does ours
+    # (test_helm_nvidia_inputs.py).
+    assume(
+        not (
+            cdi.get("nriPluginEnabled")
+            and (cdi.get("enabled") is False or (spec.get("toolkit") or {}).get("enabled") is False)
+        )
+    )
     values_file = tmp_path / "values.json"
     values_file.write_text(json.dumps({**spec, "nfd": {"enabled": False}}))
     policy = policy_of(
         helm.template(chart, "--values", str(values_file), "--show-only", "templates/clusterpolicy.yaml")
     )
-    # Sections given empty are left out (the operator's defaults apply).
-    assert (policy.get("spec") or {}) == {k: v for k, v in spec.items() if v != {}}
+    assert _crd_schema.schema_errors(_crd_schema.spec_schema(), policy["spec"]) == []
+    mapped = nvidia_mapped()
+    for section, values in spec.items():
+        for key, value in (values or {}).items():
+            if (section, key) not in mapped:
+                assert policy["spec"][section][key] == value, f"{section}.{key}"
 
 
 @pytest.mark.parametrize(
@@ -197,8 +253,12 @@ def test_operator_image_reaches_the_deployment_only(helm: helm_harness.Helm, cha
     out = documents(helm.template(chart, *NO_NFD, "--set", f"operator.image={image}", namespace="gpus"))
     (deployment,) = [d for d in out if d["kind"] == "Deployment"]
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
-    assert "operator" not in policy_of(yaml.safe_dump_all(out))["spec"]
-    namespaced = [d for d in out if d["kind"] in {"ServiceAccount", "Role", "RoleBinding", "Deployment"}]
+    assert "image" not in policy_of(yaml.safe_dump_all(out))["spec"]["operator"]
+    namespaced = [
+        d for d in out if d["kind"] in {"ServiceAccount", "Role", "RoleBinding", "Deployment", "Job"}
+    ]
     assert namespaced and all(d["metadata"]["namespace"] == "gpus" for d in namespaced)
-    (binding,) = [d for d in out if d["kind"] == "ClusterRoleBinding"]
+    (binding,) = [
+        d for d in out if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "gpu-operator"
+    ]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-operator", "namespace": "gpus"}]
