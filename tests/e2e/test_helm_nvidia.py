@@ -36,7 +36,7 @@ from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels, releases
 
-from .conftest import CRD_PATH, FORBIDDEN, kubectl, wait_for
+from .conftest import CRD_PATH, FORBIDDEN, REACT_S, READY_S, kubectl, wait_for
 from .test_helm import CRD_NAME, NFD_CRDS, delete_crd_if_unused
 
 pytestmark = pytest.mark.e2e
@@ -124,7 +124,8 @@ def test_helm_install_with_nvidias_values_and_time_slicing(
             allocatable = core.read_node(node).status.allocatable or {}
             return allocatable.get("nvidia.com/gpu")
 
-        wait_for(lambda: advertised() == str(4 * PHYSICAL_GPUS), 240, what="4x the GPUs advertised")
+        # the whole stack comes up first (driver -> toolkit -> plugin), then the agent advertises
+        wait_for(lambda: advertised() == str(4 * PHYSICAL_GPUS), READY_S, what="4x the GPUs advertised")
         refused = [line for line in operator.log().splitlines() if FORBIDDEN.search(line)]
         assert not refused, f"requests refused under the chart's RBAC: {refused[:10]}"
         result = helm.run("uninstall", RELEASE, "--namespace", namespace, "--wait", timeout=180)
@@ -145,7 +146,7 @@ def test_helm_install_with_nvidias_values_and_time_slicing(
                     raise
         wait_for(
             lambda: not custom.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies")["items"],
-            60,
+            2 * REACT_S,
             what="ClusterPolicy deleted",
         )
         restore_crds(control_plane)
