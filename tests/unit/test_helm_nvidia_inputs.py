@@ -36,6 +36,7 @@ from ocp_gpu.model import images, releases
 
 from . import _crd_schema
 
+ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data" / "nvidia-helm"
 GOLDEN = Path(__file__).parent / "golden" / "helm"
 CASES: dict[str, list[str]] = yaml.safe_load((DATA / "cases.yaml").read_text())["cases"]
@@ -162,6 +163,13 @@ def ours_from_nvidias(case: str, expected: dict[str, Any]) -> dict[str, Any]:
     return expected
 
 
+def nvidia_driver_spec_schema() -> dict[str, Any]:
+    crd = yaml.safe_load((ROOT / "ocp_gpu" / "crds" / "nvidiadrivers.nvidia.com.yaml").read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v.get("storage", True)]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return schema
+
+
 def expected_documents(case: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((DATA / "expected" / f"{case}.yaml").read_text()) if d]
 
@@ -180,6 +188,8 @@ def test_nvidia_input_renders_what_nvidias_chart_renders(
     rendered = ours(render(helm, chart, *in_data(CASES[case])))
     (policy,) = [d for d in rendered if d["kind"] == "ClusterPolicy"]
     assert _crd_schema.schema_errors(_crd_schema.spec_schema(), policy["spec"]) == []
+    for driver in (d for d in rendered if d["kind"] == "NVIDIADriver"):
+        assert _crd_schema.schema_errors(nvidia_driver_spec_schema(), driver["spec"]) == []
     want = sorted((comparable(ours_from_nvidias(case, d)) for d in expected_documents(case)), key=str)
     got = sorted((comparable(d) for d in rendered), key=str)
     assert got == want
