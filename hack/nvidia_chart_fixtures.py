@@ -9,7 +9,10 @@ tests/unit/data/nvidia-helm/cases.yaml, those objects as NVIDIA's chart renders 
 tests/unit/data/nvidia-helm/expected/<case>.yaml, plus NVIDIA's values.yaml as an input
 (tests/unit/data/nvidia-helm/nvidia-values.yaml).  Each file names the commit it came from.
 
-    .venv/bin/python hack/nvidia_chart_fixtures.py [--repo <git dir of NVIDIA/gpu-operator>] [--ref v26.7.0]
+    git clone --bare https://github.com/NVIDIA/gpu-operator .cache/upstream/NVIDIA+gpu-operator
+    .venv/bin/python hack/nvidia_chart_fixtures.py --git-dir .cache/upstream/NVIDIA+gpu-operator --ref v26.7.0
+
+(.cache/ is git-ignored; $OCP_GPU_UPSTREAM names another directory of such clones.)
 
 The same helm renders both charts (harness.binaries.ensure_helm: hack/build-helm.sh).  NB: at
 the tag, NVIDIA's Chart.yaml says version v1.0.0-devel and appVersion main-latest; its release
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import subprocess
 import sys
 import tarfile
@@ -109,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--repo", type=Path, default=Path("/work/.mirror/NVIDIA+gpu-operator/repo"))
+    upstream = Path(os.environ.get("OCP_GPU_UPSTREAM", ROOT / ".cache" / "upstream"))
+    parser.add_argument("--git-dir", dest="repo", type=Path, default=upstream / "NVIDIA+gpu-operator")
     parser.add_argument("--ref", default="v26.7.0")
     args = parser.parse_args(argv)
     commit = git(args.repo, "rev-parse", f"{args.ref}^{{commit}}").decode().strip()
