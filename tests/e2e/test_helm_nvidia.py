@@ -28,9 +28,9 @@ import pytest
 import yaml
 from kubernetes import client
 
+from ocp_gpu.harness import crds, tokens
 from ocp_gpu.harness import helm as helm_harness
 from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import tokens
 from ocp_gpu.harness.binaries import HelmTools
 from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
@@ -63,7 +63,7 @@ def restore_crds(control_plane: LocalControlPlane) -> None:
     """The session's CRDs as the other tests expect them."""
     for path in (CRD_PATH, DRIVER_CRD_PATH):
         kubectl(control_plane, "apply", "--server-side", "--force-conflicts", "-f", str(path))
-    kubectl(control_plane, "wait", "--for=condition=Established", f"crd/{CRD_NAME}", f"crd/{DRIVER_CRD_NAME}")
+    crds.wait_until_served(control_plane.api_client(), [CRD_NAME, DRIVER_CRD_NAME])
 
 
 @pytest.mark.timeout(900)
