@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from ocp_gpu.harness import crds, stages
 from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import stages
 from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
@@ -38,13 +38,8 @@ CONDITION_NAME = "ocp-gpu.v0.1.0"
 @pytest.fixture(scope="module")
 def operatorcondition_crd(control_plane: LocalControlPlane) -> None:
     kubectl(control_plane, "apply", "--server-side", "-f", str(CRD_PATH))
-    crds = client.ApiextensionsV1Api(control_plane.api_client())
-
-    def established() -> bool:
-        crd = crds.read_custom_resource_definition(f"{PLURAL}.{GROUP}")
-        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or ())
-
-    wait_for(established, 60, what="OperatorCondition CRD established")
+    with control_plane.api_client() as api:
+        crds.wait_until_served(api, [f"{PLURAL}.{GROUP}"])
 
 
 @pytest.fixture
