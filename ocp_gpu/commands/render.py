@@ -431,7 +431,11 @@ def operand_manifests(
             operand,
             policy,
             operand_common.OperandRenderInputs(
-                namespace, openshift, image, monitoring_api=inputs.serves_monitoring
+                namespace,
+                openshift,
+                image,
+                monitoring_api=inputs.serves_monitoring,
+                wait_image=operand_rendering.wait_image(policy, inputs.view.env),
             ),
         )
     # Beside the operands: the operator's own metrics Service, ServiceMonitor, alerts and dashboard.

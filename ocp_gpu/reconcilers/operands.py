@@ -182,7 +182,11 @@ async def reconcile_operand(
         # NB: nothing is applied or deleted: what runs keeps running until the ConfigMap fits.
         return OperandOutcome(enabled=True, problem=problem, errors=errors)
     inputs = common.OperandRenderInputs(
-        rt.namespace, platform.is_openshift, image, monitoring_api=_monitoring_api(rt)
+        rt.namespace,
+        platform.is_openshift,
+        image,
+        monitoring_api=_monitoring_api(rt),
+        wait_image=operand_rendering.wait_image(policy, rt.env),
     )
     kept = operand_render_cache.operand_manifests(operand, policy, inputs)
     for one in kept:

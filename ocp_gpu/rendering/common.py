@@ -41,6 +41,11 @@ class OperandRenderInputs:
     extra: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # monitoring.coreos.com is served: ServiceMonitors may be rendered.
     monitoring_api: bool = False
+    # The image of the init containers that wait for a validation marker (`sh -c 'until [ -f
+    # …]; do …; sleep 5; done'`): the operator's own (VALIDATOR_IMAGE), which has sh and sleep,
+    # as NVIDIA runs them from its validator.  NB: an operand image need not have sleep (the
+    # DCGM exporter's distroless image has none: model/image_contracts.py).  None: the operand's.
+    wait_image: ImageRef | None = None
 
 
 @dataclasses.dataclass(frozen=True)

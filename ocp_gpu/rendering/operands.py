@@ -20,8 +20,10 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from ocp_gpu.model import labels, operands
+from ocp_gpu.model import images, labels, operands
 from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model.images import ImageRef
+from ocp_gpu.model.problems import PolicyProblem
 from ocp_gpu.planning import operands as operand_planning
 from ocp_gpu.rendering import (
     common,
@@ -116,6 +118,7 @@ def operand_context(
         "image_pull_secrets": [{"name": name} for name in dict.fromkeys(spec.image.pull_secrets)],
         "pod_security_context": dict(daemonsets.pod_security_context),
         "image": inputs.image,
+        "wait_image": inputs.wait_image or inputs.image,
         "pull_policy": spec.image.pull_policy.value,
         "container": identity.container,
         "args": list(spec.args),
@@ -125,6 +128,13 @@ def operand_context(
         "validations_dir": common.VALIDATIONS_DIR,
         **extra,
     }
+
+
+def wait_image(policy: policy_model.Policy, env: Mapping[str, str]) -> ImageRef | None:
+    """The image of the validation-marker waits: the validator's (the operator's own); None
+    when it cannot be resolved (the operand's own image then, and the validator reports why)."""
+    resolved = images.resolve_image(policy.validator.image, component="validator", env=env)
+    return None if isinstance(resolved, PolicyProblem) else resolved
 
 
 def covered() -> frozenset[str]:

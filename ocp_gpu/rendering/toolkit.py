@@ -46,7 +46,10 @@ def extra_context(policy: policy_model.Policy, inputs: common.OperandRenderInput
             "ROOT": toolkit.install_dir,
             "NVIDIA_DRIVER_ROOT": "/run/nvidia/driver",
             "NVIDIA_RUNTIME_SET_AS_DEFAULT": "false",
-            "RUNTIME_CLASS": policy.operator.runtime_class,
+            # NB: the installer's name for it (NVIDIA_RUNTIME_NAME's alias, NVIDIA's operator sets
+            # this one): NVIDIA/nvidia-container-toolkit@v1.20.0 cmd/nvidia-ctk-installer/container/
+            # runtime/runtime.go.  No program reads RUNTIME_CLASS (model/image_contracts.py).
+            "CONTAINERD_RUNTIME_CLASS": policy.operator.runtime_class,
         },
         "wait_for_driver": common.marker_wait(DRIVER_READY_MARKER, "the driver validation"),
         "install_dir": toolkit.install_dir,

@@ -22,7 +22,7 @@ IDENTITY: Final = common.Identity(
     component="nvidia-operator-validator",
     service_account="nvidia-operator-validator",
     container="nvidia-operator-validator",
-    owned_env=frozenset({"NODE_NAME", "OPERATOR_NAMESPACE", "VALIDATOR_IMAGE"}),
+    owned_env=frozenset({"NODE_NAME", "OPERATOR_NAMESPACE"}),
 )
 # The cluster-scoped read of nodes the plugin validation needs.
 CLUSTER_ROLE: Final = "ocp-gpu-nvidia-operator-validator"
@@ -52,6 +52,5 @@ def extra_context(policy: policy_model.Policy, inputs: common.OperandRenderInput
             for name in VALIDATIONS
             if enabled[name]
         ],
-        "driver_root": policy.device_plugin.nvidia_driver_root,
         "cluster_role": CLUSTER_ROLE,
     }
