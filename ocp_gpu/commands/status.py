@@ -77,15 +77,15 @@ from rich.table import Table
 from rich.text import Text
 
 from ocp_gpu.kube import clients, reading, requesting, upgrading
-from ocp_gpu.model import apis, custom_resources, labels, nvidia_driver, operands, policy_parser
+from ocp_gpu.model import apis, custom_resources, labels, nvidia_driver, operands, policy_parser, releases
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import snapshot as snapshot_model
 from ocp_gpu.model.nodes import NodeFacts, NodeName
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot, UpgradeState
+from ocp_gpu.planning import driver_versions, pod_selection, policies, upgrade
 from ocp_gpu.planning import mig as mig_planning
 from ocp_gpu.planning import operands as operand_planning
-from ocp_gpu.planning import pod_selection, policies, upgrade
 
 EXIT_SHOWN: Final = 0
 EXIT_UNREADABLE: Final = 1
@@ -244,6 +244,9 @@ class StatusReport:
     rows: tuple[StatusRow, ...]
     time: datetime.datetime
     nvidia_drivers: tuple[NvidiaDriverView, ...] = ()
+    # GPU nodes whose running driver (GFD's label) is newer than this release's default while
+    # driver.version is unset: the operator keeps them on it (DriverNewerThanDefault).
+    newer_than_default: tuple[str, ...] = ()
 
 
 # --- deciding what to show (pure) ------------------------------------------------------------
@@ -467,6 +470,17 @@ def status_report(inputs: StatusInputs, now: datetime.datetime) -> StatusReport:
         ),
         time=now,
         nvidia_drivers=inputs.nvidia_drivers,
+        newer_than_default=_newer_than_default(inputs),
+    )
+
+
+def _newer_than_default(inputs: StatusInputs) -> tuple[str, ...]:
+    """The nodes kept on a driver newer than the release default (none when driver.version is set)."""
+    policy = _parsed(inputs.policy)
+    if policy is None or driver_versions.is_version_pinned(policy):
+        return ()
+    return driver_versions.newer_than_default_nodes(
+        {name: facts.labels for name, facts in inputs.nodes.items()}, releases.DEFAULT_DRIVER.version
     )
 
 
@@ -495,6 +509,7 @@ def report_json(report: StatusReport) -> dict[str, Any]:
             "ignored": list(policy.ignored),
         },
         "namespace": report.namespace,
+        "newer_than_default": list(report.newer_than_default),
         "upgradePolicy": {
             "autoUpgrade": rules.auto_upgrade,
             "maxParallelUpgrades": rules.max_parallel_upgrades,
@@ -553,6 +568,14 @@ def header_lines(report: StatusReport) -> list[str]:
     )
     if report.halted:
         lines.append(f"  no upgrade pass: {report.halted}")
+    if report.newer_than_default:
+        nodes = report.newer_than_default
+        named = ", ".join(nodes[:5]) + (" ..." if len(nodes) > 5 else "")
+        lines.append(
+            f"  drivers newer than the release default {releases.DEFAULT_DRIVER.version}: "
+            f"{len(nodes)} node(s) kept on theirs ({named}); "
+            "set driver.version to decide (DriverNewerThanDefault)"
+        )
     metrics = dataclasses.asdict(report.counts)
     lines.append("  " + " ".join(f"{name}={value}" for name, value in metrics.items()))
     for driver in report.nvidia_drivers:

@@ -19,7 +19,15 @@ from ocp_gpu.kube import reading
 from ocp_gpu.model import images, nodes, snapshot
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
-from ocp_gpu.planning import config_maps, delivery, driver_fallback, driver_strategy, drivers, imagestreams
+from ocp_gpu.planning import (
+    config_maps,
+    delivery,
+    driver_fallback,
+    driver_strategy,
+    driver_versions,
+    drivers,
+    imagestreams,
+)
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.rendering import drivers as rendering
 
@@ -125,6 +133,14 @@ def desired_driver_manifests(
         settings = dataclasses.replace(settings, dtk_fallback=dict(fallback.keys))
         pending = fallback.pending
     plan = drivers.plan_driver_daemonsets(observed, settings)
+    if not driver_versions.is_version_pinned(policy):
+        # driver.version unset: nodes already on a newer driver keep it (no silent downgrade)
+        plan, _ = driver_versions.plan_keep_newer(
+            plan,
+            driver_versions.versions_of([(f.name, f.labels) for f in view.node_facts if f.is_gpu_node]),
+            {daemonset.name: daemonset.image for daemonset in view.daemonsets},
+            driver_versions.default_version(settings.driver_image),
+        )
     if adjust is not None:
         plan = adjust(plan)
     config_problem = config_map_problem(policy, view, plan.desired)

@@ -110,3 +110,12 @@ CLUSTER_MONITORING: Final = "openshift.io/cluster-monitoring"
 CONSOLE_DASHBOARD: Final = "console.openshift.io/dashboard"
 # On a ConfigMap: the Grafana sidecar (kube-prometheus-stack) loads it as a dashboard.
 GRAFANA_DASHBOARD: Final = "grafana_dashboard"
+
+# GPU feature discovery's labels of the driver a node runs (NVIDIA/k8s-device-plugin
+# internal/lm/nvml.go): the full version (GFD v0.15+), and the older major/minor/rev triple.
+CUDA_DRIVER_VERSION_FULL: Final = "nvidia.com/cuda.driver-version.full"
+CUDA_DRIVER_VERSION_PARTS: Final = (
+    "nvidia.com/cuda.driver.major",
+    "nvidia.com/cuda.driver.minor",
+    "nvidia.com/cuda.driver.rev",
+)

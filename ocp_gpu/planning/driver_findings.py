@@ -6,6 +6,7 @@ Plain data: deciding which findings hold is planning/drivers.py's job.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -132,6 +133,34 @@ class DriverToolkitFallback:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class DriverNewerThanDefault:
+    """A driver DaemonSet kept on its nodes' newer driver instead of the release default."""
+
+    reason: ClassVar[str] = "DriverNewerThanDefault"
+    daemonset: str
+    # The nodes that run the kept (newest) version.
+    nodes: tuple[NodeName, ...]
+    running: str
+    default: str
+
+    @property
+    def message(self) -> str:
+        named = ", ".join(self.nodes[:NAMED_NEWER_NODES])
+        more = (
+            f" and {len(self.nodes) - NAMED_NEWER_NODES} more" if len(self.nodes) > NAMED_NEWER_NODES else ""
+        )
+        return (
+            f"{self.daemonset}: {len(self.nodes)} node(s) ({named}{more}) run driver {self.running}, "
+            f"newer than this release's default {self.default}; kept {self.running} instead of rolling "
+            f"them back. Set driver.version to decide: {self.running} keeps it, {self.default} rolls back"
+        )
+
+
+# How many nodes a DriverNewerThanDefault message names before "and N more".
+NAMED_NEWER_NODES = 5
+
+
 Finding = (
     MissingDriverToolkitTag
     | DriverToolkitStreamProblem
@@ -141,4 +170,5 @@ Finding = (
     | WaitingForHandover
     | UnidentifiedDaemonSet
     | DriverToolkitFallback
+    | DriverNewerThanDefault
 )

@@ -38,6 +38,8 @@ EVENTED: Final[Mapping[str, tuple[str, str]]] = {
     "NodeFeatureLabelStale": ("NodeFeatureLabelStale", "Warning"),
     "NodeFeatureLabelsMissing": ("NodeFeatureLabelsMissing", "Warning"),
     "DriverDaemonSetDeferred": ("DriverDaemonSetDeferred", "Warning"),
+    # Nodes kept on a driver newer than the release default (planning/driver_versions.py).
+    "DriverNewerThanDefault": ("DriverNewerThanDefault", "Warning"),
     monitoring.MonitoringUnavailable.reason: (monitoring.MonitoringUnavailable.reason, "Warning"),
     UNSUPPORTED: (UNSUPPORTED, "Warning"),
     MIG_CONFIG_FAILED: (MIG_CONFIG_FAILED, "Warning"),

@@ -416,6 +416,7 @@ def test_json_output_shape() -> None:
         "budget",
         "nodes",
         "nvidiaDrivers",
+        "newer_than_default",
     }
     assert document["nvidiaDrivers"] == []
     assert document["time"] == "2025-03-01T12:00:00Z"
