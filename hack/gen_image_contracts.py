@@ -305,9 +305,13 @@ READERS = {"go": read_go, "cpp": read_cpp, "shell": read_shell}
 
 
 def dockerfile_entrypoint(text: str) -> list[str]:
-    """The last ENTRYPOINT of the Dockerfile (exec form), [] when it has none."""
+    """The last ENTRYPOINT of the Dockerfile (exec form, the executable by name), [] when none."""
     found = re.findall(r"^ENTRYPOINT\s+(\[.*\])\s*$", text, re.M)
-    return list(json.loads(found[-1])) if found else []
+    if not found:
+        return []
+    # NB: the executable by name (each is on the image's PATH): the paths are the image's own.
+    entry = list(json.loads(found[-1]))
+    return [Path(entry[0]).name, *entry[1:]]
 
 
 def dockerfile_executables(text: str) -> set[str]:

@@ -264,7 +264,7 @@ CONTRACTS: Final = {
         commit="5505e2f94d9aaa08561490db974ba3cd676af209",
         note="the image's tag",
         dockerfile="deployments/container/Dockerfile",
-        entrypoint=tuple(["/work/nvidia-ctk-installer"]),
+        entrypoint=tuple(["nvidia-ctk-installer"]),
         base=frozenset(
             ["[", "cat", "cp", "echo", "env", "grep", "ln", "ls", "mkdir", "rm", "sh", "sleep", "test"]
         ),
@@ -998,7 +998,7 @@ CONTRACTS: Final = {
         commit="691c92762eb551313c825f6efe4ceeee20982801",
         note="the newest tag NVIDIA/dcgm-exporter had when read (4.6.0-4.8.3, the image's own, was not tagged yet)",
         dockerfile="docker/Dockerfile",
-        entrypoint=tuple(["/usr/bin/dcgm-exporter-entrypoint.sh"]),
+        entrypoint=tuple(["dcgm-exporter-entrypoint.sh"]),
         base=frozenset(["bash", "env", "ldconfig", "lshw", "setcap", "sh"]),
         base_note="distroless/cc (the runtime-distroless stage) with sh, bash, env, lshw, setcap and ldconfig copied in: no sleep, no coreutils",
         programs=(
