@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.upgrades import UpgradeState
-from ocp_gpu.planning import upgrade
+from ocp_gpu.planning import driver_currency, upgrade
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = Path("docs/upgrade-state-machine.md")
@@ -110,6 +110,31 @@ def render() -> str:
         cells = (_state_name(state), rule.meaning, _while_there(rule), _leaving(rule), _timeout(rule))
         lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
     lines += [
+        "",
+        "## What makes a driver pod outdated",
+        "",
+        "A driver pod whose `controller-revision-hash` is its DaemonSet's current revision is current. "
+        "One made from an older template is outdated only when what it installs on the node differs "
+        "from what the current template installs (`ocp_gpu/planning/driver_currency.py`, "
+        "`outdated_reasons`): "
+        f"the image of `{driver_currency.DRIVER_CONTAINER}` (driver repository, image and version); "
+        f"the image of `{driver_currency.DTK_CONTAINER}` (the driver toolkit it builds with); "
+        "the driver container's "
+        + ", ".join(
+            f"`{name}` (absent: `{default}`)" for name, default in driver_currency.INSTALL_ENV.items()
+        )
+        + "; the module containers "
+        + ", ".join(f"`{name}`" for name in driver_currency.MODULE_CONTAINERS)
+        + " and their images; and every ConfigMap or Secret mounted into the driver container under "
+        + ", ".join(f"`{path}`" for path in driver_currency.CONFIG_DIRS)
+        + " (repository, certificate, kernel module and licensing configuration), by name and path.",
+        "",
+        "Nothing else counts: labels, annotations, probes, resources, tolerations, the init container, "
+        "other env and mounts. So a pod another operator (NVIDIA's GPU Operator) or an older ocp-gpu made, "
+        "or one from before a change to such a field, runs the desired driver: its node goes to "
+        "`upgrade-done` without cordon, drain or restart, and the new template applies at the pod's next "
+        "natural restart. The ClusterPolicy condition `DriverPodsOnPreviousTemplate` (and one Event) "
+        "gives their count and names the first few.",
         "",
         "## The budget",
         "",

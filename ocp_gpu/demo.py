@@ -63,6 +63,8 @@ DTK_TAGS = {
 RHCOS_NEXT = "418.94.202502250000-0"
 NEXT_DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "c" * 64
 NAMESPACE = labels.OPENSHIFT_NAMESPACE
+# Every driver pod (a DTK one's app is its DaemonSet's name).
+DRIVER_PODS = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
 NEXT_DRIVER = "550.127.05"
 # How long the scenario waits for the operator at each step before it fails, naming the step: long
 # enough for a loaded laptop (a step takes seconds on an idle one), short of hanging for ever.
@@ -516,7 +518,7 @@ def _driver_upgrade(api: client.ApiClient, narrator: Narrator) -> None:
 
     def rolled() -> bool:
         gpu = driver_nodes()
-        pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"{labels.APP}={labels.DRIVER_APP}").items
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector=DRIVER_PODS).items
         current = [
             p
             for p in pods
@@ -616,7 +618,7 @@ def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator
     (a live terminal; elsewhere the narration is printed as it is said)."""
     core = client.CoreV1Api(api)
     pods_by_node: dict[str, str] = {}
-    for pod in core.list_namespaced_pod(NAMESPACE, label_selector=f"{labels.APP}={labels.DRIVER_APP}").items:
+    for pod in core.list_namespaced_pod(NAMESPACE, label_selector=DRIVER_PODS).items:
         ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
         # The driver version from the image tag (<version>-<os>).
         version = pod.spec.containers[0].image.rsplit(":", 1)[-1].split("-")[0]

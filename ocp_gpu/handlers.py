@@ -71,7 +71,9 @@ def operator_settings() -> kopf.OperatorSettings:
     for kind in owning.OWNED_KINDS:
         settings.watching.label_selectors[kind.group, kind.plural] = OWNED_SELECTOR
     # The driver DaemonSets' revisions (the DaemonSet controller copies the template's labels).
-    settings.watching.label_selectors["apps", "controllerrevisions"] = f"{labels.APP}={labels.DRIVER_APP}"
+    settings.watching.label_selectors["apps", "controllerrevisions"] = (
+        f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
+    )
     # Initial lists in pages: at thousands of nodes one unpaged list is tens of megabytes at once.
     settings.watching.chunk_size = requesting.LIST_PAGE
     settings.watching.field_selectors[apis.IMAGE_GROUP, "imagestreams"] = (

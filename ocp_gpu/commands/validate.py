@@ -201,7 +201,8 @@ def validate_driver(host_root: Path, root: Path, timeout: float, env: Mapping[st
     `host_root`), then the operator's driver container's root.
     """
     check = (
-        "check the driver pod on this node (kubectl get pods -l app=nvidia-driver-daemonset -o wide, "
+        "check the driver pod on this node "
+        "(kubectl get pods -l app.kubernetes.io/component=nvidia-driver -o wide, "
         f"then its log) and that its root is mounted at {root}"
     )
     failures: list[str] = []

@@ -72,7 +72,7 @@ RHCOS_OLD: Final = "416.94.202407030122-0"
 RHCOS_NEW: Final = "417.94.202410090854-0"
 _DTK: Final = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
 DTK_TAGS: Final = {RHCOS_OLD: _DTK + "a" * 64, RHCOS_NEW: _DTK + "b" * 64}
-DRIVER_SELECTOR: Final = f"{labels.APP}={labels.DRIVER_APP}"
+DRIVER_SELECTOR: Final = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
 GPU_NODE_SELECTOR: Final = f"{labels.NFD_NVIDIA_PCI}=true"
 MANAGED_SELECTOR: Final = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
 # The upgrade states that hold a slot of maxParallelUpgrades (planning.upgrade.IN_PROGRESS).

@@ -146,7 +146,7 @@ VALIDATED_CONTAINERS: Final = {
 }
 # (namespace, node, operand) -> whether the operand's marker exists on the node.
 _MarkerCheck = Callable[[str, str, operands.Operand], bool]
-_APPS_SELECTOR: Final = f"{labels.APP} in ({','.join(operands.POD_APPS)})"
+_APPS_SELECTOR: Final = operands.OPERAND_POD_SELECTOR
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
@@ -166,7 +166,7 @@ def validated_operands(pod: Mapping[str, Any]) -> tuple[operands.Operand, ...]:
 
 
 def _app(obj: Mapping[str, Any]) -> str:
-    return str(((obj.get("metadata") or {}).get("labels") or {}).get(labels.APP, ""))
+    return operands.pod_app((obj.get("metadata") or {}).get("labels") or {})
 
 
 class NodeAgent:
@@ -673,7 +673,7 @@ def _daemonset_app(daemonset: Mapping[str, Any]) -> str:
     template_labels = (((daemonset.get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
         "labels"
     ) or {}
-    return str(template_labels.get(labels.APP, ""))
+    return operands.pod_app(template_labels)
 
 
 def main(argv: list[str] | None = None) -> int:

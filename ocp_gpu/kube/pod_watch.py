@@ -21,11 +21,11 @@ from urllib.parse import quote
 import kopf
 
 from ocp_gpu.kube import reading, upgrading, watching
-from ocp_gpu.model import labels, operands, pods
+from ocp_gpu.model import operands, pods
 from ocp_gpu.planning import pod_selection
 
 # Every operand's pods (readiness per node for the status), driver and validator pods included.
-OPERAND_POD_SELECTOR: Final = f"{labels.APP} in ({','.join(operands.POD_APPS)})"
+OPERAND_POD_SELECTOR: Final = operands.OPERAND_POD_SELECTOR
 
 
 def pod_facts(body: Mapping[str, Any]) -> pods.PodFacts:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from ocp_gpu.model import custom_resources, imagestreams, labels, nodes, operands, snapshot, upgrades
 from ocp_gpu.model import nvidia_driver as nvidia_driver_model
 from ocp_gpu.model.proxy import ClusterProxy
-from ocp_gpu.planning import delivery
+from ocp_gpu.planning import delivery, driver_currency
 
 R = TypeVar("R", bound=custom_resources.CustomResource)
 
@@ -69,6 +69,7 @@ def driver_daemonset(body: Mapping[str, Any]) -> snapshot.DriverDaemonSet:
         number_misscheduled=int(status.get("numberMisscheduled", 0)),
         number_ready=int(status.get("numberReady", 0)),
         updated_number_scheduled=int(status.get("updatedNumberScheduled", 0)),
+        install=driver_currency.driver_install(pod_spec),
     )
 
 
@@ -129,7 +130,7 @@ def operand_pod(body: Mapping[str, Any]) -> operands.OperandPod:
     return operands.OperandPod(
         name=str(metadata.get("name", "")),
         # NB: interned: a handful of apps and one name per node, repeated by thousands of pods.
-        app=sys.intern(str((metadata.get("labels") or {}).get(labels.APP, ""))),
+        app=sys.intern(operands.pod_app(metadata.get("labels") or {})),
         node=sys.intern(str((body.get("spec") or {}).get("nodeName", ""))),
         ready=bool(ready),
     )

@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 from ocp_gpu.kube import clients, reading, reporting, requesting
 from ocp_gpu.model import labels, snapshot, upgrades
+from ocp_gpu.model.driver_install import DriverInstall
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import UpgradePolicy
 from ocp_gpu.model.upgrades import (
@@ -33,14 +34,14 @@ from ocp_gpu.model.upgrades import (
     ValidatorPod,
     WorkloadPod,
 )
-from ocp_gpu.planning import pod_selection, upgrade
+from ocp_gpu.planning import driver_currency, pod_selection, upgrade
 
 # The seed's `kubectl logs ... | grep controllers.Upgrade` finds these lines.
 logger = logging.getLogger(labels.UPGRADE_LOGGER)
 
 MERGE_PATCH: Final = "application/merge-patch+json"
-# Every driver pod of the ClusterPolicy's DaemonSets carries app=nvidia-driver-daemonset (DESIGN §2);
-# with NVIDIADrivers the selector is planning.pod_selection.driver_pod_selector's.
+# Every driver pod of the ClusterPolicy's DaemonSets (app.kubernetes.io/component=nvidia-driver, no
+# pool label); with NVIDIADrivers the selector is planning.pod_selection.driver_pod_selector's.
 DRIVER_SELECTOR: Final = upgrades.DRIVER_APP_SELECTOR
 # Every GPU node (NFD's label): the nodes the upgrade manages.
 GPU_NODE_SELECTOR: Final = f"{labels.NFD_NVIDIA_PCI}=true"
@@ -335,7 +336,24 @@ def driver_pod(body: Mapping[str, Any]) -> DriverPod:
         restart_count=max((int(c.get("restartCount", 0)) for c in unready), default=0),
         waiting_reason=sys.intern(waiting),
         selector_labels=_shared_pairs(pod_selection.selector_labels(metadata.get("labels") or {})),
+        install=_shared_install(driver_currency.driver_install(body.get("spec") or {})),
     )
+
+
+# What driver pods install: a handful of distinct values (one per driver version and key) shared by
+# thousands of DriverPods; bounded, as _PAIRS.
+_INSTALLS: dict[DriverInstall, DriverInstall] = {}
+
+
+def _shared_install(install: DriverInstall | None) -> DriverInstall | None:
+    if install is None:
+        return None
+    shared = _INSTALLS.get(install)
+    if shared is not None:
+        return shared
+    if len(_INSTALLS) < _PAIRS_MAX:
+        _INSTALLS[install] = install
+    return install
 
 
 def _node_name(body: Mapping[str, Any]) -> NodeName:
@@ -521,7 +539,7 @@ def list_controller_revisions(api: clients.ApiClient, namespace: str, selector: 
     """DaemonSet name -> current revision hash, from the ControllerRevisions matching `selector`.
 
     NB: the DaemonSet controller labels each revision with the pod template's labels, so
-    the driver pods' selector (app=nvidia-driver-daemonset) finds every driver DaemonSet's.
+    the driver pods' selector (their component label) finds every driver DaemonSet's.
     """
     items = requesting.list_items(
         api, f"/apis/apps/v1{_in(namespace)}/controllerrevisions", [("labelSelector", selector)]

@@ -61,11 +61,15 @@ DTK_DAEMONSET: Final = "openshift.driver-toolkit"
 DTK_RHCOS: Final = "openshift.driver-toolkit.rhcos"
 # No driver-toolkit ImageStream tag exists for this RHCOS version.
 DTK_IMAGE_MISSING: Final = "openshift.driver-toolkit.rhcos-image-missing"
-# Every driver pod carries app=nvidia-driver-daemonset (the seed's `-lapp=` works).
+# A vanilla or precompiled driver pod carries app=nvidia-driver-daemonset (the seed's `-lapp=`);
+# a DTK one app=<its DaemonSet's name>, as NVIDIA's, whose selector that is (select every driver
+# pod on COMPONENT=DRIVER_COMPONENT).
 APP: Final = "app"
 DRIVER_APP: Final = "nvidia-driver-daemonset"
 # The component a DaemonSet belongs to, e.g. nvidia-driver.
 COMPONENT: Final = "app.kubernetes.io/component"
+# NVIDIA's selectors of the validator and GPU feature discovery include it (model/operands.py).
+PART_OF: Final = "app.kubernetes.io/part-of"
 # The driver key (RHCOS version, OS, kernel+OS) of a driver DaemonSet.
 DRIVER_KEY: Final = "ocp-gpu.io/driver-key"
 # How a driver DaemonSet gets its driver: dtk, vanilla or precompiled (planning/drivers.Strategy).

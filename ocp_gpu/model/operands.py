@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
 from typing import Final
 
 from ocp_gpu.model import images, labels
@@ -39,6 +40,9 @@ class Operand:
     readiness: Readiness = Readiness.POD_ON_EVERY_NODE
     # False for the driver: it plans its own DaemonSets (one per key, planning/drivers.py).
     generic: bool = True
+    # Pod labels NVIDIA's DaemonSet selects on besides app=<app> (its assets/*/0500_daemonset.yaml
+    # at the release we pin): the selector is immutable, so an equal one updates NVIDIA's in place.
+    nvidia_selector_extra: tuple[tuple[str, str], ...] = ()
 
     @property
     def component(self) -> str:
@@ -49,6 +53,11 @@ class Operand:
     def app(self) -> str:
         """The `app` label of its pods."""
         return labels.DRIVER_APP if self.name == "driver" else self.daemonset
+
+    @property
+    def selector(self) -> dict[str, str]:
+        """The DaemonSet's pod selector: NVIDIA's for the same DaemonSet (DESIGN §4)."""
+        return {labels.APP: self.app, **dict(self.nvidia_selector_extra)}
 
     @property
     def deploy_label(self) -> str:
@@ -62,9 +71,19 @@ class Operand:
 
 DRIVER: Final = Operand("driver", "driver", "nvidia-driver-daemonset", generic=False)
 CONTAINER_TOOLKIT: Final = Operand("container-toolkit", "toolkit", "nvidia-container-toolkit-daemonset")
-OPERATOR_VALIDATOR: Final = Operand("operator-validator", "validator", "nvidia-operator-validator")
+OPERATOR_VALIDATOR: Final = Operand(
+    "operator-validator",
+    "validator",
+    "nvidia-operator-validator",
+    nvidia_selector_extra=((labels.PART_OF, "gpu-operator"),),
+)
 DEVICE_PLUGIN: Final = Operand("device-plugin", "devicePlugin", "nvidia-device-plugin-daemonset")
-GPU_FEATURE_DISCOVERY: Final = Operand("gpu-feature-discovery", "gfd", "gpu-feature-discovery")
+GPU_FEATURE_DISCOVERY: Final = Operand(
+    "gpu-feature-discovery",
+    "gfd",
+    "gpu-feature-discovery",
+    nvidia_selector_extra=((labels.PART_OF, "nvidia-gpu"),),
+)
 DCGM: Final = Operand("dcgm", "dcgm", "nvidia-dcgm")
 DCGM_EXPORTER: Final = Operand("dcgm-exporter", "dcgmExporter", "nvidia-dcgm-exporter")
 MIG_MANAGER: Final = Operand("mig-manager", "migManager", "nvidia-mig-manager")
@@ -95,8 +114,19 @@ OPERANDS: Final = (
 EVERY_GPU_NODE: Final = tuple(operand for operand in OPERANDS if operand is not MIG_MANAGER)
 # The operands rendered by the generic mechanism from templates/state-<name>/.
 GENERIC: Final = tuple(operand for operand in OPERANDS if operand.generic)
-# The `app` label values of every operand pod, e.g. for a pod watch's label selector.
+# The `app` label values of every operand pod (a DTK driver pod's is its DaemonSet's name: `pod_app`).
 POD_APPS: Final = tuple(operand.app for operand in OPERANDS)
+# A label selector that every operand pod matches, for the pod watches: NB not `app in (POD_APPS)`,
+# since a DTK driver pod's app is its DaemonSet's name (NVIDIA's selector); `pod_app` sorts them.
+OPERAND_POD_SELECTOR: Final = labels.APP
+
+
+def pod_app(pod_labels: Mapping[str, str]) -> str:
+    """The operand app of a pod's labels: DRIVER_APP for every driver pod (app.kubernetes.io/
+    component=nvidia-driver, whatever its app), else its `app` label ("" without one)."""
+    if pod_labels.get(labels.COMPONENT) == labels.DRIVER_COMPONENT:
+        return labels.DRIVER_APP
+    return str(pod_labels.get(labels.APP, ""))
 
 
 def by_name(name: str) -> Operand:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import NewType
 
 from ocp_gpu.model import labels, nodes
+from ocp_gpu.model.driver_install import DriverInstall
 from ocp_gpu.model.nodes import NodeName
 
 # An RHCOS build as NFD reports it (`416.94.202407030122-0`, or `9.6.20250909-0` on OCP >= 4.19).
@@ -180,6 +181,8 @@ class DriverDaemonSet:
     number_misscheduled: int = 0
     number_ready: int = 0
     updated_number_scheduled: int = 0
+    # What its pod template installs (planning/driver_currency); None when it has no driver container.
+    install: DriverInstall | None = None
 
     @property
     def key(self) -> str | None:

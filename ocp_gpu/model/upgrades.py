@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from ocp_gpu.model import labels, operands, snapshot
+from ocp_gpu.model.driver_install import DriverInstall
 from ocp_gpu.model.nodes import NodeFacts, NodeName
 
 # --- the state label ---------------------------------------------------------------
@@ -99,12 +100,14 @@ TIMER_ANNOTATIONS: Final = (
 POD_REVISION_LABEL: Final = "controller-revision-hash"
 # The validator pods that gate validation-required (NVIDIA's operator-validator).
 VALIDATOR_SELECTOR: Final = f"{labels.APP}={operands.OPERATOR_VALIDATOR.app}"
-# The driver pods of the ClusterPolicy's own driver DaemonSets (DESIGN §2; the seed's `-lapp=`).
-DRIVER_APP_SELECTOR: Final = f"{labels.APP}={labels.DRIVER_APP}"
+# The driver pods of the ClusterPolicy's own driver DaemonSets: NB not `app=nvidia-driver-daemonset`,
+# which a DTK driver pod lacks (its app is its DaemonSet's name, as NVIDIA's selector needs), nor an
+# NVIDIADriver pool's (labelled with its NVIDIADriver).
+DRIVER_APP_SELECTOR: Final = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT},!{labels.NVIDIA_DRIVER}"
 # The driver pods of NVIDIADriver pools: NVIDIA's upgrade controller selects them on the component.
 DRIVER_COMPONENT_SELECTOR: Final = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
 # The driver pod labels a selector above reads: all a DriverPod keeps of its labels.
-DRIVER_SELECTOR_KEYS: Final = (labels.APP, labels.COMPONENT)
+DRIVER_SELECTOR_KEYS: Final = (labels.APP, labels.COMPONENT, labels.NVIDIA_DRIVER)
 # NVIDIA appends this to every drain selector so pods can opt out of drains (the operator's own).
 DRAIN_SKIP_SELECTOR: Final = "nvidia.com/gpu-driver-upgrade-drain.skip!=true"
 # Extended resources that mean "this pod uses a GPU": nvidia.com/gpu*, nvidia.com/mig-*.
@@ -157,7 +160,7 @@ class PodRef:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DriverPod:
-    """A driver pod (`app=nvidia-driver-daemonset`, or with NVIDIADrivers its component) on one node."""
+    """A driver pod (`app.kubernetes.io/component=nvidia-driver`) on one node."""
 
     ref: PodRef
     node: NodeName
@@ -175,6 +178,8 @@ class DriverPod:
     waiting_reason: str = ""
     # Its DRIVER_SELECTOR_KEYS labels, sorted (key, value) pairs: which driver selector picks it.
     selector_labels: tuple[tuple[str, str], ...] = ()
+    # What it installs (planning/driver_currency; shared between pods alike); None: unknown.
+    install: DriverInstall | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,6 +191,8 @@ class DriverRevision:
     current_hash: str | None
     # Nodes it should run on but has no pod on (desired - current scheduled); 0 when whole.
     unscheduled: int = 0
+    # What its current template installs: a pod of an older template installing the same is current.
+    install: DriverInstall | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -327,6 +334,7 @@ def driver_revision(daemonset: snapshot.DriverDaemonSet, current_hash: str | Non
         daemonset=daemonset.name,
         current_hash=current_hash,
         unscheduled=max(0, missing) if daemonset.status_is_current else 0,
+        install=daemonset.install,
     )
 
 

@@ -2,15 +2,22 @@
 
 Decides whether the pod is missing, of an unknown revision, outdated, starting, failing or
 Ready, with a sentence for humans.  Never reads the cluster: the upgrade snapshot is given.
+
+NB: a pod of an older template (another revision hash) is outdated only when what it installs
+differs (planning/driver_currency.outdated_reasons): a new operator, or a change to labels,
+probes or the operator's own mounts, is not a new driver.  Such a pod is current
+(`DriverStatus.previous_template`); the new template lands at its next natural restart.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from ocp_gpu.model.upgrades import DriverPod, UpgradeNode, UpgradeSnapshot
+from ocp_gpu.model.upgrades import DriverPod, DriverRevision, UpgradeNode, UpgradeSnapshot
+from ocp_gpu.planning import driver_currency
 
 # A current driver pod whose unready containers restarted more often than this is failing (NVIDIA's).
 DRIVER_RESTART_LIMIT: Final = 10
@@ -26,7 +33,8 @@ class DriverCheck(enum.StrEnum):
     MISSING = "missing"
     # The pod has no DaemonSet, or its DaemonSet's current revision is unknown.
     NO_REVISION = "no-revision"
-    # The pod's controller-revision-hash is not the DaemonSet's current revision.
+    # The pod's controller-revision-hash is not the DaemonSet's current revision, and it installs
+    # another driver (planning/driver_currency).
     OUTDATED = "outdated"
     # Current, not Ready yet.
     STARTING = "starting"
@@ -45,6 +53,8 @@ class DriverStatus:
     pod: DriverPod | None
     # For humans: which pod, which revisions, what it waits for.
     detail: str
+    # Current, yet made from an older template of its DaemonSet (it installs the desired driver).
+    previous_template: bool = False
 
     @property
     def current(self) -> bool:
@@ -64,23 +74,73 @@ def check_driver(node: UpgradeNode, snapshot: UpgradeSnapshot) -> DriverStatus:
         return DriverStatus(
             DriverCheck.NO_REVISION, pod, f"driver pod {pod.ref.name}: {owner} has no known current revision"
         )
-    if pod.revision_hash != revision.current_hash:
-        # The DaemonSet's template changed since this pod was made.
-        going = ", terminating" if pod.terminating else ""
-        return DriverStatus(
-            DriverCheck.OUTDATED,
-            pod,
-            f"driver pod {pod.ref.name} is outdated (revision {pod.revision_hash or 'none'}, "
-            f"{pod.daemonset} is at {revision.current_hash}{going})",
-        )
+    previous = pod.revision_hash != revision.current_hash
+    if previous:
+        # The DaemonSet's template changed since this pod was made: outdated if the driver did.
+        reasons = _install_changes(pod, revision)
+        if reasons:
+            going = ", terminating" if pod.terminating else ""
+            return DriverStatus(
+                DriverCheck.OUTDATED,
+                pod,
+                f"driver pod {pod.ref.name} is outdated (revision {pod.revision_hash or 'none'}, "
+                f"{pod.daemonset} is at {revision.current_hash}{going}: {'; '.join(reasons)})",
+            )
+    if pod.terminating and previous:
+        # NB: going away (someone deleted it): its successor will be of the current template.
+        return DriverStatus(DriverCheck.STARTING, pod, f"driver pod {pod.ref.name} is terminating", previous)
+    on = f" (on the previous template {pod.revision_hash or 'none'}, the same driver)" if previous else ""
     if pod.ready:
-        return DriverStatus(DriverCheck.READY, pod, f"driver pod {pod.ref.name} is current and Ready")
+        return DriverStatus(
+            DriverCheck.READY, pod, f"driver pod {pod.ref.name} is current and Ready{on}", previous
+        )
     why = f" ({pod.waiting_reason})" if pod.waiting_reason else ""
     if pod.restart_count > DRIVER_RESTART_LIMIT:
         # NVIDIA's rule: a pod that keeps restarting will not get better by waiting.
         return DriverStatus(
             DriverCheck.FAILING,
             pod,
-            f"driver pod {pod.ref.name} is failing: {pod.restart_count} restarts{why}",
+            f"driver pod {pod.ref.name} is failing: {pod.restart_count} restarts{why}{on}",
+            previous,
         )
-    return DriverStatus(DriverCheck.STARTING, pod, f"driver pod {pod.ref.name} is not Ready yet{why}")
+    return DriverStatus(
+        DriverCheck.STARTING, pod, f"driver pod {pod.ref.name} is not Ready yet{why}{on}", previous
+    )
+
+
+def _install_changes(pod: DriverPod, revision: DriverRevision) -> tuple[str, ...]:
+    """Why the pod's install is not its DaemonSet's (driver_currency); unknown installs differ."""
+    if pod.install is None or revision.install is None:
+        # NB: not known either side (a pod without a driver container): the revision rules, as before.
+        return ("its install is unknown",)
+    return driver_currency.outdated_reasons(pod.install, revision.install)
+
+
+def on_previous_template(
+    pods: Iterable[DriverPod], revisions: Mapping[str, DriverRevision]
+) -> list[DriverPod]:
+    """The driver pods of an older template of their DaemonSet that install its driver: current.
+
+    By name; a pod whose DaemonSet or current revision is unknown is not counted.
+    """
+    found = []
+    for pod in pods:
+        revision = revisions.get(pod.daemonset) if pod.daemonset else None
+        if revision is None or revision.current_hash is None or pod.revision_hash == revision.current_hash:
+            continue
+        if not pod.terminating and not _install_changes(pod, revision):
+            found.append(pod)
+    return sorted(found, key=lambda pod: pod.ref.name)
+
+
+def describe_previous_template(pods: Sequence[DriverPod], named: int = 5) -> str:
+    """The DriverPodsOnPreviousTemplate condition's message ("" when there are none)."""
+    if not pods:
+        return ""
+    more = f" (+{len(pods) - named} more)" if len(pods) > named else ""
+    names = ", ".join(f"{pod.ref.name} on {pod.node}" for pod in pods[:named])
+    return (
+        f"{len(pods)} driver pod(s) run an older template of their DaemonSet with the desired driver "
+        f"(image, kernel modules and configuration): current, so not restarted; the new template "
+        f"applies at their next restart: {names}{more}"
+    )

@@ -228,7 +228,14 @@ def for_pool(plan: drivers.DriverPlan, pool: str, driver_type: str = "gpu") -> d
                 entry,
                 name=name,
                 labels={**entry.labels, labels.NVIDIA_DRIVER: value},
-                selector={**entry.selector, labels.NVIDIA_DRIVER: value},
+                # NB: a pool keeps app=nvidia-driver-daemonset, strategy and key for every strategy
+                # (NVIDIADriver pools are not taken over from NVIDIA's operator).
+                selector={
+                    labels.APP: labels.DRIVER_APP,
+                    labels.DRIVER_STRATEGY: entry.strategy.value,
+                    labels.DRIVER_KEY: driver_names.key_label_value(entry.key),
+                    labels.NVIDIA_DRIVER: value,
+                },
                 node_selector={**entry.node_selector, labels.NVIDIA_DRIVER_OWNER: value},
             )
         )

@@ -66,7 +66,8 @@ class DesiredDriverDaemonSet:
     node_selector: Mapping[str, str]
     # Identifying labels for the DaemonSet and its pods (strategy, key, Driver Toolkit labels).
     labels: Mapping[str, str]
-    # The pod selector: app=nvidia-driver-daemonset plus strategy and key, so selectors never overlap.
+    # The pod selector (`pod_selector`): NVIDIA's for DTK, else app=nvidia-driver-daemonset plus
+    # strategy and key; selectors never overlap.
     selector: Mapping[str, str]
     driver_image: str
     # The DTK sidecar's image; None outside DTK or when the version's tag is missing.
@@ -257,18 +258,14 @@ def _desired(
         identity_labels[labels.DTK_RHCOS] = key_label_value(key)
         if image_missing:
             identity_labels[labels.DTK_IMAGE_MISSING] = "true"
-    selector = {
-        labels.APP: labels.DRIVER_APP,
-        labels.DRIVER_STRATEGY: strategy.value,
-        labels.DRIVER_KEY: key_label_value(key),
-    }
+    name = keep.name if keep is not None else daemonset_name(key)
     return DesiredDriverDaemonSet(
-        name=keep.name if keep is not None else daemonset_name(key),
+        name=name,
         key=key,
         strategy=strategy,
         node_selector=node_selector(first, strategy),
         labels=identity_labels,
-        selector=selector,
+        selector=pod_selector(strategy, key, name),
         driver_image=image,
         dtk_image=dtk_image,
         image_missing=image_missing,
@@ -281,6 +278,24 @@ def _desired(
         fallback_for=fallback_for,
         fallback_image=settings.dtk_fallback.get(fallback_for) if fallback_for is not None else None,
     )
+
+
+def pod_selector(strategy: Strategy, key: DriverKey, name: str) -> dict[str, str]:
+    """The pod selector of the driver DaemonSet `name` (its pods carry these labels).
+
+    DTK: NVIDIA's, app=<the DaemonSet's name> (its transformOpenShiftDriverToolkitContainer at
+    the release we pin), so NVIDIA's DaemonSet of the same RHCOS version is updated in place and
+    handed back the same way.  Vanilla and precompiled: app=nvidia-driver-daemonset plus the
+    strategy and key, so selectors never overlap (NVIDIA's do not differ per key: those are
+    replaced, kube/adopting.py).
+    """
+    if strategy is Strategy.DTK:
+        return {labels.APP: name}
+    return {
+        labels.APP: labels.DRIVER_APP,
+        labels.DRIVER_STRATEGY: strategy.value,
+        labels.DRIVER_KEY: key_label_value(key),
+    }
 
 
 def _unique_names(
@@ -304,7 +319,7 @@ def _unique_names(
             # the name belongs to another key: take the key's own hashed name
             name = hashed_name(entry.key, f"{entry.strategy.value}:{entry.key}")
             owner[name] = identity
-            entry = replace(entry, name=name)
+            entry = replace(entry, name=name, selector=pod_selector(entry.strategy, entry.key, name))
         result.append(entry)
     return result
 

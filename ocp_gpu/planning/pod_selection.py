@@ -54,7 +54,7 @@ def driver_pod_selector(nvidia_driver_mode: bool) -> str:
 
     With `driver.useNvidiaDriverCRD` the NVIDIADriver pools' pods, selected as NVIDIA's upgrade
     controller does, on app.kubernetes.io/component=nvidia-driver; otherwise the ClusterPolicy's,
-    on app=nvidia-driver-daemonset (DESIGN §2).
+    on the same label without a pool's (a DTK driver pod's app is its DaemonSet's name).
     """
     return upgrades.DRIVER_COMPONENT_SELECTOR if nvidia_driver_mode else upgrades.DRIVER_APP_SELECTOR
 

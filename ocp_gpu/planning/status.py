@@ -28,6 +28,8 @@ STATE_IGNORED: Final = "ignored"
 UNREADY_NODES_NAMED: Final = 3
 # A field accepted for compatibility with NVIDIA's schema that ocp-gpu does not act on (model/fields.py).
 UNSUPPORTED: Final = "UnsupportedSetting"
+# Driver pods made from an older template of their DaemonSet, current by planning/driver_currency.
+PREVIOUS_TEMPLATE: Final = "DriverPodsOnPreviousTemplate"
 # A node's MIG reconfiguration failed (nvidia.com/mig.config.state=failed).
 MIG_CONFIG_FAILED: Final = "MIGConfigFailed"
 # Conditions that also become an Event when they appear or change: type -> (reason, Event type).
@@ -43,6 +45,7 @@ EVENTED: Final[Mapping[str, tuple[str, str]]] = {
     monitoring.MonitoringUnavailable.reason: (monitoring.MonitoringUnavailable.reason, "Warning"),
     UNSUPPORTED: (UNSUPPORTED, "Warning"),
     MIG_CONFIG_FAILED: (MIG_CONFIG_FAILED, "Warning"),
+    PREVIOUS_TEMPLATE: (PREVIOUS_TEMPLATE, "Normal"),
 }
 # Conditions that become an Event when they turn False (a check that did not pass), reason from the condition.
 EVENTED_WHEN_FALSE: Final[Mapping[str, str]] = {upgrade_preflight.CONDITION: "Warning"}
@@ -181,6 +184,8 @@ class PassOutcome:
     mig_failed: Sequence[mig.MigNodeState] = ()
     # During an OpenShift upgrade: whether its RHCOS builds are ready for the GPU nodes.
     preflight: conditions.Condition | None = None
+    # driver_check.describe_previous_template: driver pods current on an older template ("": none).
+    previous_template: str = ""
 
 
 def plan_active_status(outcome: PassOutcome) -> PolicyStatus:
@@ -202,6 +207,11 @@ def plan_active_status(outcome: PassOutcome) -> PolicyStatus:
     if outcome.unsupported:
         # accepted for compatibility with NVIDIA's schema, not acted on: say so, change nothing else
         found.append(conditions.Condition(UNSUPPORTED, True, UNSUPPORTED, outcome.unsupported))
+    if outcome.previous_template:
+        # not a problem: a new operator (or a template change) is not a new driver; said once as an Event
+        found.append(
+            conditions.Condition(PREVIOUS_TEMPLATE, True, PREVIOUS_TEMPLATE, outcome.previous_template)
+        )
     if outcome.mig_failed:
         # a node's GPUs kept their old MIG layout: not the policy's fault (the state stays),
         # but an admin must look (a condition and an Event)

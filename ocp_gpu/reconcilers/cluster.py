@@ -16,14 +16,24 @@ import functools
 import logging
 
 from ocp_gpu import metrics
-from ocp_gpu.kube import labelling, reading, reporting, requesting
-from ocp_gpu.model import custom_resources, fields, labels, nodes, nvidia_driver, policy_checks, policy_parser
+from ocp_gpu.kube import labelling, reading, reporting, requesting, upgrading
+from ocp_gpu.model import (
+    custom_resources,
+    fields,
+    labels,
+    nodes,
+    nvidia_driver,
+    policy_checks,
+    policy_parser,
+    upgrades,
+)
 from ocp_gpu.model import imagestreams as imagestreams_model
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model import problems as policy_problems
 from ocp_gpu.planning import (
     conditions,
     delivery,
+    driver_check,
     driver_coverage,
     driver_strategy,
     drivers,
@@ -283,6 +293,7 @@ async def _report(
         unsupported=applied.unsupported,
         mig_failed=mig.failed_nodes({name: facts.labels for name, facts in rt.node_facts.items()}),
         preflight=_preflight(rt, applied),
+        previous_template=_previous_template(rt),
     )
     status = status_planning.plan_active_status(outcome_of_pass)
     if status.health is not None:
@@ -336,6 +347,18 @@ def _coverage(rt: runtime.Runtime, plan: drivers.DriverPlan | None) -> driver_co
         return None
     return driver_coverage.plan_driver_coverage(
         {name: facts.labels for name, facts in rt.node_facts.items()}, plan.desired
+    )
+
+
+def _previous_template(rt: runtime.Runtime) -> str:
+    """The driver pods on an older template of their DaemonSet that run its driver, described."""
+    current = upgrading.current_revisions(rt.driver_revisions.values())
+    revisions = {
+        name: upgrades.driver_revision(daemonset, current.get(name))
+        for name, daemonset in rt.driver_daemonsets.items()
+    }
+    return driver_check.describe_previous_template(
+        driver_check.on_previous_template(rt.driver_pods.values(), revisions)
     )
 
 

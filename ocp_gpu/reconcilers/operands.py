@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ocp_gpu.desired import operand_render_cache
-from ocp_gpu.kube import applying, fetching, labelling, owning, requesting
+from ocp_gpu.kube import adopting, applying, fetching, labelling, owning, requesting
 from ocp_gpu.model import api_values, images, operands
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.problems import PolicyProblem
@@ -82,7 +82,25 @@ async def apply_if_changed(
         # The watch shows it applied as rendered, owned by this policy: no write.
         return
     try:
-        applied = await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
+        if rt.owned.get(ident) is None:
+            # Not known as ours: NVIDIA's operator (or someone) may have made it; one GET says
+            # (kube/adopting: its other field managers' fields become ours, a foreign selector
+            # means replacing the DaemonSet without touching its pods).
+            adopted = await asyncio.to_thread(adopting.adopt, rt.api_client, manifest)
+            if adopted:
+                logger.info("adopting %s %s/%s: %s", *ident, adopted)
+        try:
+            applied = await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
+        except requesting.ApiException as error:
+            if not adopting.is_immutable_selector(error):
+                raise
+            # Ours from before a selector change (or made between the GET and the apply): replace it.
+            live = await asyncio.to_thread(adopting.get_object, rt.api_client, manifest)
+            if live is None:
+                raise
+            replaced = await asyncio.to_thread(adopting.replace_daemonset, rt.api_client, live, manifest)
+            logger.info("adopting %s %s/%s: %s", *ident, replaced)
+            applied = await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
         # The response is the object as stored: the watch will confirm the same record.
         rt.owned[ident] = owning.observed_object(applied or {})
         rt.removed.discard(ident)

@@ -87,7 +87,7 @@ def operand_context(
     daemonsets = policy.daemonsets
     common_labels = {labels.MANAGED_BY: labels.MANAGED_BY_VALUE, labels.COMPONENT: identity.component}
     # Ours win over the policy's: the selector must stay what the DaemonSet was created with.
-    pod_identity = {labels.APP: operand.app, **common_labels}
+    pod_identity = {**operand.selector, **common_labels}
     extra = own(policy, inputs)
     env = dict(extra.pop("default_env", {}))
     pod_annotations = {
@@ -107,7 +107,7 @@ def operand_context(
         "scc_role_binding": f"{identity.service_account}-privileged-scc",
         "common_labels": common_labels,
         "labels": {**daemonsets.labels, **pod_identity},
-        "selector": {labels.APP: operand.app},
+        "selector": operand.selector,
         "update_strategy": operand_planning.update_strategy(daemonsets),
         "pod_labels": {**daemonsets.labels, **pod_identity},
         "pod_annotations": pod_annotations,

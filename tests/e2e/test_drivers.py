@@ -10,7 +10,7 @@ DaemonSet controller, scheduler and kwok's fake kubelets:
 (d) the ImageStream deleted -> nothing deleted, a clear status;
 (e) a vanilla cluster with ubuntu20.04 and ubuntu22.04 nodes -> two DaemonSets, right images;
 (f) the operator killed in the middle of (b) -> converges, no duplicate or orphan DaemonSet;
-(g) `kubectl get pods -n <ns> -lapp=nvidia-driver-daemonset` lists every driver pod;
+(g) `kubectl get pods -n <ns> -lapp.kubernetes.io/component=nvidia-driver` lists every driver pod;
 (h) the last node of a version leaves it and comes straight back (gaps of 0 to 1 s, so the
     return lands before, during and after the delete): the version's DaemonSet exists again,
     the node runs a Ready driver pod of it, and the other version's DaemonSet is gone;
@@ -53,7 +53,7 @@ V1 = "416.94.202407030122-0"
 V2 = "417.94.202410090854-0"
 DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
 TAGS = {V1: DTK + "1" * 64, V2: DTK + "2" * 64}
-DRIVER_PODS = f"{labels.APP}={labels.DRIVER_APP}"
+DRIVER_PODS = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
 
 
 def driver_daemonsets(kube: client.ApiClient, namespace: str) -> dict[str, Any]:

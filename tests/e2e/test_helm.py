@@ -117,7 +117,7 @@ def driver_images(kube: client.ApiClient) -> dict[str, str]:
     """Node -> the driver container's image of the driver pod running there."""
     pods = (
         client.CoreV1Api(kube)
-        .list_namespaced_pod(NAMESPACE, label_selector=f"{labels.APP}={labels.DRIVER_APP}")
+        .list_namespaced_pod(NAMESPACE, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}")
         .items
     )
     return {

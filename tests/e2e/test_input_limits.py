@@ -101,7 +101,7 @@ def test_driver_downgrade_is_logged_and_evented_and_still_rolls(
 
     def rolled() -> bool:
         pods = client.CoreV1Api(kube).list_namespaced_pod(
-            namespace, label_selector=f"{labels.APP}={labels.DRIVER_APP}"
+            namespace, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
         )
         return any(
             p.spec.node_name == gpu_node and ":510.85.02-" in p.spec.containers[0].image for p in pods.items

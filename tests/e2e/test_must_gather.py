@@ -185,7 +185,7 @@ def test_must_gather_with_the_kubernetes_client_on_openshift(
         return [
             p
             for p in core.list_namespaced_pod(
-                namespace, label_selector=f"{labels.APP}={labels.DRIVER_APP}"
+                namespace, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
             ).items
             if p.spec.node_name
         ]

@@ -55,7 +55,7 @@ V2 = "417.94.202410090854-0"
 DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
 TAGS = {V1: DTK + "1" * 64, V2: DTK + "2" * 64}
 POOL_LABEL = "example.com/gpu-pool"
-DRIVER_PODS = f"{labels.APP}={labels.DRIVER_APP}"
+DRIVER_PODS = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
 # NB: --tags: the operator under test runs with the release's images by tag (harness/operating.py
 # passes releases.RELEASE_IMAGES), and render must use the same env to find its DaemonSets unchanged.
 RENDER = (sys.executable, "-m", "ocp_gpu.cli", "render", "--live", "--tags")

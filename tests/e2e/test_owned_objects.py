@@ -64,7 +64,7 @@ def state(kube: client.ApiClient) -> str:
 
 def driver_pods_running(kube: client.ApiClient, namespace: str, count: int) -> bool:
     pods = client.CoreV1Api(kube).list_namespaced_pod(
-        namespace, label_selector=f"{labels.APP}={labels.DRIVER_APP}"
+        namespace, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
     )
     return (
         sum(1 for p in pods.items if p.status.phase == "Running" and not p.metadata.deletion_timestamp)

@@ -101,7 +101,7 @@ def states(kube: client.ApiClient, names: list[str]) -> dict[str, str]:
 
 def driver_pods_ready(kube: client.ApiClient, namespace: str, names: list[str], version: str) -> bool:
     pods = client.CoreV1Api(kube).list_namespaced_pod(
-        namespace, label_selector=f"{labels.APP}={labels.DRIVER_APP}"
+        namespace, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
     )
     ready = {
         pod.spec.node_name

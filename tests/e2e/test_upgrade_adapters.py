@@ -93,7 +93,7 @@ def bare_pod(
 
 
 def driver_daemonset(run: dict[str, str], version: str = "1") -> dict[str, Any]:
-    template_labels = {labels.APP: labels.DRIVER_APP, **run}
+    template_labels = {labels.APP: labels.DRIVER_APP, labels.COMPONENT: labels.DRIVER_COMPONENT, **run}
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",

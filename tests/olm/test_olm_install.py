@@ -482,7 +482,7 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
 
         def upgraded() -> bool:
             pods = core.list_namespaced_pod(
-                NAMESPACE, label_selector=f"{labels.APP}={labels.DRIVER_APP}"
+                NAMESPACE, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
             ).items
             on_new = {
                 pod.spec.node_name

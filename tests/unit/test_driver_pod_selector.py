@@ -1,9 +1,10 @@
 """We test these aspects of which driver pods the driver upgrade manages (planning/pod_selection.py):
 
-- the selector is a function of the mode: app=nvidia-driver-daemonset for the ClusterPolicy's own
-  driver DaemonSets, app.kubernetes.io/component=nvidia-driver (as NVIDIA's upgrade controller)
-  with driver.useNvidiaDriverCRD;
-- a pod labelled only one way is a driver pod in that mode alone, and the watch keeps both kinds;
+- the selector is a function of the mode: app.kubernetes.io/component=nvidia-driver (as NVIDIA's
+  upgrade controller) with driver.useNvidiaDriverCRD; the same without a pool's label for the
+  ClusterPolicy's own driver DaemonSets (a DTK driver pod's app is its DaemonSet's name, NVIDIA's
+  selector; a driver pod NVIDIA's operator left has the component and no pool label);
+- a pool's pod is a driver pod in that mode alone, and the watch keeps both kinds;
 - the DriverPod record keeps exactly the labels the selectors read, so the upgrade pass can choose
   from the watch's cache when the mode changes;
 - every pool DaemonSet the NVIDIADriver renderer produces labels its pods with the component.
@@ -22,10 +23,20 @@ from tests.unit.test_upgrade_records import pod_body
 APP_ONLY = {labels.APP: labels.DRIVER_APP}
 COMPONENT_ONLY = {labels.COMPONENT: labels.DRIVER_COMPONENT}
 BOTH = {**APP_ONLY, **COMPONENT_ONLY}
+POOL = {**BOTH, labels.NVIDIA_DRIVER: "pool-a"}
+# NVIDIA's DTK driver pod (its assets/state-driver at v26.7.0, app set to the DaemonSet's name).
+NVIDIA_DTK = {
+    labels.APP: "nvidia-driver-daemonset-416.94.202407030122-0",
+    labels.COMPONENT: labels.DRIVER_COMPONENT,
+    labels.PRECOMPILED: "false",
+    labels.DTK_DAEMONSET: "true",
+}
 
 
 def test_the_selector_follows_the_mode() -> None:
-    assert pod_selection.driver_pod_selector(False) == "app=nvidia-driver-daemonset"
+    assert pod_selection.driver_pod_selector(False) == (
+        "app.kubernetes.io/component=nvidia-driver,!ocp-gpu.io/nvidia-driver"
+    )
     assert pod_selection.driver_pod_selector(True) == "app.kubernetes.io/component=nvidia-driver"
     # the kube adapter's default is the ClusterPolicy mode's
     assert pod_selection.driver_pod_selector(False) == upgrading.DRIVER_SELECTOR
@@ -34,9 +45,11 @@ def test_the_selector_follows_the_mode() -> None:
 @pytest.mark.parametrize(
     ("pod_labels", "policy_mode", "pool_mode"),
     [
-        (APP_ONLY, True, False),
-        (COMPONENT_ONLY, False, True),
+        (APP_ONLY, False, False),
+        (COMPONENT_ONLY, True, True),
         (BOTH, True, True),
+        (NVIDIA_DTK, True, True),
+        (POOL, False, True),
         ({labels.APP: "nvidia-dcgm-exporter"}, False, False),
         ({labels.COMPONENT: "nvidia-dcgm-exporter"}, False, False),
         ({}, False, False),
@@ -50,10 +63,11 @@ def test_which_pods_each_mode_manages(pod_labels: dict[str, str], policy_mode: b
 
 def test_the_driver_pod_record_keeps_the_selector_labels_only() -> None:
     body = pod_body()
-    body["metadata"]["labels"] = {**BOTH, "controller-revision-hash": "abc", "team": "x"}
+    body["metadata"]["labels"] = {**POOL, "controller-revision-hash": "abc", "team": "x"}
     record = upgrading.driver_pod(body)
-    assert dict(record.selector_labels) == BOTH
+    assert dict(record.selector_labels) == POOL
     assert pod_selection.is_driver_pod(dict(record.selector_labels), True)
+    assert not pod_selection.is_driver_pod(dict(record.selector_labels), False)
     body["metadata"]["labels"] = {**APP_ONLY}
     assert not pod_selection.is_driver_pod(dict(upgrading.driver_pod(body).selector_labels), True)
 

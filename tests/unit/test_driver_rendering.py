@@ -291,9 +291,11 @@ def test_daemonset_contract(scenario: str) -> None:
     for entry, ds in zip(desired, daemonsets(render(desired, spec, inputs)), strict=True):
         meta, pod_meta = ds["metadata"], ds["spec"]["template"]["metadata"]
         assert meta["name"] == entry.name
-        # the seed's `kubectl get pods -lapp=nvidia-driver-daemonset` lists every driver pod
-        assert pod_meta["labels"][labels.APP] == labels.DRIVER_APP
-        # the selector is app + strategy + key, and the pods carry it
+        # every driver pod carries the component; vanilla and precompiled ones app=nvidia-driver-daemonset
+        # (the seed's `-lapp=`), DTK ones app=<DaemonSet name> (NVIDIA's selector)
+        assert pod_meta["labels"][labels.COMPONENT] == labels.DRIVER_COMPONENT
+        assert pod_meta["labels"][labels.APP] == (entry.name if scenario == "dtk" else labels.DRIVER_APP)
+        # the selector is the planner's, and the pods carry it
         assert ds["spec"]["selector"]["matchLabels"] == dict(entry.selector)
         assert dict(entry.selector).items() <= pod_meta["labels"].items()
         assert ds["spec"]["updateStrategy"] == {"type": "OnDelete"}
@@ -443,7 +445,7 @@ def test_user_labels_never_replace_identity_labels() -> None:
     spec = {"daemonsets": {"labels": {labels.APP: "mine", labels.DRIVER_KEY: "other", "extra": "yes"}}}
     (ds,) = daemonsets(render(SCENARIOS["dtk"][0][:1], spec))
     pod_labels = ds["spec"]["template"]["metadata"]["labels"]
-    assert pod_labels[labels.APP] == labels.DRIVER_APP
+    assert pod_labels[labels.APP] == ds["metadata"]["name"]
     assert pod_labels[labels.DRIVER_KEY] == V416
     assert pod_labels["extra"] == "yes"
 

@@ -57,6 +57,22 @@ def env_of(container: dict[str, Any]) -> dict[str, str]:
     return {item["name"]: item.get("value", "") for item in container.get("env", [])}
 
 
+# NVIDIA's DaemonSet selectors (assets/*/0500_daemonset.yaml and the like in NVIDIA/gpu-operator at
+# v26.7.0, commit 10ee5b3638b89e11e949412aafa5ba99279c3721): the selector is immutable.
+NVIDIA_SELECTORS = {
+    "nvidia-container-toolkit-daemonset": {"app": "nvidia-container-toolkit-daemonset"},
+    "nvidia-operator-validator": {
+        "app": "nvidia-operator-validator",
+        "app.kubernetes.io/part-of": "gpu-operator",
+    },
+    "nvidia-device-plugin-daemonset": {"app": "nvidia-device-plugin-daemonset"},
+    "gpu-feature-discovery": {"app": "gpu-feature-discovery", "app.kubernetes.io/part-of": "nvidia-gpu"},
+    "nvidia-dcgm": {"app": "nvidia-dcgm"},
+    "nvidia-dcgm-exporter": {"app": "nvidia-dcgm-exporter"},
+    "nvidia-mig-manager": {"app": "nvidia-mig-manager"},
+    "nvidia-node-status-exporter": {"app": "nvidia-node-status-exporter"},
+}
+
 all_generic = pytest.mark.parametrize("operand", operands.GENERIC, ids=lambda o: o.name)
 
 
@@ -67,7 +83,11 @@ def test_every_generic_operand_is_declared_and_rendered(operand: operands.Operan
     assert operand.image_env  # a default image in the operator's environment
     ds = the(render(operand, {}), "DaemonSet")
     assert ds["metadata"]["name"] == operand.daemonset
-    assert ds["spec"]["selector"]["matchLabels"] == {labels.APP: operand.app}
+    # NVIDIA's selector for the same DaemonSet, so an existing one is updated in place
+    assert ds["spec"]["selector"]["matchLabels"] == NVIDIA_SELECTORS[operand.daemonset]
+    assert (
+        ds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    )
     pod = ds["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {labels.deploy_label(operand.name): "true"}
     assert pod["tolerations"][0] == GPU_TOLERATION

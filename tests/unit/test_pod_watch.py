@@ -57,7 +57,12 @@ def pod(
             "name": name,
             "namespace": "ns",
             "resourceVersion": version,
-            "labels": {labels.APP: app, **(extra_labels or {})},
+            # NB: every driver pod carries the component label (its app may be its DaemonSet's name)
+            "labels": {
+                labels.APP: app,
+                **({labels.COMPONENT: labels.DRIVER_COMPONENT} if app == labels.DRIVER_APP else {}),
+                **(extra_labels or {}),
+            },
             "ownerReferences": [{"kind": "DaemonSet", "name": f"{app}-ds", "controller": True}],
         },
         "spec": {
@@ -91,10 +96,14 @@ def test_a_validator_pod_is_also_the_upgrade_s_validator_pod() -> None:
 @pytest.mark.parametrize(
     "driver_labels",
     [
-        {labels.APP: labels.DRIVER_APP},
         {labels.APP: labels.DRIVER_APP, labels.COMPONENT: labels.DRIVER_COMPONENT},
+        {
+            labels.APP: "nvidia-driver-daemonset-416.94.202407030122-0",
+            labels.COMPONENT: labels.DRIVER_COMPONENT,
+        },
+        {labels.APP: labels.DRIVER_APP, labels.COMPONENT: labels.DRIVER_COMPONENT, labels.NVIDIA_DRIVER: "a"},
     ],
-    ids=["policy mode", "both labels (NVIDIADriver pools)"],
+    ids=["policy mode", "DTK (app: its DaemonSet's name, NVIDIA's selector)", "NVIDIADriver pools"],
 )
 def test_a_driver_pod_carries_its_upgrade_record_and_its_pull(driver_labels: dict[str, str]) -> None:
     body = pod("d1", labels.DRIVER_APP, "n3", extra_labels=driver_labels, waiting="ImagePullBackOff")

@@ -1,0 +1,160 @@
+"""Adopt an object ocp-gpu renders that someone else made, before the first apply to it.
+
+NVIDIA's GPU Operator, stopped, leaves its operands running under the names ocp-gpu renders
+(DESIGN §4: names and selectors are NVIDIA's).  `adopt` makes ocp-gpu their one owner
+(planning/takeover.py decides how):
+- an object whose fields other managers own: one PATCH of its managedFields, so the apply that
+  follows leaves exactly what ocp-gpu renders (no field kept alive by NVIDIA's manager);
+- a DaemonSet whose immutable selector is not ours (an older NVIDIA release, NVIDIA's precompiled
+  or vanilla driver, ocp-gpu's own before its DTK selector became NVIDIA's): `replace_daemonset`.
+
+Called by reconcilers/operands.apply_if_changed for an object the watches do not show as ours
+(one GET), and when an apply fails on an immutable selector.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ocp_gpu.kube import clients, requesting
+from ocp_gpu.planning import takeover
+
+logger = logging.getLogger("ocp_gpu.adopting")
+
+# How long a DaemonSet deleted with propagationPolicy Orphan may take to go (the garbage collector
+# orphans its pods and ControllerRevisions, then removes the finalizer).
+ORPHAN_WAIT_S: Final = 60.0
+_POLL_S: Final = 0.2
+
+
+def _get(api: clients.ApiClient, path: str) -> dict[str, Any] | None:
+    try:
+        found = requesting.request(api, "GET", path)
+    except requesting.ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return dict(found) if found else None
+
+
+def _path(manifest: Mapping[str, Any]) -> str:
+    metadata = manifest["metadata"]
+    return requesting.object_path(
+        manifest["apiVersion"], manifest["kind"], metadata["name"], metadata.get("namespace")
+    )
+
+
+def get_object(api: clients.ApiClient, manifest: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The live object under `manifest`'s name; None when there is none."""
+    return _get(api, _path(manifest))
+
+
+def adopt(api: clients.ApiClient, manifest: Mapping[str, Any]) -> str:
+    """Make the live object under `manifest`'s name ready for ocp-gpu's apply; what was done, for logs.
+
+    "" when there is nothing to adopt (absent, or every field already ours).
+    """
+    live = _get(api, _path(manifest))
+    if live is None:
+        return ""
+    if manifest["kind"] == "DaemonSet" and takeover.selector_differs(live, manifest):
+        return replace_daemonset(api, live, manifest)
+    managed = (live.get("metadata") or {}).get("managedFields") or []
+    foreign = takeover.foreign_managers(managed)
+    if not foreign:
+        return ""
+    take_ownership(api, live, manifest["apiVersion"])
+    return f"took over the fields of {', '.join(foreign)}"
+
+
+def take_ownership(api: clients.ApiClient, live: Mapping[str, Any], api_version: str) -> None:
+    """One PATCH: every field of the main resource owned by ocp-gpu's apply alone."""
+    metadata = live.get("metadata") or {}
+    body = {
+        "metadata": {
+            "managedFields": takeover.taken_over_managed_fields(
+                metadata.get("managedFields") or [], api_version
+            ),
+            # NB: a precondition: someone else's write in between makes this fail, and the next pass retries
+            "resourceVersion": metadata.get("resourceVersion"),
+        }
+    }
+    requesting.request(
+        api,
+        "PATCH",
+        _path({"apiVersion": api_version, "kind": live.get("kind") or "", "metadata": metadata}),
+        body=body,
+        content_type="application/merge-patch+json",
+        verb="adopt",
+    )
+
+
+def replace_daemonset(api: clients.ApiClient, live: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
+    """Delete the live DaemonSet leaving its pods running, and relabel them for ours to adopt.
+
+    The caller then applies ours: the DaemonSet controller adopts every running pod its selector
+    matches, so no driver restarts.  NB: the pods are relabelled before ours exists, so it never
+    creates a second pod on a node that has one (and driver pods repel each other besides).
+    """
+    metadata = live.get("metadata") or {}
+    name, namespace, uid = (
+        str(metadata["name"]),
+        str(metadata.get("namespace", "")),
+        str(metadata.get("uid", "")),
+    )
+    old_selector = takeover.selector_of(live)
+    path = _path({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": metadata})
+    try:
+        requesting.request(
+            api,
+            "DELETE",
+            path,
+            body={"propagationPolicy": "Orphan", "preconditions": {"uid": uid}},
+            resource="daemonsets",
+        )
+    except requesting.ApiException as error:
+        if error.status not in (404, 409):
+            raise
+    deadline = time.monotonic() + ORPHAN_WAIT_S
+    while True:
+        still = _get(api, path)
+        if still is None or (still.get("metadata") or {}).get("uid") != uid:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"DaemonSet {name} deleted with propagationPolicy Orphan is still there")
+        time.sleep(_POLL_S)
+    selector = ",".join(f"{k}={v}" for k, v in (old_selector.get("matchLabels") or {}).items())
+    pods = requesting.list_items(
+        api, f"/api/v1/namespaces/{namespace}/pods", [("labelSelector", selector)] if selector else []
+    )
+    relabels = takeover.pods_to_relabel(pods, uid, takeover.selector_of(manifest))
+    for relabel in relabels:
+        requesting.request(
+            api,
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{relabel.name}",
+            body={"metadata": {"labels": dict(relabel.labels)}},
+            content_type="application/merge-patch+json",
+            resource="pods",
+            verb="relabel",
+        )
+    logger.info(
+        "replaced DaemonSet %s (selector %s): deleted leaving its pods, relabelled %d for ours to adopt",
+        name,
+        old_selector,
+        len(relabels),
+    )
+    return f"replaced (selector {old_selector}), {len(relabels)} running pods kept"
+
+
+def is_immutable_selector(error: BaseException) -> bool:
+    """An apply refused because it would change a DaemonSet's selector."""
+    return (
+        isinstance(error, requesting.ApiException)
+        and error.status == 422
+        and "spec.selector" in str(error.body)
+        and "immutable" in str(error.body)
+    )

@@ -1,0 +1,149 @@
+"""Taking over an object another operator made (NVIDIA's GPU Operator, or ocp-gpu before a selector change).
+
+Decides, from the live object and what ocp-gpu renders under the same name:
+- whether another field manager still owns fields of it (`foreign_managers`): server-side
+  apply keeps every field another manager owns, so NVIDIA's `allowPrivilegeEscalation: false`
+  would stay beside our `privileged: true` (HTTP 422) and the live object would not be what we
+  render;
+- the managedFields that make ocp-gpu the one owner of every field of the main resource
+  (`taken_over_managed_fields`): every entry's field set merged into one Apply entry of ours,
+  the status subresource's entries kept (as client-go's csaupgrade does for client-side apply).
+  The next apply then removes whatever we own and no longer render, so the live object is
+  exactly ours;
+- whether a DaemonSet must be replaced because its selector (immutable) is not ours
+  (`selector_differs`), and which running pods to relabel so that ours adopts them
+  (`pods_to_relabel`): the DaemonSet is deleted with propagationPolicy Orphan (its pods keep
+  running), the orphans get the new selector's labels, then ours is created and adopts them, so
+  no driver restarts and a node never runs two driver pods.
+
+Pure: no I/O (kube/adopting.py does it).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from ocp_gpu.model import labels
+
+# The managedFields operation of server-side apply.
+APPLY: Final = "Apply"
+
+
+def _main_resource(entry: Mapping[str, Any]) -> bool:
+    """An entry of the object itself, not of a subresource (status, scale)."""
+    return not entry.get("subresource")
+
+
+def foreign_managers(managed_fields: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The managers other than ocp-gpu's apply that own fields of the main resource, sorted.
+
+    NB: ocp-gpu's own entry with operation Update (a PUT or a plain PATCH) counts as foreign:
+    server-side apply treats it as another manager.
+    """
+    return tuple(
+        sorted(
+            {
+                f"{entry.get('manager', '')} ({entry.get('operation', '')})"
+                for entry in managed_fields
+                if _main_resource(entry)
+                and (entry.get("manager") != labels.FIELD_MANAGER or entry.get("operation") != APPLY)
+            }
+        )
+    )
+
+
+def _merge_fields(into: dict[str, Any], fields: Mapping[str, Any]) -> None:
+    """The union of two FieldsV1 trees (`f:name`, `k:{...}`, `v:...`, `i:...` keys; `.` leaves)."""
+    for key, value in fields.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge_fields(into[key], value)
+        elif isinstance(value, Mapping):
+            into[key] = copy.deepcopy(dict(value))
+        else:
+            into.setdefault(key, copy.deepcopy(value))
+
+
+def taken_over_managed_fields(
+    managed_fields: Iterable[Mapping[str, Any]], api_version: str
+) -> list[dict[str, Any]]:
+    """The managedFields with every main-resource field owned by ocp-gpu's apply alone.
+
+    Subresource entries (the controllers' status) are kept as they are.
+    """
+    merged: dict[str, Any] = {}
+    kept: list[dict[str, Any]] = []
+    for entry in managed_fields:
+        if _main_resource(entry):
+            _merge_fields(merged, entry.get("fieldsV1") or {})
+        else:
+            kept.append(copy.deepcopy(dict(entry)))
+    ours = {
+        "manager": labels.FIELD_MANAGER,
+        "operation": APPLY,
+        "apiVersion": api_version,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": merged,
+    }
+    return [ours, *kept]
+
+
+def selector_of(daemonset: Mapping[str, Any]) -> dict[str, Any]:
+    """A DaemonSet's `spec.selector` ({} when unset)."""
+    return dict((daemonset.get("spec") or {}).get("selector") or {})
+
+
+def selector_differs(live: Mapping[str, Any], rendered: Mapping[str, Any]) -> bool:
+    """The live DaemonSet's selector is not the rendered one: it cannot be updated, only replaced."""
+    return _normal(selector_of(live)) != _normal(selector_of(rendered))
+
+
+def _normal(selector: Mapping[str, Any]) -> tuple[Any, ...]:
+    expressions = tuple(
+        sorted(
+            (str(e.get("key")), str(e.get("operator")), tuple(sorted(e.get("values") or ())))
+            for e in selector.get("matchExpressions") or ()
+        )
+    )
+    return (tuple(sorted((selector.get("matchLabels") or {}).items())), expressions)
+
+
+@dataclasses.dataclass(frozen=True)
+class Relabel:
+    """One running pod of a replaced DaemonSet, and the labels it gets so the new one adopts it."""
+
+    name: str
+    node: str
+    labels: Mapping[str, str]
+
+
+def pods_to_relabel(
+    pods: Iterable[Mapping[str, Any]], old_uid: str, new_selector: Mapping[str, Any]
+) -> list[Relabel]:
+    """The pods the replaced DaemonSet (uid `old_uid`) left that lack the new selector's labels.
+
+    A pod counts when it has no controller, or the old DaemonSet is still its controller (the
+    garbage collector has not orphaned it yet); a pod another controller owns, or one being
+    deleted, is left alone.  NB: only matchLabels are set: a selector with expressions is ours
+    never (rendered selectors are matchLabels only).
+    """
+    wanted = {str(k): str(v) for k, v in (new_selector.get("matchLabels") or {}).items()}
+    found: list[Relabel] = []
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        if metadata.get("deletionTimestamp"):
+            continue
+        controllers = [ref for ref in metadata.get("ownerReferences") or () if ref.get("controller")]
+        if controllers and controllers[0].get("uid") != old_uid:
+            continue
+        have = metadata.get("labels") or {}
+        missing = {key: value for key, value in wanted.items() if have.get(key) != value}
+        if missing:
+            found.append(
+                Relabel(
+                    str(metadata.get("name", "")), str((pod.get("spec") or {}).get("nodeName", "")), missing
+                )
+            )
+    return sorted(found, key=lambda relabel: relabel.name)

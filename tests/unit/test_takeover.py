@@ -1,0 +1,140 @@
+"""We test these aspects of taking over objects another operator made (planning/takeover.py):
+
+- foreign field managers are named, ocp-gpu's own apply is not, its Update entry is;
+- the taken-over managedFields give ocp-gpu's apply every field any manager of the main resource
+  owned (the union of their FieldsV1 trees), and keep the status subresource's entries;
+- a DaemonSet is replaced exactly when its selector is not the rendered one (order aside);
+- the pods to relabel are those the replaced DaemonSet left (no controller, or still it), missing
+  a label of the new selector; a pod of another controller or one being deleted is left alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ocp_gpu.planning import takeover
+
+# As NVIDIA's operator (controller-runtime, manager "gpu-operator") and the DaemonSet controller write them.
+NVIDIA_ENTRY = {
+    "manager": "gpu-operator",
+    "operation": "Update",
+    "apiVersion": "apps/v1",
+    "fieldsType": "FieldsV1",
+    "fieldsV1": {
+        "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+        "f:spec": {
+            "f:template": {
+                "f:spec": {
+                    "f:containers": {
+                        'k:{"name":"nvidia-device-plugin"}': {
+                            ".": {},
+                            "f:securityContext": {"f:allowPrivilegeEscalation": {}, "f:capabilities": {}},
+                        }
+                    }
+                }
+            }
+        },
+    },
+}
+STATUS_ENTRY = {
+    "manager": "kube-controller-manager",
+    "operation": "Update",
+    "apiVersion": "apps/v1",
+    "subresource": "status",
+    "fieldsType": "FieldsV1",
+    "fieldsV1": {"f:status": {"f:numberReady": {}}},
+}
+OURS = {
+    "manager": "ocp-gpu",
+    "operation": "Apply",
+    "apiVersion": "apps/v1",
+    "fieldsType": "FieldsV1",
+    "fieldsV1": {
+        "f:metadata": {"f:labels": {"f:app.kubernetes.io/managed-by": {}}},
+        "f:spec": {
+            "f:template": {
+                "f:spec": {
+                    "f:containers": {
+                        'k:{"name":"nvidia-device-plugin"}': {"f:securityContext": {"f:privileged": {}}}
+                    }
+                }
+            }
+        },
+    },
+}
+
+
+def test_foreign_managers_are_named_and_ours_and_status_are_not() -> None:
+    assert takeover.foreign_managers([OURS, STATUS_ENTRY]) == ()
+    assert takeover.foreign_managers([NVIDIA_ENTRY, OURS, STATUS_ENTRY]) == ("gpu-operator (Update)",)
+    # ocp-gpu's own PUT is another manager to server-side apply
+    assert takeover.foreign_managers([{**OURS, "operation": "Update"}]) == ("ocp-gpu (Update)",)
+
+
+def test_taken_over_fields_are_the_union_owned_by_our_apply_alone() -> None:
+    result = takeover.taken_over_managed_fields([NVIDIA_ENTRY, OURS, STATUS_ENTRY], "apps/v1")
+    assert [(e["manager"], e["operation"], e.get("subresource")) for e in result] == [
+        ("ocp-gpu", "Apply", None),
+        ("kube-controller-manager", "Update", "status"),
+    ]
+    assert takeover.foreign_managers(result) == ()
+    fields = result[0]["fieldsV1"]
+    assert fields["f:metadata"]["f:labels"] == {".": {}, "f:app": {}, "f:app.kubernetes.io/managed-by": {}}
+    container = fields["f:spec"]["f:template"]["f:spec"]["f:containers"]['k:{"name":"nvidia-device-plugin"}']
+    # NVIDIA's allowPrivilegeEscalation is now ours: our next apply, which omits it, removes it
+    assert container["f:securityContext"] == {
+        "f:allowPrivilegeEscalation": {},
+        "f:capabilities": {},
+        "f:privileged": {},
+    }
+    # the input is not changed
+    assert (
+        "f:privileged"
+        not in NVIDIA_ENTRY["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"][
+            'k:{"name":"nvidia-device-plugin"}'
+        ]["f:securityContext"]
+    )
+
+
+def ds(match_labels: dict[str, str]) -> dict[str, Any]:
+    return {"spec": {"selector": {"matchLabels": match_labels}}}
+
+
+def test_a_daemonset_is_replaced_exactly_when_its_selector_is_not_ours() -> None:
+    nvidia_dtk = ds({"app": "nvidia-driver-daemonset-416.94.202407030122-0"})
+    assert not takeover.selector_differs(
+        nvidia_dtk, ds({"app": "nvidia-driver-daemonset-416.94.202407030122-0"})
+    )
+    old_ours = ds(
+        {"app": "nvidia-driver-daemonset", "ocp-gpu.io/driver-key": "k", "ocp-gpu.io/driver-strategy": "dtk"}
+    )
+    assert takeover.selector_differs(old_ours, nvidia_dtk)
+    assert not takeover.selector_differs(ds({"a": "1", "b": "2"}), ds({"b": "2", "a": "1"}))
+
+
+def pod(
+    name: str, pod_labels: dict[str, str], owner_uid: str | None = None, deleting: bool = False
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "labels": pod_labels}
+    if owner_uid is not None:
+        metadata["ownerReferences"] = [{"kind": "DaemonSet", "uid": owner_uid, "controller": True}]
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": metadata, "spec": {"nodeName": f"node-{name}"}}
+
+
+def test_the_replaced_daemonsets_pods_get_the_new_selectors_labels() -> None:
+    old = {"app": "nvidia-driver-daemonset", "ocp-gpu.io/driver-key": "k"}
+    new = {"matchLabels": {"app": "nvidia-driver-daemonset-k"}}
+    pods = [
+        pod("orphan", old),
+        pod("still-owned", old, owner_uid="old-uid"),
+        pod("other-controller", old, owner_uid="someone-else"),
+        pod("going", old, deleting=True),
+        pod("already", {**old, "app": "nvidia-driver-daemonset-k"}),
+    ]
+    relabels = takeover.pods_to_relabel(pods, "old-uid", new)
+    assert [(r.name, r.node, dict(r.labels)) for r in relabels] == [
+        ("orphan", "node-orphan", {"app": "nvidia-driver-daemonset-k"}),
+        ("still-owned", "node-still-owned", {"app": "nvidia-driver-daemonset-k"}),
+    ]
