@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.upgrades import UpgradeState
-from ocp_gpu.planning import driver_currency, upgrade
+from ocp_gpu.planning import driver_check, driver_currency, upgrade
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = Path("docs/upgrade-state-machine.md")
@@ -130,7 +130,10 @@ def render() -> str:
         + " (repository, certificate, kernel module and licensing configuration), by name and path.",
         "",
         "Nothing else counts: labels, annotations, probes, resources, tolerations, the init container, "
-        "other env and mounts. So a pod another operator (NVIDIA's GPU Operator) or an older ocp-gpu made, "
+        "other env and mounts; but a pod of an older template that is failing (a container waiting "
+        "for a reason other than starting, such as `ImagePullBackOff`, or more than "
+        f"{driver_check.DRIVER_RESTART_LIMIT} restarts) is outdated: a restart can only help it. "
+        "So a pod another operator (NVIDIA's GPU Operator) or an older ocp-gpu made, "
         "or one from before a change to such a field, runs the desired driver: its node goes to "
         "`upgrade-done` without cordon, drain or restart, and the new template applies at the pod's next "
         "natural restart. The ClusterPolicy condition `DriverPodsOnPreviousTemplate` (and one Event) "

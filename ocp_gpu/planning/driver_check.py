@@ -78,13 +78,17 @@ def check_driver(node: UpgradeNode, snapshot: UpgradeSnapshot) -> DriverStatus:
     if previous:
         # The DaemonSet's template changed since this pod was made: outdated if the driver did.
         reasons = _install_changes(pod, revision)
-        if reasons:
+        if reasons == () and _unhealthy(pod):
+            # NB: the rule spares a working driver a restart; one that fails gains from it
+            reasons = (f"not healthy on the previous template ({_unhealthy(pod)})",)
+        if reasons is None or reasons:
             going = ", terminating" if pod.terminating else ""
+            why = f": {'; '.join(reasons)}" if reasons else ""
             return DriverStatus(
                 DriverCheck.OUTDATED,
                 pod,
                 f"driver pod {pod.ref.name} is outdated (revision {pod.revision_hash or 'none'}, "
-                f"{pod.daemonset} is at {revision.current_hash}{going}: {'; '.join(reasons)})",
+                f"{pod.daemonset} is at {revision.current_hash}{going}{why})",
             )
     if pod.terminating and previous:
         # NB: going away (someone deleted it): its successor will be of the current template.
@@ -108,11 +112,26 @@ def check_driver(node: UpgradeNode, snapshot: UpgradeSnapshot) -> DriverStatus:
     )
 
 
-def _install_changes(pod: DriverPod, revision: DriverRevision) -> tuple[str, ...]:
-    """Why the pod's install is not its DaemonSet's (driver_currency); unknown installs differ."""
+# Waiting reasons of a container that is starting normally, not failing.
+_STARTING_REASONS: Final = frozenset({"", "ContainerCreating", "PodInitializing"})
+
+
+def _unhealthy(pod: DriverPod) -> str:
+    """Why a driver pod is failing ("" when it is Ready or only starting)."""
+    if pod.ready:
+        return ""
+    if pod.waiting_reason not in _STARTING_REASONS:
+        return pod.waiting_reason
+    if pod.restart_count > DRIVER_RESTART_LIMIT:
+        return f"{pod.restart_count} restarts"
+    return ""
+
+
+def _install_changes(pod: DriverPod, revision: DriverRevision) -> tuple[str, ...] | None:
+    """Why the pod's install is not its DaemonSet's (driver_currency); None: unknown, so it differs."""
     if pod.install is None or revision.install is None:
         # NB: not known either side (a pod without a driver container): the revision rules, as before.
-        return ("its install is unknown",)
+        return None
     return driver_currency.outdated_reasons(pod.install, revision.install)
 
 
@@ -128,7 +147,7 @@ def on_previous_template(
         revision = revisions.get(pod.daemonset) if pod.daemonset else None
         if revision is None or revision.current_hash is None or pod.revision_hash == revision.current_hash:
             continue
-        if not pod.terminating and not _install_changes(pod, revision):
+        if not pod.terminating and _install_changes(pod, revision) == () and not _unhealthy(pod):
             found.append(pod)
     return sorted(found, key=lambda pod: pod.ref.name)
 

@@ -10,8 +10,9 @@
   container, other env, the operator's own mounts;
 - every directory ocp-gpu mounts driver configuration into is one the rule reads;
 - check_driver: a pod of an older revision installing the desired driver is current (Ready,
-  previous_template); one installing another driver is outdated with the reason; an unknown
-  install keeps the revision rule; on_previous_template counts them, and the condition says so.
+  previous_template) unless it is failing (a restart can only help it); one installing another
+  driver is outdated with the reason; an unknown install keeps the revision rule;
+  on_previous_template counts them, and the condition says so.
 """
 
 from __future__ import annotations
@@ -210,6 +211,18 @@ def test_a_pod_of_an_older_template_with_the_desired_driver_is_current() -> None
     starting = check(pod("old", SAME, ready=False))
     assert (starting.check, starting.previous_template) == (driver_check.DriverCheck.STARTING, True)
     assert check(pod("new", SAME)).previous_template is False
+
+
+def test_a_failing_pod_of_an_older_template_is_outdated_a_starting_one_is_not() -> None:
+    failing = dataclasses.replace(pod("old", SAME, ready=False), waiting_reason="ImagePullBackOff")
+    status = check(failing)
+    assert status.check is driver_check.DriverCheck.OUTDATED and "ImagePullBackOff" in status.detail
+    crashing = dataclasses.replace(pod("old", SAME, ready=False), restart_count=11)
+    assert check(crashing).check is driver_check.DriverCheck.OUTDATED
+    creating = dataclasses.replace(pod("old", SAME, ready=False), waiting_reason="ContainerCreating")
+    assert check(creating).check is driver_check.DriverCheck.STARTING
+    # a current revision's failing pod is failing, not outdated (as before the rule)
+    assert check(dataclasses.replace(failing, revision_hash="new")).check is driver_check.DriverCheck.STARTING
 
 
 def test_a_pod_installing_another_driver_is_outdated_and_says_why() -> None:

@@ -34,7 +34,7 @@ from ocp_gpu import cli
 from ocp_gpu.commands import render
 from ocp_gpu.desired import driver_manifests
 from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.kube import applying, labelling, reading, reporting
+from ocp_gpu.kube import adopting, applying, labelling, reading, reporting
 from ocp_gpu.model import apis, labels, operands, policy_parser, releases
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.planning import platform as platform_model
@@ -361,6 +361,8 @@ def test_the_output_is_what_the_driver_reconciler_applies(
     # The reconciler, fed the same cluster as its watches would hold it.
     applied: list[dict[str, Any]] = []
     monkeypatch.setattr(applying, "apply", lambda _client, manifest: applied.append(dict(manifest)))
+    # nothing on the (absent) cluster to adopt (kube/adopting)
+    monkeypatch.setattr(adopting, "adopt", lambda *_: "")
     rt = runtime.Runtime(
         api_client=None, namespace=labels.OPENSHIFT_NAMESPACE, env=releases.with_release_defaults({})
     )
@@ -388,6 +390,7 @@ def test_the_reconciler_renders_through_the_shared_function(monkeypatch: pytest.
 
     monkeypatch.setattr(driver_manifests, "desired_driver_manifests", spy)
     monkeypatch.setattr(applying, "apply", lambda *_: None)
+    monkeypatch.setattr(adopting, "adopt", lambda *_: "")
     rt = runtime.Runtime(api_client=None, namespace="ns", env=releases.with_release_defaults({}))
     kubernetes = platform_model.detect_platform(set())
     asyncio.run(drivers_reconciler.reconcile_drivers(rt, {}, policy_parser.parse_policy({}), kubernetes, NOW))
@@ -758,6 +761,8 @@ def test_nvidia_driver_pools_render_what_the_reconciler_applies(
     # The NVIDIADriver reconciler, fed the same cluster as its watches would hold it.
     applied: list[dict[str, Any]] = []
     monkeypatch.setattr(applying, "apply", lambda _client, manifest: applied.append(dict(manifest)))
+    # nothing on the (absent) cluster to adopt (kube/adopting)
+    monkeypatch.setattr(adopting, "adopt", lambda *_: "")
     monkeypatch.setattr(labelling, "patch_node_labels", lambda *_: None)
     monkeypatch.setattr(reporting, "patch_nvidia_driver_status", lambda *_: None)
     monkeypatch.setattr(reporting, "post_event", lambda *_: None)
