@@ -34,16 +34,17 @@ from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.kube import clients
 from ocp_gpu.model import labels, releases
 
-from .conftest import BackgroundSampler, quiet_writes, read_policy, wait_for
+from .conftest import READY_S, BackgroundSampler, quiet_writes, read_policy, wait_for
 
 pytestmark = pytest.mark.e2e
 
 FIXTURE = Path(__file__).parent / "data" / "nvidia-takeover.yaml"
 DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
 DRIVER_PODS = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
-# The issue asks for 30 s; on this shared 2-core machine (load 8-16 beside the other developers'
-# tests) the same takeover is given twice that.  The measured time is printed.
-READY_BUDGET_S = 60.0
+# The issue asks for 30 s (measured here: 10.1 s and 42.2 s at load 8-16 on 2 shared cores, the
+# non-driver operands rolling node by node as NVIDIA's example's maxUnavailable 1 says); a loaded
+# machine's budget is conftest's READY_S.  The measured time is printed.
+READY_BUDGET_S = READY_S
 WORKLOAD = "gpu-workload"
 
 
@@ -151,6 +152,8 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
         what="NVIDIA's driver pods running again",
     )
     restarts_before = {uid: restarts(p) for uid, p in before.items()}
+    # the driver NVIDIA's operator ran is the one ocp-gpu's release defaults to: the same driver
+    assert nvidia_fixtures.driver_image(FIXTURE) == releases.with_release_defaults({})["DRIVER_IMAGE"]
     workloads: set[str] = set()
     for node in nodes:
         pod = core.create_namespaced_pod(
@@ -178,10 +181,8 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
 
     with Invariants(kube, namespace, nodes, workloads) as invariants:
         started = time.monotonic()
-        # The driver NVIDIA's operator ran: the defaults of its release (ocp-gpu's may pin another).
-        start_operator(
-            image_env={**releases.RELEASE_IMAGES, "DRIVER_IMAGE": nvidia_fixtures.driver_image(FIXTURE)}
-        )
+        # The images as ocp-gpu's install sets them (by digest: model/releases): NVIDIA's v26.7.0 set.
+        start_operator(image_env=releases.with_release_defaults({}))
         wait_for(
             lambda: (read_policy(kube, restored.policy_name).get("status") or {}).get("state") == "ready",
             READY_BUDGET_S,
