@@ -9,13 +9,14 @@ writes every object it created, as the API serves them (managedFields, labels, o
 with the running pods and the DaemonSets' ControllerRevisions, to one YAML file naming the NVIDIA
 commit.  Nothing of NVIDIA's source or binary is written into the repository.
 
-Set-up (once; see ../shared/tools/README.md):
-  git -C <bare NVIDIA/gpu-operator> worktree add /work/upstream/gpu-operator v26.7.0
-  cd /work/upstream/gpu-operator && go build -mod=vendor -o bin/gpu-operator ./cmd/gpu-operator
+Set-up (once), outside the repository:
+  git clone https://github.com/NVIDIA/gpu-operator ~/nvidia-gpu-operator
+  git -C ~/nvidia-gpu-operator checkout v26.7.0
+  cd ~/nvidia-gpu-operator && go build -mod=vendor -o bin/gpu-operator ./cmd/gpu-operator
   and an optroot/ laid out like the image's /opt (its docker/Dockerfile: assets -> gpu-operator/,
   manifests -> gpu-operator/manifests, validator/manifests -> validator/manifests).
 Then, from the root of an ocp-gpu checkout:
-  .venv/bin/python hack/capture_nvidia_fixtures.py --nvidia-src /work/upstream/gpu-operator \\
+  .venv/bin/python hack/capture_nvidia_fixtures.py --nvidia-src ~/nvidia-gpu-operator \\
       --out tests/e2e/data/nvidia-takeover.yaml
 """
 

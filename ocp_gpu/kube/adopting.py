@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from ocp_gpu.kube import clients, requesting
+from ocp_gpu.kube import applying, clients, owning, requesting
+from ocp_gpu.model import labels
 from ocp_gpu.planning import takeover
 
 logger = logging.getLogger("ocp_gpu.adopting")
@@ -158,3 +159,34 @@ def is_immutable_selector(error: BaseException) -> bool:
         and "spec.selector" in str(error.body)
         and "immutable" in str(error.body)
     )
+
+
+def list_foreign(
+    api: clients.ApiClient, namespace: str, kinds: Iterable[owning.OwnedKind]
+) -> list[takeover.Foreign]:
+    """Every object of `kinds` in `namespace` (cluster-scoped ones anywhere) that is not ocp-gpu's."""
+    found: list[takeover.Foreign] = []
+    selector = [("labelSelector", f"{labels.MANAGED_BY}!={labels.MANAGED_BY_VALUE}")]
+    for kind in kinds:
+        prefix = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+        path = (
+            f"{prefix}/namespaces/{namespace}/{kind.plural}" if kind.namespaced else f"{prefix}/{kind.plural}"
+        )
+        for item in requesting.list_items(api, path, selector):
+            metadata = item.get("metadata") or {}
+            found.append(
+                takeover.Foreign(
+                    kind=kind.kind,
+                    namespace=namespace if kind.namespaced else "",
+                    name=str(metadata.get("name", "")),
+                    owners=tuple(str(ref.get("uid", "")) for ref in metadata.get("ownerReferences") or ()),
+                    labels=dict(metadata.get("labels") or {}),
+                )
+            )
+    return found
+
+
+def delete_foreign(api: clients.ApiClient, item: takeover.Foreign, kinds: Iterable[owning.OwnedKind]) -> None:
+    """Delete one leftover (background propagation, as applying.delete)."""
+    kind = next(k for k in kinds if k.kind == item.kind)
+    applying.delete(api, kind.api_version, item.kind, item.name, item.namespace or None)

@@ -14,7 +14,7 @@ is kube/watching.py's, shared with the node watch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -45,6 +45,33 @@ def pod_facts(body: Mapping[str, Any]) -> pods.PodFacts:
 PodSink = watching.Sink[pods.PodFacts]
 
 
+_OPERAND_APPS: Final = frozenset(operands.POD_APPS)
+
+
+class OperandsOnly:
+    """A sink that passes on operand pods only.
+
+    NB: the watch's selector (`app` exists) cannot name a DTK driver pod's app (its DaemonSet's
+    name), so the server sends every pod with an `app` label; the others stop here.
+    """
+
+    def __init__(self, sink: PodSink) -> None:
+        self.sink = sink
+
+    def listed(self, facts: Sequence[pods.PodFacts]) -> None:
+        self.sink.listed([f for f in facts if f.operand.app in _OPERAND_APPS])
+
+    def seen(self, facts: pods.PodFacts) -> None:
+        if facts.operand.app in _OPERAND_APPS:
+            self.sink.seen(facts)
+        else:
+            # relabelled away from an operand, or never one: gone as far as the operator cares
+            self.sink.gone(facts.name)
+
+    def gone(self, name: str) -> None:
+        self.sink.gone(name)
+
+
 class PodWatch(watching.ObjectWatch[pods.PodFacts]):
     """List, then watch, the operand pods of one namespace, forever (until cancelled)."""
 
@@ -61,7 +88,7 @@ class PodWatch(watching.ObjectWatch[pods.PodFacts]):
             login,
             f"/api/v1/namespaces/{quote(namespace)}/pods",
             pod_facts,
-            sink,
+            OperandsOnly(sink),
             what="operand pod watch",
             selector=selector,
             watch_timeout_s=watch_timeout_s,

@@ -87,6 +87,8 @@ class PolicyStatus:
     namespace: str | None = None
     platform: str | None = None
     driver_daemonsets: tuple[DriverSummary, ...] | None = None
+    # What was taken over from another operator (takeover.migrated_from); None: nothing.
+    migrated_from: Mapping[str, Any] | None = None
     # The gpu_operator_reconciliation_status value this status means (active policy only).
     health: operator_health.ReconciliationStatus | None = None
 
@@ -99,6 +101,8 @@ class PolicyStatus:
             found["platform"] = self.platform
         if self.driver_daemonsets is not None:
             found["driverDaemonSets"] = [entry.wire() for entry in self.driver_daemonsets]
+        if self.migrated_from is not None:
+            found["migratedFrom"] = dict(self.migrated_from)
         return found
 
 
@@ -186,6 +190,8 @@ class PassOutcome:
     preflight: conditions.Condition | None = None
     # driver_check.describe_previous_template: driver pods current on an older template ("": none).
     previous_template: str = ""
+    # takeover.migrated_from, once another operator's objects were taken over (None: never).
+    migrated_from: Mapping[str, Any] | None = None
 
 
 def plan_active_status(outcome: PassOutcome) -> PolicyStatus:
@@ -226,6 +232,7 @@ def plan_active_status(outcome: PassOutcome) -> PolicyStatus:
         namespace=outcome.namespace,
         platform=outcome.platform,
         driver_daemonsets=tuple(outcome.summary),
+        migrated_from=outcome.migrated_from,
         health=operator_health.reconciliation_status(
             has_policy=True,
             spec_errors=bool(errors),

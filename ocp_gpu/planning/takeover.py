@@ -147,3 +147,73 @@ def pods_to_relabel(
                 )
             )
     return sorted(found, key=lambda relabel: relabel.name)
+
+
+# --- what another operator left that ocp-gpu renders nothing for -------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Foreign:
+    """An object in ocp-gpu's reach that is not ocp-gpu's (no app.kubernetes.io/managed-by=ocp-gpu)."""
+
+    kind: str
+    namespace: str
+    name: str
+    # The uids its ownerReferences name.
+    owners: tuple[str, ...] = ()
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def ident(self) -> tuple[str, str, str]:
+        return (self.kind, self.namespace, self.name)
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Leftovers:
+    """The ClusterPolicy's objects that ocp-gpu does not render: deleted, or left (and why)."""
+
+    delete: tuple[Foreign, ...]
+    # Left in place, each with why.
+    keep: tuple[tuple[Foreign, str], ...]
+
+
+def _is_driver(found: Foreign) -> bool:
+    return found.labels.get(labels.COMPONENT) == labels.DRIVER_COMPONENT or found.name.startswith(
+        labels.DRIVER_APP
+    )
+
+
+def plan_leftovers(
+    found: Iterable[Foreign], policy_uid: str, rendered: Iterable[tuple[str, str, str]]
+) -> Leftovers:
+    """Which of another operator's objects go: only those the active ClusterPolicy owns (their
+    ownerReference: the user's own objects are never touched) under a name ocp-gpu renders nothing
+    for.  NB: never a driver DaemonSet, whose pods are the running drivers (NVIDIA's vanilla one
+    has per-OS counterparts here under other names: deleting it would restart every driver)."""
+    ours = set(rendered)
+    delete: list[Foreign] = []
+    keep: list[tuple[Foreign, str]] = []
+    for item in sorted(found, key=lambda f: f.ident):
+        if policy_uid not in item.owners:
+            continue
+        if item.ident in ours:
+            # about to be adopted (an apply failed, or is still to come): not a leftover
+            continue
+        if item.kind == "DaemonSet" and _is_driver(item):
+            keep.append((item, "its pods are running drivers"))
+        else:
+            delete.append(item)
+    return Leftovers(tuple(delete), tuple(keep))
+
+
+def migrated_from(adopted: Iterable[str], leftovers: Leftovers, deleted: Iterable[str]) -> dict[str, Any]:
+    """The ClusterPolicy's status.migratedFrom: what ocp-gpu took over and what it left or deleted."""
+    return {
+        "operator": "NVIDIA GPU Operator",
+        "adopted": sorted(set(adopted)),
+        "deleted": sorted(set(deleted)),
+        "left": [f"{item.describe()} ({why})" for item, why in leftovers.keep],
+    }

@@ -14,9 +14,10 @@ import dataclasses
 import datetime
 import functools
 import logging
+from collections.abc import Mapping
 
 from ocp_gpu import metrics
-from ocp_gpu.kube import labelling, reading, reporting, requesting, upgrading
+from ocp_gpu.kube import adopting, labelling, owning, reading, reporting, requesting, upgrading
 from ocp_gpu.model import (
     custom_resources,
     fields,
@@ -44,6 +45,7 @@ from ocp_gpu.planning import (
     policies,
     status_writes,
     upgrade_preflight,
+    takeover,
 )
 from ocp_gpu.planning import status as status_planning
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
@@ -278,6 +280,8 @@ async def _report(
     apply_errors = dict(applied.label_errors)
     for operand in (outcome, *stack.values()):
         apply_errors |= dict(operand.errors) if operand else {}
+    if not apply_errors:
+        await _take_stock_of_leftovers(rt, active.ref())
     outcome_of_pass = status_planning.PassOutcome(
         namespace=rt.namespace,
         platform=applied.detected.value,
@@ -294,6 +298,7 @@ async def _report(
         mig_failed=mig.failed_nodes({name: facts.labels for name, facts in rt.node_facts.items()}),
         preflight=_preflight(rt, applied),
         previous_template=_previous_template(rt),
+        migrated_from=rt.migrated_from if rt.leftovers_done_for == active.uid else None,
     )
     status = status_planning.plan_active_status(outcome_of_pass)
     if status.health is not None:
@@ -347,6 +352,44 @@ def _coverage(rt: runtime.Runtime, plan: drivers.DriverPlan | None) -> driver_co
         return None
     return driver_coverage.plan_driver_coverage(
         {name: facts.labels for name, facts in rt.node_facts.items()}, plan.desired
+    )
+
+
+async def _take_stock_of_leftovers(rt: runtime.Runtime, owner: Mapping[str, str]) -> None:
+    """Once per ClusterPolicy, after a pass that adopted another operator's objects and applied
+    everything: that operator's objects ocp-gpu renders nothing for, deleted where the policy owns
+    them (planning/takeover.plan_leftovers), listed in an Event and status.migratedFrom.
+
+    NB: never on a cluster where nothing was adopted (a fresh install reads nothing more)."""
+    uid = owner["uid"]
+    if not rt.adopted or rt.leftovers_done_for == uid:
+        return
+    kinds = owning.watched_kinds(rt.api_groups)
+    try:
+        found = await asyncio.to_thread(adopting.list_foreign, rt.api_client, rt.namespace, kinds)
+    except Exception as error:  # a failed read: try again on a later pass, delete nothing
+        logger.warning("could not list what the previous operator left: %s", requesting.describe_error(error))
+        return
+    plan = takeover.plan_leftovers(found, uid, rt.owned.keys())
+    deleted: list[str] = []
+    kept = list(plan.keep)
+    for item in plan.delete:
+        try:
+            await asyncio.to_thread(adopting.delete_foreign, rt.api_client, item, kinds)
+            deleted.append(item.describe())
+        except Exception as error:
+            kept.append((item, f"could not delete it: {requesting.describe_error(error)}"))
+    leftovers = takeover.Leftovers(delete=(), keep=tuple(kept))
+    rt.migrated_from = takeover.migrated_from(rt.adopted, leftovers, deleted)
+    rt.leftovers_done_for = uid
+    message = (
+        f"took over {len(rt.adopted)} object(s) another operator made; deleted {len(deleted)} it left that "
+        f"ocp-gpu renders nothing for (owned by this ClusterPolicy): {', '.join(deleted) or 'none'}; "
+        f"left {len(kept)}: {', '.join(f'{item.describe()} ({why})' for item, why in kept) or 'none'}"
+    )
+    logger.info("migrated from another operator: %s", message)
+    await asyncio.to_thread(
+        reporting.post_event, rt.api_client, owner, "MigratedFromNVIDIA", message, "Normal"
     )
 
 

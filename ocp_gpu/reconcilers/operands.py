@@ -89,6 +89,7 @@ async def apply_if_changed(
             adopted = await asyncio.to_thread(adopting.adopt, rt.api_client, manifest)
             if adopted:
                 logger.info("adopting %s %s/%s: %s", *ident, adopted)
+                rt.adopted.add(f"{ident[0]} {ident[1] + '/' if ident[1] else ''}{ident[2]}")
         try:
             applied = await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
         except requesting.ApiException as error:

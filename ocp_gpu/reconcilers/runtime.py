@@ -118,6 +118,11 @@ class Runtime:
     removed: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)
     # The pod security labels this process set on the operand namespace (psa.enabled).
     namespace_labelled: dict[str, str] | None = None
+    # Objects another operator made that adopt() took over this process ("Kind ns/name"), and the
+    # ClusterPolicy uid whose leftovers were dealt with, and its status.migratedFrom.
+    adopted: set[str] = dataclasses.field(default_factory=set)
+    leftovers_done_for: str = ""
+    migrated_from: dict[str, Any] | None = None
     # Every operand pod (driver, toolkit, validator, device plugin, GFD) in the operand namespace.
     operand_pods: dict[str, operands.OperandPod] = dataclasses.field(default_factory=dict)
     # Every owned object the watches see (kube/owning.OWNED_KINDS): applied hash and owner.

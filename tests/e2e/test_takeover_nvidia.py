@@ -9,6 +9,8 @@ on every GPU node; then ocp-gpu starts, and:
 - no driver pod is restarted or replaced (same uids, restart counts unchanged), no GPU workload pod
   is deleted or evicted, no node is cordoned, and no node ever runs two driver pods (sampled);
 - every GPU node reads upgrade-done, and `DriverPodsOnPreviousTemplate` counts NVIDIA's driver pods;
+- status.migratedFrom lists what was adopted, and what NVIDIA's operator left that ocp-gpu renders
+  nothing for and the policy owns (the MPS control daemon, the `nvidia-cdi` RuntimeClass) is gone;
 - every object ocp-gpu renders that NVIDIA's operator had made is ocp-gpu's alone (no other field
   manager owns a field of it: the live object is what ocp-gpu applies);
 - in the next 30 s ocp-gpu writes nothing.
@@ -139,6 +141,7 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
 ) -> None:
     core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
     nodes = sorted(restored.nodes.values())
+    header_rhcos = nvidia_fixtures.load(FIXTURE)[0]["rhcos"]
     assert restored.skipped == [], restored.skipped
     # NVIDIA's pods run again, adopted by NVIDIA's DaemonSets, one driver pod per GPU node
     before = wait_for(
@@ -204,6 +207,16 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
     for node in nodes:
         assert core.read_node(node).metadata.labels.get(labels.UPGRADE_STATE) == "upgrade-done"
     status = read_policy(kube, restored.policy_name)["status"]
+    # what NVIDIA's operator left that ocp-gpu renders nothing for, owned by the policy: deleted
+    migrated = status["migratedFrom"]
+    assert f"DaemonSet {namespace}/nvidia-driver-daemonset-{header_rhcos[0]}" in migrated["adopted"]
+    assert f"DaemonSet {namespace}/nvidia-device-plugin-mps-control-daemon" in migrated["deleted"]
+    assert f"ServiceAccount {namespace}/nvidia-device-plugin-mps-control-daemon" in migrated["deleted"]
+    assert "RuntimeClass nvidia-cdi" in migrated["deleted"]
+    assert migrated["left"] == []
+    for gone in ("nvidia-device-plugin-mps-control-daemon",):
+        with pytest.raises(client.exceptions.ApiException):
+            apps.read_namespaced_daemon_set(gone, namespace)
     previous = next(c for c in status["conditions"] if c["type"] == "DriverPodsOnPreviousTemplate")
     assert previous["message"].startswith(f"{len(nodes)} driver pod(s) run an older template")
     # Everything ocp-gpu applies under a name NVIDIA's operator had used is ocp-gpu's alone.
@@ -219,7 +232,12 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
         }.get(kind)
         if reader is None:
             continue
-        obj = json.loads(reader(name).data)
+        try:
+            obj = json.loads(reader(name).data)
+        except client.exceptions.ApiException as error:
+            # a leftover deleted (status.migratedFrom.deleted)
+            assert error.status == 404 and f"{kind} {namespace}/{name}" in migrated["deleted"], (kind, name)
+            continue
         if (obj["metadata"].get("labels") or {}).get(labels.MANAGED_BY) != labels.MANAGED_BY_VALUE:
             continue
         adopted.append(f"{kind} {name}")

@@ -462,3 +462,34 @@ def test_what_cannot_be_cut_safely_decodes_whole() -> None:
     for obj in (custom, no_spec, bookmark, error):
         raw = json.dumps({"type": "ADDED", "object": obj}, separators=(",", ":"), sort_keys=True).encode()
         assert watching.decode(raw) == json.loads(raw)
+
+
+class Recorded:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    def listed(self, facts: Any) -> None:
+        self.events.append(("listed", sorted(f.name for f in facts)))
+
+    def seen(self, facts: Any) -> None:
+        self.events.append(("seen", facts.name))
+
+    def gone(self, name: str) -> None:
+        self.events.append(("gone", name))
+
+
+def test_only_operand_pods_reach_the_sink_a_dtk_driver_pod_among_them() -> None:
+    # the watch's selector (`app` exists) lets every pod with an app label through
+    recorded = Recorded()
+    only = pod_watch.OperandsOnly(recorded)
+    dtk = {
+        labels.APP: "nvidia-driver-daemonset-416.94.202407030122-0",
+        labels.COMPONENT: labels.DRIVER_COMPONENT,
+    }
+    driver = pod_watch.pod_facts(pod("d1", labels.DRIVER_APP, extra_labels=dtk))
+    other = pod_watch.pod_facts(pod("x1", "something-else"))
+    only.listed([driver, other])
+    only.seen(driver)
+    only.seen(other)
+    only.gone("d1")
+    assert recorded.events == [("listed", ["d1"]), ("seen", "d1"), ("gone", "x1"), ("gone", "d1")]

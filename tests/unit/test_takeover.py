@@ -5,7 +5,9 @@
   owned (the union of their FieldsV1 trees), and keep the status subresource's entries;
 - a DaemonSet is replaced exactly when its selector is not the rendered one (order aside);
 - the pods to relabel are those the replaced DaemonSet left (no controller, or still it), missing
-  a label of the new selector; a pod of another controller or one being deleted is left alone.
+  a label of the new selector; a pod of another controller or one being deleted is left alone;
+- leftovers: deleted only when the ClusterPolicy owns them and ocp-gpu renders nothing of that
+  name; never a driver DaemonSet (its pods are the drivers), never the user's own objects.
 """
 
 from __future__ import annotations
@@ -138,3 +140,38 @@ def test_the_replaced_daemonsets_pods_get_the_new_selectors_labels() -> None:
         ("orphan", "node-orphan", {"app": "nvidia-driver-daemonset-k"}),
         ("still-owned", "node-still-owned", {"app": "nvidia-driver-daemonset-k"}),
     ]
+
+
+def test_leftovers_owned_by_the_policy_and_not_rendered_go_the_rest_stay() -> None:
+    found = [
+        takeover.Foreign("DaemonSet", "ns", "nvidia-device-plugin-mps-control-daemon", ("policy",)),
+        takeover.Foreign("ClusterRole", "", "nvidia-driver", ("policy",)),
+        # the user's own, no owner or another owner: never touched
+        takeover.Foreign("ConfigMap", "ns", "my-config", ()),
+        takeover.Foreign("ConfigMap", "ns", "theirs", ("someone-else",)),
+        # rendered by ocp-gpu under that name (an apply that failed): not a leftover
+        takeover.Foreign("ServiceAccount", "ns", "nvidia-driver", ("policy",)),
+        # NVIDIA's vanilla driver DaemonSet: its pods are the running drivers
+        takeover.Foreign(
+            "DaemonSet",
+            "ns",
+            "nvidia-driver-daemonset",
+            ("policy",),
+            {"app.kubernetes.io/component": "nvidia-driver"},
+        ),
+    ]
+    plan = takeover.plan_leftovers(found, "policy", [("ServiceAccount", "ns", "nvidia-driver")])
+    assert [item.describe() for item in plan.delete] == [
+        "ClusterRole nvidia-driver",
+        "DaemonSet ns/nvidia-device-plugin-mps-control-daemon",
+    ]
+    assert [(item.describe(), why) for item, why in plan.keep] == [
+        ("DaemonSet ns/nvidia-driver-daemonset", "its pods are running drivers")
+    ]
+    status = takeover.migrated_from(["DaemonSet ns/x"], plan, ["ClusterRole nvidia-driver"])
+    assert status == {
+        "operator": "NVIDIA GPU Operator",
+        "adopted": ["DaemonSet ns/x"],
+        "deleted": ["ClusterRole nvidia-driver"],
+        "left": ["DaemonSet ns/nvidia-driver-daemonset (its pods are running drivers)"],
+    }
