@@ -44,8 +44,8 @@ from ocp_gpu.planning import (
     platform,
     policies,
     status_writes,
-    upgrade_preflight,
     takeover,
+    upgrade_preflight,
 )
 from ocp_gpu.planning import status as status_planning
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
