@@ -24,6 +24,7 @@ only in the namespace (gpu-operator) and is not run here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -52,6 +53,8 @@ V1, V2 = nodes.DEFAULT_RHCOS, "416.94.202407240000-0"
 DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
 DRIVER_PODS = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
 WORKLOAD = "gpu-workload"
+# Seconds without a write that end a phase (NVIDIA's operator waits for its previous Lease first).
+QUIET_S = 20.0
 OCP_CRD = ROOT / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
 
 
@@ -196,14 +199,19 @@ def workloads(core: kubernetes.client.CoreV1Api) -> set[str]:
     }
 
 
-def policy_state(api: kubernetes.client.ApiClient, name: str) -> str:
+def policy_state(api: kubernetes.client.ApiClient, name: str, user: str) -> str:
+    """The policy's state as `user`'s operator wrote it ("" until it has): ocp-gpu's status names the
+    platform; NVIDIA's operator rewrites the whole status from its Go types, which have no platform."""
     try:
         obj = kubernetes.client.CustomObjectsApi(api).get_cluster_custom_object(
             "nvidia.com", "v1", "clusterpolicies", name
         )
     except kubernetes.client.exceptions.ApiException:
         return ""
-    return str((obj.get("status") or {}).get("state", ""))
+    status = obj.get("status") or {}
+    if ("platform" in status) != (user == OCP_USER):
+        return ""
+    return str(status.get("state", ""))
 
 
 def writes(plane: cluster.LocalControlPlane, user: str, since: int) -> dict[str, int]:
@@ -235,17 +243,22 @@ def phase(
     mark = plane.audit_line_count()
     sampler = Sampler(api)
     sampler.start()
+    # NB: the status the previous operator wrote says `ready` already: cleared, so `ready` is the new one's
+    with contextlib.suppress(kubernetes.client.exceptions.ApiException):  # no status yet
+        kubernetes.client.CustomObjectsApi(api).patch_cluster_custom_object_status(
+            "nvidia.com", "v1", "clusterpolicies", policy, [{"op": "remove", "path": "/status"}]
+        )
     began = time.monotonic()
     start()
     ready_s = None
     while time.monotonic() - began < timeout:
-        if policy_state(api, policy) == "ready":
+        if policy_state(api, policy, user) == "ready":
             ready_s = round(time.monotonic() - began, 1)
             break
         time.sleep(0.5)
-    # then until it writes nothing for 10 s (or the timeout)
+    # then until it writes nothing for QUIET_S (or the timeout)
     quiet_since, last = time.monotonic(), sum(writes(plane, user, mark).values())
-    while time.monotonic() - began < timeout and time.monotonic() - quiet_since < 10:
+    while time.monotonic() - began < timeout and time.monotonic() - quiet_since < QUIET_S:
         time.sleep(1)
         now = sum(writes(plane, user, mark).values())
         if now != last:
