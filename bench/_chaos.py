@@ -1,7 +1,7 @@
 """What the chaos benchmarks share: the same scenario run without faults (the baseline) and
 with them, each on a fresh control plane, then a table and a JSON file.
 
-The scenario and its invariants are `ocp_gpu.harness.chaos` (the e2e tests in
+The scenario and its invariants are `ocp_gpu_harness.chaos` (the e2e tests in
 tests/e2e/test_chaos.py run the same code at tens of nodes).
 """
 
@@ -26,8 +26,8 @@ from _common import (
     write_result,
 )
 
-from ocp_gpu.harness import binaries, chaos
-from ocp_gpu.harness.cluster import LocalControlPlane
+from ocp_gpu_harness import binaries, chaos
+from ocp_gpu_harness.cluster import LocalControlPlane
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, nodes: int) -> None:

@@ -5,7 +5,7 @@ restarted so that its watch cache starts after the compaction and every watch re
 from before gets 410 Gone), while N GPU nodes upgrade their driver and the Machine Config
 Operator moves the same pool to a new RHCOS. Issue 8's second chaos benchmark.
 
-The scenario, the invariants and the measures are `ocp_gpu.harness.chaos`; the baseline
+The scenario, the invariants and the measures are `ocp_gpu_harness.chaos`; the baseline
 is the same run without faults. The operator is restarted whenever it exits (a leader
 that cannot renew its Lease while the apiserver is down exits on purpose, as a kubelet
 would restart it); exits not explained by an outage are reported as crashes.

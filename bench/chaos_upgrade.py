@@ -2,7 +2,7 @@
 as a kubelet would) while N GPU nodes upgrade their driver and the Machine Config Operator
 moves the same pool to a new RHCOS. Issue 8's first chaos benchmark.
 
-The scenario, the invariants and the measures are `ocp_gpu.harness.chaos` (see its
+The scenario, the invariants and the measures are `ocp_gpu_harness.chaos` (see its
 docstring): the same run without faults first (the baseline: wall time and API writes to
 compare with), then with ``--kills`` SIGKILLs spread at random over the baseline's
 duration. ``--replicas 2 --kill-leader`` runs two replicas and kills whichever leads

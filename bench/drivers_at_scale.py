@@ -2,7 +2,7 @@
 
 For each size N (default 100, 1,000 and 5,000) this starts a fresh local control plane
 (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok; see
-``ocp_gpu/harness``) in OpenShift mode, creates N fake GPU nodes on one RHCOS build V1,
+``ocp_gpu_harness``) in OpenShift mode, creates N fake GPU nodes on one RHCOS build V1,
 starts ``ocp-gpu run`` as its own user and measures, in this order:
 
 startup
@@ -97,11 +97,11 @@ import kubernetes.watch
 from _common import operator_sources
 from kubernetes.client import ApiClient
 
-from ocp_gpu.harness import binaries, nodes, openshift
-from ocp_gpu.harness.chaos import install_crd
-from ocp_gpu.harness.cluster import LEASES, WRITE_VERBS, LocalControlPlane
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
+from ocp_gpu_harness import binaries, nodes, openshift
+from ocp_gpu_harness.chaos import install_crd
+from ocp_gpu_harness.cluster import LEASES, WRITE_VERBS, LocalControlPlane
+from ocp_gpu_harness.operating import OperatorProcess
 
 REPO: Final = Path(__file__).resolve().parents[1]
 RESULTS_DIR: Final = REPO / "bench" / "results"

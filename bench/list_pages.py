@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ocp_gpu.harness import nodes as fake_nodes
+from ocp_gpu_harness import nodes as fake_nodes
 
 RHCOS = "416.94.202407030122-0"
 CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")

@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _memdump
 import drivers_at_scale as setup
 
-from ocp_gpu.harness import binaries, openshift
-from ocp_gpu.harness.cluster import LocalControlPlane
-from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu_harness import binaries, openshift
+from ocp_gpu_harness.cluster import LocalControlPlane
+from ocp_gpu_harness.operating import OperatorProcess
 
 # The side-by-side tool's operands (../shared/tools/compare_nvidia.py's SPEC): driver (DTK) and toolkit.
 COMPARE_SPEC: dict[str, Any] = {

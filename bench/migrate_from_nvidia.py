@@ -2,7 +2,7 @@
 """Switch a cluster from NVIDIA's GPU Operator to ocp-gpu and back, with NVIDIA's real operator.
 
 Outside CI (NVIDIA's operator is built from its source outside this repository, as
-hack/capture_nvidia_fixtures.py says).  On the local control plane (ocp_gpu/harness) in OpenShift
+hack/capture_nvidia_fixtures.py says).  On the local control plane (ocp_gpu_harness) in OpenShift
 mode, N kwok GPU nodes on two RHCOS versions, each with a GPU workload pod (`nvidia.com/gpu: 1`):
   1. NVIDIA's operator with its OperatorHub example ClusterPolicy until every driver pod is Ready
      and its namespace is quiet; then stopped, as an OLM uninstall (CRDs and ClusterPolicy stay);
@@ -42,9 +42,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ocp_gpu.harness import cluster, nodes, openshift  # noqa: E402
-from ocp_gpu.harness.operating import OperatorProcess  # noqa: E402
 from ocp_gpu.model import labels, releases  # noqa: E402
+from ocp_gpu_harness import cluster, nodes, openshift  # noqa: E402
+from ocp_gpu_harness.operating import OperatorProcess  # noqa: E402
 
 NS = "nvidia-gpu-operator"
 NV_USER = "nvidia-gpu-operator"

@@ -36,11 +36,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
 from ocp_gpu.desired import driver_manifests, driver_render_cache
-from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.kube import applying, reading
 from ocp_gpu.model import apis, policy_parser, releases, snapshot
 from ocp_gpu.planning import drivers, imagestreams, platform
 from ocp_gpu.rendering import drivers as rendering
+from ocp_gpu_harness import nodes as fake_nodes
 
 NAMESPACE: Final = "nvidia-gpu-operator"
 V1: Final = fake_nodes.DEFAULT_RHCOS

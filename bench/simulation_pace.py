@@ -10,7 +10,7 @@ Ready, sampled every few seconds, and each control-plane process's CPU over that
 
 Run: ``flock /tmp/ocp-gpu-bench.lock nice -n 5 .venv/bin/python bench/simulation_pace.py --nodes 1000``
 (``PYTHONPATH=<another checkout>`` measures that checkout's harness: the node agent is started as
-``python -m ocp_gpu.harness.node_agent`` and inherits the path).
+``python -m ocp_gpu_harness.node_agent`` and inherits the path).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import _proc
 import kubernetes
 
 import ocp_gpu
-from ocp_gpu.harness import cluster, nodes
 from ocp_gpu.model import labels, operands
+from ocp_gpu_harness import cluster, nodes
 
 NAMESPACE: Final = "gpu-operator"
 SAMPLE_S: Final = 5.0

@@ -24,7 +24,7 @@ planner (in process, deterministic)
     (passes in which nothing moves, as in a real cluster: they cost CPU, no
     transitions).
 
-end to end (the local control plane, ``ocp_gpu/harness``)
+end to end (the local control plane, ``ocp_gpu_harness``)
     A fresh control plane with N kwok GPU nodes (vanilla: one driver DaemonSet),
     optionally one GPU workload pod per node (a Deployment of N replicas asking for
     ``nvidia.com/gpu: 1`` each), and the ``cluster-policy`` at driver version A. The
@@ -90,10 +90,6 @@ import kubernetes.watch
 from _common import git_commit, operator_sources
 from kubernetes.client import ApiClient
 
-from ocp_gpu.harness import binaries, nodes
-from ocp_gpu.harness.chaos import create_namespace, install_crd
-from ocp_gpu.harness.cluster import LocalControlPlane
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.kube import upgrading
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.nodes import NodeName
@@ -108,6 +104,10 @@ from ocp_gpu.model.upgrades import (
     WorkloadPod,
 )
 from ocp_gpu.planning import upgrade
+from ocp_gpu_harness import binaries, nodes
+from ocp_gpu_harness.chaos import create_namespace, install_crd
+from ocp_gpu_harness.cluster import LocalControlPlane
+from ocp_gpu_harness.operating import OperatorProcess
 
 REPO: Final = Path(__file__).resolve().parents[1]
 RESULTS_DIR: Final = REPO / "bench" / "results"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds helm from its published Go module into the binary cache, next to (not
 # inside) the control plane binaries.  Only the Helm tests need it, so it is
-# built on demand (ocp_gpu/harness/binaries.py's ensure_helm runs this script
+# built on demand (ocp_gpu_harness/binaries.py's ensure_helm runs this script
 # when a collected test uses the `helm` fixture), never by hack/setup.sh.
 #
 # Why the ldflags: `go install` leaves helm's idea of the Kubernetes version at

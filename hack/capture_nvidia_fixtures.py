@@ -2,7 +2,7 @@
 """Capture what NVIDIA's GPU Operator leaves on a cluster, as fixtures for tests/e2e/test_takeover_nvidia.py.
 
 Runs NVIDIA's real operator (Go, built from its source OUTSIDE this repository) on the local control
-plane (ocp_gpu/harness) in OpenShift mode, with NVIDIA's OperatorHub example ClusterPolicy (the
+plane (ocp_gpu_harness) in OpenShift mode, with NVIDIA's OperatorHub example ClusterPolicy (the
 `alm-examples` of its bundle's CSV) on GPU nodes of two RHCOS versions, until every driver pod is
 Ready and the operator has written nothing for a while; stops it (as an OLM uninstall would) and
 writes every object it created, as the API serves them (managedFields, labels, ownerReferences),
@@ -36,8 +36,8 @@ from typing import Any
 import kubernetes.client
 import yaml
 
-from ocp_gpu.harness import cluster, nodes, openshift
 from ocp_gpu.kube import clients, requesting
+from ocp_gpu_harness import cluster, nodes, openshift
 
 NS = "nvidia-gpu-operator"
 NV_USER = "nvidia-gpu-operator"

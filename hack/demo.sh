@@ -4,8 +4,9 @@
 # It stops at the end of the scenario (`--follow` keeps it up until Ctrl-C) and removes its
 # state directory (`--keep-state` keeps it).  A step that fails is explained (the step, the
 # command, its stderr, where the logs are: the state directory is kept) with exit code 1;
-# Ctrl-C stops everything it started (exit 130).  Extra arguments go to `ocp-gpu demo`.
+# Ctrl-C stops everything it started (exit 130).  Extra arguments go to the demo
+# (`python -m ocp_gpu_harness.demo --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/setup.sh
-exec .venv/bin/ocp-gpu demo "$@"
+exec .venv/bin/python -m ocp_gpu_harness.demo "$@"

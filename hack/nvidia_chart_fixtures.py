@@ -37,7 +37,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ocp_gpu.harness import binaries  # noqa: E402
+from ocp_gpu_harness import binaries  # noqa: E402
 
 DATA = ROOT / "tests" / "unit" / "data" / "nvidia-helm"
 CHART_PATH = "deployments/gpu-operator"

@@ -27,6 +27,10 @@ if [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
 else
   say ".venv is up to date"
 fi
+# The test rig (ocp_gpu_harness/: local control plane, simulations, the demo) is not part of the
+# wheel; the checkout on the venv's path makes it importable for the demo, tests, bench/ and hack/.
+site="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+[[ "$(cat "$site/ocp-gpu-checkout.pth" 2>/dev/null)" == "$PWD" ]] || echo "$PWD" >"$site/ocp-gpu-checkout.pth"
 
 if [[ "${OCP_GPU_SKIP_E2E:-0}" != "1" ]]; then
   bash hack/build-control-plane.sh

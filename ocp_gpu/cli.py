@@ -1,4 +1,5 @@
-"""The `ocp-gpu` command: run the operator, the demo, and the admin tools."""
+"""The `ocp-gpu` command: run the operator and the admin tools (the demo is the harness's:
+`python -m ocp_gpu_harness.demo`, run by `hack/demo.sh`)."""
 
 from __future__ import annotations
 
@@ -76,22 +77,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--lease-retry-period", type=float, default=26.0, help="seconds between renewals (default 26)"
     )
 
-    demo = commands.add_parser("demo", help="start a local control plane and show the operator at work")
-    demo.add_argument("--state-dir", type=Path, default=None, help="where to keep its state (kept on exit)")
-    demo.add_argument(
-        "--keep-state",
-        action="store_true",
-        help="keep the state directory on exit (also OCP_GPU_KEEP_STATE=1)",
-    )
-    demo.add_argument(
-        "--no-live", action="store_true", help="print snapshots (on change) instead of a live table"
-    )
-    demo.add_argument(
-        "--follow", action="store_true", help="keep the cluster up after the scenario, until Ctrl-C"
-    )
-    # The default since the demo stops by itself; kept so existing scripts keep working.
-    demo.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
-
     # The admin tools: each module under ocp_gpu/commands/ declares its own arguments and
     # entry point (add_arguments, main), so adding one is a row in ADMIN_COMMANDS. Every command
     # is listed in --help; only the one named on the command line is imported and given its
@@ -113,15 +98,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.command == "run":
         return _run(args)
-    if args.command == "demo":
-        from ocp_gpu import demo as demo_module
-
-        return demo_module.main(
-            state_dir=args.state_dir,
-            live=not args.no_live,
-            follow=args.follow and not args.once,
-            keep_state=args.keep_state,
-        )
     if args.command in ADMIN_COMMANDS and tool is not None:
         return int(tool.main(args))
     parser.error(f"unknown command {args.command}")

@@ -22,11 +22,11 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from ocp_gpu.harness import binaries, polling
-from ocp_gpu.harness import monitoring as monitoring_emulation
-from ocp_gpu.harness import openshift as openshift_emulation
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.kube import clients
+from ocp_gpu_harness import binaries, polling
+from ocp_gpu_harness import monitoring as monitoring_emulation
+from ocp_gpu_harness import openshift as openshift_emulation
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 
 SKIP_E2E = os.environ.get("OCP_GPU_SKIP_E2E") == "1"
 

@@ -14,12 +14,12 @@ import pytest
 import yaml
 from kubernetes import client, watch
 
-from ocp_gpu.harness import crds, polling
-from ocp_gpu.harness import rbac as operator_rbac
-from ocp_gpu.harness.chaos import IN_FLIGHT
-from ocp_gpu.harness.cluster import LocalControlPlane
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
+from ocp_gpu_harness import crds, polling
+from ocp_gpu_harness import rbac as operator_rbac
+from ocp_gpu_harness.chaos import IN_FLIGHT
+from ocp_gpu_harness.cluster import LocalControlPlane
+from ocp_gpu_harness.operating import OperatorProcess
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
 OPERATOR_USER = "ocp-gpu-operator"

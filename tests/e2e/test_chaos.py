@@ -1,5 +1,5 @@
 """We test these aspects of the operator under faults, on a control plane of its own per test
-(the faults would disturb the shared one), with the scenario of `ocp_gpu.harness.chaos`
+(the faults would disturb the shared one), with the scenario of `ocp_gpu_harness.chaos`
 (the short version of bench/chaos_upgrade.py and bench/chaos_apiserver.py): a driver
 upgrade (maxParallelUpgrades 10) of 20 GPU nodes while the MCO simulation moves the same
 pool to a new RHCOS, two nodes cordoned by an admin beforehand, and
@@ -25,8 +25,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ocp_gpu.harness import binaries, chaos
-from ocp_gpu.harness.cluster import LocalControlPlane
+from ocp_gpu_harness import binaries, chaos
+from ocp_gpu_harness.cluster import LocalControlPlane
 
 # NB: above pytest's 300 s default: each test starts a control plane of its own (at most 180 s),
 # sets up 20 nodes (bounded at 660 s by the harness), runs the scenario (SHORT.timeout_s) and

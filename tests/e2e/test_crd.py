@@ -28,9 +28,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from ocp_gpu.harness import crds
-from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.model import policy_parser
+from ocp_gpu_harness import crds
+from ocp_gpu_harness.cluster import LocalControlPlane
 from tests.unit._crd_schema import apply_defaults, spec_schema
 from tests.unit._nvidia_fields import every_field_spec
 

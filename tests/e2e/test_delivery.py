@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import openshift as openshift_emulation
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.install import manifests
 from ocp_gpu.model import labels
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness import openshift as openshift_emulation
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import holds_for, read_policy, wait_for
 

@@ -14,7 +14,7 @@ local control plane of its own:
   TMPDIR empty.
 
 Where hack/demo.sh would set up another venv (pytest not run from this repository's .venv),
-the runs take the same code path without the set-up: ``python -m ocp_gpu.cli demo --once``.
+the runs take the same code path without the set-up: ``python -m ocp_gpu_harness.demo --once``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from ocp_gpu import demo
+from ocp_gpu_harness import demo
 
 pytestmark = pytest.mark.e2e
 
@@ -41,7 +41,7 @@ DEMO_RUNS = int(os.environ.get("OCP_GPU_DEMO_RUNS", "2"))
 # A run takes about 2 minutes on an idle machine; each wait of the scenario gives up after
 # demo.WAIT_SECONDS, so a stuck run fails with its explanation well before this.
 RUN_TIMEOUT = 900
-CODE_PATH = (sys.executable, "-m", "ocp_gpu.cli", "demo")
+CODE_PATH = (sys.executable, "-m", "ocp_gpu_harness.demo")
 
 
 @dataclass

@@ -23,11 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from kubernetes import client
 
-from ocp_gpu.harness import fuzzing
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness.chaos import AuditWindow
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu_harness import fuzzing
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness.chaos import AuditWindow
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import OPERATOR_USER, settle_writes
 

@@ -34,12 +34,12 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.harness import binaries, polling, stages
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import openshift as openshift_emulation
-from ocp_gpu.harness.cluster import KWOK_USER, LocalControlPlane, unique_name
-from ocp_gpu.harness.polling import holds_for
 from ocp_gpu.model import labels
+from ocp_gpu_harness import binaries, polling, stages
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness import openshift as openshift_emulation
+from ocp_gpu_harness.cluster import KWOK_USER, LocalControlPlane, unique_name
+from ocp_gpu_harness.polling import holds_for
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ README's "Install with Helm" commands in order:
 - with nfd.enabled (the default), NFD's chart comes along and our NodeFeatureRule is created
   (NFD's CRDs are installed before our templates render); uninstall removes it.
 
-Simulated: `helm dependency update` (see ocp_gpu/harness/helm.py). The README's commands run with
+Simulated: `helm dependency update` (see ocp_gpu_harness/helm.py). The README's commands run with
 nfd.enabled=false added to the install.
 """
 
@@ -31,13 +31,13 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.harness import helm as helm_harness
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import tokens
-from ocp_gpu.harness.binaries import HelmTools
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
+from ocp_gpu_harness import helm as helm_harness
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness import tokens
+from ocp_gpu_harness.binaries import HelmTools
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import FORBIDDEN, wait_for
 

@@ -12,8 +12,8 @@ with real helm:
   ClusterPolicy CRD and a missing NVIDIADriver CRD to the release's, Established; delete removes
   both, and every ClusterPolicy with them.
 
-Simulated: `helm dependency update` (ocp_gpu/harness/helm.py); the kubelet's and the device
-plugin's part (ocp_gpu/harness/node_agent.py advertises what the plugin's config says).
+Simulated: `helm dependency update` (ocp_gpu_harness/helm.py); the kubelet's and the device
+plugin's part (ocp_gpu_harness/node_agent.py advertises what the plugin's config says).
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ import pytest
 import yaml
 from kubernetes import client
 
-from ocp_gpu.harness import crds, tokens
-from ocp_gpu.harness import helm as helm_harness
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness.binaries import HelmTools
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels, releases
+from ocp_gpu_harness import crds, tokens
+from ocp_gpu_harness import helm as helm_harness
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness.binaries import HelmTools
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import CRD_PATH, FORBIDDEN, REACT_S, READY_S, kubectl, wait_for
 from .test_helm import CRD_NAME, NFD_CRDS, delete_crd_if_unused

@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from kubernetes import client
 
-from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.kube import clients, electing
+from ocp_gpu_harness.cluster import LocalControlPlane
 
 pytestmark = pytest.mark.e2e
 

@@ -25,10 +25,10 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import openshift as openshift_emulation
-from ocp_gpu.harness.cluster import unique_name
-from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness import openshift as openshift_emulation
+from ocp_gpu_harness.cluster import unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import wait_for
 

@@ -1,5 +1,5 @@
 """We test these aspects of the MIG manager on the local control plane, with the node-agent
-SIMULATION (ocp_gpu/harness/node_agent.py) playing the MIG manager's protocol through labels
+SIMULATION (ocp_gpu_harness/node_agent.py) playing the MIG manager's protocol through labels
 (NVIDIA's mig-parted reconfigure) and GFD's and the device plugin's view of the MIG devices:
 
 (a) only MIG-capable GPU nodes (the simulated GFD's nvidia.com/mig.capable) get
@@ -37,11 +37,11 @@ import pytest
 from kubernetes import client, watch
 from prometheus_client.parser import text_string_to_metric_families
 
-from ocp_gpu.harness import node_agent
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels, operands
+from ocp_gpu_harness import node_agent
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import (
     condition,

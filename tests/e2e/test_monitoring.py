@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.harness.cluster import LocalControlPlane
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.install import manifests as install
 from ocp_gpu.model import labels
+from ocp_gpu_harness.cluster import LocalControlPlane
+from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import (
     READY_S,

@@ -25,9 +25,9 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from ocp_gpu import metrics
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu.harness.operating import free_port
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu_harness.operating import free_port
 
 from .conftest import wait_for
 

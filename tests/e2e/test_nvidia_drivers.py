@@ -36,13 +36,13 @@ import pytest
 import yaml
 from kubernetes import client
 
-from ocp_gpu.harness import crds, fuzzing
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import openshift as openshift_emulation
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 from ocp_gpu.planning import pod_selection
+from ocp_gpu_harness import crds, fuzzing
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness import openshift as openshift_emulation
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import BackgroundSampler, UpgradeStateWatch, condition, kubectl, wait_for, wait_for_event
 

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 from ocp_gpu.rendering import drivers as driver_rendering
 from ocp_gpu.rendering import toolkit as toolkit_rendering
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import OPERATOR_USER, REACT_S, READY_S, read_policy, settle_writes, wait_for
 

@@ -29,11 +29,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.harness import binaries, faults
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.kube import applying, clients, connecting, daemonset_watch, node_watch, pod_watch, watching
 from ocp_gpu.model import labels, operands
+from ocp_gpu_harness import binaries, faults
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness.cluster import LocalControlPlane
 from tests.e2e.conftest import wait_for
 
 pytestmark = pytest.mark.e2e

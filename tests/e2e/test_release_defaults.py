@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness.cluster import unique_name
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels, releases
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness.cluster import unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import READY_S, read_policy, wait_for
 

@@ -27,10 +27,10 @@ import pytest
 import yaml
 from kubernetes import client
 
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import openshift as openshift_emulation
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.model import labels
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness import openshift as openshift_emulation
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 
 from .conftest import kubectl, wait_for
 

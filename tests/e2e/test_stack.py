@@ -1,5 +1,5 @@
 """We test these aspects of the GPU stack (driver, toolkit, validator, device plugin, GFD) on the
-local control plane, with the node-agent SIMULATION (ocp_gpu/harness/node_agent.py) standing in
+local control plane, with the node-agent SIMULATION (ocp_gpu_harness/node_agent.py) standing in
 for kubelets and the NVIDIA stack: operand pods become Ready only once their markers would
 exist, GPUs become allocatable from the plugin config the operator rendered, GFD labels appear:
 
@@ -29,14 +29,14 @@ import pytest
 import yaml
 from kubernetes import client
 
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels, operands, policy_parser
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.model.images import ImageRef
 from ocp_gpu.rendering import common
 from ocp_gpu.rendering import operands as operand_rendering
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import (
     READY_S,

@@ -28,13 +28,13 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import nvidia_fixtures
-from ocp_gpu.harness import openshift as openshift_emulation
-from ocp_gpu.harness.cluster import LocalControlPlane
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.kube import clients
 from ocp_gpu.model import labels, releases
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness import nvidia_fixtures
+from ocp_gpu_harness import openshift as openshift_emulation
+from ocp_gpu_harness.cluster import LocalControlPlane
+from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import READY_S, BackgroundSampler, quiet_writes, read_policy, wait_for
 

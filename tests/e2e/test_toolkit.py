@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness.cluster import unique_name
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
 from ocp_gpu.rendering import toolkit as toolkit_rendering
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness.cluster import unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import READY_S, condition, holds_for, patch_policy, read_policy, wait_for, wait_for_event
 

@@ -25,9 +25,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from ocp_gpu.harness import tokens
-from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.kube import clients, configuring, electing, requesting, sending
+from ocp_gpu_harness import tokens
+from ocp_gpu_harness.cluster import LocalControlPlane
 
 from .conftest import wait_for
 

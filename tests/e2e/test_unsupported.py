@@ -27,13 +27,13 @@ import yaml
 from kubernetes import client
 
 from ocp_gpu.desired import driver_manifests
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import fields, operands, policy_parser
 from ocp_gpu.model.policy import Policy
 from ocp_gpu.rendering import operands as operand_rendering
 from ocp_gpu.rendering import toolkit as toolkit_rendering
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 from tests.unit._nvidia_fields import every_field_spec
 
 from .conftest import condition, kubectl, read_policy, wait_for, wait_for_event

@@ -34,13 +34,13 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client
 
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import polling
-from ocp_gpu.harness.cluster import unique_name
 from ocp_gpu.kube import clients, connecting, pod_following, requesting, upgrading
 from ocp_gpu.model import labels, upgrades
 from ocp_gpu.model.upgrades import UpgradeState
 from ocp_gpu.planning import upgrade, upgrade_pipeline
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness import polling
+from ocp_gpu_harness.cluster import unique_name
 from tests.unit._upgrades import policy
 
 pytestmark = pytest.mark.e2e

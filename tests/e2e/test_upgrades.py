@@ -29,11 +29,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import stages
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import labels
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness import stages
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import IN_FLIGHT, UpgradeStateWatch, holds_for, kubectl, wait_for
 

@@ -15,7 +15,7 @@ its namespace, get nodes):
 
 NB: kwok runs no containers.  A pod whose container would exit gets its end through
 the harness's pod fates (`ocp-gpu.harness/pod-fate: succeeded|failed`, kwok stages,
-see ocp_gpu/harness/stages.py), put on the workload pod with the validator's
+see ocp_gpu_harness/stages.py), put on the workload pod with the validator's
 --workload-annotation.  Without a fate, kwok keeps the pod Running forever.
 """
 
@@ -31,11 +31,11 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.commands import validate
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import polling, stages
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu.planning import validation
 from ocp_gpu.planning.validation import Component
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness import polling, stages
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 
 pytestmark = pytest.mark.e2e
 

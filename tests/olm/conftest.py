@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ocp_gpu.harness import olm
+from ocp_gpu_harness import olm
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "hack" / "build-olm-tools.sh"

@@ -39,13 +39,13 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.harness import crds, olm
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import openshift as openshift_emulation
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.install import manifests
 from ocp_gpu.model import labels
+from ocp_gpu_harness import crds, olm
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness import openshift as openshift_emulation
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 from tests.e2e.conftest import kubectl, wait_for
 from tests.unit.test_readme_install import readme_block
 

@@ -68,7 +68,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = tmp_path_factory.mktemp("src")
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    for folder in ("ocp_gpu", "templates"):
+    # ocp_gpu_harness/ too: the build sees the whole tree a release build sees, and must leave it out.
+    for folder in ("ocp_gpu", "templates", "ocp_gpu_harness"):
         shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("dist")
     subprocess.run(
@@ -89,6 +90,14 @@ def test_the_wheel_carries_every_template_folder(wheel: Path) -> None:
     assert templates <= names, f"missing from the wheel: {sorted(templates - names)}"
     assert "ocp_gpu/crds/clusterpolicies.nvidia.com.yaml" in names
     assert "ocp_gpu/py.typed" in names
+
+
+def test_the_wheel_carries_no_test_rig(wheel: Path) -> None:
+    """The local control plane, the simulations and the demo stay in the checkout (issue 22)."""
+    names = zipfile.ZipFile(wheel).namelist()
+    assert not [name for name in names if name.startswith("ocp_gpu_harness/")], "the harness is in the wheel"
+    assert not [name for name in names if "/harness/" in name or name.endswith("demo.py")], names
+    assert any(name == "ocp_gpu/commands/validate.py" for name in names), "the validator program must ship"
 
 
 def test_the_wheel_carries_every_data_file_of_the_package(wheel: Path) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
-from ocp_gpu.harness import chaos
 from ocp_gpu.model import labels
+from ocp_gpu_harness import chaos
 
 
 def test_fault_plan_is_reproducible_complete_and_in_its_window() -> None:

@@ -13,7 +13,7 @@ import time
 import pytest
 from rich.console import Console
 
-from ocp_gpu import demo
+from ocp_gpu_harness import demo
 
 
 def test_a_pipe_gets_a_snapshot_only_when_it_changes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ocp_gpu import demo
-from ocp_gpu.harness import binaries
+from ocp_gpu_harness import binaries, demo
 
 
 def test_a_failing_step_is_explained_without_a_traceback(

@@ -28,8 +28,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, assume, example, given, settings
 
-from ocp_gpu.harness import helm as helm_harness
-from ocp_gpu.harness.binaries import HelmTools
+from ocp_gpu_harness import helm as helm_harness
+from ocp_gpu_harness.binaries import HelmTools
 
 from . import _crd_schema
 

@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ocp_gpu.harness import helm as helm_harness
-from ocp_gpu.harness.binaries import HelmTools
 from ocp_gpu.model import images, releases
+from ocp_gpu_harness import helm as helm_harness
+from ocp_gpu_harness.binaries import HelmTools
 
 from . import _crd_schema
 

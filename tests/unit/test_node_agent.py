@@ -1,4 +1,4 @@
-"""The simulated node agent's pacing (ocp_gpu/harness/node_agent.py).
+"""The simulated node agent's pacing (ocp_gpu_harness/node_agent.py).
 
 We test these aspects: the wait between passes follows the CPU a pass used, not its wall
 time, and is bounded, so a pass that spent minutes waiting on a busy apiserver is followed
@@ -14,9 +14,9 @@ import time
 import pytest
 from kubernetes.client import ApiClient
 
-from ocp_gpu.harness import mirror, node_agent
 from ocp_gpu.model import operands
 from ocp_gpu.rendering import validator
+from ocp_gpu_harness import mirror, node_agent
 
 
 @pytest.mark.parametrize(

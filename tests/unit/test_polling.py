@@ -1,4 +1,4 @@
-"""We test these aspects of waiting on a moving cluster (`ocp_gpu/harness/polling.py`), no server:
+"""We test these aspects of waiting on a moving cluster (`ocp_gpu_harness/polling.py`), no server:
 
 - `wait_for` returns the first truthy value; an exception from the predicate is "not yet" (the
   wait goes on); a timeout names what was awaited, the last value, the last exception and how
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from ocp_gpu.harness import polling
+from ocp_gpu_harness import polling
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"

@@ -33,13 +33,13 @@ import yaml
 from ocp_gpu import cli
 from ocp_gpu.commands import render
 from ocp_gpu.desired import driver_manifests
-from ocp_gpu.harness import nodes as fake_nodes
 from ocp_gpu.kube import adopting, applying, labelling, reading, reporting
 from ocp_gpu.model import apis, labels, operands, policy_parser, releases
 from ocp_gpu.model import policy as policy_model
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
 from ocp_gpu.reconcilers import nvidia_drivers, runtime
+from ocp_gpu_harness import nodes as fake_nodes
 from tests.unit._drivers import DTK_416, DTK_417, V416, V417
 
 V418 = "418.94.202501150000-0"

@@ -38,11 +38,11 @@ from hypothesis import strategies as st
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.harness.chaos import AuditWindow
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import apis, labels
+from ocp_gpu_harness.chaos import AuditWindow
+from ocp_gpu_harness.operating import OperatorProcess
 
-CRD_PATH: Final = Path(__file__).resolve().parents[1] / "crds" / "clusterpolicies.nvidia.com.yaml"
+CRD_PATH: Final = Path(__file__).resolve().parents[1] / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
 
 # Strings that have broken YAML, JSON, templates, shells, label syntax or terminals somewhere.
 HOSTILE_STRINGS: Final = (

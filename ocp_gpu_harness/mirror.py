@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from kubernetes.watch.watch import iter_resp_lines
 
-logger = logging.getLogger("ocp_gpu.harness.mirror")
+logger = logging.getLogger("ocp_gpu_harness.mirror")
 
 # Objects per LIST page: the apiserver never encodes, nor the agent decodes, the whole list at once.
 PAGE: Final = 500

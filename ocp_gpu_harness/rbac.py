@@ -21,9 +21,9 @@ from typing import Any, Final
 import kubernetes
 from kubernetes.client import ApiClient
 
-from ocp_gpu.harness import polling
-from ocp_gpu.harness.cluster import LocalControlPlane
 from ocp_gpu.install import manifests
+from ocp_gpu_harness import polling
+from ocp_gpu_harness.cluster import LocalControlPlane
 
 OPERATOR_GROUP: Final = "ocp-gpu:e2e-operators"
 E2E_CLUSTER_ROLE: Final = "e2e-shipped-gpu-operator"

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ocp_gpu.harness.operating import OperatorProcess
+from ocp_gpu_harness.operating import OperatorProcess
 
 # What `ocp-gpu run` logs when it exits because its Lease could not be renewed in time.
 LEASE_LOST_LOG: Final = "lost leadership lease"

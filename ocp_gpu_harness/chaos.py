@@ -53,18 +53,18 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.harness import crds, faults, nodes, openshift, polling
-from ocp_gpu.harness import rbac as operator_rbac
-from ocp_gpu.harness.cluster import LEASES, WRITE_VERBS, LocalControlPlane
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import apis, labels
+from ocp_gpu_harness import crds, faults, nodes, openshift, polling
+from ocp_gpu_harness import rbac as operator_rbac
+from ocp_gpu_harness.cluster import LEASES, WRITE_VERBS, LocalControlPlane
+from ocp_gpu_harness.operating import OperatorProcess
 
 P = ParamSpec("P")
 
 NAMESPACE: Final = labels.OPENSHIFT_NAMESPACE
 POLICY: Final = labels.CLUSTER_POLICY_NAME
 OPERATOR_USER: Final = "ocp-gpu-operator"
-CRD_PATH: Final = Path(__file__).resolve().parents[1] / "crds" / "clusterpolicies.nvidia.com.yaml"
+CRD_PATH: Final = Path(__file__).resolve().parents[1] / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
 VERSION_A: Final = "550.90.07"
 # The seed's target (a downgrade, as the seed does it).
 VERSION_B: Final = "510.85.02"

@@ -21,7 +21,7 @@ import kubernetes.client
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.harness import polling
+from ocp_gpu_harness import polling
 
 DEFAULT_TIMEOUT: Final = 60.0
 _POLL_SECONDS: Final = 0.1

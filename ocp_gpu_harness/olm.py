@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from ocp_gpu.harness import binaries, cluster
+from ocp_gpu_harness import binaries, cluster
 
 BUILD_SCRIPT = Path("hack") / "build-olm.sh"
 OLM_NAMESPACE = "olm"  # where OLM's controllers keep global catalogs and their leases

@@ -12,7 +12,7 @@ from pathlib import Path
 import kubernetes
 import yaml
 
-from ocp_gpu.harness.cluster import LocalControlPlane
+from ocp_gpu_harness.cluster import LocalControlPlane
 
 
 def request_token(control_plane: LocalControlPlane, namespace: str, name: str, seconds: int = 3600) -> str:

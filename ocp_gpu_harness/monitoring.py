@@ -19,7 +19,7 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.harness import crds, polling
+from ocp_gpu_harness import crds, polling
 
 API_DIR: Final = Path(__file__).parent / "monitoring_api"
 CRD_FILES: Final = (

@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from ocp_gpu.harness.binaries import HelmTools, repo_root
+from ocp_gpu_harness.binaries import HelmTools, repo_root
 
 CHART_NAME = "ocp-gpu"
 NFD_CHART_NAME = "node-feature-discovery"

@@ -1,4 +1,5 @@
-"""`ocp-gpu demo`: the operator at work on a local control plane, shown as it sees the cluster.
+"""The demo (`hack/demo.sh`, `python -m ocp_gpu_harness.demo`): the operator at work on a local
+control plane, shown as it sees the cluster.
 
 Starts a real control plane (etcd, kube-apiserver, controller-manager,
 scheduler, kwok) in OpenShift mode, GPU nodes on two RHCOS versions plus CPU
@@ -21,6 +22,7 @@ removes its temporary files (exit 130); a second Ctrl-C while it stops is ignore
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -46,13 +48,13 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ocp_gpu.harness import binaries, crds, openshift
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness.cluster import LocalControlPlane
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.model import apis, labels, operands
+from ocp_gpu_harness import binaries, crds, openshift
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness.cluster import LocalControlPlane
+from ocp_gpu_harness.operating import OperatorProcess
 
-CRD = Path(__file__).resolve().parent / "crds" / "clusterpolicies.nvidia.com.yaml"
+CRD = Path(__file__).resolve().parents[1] / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
 CRD_NAME = f"{apis.POLICY_PLURAL}.{apis.POLICY_GROUP}"
 RHCOS_OLD = "416.94.202407030122-0"
 RHCOS_NEW = "417.94.202410090854-0"
@@ -716,5 +718,33 @@ def _styled(value: str) -> Text:
     return Text(value, style="red" if value == "false" else ("green" if value == "true" else ""))
 
 
+def cli(argv: list[str] | None = None) -> int:
+    """`python -m ocp_gpu_harness.demo [options]` (what hack/demo.sh runs)."""
+    parser = argparse.ArgumentParser(
+        prog="hack/demo.sh", description="start a local control plane and show the operator at work"
+    )
+    parser.add_argument("--state-dir", type=Path, default=None, help="where to keep its state (kept on exit)")
+    parser.add_argument(
+        "--keep-state",
+        action="store_true",
+        help="keep the state directory on exit (also OCP_GPU_KEEP_STATE=1)",
+    )
+    parser.add_argument(
+        "--no-live", action="store_true", help="print snapshots (on change) instead of a live table"
+    )
+    parser.add_argument(
+        "--follow", action="store_true", help="keep the cluster up after the scenario, until Ctrl-C"
+    )
+    # The default since the demo stops by itself; kept so existing scripts keep working.
+    parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    return main(
+        state_dir=args.state_dir,
+        live=not args.no_live,
+        follow=args.follow and not args.once,
+        keep_state=args.keep_state,
+    )
+
+
 if __name__ == "__main__":
-    sys.exit(main(None, live=True, follow=False))
+    sys.exit(cli())

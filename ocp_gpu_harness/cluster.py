@@ -56,8 +56,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ocp_gpu.harness import binaries as binaries_mod
-from ocp_gpu.harness import stages
+from ocp_gpu_harness import binaries as binaries_mod
+from ocp_gpu_harness import stages
 
 # The service network; the apiserver's own ClusterIP is its first address.
 SERVICE_CLUSTER_IP_RANGE: Final = "10.0.0.0/24"
@@ -882,7 +882,7 @@ class LocalControlPlane:
         """SIMULATION of kubelets + the NVIDIA stack on GPU nodes (node_agent.py)."""
         self._spawn(
             "node-agent",
-            [sys.executable, "-m", "ocp_gpu.harness.node_agent", f"--kubeconfig={self.kubeconfig}"],
+            [sys.executable, "-m", "ocp_gpu_harness.node_agent", f"--kubeconfig={self.kubeconfig}"],
         )
 
     # -- internals: readiness --

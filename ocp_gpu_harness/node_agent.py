@@ -70,14 +70,14 @@ import kubernetes
 import yaml
 from kubernetes.client import ApiClient
 
-from ocp_gpu.harness import nodes as nodes_mod
-from ocp_gpu.harness import stages
-from ocp_gpu.harness.mirror import Mirror
 from ocp_gpu.model import labels, mig, operands
 from ocp_gpu.planning import mig as mig_planning
 from ocp_gpu.planning import plugin_config
+from ocp_gpu_harness import nodes as nodes_mod
+from ocp_gpu_harness import stages
+from ocp_gpu_harness.mirror import Mirror
 
-logger = logging.getLogger("ocp_gpu.harness.node_agent")
+logger = logging.getLogger("ocp_gpu_harness.node_agent")
 
 SIMULATED_GPUS: Final = nodes_mod.SIMULATED_GPUS
 SIMULATED_PRODUCT: Final = nodes_mod.SIMULATED_PRODUCT

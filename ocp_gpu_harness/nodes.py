@@ -23,8 +23,8 @@ import kubernetes.client
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.harness import stages
 from ocp_gpu.model import labels
+from ocp_gpu_harness import stages
 
 DEFAULT_RHCOS: Final = "416.94.202407030122-0"
 DEFAULT_RHCOS_KERNEL: Final = "5.14.0-427.22.1.el9_4.x86_64"

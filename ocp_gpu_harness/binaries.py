@@ -86,8 +86,8 @@ def cache_bin_dir(env: Mapping[str, str] | None = None) -> Path:
 
 
 def repo_root() -> Path:
-    """The checkout this module lives in (ocp_gpu/harness/binaries.py -> repo)."""
-    return Path(__file__).resolve().parents[2]
+    """The checkout this module lives in (ocp_gpu_harness/binaries.py -> repo)."""
+    return Path(__file__).resolve().parents[1]
 
 
 def candidate_dirs(env: Mapping[str, str] | None = None) -> list[Path]:

@@ -28,8 +28,8 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.harness import crds, polling
 from ocp_gpu.model import apis
+from ocp_gpu_harness import crds, polling
 
 # The manifests, shipped as package data.
 API_DIR: Final = Path(__file__).parent / "openshift_api"

@@ -23,10 +23,10 @@ from typing import Any
 import kubernetes.client
 import yaml
 
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness.cluster import unique_name
 from ocp_gpu.kube import clients, requesting
 from ocp_gpu.model import labels
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness.cluster import unique_name
 
 # The order objects are created in (kinds not listed go last, pods and DaemonSets are separate).
 ORDER = (
