@@ -18,7 +18,7 @@ memory is (bench/_memdump.py, native: pymalloc's arenas, the election child) nex
 the tool records (before the ClusterPolicy, idle), into ``<out>/compare-nvidia-raw/``.
 
 NVIDIA's operator is built from its source outside this repository (never committed): see
-bench/README.md, "NVIDIA's operator, side by side".
+bench/README.md, "NVIDIA's operator".
 
 ``--auto-upgrade true|false`` writes ``driver.upgradePolicy.autoUpgrade`` into the policy for
 both operators (the tool's policy leaves it out, and the CRDs' defaults differ: NVIDIA's false,

@@ -33,7 +33,7 @@ mkdir -p "$WORK"
 
 build_opm() {
   if [[ -x "$BIN_DIR/opm" ]]; then say "opm $OPM_VERSION: cached"; return; fi
-  say "building opm $OPM_VERSION (wrapper module; 6-23 minutes cold on 2 cores, see README)"
+  say "building opm $OPM_VERSION (wrapper module; 6-23 minutes cold on 2 cores, see docs/testing.md)"
   local dir="$WORK/opm-$OPM_VERSION" start=$SECONDS
   mkdir -p "$dir"
   # NB: `go install …/cmd/opm@v` fails here: it asks the proxy for the module's version

@@ -7,7 +7,7 @@
 #
 # Source: $OCP_GPU_OLM_SRC if set, else .cache/operator-lifecycle-manager in this
 # repository (git-ignored); either a directory with go.mod or a git directory, bare or not.
-# To get it (the README, "Tests", says the same):
+# To get it (docs/testing.md, "Running the tests", says the same):
 #   git clone https://github.com/operator-framework/operator-lifecycle-manager \
 #     .cache/operator-lifecycle-manager
 # The end-to-end test tests/olm/test_olm_install.py skips, saying so, when there is none.

@@ -3,7 +3,7 @@
 # from Go modules) into a cache outside the repository; skipped when the cached binary was built
 # from the same main.go and go.mod.  Only the tests that check PromQL (tests/unit/test_alerts.py,
 # tests/unit/test_dashboard.py) call it, so a machine that never runs them never builds it.
-# Cold build measured here: see README ("GPU metrics on OpenShift and on vanilla Kubernetes").
+# Cold build measured here: see docs/testing.md ("Running the tests") and docs/monitoring.md.
 #
 # Usage: hack/build-promql-check.sh [--print-path]
 set -euo pipefail

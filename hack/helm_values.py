@@ -75,7 +75,7 @@ HEADER = (
 TEMPLATE = """\
 # Values of the ocp-gpu chart.  They are NVIDIA's gpu-operator chart values: the same keys with
 # the same meaning, so NVIDIA's values.yaml and the --set lines of NVIDIA's documentation work
-# unchanged (README "Install with Helm").  values.schema.json checks them.
+# unchanged (docs/helm.md).  values.schema.json checks them.
 #
 # Two kinds of keys:
 # - the chart's own (clusterPolicy, platform, nfd, node-feature-discovery, gpuCluster, draDriver,

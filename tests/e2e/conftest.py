@@ -41,7 +41,7 @@ def kubectl(
 
 
 # --- Budgets: how long a test waits, and why (issue 30) --------------------------------------
-# What a step takes on a quiet 2-core machine, from the operator's documented timings (README),
+# What a step takes on a quiet 2-core machine, from the operator's documented timings (docs/),
 # times about ten: the machine is shared (CI, other sessions; bench/stress_e2e.py adds a CPU hog),
 # and a test that fails only under load is a test bug. A wait returns as soon as its condition
 # holds, so a generous budget costs nothing when things work.

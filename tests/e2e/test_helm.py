@@ -1,5 +1,5 @@
 """We test these aspects of the Helm chart on the local control plane, with real helm, running the
-README's "Install with Helm" commands in order:
+"Install with Helm" commands of docs/helm.md in order:
 
 - `helm install` creates the CRD (from crds/), the operator's ServiceAccount, RBAC and
   Deployment (whose pod kwok runs), and the ClusterPolicy `cluster-policy` from the values;
@@ -9,13 +9,13 @@ README's "Install with Helm" commands in order:
 - `helm upgrade` with a values change reaches the ClusterPolicy, and the running operator
   rolls the driver DaemonSet to it; the CRD is the same object (uid) as before;
 - `helm uninstall` removes the ClusterPolicy and the chart's objects, and the garbage collector
-  the operands through their ownerReferences; the README's kubectl lines then clear the nodes'
+  the operands through their ownerReferences; the document's kubectl lines then clear the nodes'
   labels and the namespace: nothing of ours is left but the CRD, which helm keeps by design.
 
 - with nfd.enabled (the default), NFD's chart comes along and our NodeFeatureRule is created
   (NFD's CRDs are installed before our templates render); uninstall removes it.
 
-Simulated: `helm dependency update` (see ocp_gpu_harness/helm.py). The README's commands run with
+Simulated: `helm dependency update` (see ocp_gpu_harness/helm.py). The document's commands run with
 nfd.enabled=false added to the install.
 """
 
@@ -43,7 +43,7 @@ from .conftest import FORBIDDEN, wait_for
 
 pytestmark = pytest.mark.e2e
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+HELM_DOC = Path(__file__).resolve().parents[2] / "docs" / "helm.md"
 NAMESPACE = labels.HELM_NAMESPACE
 CRD_NAME = "clusterpolicies.nvidia.com"
 RELEASE = "ocp-gpu"
@@ -51,11 +51,11 @@ NEW_DRIVER_VERSION = "570.86.15"
 
 
 def readme_commands() -> list[list[str]]:
-    """The helm and kubectl lines of the README's "Install with Helm" block, split as a shell would."""
-    text = README.read_text()
+    """The helm and kubectl lines of the "Install with Helm" block of docs/helm.md, split as a shell would."""
+    text = HELM_DOC.read_text()
     marker = text.index("<!-- tests/e2e/test_helm.py runs")
     block = re.search(r"```bash\n(.*?)```", text[marker:], re.S)
-    assert block, "the README's Install with Helm block is gone"
+    assert block, "the Install with Helm block of docs/helm.md is gone"
     commands = []
     for line in block.group(1).splitlines():
         words = shlex.split(line, comments=True)
@@ -186,7 +186,7 @@ def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_servi
         ["helm", "dependency"],
         ["helm", "install"],
         ["helm", "upgrade"],
-    ], "the README's Helm block changed shape: update this test"
+    ], "the Helm block of docs/helm.md changed shape: update this test"
     helm = helm_harness.Helm(helm_tools, control_plane.kubeconfig, tmp_path / "helm-home")
     # `helm dependency update` (commands[0]) is the simulated step: prepare_chart does its work.
     chart = helm_harness.prepare_chart(helm_tools, tmp_path)
@@ -254,7 +254,7 @@ def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_servi
             180,
             what="driver pods upgraded",
         )
-        # The README: uninstall when no upgrade is in flight.
+        # docs/helm.md: uninstall when no upgrade is in flight.
         wait_for(
             lambda: all(
                 (n.metadata.labels or {}).get(labels.UPGRADE_STATE) == "upgrade-done"
@@ -269,7 +269,7 @@ def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_servi
         refused = [line for line in log.splitlines() if FORBIDDEN.search(line)]
         assert not refused, f"requests refused under the chart's RBAC: {refused[:10]}"
 
-        # --- helm uninstall and the README's clean-up -----------------------------------------
+        # --- helm uninstall and the clean-up of docs/helm.md ---------------------------
         result = run_command(commands[3], helm, chart, control_plane)
         assert result.returncode == 0, result.stderr
     finally:
@@ -293,7 +293,7 @@ def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_servi
         interval=1,
         what="nothing left behind after uninstall and the clean-up",
     )
-    # helm keeps a chart's CRDs (documented in the README).
+    # helm keeps a chart's CRDs (documented in docs/helm.md).
     assert ext.read_custom_resource_definition(CRD_NAME).metadata.uid == crd_uid
 
 

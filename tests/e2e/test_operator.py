@@ -256,7 +256,7 @@ def test_one_of_two_replicas_acts_and_the_other_takes_over(
 # OpenShift's leader election defaults, as `ocp-gpu run` has them (kube/electing.py).
 OPENSHIFT_LEASE = ("--lease-duration", "137", "--lease-renew-deadline", "107", "--lease-retry-period", "26")
 # Restart to leading and reconciling: 4.6 s and 9.2 s measured on the shared machine at a load
-# of 12 to 17 (README "After a crash": mostly Python importing the operator, up to 18 s at that
+# of 12 to 17 (docs/architecture.md "After a crash": mostly Python importing the operator, up to 18 s at that
 # load). The budget is a loaded machine's, and still far below the 137 s a wait for the Lease's
 # expiry would take, so it tells the two apart.
 RESTART_BUDGET_S = 60

@@ -97,7 +97,7 @@ def test_owned_objects_deleted_by_hand_come_back_within_seconds(
     for name in role_bindings:
         rbac.delete_namespaced_role_binding(name, namespace)
     deleted_at = time.monotonic()
-    # "Re-applied within seconds" (README); budget REACT_S: a watch event -> a pass -> the writes.
+    # "Re-applied within seconds" (docs/architecture.md); REACT_S: a watch event -> a pass -> the writes.
     wait_for(
         lambda: owned_objects(kube, namespace).keys() == before.keys(), REACT_S, what="owned objects back"
     )

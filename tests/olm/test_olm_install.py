@@ -2,7 +2,7 @@
 
 - OLM's own `olm` and `catalog` controllers (built from a checkout of
   operator-framework/operator-lifecycle-manager by hack/build-olm.sh) install the bundle:
-  the README's CatalogSource (pointed at `opm serve` of our catalog with `spec.address`),
+  the CatalogSource of docs/install-openshift.md (pointed at `opm serve` of our catalog with `spec.address`),
   OperatorGroup and Subscription in `nvidia-gpu-operator` lead to an InstallPlan that
   completes and CSVs in phase `Succeeded` (ours, and the NFD package it depends on);
 - what the CSV declares exists as declared: the CRD (Established), the ServiceAccount
@@ -312,7 +312,7 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
         control_plane.kubeconfig, catalog_dir, olm_tools / "opm", tmp_path / "olm"
     ) as procs:
         try:
-            # The README's objects; the catalog is served on loopback and lives in OLM's
+            # The objects of docs/install-openshift.md; the catalog is served on loopback and lives in OLM's
             # global catalog namespace here (openshift-marketplace on OpenShift).
             objects = readme_block("olm-install")
             for obj in objects:

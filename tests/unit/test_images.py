@@ -350,6 +350,6 @@ def test_readme_names_every_image_variable_with_its_release_default() -> None:
 
     from ocp_gpu.model import releases
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "images.md").read_text()
     for name, image in releases.RELEASE_IMAGES.items():
         assert f"| `{name}` |" in readme and f"| `{image}` |" in readme, name

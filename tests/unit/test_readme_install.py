@@ -1,4 +1,4 @@
-"""We test these aspects of the README's "Install on OpenShift" section against the bundle:
+"""We test these aspects of docs/install-openshift.md against the bundle:
 
 - the install objects (CatalogSource, Namespace, OperatorGroup, Subscription) subscribe to
   the catalog's package on its default channel, in the CSV's suggested namespace, with an
@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+README = (ROOT / "docs" / "install-openshift.md").read_text()
 CATALOG = [doc for doc in yaml.safe_load_all((ROOT / "olm/ocp-gpu/catalog.yaml").read_text()) if doc]
 CSV: dict[str, Any] = yaml.safe_load(
     (ROOT / "bundle/manifests/ocp-gpu.clusterserviceversion.yaml").read_text()
@@ -27,7 +27,7 @@ CSV: dict[str, Any] = yaml.safe_load(
 def readme_block(marker: str) -> list[dict[str, Any]]:
     """The YAML documents of the ```yaml block right after `<!-- marker: ... -->`."""
     found = re.search(rf"<!-- {re.escape(marker)}:[^>]*-->\n```yaml\n(.*?)```", README, re.DOTALL)
-    assert found, f"README has no block marked {marker}"
+    assert found, f"docs/install-openshift.md has no block marked {marker}"
     return [doc for doc in yaml.safe_load_all(found.group(1)) if doc]
 
 

@@ -1,4 +1,4 @@
-"""We test these aspects of the README's "Layout" section against the tree:
+"""We test these aspects of the "Layout" section of docs/architecture.md against the tree:
 
 - every module of the `ocp_gpu` package is listed under its own package folder (a module added,
   moved or renamed without its line fails);
@@ -16,8 +16,8 @@ PACKAGE = ROOT / "ocp_gpu"
 
 def listed_modules() -> set[str]:
     """`folder/module.py` for every module named in the ocp_gpu/ part of the Layout block."""
-    section = re.search(r"^## Layout\n.*?^```\n(.*?)^```", (ROOT / "README.md").read_text(), re.M | re.S)
-    assert section, "README has no Layout section with a code block"
+    section = re.search(r"^## Layout\n.*?^```\n(.*?)^```", (ROOT / "docs" / "architecture.md").read_text(), re.M | re.S)
+    assert section, "docs/architecture.md has no Layout section with a code block"
     found: set[str] = set()
     folder = None
     for line in section.group(1).splitlines():
@@ -42,9 +42,9 @@ def tree_modules() -> set[str]:
 
 def test_every_module_has_its_line() -> None:
     missing = tree_modules() - listed_modules()
-    assert not missing, f"README Layout lacks: {sorted(missing)}"
+    assert not missing, f"docs/architecture.md Layout lacks: {sorted(missing)}"
 
 
 def test_every_listed_module_exists() -> None:
     stale = listed_modules() - tree_modules()
-    assert not stale, f"README Layout lists modules that do not exist: {sorted(stale)}"
+    assert not stale, f"docs/architecture.md Layout lists modules that do not exist: {sorted(stale)}"
