@@ -11,12 +11,13 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 PACKAGE = ROOT / "ocp_gpu"
 
 
 def listed_modules() -> set[str]:
     """`folder/module.py` for every module named in the ocp_gpu/ part of the Layout block."""
-    section = re.search(r"^## Layout\n.*?^```\n(.*?)^```", (ROOT / "docs" / "architecture.md").read_text(), re.M | re.S)
+    section = re.search(r"^## Layout\n.*?^```\n(.*?)^```", ARCHITECTURE.read_text(), re.M | re.S)
     assert section, "docs/architecture.md has no Layout section with a code block"
     found: set[str] = set()
     folder = None
