@@ -5,7 +5,7 @@ operator-framework/operator-lifecycle-manager: `SOURCE_HELP` says where) run aga
 local API server with an admin kubeconfig, as they would in their Deployments; `opm serve` serves a file-based
 catalog over gRPC on loopback, and a CatalogSource points at it with `spec.address`.
 
-What is simulated, and why (README, "What is proved where"):
+What is simulated, and why (docs/testing.md, "What is proved where"):
 
 - kwok runs the Deployment pods OLM creates (they become Ready; nothing executes), so a
   CSV reaches `Succeeded` on the strength of the Deployment's status, as on a cluster.
