@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
 # Sets up what is missing, then runs every test: pure unit tests, golden render
 # tests and end-to-end tests on the local control plane.  Extra arguments go to pytest.
+#
+# Two pytest-xdist workers (OCP_GPU_TEST_WORKERS, 0 for none): every test on the local control
+# plane runs on one of them, in order, on one control plane (tests/conftest.py groups them); the
+# tests that need none run on the other meanwhile.  The tools tests build on first use (helm, opm
+# and the bundle validators, the PromQL checker) are built here first, with their progress
+# shown: an xdist worker's output is not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/setup.sh
-exec .venv/bin/pytest "$@"
+if [[ "${OCP_GPU_SKIP_E2E:-0}" != "1" ]]; then
+  bash hack/build-helm.sh
+  bash hack/build-olm-tools.sh
+  bash hack/build-promql-check.sh
+fi
+exec .venv/bin/pytest -n "${OCP_GPU_TEST_WORKERS:-2}" --dist loadgroup "$@"
