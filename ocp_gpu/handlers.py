@@ -88,18 +88,18 @@ def build_registry(rt: runtime.Runtime) -> kopf.OperatorRegistry:
     """Every watch of the operator, one function per watched kind."""
     registry = kopf.OperatorRegistry()
     _register_login(registry, rt)
-    for kind in owning.watched_kinds(rt.api_groups):
+    for kind in owning.watched_kinds(rt.view.api_groups):
         # NB: our DaemonSets are watched by kube/daemonset_watch.py (their status moves with
         # every pod of a rollout: thousands of events at start-up).
         if kind != daemonset_watch.KIND:
             _register_owned_kind(registry, rt, kind)
     _register_revisions(registry, rt)
-    if apis.IMAGE_GROUP in rt.api_groups:
+    if apis.IMAGE_GROUP in rt.view.api_groups:
         _register_imagestream(registry, rt)
-    if apis.CONFIG_GROUP in rt.api_groups:
+    if apis.CONFIG_GROUP in rt.view.api_groups:
         _register_cluster_config(registry, rt)
     _register_policies(registry, rt)
-    if rt.nvidia_driver_api:
+    if rt.view.nvidia_driver_api:
         _register_nvidia_drivers(registry, rt)
     return registry
 
@@ -129,23 +129,23 @@ def _register_login(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> Non
 def _register_revisions(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
     """The driver DaemonSets' ControllerRevisions (which pods run the current template)."""
 
-    rt.watch("apps", "controllerrevisions")
+    rt.view.watch("apps", "controllerrevisions")
 
     @kopf.index("apps", "v1", "controllerrevisions", registry=registry, id="driver-revisions")
     async def index_revision(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
         if namespace != rt.namespace:
             return
-        _keep(rt.driver_revisions, name, reading.controller_revision(body), rt.mark_upgrades)
+        _keep(rt.view.driver_revisions, name, reading.controller_revision(body), rt.scheduler.mark_upgrades)
 
     @kopf.on.event("apps", "v1", "controllerrevisions", registry=registry, id="driver-revision-events")
     async def revision_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
-        rt.mark_listed()
+        rt.view.mark_listed()
         if (
             type == "DELETED"
             and namespace == rt.namespace
-            and rt.driver_revisions.pop(name, None) is not None
+            and rt.view.driver_revisions.pop(name, None) is not None
         ):
-            rt.mark_upgrades()
+            rt.scheduler.mark_upgrades()
 
 
 def _register_imagestream(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
@@ -169,44 +169,44 @@ def _register_singleton(
     field: Literal["dtk_imagestream", "cluster_version", "cluster_proxy"],
     in_namespace: str | None = None,
 ) -> None:
-    """Keep one OpenShift object (field-selected by name in operator_settings) in `rt.<field>`.
+    """Keep one OpenShift object (field-selected by name in operator_settings) in `rt.view.<field>`.
 
     NB: an index handler, not only an event handler: kopf then counts the kind in its indices
     readiness, so no pass runs before its listing (planning.delivery: until then the field is
     NOT_DELIVERED, never None, which means absent).
     """
-    rt.watch(group, plural)
-    setattr(rt, field, delivery.NOT_DELIVERED)
+    rt.view.watch(group, plural)
+    setattr(rt.view, field, delivery.NOT_DELIVERED)
 
     @kopf.index(group, "v1", plural, registry=registry, id=f"singleton-{plural}")
     async def index_singleton(body: kopf.Body, namespace: str | None, **_: Any) -> None:
         if namespace != in_namespace:
             return
         seen = reading.plain_object(body)
-        if getattr(rt, field) != seen:
-            setattr(rt, field, seen)
-            rt.mark_drivers()
+        if getattr(rt.view, field) != seen:
+            setattr(rt.view, field, seen)
+            rt.scheduler.mark_drivers()
 
     @kopf.on.event(group, "v1", plural, registry=registry, id=f"singleton-{plural}-events")
     async def singleton_event(namespace: str | None, type: str | None, **_: Any) -> None:
-        rt.mark_listed()
+        rt.view.mark_listed()
         if type == "DELETED" and namespace == in_namespace:
-            setattr(rt, field, None)
-            rt.mark_drivers()
+            setattr(rt.view, field, None)
+            rt.scheduler.mark_drivers()
 
 
 def _register_policies(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
     """ClusterPolicies: every one is kept (the oldest is active); any change wakes a pass."""
 
-    rt.watch(apis.POLICY_GROUP, apis.POLICY_PLURAL)
+    rt.view.watch(apis.POLICY_GROUP, apis.POLICY_PLURAL)
     # Policies whose last event changed only their status (mostly our own status write coming
-    # back): the pass only judges the status again (runtime.Changes.progress_only).
+    # back): the pass only judges the status again (scheduling.Changes.progress_only).
     status_only: set[str] = set()
 
     @kopf.index(apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, registry=registry, id="policies")
     async def index_policy(body: kopf.Body, name: str, **_: Any) -> None:
-        before, seen = rt.policies.get(name), reading.cluster_policy(body)
-        rt.policies[name] = seen
+        before, seen = rt.view.policies.get(name), reading.cluster_policy(body)
+        rt.view.policies[name] = seen
         if before is not None and before.is_same_but_status(seen):
             status_only.add(name)
         else:
@@ -216,14 +216,14 @@ def _register_policies(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> 
         apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, registry=registry, id="policy-events"
     )
     async def policy_event(name: str, type: str | None, **_: Any) -> None:
-        rt.mark_listed()
+        rt.view.mark_listed()
         if type == "DELETED":
-            rt.policies.pop(name, None)
+            rt.view.policies.pop(name, None)
         elif name in status_only:
             status_only.discard(name)
-            rt.mark_progress()
+            rt.scheduler.mark_progress()
             return
-        rt.mark_policies()
+        rt.scheduler.mark_policies()
 
 
 def _register_owned_kind(
@@ -235,27 +235,28 @@ def _register_owned_kind(
         # Namespaced objects count only in our operand namespace; cluster-scoped ones always.
         return not kind.namespaced or namespace == rt.namespace
 
-    rt.watch(kind.group, kind.plural)
+    rt.view.watch(kind.group, kind.plural)
 
     @kopf.index(kind.group, kind.version, kind.plural, registry=registry, id=f"owned-{kind.plural}")
     async def index_owned(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
         if not ours(namespace):
             return
-        _keep(rt.owned, owning.ident(kind.kind, namespace, name), owning.observed_object(body), rt.mark_owned)
+        ident = owning.ident(kind.kind, namespace, name)
+        _keep(rt.view.owned, ident, owning.observed_object(body), rt.scheduler.mark_owned)
 
     @kopf.on.event(kind.group, kind.version, kind.plural, registry=registry, id=f"owned-{kind.plural}-events")
     async def owned_event(name: str, namespace: str | None, type: str | None, **_: Any) -> None:
-        rt.mark_listed()
+        rt.view.mark_listed()
         if type == "DELETED" and ours(namespace):
             # Deleted by hand or garbage-collected: the next pass applies it again.
-            rt.owned.pop(owning.ident(kind.kind, namespace, name), None)
-            rt.mark_owned()
+            rt.view.owned.pop(owning.ident(kind.kind, namespace, name), None)
+            rt.scheduler.mark_owned()
 
 
 def _register_nvidia_drivers(registry: kopf.OperatorRegistry, rt: runtime.Runtime) -> None:
     """Keep every NVIDIADriver; a change wakes the main pass (which deploys the pools)."""
 
-    rt.watch(apis.NVIDIA_DRIVER_GROUP, apis.NVIDIA_DRIVER_PLURAL)
+    rt.view.watch(apis.NVIDIA_DRIVER_GROUP, apis.NVIDIA_DRIVER_PLURAL)
 
     @kopf.index(
         apis.NVIDIA_DRIVER_GROUP,
@@ -265,7 +266,7 @@ def _register_nvidia_drivers(registry: kopf.OperatorRegistry, rt: runtime.Runtim
         id="nvidia-drivers",
     )
     async def index_nvidia_driver(body: kopf.Body, name: str, **_: Any) -> None:
-        rt.nvidia_drivers[name] = reading.nvidia_driver(body)
+        rt.view.nvidia_drivers[name] = reading.nvidia_driver(body)
 
     @kopf.on.event(
         apis.NVIDIA_DRIVER_GROUP,
@@ -276,9 +277,9 @@ def _register_nvidia_drivers(registry: kopf.OperatorRegistry, rt: runtime.Runtim
     )
     async def nvidia_driver_event(name: str, type: str | None, **_: Any) -> None:
         if type == "DELETED":
-            rt.nvidia_drivers.pop(name, None)
-        rt.mark_listed()
-        rt.mark_policies()
+            rt.view.nvidia_drivers.pop(name, None)
+        rt.view.mark_listed()
+        rt.scheduler.mark_policies()
 
 
 def quiet_kopf() -> None:

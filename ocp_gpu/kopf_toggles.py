@@ -16,7 +16,7 @@ toggle turns, as kopf's are. Same class interface, same semantics for `any` and 
 It also tells the operator when kopf's index barrier (kopf's one `ToggleSet(all)`, closed by
 its "orchestration blocker" until every indexed kind is listed and every listed object
 indexed) opens for the first time: kopf's kinds are listed then, whether or not any of them
-has an object (runtime.mark_listed).
+has an object (cluster_view.ClusterView.mark_listed).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ class RunOptions:
     metrics_port: int = 8080
     election: electing.ElectionSettings | None = None
     # Watch events within this window of the last pass coalesce into the next one (the first
-    # event after a quiet spell runs a pass at once: runtime.Coalescer).
+    # event after a quiet spell runs a pass at once: scheduling.Coalescer).
     coalesce_s: float = 0.2
     # The same for upgrade passes: a batch of driver pods turning Ready lands in one pass.
     # NB: shorter than the main pass's: every upgrade pass's own writes wake the next, so the
@@ -88,9 +88,9 @@ async def run(options: RunOptions) -> int:
     # overridden by the *_IMAGE env vars.
     env = releases.with_release_defaults(os.environ)
     rt = runtime.Runtime(api_client=api_client, namespace=options.namespace, env=env)
-    rt.api_groups = await asyncio.to_thread(discovering.list_api_groups, api_client)
+    rt.view.api_groups = await asyncio.to_thread(discovering.list_api_groups, api_client)
     # NB: NVIDIADrivers are watched only when their CRD is installed (the bundle and chart ship it).
-    rt.nvidia_driver_api = await asyncio.to_thread(
+    rt.view.nvidia_driver_api = await asyncio.to_thread(
         discovering.serves_resource,
         api_client,
         apis.NVIDIA_DRIVER_GROUP,
@@ -107,8 +107,8 @@ async def run(options: RunOptions) -> int:
     daemonsets = daemonset_watch.DaemonSetWatch(login, options.namespace, daemonset_view.DaemonSetView(rt))
     kopf_stop: asyncio.Future[None] = loop.create_future()
     # NB: kopf's kinds count as listed once its index barrier opens, even when none of them
-    # has an object yet (no event handler would ever run to say so: runtime.mark_listed).
-    kopf_toggles.install(on_indexed=rt.mark_listed)
+    # has an object yet (no event handler would ever run to say so: cluster_view.ClusterView.mark_listed).
+    kopf_toggles.install(on_indexed=rt.view.mark_listed)
     kopf_events.install()
     tasks = {
         asyncio.ensure_future(

@@ -33,7 +33,7 @@ def pod_facts(body: Mapping[str, Any]) -> pods.PodFacts:
     operand = reading.operand_pod(body)
     if operand.app == operands.OPERATOR_VALIDATOR.app:
         return pods.PodFacts(operand.name, operand, validator=upgrading.validator_pod(body))
-    # NB: driver pods of either mode are kept; the upgrade picks its mode's (rt.nvidia_driver_mode).
+    # NB: driver pods of either mode are kept; the upgrade picks its mode's (rt.cache.nvidia_driver_mode).
     if pod_selection.is_any_driver_pod((body.get("metadata") or {}).get("labels") or {}):
         return pods.PodFacts(
             operand.name, operand, driver=upgrading.driver_pod(body), pull=reading.driver_pod_pull(body)

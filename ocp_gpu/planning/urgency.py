@@ -1,7 +1,7 @@
 """Which watched changes skip the coalescing window: a GPU node changing driver key.
 
 A pass runs at once after a quiet spell, and events within the window after a pass wait
-for the rest of it, so that a burst costs one pass (reconcilers/runtime.Coalescer).  A
+for the rest of it, so that a burst costs one pass (reconcilers/scheduling.Coalescer).  A
 known GPU node's driver key changing (its RHCOS build, OS or kernel) is rare (a node
 reboots into a new RHCOS build) and is exactly what an admin or a waiting MCO drain
 watches for, so it runs the next pass at once: its new key may have no DaemonSet yet, and
@@ -23,7 +23,7 @@ the burst the window exists for.
 The opposite case (`is_progress`): a change that only counts pods coming up (a DaemonSet's
 ready, current or updated counts) can change nothing but the status's rollout progress, which
 is written at most every few seconds anyway (planning/status_writes); such changes may wait
-longer than the window (reconcilers/runtime.PROGRESS_WINDOW_S), so that a rollout of hundreds
+longer than the window (reconcilers/scheduling.PROGRESS_WINDOW_S), so that a rollout of hundreds
 of pods costs a pass a second, not one per pod (issue 13, start-up CPU).
 
 The other way round (`is_upgrade_only`): a node whose only change is the upgrade controller's

@@ -1,6 +1,7 @@
 """The reconcile loop and its one pass: which ClusterPolicy is active, its status, node labels.
 
-Read: the in-memory view (runtime.Runtime).  Plan: planning.policies,
+Read: a frozen snapshot of the in-memory view (cluster_view.ViewSnapshot), taken as
+the pass begins and again to judge readiness after its writes.  Plan: planning.policies,
 planning.platform, model.policy, planning.node_labels, planning.status (the
 status and its Events).  Apply: kube.labelling,
 kube.reporting.  Writes happen only when the plan differs from what is
@@ -48,9 +49,9 @@ from ocp_gpu.planning import (
     upgrade_preflight,
 )
 from ocp_gpu.planning import status as status_planning
+from ocp_gpu.reconcilers import cluster_view, nvidia_drivers, operands, runtime, scheduling
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
 from ocp_gpu.reconcilers import monitoring as monitoring_reconciler
-from ocp_gpu.reconcilers import nvidia_drivers, operands, runtime
 
 logger = logging.getLogger("ocp_gpu.reconcile")
 
@@ -58,16 +59,17 @@ RETRY_FAILED_WRITES_S = 30.0
 
 
 async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
-    """Wait for changes, let a burst settle (runtime.Coalescer) unless one is urgent, reconcile; forever."""
-    await rt.listed.wait()
-    coalescer = runtime.Coalescer(coalesce_s)
+    """Wait for changes, let a burst settle (scheduling.Coalescer) unless one is urgent, reconcile;
+    forever."""
+    await rt.view.listed.wait()
+    coalescer = scheduling.Coalescer(coalesce_s)
     # What the last pass applied, for a pass woken by rollout progress alone to reuse.
     last: AppliedPass | None = None
     while True:
-        await rt.wake.wait()
-        await coalescer.settle(rt.urgent)
-        await coalescer.settle_progress(rt.substantive, runtime.PROGRESS_WINDOW_S)
-        changes = rt.take_changes()
+        await rt.scheduler.wake.wait()
+        await coalescer.settle(rt.scheduler.urgent)
+        await coalescer.settle_progress(rt.scheduler.substantive, scheduling.PROGRESS_WINDOW_S)
+        changes = rt.scheduler.take_changes()
         metrics.reconciliations.inc()
         try:
             last = await reconcile_once(rt, changes, datetime.datetime.now(datetime.UTC), last)
@@ -79,14 +81,14 @@ async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
                 "reconcile pass failed: %s; retrying everything shortly", requesting.describe_error(error)
             )
             await asyncio.sleep(2)
-            rt.mark_everything()
+            rt.scheduler.mark_everything()
         except Exception:
             last = None
             metrics.reconciliation_failures.inc()
             metrics.reconciliation_status.set(operator_health.ReconciliationStatus.OPERATOR_ERROR)
             logger.exception("reconcile pass failed; retrying everything shortly")
             await asyncio.sleep(2)
-            rt.mark_everything()
+            rt.scheduler.mark_everything()
         coalescer.ended()
         rt.trimmer.worked()
 
@@ -96,7 +98,7 @@ class AppliedPass:
     """What a full pass parsed, planned and applied from one ClusterPolicy object.
 
     A pass woken by rollout progress alone (operand pods turning Ready, DaemonSet pod counts,
-    our own node label patches coming back: runtime.Changes.progress_only) plans from nothing
+    our own node label patches coming back: scheduling.Changes.progress_only) plans from nothing
     that changed: it reuses this and only judges readiness and writes the status again. NB: at
     1,000 nodes start-up is about a hundred such passes while pods come up, and planning the
     drivers over every node in each was most of the main pass's CPU (issue 13, start-up CPU).
@@ -115,25 +117,27 @@ class AppliedPass:
 
 
 async def reconcile_once(
-    rt: runtime.Runtime, changes: runtime.Changes, now: datetime.datetime, last: AppliedPass | None = None
+    rt: runtime.Runtime, changes: scheduling.Changes, now: datetime.datetime, last: AppliedPass | None = None
 ) -> AppliedPass | None:
     """One pass; what it applied (None: no active policy), for the next pass to reuse if it may."""
+    # What this pass plans from: the view as it is now, frozen (the watches go on meanwhile).
+    seen = rt.view.snapshot()
     if not changes.progress_only:
         # NB: from NFD's and the MIG manager's node labels: no progress changes them (our own
         # label patches coming back change only the labels this operator writes).
-        metrics.gpu_nodes.set(sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node))
+        metrics.gpu_nodes.set(sum(1 for facts in seen.node_facts.values() if facts.is_gpu_node))
         metrics.has_nfd_labels.set(
-            operator_health.has_nfd_labels(facts.labels for facts in rt.node_facts.values())
+            operator_health.has_nfd_labels(facts.labels for facts in seen.node_facts.values())
         )
-        mig_states = mig.state_counts({n: facts.labels for n, facts in rt.node_facts.items()})
+        mig_states = mig.state_counts({n: facts.labels for n, facts in seen.node_facts.items()})
         for state, count in mig_states.items():
             metrics.mig_config_nodes.labels(state=state).set(count)
     selection = policies.select_active_policy(
-        [policies.PolicyRef(p.name, p.created, p.uid) for p in rt.policies.values()]
+        [policies.PolicyRef(p.name, p.created, p.uid) for p in seen.policies.values()]
     )
     if changes.policies or changes.everything:
         for name, message in selection.ignored.items():
-            ignored = rt.policies[name]
+            ignored = seen.policies[name]
             if status_planning.ready_message(ignored.status) != message:
                 # A second ClusterPolicy (or a new reason to ignore it): say so once, loudly.
                 logger.warning("ClusterPolicy %s ignored: %s", name, message)
@@ -146,37 +150,38 @@ async def reconcile_once(
                     "Warning",
                 )
             await _write_status_if_changed(rt, ignored, status_planning.ignored_status(message), now)
-    if selection.active != rt.active_policy:
+    if selection.active != rt.cache.active_policy:
         # Deleting the active policy hands over to the next oldest: worth a line in the log.
         logger.info(
-            "active ClusterPolicy: %s (was %s)", selection.active or "none", rt.active_policy or "none"
+            "active ClusterPolicy: %s (was %s)", selection.active or "none", rt.cache.active_policy or "none"
         )
-        rt.active_policy = selection.active
+        rt.cache.active_policy = selection.active
     if selection.active is None:
         # No ClusterPolicy: nothing is deployed and no node is labelled.
-        rt.set_upgrade_policy(None)
+        rt.scheduler.set_upgrade_policy(None)
         metrics.reconciliation_status.set(operator_health.ReconciliationStatus.POLICY_UNAVAILABLE)
         return None
-    active = rt.policies[selection.active]
+    active = seen.policies[selection.active]
     if (
         changes.progress_only
         and last is not None
         and last.active.is_same_but_status(active)
-        and not rt.nvidia_driver_mode
+        and not rt.cache.nvidia_driver_mode
     ):
         # Rollout progress only: the plan and what was applied stand; only readiness moved.
         # NB: not with NVIDIADriver pools: their statuses count ready driver pods, written by
         # the driver half of the pass (reconcilers/nvidia_drivers.py).
         applied = last
     else:
-        applied = await _apply_policy(rt, changes, active, now)
+        applied = await _apply_policy(rt, seen, changes, active, now)
     await _report(rt, active, applied, now)
     return applied
 
 
 async def _apply_policy(
     rt: runtime.Runtime,
-    changes: runtime.Changes,
+    seen: cluster_view.ViewSnapshot,
+    changes: scheduling.Changes,
     active: custom_resources.PolicyObject,
     now: datetime.datetime,
 ) -> AppliedPass:
@@ -186,7 +191,7 @@ async def _apply_policy(
     spec_errors = "; ".join(
         f"{p.field}: {p.message}" for p in problems if p.severity is policy_problems.Severity.ERROR
     )
-    if spec_errors != rt.logged_spec_errors:
+    if spec_errors != rt.cache.logged_spec_errors:
         # Logged once per change, not every pass (the status and an Event carry it too).
         if spec_errors:
             logger.warning(
@@ -194,10 +199,10 @@ async def _apply_policy(
                 active.name,
                 conditions.bounded_message(spec_errors),
             )
-        elif rt.logged_spec_errors:
+        elif rt.cache.logged_spec_errors:
             logger.info("ClusterPolicy %s: the spec is valid again", active.name)
-        rt.logged_spec_errors = spec_errors
-    detected = platform.detect_platform(rt.api_groups)
+        rt.cache.logged_spec_errors = spec_errors
+    detected = platform.detect_platform(seen.api_groups)
 
     errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
     auto_upgrade = policy.driver.upgrade_policy.auto_upgrade if not errors and policy.driver.enabled else None
@@ -209,8 +214,8 @@ async def _apply_policy(
         # NB: with a spec error nothing is applied or deleted: what runs keeps running.
         # The driver DaemonSets first: at thousands of nodes the labels take seconds, and the
         # DaemonSets exist before them (their pods schedule as each node gets its label).
-        rt.nvidia_driver_mode = nvidia_driver.is_mode_enabled(active.spec)
-        if policy.driver.enabled and rt.nvidia_driver_mode:
+        rt.cache.nvidia_driver_mode = nvidia_driver.is_mode_enabled(active.spec)
+        if policy.driver.enabled and rt.cache.nvidia_driver_mode:
             # driver.useNvidiaDriverCRD: each NVIDIADriver deploys its pool's drivers
             outcome = await nvidia_drivers.reconcile_nvidia_drivers(
                 rt, active.ref(), active.spec, policy, detected, now
@@ -220,7 +225,7 @@ async def _apply_policy(
             await nvidia_drivers.report_disabled(rt, active.name, now)
         if outcome.problem is not None:
             problems = [*problems, outcome.problem]
-    label_errors = await _reconcile_node_labels(rt, changes, auto_upgrade, mig_default)
+    label_errors = await _reconcile_node_labels(rt, seen, changes, auto_upgrade, mig_default)
     if not errors:
         stack = await operands.reconcile_operands(rt, active.ref(), policy, detected)
         problems = [*problems, *(o.problem for o in stack.values() if o.problem is not None)]
@@ -231,7 +236,7 @@ async def _apply_policy(
     upgrades_allowed = (
         not errors and outcome is not None and outcome.problem is None and policy.driver.enabled
     )
-    rt.set_upgrade_policy(policy.driver.upgrade_policy if upgrades_allowed else None)
+    rt.scheduler.set_upgrade_policy(policy.driver.upgrade_policy if upgrades_allowed else None)
     unsupported = fields.unsupported_settings(active.spec)
     return AppliedPass(
         active=active,
@@ -246,9 +251,11 @@ async def _apply_policy(
     )
 
 
-def _preflight(rt: runtime.Runtime, applied: AppliedPass) -> conditions.Condition | None:
+def _preflight(
+    rt: runtime.Runtime, seen: cluster_view.ViewSnapshot, applied: AppliedPass
+) -> conditions.Condition | None:
     """UpgradePreflight while OpenShift applies an upgrade (DTK mode only; planning/upgrade_preflight)."""
-    if upgrade_preflight.upgrading_to(delivery.present(rt.cluster_version)) is None:
+    if upgrade_preflight.upgrading_to(delivery.present(seen.cluster_version)) is None:
         return None  # the usual case: nothing more to look at
     settings = driver_strategy.settings_for_policy(applied.policy, applied.detected, rt.env)
     if (
@@ -256,13 +263,13 @@ def _preflight(rt: runtime.Runtime, applied: AppliedPass) -> conditions.Conditio
         or settings.strategy is not driver_strategy.Strategy.DTK
     ):
         return None
-    stream = reading.image_stream_singleton(rt.dtk_imagestream)
+    stream = reading.image_stream_singleton(seen.dtk_imagestream)
     return upgrade_preflight.plan_preflight(
-        delivery.present(rt.cluster_version),
+        delivery.present(seen.cluster_version),
         stream if isinstance(stream, imagestreams_model.ImageStream) else None,
         (
             str(facts.labels.get(labels.OSTREE_VERSION, ""))
-            for facts in rt.node_facts.values()
+            for facts in seen.node_facts.values()
             if facts.is_gpu_node
         ),
         settings.driver_image,
@@ -274,9 +281,11 @@ async def _report(
 ) -> None:
     """Judge readiness from the view as it is now, and write the status (and its Events) if it
     changed; `active` as the watch shows it now (its status may be newer than `applied`'s)."""
+    # NB: readiness is judged from the view as it is after this pass's writes, not as it began.
+    seen = rt.view.snapshot()
     outcome, stack, watching = applied.outcome, applied.stack, applied.watching
     plan = outcome.plan if outcome is not None else None
-    coverage = _coverage(rt, plan)
+    coverage = _coverage(seen, plan)
     apply_errors = dict(applied.label_errors)
     for operand in (outcome, *stack.values()):
         apply_errors |= dict(operand.errors) if operand else {}
@@ -289,16 +298,16 @@ async def _report(
         apply_errors=apply_errors,
         plan=plan,
         coverage=coverage,
-        summary=status_planning.plan_driver_summary(plan, coverage, rt.driver_daemonsets),
+        summary=status_planning.plan_driver_summary(plan, coverage, seen.driver_daemonsets),
         # Per operand, the GPU nodes that should run it and have no Ready pod of it yet.
         unready_nodes=operands.unready_operands(rt, applied.policy) if stack else {},
-        gpu_nodes=sum(1 for facts in rt.node_facts.values() if facts.is_gpu_node),
+        gpu_nodes=sum(1 for facts in seen.node_facts.values() if facts.is_gpu_node),
         monitoring_problems=[problem.message for problem in watching.problems] if watching else [],
         unsupported=applied.unsupported,
-        mig_failed=mig.failed_nodes({name: facts.labels for name, facts in rt.node_facts.items()}),
-        preflight=_preflight(rt, applied),
-        previous_template=_previous_template(rt),
-        migrated_from=rt.migrated_from if rt.leftovers_done_for == active.uid else None,
+        mig_failed=mig.failed_nodes({name: facts.labels for name, facts in seen.node_facts.items()}),
+        preflight=_preflight(rt, seen, applied),
+        previous_template=_previous_template(rt, seen),
+        migrated_from=rt.cache.migrated_from if rt.cache.leftovers_done_for == active.uid else None,
     )
     status = status_planning.plan_active_status(outcome_of_pass)
     if status.health is not None:
@@ -307,7 +316,7 @@ async def _report(
         metrics.reconciliation_last_success.set(now.timestamp())
     if apply_errors:
         # A failed write is retried on the next change, and at the latest after this long.
-        rt.poke_after(RETRY_FAILED_WRITES_S)
+        rt.scheduler.poke_after(RETRY_FAILED_WRITES_S)
     previous_messages = status_planning.true_condition_messages(active.status)
     await _write_status_if_changed(rt, active, status, now)
     for event in status_planning.plan_status_events(status, previous_messages):
@@ -317,13 +326,17 @@ async def _report(
 
 
 async def _reconcile_node_labels(
-    rt: runtime.Runtime, changes: runtime.Changes, auto_upgrade: bool | None, mig_default: str | None
+    rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
+    changes: scheduling.Changes,
+    auto_upgrade: bool | None,
+    mig_default: str | None,
 ) -> dict[str, str]:
     """Patch the labels (and upgrade annotation) of every changed node that needs it; errors by node."""
-    names = rt.node_facts.keys() if (changes.everything or changes.policies) else changes.nodes
+    names = seen.node_facts.keys() if (changes.everything or changes.policies) else changes.nodes
     patches: dict[nodes.NodeName, tuple[node_labels.LabelPatch, node_labels.LabelPatch]] = {}
     for name in list(names):
-        facts = rt.node_facts.get(name)
+        facts = seen.node_facts.get(name)
         if facts is None:
             continue
         label_patch = node_labels.plan_node_labels(facts.labels, mig_default) or {}
@@ -333,7 +346,7 @@ async def _reconcile_node_labels(
         if label_patch or annotation_patch:
             patches[name] = (label_patch, annotation_patch)
     # NB: before the writes: a node's echo can arrive before its patch's answer.
-    rt.label_echoes.update(patches)
+    rt.cache.label_echoes.update(patches)
     results = await runtime.in_threads(
         functools.partial(labelling.patch_node_labels, rt.api_client, node, *patch)
         for node, patch in patches.items()
@@ -341,17 +354,19 @@ async def _reconcile_node_labels(
     errors: dict[str, str] = {}
     for node, result in zip(patches, results, strict=True):
         if isinstance(result, Exception):  # one node's failure never blocks the others
-            rt.label_echoes.pop(node, None)
+            rt.cache.label_echoes.pop(node, None)
             errors[node] = requesting.describe_error(result)
             logger.warning("could not label node %s: %s", node, errors[node])
     return errors
 
 
-def _coverage(rt: runtime.Runtime, plan: drivers.DriverPlan | None) -> driver_coverage.DriverCoverage | None:
+def _coverage(
+    seen: cluster_view.ViewSnapshot, plan: drivers.DriverPlan | None
+) -> driver_coverage.DriverCoverage | None:
     if plan is None:
         return None
     return driver_coverage.plan_driver_coverage(
-        {name: facts.labels for name, facts in rt.node_facts.items()}, plan.desired
+        {name: facts.labels for name, facts in seen.node_facts.items()}, plan.desired
     )
 
 
@@ -362,15 +377,15 @@ async def _take_stock_of_leftovers(rt: runtime.Runtime, owner: Mapping[str, str]
 
     NB: never on a cluster where nothing was adopted (a fresh install reads nothing more)."""
     uid = owner["uid"]
-    if not rt.adopted or rt.leftovers_done_for == uid:
+    if not rt.cache.adopted or rt.cache.leftovers_done_for == uid:
         return
-    kinds = owning.watched_kinds(rt.api_groups)
+    kinds = owning.watched_kinds(rt.view.api_groups)
     try:
         found = await asyncio.to_thread(adopting.list_foreign, rt.api_client, rt.namespace, kinds)
     except Exception as error:  # a failed read: try again on a later pass, delete nothing
         logger.warning("could not list what the previous operator left: %s", requesting.describe_error(error))
         return
-    plan = takeover.plan_leftovers(found, uid, rt.owned.keys())
+    plan = takeover.plan_leftovers(found, uid, rt.view.owned.keys())
     deleted: list[str] = []
     kept = list(plan.keep)
     for item in plan.delete:
@@ -380,10 +395,11 @@ async def _take_stock_of_leftovers(rt: runtime.Runtime, owner: Mapping[str, str]
         except Exception as error:
             kept.append((item, f"could not delete it: {requesting.describe_error(error)}"))
     leftovers = takeover.Leftovers(delete=(), keep=tuple(kept))
-    rt.migrated_from = takeover.migrated_from(rt.adopted, leftovers, deleted)
-    rt.leftovers_done_for = uid
+    rt.cache.migrated_from = takeover.migrated_from(rt.cache.adopted, leftovers, deleted)
+    rt.cache.leftovers_done_for = uid
     message = (
-        f"took over {len(rt.adopted)} object(s) another operator made; deleted {len(deleted)} it left that "
+        f"took over {len(rt.cache.adopted)} object(s) another operator made; deleted {len(deleted)} it "
+        f"left that "
         f"ocp-gpu renders nothing for (owned by this ClusterPolicy): {', '.join(deleted) or 'none'}; "
         f"left {len(kept)}: {', '.join(f'{item.describe()} ({why})' for item, why in kept) or 'none'}"
     )
@@ -393,15 +409,15 @@ async def _take_stock_of_leftovers(rt: runtime.Runtime, owner: Mapping[str, str]
     )
 
 
-def _previous_template(rt: runtime.Runtime) -> str:
+def _previous_template(rt: runtime.Runtime, seen: cluster_view.ViewSnapshot) -> str:
     """The driver pods on an older template of their DaemonSet that run its driver, described."""
-    current = upgrading.current_revisions(rt.driver_revisions.values())
+    current = upgrading.current_revisions(rt.view.driver_revisions.values())
     revisions = {
         name: upgrades.driver_revision(daemonset, current.get(name))
-        for name, daemonset in rt.driver_daemonsets.items()
+        for name, daemonset in seen.driver_daemonsets.items()
     }
     return driver_check.describe_previous_template(
-        driver_check.on_previous_template(rt.driver_pods.values(), revisions)
+        driver_check.on_previous_template(rt.view.driver_pods.values(), revisions)
     )
 
 
@@ -419,11 +435,11 @@ async def _write_status_if_changed(
     if all(obj.status.get(key) == value for key, value in status.items()):
         return
     clock = asyncio.get_running_loop().time()
-    delay = status_writes.write_delay(obj.status, status, rt.status_written_at.get(obj.name), clock)
+    delay = status_writes.write_delay(obj.status, status, rt.cache.status_written_at.get(obj.name), clock)
     if delay > 0:
         # Rollout progress only: written with the next change or when the interval ends (a pass
         # that only judges readiness again, not a full one).
-        rt.poke_progress_after(delay)
+        rt.scheduler.poke_progress_after(delay)
         return
     await asyncio.to_thread(reporting.patch_policy_status, rt.api_client, obj.name, status)
-    rt.status_written_at[obj.name] = clock
+    rt.cache.status_written_at[obj.name] = clock

@@ -2,8 +2,8 @@
 
 Glue: what kopf's DaemonSet handlers did (the operand DaemonSets' and the owned objects'),
 fed from our own watch.  Driver DaemonSets are kept by name for planning per key, the other
-operands' by name for their status (`rt.driver_daemonsets`, `rt.operand_daemonsets`); each
-also as an owned object (`rt.owned`: applied hash and owner, so a pass re-applies only what
+operands' by name for their status (`view.driver_daemonsets`, `view.operand_daemonsets`); each
+also as an owned object (`view.owned`: applied hash and owner, so a pass re-applies only what
 differs).  A change that only counts pods coming up is rollout progress (planning/urgency):
 it may wait for the progress window; any other change wakes a pass (a DaemonSet becoming fully
 scheduled too: the driver plan's handover to a replacement waits on it).
@@ -20,46 +20,46 @@ from ocp_gpu.reconcilers import runtime, watched_view
 
 
 class DaemonSetView(watched_view.WatchedView[daemonset_watch.DaemonSetFacts]):
-    """Keeps `rt.driver_daemonsets`, `rt.operand_daemonsets` and the DaemonSets of `rt.owned`."""
+    """Keeps `view.driver_daemonsets`, `view.operand_daemonsets` and the DaemonSets of `view.owned`."""
 
     def __init__(self, rt: runtime.Runtime) -> None:
         super().__init__(rt, daemonset_watch.KIND.group, daemonset_watch.KIND.plural)
 
     def _ident(self, name: str) -> owning.ObjectIdent:
-        return owning.ident(daemonset_watch.KIND.kind, self._rt.namespace, name)
+        return owning.ident(daemonset_watch.KIND.kind, self._namespace, name)
 
     def known(self) -> Iterable[str]:
-        rt = self._rt
-        owned = (name for kind, _, name in rt.owned if kind == daemonset_watch.KIND.kind)
-        return {*rt.driver_daemonsets, *rt.operand_daemonsets, *owned}
+        view = self._view
+        owned = (name for kind, _, name in view.owned if kind == daemonset_watch.KIND.kind)
+        return {*view.driver_daemonsets, *view.operand_daemonsets, *owned}
 
     def seen(self, facts: daemonset_watch.DaemonSetFacts) -> None:
-        rt, daemonset = self._rt, facts.daemonset
+        view, scheduler, daemonset = self._view, self._scheduler, facts.daemonset
         # Driver DaemonSets are planned per key; the other operands' are looked up by name.
         kept = (
-            rt.driver_daemonsets
+            view.driver_daemonsets
             if daemonset.labels.get(labels.COMPONENT) == labels.DRIVER_COMPONENT
-            else rt.operand_daemonsets
+            else view.operand_daemonsets
         )
         before = kept.get(facts.name)
         if before != daemonset:
             kept[facts.name] = daemonset
             if urgency.is_progress(before, daemonset):
                 # Pods coming up: the status's progress (and the upgrade loop) only.
-                rt.mark_progress()
-                rt.upgrade_wake.set()
+                scheduler.mark_progress()
+                scheduler.upgrade_wake.set()
             else:
-                rt.mark_drivers()
+                scheduler.mark_drivers()
         ident = self._ident(facts.name)
-        if rt.owned.get(ident) != facts.observed:
-            rt.owned[ident] = facts.observed
-            rt.mark_owned()
+        if view.owned.get(ident) != facts.observed:
+            view.owned[ident] = facts.observed
+            scheduler.mark_owned()
 
     def gone(self, name: str) -> None:
-        rt = self._rt
-        popped = (rt.driver_daemonsets.pop(name, None), rt.operand_daemonsets.pop(name, None))
+        view, scheduler = self._view, self._scheduler
+        popped = (view.driver_daemonsets.pop(name, None), view.operand_daemonsets.pop(name, None))
         if popped != (None, None):
-            rt.mark_drivers()
+            scheduler.mark_drivers()
         # Deleted by hand or garbage-collected: the next pass applies it again.
-        if rt.owned.pop(self._ident(name), None) is not None:
-            rt.mark_owned()
+        if view.owned.pop(self._ident(name), None) is not None:
+            scheduler.mark_owned()

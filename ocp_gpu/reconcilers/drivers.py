@@ -66,22 +66,23 @@ async def reconcile_drivers(
     pending = [
         name
         for name, singleton in (
-            ("the driver-toolkit ImageStream", rt.dtk_imagestream),
-            ("ClusterVersion", rt.cluster_version),
-            ("Proxy", rt.cluster_proxy),
+            ("the driver-toolkit ImageStream", rt.view.dtk_imagestream),
+            ("ClusterVersion", rt.view.cluster_version),
+            ("Proxy", rt.view.cluster_proxy),
         )
         if not delivery.is_delivered(singleton)
     ]
     if pending:
-        # NB: the loops wait for every watched kind (runtime.mark_listed); this only guards that promise.
+        # NB: the loops wait for every watched kind (cluster_view.ClusterView.listed); this only
+        # guards that promise.
         return DriverOutcome(None, errors={"watches": f"not listed yet: {', '.join(pending)}"})
     view = await read_driver_view(
         rt,
         policy,
         now,
-        tuple(rt.node_facts.values()),
+        tuple(rt.view.node_facts.values()),
         # NB: an NVIDIADriver's DaemonSets are its own, never the ClusterPolicy's to plan or collect.
-        tuple(d for d in rt.driver_daemonsets.values() if driver_pools.pool_of(d) is None),
+        tuple(d for d in rt.view.driver_daemonsets.values() if driver_pools.pool_of(d) is None),
         _pull_failures(rt),
     )
     if isinstance(view, str):  # a failed read changes nothing; the pass is retried
@@ -92,13 +93,13 @@ async def reconcile_drivers(
         # The driver or manager image cannot be resolved: change nothing, say what to fix.
         if desired.field in driver_manifests.named_config_maps(policy):
             # NB: ConfigMaps are not watched: look again soon for the one the admin creates.
-            rt.poke_after(CONFIG_MAP_RECHECK_S)
+            rt.scheduler.poke_after(CONFIG_MAP_RECHECK_S)
         return DriverOutcome(None, problem=desired)
     plan, manifests = desired.plan, desired.manifests
     if desired.fallback_pending:
         # A key falls back when its grace period ends, even if nothing else changes by then.
         due = min(desired.fallback_pending.values())
-        rt.poke_after(max(0.5, (due - now).total_seconds() + 0.5))
+        rt.scheduler.poke_after(max(0.5, (due - now).total_seconds() + 0.5))
     _record_driver_toolkit_gauges(rt, policy, platform)
     errors: dict[str, str] = {}
     for manifest in manifests:
@@ -136,9 +137,9 @@ async def read_driver_view(
         env=rt.env,
         node_facts=node_facts,
         daemonsets=daemonsets,
-        dtk_imagestream=rt.dtk_imagestream,
-        cluster_version=rt.cluster_version,
-        cluster_proxy=rt.cluster_proxy,
+        dtk_imagestream=rt.view.dtk_imagestream,
+        cluster_version=rt.view.cluster_version,
+        cluster_proxy=rt.view.cluster_proxy,
         pull_failures=pull_failures,
         now=now,
         config_map_keys=config_map_keys,
@@ -152,7 +153,7 @@ async def _delete_stale(
     # missed a node the DaemonSet still selects, we keep the DaemonSet (the node's event,
     # when it arrives, plans it again).
     # (A superseded DaemonSet's nodes keep its key by design: the replacement proved itself there.)
-    daemonset = rt.driver_daemonsets.get(stale.name)
+    daemonset = rt.view.driver_daemonsets.get(stale.name)
     if (
         daemonset is not None
         and not stale.superseded
@@ -169,8 +170,8 @@ def _record_driver_toolkit_gauges(
     """NVIDIA's gpu_operator_openshift_driver_toolkit_* gauges and ours per RHCOS version."""
     gauges = operator_health.plan_driver_toolkit_gauges(
         requested=driver_strategy.should_use_driver_toolkit(platform, policy),
-        stream=imagestreams.resolve_driver_toolkit_stream(reading.image_stream_singleton(rt.dtk_imagestream)),
-        gpu_node_labels=[facts.labels for facts in rt.node_facts.values() if facts.is_gpu_node],
+        stream=imagestreams.resolve_driver_toolkit_stream(reading.image_stream_singleton(rt.view.dtk_imagestream)),
+        gpu_node_labels=[facts.labels for facts in rt.view.node_facts.values() if facts.is_gpu_node],
     )
     metrics.driver_toolkit_enabled.set(gauges.enabled)
     metrics.driver_toolkit_nfd_too_old.set(gauges.nfd_too_old)
@@ -192,10 +193,10 @@ async def _say_if_downgrade(
     said once, when the change is applied (the next pass finds it current).
     """
     name = str(manifest["metadata"]["name"])
-    existing = rt.driver_daemonsets.get(name)
+    existing = rt.view.driver_daemonsets.get(name)
     wanted = applying.applied_hash(manifest)
     if existing is None or owning.is_current(
-        rt.owned.get(owning.manifest_ident(manifest)), wanted, owner["uid"]
+        rt.view.owned.get(owning.manifest_ident(manifest)), wanted, owner["uid"]
     ):
         return
     downgrade = downgrades.plan_downgrade(name, existing.image, reading.driver_daemonset(manifest).image)
@@ -210,8 +211,8 @@ async def _say_if_downgrade(
 def _pull_failures(rt: runtime.Runtime) -> tuple[driver_fallback.PullFailure, ...]:
     """Per precompiled key and image, since when its driver pods fail to pull (the earliest pod)."""
     earliest: dict[tuple[str, str], datetime.datetime] = {}
-    for name, since in rt.pull_failing_since.items():
-        pull = rt.driver_pod_pulls.get(name)
+    for name, since in rt.view.pull_failing_since.items():
+        pull = rt.view.driver_pod_pulls.get(name)
         if pull is None or pull.key is None or pull.strategy != driver_strategy.Strategy.PRECOMPILED:
             continue
         ident = (pull.key, pull.image)
@@ -224,6 +225,6 @@ def _pull_failures(rt: runtime.Runtime) -> tuple[driver_fallback.PullFailure, ..
 
 async def _delete_all(rt: runtime.Runtime) -> dict[str, str]:
     errors: dict[str, str] = {}
-    for name in list(rt.driver_daemonsets):
+    for name in list(rt.view.driver_daemonsets):
         await operands.delete_daemonset(rt, name, errors)
     return errors

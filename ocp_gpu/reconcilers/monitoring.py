@@ -23,7 +23,7 @@ from ocp_gpu.rendering import monitoring as monitoring_rendering
 
 logger = logging.getLogger("ocp_gpu.monitoring")
 
-# rt.applied keys for what this module did once per process (no hash: a fact, not a manifest).
+# rt.cache.applied keys for what this module did once per process (no hash: a fact, not a manifest).
 _LABELLED = "namespace-labelled"
 _REMOVED = "removed"
 
@@ -43,7 +43,7 @@ async def reconcile_monitoring(
     errors: dict[str, str] = {}
     namespace_key = ("Namespace", "", rt.namespace)
     namespace_labels: dict[str, str] = {}
-    if platform.is_openshift and rt.applied.get(namespace_key) != _LABELLED:
+    if platform.is_openshift and rt.cache.applied.get(namespace_key) != _LABELLED:
         # NB: read once per process; afterwards the label is known to be there.
         try:
             namespace_labels = await asyncio.to_thread(
@@ -51,15 +51,15 @@ async def reconcile_monitoring(
             )
         except Exception as error:
             errors[f"Namespace {rt.namespace}"] = requesting.describe_error(error)
-    plan = monitoring.plan_operator_monitoring(policy, platform, rt.api_groups, namespace_labels)
-    if platform.is_openshift and rt.applied.get(namespace_key) != _LABELLED and not errors:
+    plan = monitoring.plan_operator_monitoring(policy, platform, rt.view.api_groups, namespace_labels)
+    if platform.is_openshift and rt.cache.applied.get(namespace_key) != _LABELLED and not errors:
         try:
             if plan.namespace_labels:
                 await asyncio.to_thread(
                     labelling.patch_namespace_labels, rt.api_client, rt.namespace, plan.namespace_labels
                 )
                 logger.info("labelled namespace %s %s", rt.namespace, dict(plan.namespace_labels))
-            rt.applied[namespace_key] = _LABELLED
+            rt.cache.applied[namespace_key] = _LABELLED
         except Exception as error:
             errors[f"Namespace {rt.namespace}"] = requesting.describe_error(error)
     inputs = monitoring_rendering.MonitoringRenderInputs(rt.namespace, plan)
@@ -73,7 +73,7 @@ async def reconcile_monitoring(
 async def _remove(rt: runtime.Runtime, kind: str, errors: dict[str, str]) -> None:
     """Delete our object of `kind` once per process (a 404 is fine: it was never made)."""
     ident = (kind, rt.namespace, monitoring_rendering.SERVICE)
-    if rt.applied.get(ident) == _REMOVED:
+    if rt.cache.applied.get(ident) == _REMOVED:
         return
     try:
         await asyncio.to_thread(
@@ -84,6 +84,6 @@ async def _remove(rt: runtime.Runtime, kind: str, errors: dict[str, str]) -> Non
             monitoring_rendering.SERVICE,
             rt.namespace,
         )
-        rt.applied[ident] = _REMOVED
+        rt.cache.applied[ident] = _REMOVED
     except Exception as error:
         errors[f"{kind} {monitoring_rendering.SERVICE}"] = requesting.describe_error(error)

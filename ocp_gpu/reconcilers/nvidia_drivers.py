@@ -69,10 +69,10 @@ async def reconcile_nvidia_drivers(
 ) -> DriverOutcome:
     """One pass over every NVIDIADriver; the outcome sums them up for the ClusterPolicy's status."""
     selection = pool_manifests.select_pools(
-        rt.nvidia_drivers.values(),
+        rt.view.nvidia_drivers.values(),
         cluster_policy_spec,
         rt.env,
-        {name: facts.labels for name, facts in rt.node_facts.items()},
+        {name: facts.labels for name, facts in rt.view.node_facts.items()},
     )
     owners = selection.owners
     errors = await _write_owner_labels(rt, owners.label_changes)
@@ -94,10 +94,10 @@ async def reconcile_nvidia_drivers(
     # The ClusterPolicy's own driver DaemonSets go once the pools own all their nodes.
     planned = [driver_pools.owner_label_value(o.driver.name) for o in outcomes if o.plan is not None]
     gpu_nodes = tuple(
-        snapshot.GpuNode.from_facts(facts) for facts in rt.node_facts.values() if facts.is_gpu_node
+        snapshot.GpuNode.from_facts(facts) for facts in rt.view.node_facts.values() if facts.is_gpu_node
     )
     handover = driver_pools.plan_policy_handover(
-        rt.driver_daemonsets.values(), gpu_nodes, owners.owners, planned
+        rt.view.driver_daemonsets.values(), gpu_nodes, owners.owners, planned
     )
     for name in handover.delete:
         await operands.delete_daemonset(rt, name, errors)
@@ -132,7 +132,7 @@ async def _reconcile_pool(
 ) -> PoolOutcome:
     value = driver_pools.owner_label_value(driver.name)
     facts, daemonsets = pool_manifests.pool_members(
-        driver, owners, rt.node_facts.values(), rt.driver_daemonsets.values()
+        driver, owners, rt.view.node_facts.values(), rt.view.driver_daemonsets.values()
     )
     view = await read_driver_view(rt, policy, now, facts, daemonsets)
     if isinstance(view, str):  # a failed read changes nothing; the pass is retried
@@ -144,7 +144,7 @@ async def _reconcile_pool(
             nvidia_driver.nvidia_driver_field(field) or field
             for field in driver_manifests.named_config_maps(policy)
         }:
-            rt.poke_after(CONFIG_MAP_RECHECK_S)
+            rt.scheduler.poke_after(CONFIG_MAP_RECHECK_S)
         return PoolOutcome(driver, problems=(desired,))
     errors: dict[str, str] = {}
     for manifest in desired.manifests:
@@ -166,7 +166,7 @@ async def _delete_stale(
     rt: runtime.Runtime, stale: drivers.StaleDriverDaemonSet, pool: str, errors: dict[str, str]
 ) -> None:
     # NB: the planner saw no node of this pool with the key; one targeted read agrees first.
-    daemonset = rt.driver_daemonsets.get(stale.name)
+    daemonset = rt.view.driver_daemonsets.get(stale.name)
     if daemonset is not None and not stale.superseded:
         # Its nodeSelector names the pool (the owner label); without one, its RHCOS build in this pool.
         rhcos = daemonset.labels.get(labels.DTK_RHCOS)
@@ -295,7 +295,7 @@ def pool_status(
 async def _report(
     rt: runtime.Runtime, outcome: PoolOutcome, owners: driver_pools.OwnerPlan, now: datetime.datetime
 ) -> None:
-    status = pool_status(outcome, owners, rt.driver_daemonsets, rt.namespace)
+    status = pool_status(outcome, owners, rt.view.driver_daemonsets, rt.namespace)
     driver = outcome.driver
     previous = {
         str(item.get("message", ""))
@@ -348,7 +348,7 @@ async def report_disabled(rt: runtime.Runtime, policy_name: str | None, now: dat
         if policy_name
         else "no ClusterPolicy: this NVIDIADriver deploys nothing"
     )
-    for driver in list(rt.nvidia_drivers.values()):
+    for driver in list(rt.view.nvidia_drivers.values()):
         status = {
             "state": STATE_DISABLED,
             "namespace": rt.namespace,

@@ -78,18 +78,18 @@ async def apply_if_changed(
     ident = owning.manifest_ident(manifest)
     if wanted is None:
         wanted = applying.applied_hash(manifest)
-    if owning.is_current(rt.owned.get(ident), wanted, owner.get("uid", "")):
+    if owning.is_current(rt.view.owned.get(ident), wanted, owner.get("uid", "")):
         # The watch shows it applied as rendered, owned by this policy: no write.
         return
     try:
-        if rt.owned.get(ident) is None:
+        if rt.view.owned.get(ident) is None:
             # Not known as ours: NVIDIA's operator (or someone) may have made it; one GET says
             # (kube/adopting: its other field managers' fields become ours, a foreign selector
             # means replacing the DaemonSet without touching its pods).
             adopted = await asyncio.to_thread(adopting.adopt, rt.api_client, manifest)
             if adopted:
                 logger.info("adopting %s %s/%s: %s", *ident, adopted)
-                rt.adopted.add(f"{ident[0]} {ident[1] + '/' if ident[1] else ''}{ident[2]}")
+                rt.cache.adopted.add(f"{ident[0]} {ident[1] + '/' if ident[1] else ''}{ident[2]}")
         try:
             applied = await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
         except requesting.ApiException as error:
@@ -103,8 +103,8 @@ async def apply_if_changed(
             logger.info("adopting %s %s/%s: %s", *ident, replaced)
             applied = await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
         # The response is the object as stored: the watch will confirm the same record.
-        rt.owned[ident] = owning.observed_object(applied or {})
-        rt.removed.discard(ident)
+        rt.view.owned[ident] = owning.observed_object(applied or {})
+        rt.cache.removed.discard(ident)
         logger.info("applied %s %s/%s", *ident)
     except Exception as error:  # per object: one failure never blocks the others
         errors[f"{ident[0]} {ident[2]}"] = requesting.describe_error(error)
@@ -117,9 +117,9 @@ async def delete_if_present(rt: runtime.Runtime, manifest: Mapping[str, Any], er
     kind, namespace, name = ident
     if owning.is_owned_kind(kind):
         # Watched (kube/owning): present exactly when the watch shows it.
-        present = ident in rt.owned
+        present = ident in rt.view.owned
     else:
-        present = ident in rt.applied or ident not in rt.removed
+        present = ident in rt.cache.applied or ident not in rt.cache.removed
     if not present:
         # Gone (watched), or deleted by this process already: no write.
         return
@@ -127,10 +127,10 @@ async def delete_if_present(rt: runtime.Runtime, manifest: Mapping[str, Any], er
         await asyncio.to_thread(
             applying.delete, rt.api_client, manifest["apiVersion"], kind, name, namespace or None
         )
-        rt.applied.pop(ident, None)
-        rt.removed.add(ident)
+        rt.cache.applied.pop(ident, None)
+        rt.cache.removed.add(ident)
         # Until the watch reports it gone: no second DELETE from the next pass (or this one).
-        rt.owned.pop(ident, None)
+        rt.view.owned.pop(ident, None)
         logger.info("deleted %s %s", kind, name)
     except Exception as error:
         errors[f"{kind} {name}"] = requesting.describe_error(error)
@@ -143,13 +143,13 @@ async def reconcile_prerequisites(
     errors: dict[str, str] = {}
     for manifest in operand_rendering.render_prerequisites(policy, rt.namespace):
         await apply_if_changed(rt, owner, manifest, errors)
-    if policy.psa_enabled and rt.namespace_labelled != dict(PSA_LABELS):
+    if policy.psa_enabled and rt.cache.namespace_labelled != dict(PSA_LABELS):
         # NB: a label patch, never an apply with an owner: deleting the policy must not delete the namespace.
         try:
             await asyncio.to_thread(
                 labelling.patch_namespace_labels, rt.api_client, rt.namespace, dict(PSA_LABELS)
             )
-            rt.namespace_labelled = dict(PSA_LABELS)
+            rt.cache.namespace_labelled = dict(PSA_LABELS)
         except Exception as error:
             errors[f"Namespace {rt.namespace}"] = requesting.describe_error(error)
     return errors
@@ -171,7 +171,7 @@ async def reconcile_operand(
     if not spec.enabled:
         # <section>.enabled: false: remove this operand's objects, nothing else.
         if not operand_planning.has_objects(
-            (seen.component for seen in rt.owned.values()), operand_rendering.component(operand)
+            (seen.component for seen in rt.view.owned.values()), operand_rendering.component(operand)
         ):
             # Nothing of it exists (the usual case: never enabled): no render, no request.
             return OperandOutcome(enabled=False)
@@ -228,7 +228,7 @@ async def remove_unrendered(
     NB: decided from the watch alone: in steady state nothing is unrendered, so no request.
     """
     stale = operand_planning.unrendered_owned(
-        ((ident, seen.component, seen.owner_uid) for ident, seen in list(rt.owned.items())),
+        ((ident, seen.component, seen.owner_uid) for ident, seen in list(rt.view.owned.items())),
         operand_rendering.component(operand),
         owner.get("uid", ""),
         (owning.manifest_ident(manifest) for manifest in rendered),
@@ -260,12 +260,12 @@ async def _config_map_problem(
     problem = config_maps.missing_config_map_problem(named, keys, rt.namespace, required)
     if problem is not None:
         # Look again soon for the ConfigMap the admin creates or fixes.
-        rt.poke_after(CONFIG_MAP_RECHECK_S)
+        rt.scheduler.poke_after(CONFIG_MAP_RECHECK_S)
     return problem, {}
 
 
 def _monitoring_api(rt: runtime.Runtime) -> bool:
-    return monitoring_planning.MONITORING_GROUP in rt.api_groups
+    return monitoring_planning.MONITORING_GROUP in rt.view.api_groups
 
 
 async def _remove_unrendered_service_monitor(
@@ -315,8 +315,8 @@ def unready_operands(rt: runtime.Runtime, policy: policy_model.Policy) -> dict[s
     enabled = [operand for operand in operands.OPERANDS if components[operand.section].enabled]
     return operand_planning.unready_by_operand(
         enabled,
-        ((name, facts.labels) for name, facts in rt.node_facts.items()),
-        rt.operand_pods.values(),
+        ((name, facts.labels) for name, facts in rt.view.node_facts.items()),
+        rt.view.operand_pods.values(),
     )
 
 
@@ -333,9 +333,9 @@ async def delete_daemonset(
         # NB: gone at once (background propagation): forgotten now, not when the watch says so,
         # so that a node gaining its key meanwhile gets it re-created by the very next pass
         # (apply_if_changed would take the watched copy for current) and no second DELETE goes out.
-        rt.owned.pop(owning.ident("DaemonSet", rt.namespace, name), None)
-        rt.driver_daemonsets.pop(name, None)
-        rt.operand_daemonsets.pop(name, None)
+        rt.view.owned.pop(owning.ident("DaemonSet", rt.namespace, name), None)
+        rt.view.driver_daemonsets.pop(name, None)
+        rt.view.operand_daemonsets.pop(name, None)
         if stale_reason is None:
             logger.info("deleted DaemonSet %s", name)
         else:

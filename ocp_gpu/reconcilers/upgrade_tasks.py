@@ -97,11 +97,11 @@ class Pipeline:
         """
         now = asyncio.get_running_loop().time()
         for name, written in list(self._written.items()):
-            label = self._rt.upgrade_state(name)
+            label = self._rt.view.upgrade_state(name)
             if (
                 now >= written.deadline
-                or name not in self._rt.node_facts
-                or upgrade_chain.is_echoed(written.echoes, {name: label}, self._rt.driver_pods)
+                or name not in self._rt.view.node_facts
+                or upgrade_chain.is_echoed(written.echoes, {name: label}, self._rt.view.driver_pods)
             ):
                 del self._written[name]
         return {**{name: written.node for name, written in self._written.items()}, **self._running}
@@ -164,7 +164,7 @@ class Pipeline:
         if echoes.labels or echoes.deleted:
             deadline = asyncio.get_running_loop().time() + upgrade_pipeline.ECHO_LIMIT_S
             self._written[name] = Written(echoes, node, deadline)
-        self._rt.upgrade_wake.set()
+        self._rt.scheduler.upgrade_wake.set()
 
     def _report(self, name: NodeName, error: Exception) -> None:
         self._failed = True
@@ -267,7 +267,7 @@ class Pipeline:
                 first_done.set_result(False)
             self._done(name, node, applied)
             if upgrade_pipeline.hands_on_slot(before, node, giver, waiting):
-                self._rt.upgrade_urgent.set()
+                self._rt.scheduler.upgrade_urgent.set()
 
     async def _write_round(
         self,
@@ -378,7 +378,7 @@ class Pipeline:
     async def _announce_batched(self, batched: Sequence[upgrading.Announcement]) -> None:
         """One GPUDriverUpgrade Event on the active ClusterPolicy per state, naming the nodes."""
         rt = self._rt
-        active = rt.policies.get(rt.active_policy) if rt.active_policy else None
+        active = rt.view.policies.get(rt.cache.active_policy) if rt.cache.active_policy else None
         if active is None:
             # Deleted meanwhile: nobody to tell (the nodes' labels say it).
             return

@@ -39,7 +39,7 @@ from ocp_gpu.planning import (
     upgrade_gate,
     upgrade_pipeline,
 )
-from ocp_gpu.reconcilers import runtime, upgrade_tasks
+from ocp_gpu.reconcilers import runtime, scheduling, upgrade_tasks
 
 logger = logging.getLogger(labels.UPGRADE_LOGGER)
 
@@ -60,14 +60,15 @@ POLL_S = 0.25
 
 def is_pass_needed(rt: runtime.Runtime) -> bool:
     """Whether anything in the in-memory view can make an upgrade pass do something (autoUpgrade on)."""
-    if any(ds.updated_number_scheduled < ds.desired_number_scheduled for ds in rt.driver_daemonsets.values()):
+    daemonsets = rt.view.driver_daemonsets.values()
+    if any(ds.updated_number_scheduled < ds.desired_number_scheduled for ds in daemonsets):
         # Some driver pod runs an outdated template.
         return True
     # A GPU node not yet labelled, or somewhere in the state machine (opted-out nodes never count).
     return any(
         driver_coverage.wants_driver(facts.labels)
         and facts.labels.get(labels.UPGRADE_STATE) != UpgradeState.UPGRADE_DONE
-        for facts in rt.node_facts.values()
+        for facts in rt.view.node_facts.values()
     )
 
 
@@ -77,13 +78,13 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
     A pass starts its nodes' writes and returns (reconcilers/upgrade_tasks); the nodes still
     being written, or not yet seen written, are left to a later pass.
     """
-    await rt.listed.wait()
+    await rt.view.listed.wait()
     recheck: float | None = None
     poll: float | None = None
     # The last pass started writes: one more pass once they are seen, so the metrics count the
     # labels as they are now (gpu_operator_nodes_upgrades_available agrees with `ocp-gpu status`).
     settle = False
-    coalescer = runtime.Coalescer(coalesce_s)
+    coalescer = scheduling.Coalescer(coalesce_s)
     pipeline = upgrade_tasks.Pipeline(rt, upgrading.Announcer(rt.api_client))
     # OLM's Upgradeable, said after each pass (written only when it changes; nothing without OLM).
     gate = upgrade_gating.UpgradeGate(rt.api_client, rt.namespace, rt.env)
@@ -93,15 +94,16 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
     try:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(rt.upgrade_wake.wait(), recheck)
+                await asyncio.wait_for(rt.scheduler.upgrade_wake.wait(), recheck)
             # NB: while node tasks run, most wake-ups are their own writes coming back: a longer window.
             coalescer.window_s = upgrade_pipeline.BUSY_WINDOW_S if pipeline.active else coalesce_s
-            await coalescer.settle(rt.upgrade_urgent)
-            rules_changed = rt.take_upgrade_marks()
-            rules = rt.upgrade_policy
+            await coalescer.settle(rt.scheduler.upgrade_urgent)
+            rules_changed = rt.scheduler.take_upgrade_marks()
+            rules = rt.scheduler.upgrade_policy
             # NB: paused, a pass only counts labels and removes an annotation: a driver or validator
             # pod changing moves nothing, so only a node's marks changing costs a pass.
-            paused_now = rt.paused_marks_version if rules is not None and not rules.auto_upgrade else None
+            paused = rules is not None and not rules.auto_upgrade
+            paused_now = rt.view.paused_marks_version if paused else None
             if paused_now is not None and not (rules_changed or settle) and paused_now == paused_seen:
                 recheck = None
                 continue
@@ -147,10 +149,10 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
 def plan_upgradeable(rt: runtime.Runtime) -> upgrade_gate.Upgradeable:
     """OLM's Upgradeable from the watches' view: the node labels and the driver DaemonSets' counters."""
     return upgrade_gate.plan_upgradeable(
-        {name: facts.labels for name, facts in rt.node_facts.items()},
+        {name: facts.labels for name, facts in rt.view.node_facts.items()},
         (
             upgrade_gate.OutdatedDaemonSet(ds.name, ds.desired_number_scheduled, ds.updated_number_scheduled)
-            for ds in rt.driver_daemonsets.values()
+            for ds in rt.view.driver_daemonsets.values()
             if ds.status_is_current
         ),
     )
@@ -220,7 +222,7 @@ async def _list_pods(
     Most of the nodes (an upgrade with no parallel limit, at scale): one paged LIST of every
     bound pod instead of a LIST per node; if it fails, every wanted node waits.
     """
-    if upgrade_chain.reads_every_pod(len(wanted), len(rt.node_facts)):
+    if upgrade_chain.reads_every_pod(len(wanted), len(rt.view.node_facts)):
         try:
             return await asyncio.to_thread(upgrading.list_pods_on_nodes, rt.api_client, wanted)
         except Exception as error:
@@ -247,22 +249,22 @@ async def _snapshot(
     (but the `frozen` ones: not planned this pass)."""
     mine = (
         pod
-        for pod in rt.driver_pods.values()
-        if pod_selection.is_driver_pod(dict(pod.selector_labels), rt.nvidia_driver_mode)
+        for pod in rt.view.driver_pods.values()
+        if pod_selection.is_driver_pod(dict(pod.selector_labels), rt.cache.nvidia_driver_mode)
     )
-    nodes = upgrades.upgrade_nodes(rt.node_facts.values(), mine)
+    nodes = upgrades.upgrade_nodes(rt.view.node_facts.values(), mine)
     pods = await _list_pods(
         rt, tuple(name for name in upgrade.nodes_needing_pods(nodes, rules) if name not in frozen)
     )
     # NB: a validator DaemonSet whose pods are not created yet still means "validation is coming".
-    deployed = bool(rt.validator_pods) or await asyncio.to_thread(
+    deployed = bool(rt.view.validator_pods) or await asyncio.to_thread(
         upgrading.validator_daemonset_exists, rt.api_client, rt.namespace
     )
     return upgrades.upgrade_snapshot(
         nodes,
-        rt.driver_daemonsets.values(),
-        upgrading.current_revisions(rt.driver_revisions.values()),
+        rt.view.driver_daemonsets.values(),
+        upgrading.current_revisions(rt.view.driver_revisions.values()),
         pods,
-        rt.validator_pods.values(),
+        rt.view.validator_pods.values(),
         deployed,
     )

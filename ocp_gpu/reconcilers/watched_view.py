@@ -26,10 +26,14 @@ class WatchedView(Generic[N]):
     """The sink of one of our own watches (kube/watching.Sink); `seen`, `gone`, `known` per kind."""
 
     def __init__(self, rt: runtime.Runtime, group: str, plural: str) -> None:
-        self._rt = rt
+        # What the view keeps (the watches' records), whom it wakes, and the pass's label patches.
+        self._view = rt.view
+        self._scheduler = rt.scheduler
+        self._cache = rt.cache
+        self._namespace = rt.namespace
         self._group = group
         self._plural = plural
-        rt.watch(group, plural, own=True)
+        rt.view.watch(group, plural, own=True)
 
     def known(self) -> Iterable[str]:
         """The names the view holds now."""
@@ -48,4 +52,4 @@ class WatchedView(Generic[N]):
             self.gone(name)
         for fact in facts:
             self.seen(fact)
-        self._rt.mark_delivered(self._group, self._plural)
+        self._view.mark_delivered(self._group, self._plural)

@@ -1,5 +1,5 @@
 """We test these aspects of "not delivered yet" versus "absent" on the local control plane
-(ocp_gpu/planning/delivery.py, handlers.py, reconcilers/runtime.py):
+(ocp_gpu/planning/delivery.py, handlers.py, reconcilers/cluster_view.py):
 
 - while the operator's watch cannot list the driver-toolkit ImageStream (its identity lacks the
   rule for a few seconds, so kopf retries the LIST), no pass runs on the view: no driver

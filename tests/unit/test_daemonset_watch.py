@@ -64,8 +64,8 @@ def _runtime() -> runtime.Runtime:
 
 
 def _clear(rt: runtime.Runtime) -> None:
-    rt.take_changes()
-    rt.take_upgrade_marks()
+    rt.scheduler.take_changes()
+    rt.scheduler.take_upgrade_marks()
 
 
 def _ident(name: str) -> owning.ObjectIdent:
@@ -87,9 +87,9 @@ def test_driver_daemonsets_are_kept_apart_and_owned() -> None:
     view = daemonset_view.DaemonSetView(rt)
     view.seen(facts(name=DRIVER, driver=True))
     view.seen(facts(name=PLUGIN))
-    assert set(rt.driver_daemonsets) == {DRIVER} and set(rt.operand_daemonsets) == {PLUGIN}
-    assert set(rt.owned) == {_ident(DRIVER), _ident(PLUGIN)}
-    assert rt.substantive.is_set(), "a DaemonSet seen for the first time wakes a pass"
+    assert set(rt.view.driver_daemonsets) == {DRIVER} and set(rt.view.operand_daemonsets) == {PLUGIN}
+    assert set(rt.view.owned) == {_ident(DRIVER), _ident(PLUGIN)}
+    assert rt.scheduler.substantive.is_set(), "a DaemonSet seen for the first time wakes a pass"
 
 
 def test_pod_counts_moving_is_progress_a_new_template_is_not() -> None:
@@ -98,13 +98,14 @@ def test_pod_counts_moving_is_progress_a_new_template_is_not() -> None:
     view.seen(facts(ready=0))
     _clear(rt)
     view.seen(facts(ready=1))
-    assert rt.wake.is_set() and not rt.substantive.is_set() and rt.upgrade_wake.is_set()
+    marks = rt.scheduler
+    assert marks.wake.is_set() and not marks.substantive.is_set() and marks.upgrade_wake.is_set()
     _clear(rt)
     # the same record again (a resync): nothing
     view.seen(facts(ready=1))
-    assert not rt.wake.is_set() and not rt.upgrade_wake.is_set()
+    assert not rt.scheduler.wake.is_set() and not rt.scheduler.upgrade_wake.is_set()
     view.seen(facts(ready=1, image="nvcr.io/nvidia/driver:570"))
-    assert rt.substantive.is_set()
+    assert rt.scheduler.substantive.is_set()
 
 
 def test_a_changed_applied_hash_marks_the_owned_objects() -> None:
@@ -113,7 +114,7 @@ def test_a_changed_applied_hash_marks_the_owned_objects() -> None:
     view.seen(facts())
     _clear(rt)
     view.seen(facts(applied="edited"))
-    assert rt.substantive.is_set() and rt.owned[_ident(PLUGIN)].applied_hash == "edited"
+    assert rt.scheduler.substantive.is_set() and rt.view.owned[_ident(PLUGIN)].applied_hash == "edited"
 
 
 def test_a_deletion_forgets_both_records_and_wakes_a_pass() -> None:
@@ -122,23 +123,23 @@ def test_a_deletion_forgets_both_records_and_wakes_a_pass() -> None:
     view.seen(facts(name=DRIVER, driver=True))
     _clear(rt)
     view.gone(DRIVER)
-    assert not rt.driver_daemonsets and not rt.owned
-    assert rt.substantive.is_set() and rt.upgrade_wake.is_set()
+    assert not rt.view.driver_daemonsets and not rt.view.owned
+    assert rt.scheduler.substantive.is_set() and rt.scheduler.upgrade_wake.is_set()
     _clear(rt)
     view.gone(DRIVER)
-    assert not rt.wake.is_set()
+    assert not rt.scheduler.wake.is_set()
 
 
 def test_a_re_list_forgets_daemonsets_deleted_meanwhile_and_opens_the_barrier() -> None:
     rt = _runtime()
-    rt.watch("", "nodes")
+    rt.view.watch("", "nodes")
     view = daemonset_view.DaemonSetView(rt)
     view.listed([facts(name=DRIVER, driver=True), facts(name=PLUGIN)])
-    assert not rt.listed.is_set(), "the DaemonSets alone do not make the view complete"
-    rt.mark_listed()
-    assert rt.listed.is_set()
+    assert not rt.view.listed.is_set(), "the DaemonSets alone do not make the view complete"
+    rt.view.mark_listed()
+    assert rt.view.listed.is_set()
     # an owned DaemonSet the pass recorded from its apply answer, then deleted meanwhile
-    rt.owned[_ident("nvidia-dcgm")] = owning.ObservedObject("h", "u1")
+    rt.view.owned[_ident("nvidia-dcgm")] = owning.ObservedObject("h", "u1")
     view.listed([facts(name=PLUGIN)])
-    assert set(rt.operand_daemonsets) == {PLUGIN} and not rt.driver_daemonsets
-    assert set(rt.owned) == {_ident(PLUGIN)}
+    assert set(rt.view.operand_daemonsets) == {PLUGIN} and not rt.view.driver_daemonsets
+    assert set(rt.view.owned) == {_ident(PLUGIN)}

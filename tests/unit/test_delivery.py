@@ -70,26 +70,26 @@ def test_an_undelivered_imagestream_is_unreadable_not_absent() -> None:
 
 def test_the_first_event_settles_singletons_and_opens_the_gate() -> None:
     rt = runtime.Runtime(api_client=None, namespace="ns", env={})
-    rt.watch("", "nodes")
-    rt.watch("image.openshift.io", "imagestreams")
-    rt.watch("config.openshift.io", "proxies")
-    rt.dtk_imagestream = rt.cluster_proxy = delivery.NOT_DELIVERED
+    rt.view.watch("", "nodes")
+    rt.view.watch("image.openshift.io", "imagestreams")
+    rt.view.watch("config.openshift.io", "proxies")
+    rt.view.dtk_imagestream = rt.view.cluster_proxy = delivery.NOT_DELIVERED
     # the Proxy's index handler saw the object during the initial listing; no ImageStream exists
-    rt.cluster_proxy = STREAM
-    assert not rt.listed.is_set()
-    rt.mark_listed()
-    assert rt.listed.is_set()
-    assert rt.delivered == {"nodes", "imagestreams.image.openshift.io", "proxies.config.openshift.io"}
-    assert rt.dtk_imagestream is None and rt.cluster_proxy == STREAM
+    rt.view.cluster_proxy = STREAM
+    assert not rt.view.listed.is_set()
+    rt.view.mark_listed()
+    assert rt.view.listed.is_set()
+    assert rt.view.delivered == {"nodes", "imagestreams.image.openshift.io", "proxies.config.openshift.io"}
+    assert rt.view.dtk_imagestream is None and rt.view.cluster_proxy == STREAM
     # a later deletion is "absent", and later events change nothing about delivery
-    rt.dtk_imagestream = None
-    rt.mark_listed()
-    assert rt.dtk_imagestream is None and rt.listed.is_set()
+    rt.view.dtk_imagestream = None
+    rt.view.mark_listed()
+    assert rt.view.dtk_imagestream is None and rt.view.listed.is_set()
 
 
 def test_a_driver_pass_before_delivery_changes_nothing() -> None:
     rt = runtime.Runtime(api_client=None, namespace="ns", env={})
-    rt.dtk_imagestream = delivery.NOT_DELIVERED
+    rt.view.dtk_imagestream = delivery.NOT_DELIVERED
     openshift = platform_model.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
     outcome = asyncio.run(
         drivers_reconciler.reconcile_drivers(rt, {}, policy_parser.parse_policy({}), openshift, NOW)

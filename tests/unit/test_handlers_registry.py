@@ -27,8 +27,8 @@ ALL_GROUPS = frozenset(
 @pytest.mark.parametrize("nvidia_driver_api", [False, True], ids=["no-nvidiadriver", "nvidiadriver"])
 def test_only_index_and_event_handlers(groups: frozenset[str], nvidia_driver_api: bool) -> None:
     rt = runtime.Runtime(api_client=None, namespace="ns", env={})
-    rt.api_groups = groups
-    rt.nvidia_driver_api = nvidia_driver_api
+    rt.view.api_groups = groups
+    rt.view.nvidia_driver_api = nvidia_driver_api
     registry = handlers.build_registry(rt)
     # NB: kopf's per-kind registries are private; they are what its processing consults.
     assert list(registry._changing.get_all_handlers()) == []

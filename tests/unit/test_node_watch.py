@@ -80,19 +80,19 @@ def _runtime() -> runtime.Runtime:
 
 
 def _clear(rt: runtime.Runtime) -> None:
-    rt.take_changes()
-    rt.take_upgrade_marks()
+    rt.scheduler.take_changes()
+    rt.scheduler.take_upgrade_marks()
 
 
 def test_the_barrier_waits_for_kopf_s_kinds_and_the_node_listing() -> None:
     rt = _runtime()
-    rt.watch("apps", "daemonsets")
+    rt.view.watch("apps", "daemonsets")
     view = node_view.NodeView(rt)
-    rt.mark_listed()
-    assert not rt.listed.is_set(), "kopf's kinds alone do not make the view complete"
+    rt.view.mark_listed()
+    assert not rt.view.listed.is_set(), "kopf's kinds alone do not make the view complete"
     view.listed([reading.node_facts(node("n1"))])
-    assert rt.listed.is_set()
-    assert set(rt.node_facts) == {"n1"}
+    assert rt.view.listed.is_set()
+    assert set(rt.view.node_facts) == {"n1"}
 
 
 def test_a_re_list_forgets_nodes_deleted_while_no_watch_was_open() -> None:
@@ -101,33 +101,34 @@ def test_a_re_list_forgets_nodes_deleted_while_no_watch_was_open() -> None:
     view.listed([reading.node_facts(node("n1")), reading.node_facts(node("n2"))])
     _clear(rt)
     view.listed([reading.node_facts(node("n2"))])
-    assert set(rt.node_facts) == {"n2"}
-    assert rt.take_changes().nodes == {nodes.NodeName("n1")}, "only the deleted node is dirty"
+    assert set(rt.view.node_facts) == {"n2"}
+    assert rt.scheduler.take_changes().nodes == {nodes.NodeName("n1")}, "only the deleted node is dirty"
 
 
 def test_only_a_change_to_what_is_kept_marks_the_node() -> None:
     rt = _runtime()
     view = node_view.NodeView(rt)
     view.seen(reading.node_facts(node("n1")))
-    assert rt.take_changes().nodes == {"n1"}
-    rt.take_upgrade_marks()
+    assert rt.scheduler.take_changes().nodes == {"n1"}
+    rt.scheduler.take_upgrade_marks()
     # a kubelet heartbeat: nothing
     view.seen(reading.node_facts(node("n1", heartbeat="2026-11-24T10:05:00Z")))
-    assert not rt.wake.is_set() and not rt.upgrade_wake.is_set()
+    assert not rt.scheduler.wake.is_set() and not rt.scheduler.upgrade_wake.is_set()
     # a cordon: the node is dirty, both loops wake, nothing urgent
     view.seen(reading.node_facts(node("n1", unschedulable=True)))
-    assert rt.wake.is_set() and rt.upgrade_wake.is_set() and not rt.urgent.is_set()
-    assert rt.take_changes().nodes == {"n1"} and rt.node_facts[nodes.NodeName("n1")].unschedulable
+    marks = rt.scheduler
+    assert marks.wake.is_set() and marks.upgrade_wake.is_set() and not marks.urgent.is_set()
+    assert marks.take_changes().nodes == {"n1"} and rt.view.node_facts[nodes.NodeName("n1")].unschedulable
 
 
 def test_a_node_moving_to_another_rhcos_version_is_urgent_a_joining_one_is_not() -> None:
     rt = _runtime()
     view = node_view.NodeView(rt)
     view.seen(reading.node_facts(node("n1")))
-    assert not rt.urgent.is_set(), "a node joining coalesces like any burst"
+    assert not rt.scheduler.urgent.is_set(), "a node joining coalesces like any burst"
     _clear(rt)
     view.seen(reading.node_facts(node("n1", RHCOS_B)))
-    assert rt.urgent.is_set() and rt.take_changes().nodes == {"n1"}
+    assert rt.scheduler.urgent.is_set() and rt.scheduler.take_changes().nodes == {"n1"}
 
 
 def test_a_deleted_node_is_dirty_once() -> None:
@@ -136,9 +137,9 @@ def test_a_deleted_node_is_dirty_once() -> None:
     view.seen(reading.node_facts(node("n1")))
     _clear(rt)
     view.gone("n1")
-    assert not rt.node_facts and rt.take_changes().nodes == {"n1"}
+    assert not rt.view.node_facts and rt.scheduler.take_changes().nodes == {"n1"}
     view.gone("n1")
-    assert not rt.wake.is_set() and not rt.take_changes().nodes
+    assert not rt.scheduler.wake.is_set() and not rt.scheduler.take_changes().nodes
 
 
 def test_the_upgrade_state_alone_wakes_only_the_upgrade_loop() -> None:
@@ -148,12 +149,13 @@ def test_the_upgrade_state_alone_wakes_only_the_upgrade_loop() -> None:
     _clear(rt)
     done = {labels.UPGRADE_STATE: "upgrade-done"}
     view.seen(reading.node_facts(node("n1", extra_labels=done)))
-    assert rt.upgrade_wake.is_set() and not rt.wake.is_set(), "the main pass plans nothing new"
-    assert rt.node_facts[nodes.NodeName("n1")].labels[labels.UPGRADE_STATE] == "upgrade-done"
-    assert not rt.take_changes().nodes
+    marks = rt.scheduler
+    assert marks.upgrade_wake.is_set() and not marks.wake.is_set(), "the main pass plans nothing new"
+    assert rt.view.node_facts[nodes.NodeName("n1")].labels[labels.UPGRADE_STATE] == "upgrade-done"
+    assert not rt.scheduler.take_changes().nodes
     # the same label with a cordon: the main pass's too
     view.seen(reading.node_facts(node("n1", unschedulable=True, extra_labels=done)))
-    assert rt.wake.is_set() and rt.take_changes().nodes == {"n1"}
+    assert rt.scheduler.wake.is_set() and rt.scheduler.take_changes().nodes == {"n1"}
 
 
 def test_an_opted_out_node_s_upgrade_state_wakes_the_main_pass() -> None:
@@ -166,7 +168,7 @@ def test_an_opted_out_node_s_upgrade_state_wakes_the_main_pass() -> None:
         reading.node_facts(node("n1", extra_labels={**opted_out, labels.UPGRADE_STATE: "upgrade-done"}))
     )
     # planning/node_labels takes an idle state off a node with no driver
-    assert rt.wake.is_set() and rt.take_changes().nodes == {"n1"}
+    assert rt.scheduler.wake.is_set() and rt.scheduler.take_changes().nodes == {"n1"}
 
 
 def test_our_own_label_patch_coming_back_is_progress_for_the_main_pass() -> None:
@@ -176,12 +178,13 @@ def test_our_own_label_patch_coming_back_is_progress_for_the_main_pass() -> None
     view.seen(reading.node_facts(node("n2")))
     _clear(rt)
     ours = {labels.GPU_PRESENT: "true", labels.deploy_label("driver"): "true"}
-    rt.label_echoes[nodes.NodeName("n1")] = (ours, {})
-    rt.label_echoes[nodes.NodeName("n2")] = (ours, {})
+    rt.cache.label_echoes[nodes.NodeName("n1")] = (ours, {})
+    rt.cache.label_echoes[nodes.NodeName("n2")] = (ours, {})
     view.seen(reading.node_facts(node("n1", extra_labels=ours)))
-    assert rt.wake.is_set() and not rt.substantive.is_set() and rt.upgrade_wake.is_set()
-    assert not rt.take_changes().nodes and not rt.label_echoes.get(nodes.NodeName("n1"))
+    marks = rt.scheduler
+    assert marks.wake.is_set() and not marks.substantive.is_set() and marks.upgrade_wake.is_set()
+    assert not marks.take_changes().nodes and not rt.cache.label_echoes.get(nodes.NodeName("n1"))
     # someone else's label in the same event: the main pass re-plans the node
     view.seen(reading.node_facts(node("n2", extra_labels={**ours, "example.com/rack": "b"})))
-    assert rt.substantive.is_set() and rt.take_changes().nodes == {"n2"}
-    assert not rt.label_echoes
+    assert rt.scheduler.substantive.is_set() and rt.scheduler.take_changes().nodes == {"n2"}
+    assert not rt.cache.label_echoes

@@ -1,5 +1,5 @@
 """We test what wakes an upgrade pass while autoUpgrade is false, without a server
-(planning/paused_upgrades, counted by reconcilers/node_view into `Runtime.paused_marks_version`):
+(planning/paused_upgrades, counted by reconcilers/node_view into `ClusterView.paused_marks_version`):
 a paused pass only counts the nodes' upgrade labels for the metrics and removes the
 upgrade-enabled annotation, so only a change to those marks may cost a pass; a driver pod or any
 other label changing may not (at 1,000 nodes with NVIDIA's default policy, autoUpgrade false,
@@ -58,20 +58,20 @@ def test_the_node_view_counts_mark_changes_only() -> None:
     rt = _runtime()
     view = node_view.NodeView(rt)
     view.listed([_node("n1"), _node("n2")])
-    joined = rt.paused_marks_version
+    joined = rt.view.paused_marks_version
     assert joined > 0
     # Labels a paused pass does not read (GFD's, our deploy labels): no count, so no pass.
     view.seen(_node("n1", {"nvidia.com/gpu.product": "NVIDIA-A100"}))
     view.seen(_node("n2", {"nvidia.com/gpu.deploy.container-toolkit": "true"}))
-    assert rt.paused_marks_version == joined
+    assert rt.view.paused_marks_version == joined
     for node in MARK_CHANGES:
-        before = rt.paused_marks_version
+        before = rt.view.paused_marks_version
         view.seen(node)
-        assert rt.paused_marks_version > before, node
-    before = rt.paused_marks_version
+        assert rt.view.paused_marks_version > before, node
+    before = rt.view.paused_marks_version
     view.gone("n2")
-    assert rt.paused_marks_version > before
+    assert rt.view.paused_marks_version > before
     # A node that was never seen leaving changes nothing.
-    before = rt.paused_marks_version
+    before = rt.view.paused_marks_version
     view.gone("n3")
-    assert rt.paused_marks_version == before
+    assert rt.view.paused_marks_version == before

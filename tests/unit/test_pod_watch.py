@@ -252,21 +252,21 @@ def _runtime() -> runtime.Runtime:
 
 def test_the_barrier_waits_for_both_kopf_s_kinds_and_the_pod_listing() -> None:
     rt = _runtime()
-    rt.watch("", "nodes")
+    rt.view.watch("", "nodes")
     view = pod_view.PodView(rt)
     # kopf ran an event handler: its kinds are listed, the pods are not yet.
-    rt.mark_listed()
-    assert not rt.listed.is_set()
+    rt.view.mark_listed()
+    assert not rt.view.listed.is_set()
     view.listed([])
-    assert rt.listed.is_set()
+    assert rt.view.listed.is_set()
 
     rt = _runtime()
-    rt.watch("", "nodes")
+    rt.view.watch("", "nodes")
     view = pod_view.PodView(rt)
     view.listed([pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app))])
-    assert not rt.listed.is_set(), "the pods alone do not make the view complete"
-    rt.mark_listed()
-    assert rt.listed.is_set()
+    assert not rt.view.listed.is_set(), "the pods alone do not make the view complete"
+    rt.view.mark_listed()
+    assert rt.view.listed.is_set()
 
 
 def test_a_re_list_forgets_pods_deleted_while_no_watch_was_open() -> None:
@@ -274,11 +274,11 @@ def test_a_re_list_forgets_pods_deleted_while_no_watch_was_open() -> None:
     view = pod_view.PodView(rt)
     driver = pod("d1", labels.DRIVER_APP, waiting="ErrImagePull")
     view.listed([pod_watch.pod_facts(driver), pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app))])
-    assert set(rt.operand_pods) == {"d1", "p1"} and set(rt.driver_pods) == {"d1"}
-    assert "d1" in rt.pull_failing_since
+    assert set(rt.view.operand_pods) == {"d1", "p1"} and set(rt.view.driver_pods) == {"d1"}
+    assert "d1" in rt.view.pull_failing_since
     view.listed([pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app))])
-    assert set(rt.operand_pods) == {"p1"}
-    assert not rt.driver_pods and not rt.driver_pod_pulls and not rt.pull_failing_since
+    assert set(rt.view.operand_pods) == {"p1"}
+    assert not rt.view.driver_pods and not rt.view.driver_pod_pulls and not rt.view.pull_failing_since
 
 
 def test_only_a_change_wakes_a_loop() -> None:
@@ -286,27 +286,27 @@ def test_only_a_change_wakes_a_loop() -> None:
     view = pod_view.PodView(rt)
     plugin = pod("p1", operands.DEVICE_PLUGIN.app)
     view.seen(pod_watch.pod_facts(plugin))
-    assert rt.wake.is_set()
-    rt.wake.clear()
-    rt.upgrade_wake.clear()
+    assert rt.scheduler.wake.is_set()
+    rt.scheduler.wake.clear()
+    rt.scheduler.upgrade_wake.clear()
     # the same facts again (a resync, a change to a field the record leaves out): nothing
     plugin["metadata"]["resourceVersion"] = "2"
     view.seen(pod_watch.pod_facts(plugin))
-    assert not rt.wake.is_set() and not rt.upgrade_wake.is_set()
+    assert not rt.scheduler.wake.is_set() and not rt.scheduler.upgrade_wake.is_set()
     view.seen(pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app, ready=True)))
-    assert rt.wake.is_set() and rt.operand_pods["p1"].ready
-    rt.wake.clear()
+    assert rt.scheduler.wake.is_set() and rt.view.operand_pods["p1"].ready
+    rt.scheduler.wake.clear()
     view.gone("p1")
-    assert rt.wake.is_set() and not rt.operand_pods
-    rt.wake.clear()
+    assert rt.scheduler.wake.is_set() and not rt.view.operand_pods
+    rt.scheduler.wake.clear()
     view.gone("p1")
-    assert not rt.wake.is_set()
+    assert not rt.scheduler.wake.is_set()
 
 
 def test_a_driver_pod_turning_ready_on_a_node_waiting_for_it_is_urgent() -> None:
     rt = _runtime()
     view = pod_view.PodView(rt)
-    rt.node_facts[nodes.NodeName("n1")] = nodes.NodeFacts(
+    rt.view.node_facts[nodes.NodeName("n1")] = nodes.NodeFacts(
         name=nodes.NodeName("n1"),
         labels={labels.UPGRADE_STATE: "pod-restart-required"},
         os_image="",
@@ -315,9 +315,9 @@ def test_a_driver_pod_turning_ready_on_a_node_waiting_for_it_is_urgent() -> None
         gpus=1,
     )
     view.seen(pod_watch.pod_facts(pod("d1", labels.DRIVER_APP, "n1")))
-    rt.take_upgrade_marks()
+    rt.scheduler.take_upgrade_marks()
     view.seen(pod_watch.pod_facts(pod("d1", labels.DRIVER_APP, "n1", ready=True)))
-    assert rt.upgrade_urgent.is_set() and rt.upgrade_wake.is_set()
+    assert rt.scheduler.upgrade_urgent.is_set() and rt.scheduler.upgrade_wake.is_set()
 
 
 class _FailingOnce:

@@ -366,9 +366,9 @@ def test_the_output_is_what_the_driver_reconciler_applies(
     rt = runtime.Runtime(
         api_client=None, namespace=labels.OPENSHIFT_NAMESPACE, env=releases.with_release_defaults({})
     )
-    rt.node_facts = {facts.name: facts for facts in map(reading.node_facts, RHCOS_NODES["items"])}
-    rt.dtk_imagestream = imagestream({V416: DTK_416, V417: DTK_417})
-    rt.cluster_version = {"status": {"desired": {"version": "4.16.3"}}}
+    rt.view.node_facts = {facts.name: facts for facts in map(reading.node_facts, RHCOS_NODES["items"])}
+    rt.view.dtk_imagestream = imagestream({V416: DTK_416, V417: DTK_417})
+    rt.view.cluster_version = {"status": {"desired": {"version": "4.16.3"}}}
     owner = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": "cluster-policy", "uid": UID}
     openshift = platform_model.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
     policy = policy_parser.parse_policy(SPEC)
@@ -769,10 +769,10 @@ def test_nvidia_driver_pools_render_what_the_reconciler_applies(
     rt = runtime.Runtime(
         api_client=None, namespace=labels.OPENSHIFT_NAMESPACE, env=releases.with_release_defaults({})
     )
-    rt.node_facts = {facts.name: facts for facts in map(reading.node_facts, pool_nodes()["items"])}
-    rt.nvidia_drivers = {d["metadata"]["name"]: reading.nvidia_driver(d) for d in POOLS}
-    rt.dtk_imagestream = imagestream({V416: DTK_416, V417: DTK_417})
-    rt.cluster_version = {"status": {"desired": {"version": "4.16.3"}}}
+    rt.view.node_facts = {facts.name: facts for facts in map(reading.node_facts, pool_nodes()["items"])}
+    rt.view.nvidia_drivers = {d["metadata"]["name"]: reading.nvidia_driver(d) for d in POOLS}
+    rt.view.dtk_imagestream = imagestream({V416: DTK_416, V417: DTK_417})
+    rt.view.cluster_version = {"status": {"desired": {"version": "4.16.3"}}}
     owner = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": "cluster-policy", "uid": UID}
     openshift = platform_model.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
     spec = POOL_POLICY["spec"]

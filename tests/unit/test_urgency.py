@@ -1,5 +1,5 @@
 """We test these aspects: which watched changes run the next pass at once (planning/urgency),
-and that the coalescer's window ends as soon as one arrives (reconcilers/runtime.Coalescer).
+and that the coalescer's window ends as soon as one arrives (reconcilers/scheduling.Coalescer).
 
 - a known GPU node whose RHCOS build, OS or kernel changes is urgent; a label that keys no
   driver, a heartbeat-like change, a joining or leaving node are not;
@@ -13,7 +13,7 @@ and that the coalescer's window ends as soon as one arrives (reconcilers/runtime
 - rollout progress (a DaemonSet's ready/current/updated counts moving) is told apart from every
   other DaemonSet change, the current count reaching the desired one included (a handover waits
   on it) (planning/urgency.is_progress); operand pods and those counts mark progress only,
-  every other mark is substantive (reconcilers/runtime.Runtime);
+  every other mark is substantive (reconcilers/scheduling.Scheduler);
 - Coalescer.settle_progress waits for the longer progress window after a pass, not after a
   quiet spell, and ends as soon as a substantive change arrives;
 - a node whose only change is the upgrade controller's own marks (its state label, its
@@ -32,7 +32,7 @@ from ocp_gpu.model import custom_resources, labels, nodes
 from ocp_gpu.model.snapshot import DriverDaemonSet
 from ocp_gpu.model.upgrades import DriverPod, PodRef, UpgradeState, ValidatorPod
 from ocp_gpu.planning import urgency
-from ocp_gpu.reconcilers import runtime
+from ocp_gpu.reconcilers import runtime, scheduling
 
 V1 = "416.94.202407030122-0"
 V2 = "416.94.202407240000-0"
@@ -95,7 +95,7 @@ def test_joining_and_leaving_nodes_coalesce() -> None:
 
 def test_settle_waits_out_the_window_without_urgency() -> None:
     async def scenario() -> float:
-        coalescer = runtime.Coalescer(0.2)
+        coalescer = scheduling.Coalescer(0.2)
         coalescer.ended()
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -107,7 +107,7 @@ def test_settle_waits_out_the_window_without_urgency() -> None:
 
 def test_settle_returns_at_once_when_urgent_already() -> None:
     async def scenario() -> float:
-        coalescer = runtime.Coalescer(5.0)
+        coalescer = scheduling.Coalescer(5.0)
         coalescer.ended()
         urgent = asyncio.Event()
         urgent.set()
@@ -121,7 +121,7 @@ def test_settle_returns_at_once_when_urgent_already() -> None:
 
 def test_settle_ends_when_an_urgent_change_arrives() -> None:
     async def scenario() -> float:
-        coalescer = runtime.Coalescer(5.0)
+        coalescer = scheduling.Coalescer(5.0)
         coalescer.ended()
         urgent = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -178,13 +178,13 @@ def test_a_validator_turning_ready_is_urgent_only_for_a_validating_node() -> Non
 def test_the_upgrade_wake_up_carries_urgency_until_the_marks_are_taken() -> None:
     async def scenario() -> tuple[bool, bool, bool, str | None]:
         rt = runtime.Runtime(api_client=None, namespace="ns", env={})  # type: ignore[arg-type]
-        rt.node_facts[NODE] = dataclasses.replace(facts(), labels={labels.UPGRADE_STATE: RESTARTING})
-        rt.mark_upgrades()
-        plain = rt.upgrade_urgent.is_set()
-        rt.mark_upgrades(urgent=True)
-        urgent = rt.upgrade_urgent.is_set() and rt.upgrade_wake.is_set()
-        rt.take_upgrade_marks()
-        return plain, urgent, rt.upgrade_urgent.is_set(), rt.upgrade_state(NODE)
+        rt.view.node_facts[NODE] = dataclasses.replace(facts(), labels={labels.UPGRADE_STATE: RESTARTING})
+        rt.scheduler.mark_upgrades()
+        plain = rt.scheduler.upgrade_urgent.is_set()
+        rt.scheduler.mark_upgrades(urgent=True)
+        urgent = rt.scheduler.upgrade_urgent.is_set() and rt.scheduler.upgrade_wake.is_set()
+        rt.scheduler.take_upgrade_marks()
+        return plain, urgent, rt.scheduler.upgrade_urgent.is_set(), rt.view.upgrade_state(NODE)
 
     assert asyncio.run(scenario()) == (False, True, False, RESTARTING)
 
@@ -230,20 +230,22 @@ def test_other_daemonset_changes_are_not_progress() -> None:
 def test_only_progress_marks_leave_the_pass_unsubstantive() -> None:
     async def scenario() -> list[bool]:
         rt = runtime.Runtime(api_client=None, namespace="ns", env={})  # type: ignore[arg-type]
-        rt.take_changes()
+        rt.scheduler.take_changes()
         seen = []
-        rt.mark_operands()
-        rt.mark_progress()
-        seen.append(rt.wake.is_set() and not rt.substantive.is_set())
-        for mark in (rt.mark_drivers, rt.mark_owned, rt.mark_policies, rt.mark_everything, rt.mark_urgent):
-            rt.take_changes()
+        rt.scheduler.mark_operands()
+        rt.scheduler.mark_progress()
+        seen.append(rt.scheduler.wake.is_set() and not rt.scheduler.substantive.is_set())
+        marks = rt.scheduler
+        substantive = (marks.mark_drivers, marks.mark_owned, marks.mark_policies, marks.mark_everything)
+        for mark in (*substantive, marks.mark_urgent):
+            rt.scheduler.take_changes()
             mark()
-            seen.append(rt.wake.is_set() and rt.substantive.is_set())
-        rt.take_changes()
-        rt.mark_node(nodes.NodeName("gpu-1"))
-        seen.append(rt.substantive.is_set())
-        rt.take_changes()
-        seen.append(not rt.substantive.is_set())
+            seen.append(rt.scheduler.wake.is_set() and rt.scheduler.substantive.is_set())
+        rt.scheduler.take_changes()
+        rt.scheduler.mark_node(nodes.NodeName("gpu-1"))
+        seen.append(rt.scheduler.substantive.is_set())
+        rt.scheduler.take_changes()
+        seen.append(not rt.scheduler.substantive.is_set())
         return seen
 
     assert all(asyncio.run(scenario()))
@@ -253,17 +255,19 @@ def test_a_pass_woken_by_progress_alone_is_progress_only() -> None:
     async def scenario() -> list[bool]:
         rt = runtime.Runtime(api_client=None, namespace="ns", env={})  # type: ignore[arg-type]
         # The first pass plans everything.
-        seen = [not rt.take_changes().progress_only]
-        rt.mark_operands()
-        rt.mark_progress()
-        seen.append(rt.take_changes().progress_only)
-        for mark in (rt.mark_drivers, rt.mark_owned, rt.mark_policies, rt.mark_everything, rt.mark_urgent):
+        seen = [not rt.scheduler.take_changes().progress_only]
+        rt.scheduler.mark_operands()
+        rt.scheduler.mark_progress()
+        seen.append(rt.scheduler.take_changes().progress_only)
+        marks = rt.scheduler
+        substantive = (marks.mark_drivers, marks.mark_owned, marks.mark_policies, marks.mark_everything)
+        for mark in (*substantive, marks.mark_urgent):
             mark()
-            rt.mark_progress()
-            seen.append(not rt.take_changes().progress_only)
-        rt.mark_progress()
-        rt.mark_node(nodes.NodeName("gpu-1"))
-        seen.append(not rt.take_changes().progress_only)
+            rt.scheduler.mark_progress()
+            seen.append(not rt.scheduler.take_changes().progress_only)
+        rt.scheduler.mark_progress()
+        rt.scheduler.mark_node(nodes.NodeName("gpu-1"))
+        seen.append(not rt.scheduler.take_changes().progress_only)
         return seen
 
     assert all(asyncio.run(scenario()))
@@ -272,15 +276,15 @@ def test_a_pass_woken_by_progress_alone_is_progress_only() -> None:
 def test_a_progress_poke_never_replaces_a_full_pass_due() -> None:
     async def scenario() -> list[bool]:
         rt = runtime.Runtime(api_client=None, namespace="ns", env={})  # type: ignore[arg-type]
-        rt.take_changes()
-        rt.poke_after(0.2)
-        rt.poke_progress_after(0.05)
+        rt.scheduler.take_changes()
+        rt.scheduler.poke_after(0.2)
+        rt.scheduler.poke_progress_after(0.05)
         await asyncio.sleep(0.1)
         # The status's progress is judged again, as progress only.
-        seen = [rt.wake.is_set(), rt.take_changes().progress_only]
+        seen = [rt.scheduler.wake.is_set(), rt.scheduler.take_changes().progress_only]
         await asyncio.sleep(0.2)
         # The full pass (a retry, a timeout) still comes when it was due.
-        seen += [rt.wake.is_set(), not rt.take_changes().progress_only]
+        seen += [rt.scheduler.wake.is_set(), not rt.scheduler.take_changes().progress_only]
         return seen
 
     assert all(asyncio.run(scenario()))
@@ -288,7 +292,7 @@ def test_a_progress_poke_never_replaces_a_full_pass_due() -> None:
 
 def test_settle_progress_waits_the_progress_window_after_a_pass() -> None:
     async def scenario() -> tuple[float, float]:
-        coalescer = runtime.Coalescer(0.05)
+        coalescer = scheduling.Coalescer(0.05)
         loop = asyncio.get_running_loop()
         started = loop.time()
         # After a quiet spell (no pass yet): at once.
@@ -306,7 +310,7 @@ def test_settle_progress_waits_the_progress_window_after_a_pass() -> None:
 
 def test_settle_progress_ends_when_a_substantive_change_arrives() -> None:
     async def scenario() -> float:
-        coalescer = runtime.Coalescer(0.05)
+        coalescer = scheduling.Coalescer(0.05)
         coalescer.ended()
         substantive = asyncio.Event()
         loop = asyncio.get_running_loop()

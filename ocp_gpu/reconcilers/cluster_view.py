@@ -1,0 +1,139 @@
+"""What the watches know: the operator's in-memory view of the cluster, and when it is complete.
+
+Kept by kopf's handlers (handlers.py) and by our own watches' views (reconcilers/node_view.py,
+pod_view.py, daemonset_view.py); read by the passes.  Each kind counts once its first listing
+went through (planning/delivery): `listed` is set when every watched kind has, and no pass
+runs before.  A pass plans from a frozen `ViewSnapshot` (`snapshot`), not from the live
+mappings the watches keep changing while it awaits its writes.  Nothing here wakes a loop
+(reconcilers/scheduling.py) or remembers what a pass applied (reconcilers/applied_cache.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import types
+from collections.abc import Mapping
+from typing import Any
+
+from ocp_gpu.kube import owning
+from ocp_gpu.model import custom_resources, labels, nodes, nvidia_driver, operands, snapshot, upgrades
+from ocp_gpu.planning import delivery
+
+
+@dataclasses.dataclass(frozen=True)
+class ViewSnapshot:
+    """What a pass plans from, as the watches showed it when the pass took it (read-only copies).
+
+    NB: only what the main pass plans its writes from; the pods it judges readiness by are read
+    from the view at the moment it judges (`ClusterView.operand_pods`, ...).
+    """
+
+    node_facts: Mapping[nodes.NodeName, nodes.NodeFacts]
+    policies: Mapping[str, custom_resources.PolicyObject]
+    nvidia_drivers: Mapping[str, nvidia_driver.NvidiaDriver]
+    driver_daemonsets: Mapping[str, snapshot.DriverDaemonSet]
+    operand_daemonsets: Mapping[str, snapshot.DriverDaemonSet]
+    api_groups: frozenset[str]
+    dtk_imagestream: delivery.Singleton
+    cluster_version: delivery.Singleton
+    cluster_proxy: delivery.Singleton
+
+
+@dataclasses.dataclass
+class ClusterView:
+    """Every watched kind's records, by name; the start-up barrier (`watch`, `mark_*`, `listed`)."""
+
+    node_facts: dict[nodes.NodeName, nodes.NodeFacts] = dataclasses.field(default_factory=dict)
+    policies: dict[str, custom_resources.PolicyObject] = dataclasses.field(default_factory=dict)
+    # Discovery at start-up (operator.py): the API groups served, and whether NVIDIADrivers are.
+    api_groups: frozenset[str] = frozenset()
+    # NVIDIADrivers by name (watched only when their CRD is served: `nvidia_driver_api`).
+    nvidia_drivers: dict[str, nvidia_driver.NvidiaDriver] = dataclasses.field(default_factory=dict)
+    nvidia_driver_api: bool = False
+    driver_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
+    # Our other operand DaemonSets (container toolkit, ...), in the same record: counts and our annotations.
+    operand_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
+    # openshift/driver-toolkit, ClusterVersion `version` and Proxy `cluster` as JSON; None while
+    # absent; delivery.NOT_DELIVERED from the moment their watch is registered until it has listed.
+    dtk_imagestream: delivery.Singleton = None
+    cluster_version: delivery.Singleton = None
+    cluster_proxy: delivery.Singleton = None
+    # Driver pods' image pulls, and since when each failing pod has been seen failing.
+    driver_pod_pulls: dict[str, snapshot.DriverPodPull] = dataclasses.field(default_factory=dict)
+    pull_failing_since: dict[str, datetime.datetime] = dataclasses.field(default_factory=dict)
+    # What the upgrade controller reads, kept by the watches: driver and validator pods
+    # (operator namespace) and the driver DaemonSets' ControllerRevisions (trimmed JSON).
+    driver_pods: dict[str, upgrades.DriverPod] = dataclasses.field(default_factory=dict)
+    validator_pods: dict[str, upgrades.ValidatorPod] = dataclasses.field(default_factory=dict)
+    driver_revisions: dict[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    # Every operand pod (driver, toolkit, validator, device plugin, GFD) in the operand namespace.
+    operand_pods: dict[str, operands.OperandPod] = dataclasses.field(default_factory=dict)
+    # Every owned object the watches see (kube/owning.OWNED_KINDS): applied hash and owner.
+    # NB: never a memory of what this process applied: a deleted object must be re-applied.
+    # A pass writes through what it applied or deleted (reconcilers/operands.py): the next pass
+    # must not apply it again before the watch shows it.
+    owned: dict[owning.ObjectIdent, owning.ObservedObject] = dataclasses.field(default_factory=dict)
+    # Bumped by the node view whenever a node's marks a paused upgrade pass reads change
+    # (planning/paused_upgrades): the paused upgrade loop compares this, not every node.
+    paused_marks_version: int = 0
+    # The kinds the watches cover (handlers.build_registry) and those listed completely once.
+    watched: set[str] = dataclasses.field(default_factory=set)
+    delivered: set[str] = dataclasses.field(default_factory=set)
+    # The watched kinds our own watches cover (not kopf's: `mark_listed` does not vouch for them).
+    own_watched: set[str] = dataclasses.field(default_factory=set)
+    # Set once every watched kind has been listed completely (planning.delivery): no pass before.
+    listed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+    def watch(self, group: str, plural: str, own: bool = False) -> None:
+        """A watch (with an index handler) is registered for this kind: a pass waits for its listing.
+
+        `own`: the operator's own watch (kube/pod_watch.py), not kopf's; it reports its listing
+        itself (`mark_delivered`), kopf's barrier knows nothing of it.
+        """
+        kind = f"{plural}.{group}" if group else plural
+        self.watched.add(kind)
+        if own:
+            self.own_watched.add(kind)
+
+    def mark_listed(self) -> None:
+        """kopf ran an event handler: every kind with an index handler has been listed once.
+
+        NB: kopf runs no event handler of any kind until every indexed kind's initial listing
+        went through its index handlers (kopf's "indices readiness"), so one event is the
+        proof for all of them; a singleton not seen by then does not exist.
+        """
+        if self.listed.is_set():
+            return
+        self.delivered |= self.watched - self.own_watched
+        self.dtk_imagestream = delivery.settle(self.dtk_imagestream)
+        self.cluster_version = delivery.settle(self.cluster_version)
+        self.cluster_proxy = delivery.settle(self.cluster_proxy)
+        if delivery.is_view_complete(self.watched, self.delivered):
+            self.listed.set()
+
+    def mark_delivered(self, group: str, plural: str) -> None:
+        """One of our own watches listed its kind completely (kopf's kinds: `mark_listed`)."""
+        self.delivered.add(f"{plural}.{group}" if group else plural)
+        if not self.listed.is_set() and delivery.is_view_complete(self.watched, self.delivered):
+            self.listed.set()
+
+    def upgrade_state(self, node: nodes.NodeName) -> str | None:
+        """The node's upgrade state label as the watch last showed it (None: unknown node or no label)."""
+        facts = self.node_facts.get(node)
+        return facts.labels.get(labels.UPGRADE_STATE) if facts is not None else None
+
+    def snapshot(self) -> ViewSnapshot:
+        """What a pass plans from, frozen now (the watches go on changing the view meanwhile)."""
+        return ViewSnapshot(
+            node_facts=types.MappingProxyType(dict(self.node_facts)),
+            policies=types.MappingProxyType(dict(self.policies)),
+            nvidia_drivers=types.MappingProxyType(dict(self.nvidia_drivers)),
+            driver_daemonsets=types.MappingProxyType(dict(self.driver_daemonsets)),
+            operand_daemonsets=types.MappingProxyType(dict(self.operand_daemonsets)),
+            api_groups=self.api_groups,
+            dtk_imagestream=self.dtk_imagestream,
+            cluster_version=self.cluster_version,
+            cluster_proxy=self.cluster_proxy,
+        )
