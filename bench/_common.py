@@ -77,7 +77,7 @@ def machine() -> dict[str, Any]:
 def operator_sources(source: str) -> Iterator[tuple[Path, str]]:
     """Where the operator's code is imported from, and the commit that names it.
 
-    ``head``: HEAD's committed ``ocp_gpu/`` (its templates included), extracted to a temp dir, so
+    ``head``: HEAD's committed ``ocp_gpu/`` and ``templates/``, extracted to a temp dir, so
     the numbers belong to a commit even while others edit the tree; ``tree``: the working
     tree. The operator runs with that directory as its working directory (``python -m``
     puts it first on sys.path, before the editable install).
@@ -88,7 +88,8 @@ def operator_sources(source: str) -> Iterator[tuple[Path, str]]:
     head = git_commit().removesuffix("+dirty")
     with tempfile.TemporaryDirectory(prefix="ocp-gpu-bench-src-") as tmp:
         archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", "--format=tar", "HEAD", "ocp_gpu"],
+            # NB: the templates are beside the package (rendering/templating.py reads them there).
+            ["git", "-C", str(REPO), "archive", "--format=tar", "HEAD", "ocp_gpu", "templates"],
             capture_output=True,
             timeout=60,
             check=True,
