@@ -110,12 +110,11 @@ def _run(args: argparse.Namespace) -> int:
     # registered).  The operator uses neither (its own client: kube/sending.py, and its own
     # login: kube/connecting.py); this keeps the client's ~23 MiB of imports out of the process.
     without_kubernetes_client()
-    from ocp_gpu import handlers, operator
+    from ocp_gpu import operator
     from ocp_gpu.kube import electing
 
     namespace = args.namespace or operator.default_namespace(os.environ)
     host, _, port = str(args.metrics_bind).rpartition(":")
-    handlers.quiet_kopf()
     options = operator.RunOptions(
         kubeconfig=args.kubeconfig,
         namespace=namespace,

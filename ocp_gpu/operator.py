@@ -1,7 +1,7 @@
 """`ocp-gpu run`: elect a leader, watch, and reconcile until stopped or deposed.
 
-Order of life: serve probes and metrics -> wait for the Lease -> start kopf's
-watches and the reconcile loop -> renew the Lease.  Losing the Lease stops the
+Order of life: serve probes and metrics -> wait for the Lease -> start the
+watches (ocp_gpu/watches.py) and the reconcile loops -> renew the Lease.  Losing the Lease stops the
 process (exit code 1) so that it restarts as a standby: no replica ever acts
 on a view it cannot trust to be the only one.
 """
@@ -17,13 +17,12 @@ import signal
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
-import kopf
-
-from ocp_gpu import handlers, kopf_events, kopf_toggles, memory, metrics, serving
-from ocp_gpu.kube import clients, connecting, daemonset_watch, discovering, electing, node_watch, pod_watch
+from ocp_gpu import memory, metrics, serving, watches
+from ocp_gpu.kube import clients, connecting, discovering, electing
 from ocp_gpu.model import apis, labels, releases
-from ocp_gpu.reconcilers import cluster, daemonset_view, node_view, pod_view, runtime, upgrades
+from ocp_gpu.reconcilers import cluster, runtime, upgrades
 
 logger = logging.getLogger("ocp_gpu.operator")
 
@@ -98,31 +97,15 @@ async def run(options: RunOptions) -> int:
         apis.NVIDIA_DRIVER_PLURAL,
     )
 
-    # The operand pods, the nodes and our DaemonSets: our own watches, not kopf's (kube/watching.py says why).
-    def login(renew: bool) -> kopf.ConnectionInfo:
+    # Every watch logs in with the credentials our own client uses (one kubeconfig loader).
+    def login(renew: bool) -> connecting.ConnectionInfo:
         return connecting.connection_info(api_client, renew=renew)
 
-    pods = pod_watch.PodWatch(login, options.namespace, pod_view.PodView(rt))
-    nodes = node_watch.NodeWatch(login, node_view.NodeView(rt))
-    daemonsets = daemonset_watch.DaemonSetWatch(login, options.namespace, daemonset_view.DaemonSetView(rt))
-    kopf_stop: asyncio.Future[None] = loop.create_future()
-    # NB: kopf's kinds count as listed once its index barrier opens, even when none of them
-    # has an object yet (no event handler would ever run to say so: cluster_view.ClusterView.mark_listed).
-    kopf_toggles.install(on_indexed=rt.view.mark_listed)
-    kopf_events.install()
-    tasks = {
-        asyncio.ensure_future(
-            kopf.operator(
-                registry=handlers.build_registry(rt),
-                settings=handlers.operator_settings(),
-                clusterwide=True,
-                standalone=True,
-                stop_flag=kopf_stop,
-            )
-        ): "watches",
-        asyncio.ensure_future(pods.run()): "pod watch",
-        asyncio.ensure_future(nodes.run()): "node watch",
-        asyncio.ensure_future(daemonsets.run()): "daemonset watch",
+    every_watch = watches.build_watches(rt, login)
+    tasks: dict[asyncio.Future[Any], str] = {
+        asyncio.ensure_future(watch.run()): f"{kind} watch" for kind, watch in every_watch.items()
+    }
+    tasks |= {
         asyncio.ensure_future(cluster.reconcile_forever(rt, options.coalesce_s)): "reconciler",
         asyncio.ensure_future(upgrades.upgrade_forever(rt, options.upgrade_coalesce_s)): "upgrades",
         renewing: "lease",
@@ -131,8 +114,6 @@ async def run(options: RunOptions) -> int:
     done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     ended = {tasks[task] for task in done}
     logger.info("stopping: %s ended", ", ".join(sorted(ended)))
-    if not kopf_stop.done():  # NB: kopf resolves it itself on SIGINT/SIGTERM
-        kopf_stop.set_result(None)
     for task in tasks:
         if not task.done():
             task.cancel()

@@ -12,13 +12,11 @@ it is applied as rendered (kube/owning.observed_object).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import quote
 
-import kopf
-
-from ocp_gpu.kube import owning, reading, watching
+from ocp_gpu.kube import connecting, owning, reading, watching
 from ocp_gpu.model import labels, snapshot
 
 # The owned-kind row these DaemonSets are (kopf watches every other owned kind).
@@ -49,7 +47,7 @@ class DaemonSetWatch(watching.ObjectWatch[DaemonSetFacts]):
 
     def __init__(
         self,
-        login: Callable[[bool], kopf.ConnectionInfo],
+        login: connecting.Login,
         namespace: str,
         sink: DaemonSetSink,
         *,

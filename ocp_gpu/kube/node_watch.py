@@ -12,11 +12,7 @@ worker task, cause building, kwargs wrappers and two handlers before our convert
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import kopf
-
-from ocp_gpu.kube import reading, watching
+from ocp_gpu.kube import connecting, reading, watching
 from ocp_gpu.model import nodes
 
 # What the node watch hands its facts to (reconcilers/node_view.NodeView).
@@ -28,7 +24,7 @@ class NodeWatch(watching.ObjectWatch[nodes.NodeFacts]):
 
     def __init__(
         self,
-        login: Callable[[bool], kopf.ConnectionInfo],
+        login: connecting.Login,
         sink: NodeSink,
         *,
         watch_timeout_s: int = watching.WATCH_TIMEOUT_S,

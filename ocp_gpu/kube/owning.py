@@ -1,7 +1,7 @@
 """The kinds the operator owns, watched so that "already applied" is never a guess.
 
 Every object the operator applies carries `app.kubernetes.io/managed-by=ocp-gpu`
-and the hash of what was applied (kube/applying.py).  handlers.py watches each
+and the hash of what was applied (kube/applying.py).  watches.py watches each
 kind below with that label selector (server-side filtered: tens of objects, not
 every ConfigMap of the cluster) and keeps only (applied hash, owner uid) per
 object.  `reconcilers/operands.apply_if_changed` decides from that observed record,

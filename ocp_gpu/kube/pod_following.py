@@ -23,9 +23,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import aiohttp
-import kopf
 
-from ocp_gpu.kube import upgrading, watching
+from ocp_gpu.kube import connecting, upgrading, watching
 from ocp_gpu.model.upgrades import WorkloadPod
 
 logger = logging.getLogger("ocp_gpu.watching")
@@ -70,7 +69,7 @@ def apply_event(pods: dict[str, WorkloadPod], event: Mapping[str, Any]) -> str:
 class PodFollower:
     """One HTTP session for every node's short pod watches (opened on first use)."""
 
-    def __init__(self, login: Callable[[bool], kopf.ConnectionInfo]) -> None:
+    def __init__(self, login: connecting.Login) -> None:
         self._api = watching.ApiSession(login, "ocp-gpu/upgrade-pod-watch", connections=CONNECTIONS)
 
     async def close(self) -> None:

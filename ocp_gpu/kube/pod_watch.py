@@ -14,13 +14,11 @@ is kube/watching.py's, shared with the node watch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
-import kopf
-
-from ocp_gpu.kube import reading, upgrading, watching
+from ocp_gpu.kube import connecting, reading, upgrading, watching
 from ocp_gpu.model import operands, pods
 from ocp_gpu.planning import pod_selection
 
@@ -77,7 +75,7 @@ class PodWatch(watching.ObjectWatch[pods.PodFacts]):
 
     def __init__(
         self,
-        login: Callable[[bool], kopf.ConnectionInfo],
+        login: connecting.Login,
         namespace: str,
         sink: PodSink,
         *,

@@ -1,11 +1,14 @@
-"""The operator's own watch of one kind, outside kopf: one paged LIST, then one WATCH that stays open.
+"""The operator's watch of one kind: one paged LIST, then one WATCH that stays open.
 
 Each event is decoded once and turned into one small frozen record by the kind's converter
-(`parse`: the facts the Runtime keeps, never the whole body), handed to a sink. Used for the
-operand pods (kube/pod_watch.py) and the nodes (kube/node_watch.py): the kinds with the most
-objects and events, where kopf's per-object machinery (a worker task, causes, kwargs
-wrappers, index and event handlers, then our converters on the same body) was most of the
-operator's start-up CPU (issue 13).
+(`parse`: the facts the view keeps, never the whole body), handed to a sink. Every kind the
+operator watches comes through here (ocp_gpu/watches.py lists them): the operand pods
+(kube/pod_watch.py), the nodes (kube/node_watch.py) and our DaemonSets
+(kube/daemonset_watch.py), the kinds with the most objects and events, and the few objects of
+every other kind (kube/object_watches.py). kopf's per-object machinery (a worker task,
+causes, kwargs wrappers, index and event handlers, then our converters on the same body) was
+most of the operator's start-up CPU (issue 13); docs/architecture.md ("Watches") says what is
+left of kopf.
 
 The stream: a paged LIST (`LIST_PAGE`) of the path, optionally label-selected,
 then a WATCH from its resourceVersion with bookmarks. A stream that ends resumes from the
@@ -13,8 +16,8 @@ last resourceVersion seen (one request); 410 Gone lists again; a connection refu
 (the API server restarting) retries with backoff; 401 logs in again. The decisions are
 planning/watch_resumption.py's.
 
-NB: credentials are kopf's `ConnectionInfo` from the same kubeconfig as everything else
-(kube/connecting.py), made into an aiohttp session as kopf makes its own; `login(True)`
+NB: credentials are kopf's `ConnectionInfo` from the same kubeconfig as everything else,
+made into an aiohttp session as kopf makes its own (kube/connecting.py); `login(True)`
 after a 401 asks for renewed ones (an exec plugin run again, a token file re-read).
 """
 
@@ -28,8 +31,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final, Generic, Protocol, TypeVar
 
 import aiohttp
-import kopf
 
+from ocp_gpu.kube import connecting
 from ocp_gpu.planning import watch_resumption
 from ocp_gpu.planning.watch_resumption import Step
 
@@ -128,7 +131,7 @@ class ApiSession:
     """One HTTP session to the API server: logged in on first use, and again after a 401."""
 
     def __init__(
-        self, login: Callable[[bool], kopf.ConnectionInfo], user_agent: str, connections: int = 100
+        self, login: connecting.Login, user_agent: str, connections: int = 100
     ) -> None:
         self._login = login
         self._user_agent = user_agent
@@ -144,11 +147,7 @@ class ApiSession:
         if self._session is None or self._session.closed:
             info, self._renew = self._login(self._renew), False
             self.server = info.server.rstrip("/")
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=info.as_ssl_context(), limit=self._connections),
-                headers={**info.as_http_headers(), "User-Agent": self._user_agent},
-                proxy=info.proxy_url,
-            )
+            self._session = connecting.open_session(info, self._user_agent, self._connections)
         return self._session
 
     async def renew(self) -> None:
@@ -171,13 +170,15 @@ class ObjectWatch(Generic[F]):
 
     def __init__(
         self,
-        login: Callable[[bool], kopf.ConnectionInfo],
+        login: connecting.Login,
         path: str,
         parse: Callable[[Mapping[str, Any]], F],
         sink: Sink[F],
         *,
         what: str,
         selector: str = "",
+        field_selector: str = "",
+        cut_managed_fields: bool = True,
         watch_timeout_s: int = WATCH_TIMEOUT_S,
     ) -> None:
         # NB: the User-Agent names the watch ("operand pod watch" -> ocp-gpu/operand-pod-watch).
@@ -188,6 +189,10 @@ class ObjectWatch(Generic[F]):
         # For logs and the User-Agent: "operand pod watch", "node watch".
         self._what = what
         self._selector = selector
+        self._field_selector = field_selector
+        # NB: off for kinds whose JSON is not in a built-in kind's field order (custom resources,
+        # ControllerRevisions: no `spec` after metadata): `without_managed_fields` is for those.
+        self._decode: Callable[[bytes | bytearray], Any] = decode if cut_managed_fields else json.loads
         self._watch_timeout_s = watch_timeout_s
         # The last resourceVersion seen; None: list (again) before watching.
         self.resource_version: str | None = None
@@ -242,6 +247,8 @@ class ObjectWatch(Generic[F]):
 
     def _query(self, *pairs: tuple[str, str]) -> list[tuple[str, str]]:
         selected = [("labelSelector", self._selector)] if self._selector else []
+        if self._field_selector:
+            selected.append(("fieldSelector", self._field_selector))
         return [*selected, *pairs]
 
     async def _list(self) -> None:
@@ -258,7 +265,7 @@ class ObjectWatch(Generic[F]):
                 raw = await response.read()
                 if response.status != 200:
                     raise StatusError(response.status, raw.decode(errors="replace"))
-            page = decode(raw)
+            page = self._decode(raw)
             del raw
             facts.extend(self._parse(item) for item in page.get("items") or ())
             metadata = page.get("metadata") or {}
@@ -288,7 +295,7 @@ class ObjectWatch(Generic[F]):
             if response.status != 200:
                 raise StatusError(response.status, (await response.read()).decode(errors="replace"))
             seen = 0
-            async for event in event_lines(response.content):
+            async for event in event_lines(response.content, self._decode):
                 self._apply(event)
                 seen += 1
         return seen
@@ -309,7 +316,9 @@ class ObjectWatch(Generic[F]):
             self.resource_version = str(version)
 
 
-async def event_lines(content: aiohttp.StreamReader) -> AsyncIterator[dict[str, Any]]:
+async def event_lines(
+    content: aiohttp.StreamReader, decode_line: Callable[[bytes | bytearray], Any] = decode
+) -> AsyncIterator[dict[str, Any]]:
     """The decoded JSON lines of a watch response, as they arrive.
 
     NB: not `StreamReader.readline`: it refuses a line beyond its buffer limit, and a pod
@@ -321,6 +330,6 @@ async def event_lines(content: aiohttp.StreamReader) -> AsyncIterator[dict[str, 
         start = 0
         while (end := pending.find(b"\n", start)) >= 0:
             if end > start:
-                yield decode(pending[start:end])
+                yield decode_line(pending[start:end])
             start = end + 1
         del pending[:start]

@@ -4,7 +4,7 @@ Decides: which watched kinds have not been listed completely once since the oper
 started (no pass runs until none is left), and what a watched singleton (the
 driver-toolkit ImageStream, ClusterVersion `version`, Proxy `cluster`) is to the planner:
 not delivered yet, absent, or present.
-Never does: watch, wait or read (handlers.py marks kinds delivered, the loops wait).
+Never does: watch, wait or read (the watches' views mark kinds delivered, the loops wait).
 
 NB: `None` alone cannot tell "absent" from "not delivered yet".  A pass that took an
 ImageStream not listed yet for a deleted one would report it missing and build every

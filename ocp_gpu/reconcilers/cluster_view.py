@@ -1,7 +1,7 @@
 """What the watches know: the operator's in-memory view of the cluster, and when it is complete.
 
-Kept by kopf's handlers (handlers.py) and by our own watches' views (reconcilers/node_view.py,
-pod_view.py, daemonset_view.py); read by the passes.  Each kind counts once its first listing
+Kept by the watches' views (ocp_gpu/watches.py lists them: reconcilers/node_view.py, pod_view.py,
+daemonset_view.py, object_views.py); read by the passes.  Each kind counts once its first listing
 went through (planning/delivery): `listed` is set when every watched kind has, and no pass
 runs before.  A pass plans from a frozen `ViewSnapshot` (`snapshot`), not from the live
 mappings the watches keep changing while it awaits its writes.  Nothing here wakes a loop
@@ -78,43 +78,18 @@ class ClusterView:
     # Bumped by the node view whenever a node's marks a paused upgrade pass reads change
     # (planning/paused_upgrades): the paused upgrade loop compares this, not every node.
     paused_marks_version: int = 0
-    # The kinds the watches cover (handlers.build_registry) and those listed completely once.
+    # The kinds the watches cover (watches.build_watches) and those listed completely once.
     watched: set[str] = dataclasses.field(default_factory=set)
     delivered: set[str] = dataclasses.field(default_factory=set)
-    # The watched kinds our own watches cover (not kopf's: `mark_listed` does not vouch for them).
-    own_watched: set[str] = dataclasses.field(default_factory=set)
     # Set once every watched kind has been listed completely (planning.delivery): no pass before.
     listed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
-    def watch(self, group: str, plural: str, own: bool = False) -> None:
-        """A watch (with an index handler) is registered for this kind: a pass waits for its listing.
-
-        `own`: the operator's own watch (kube/pod_watch.py), not kopf's; it reports its listing
-        itself (`mark_delivered`), kopf's barrier knows nothing of it.
-        """
-        kind = f"{plural}.{group}" if group else plural
-        self.watched.add(kind)
-        if own:
-            self.own_watched.add(kind)
-
-    def mark_listed(self) -> None:
-        """kopf ran an event handler: every kind with an index handler has been listed once.
-
-        NB: kopf runs no event handler of any kind until every indexed kind's initial listing
-        went through its index handlers (kopf's "indices readiness"), so one event is the
-        proof for all of them; a singleton not seen by then does not exist.
-        """
-        if self.listed.is_set():
-            return
-        self.delivered |= self.watched - self.own_watched
-        self.dtk_imagestream = delivery.settle(self.dtk_imagestream)
-        self.cluster_version = delivery.settle(self.cluster_version)
-        self.cluster_proxy = delivery.settle(self.cluster_proxy)
-        if delivery.is_view_complete(self.watched, self.delivered):
-            self.listed.set()
+    def watch(self, group: str, plural: str) -> None:
+        """A watch is set up for this kind: no pass runs before its first complete listing."""
+        self.watched.add(f"{plural}.{group}" if group else plural)
 
     def mark_delivered(self, group: str, plural: str) -> None:
-        """One of our own watches listed its kind completely (kopf's kinds: `mark_listed`)."""
+        """A watch listed its kind completely (reconcilers/watched_view.WatchedView.listed)."""
         self.delivered.add(f"{plural}.{group}" if group else plural)
         if not self.listed.is_set() and delivery.is_view_complete(self.watched, self.delivered):
             self.listed.set()

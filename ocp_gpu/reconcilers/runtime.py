@@ -4,7 +4,7 @@
 - `scheduler` (reconcilers/scheduling.py): dirty marks, wake-ups, timers, coalescing.
 - `cache` (reconcilers/applied_cache.py): what this process wrote and established.
 
-Handlers (handlers.py) and our watches' views keep `view` and mark `scheduler`; the loops
+The watches' views (watches.py) keep `view` and mark `scheduler`; the loops
 (reconcilers/cluster.py, reconcilers/upgrades.py) drain the marks and run the reconcilers.
 """
 

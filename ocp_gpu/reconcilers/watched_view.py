@@ -33,7 +33,7 @@ class WatchedView(Generic[N]):
         self._namespace = rt.namespace
         self._group = group
         self._plural = plural
-        rt.view.watch(group, plural, own=True)
+        rt.view.watch(group, plural)
 
     def known(self) -> Iterable[str]:
         """The names the view holds now."""

@@ -1,8 +1,8 @@
 """We test these aspects of "not delivered yet" versus "absent" on the local control plane
-(ocp_gpu/planning/delivery.py, handlers.py, reconcilers/cluster_view.py):
+(ocp_gpu/planning/delivery.py, watches.py, reconcilers/cluster_view.py):
 
 - while the operator's watch cannot list the driver-toolkit ImageStream (its identity lacks the
-  rule for a few seconds, so kopf retries the LIST), no pass runs on the view: no driver
+  rule for a few seconds, so the watch retries the LIST), no pass runs on the view: no driver
   DaemonSet is created, the ImageStream is never reported missing, no status is written, although
   nodes, the ClusterPolicy and every other kind are listed;
 - once the LIST succeeds, the first pass builds with the stream's tag: no DaemonSet labelled

@@ -58,13 +58,13 @@ def test_the_top_level_help_lists_every_command_without_importing_them() -> None
 def test_ocp_gpu_run_never_loads_the_kubernetes_client() -> None:
     # issue 13: the client (with pydantic, urllib3, requests, oauthlib) is ~23 MiB of the operator's
     # memory; kopf imports it whenever it is installed unless told it is absent.  The run path
-    # imports kopf, the handlers and the operator before it reads the (here missing) kubeconfig.
+    # imports kopf, the watches and the operator before it reads the (here missing) kubeconfig.
     probe = (
         "import sys, ocp_gpu.cli\n"
         "code = ocp_gpu.cli.main(['run', '--kubeconfig', '/nonexistent/kubeconfig'])\n"
         "loaded = sorted(m for m, module in sys.modules.items() if module is not None and "
         "m.split('.')[0] in ('kubernetes', 'urllib3', 'pydantic', 'requests', 'oauthlib'))\n"
-        "print('RESULT', code, 'kopf' in sys.modules, 'ocp_gpu.handlers' in sys.modules, *loaded)"
+        "print('RESULT', code, 'kopf' in sys.modules, 'ocp_gpu.watches' in sys.modules, *loaded)"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120

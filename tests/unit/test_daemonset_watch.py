@@ -136,7 +136,7 @@ def test_a_re_list_forgets_daemonsets_deleted_meanwhile_and_opens_the_barrier() 
     view = daemonset_view.DaemonSetView(rt)
     view.listed([facts(name=DRIVER, driver=True), facts(name=PLUGIN)])
     assert not rt.view.listed.is_set(), "the DaemonSets alone do not make the view complete"
-    rt.view.mark_listed()
+    rt.view.mark_delivered("", "nodes")
     assert rt.view.listed.is_set()
     # an owned DaemonSet the pass recorded from its apply answer, then deleted meanwhile
     rt.view.owned[_ident("nvidia-dcgm")] = owning.ObservedObject("h", "u1")

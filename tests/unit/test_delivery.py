@@ -3,8 +3,8 @@
 - the gate: a view is complete only when every watched kind has been listed once;
 - a watched singleton: NOT_DELIVERED until its kind is listed, then its object or None (absent);
 - the driver-toolkit ImageStream not delivered yet is UNREADABLE (nothing known), never ABSENT;
-- the runtime: registering a singleton's watch makes it NOT_DELIVERED, and the first kopf event
-  (every indexed kind listed) settles what was not seen as absent and opens the gate;
+- the runtime: registering a singleton's watch makes it NOT_DELIVERED, and its kind's first
+  complete listing settles what was not seen as absent; the gate opens once every kind is listed;
 - a driver pass on a view with an undelivered singleton changes nothing.
 """
 
@@ -15,11 +15,12 @@ import datetime
 
 import pytest
 
+from ocp_gpu.kube import object_watches
 from ocp_gpu.model import apis, policy_parser, snapshot
 from ocp_gpu.planning import delivery, imagestreams
 from ocp_gpu.planning import platform as platform_model
 from ocp_gpu.reconcilers import drivers as drivers_reconciler
-from ocp_gpu.reconcilers import runtime
+from ocp_gpu.reconcilers import object_views, runtime
 
 STREAM = {"metadata": {"name": "driver-toolkit"}, "spec": {"tags": []}, "status": {}}
 NOW = datetime.datetime(2026, 11, 24, tzinfo=datetime.UTC)
@@ -68,23 +69,25 @@ def test_an_undelivered_imagestream_is_unreadable_not_absent() -> None:
     assert absent.state is snapshot.StreamState.ABSENT and absent.known
 
 
-def test_the_first_event_settles_singletons_and_opens_the_gate() -> None:
+def test_the_listings_settle_singletons_and_open_the_gate() -> None:
     rt = runtime.Runtime(api_client=None, namespace="ns", env={})
     rt.view.watch("", "nodes")
-    rt.view.watch("image.openshift.io", "imagestreams")
-    rt.view.watch("config.openshift.io", "proxies")
-    rt.view.dtk_imagestream = rt.view.cluster_proxy = delivery.NOT_DELIVERED
-    # the Proxy's index handler saw the object during the initial listing; no ImageStream exists
-    rt.view.cluster_proxy = STREAM
-    assert not rt.view.listed.is_set()
-    rt.view.mark_listed()
+    stream = object_views.SingletonView(rt, "image.openshift.io", "imagestreams", "dtk_imagestream")
+    proxy = object_views.SingletonView(rt, "config.openshift.io", "proxies", "cluster_proxy")
+    assert rt.view.dtk_imagestream is delivery.NOT_DELIVERED
+    assert rt.view.cluster_proxy is delivery.NOT_DELIVERED
+    # the Proxy's listing holds the object; no ImageStream exists
+    proxy.listed([object_watches.RawFacts("cluster", STREAM)])
+    stream.listed([])
+    assert not rt.view.listed.is_set(), "the nodes are not listed yet"
+    rt.view.mark_delivered("", "nodes")
     assert rt.view.listed.is_set()
     assert rt.view.delivered == {"nodes", "imagestreams.image.openshift.io", "proxies.config.openshift.io"}
     assert rt.view.dtk_imagestream is None and rt.view.cluster_proxy == STREAM
-    # a later deletion is "absent", and later events change nothing about delivery
-    rt.view.dtk_imagestream = None
-    rt.view.mark_listed()
-    assert rt.view.dtk_imagestream is None and rt.view.listed.is_set()
+    # a later deletion is "absent", and a later listing changes nothing about delivery
+    proxy.gone("cluster")
+    proxy.listed([])
+    assert rt.view.cluster_proxy is None and rt.view.listed.is_set()
 
 
 def test_a_driver_pass_before_delivery_changes_nothing() -> None:

@@ -84,12 +84,12 @@ def _clear(rt: runtime.Runtime) -> None:
     rt.scheduler.take_upgrade_marks()
 
 
-def test_the_barrier_waits_for_kopf_s_kinds_and_the_node_listing() -> None:
+def test_the_barrier_waits_for_the_other_kinds_and_the_node_listing() -> None:
     rt = _runtime()
     rt.view.watch("apps", "daemonsets")
     view = node_view.NodeView(rt)
-    rt.view.mark_listed()
-    assert not rt.view.listed.is_set(), "kopf's kinds alone do not make the view complete"
+    rt.view.mark_delivered("apps", "daemonsets")
+    assert not rt.view.listed.is_set(), "the other kinds alone do not make the view complete"
     view.listed([reading.node_facts(node("n1"))])
     assert rt.view.listed.is_set()
     assert set(rt.view.node_facts) == {"n1"}

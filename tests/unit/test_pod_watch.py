@@ -250,12 +250,12 @@ def _runtime() -> runtime.Runtime:
     return runtime.Runtime(api_client=None, namespace="ns", env={})  # type: ignore[arg-type]
 
 
-def test_the_barrier_waits_for_both_kopf_s_kinds_and_the_pod_listing() -> None:
+def test_the_barrier_waits_for_both_the_other_kinds_and_the_pod_listing() -> None:
     rt = _runtime()
     rt.view.watch("", "nodes")
     view = pod_view.PodView(rt)
-    # kopf ran an event handler: its kinds are listed, the pods are not yet.
-    rt.view.mark_listed()
+    # the other watches listed their kinds, the pods are not yet.
+    rt.view.mark_delivered("", "nodes")
     assert not rt.view.listed.is_set()
     view.listed([])
     assert rt.view.listed.is_set()
@@ -265,7 +265,7 @@ def test_the_barrier_waits_for_both_kopf_s_kinds_and_the_pod_listing() -> None:
     view = pod_view.PodView(rt)
     view.listed([pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app))])
     assert not rt.view.listed.is_set(), "the pods alone do not make the view complete"
-    rt.view.mark_listed()
+    rt.view.mark_delivered("", "nodes")
     assert rt.view.listed.is_set()
 
 
