@@ -122,8 +122,20 @@ class StatusError(Exception):
     """The API server answered a LIST or WATCH with an HTTP error status (or an ERROR event)."""
 
     def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"{status}: {message[:300]}")
+        super().__init__(f"{status}: {_status_text(message)[:300]}")
         self.status = status
+
+
+def _status_text(body: str) -> str:
+    """A refusal as the log shows it: a Status object's reason and message (not its JSON, whose
+    reason comes last and was cut), anything else as it came."""
+    try:
+        decoded = json.loads(body)
+    except ValueError:
+        return body
+    if isinstance(decoded, dict) and decoded.get("kind") == "Status":
+        return f"{decoded.get('reason') or ''}: {decoded.get('message') or ''}"
+    return body
 
 
 

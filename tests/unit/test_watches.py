@@ -5,6 +5,7 @@
   barrier (no pass before its listing);
 - the server filters: owned kinds by the managed-by label, in the operand namespace when
   namespaced; revisions by the driver component label; the OpenShift singletons by name;
+- a refusal is logged by its reason and message (not cut JSON);
 - what each view keeps and whom it wakes: an owned object's record (a pass re-applies what
   differs), a singleton NOT_DELIVERED until listed, a ClusterPolicy's status-only change as
   progress, an NVIDIADriver change as a policy change.
@@ -12,10 +13,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ocp_gpu import watches
-from ocp_gpu.kube import object_watches, owning, reading
+from ocp_gpu.kube import object_watches, owning, reading, watching
 from ocp_gpu.model import apis, labels
 from ocp_gpu.planning import delivery
 from ocp_gpu.reconcilers import object_views, runtime
@@ -123,3 +126,10 @@ def test_a_singleton_keeps_no_managed_fields() -> None:
     # another manager's write changes managedFields alone: nothing we keep
     view.seen(object_watches.singleton_facts({**body, "metadata": {"name": "cluster", "managedFields": []}}))
     assert not rt.scheduler.wake.is_set()
+
+
+def test_a_refusal_is_logged_by_its_reason_and_message() -> None:
+    long_message = "imagestreams.image.openshift.io \"driver-toolkit\" is forbidden: " + "x" * 300
+    body = json.dumps({"kind": "Status", "message": long_message, "reason": "Forbidden", "code": 403})
+    assert str(watching.StatusError(403, body)).startswith("403: Forbidden: imagestreams.image.openshift.io")
+    assert str(watching.StatusError(502, "<html>bad gateway</html>")) == "502: <html>bad gateway</html>"
