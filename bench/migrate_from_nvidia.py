@@ -1,52 +1,75 @@
 #!/usr/bin/env python3
 """Switch a cluster from NVIDIA's GPU Operator to ocp-gpu and back, with NVIDIA's real operator.
 
-Outside CI (NVIDIA's operator is built from its source outside this repository, as
-hack/capture_nvidia_fixtures.py says).  On the local control plane (ocp_gpu_harness) in OpenShift
-mode, N kwok GPU nodes on two RHCOS versions, each with a GPU workload pod (`nvidia.com/gpu: 1`):
-  1. NVIDIA's operator with its OperatorHub example ClusterPolicy until every driver pod is Ready
-     and its namespace is quiet; then stopped, as an OLM uninstall (CRDs and ClusterPolicy stay);
-  2. takeover: ocp-gpu's CRD applied over NVIDIA's, ocp-gpu started (the release's images by
-     digest, as its install sets them) until the policy is `ready` and it writes nothing for 10 s;
-     then stopped;
-  3. hand back: NVIDIA's CRDs applied again, NVIDIA's operator started until its policy is
-     `ready` and its namespace is quiet (or --timeout).
-Per phase: driver pods restarted or replaced, GPU workload pods deleted, nodes cordoned (sampled
-every 0.5 s), seconds to `ready`, the operator's API writes (audit log, Leases and Events apart).
-NB: the harness's node agent (a SIMULATION of kubelets and the NVIDIA stack) readies the pods.
-The switch is the OLM-style one (the ClusterPolicy and CRDs stay); the Helm-style switch differs
-only in the namespace (gpu-operator) and is not run here.
+Outside CI (NVIDIA's operator is built from its source outside this repository: bench/README.md,
+ocp_gpu_harness/nvidia_operator.py).  On the local control plane (ocp_gpu_harness) in OpenShift mode, N
+kwok GPU nodes on two RHCOS versions, each with a GPU workload pod (`nvidia.com/gpu: 1`); for
+each switch style asked, each repetition on a fresh control plane:
+  1. NVIDIA's operator with its OperatorHub example ClusterPolicy until the policy is `ready` and
+     the operator has written nothing for QUIET_S; the GPU workload pods then;
+  2. switch to ocp-gpu: NVIDIA's operator stopped and uninstalled as the style says (below);
+     ocp-gpu's CRD applied over NVIDIA's; ocp-gpu started (the release's images by digest, as its
+     install sets them) until the policy is `ready` and it writes nothing for QUIET_S;
+  3. hand back: ocp-gpu stopped and uninstalled as the style says; NVIDIA's CRDs applied again;
+     NVIDIA's operator started until its policy is `ready` and it is quiet (or --timeout).
+Per phase: driver pods deleted by the switch, driver pods restarted or replaced and GPU workload
+pods deleted over the whole phase, nodes cordoned (sampled every 0.5 s, as is the most driver pods
+on a node), seconds from the operator's start to `ready`, the operator's API writes (audit log,
+Leases and Events apart).
 
-  .venv/bin/python bench/migrate_from_nvidia.py --nvidia-src ~/nvidia-gpu-operator --nodes 10 \\
-      --out bench/results/migrate_from_nvidia-10.json
+The switch styles.  NB: both are SIMULATIONS of the uninstall, made through the API; the
+operators run as processes, not as the Deployments OLM or helm would make:
+- `olm`: uninstalling the operator (Subscription and CSV deleted) removes its Deployment and keeps
+  the CRDs and the ClusterPolicy (OLM deletes neither).  Simulated: the operator process stopped.
+  Namespace nvidia-gpu-operator, the policy as NVIDIA's OperatorHub example names it.
+- `helm`: `helm uninstall` of NVIDIA's chart (deployments/gpu-operator at v26.7.0, its defaults).
+  The chart renders the ClusterPolicy `cluster-policy` (templates/clusterpolicy.yaml) and marks it
+  `helm.sh/resource-policy: keep` only with operator.cleanupCRD (default false), so helm deletes
+  it, with its default `--cascade background`: the cluster's garbage collector then deletes every
+  object whose ownerReference is the policy, driver DaemonSets and their pods included.  CRDs
+  stay (helm never deletes crds/).  The pre-delete hook (cleanup_gpucluster.yaml) deletes
+  GPUCluster CRs, of which there are none here; it is not run.  Simulated: the operator process
+  stopped, the ClusterPolicy deleted with propagationPolicy Background, and the phase waits until
+  the garbage collector has deleted what the policy owned.  ocp-gpu's chart renders
+  `cluster-policy` the same way (no keep by default): the hand back deletes it in the same way,
+  and `helm install` then creates the policy again (from the same values: NVIDIA's example's
+  spec here).  Namespace gpu-operator.
+- `helm-orphan`: `helm uninstall --cascade orphan`: the same, the ClusterPolicy deleted with
+  propagationPolicy Orphan: the garbage collector removes the ownerReferences and deletes
+  nothing.  NB: the operator's Deployment is orphaned too (its ReplicaSet and pod stay, and
+  must be deleted by hand); here the process is stopped.
+The CRDs: as the README's commands apply them (helm install skips CRDs that exist).
+NB: the harness's node agent (a SIMULATION of kubelets and the NVIDIA stack) readies the pods;
+nothing simulates what a driver pod's deletion does to a GPU workload on a real node.
+
+  .venv/bin/python bench/migrate_from_nvidia.py --nvidia-src ~/nvidia-gpu-operator --nodes 100 \\
+      --switch olm helm helm-orphan --repeat 2 --out bench/results/migrate_from_nvidia-100.json
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import kubernetes.client
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ocp_gpu.model import labels, releases  # noqa: E402
-from ocp_gpu_harness import cluster, nodes, openshift  # noqa: E402
+from ocp_gpu_harness import cluster, nodes, nvidia_operator, openshift  # noqa: E402
 from ocp_gpu_harness.operating import OperatorProcess  # noqa: E402
+from ocp_gpu_harness.polling import wait_for  # noqa: E402
 
-NS = "nvidia-gpu-operator"
 NV_USER = "nvidia-gpu-operator"
 OCP_USER = "ocp-gpu-operator"
 V1, V2 = nodes.DEFAULT_RHCOS, "416.94.202407240000-0"
@@ -56,111 +79,42 @@ WORKLOAD = "gpu-workload"
 # Seconds without a write that end a phase (NVIDIA's operator waits for its previous Lease first).
 QUIET_S = 20.0
 OCP_CRD = ROOT / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
+SWITCHES = ("olm", "helm", "helm-orphan")
+# The namespace each style installs into: OLM's (NVIDIA's docs) or the chart's release namespace.
+NAMESPACES = {"olm": "nvidia-gpu-operator", "helm": "gpu-operator", "helm-orphan": "gpu-operator"}
+# How `helm uninstall` deletes the chart's ClusterPolicy (None: it is kept).
+PROPAGATION = {"olm": None, "helm": "Background", "helm-orphan": "Orphan"}
+HELM_POLICY = "cluster-policy"  # NVIDIA's chart's and ocp-gpu's chart's ClusterPolicy
+# The garbage collector's deletions after a cascading policy deletion: the API server's and the
+# controller manager's work on up to a few thousand objects, seconds quiet; minutes under load.
+GC_S = 300
 
 
 def log(message: str) -> None:
     print(f"[{datetime.datetime.now():%H:%M:%S}] {message}", flush=True)
 
 
-def minimal_crd(group: str, kind: str, plural: str, scope: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": scope,
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": kind + "List"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                    },
-                }
-            ],
-        },
-    }
-
-
 def kubectl_apply(plane: cluster.LocalControlPlane, path: Path) -> None:
     subprocess.run(
         [
-            "kubectl",
-            "--kubeconfig",
-            str(plane.kubeconfig),
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "-f",
-            str(path),
+            *("kubectl", "--kubeconfig", str(plane.kubeconfig)),
+            *("apply", "--server-side", "--force-conflicts", "-f", str(path)),
         ],
         check=True,
         capture_output=True,
     )
 
 
-class Nvidia:
-    def __init__(self, src: Path, kubeconfig: Path, log_path: Path) -> None:
-        self.src, self.kubeconfig, self.log_path = src, kubeconfig, log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def csv(self) -> dict[str, Any]:
-        path = self.src / "bundle/manifests/gpu-operator-certified.clusterserviceversion.yaml"
-        found: dict[str, Any] = yaml.safe_load(path.read_text())
-        return found
-
-    def policy(self) -> dict[str, Any]:
-        examples = json.loads(self.csv()["metadata"]["annotations"]["alm-examples"])
-        found: dict[str, Any] = next(e for e in examples if e["kind"] == "ClusterPolicy")
-        return found
-
-    def start(self) -> None:
-        container = self.csv()["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"][
-            "containers"
-        ][0]
-        env = {
-            **os.environ,
-            **{e["name"]: e["value"] for e in container["env"] if "value" in e},
-            "OPERATOR_NAMESPACE": NS,
-            "KUBECONFIG": str(self.kubeconfig),
-        }
-        # NVIDIA's manager reads its manifests from /opt: a private mount namespace shows its optroot there.
-        script = f'mount --bind {self.src / "optroot"} /opt && exec {self.src / "bin/gpu-operator"} "$@"'
-        with self.log_path.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    "unshare",
-                    "-m",
-                    "sh",
-                    "-c",
-                    script,
-                    "gpu-operator",
-                    "--leader-elect",
-                    f"--leader-elect-namespace={NS}",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(30)
-
-
 class Sampler(threading.Thread):
     """Every 0.5 s: the nodes cordoned, the most driver pods on one node."""
 
-    def __init__(self, api: kubernetes.client.ApiClient) -> None:
+    def __init__(self, api: kubernetes.client.ApiClient, namespace: str) -> None:
         super().__init__(daemon=True)
         self.core = kubernetes.client.CoreV1Api(api)
+        self.namespace = namespace
         self.cordoned: set[str] = set()
         self.most_drivers = 0
+        self.samples = 0
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -170,10 +124,11 @@ class Sampler(threading.Thread):
                     if node.spec.unschedulable:
                         self.cordoned.add(node.metadata.name)
                 counts: dict[str, int] = {}
-                for pod in self.core.list_namespaced_pod(NS, label_selector=DRIVER_PODS).items:
+                for pod in self.core.list_namespaced_pod(self.namespace, label_selector=DRIVER_PODS).items:
                     if pod.spec.node_name:
                         counts[pod.spec.node_name] = counts.get(pod.spec.node_name, 0) + 1
                 self.most_drivers = max(self.most_drivers, max(counts.values(), default=0))
+                self.samples += 1
             except Exception:  # a failed sample is retried
                 pass
 
@@ -182,46 +137,45 @@ class Sampler(threading.Thread):
         self.join(5)
 
 
-def driver_pods(core: kubernetes.client.CoreV1Api) -> dict[str, int]:
+def driver_pods(core: kubernetes.client.CoreV1Api, namespace: str) -> dict[str, int]:
     """uid -> restarts of every driver pod not being deleted."""
     return {
         p.metadata.uid: sum(s.restart_count for s in p.status.container_statuses or ())
-        for p in core.list_namespaced_pod(NS, label_selector=DRIVER_PODS).items
+        for p in core.list_namespaced_pod(namespace, label_selector=DRIVER_PODS).items
         if not p.metadata.deletion_timestamp
     }
 
 
-def workloads(core: kubernetes.client.CoreV1Api) -> set[str]:
+def workloads(core: kubernetes.client.CoreV1Api, namespace: str) -> set[str]:
     return {
         p.metadata.uid
-        for p in core.list_namespaced_pod(NS, label_selector=f"app={WORKLOAD}").items
+        for p in core.list_namespaced_pod(namespace, label_selector=f"app={WORKLOAD}").items
         if not p.metadata.deletion_timestamp
     }
 
 
-def policy_state(api: kubernetes.client.ApiClient, name: str, user: str) -> str:
-    """The policy's state as `user`'s operator wrote it ("" until it has): ocp-gpu's status names the
-    platform; NVIDIA's operator rewrites the whole status from its Go types, which have no platform."""
+def read_policy(api: kubernetes.client.ApiClient, name: str) -> dict[str, Any] | None:
     try:
-        obj = kubernetes.client.CustomObjectsApi(api).get_cluster_custom_object(
+        found: dict[str, Any] = kubernetes.client.CustomObjectsApi(api).get_cluster_custom_object(
             "nvidia.com", "v1", "clusterpolicies", name
         )
-    except kubernetes.client.exceptions.ApiException:
-        return ""
-    status = obj.get("status") or {}
-    if ("platform" in status) != (user == OCP_USER):
-        return ""
-    return str(status.get("state", ""))
+    except kubernetes.client.exceptions.ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return found
 
 
 def writes(plane: cluster.LocalControlPlane, user: str, since: int) -> dict[str, int]:
+    """`user`'s completed writes since the audit mark, by verb and resource (Leases, Events apart)."""
     found: dict[str, int] = {}
     for event in plane.read_audit_events(since_line=since):
         if (event.get("user") or {}).get("username") != user or event.get("stage") != "ResponseComplete":
             continue
         if event.get("verb") not in ("create", "update", "patch", "delete", "deletecollection"):
             continue
-        resource = (event.get("objectRef") or {}).get("resource", "")
+        ref = event.get("objectRef") or {}
+        resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
         if resource in ("leases", "events"):
             continue
         key = f"{event['verb']} {resource}"
@@ -229,59 +183,286 @@ def writes(plane: cluster.LocalControlPlane, user: str, since: int) -> dict[str,
     return found
 
 
+def wrote_status(plane: cluster.LocalControlPlane, user: str, since: int) -> bool:
+    """`user` has written the ClusterPolicy's status since the mark (so its state is `user`'s)."""
+    return any(key.endswith(" clusterpolicies/status") for key in writes(plane, user, since))
+
+
+class Switch:
+    """One switch style's uninstall of the operator that runs, simulated through the API
+    (module docstring), and the install of the next one's ClusterPolicy."""
+
+    def __init__(self, style: str, api: kubernetes.client.ApiClient, policy: dict[str, Any]) -> None:
+        self.style, self.api = style, api
+        self.custom = kubernetes.client.CustomObjectsApi(api)
+        self.policy = policy  # what the next install creates when the uninstall deleted it
+
+    def uninstall(self, stop: Callable[[], None], namespace: str) -> dict[str, Any]:
+        """Stop the operator; under helm, delete the policy as `helm uninstall` does and wait
+        for the garbage collector.  Returns what the uninstall deleted."""
+        core = kubernetes.client.CoreV1Api(self.api)
+        apps = kubernetes.client.AppsV1Api(self.api)
+        drivers_before = driver_pods(core, namespace)
+        daemonsets_before = {d.metadata.uid for d in apps.list_namespaced_daemon_set(namespace).items}
+        stop()
+        propagation = PROPAGATION[self.style]
+        name = self.policy["metadata"]["name"]
+        if propagation is not None:
+            live = read_policy(self.api, name)
+            assert live is not None, f"no ClusterPolicy {name} to uninstall"
+            uid = live["metadata"]["uid"]
+            self.custom.delete_cluster_custom_object(
+                "nvidia.com", "v1", "clusterpolicies", name, propagation_policy=propagation
+            )
+
+            def collected() -> bool:
+                """The policy gone, and nothing in the namespace owned by it any more (deleted
+                under Background, its reference removed under Orphan)."""
+                if read_policy(self.api, name) is not None:
+                    return False
+                owned = [
+                    o
+                    for o in apps.list_namespaced_daemon_set(namespace).items
+                    + core.list_namespaced_pod(namespace).items
+                    if any(ref.uid == uid for ref in o.metadata.owner_references or ())
+                ]
+                # under Background the driver pods go with their DaemonSets
+                return not owned and (propagation == "Orphan" or not driver_pods(core, namespace))
+
+            wait_for(
+                collected, GC_S, what=f"the garbage collector done with ClusterPolicy {name}", interval=1
+            )
+        return {
+            "style": self.style,
+            "policy_deleted": propagation,
+            "driver_pods_deleted": len(set(drivers_before) - set(driver_pods(core, namespace))),
+            "daemonsets_deleted": len(
+                daemonsets_before - {d.metadata.uid for d in apps.list_namespaced_daemon_set(namespace).items}
+            ),
+        }
+
+    def install_policy(self) -> bool:
+        """The next install's ClusterPolicy: created when the uninstall deleted it (helm install
+        renders it again), else the policy that stayed.  Returns whether it was created."""
+        if read_policy(self.api, self.policy["metadata"]["name"]) is not None:
+            return False
+        self.custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", self.policy)
+        return True
+
+
 def phase(
     name: str,
     plane: cluster.LocalControlPlane,
     api: kubernetes.client.ApiClient,
+    namespace: str,
     user: str,
     policy: str,
-    start: Any,
+    switch: Callable[[], dict[str, Any]] | None,
+    prepare: Callable[[], None],
+    start: Callable[[], None],
     timeout: float,
 ) -> dict[str, Any]:
+    """One operator's start, after `switch` (the previous one's uninstall) and `prepare` (CRDs,
+    policy), until `ready` and QUIET_S without a write (or `timeout`)."""
     core = kubernetes.client.CoreV1Api(api)
-    drivers_before, workloads_before = driver_pods(core), workloads(core)
-    mark = plane.audit_line_count()
-    sampler = Sampler(api)
+    drivers_before, workloads_before = driver_pods(core, namespace), workloads(core, namespace)
+    sampler = Sampler(api, namespace)
     sampler.start()
-    # NB: the status the previous operator wrote says `ready` already: cleared, so `ready` is the new one's
-    with contextlib.suppress(kubernetes.client.exceptions.ApiException):  # no status yet
+    uninstalled = switch() if switch else None
+    prepare()
+    # NB: a status the previous operator wrote says `ready` already: cleared (a merge patch; the
+    # client sends a JSON patch as a merge patch, refused, which left it stale before) and
+    # checked; and `ready` counts only once `user` has written the status itself (audit log).
+    live = read_policy(api, policy)
+    assert live is not None, f"no ClusterPolicy {policy}"
+    if live.get("status"):
         kubernetes.client.CustomObjectsApi(api).patch_cluster_custom_object_status(
-            "nvidia.com", "v1", "clusterpolicies", policy, [{"op": "remove", "path": "/status"}]
+            "nvidia.com", "v1", "clusterpolicies", policy, {"status": None}
         )
+        left = (read_policy(api, policy) or {}).get("status") or {}
+        assert not left.get("state"), f"the previous status stayed: {left}"
+    mark = plane.audit_line_count()
     began = time.monotonic()
     start()
     ready_s = None
     while time.monotonic() - began < timeout:
-        if policy_state(api, policy, user) == "ready":
+        state = ((read_policy(api, policy) or {}).get("status") or {}).get("state")
+        if state == "ready" and wrote_status(plane, user, mark):
             ready_s = round(time.monotonic() - began, 1)
             break
         time.sleep(0.5)
     # then until it writes nothing for QUIET_S (or the timeout)
     quiet_since, last = time.monotonic(), sum(writes(plane, user, mark).values())
     while time.monotonic() - began < timeout and time.monotonic() - quiet_since < QUIET_S:
-        time.sleep(1)
+        time.sleep(2)
         now = sum(writes(plane, user, mark).values())
         if now != last:
             last, quiet_since = now, time.monotonic()
+    quiet = time.monotonic() - quiet_since >= QUIET_S
     sampler.stop()
-    drivers_after = driver_pods(core)
+    drivers_after = driver_pods(core, namespace)
+    done = writes(plane, user, mark)
     result = {
         "phase": name,
+        "uninstall": uninstalled,
         "seconds_to_ready": ready_s,
+        "quiet_after_s": round(time.monotonic() - began, 1) if quiet else None,
         "driver_pods_before": len(drivers_before),
+        "driver_pods_after": len(drivers_after),
         "driver_pods_replaced": len(set(drivers_before) - set(drivers_after)),
         "driver_pods_restarted": sum(
             1
             for uid, restarts in drivers_before.items()
             if uid in drivers_after and drivers_after[uid] > restarts
         ),
-        "gpu_pods_deleted": len(workloads_before - workloads(core)),
+        "gpu_pods_deleted": len(workloads_before - workloads(core, namespace)),
         "nodes_cordoned": len(sampler.cordoned),
         "most_driver_pods_on_a_node": sampler.most_drivers,
-        "writes": writes(plane, user, mark),
+        "samples": sampler.samples,
+        "writes_total": sum(done.values()),
+        "writes": done,
         "loadavg": [round(x, 2) for x in os.getloadavg()],
     }
     log(f"{name}: {json.dumps({k: v for k, v in result.items() if k != 'writes'})}")
+    return result
+
+
+def run_once(args: argparse.Namespace, src: Path, style: str, repetition: int) -> dict[str, Any]:
+    """One switch style on a fresh control plane: install, take over, hand back."""
+    namespace = NAMESPACES[style]
+    stem = args.out.with_suffix("")
+    logs = Path(f"{stem}.{style}-{repetition}")
+    result: dict[str, Any] = {"switch": style, "repetition": repetition, "namespace": namespace}
+    with cluster.LocalControlPlane(start_timeout=240) as plane:
+        api = plane.api_client()
+        openshift.install_openshift_apis(api)
+        openshift.set_driver_toolkit_tags(api, {V1: DTK + "1" * 64, V2: DTK + "2" * 64})
+        ext = kubernetes.client.ApiextensionsV1Api(api)
+        created = nvidia_operator.crds(src) + nvidia_operator.openshift_crds()
+        for crd in created:
+            ext.create_custom_resource_definition(crd)
+        wait_for(
+            lambda: all(
+                any(
+                    c.type == "Established" and c.status == "True"
+                    for c in ext.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions
+                    or ()
+                )
+                for crd in created
+            ),
+            60,
+            what="the CRDs established",
+        )
+        core = kubernetes.client.CoreV1Api(api)
+        core.create_namespace({"metadata": {"name": namespace}})
+        names = [f"gpu-{i:04d}" for i in range(args.nodes)]
+        nodes.create_nodes(
+            api, [nodes.gpu_node(n, rhcos=V1 if i % 2 == 0 else V2) for i, n in enumerate(names)]
+        )
+        nodes.wait_nodes_ready(api, names)
+        nvidia = nvidia_operator.NvidiaOperator(
+            src, plane.make_kubeconfig(NV_USER, ["system:masters"]), namespace, Path(f"{logs}.nvidia.log")
+        )
+        policy = nvidia_operator.example_policy(src)
+        if style != "olm":
+            policy["metadata"] = {"name": HELM_POLICY}
+        name = policy["metadata"]["name"]
+        custom = kubernetes.client.CustomObjectsApi(api)
+        with nvidia:
+            result["install_nvidia"] = phase(
+                "NVIDIA's operator installs",
+                plane,
+                api,
+                namespace,
+                NV_USER,
+                name,
+                None,
+                lambda: custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy),
+                nvidia.start,
+                args.timeout,
+            )
+            for node in names:
+                core.create_namespaced_pod(
+                    namespace,
+                    {
+                        "metadata": {"generateName": f"{WORKLOAD}-", "labels": {"app": WORKLOAD}},
+                        "spec": {
+                            "nodeName": node,
+                            "tolerations": [{"operator": "Exists"}],
+                            "containers": [
+                                {
+                                    "name": "cuda",
+                                    "image": "cuda",
+                                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                                }
+                            ],
+                        },
+                    },
+                )
+            wait_for(
+                lambda: (
+                    len(
+                        [
+                            p
+                            for p in core.list_namespaced_pod(
+                                namespace, label_selector=f"app={WORKLOAD}"
+                            ).items
+                            if p.status.phase == "Running"
+                        ]
+                    )
+                    == len(names)
+                ),
+                120,
+                what="the GPU workload pods running",
+                interval=1,
+            )
+            switch = Switch(style, api, policy)
+            ocp = OperatorProcess(
+                plane.make_kubeconfig(OCP_USER, ["system:masters"]),
+                namespace,
+                Path(f"{logs}.ocp-gpu.log"),
+                image_env=releases.with_release_defaults({}),
+            )
+            try:
+
+                def to_ocp_gpu() -> None:
+                    kubectl_apply(plane, OCP_CRD)
+                    result["ocp_gpu_policy_created"] = switch.install_policy()
+
+                result["takeover"] = phase(
+                    "ocp-gpu takes over",
+                    plane,
+                    api,
+                    namespace,
+                    OCP_USER,
+                    name,
+                    lambda: switch.uninstall(nvidia.stop, namespace),
+                    to_ocp_gpu,
+                    ocp.start,
+                    args.timeout,
+                )
+                status = (read_policy(api, name) or {}).get("status") or {}
+                result["takeover"]["migratedFrom"] = status.get("migratedFrom")
+
+                def to_nvidia() -> None:
+                    for path in nvidia_operator.crd_paths(src):
+                        kubectl_apply(plane, path)
+                    result["nvidia_policy_created"] = switch.install_policy()
+
+                result["hand_back"] = phase(
+                    "NVIDIA's operator takes back",
+                    plane,
+                    api,
+                    namespace,
+                    NV_USER,
+                    name,
+                    lambda: switch.uninstall(ocp.stop, namespace),
+                    to_nvidia,
+                    nvidia.start,
+                    args.timeout,
+                )
+            finally:
+                ocp.stop()
     return result
 
 
@@ -293,113 +474,37 @@ def main() -> int:
         "--nvidia-src", type=Path, required=True, help="NVIDIA/gpu-operator built, with optroot/"
     )
     parser.add_argument("--nodes", type=int, default=10)
-    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--switch", nargs="+", choices=SWITCHES, default=list(SWITCHES))
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each switch style, each on a fresh cluster"
+    )
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per phase")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     os.chdir(ROOT)
+    args.out = args.out.resolve()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     src = args.nvidia_src.expanduser().resolve()
-    commit = subprocess.run(
-        ["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+
+    def commit(path: Path) -> str:
+        return subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+
     results: dict[str, Any] = {
         "nodes": args.nodes,
-        "nvidia_commit": commit,
+        "nvidia_commit": commit(src),
+        "ocp_gpu_commit": commit(ROOT),
         "started": datetime.datetime.now().isoformat(timespec="seconds"),
+        "runs": [],
     }
-    with cluster.LocalControlPlane(start_timeout=240) as plane:
-        api = plane.api_client()
-        openshift.install_openshift_apis(api)
-        openshift.set_driver_toolkit_tags(api, {V1: DTK + "1" * 64, V2: DTK + "2" * 64})
-        ext = kubernetes.client.ApiextensionsV1Api(api)
-        nvidia_crds = sorted((src / "config/crd/bases").glob("*.yaml"))
-        for crd in [yaml.safe_load(f.read_text()) for f in nvidia_crds] + [
-            minimal_crd(
-                "security.openshift.io", "SecurityContextConstraints", "securitycontextconstraints", "Cluster"
-            ),
-            minimal_crd("monitoring.coreos.com", "ServiceMonitor", "servicemonitors", "Namespaced"),
-            minimal_crd("monitoring.coreos.com", "PrometheusRule", "prometheusrules", "Namespaced"),
-        ]:
-            ext.create_custom_resource_definition(crd)
-        time.sleep(5)
-        core = kubernetes.client.CoreV1Api(api)
-        core.create_namespace({"metadata": {"name": NS}})
-        names = [f"gpu-{i:04d}" for i in range(args.nodes)]
-        nodes.create_nodes(
-            api, [nodes.gpu_node(n, rhcos=V1 if i % 2 == 0 else V2) for i, n in enumerate(names)]
-        )
-        nodes.wait_nodes_ready(api, names)
-        nvidia = Nvidia(
-            src, plane.make_kubeconfig(NV_USER, ["system:masters"]), args.out.with_suffix(".nvidia.log")
-        )
-        policy = nvidia.policy()
-        kubernetes.client.CustomObjectsApi(api).create_cluster_custom_object(
-            "nvidia.com", "v1", "clusterpolicies", policy
-        )
-        name = policy["metadata"]["name"]
-        try:
-            return_code = _run(results, plane, api, core, names, nvidia, name, args)
-        finally:
-            nvidia.stop()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    for repetition in range(1, args.repeat + 1):
+        for style in args.switch:
+            log(f"--- {style}, repetition {repetition} ---")
+            results["runs"].append(run_once(args, src, style, repetition))
+            # written after every run: a later run's failure loses nothing measured
+            args.out.write_text(json.dumps(results, indent=2) + "\n")
     log(f"wrote {args.out}")
-    return return_code
-
-
-def _run(
-    results: dict[str, Any],
-    plane: Any,
-    api: Any,
-    core: Any,
-    names: list[str],
-    nvidia: Nvidia,
-    name: str,
-    args: Any,
-) -> int:
-    # NB: one block, so main() stops NVIDIA's operator whatever happens
-    if True:
-        results["install_nvidia"] = phase(
-            "NVIDIA's operator installs", plane, api, NV_USER, name, nvidia.start, args.timeout
-        )
-        for node in names:
-            core.create_namespaced_pod(
-                NS,
-                {
-                    "metadata": {"generateName": f"{WORKLOAD}-", "labels": {"app": WORKLOAD}},
-                    "spec": {
-                        "nodeName": node,
-                        "tolerations": [{"operator": "Exists"}],
-                        "containers": [
-                            {
-                                "name": "cuda",
-                                "image": "cuda",
-                                "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                            }
-                        ],
-                    },
-                },
-            )
-        time.sleep(10)
-        nvidia.stop()
-        log("NVIDIA's operator stopped (OLM uninstall: CRDs and ClusterPolicy stay)")
-        kubectl_apply(plane, OCP_CRD)
-        time.sleep(3)
-        ocp = OperatorProcess(
-            plane.make_kubeconfig(OCP_USER, ["system:masters"]),
-            NS,
-            args.out.with_suffix(".ocp-gpu.log"),
-            image_env=releases.with_release_defaults({}),
-        )
-        results["takeover"] = phase("ocp-gpu takes over", plane, api, OCP_USER, name, ocp.start, args.timeout)
-        ocp.stop()
-        log("ocp-gpu stopped")
-        for path in sorted((args.nvidia_src.expanduser().resolve() / "config/crd/bases").glob("*.yaml")):
-            kubectl_apply(plane, path)
-        time.sleep(3)
-        results["hand_back"] = phase(
-            "NVIDIA's operator takes back", plane, api, NV_USER, name, nvidia.start, args.timeout
-        )
     return 0
 
 

@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -37,7 +34,7 @@ import kubernetes.client
 import yaml
 
 from ocp_gpu.kube import clients, requesting
-from ocp_gpu_harness import cluster, nodes, openshift
+from ocp_gpu_harness import cluster, nodes, nvidia_operator, openshift
 
 NS = "nvidia-gpu-operator"
 NV_USER = "nvidia-gpu-operator"
@@ -77,30 +74,6 @@ def log(message: str) -> None:
     print(f"[{datetime.datetime.now():%H:%M:%S}] {message}", flush=True)
 
 
-def minimal_crd(group: str, kind: str, plural: str, scope: str) -> dict[str, Any]:
-    """What an OpenShift cluster serves and the harness does not (NVIDIA's operator reads them)."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": scope,
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": kind + "List"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                    },
-                }
-            ],
-        },
-    }
-
-
 def wait_established(api: kubernetes.client.ApiClient, names: list[str]) -> None:
     ext = kubernetes.client.ApiextensionsV1Api(api)
     deadline = time.monotonic() + 60
@@ -113,23 +86,6 @@ def wait_established(api: kubernetes.client.ApiClient, names: list[str]) -> None
                 raise TimeoutError(f"CRD {name} not Established")
             time.sleep(0.2)
     time.sleep(2)  # discovery
-
-
-def example_policy(src: Path) -> dict[str, Any]:
-    csv = yaml.safe_load(
-        (src / "bundle/manifests/gpu-operator-certified.clusterserviceversion.yaml").read_text()
-    )
-    examples = json.loads(csv["metadata"]["annotations"]["alm-examples"])
-    policy: dict[str, Any] = next(e for e in examples if e["kind"] == "ClusterPolicy")
-    return policy
-
-
-def csv_env(src: Path) -> dict[str, str]:
-    csv = yaml.safe_load(
-        (src / "bundle/manifests/gpu-operator-certified.clusterserviceversion.yaml").read_text()
-    )
-    container = csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["containers"][0]
-    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
 
 
 def get_json(api: clients.ApiClient, path: str) -> dict[str, Any]:
@@ -244,14 +200,7 @@ def main() -> int:
         openshift.install_openshift_apis(api)
         openshift.set_driver_toolkit_tags(api, {V1: DTK + "1" * 64, V2: DTK + "2" * 64})
         ext = kubernetes.client.ApiextensionsV1Api(api)
-        crds = [yaml.safe_load(f.read_text()) for f in sorted((src / "config/crd/bases").glob("*.yaml"))]
-        crds += [
-            minimal_crd(
-                "security.openshift.io", "SecurityContextConstraints", "securitycontextconstraints", "Cluster"
-            ),
-            minimal_crd("monitoring.coreos.com", "ServiceMonitor", "servicemonitors", "Namespaced"),
-            minimal_crd("monitoring.coreos.com", "PrometheusRule", "prometheusrules", "Namespaced"),
-        ]
+        crds = nvidia_operator.crds(src) + nvidia_operator.openshift_crds()
         for crd in crds:
             ext.create_custom_resource_definition(crd)
         wait_established(api, [crd["metadata"]["name"] for crd in crds])
@@ -265,39 +214,22 @@ def main() -> int:
                 names.append(name)
         kubeconfig = plane.make_kubeconfig(NV_USER, ["system:masters"])
         log_path = args.out.with_suffix(".operator.log")
-        env = {**os.environ, **csv_env(src), "OPERATOR_NAMESPACE": NS, "KUBECONFIG": str(kubeconfig)}
-        # NVIDIA's manager reads its manifests from /opt (hard-coded): a private mount namespace shows
-        # the optroot there, the host's /opt untouched.
-        script = f'mount --bind {optroot} /opt && exec {binary} "$@"'
-        with log_path.open("wb") as out:
-            proc = subprocess.Popen(
-                [
-                    "unshare",
-                    "-m",
-                    "sh",
-                    "-c",
-                    script,
-                    "gpu-operator",
-                    "--leader-elect",
-                    f"--leader-elect-namespace={NS}",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
+        log_path.unlink(missing_ok=True)
+        operator = nvidia_operator.NvidiaOperator(
+            src, kubeconfig, NS, log_path, binary=binary, optroot=optroot
+        ).start()
         try:
-            policy = example_policy(src)
+            policy = nvidia_operator.example_policy(src)
             created = kubernetes.client.CustomObjectsApi(api).create_cluster_custom_object(
                 "nvidia.com", "v1", "clusterpolicies", policy
             )
             log(
-                f"NVIDIA's operator (pid {proc.pid}) started, "
+                f"NVIDIA's operator started, "
                 f"its OperatorHub example policy {policy['metadata']['name']} created"
             )
             deadline = time.monotonic() + args.timeout
             while not driver_pods_ready(raw, len(names)):
-                if proc.poll() is not None:
+                if not operator.running():
                     raise RuntimeError(f"NVIDIA's operator exited; see {log_path}")
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"driver pods not Ready in {args.timeout}s; see {log_path}")
@@ -310,8 +242,7 @@ def main() -> int:
                 if now != last:
                     last, since = now, time.monotonic()
         finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(30)
+            operator.stop()
         log("NVIDIA's operator stopped (as an OLM uninstall leaves things); capturing")
         policy_now = kubernetes.client.CustomObjectsApi(api).get_cluster_custom_object(
             "nvidia.com", "v1", "clusterpolicies", policy["metadata"]["name"]

@@ -14,6 +14,12 @@ on every GPU node; then ocp-gpu starts, and:
 - every object ocp-gpu renders that NVIDIA's operator had made is ocp-gpu's alone (no other field
   manager owns a field of it: the live object is what ocp-gpu applies);
 - in the next 30 s ocp-gpu writes nothing.
+
+And, after such a takeover, that a policy change rolls as on any cluster of ocp-gpu's: the
+ClusterPolicy's `driver.version` changed, both driver DaemonSets take the new image and the upgrade
+controller replaces the driver pods node by node (never more nodes in flight than NVIDIA's example's
+`maxParallelUpgrades: 1`, every state seen through a watch; never two driver pods on a node,
+sampled), every node ending `upgrade-done` with a Ready driver pod of the new version.
 """
 
 from __future__ import annotations
@@ -36,7 +42,17 @@ from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import LocalControlPlane
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import READY_S, BackgroundSampler, quiet_writes, read_policy, wait_for
+from .conftest import (
+    IN_FLIGHT,
+    REACT_S,
+    READY_S,
+    BackgroundSampler,
+    UpgradeStateWatch,
+    patch_policy,
+    quiet_writes,
+    read_policy,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -48,6 +64,12 @@ DRIVER_PODS = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
 # says); a loaded machine's budget is conftest's READY_S.  The measured time is printed.
 READY_BUDGET_S = READY_S
 WORKLOAD = "gpu-workload"
+# A driver version other than the release's (the one NVIDIA's operator ran): a change to roll.
+NEW_DRIVER_VERSION = "580.95.05"
+# One node's driver upgrade (cordon, pod deletion, driver restart, validation, uncordon) takes a
+# few of the node agent's passes, 5 to 10 s quiet; NVIDIA's example upgrades one node at a time.
+# Per node, ten times that on a loaded machine (conftest's budgets).
+UPGRADE_PER_NODE_S = 60
 
 
 def foreign_managers(obj: dict[str, Any]) -> list[str]:
@@ -131,6 +153,21 @@ def restarts(pod: Any) -> int:
     return sum(s.restart_count for s in pod.status.container_statuses or ())
 
 
+def nvidias_driver_pods_running(kube: client.ApiClient, namespace: str, nodes: list[str]) -> dict[str, Any]:
+    """NVIDIA's pods run again, adopted by NVIDIA's DaemonSets, one driver pod per GPU node."""
+    pods: dict[str, Any] = wait_for(
+        lambda: (
+            pods
+            if len(pods := driver_pods(kube, namespace)) == len(nodes)
+            and all(p.status.phase == "Running" and p.metadata.owner_references for p in pods.values())
+            else None
+        ),
+        90,
+        what="NVIDIA's driver pods running again",
+    )
+    return pods
+
+
 def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
     kube: client.ApiClient,
     api: clients.ApiClient,
@@ -143,17 +180,7 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
     nodes = sorted(restored.nodes.values())
     header_rhcos = nvidia_fixtures.load(FIXTURE)[0]["rhcos"]
     assert restored.skipped == [], restored.skipped
-    # NVIDIA's pods run again, adopted by NVIDIA's DaemonSets, one driver pod per GPU node
-    before = wait_for(
-        lambda: (
-            pods
-            if len(pods := driver_pods(kube, namespace)) == len(nodes)
-            and all(p.status.phase == "Running" and p.metadata.owner_references for p in pods.values())
-            else None
-        ),
-        90,
-        what="NVIDIA's driver pods running again",
-    )
+    before = nvidias_driver_pods_running(kube, namespace, nodes)
     restarts_before = {uid: restarts(p) for uid, p in before.items()}
     # the driver NVIDIA's operator ran is the one ocp-gpu's release defaults to: the same driver
     assert nvidia_fixtures.driver_image(FIXTURE) == releases.with_release_defaults({})["DRIVER_IMAGE"]
@@ -253,3 +280,85 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
         )
     }
     assert expected <= set(adopted), adopted
+
+
+def driver_version_ready(pod: Any, version: str) -> bool:
+    """The pod runs the driver image of `version` (`...driver:<version>-<os>`) and is Ready."""
+    return any(f"/driver:{version}-" in c.image for c in pod.spec.containers) and any(
+        c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ()
+    )
+
+
+def test_a_driver_version_change_after_the_takeover_rolls_node_by_node(
+    kube: client.ApiClient,
+    namespace: str,
+    restored: nvidia_fixtures.Restored,
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    apps = client.AppsV1Api(kube)
+    nodes = sorted(restored.nodes.values())
+    rhcos = nvidia_fixtures.load(FIXTURE)[0]["rhcos"]
+    nvidias = nvidias_driver_pods_running(kube, namespace, nodes)
+    start_operator(image_env=releases.with_release_defaults({}))
+    wait_for(
+        lambda: (read_policy(kube, restored.policy_name).get("status") or {}).get("state") == "ready",
+        READY_BUDGET_S,
+        interval=0.2,
+        what="the policy ready after the takeover",
+    )
+    wait_for(
+        lambda: all(
+            client.CoreV1Api(kube).read_node(n).metadata.labels.get(labels.UPGRADE_STATE) == "upgrade-done"
+            for n in nodes
+        ),
+        REACT_S,
+        what="every GPU node upgrade-done after the takeover",
+    )
+    # the takeover restarted nothing: the drivers are still NVIDIA's pods
+    assert set(driver_pods(kube, namespace)) == set(nvidias)
+    upgrade_policy = read_policy(kube, restored.policy_name)["spec"]["driver"]["upgradePolicy"]
+    parallel = upgrade_policy["maxParallelUpgrades"]
+    assert parallel == 1, upgrade_policy  # NVIDIA's OperatorHub example
+
+    with UpgradeStateWatch(kube, nodes) as states, Invariants(kube, namespace, nodes, set()) as invariants:
+        patch_policy(kube, {"driver": {"version": NEW_DRIVER_VERSION}}, name=restored.policy_name)
+        wait_for(
+            lambda: all(
+                any(
+                    f"/driver:{NEW_DRIVER_VERSION}-" in c.image
+                    for c in apps.read_namespaced_daemon_set(
+                        f"nvidia-driver-daemonset-{version}", namespace
+                    ).spec.template.spec.containers
+                )
+                for version in rhcos
+            ),
+            REACT_S,
+            what=f"both driver DaemonSets on driver {NEW_DRIVER_VERSION}",
+        )
+        wait_for(
+            lambda: (
+                sorted(p.spec.node_name for p in pods.values()) == nodes
+                and all(driver_version_ready(p, NEW_DRIVER_VERSION) for p in pods.values())
+                and all(states.current.get(n) == "upgrade-done" for n in nodes)
+                if (pods := driver_pods(kube, namespace))
+                else False
+            ),
+            UPGRADE_PER_NODE_S * len(nodes),
+            what=f"every node upgrade-done with a Ready driver {NEW_DRIVER_VERSION} pod",
+        )
+
+    # node by node: never more nodes in flight than the policy allows, each node went through
+    # the upgrade (cordoned, its driver pod restarted) and every one of NVIDIA's pods was replaced
+    assert states.max_in_flight <= parallel, states.max_in_flight
+    for node in nodes:
+        assert {"cordon-required", "pod-restart-required", "upgrade-done"} <= states.seen_by_node[node], (
+            node,
+            states.seen_by_node[node],
+        )
+    assert set(driver_pods(kube, namespace)).isdisjoint(nvidias)
+    assert invariants.samples > 0
+    assert invariants.most_drivers == 1
+    assert not any(client.CoreV1Api(kube).read_node(n).spec.unschedulable for n in nodes), (
+        "a node left cordoned"
+    )
+    assert IN_FLIGHT.isdisjoint(states.current.values())
