@@ -337,7 +337,9 @@ def test_a_driver_version_change_after_the_takeover_rolls_node_by_node(
         )
         wait_for(
             lambda: (
-                sorted(p.spec.node_name for p in pods.values()) == nodes
+                # one pod per node (a pod not yet bound has no node: not yet)
+                len(pods) == len(nodes)
+                and {p.spec.node_name for p in pods.values()} == set(nodes)
                 and all(driver_version_ready(p, NEW_DRIVER_VERSION) for p in pods.values())
                 and all(states.current.get(n) == "upgrade-done" for n in nodes)
                 if (pods := driver_pods(kube, namespace))
