@@ -7,7 +7,7 @@ compares their hashes with what was applied. This times the pure part of that pa
 `desired.driver_manifests.desired_driver_manifests` (the same function the
 operator calls), split into
 
-- ``plan``: node facts -> GpuNode records -> `planning.drivers.plan_driver_daemonsets`;
+- ``plan``: node facts -> GpuNode records -> `planning.drivers.driver_plan.plan_driver_daemonsets`;
 - ``render``: `desired.driver_render_cache.render_driver_state` (Jinja2, then YAML parsing, twice:
   once for the config digest, once with it). It keeps its last result: a pass that renders
   what the previous pass rendered (the usual case: a node joined a version, a status moved)
@@ -37,15 +37,17 @@ from typing import Any, Final, TypeVar
 
 from ocp_gpu.desired import driver_manifests, driver_render_cache
 from ocp_gpu.kube import applying, reading
-from ocp_gpu.model import apis, policy_parser, releases, snapshot
-from ocp_gpu.planning import drivers, imagestreams, platform
-from ocp_gpu.rendering import drivers as rendering
+from ocp_gpu.model import apis, driver_snapshot, releases
+from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.planning import platforms
+from ocp_gpu.planning.drivers import driver_plan, dtk_images
+from ocp_gpu.rendering import driver_rendering
 from ocp_gpu_harness import nodes as fake_nodes
 
 NAMESPACE: Final = "nvidia-gpu-operator"
 V1: Final = fake_nodes.DEFAULT_RHCOS
 DTK_IMAGE: Final = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
-OPENSHIFT: Final = platform.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
+OPENSHIFT: Final = platforms.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
 
 T = TypeVar("T")
 
@@ -112,16 +114,16 @@ def measure(count: int, daemonsets: int, repeat: int) -> dict[str, float]:
     whole, total = timed(lambda: driver_manifests.desired_driver_manifests(policy, OPENSHIFT, v), repeat)
     assert isinstance(whole, driver_manifests.DriverManifests)
     settings = whole.settings
-    stream = imagestreams.resolve_driver_toolkit_stream(reading.image_stream_singleton(v.dtk_imagestream))
+    stream = dtk_images.resolve_driver_toolkit_stream(reading.image_stream_singleton(v.dtk_imagestream))
 
-    def plan() -> drivers.DriverPlan:
-        gpu = tuple(snapshot.GpuNode.from_facts(f) for f in v.node_facts if f.is_gpu_node)
-        return drivers.plan_driver_daemonsets(
-            snapshot.DriverSnapshot(nodes=gpu, daemonsets=(), stream=stream), settings
+    def plan() -> driver_plan.DriverPlan:
+        gpu = tuple(driver_snapshot.GpuNode.from_facts(f) for f in v.node_facts if f.is_gpu_node)
+        return driver_plan.plan_driver_daemonsets(
+            driver_snapshot.DriverSnapshot(nodes=gpu, daemonsets=(), stream=stream), settings
         )
 
     planned, plan_s = timed(plan, repeat)
-    inputs = rendering.DriverRenderInputs(
+    inputs = driver_rendering.DriverRenderInputs(
         namespace=NAMESPACE, openshift=True, manager_image=releases.RELEASE_IMAGES["DRIVER_MANAGER_IMAGE"]
     )
     manifests, render_s = timed(

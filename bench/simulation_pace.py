@@ -27,15 +27,15 @@ import _proc
 import kubernetes
 
 import ocp_gpu
-from ocp_gpu.model import labels, operands
+from ocp_gpu.model import labels, operand_catalog
 from ocp_gpu_harness import cluster, nodes
 
 NAMESPACE: Final = "gpu-operator"
 SAMPLE_S: Final = 5.0
-APPS: Final = (operands.DRIVER, operands.CONTAINER_TOOLKIT, operands.OPERATOR_VALIDATOR)
+APPS: Final = (operand_catalog.DRIVER, operand_catalog.CONTAINER_TOOLKIT, operand_catalog.OPERATOR_VALIDATOR)
 
 
-def daemonset(operand: operands.Operand, init_containers: tuple[str, ...] = ()) -> dict[str, Any]:
+def daemonset(operand: operand_catalog.Operand, init_containers: tuple[str, ...] = ()) -> dict[str, Any]:
     pod_labels = {labels.APP: operand.app}
     return {
         "apiVersion": "apps/v1",
@@ -106,10 +106,11 @@ def run(count_nodes: int, timeout: float, lease_s: int) -> dict[str, Any]:
         cpu0 = {name: _proc.cpu_s(pid) for name, pid in pids.items()}
         apps = kubernetes.client.AppsV1Api(api)
         t0 = time.monotonic()
-        apps.create_namespaced_daemon_set(NAMESPACE, daemonset(operands.DRIVER))
-        apps.create_namespaced_daemon_set(NAMESPACE, daemonset(operands.CONTAINER_TOOLKIT))
+        apps.create_namespaced_daemon_set(NAMESPACE, daemonset(operand_catalog.DRIVER))
+        apps.create_namespaced_daemon_set(NAMESPACE, daemonset(operand_catalog.CONTAINER_TOOLKIT))
         apps.create_namespaced_daemon_set(
-            NAMESPACE, daemonset(operands.OPERATOR_VALIDATOR, ("driver-validation", "toolkit-validation"))
+            NAMESPACE,
+            daemonset(operand_catalog.OPERATOR_VALIDATOR, ("driver-validation", "toolkit-validation")),
         )
         want = len(APPS) * count_nodes
         samples: list[dict[str, Any]] = []

@@ -11,7 +11,7 @@ here so that 0 really means all nodes at once). Two parts, each run for
 
 planner (in process, deterministic)
     A simulated cluster of N nodes (default 1,000), each with an outdated driver pod
-    and one GPU workload pod, fed to ``planning.upgrade.plan_upgrades`` pass after
+    and one GPU workload pod, fed to ``planning.upgrades.upgrade_plan.plan_upgrades`` pass after
     pass; each plan is applied to the simulation the way a healthy cluster would take
     it (cordons, annotations and labels stick, deleted GPU pods are gone, a deleted
     driver pod comes back current and Ready by the next pass) until every node is
@@ -91,10 +91,10 @@ from _common import git_commit, operator_sources
 from kubernetes.client import ApiClient
 
 from ocp_gpu.kube import upgrading
-from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model import labels, upgrade_observations
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.policy import UpgradePolicy
-from ocp_gpu.model.upgrades import (
+from ocp_gpu.model.policy.policy_spec import UpgradePolicy
+from ocp_gpu.model.upgrade_observations import (
     DriverPod,
     DriverRevision,
     PodRef,
@@ -103,7 +103,7 @@ from ocp_gpu.model.upgrades import (
     UpgradeState,
     WorkloadPod,
 )
-from ocp_gpu.planning import upgrade
+from ocp_gpu.planning.upgrades import upgrade_plan
 from ocp_gpu_harness import binaries, nodes
 from ocp_gpu_harness.chaos import create_namespace, install_crd
 from ocp_gpu_harness.cluster import LocalControlPlane
@@ -185,15 +185,15 @@ def merge_annotations(node: UpgradeNode, annotations: Mapping[str, str | None]) 
     timers = dict(node.timers)
     fields: dict[str, bool] = {}
     for key, value in annotations.items():
-        if key in upgrades.TIMER_ANNOTATIONS:
-            moment = upgrades.parse_timestamp(value)
+        if key in upgrade_observations.TIMER_ANNOTATIONS:
+            moment = upgrade_observations.parse_timestamp(value)
             if moment is None:
                 timers.pop(key, None)
             else:
                 timers[key] = moment
-        elif key == upgrades.INITIAL_UNSCHEDULABLE:
+        elif key == upgrade_observations.INITIAL_UNSCHEDULABLE:
             fields["initially_unschedulable"] = value is not None
-        elif key == upgrades.CORDONED_BY_UPGRADE:
+        elif key == upgrade_observations.CORDONED_BY_UPGRADE:
             fields["cordoned_by_upgrade"] = value is not None
         elif key == labels.UPGRADE_ENABLED_ANNOTATION:
             fields["upgrade_enabled"] = value == "true"
@@ -239,7 +239,7 @@ class SimulatedCluster:
     def snapshot(self, policy: UpgradePolicy) -> UpgradeSnapshot:
         """What the operator's snapshot holds (its watch view): pods only where the planner needs them."""
         nodes = tuple(self.nodes[NodeName(name)] for name in self.names)
-        wanted = upgrade.nodes_needing_pods(nodes, policy)
+        wanted = upgrade_plan.nodes_needing_pods(nodes, policy)
         return UpgradeSnapshot(
             nodes=nodes,
             daemonsets=self.daemonsets,
@@ -268,7 +268,7 @@ class SimulatedCluster:
                 )
         self.now += datetime.timedelta(seconds=1)
 
-    def apply(self, plan: upgrade.UpgradePlan) -> None:
+    def apply(self, plan: upgrade_plan.UpgradePlan) -> None:
         for node_plan in plan.nodes:
             if not (node_plan.actions or node_plan.transition is not None or node_plan.annotations):
                 continue
@@ -279,12 +279,12 @@ class SimulatedCluster:
                 node = dataclasses.replace(node, state_label=node_plan.transition.value)
             self.nodes[node.name] = merge_annotations(node, node_plan.annotations)
 
-    def _act(self, node: UpgradeNode, action: upgrade.Action) -> UpgradeNode:
-        if isinstance(action, upgrade.Cordon):
+    def _act(self, node: UpgradeNode, action: upgrade_plan.Action) -> UpgradeNode:
+        if isinstance(action, upgrade_plan.Cordon):
             return merge_annotations(dataclasses.replace(node, unschedulable=True), action.annotations)
-        if isinstance(action, upgrade.Uncordon):
+        if isinstance(action, upgrade_plan.Uncordon):
             return dataclasses.replace(node, unschedulable=False)
-        if isinstance(action, upgrade.DeletePods | upgrade.EvictPods):
+        if isinstance(action, upgrade_plan.DeletePods | upgrade_plan.EvictPods):
             gone = set(action.pods)
             self.pods[node.name] = tuple(p for p in self.pods.get(node.name, ()) if p.ref not in gone)
             return node
@@ -336,9 +336,9 @@ def run_planner(count: int, parallel: int, max_unavailable: str, ready_passes: i
             raise RuntimeError(f"no convergence after {limit} passes")
         snap = sim.snapshot(policy)
         t0 = time.process_time()
-        plan = upgrade.plan_upgrades(snap, policy, sim.now)
+        plan = upgrade_plan.plan_upgrades(snap, policy, sim.now)
         t1 = time.process_time()
-        counts = upgrade.summarize(plan)
+        counts = upgrade_plan.summarize(plan)
         run.summarize_cpu_s += time.process_time() - t1
         per_pass.append(t1 - t0)
         moved = [p.transition.value for p in plan.nodes if p.transition is not None]
@@ -365,7 +365,7 @@ def run_planner(count: int, parallel: int, max_unavailable: str, ready_passes: i
         # No pass without a transition happened: time one on the finished cluster.
         snap = sim.snapshot(policy)
         t0 = time.process_time()
-        upgrade.plan_upgrades(snap, policy, sim.now)
+        upgrade_plan.plan_upgrades(snap, policy, sim.now)
         run.idle_pass_ms = round((time.process_time() - t0) * 1000, 3)
     return run
 
@@ -429,7 +429,7 @@ DRIVER_SELECTOR: Final = upgrading.DRIVER_SELECTOR
 GPU_NODE_SELECTOR: Final = upgrading.GPU_NODE_SELECTOR
 RECONCILES: Final = "gpu_operator_reconciliation_total"
 # The states between a granted slot and upgrade-done, as label values.
-IN_FLIGHT: Final = frozenset(state.value for state in upgrade.IN_PROGRESS)
+IN_FLIGHT: Final = frozenset(state.value for state in upgrade_plan.IN_PROGRESS)
 
 
 def percentiles(values: Iterable[float]) -> dict[str, float]:
@@ -820,7 +820,9 @@ def ready_validator_nodes(api: ApiClient) -> int:
     """Nodes with a Ready validator pod (app=nvidia-operator-validator), from one raw list."""
     items = json.loads(
         kubernetes.client.CoreV1Api(api)
-        .list_namespaced_pod(NAMESPACE, label_selector=upgrades.VALIDATOR_SELECTOR, _preload_content=False)
+        .list_namespaced_pod(
+            NAMESPACE, label_selector=upgrade_observations.VALIDATOR_SELECTOR, _preload_content=False
+        )
         .data
     )["items"]
     return len({(p.get("spec") or {}).get("nodeName") for p in items if _pod_ready(p)})

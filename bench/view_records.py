@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from list_pages import RHCOS, kwok_node
 
 from ocp_gpu.kube import pod_watch, reading
-from ocp_gpu.model import labels, operands
+from ocp_gpu.model import labels, operand_catalog
 
 NAMESPACE = "nvidia-gpu-operator"
 DRIVER_DAEMONSET = f"nvidia-driver-daemonset-{RHCOS}"
@@ -76,8 +76,8 @@ def node_pods(node: str) -> list[dict[str, Any]]:
         labels.DRIVER_STRATEGY: "dtk",
         labels.COMPONENT: labels.DRIVER_COMPONENT,
     }
-    toolkit = operands.CONTAINER_TOOLKIT.app
-    validator = operands.OPERATOR_VALIDATOR.app
+    toolkit = operand_catalog.CONTAINER_TOOLKIT.app
+    validator = operand_catalog.OPERATOR_VALIDATOR.app
     return [
         operand_pod(labels.DRIVER_APP, DRIVER_DAEMONSET, node, driver_labels),
         operand_pod(toolkit, toolkit, node, {}),

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from ocp_gpu.install import manifests
+from ocp_gpu.install import install_manifests
 from ocp_gpu.model import releases
 
 TARGET = "charts/ocp-gpu/templates/operator.yaml"
@@ -174,7 +174,7 @@ def _dump(document: dict[str, Any]) -> str:
     return yaml.safe_dump(document, sort_keys=False, width=1000)
 
 
-def _with_commented_rules(document: dict[str, Any], rules: tuple[manifests.Rule, ...]) -> str:
+def _with_commented_rules(document: dict[str, Any], rules: tuple[install_manifests.Rule, ...]) -> str:
     """A Role or ClusterRole whose rules each follow a comment saying why the operator holds it."""
     head = {key: value for key, value in document.items() if key != "rules"}
     lines = [_dump(head), "rules:\n"]
@@ -195,10 +195,10 @@ def render(root: Path | None = None) -> str:
 
 
 def _render_with_blocks() -> tuple[str, list[Block]]:
-    rules = manifests.rules()
+    rules = install_manifests.rules()
     documents = []
     blocks: list[Block] = []
-    for document in manifests.operator_manifests(NAMESPACE_MARK, IMAGE_MARK):
+    for document in install_manifests.operator_manifests(NAMESPACE_MARK, IMAGE_MARK):
         if document["kind"] == "ClusterRole":
             documents.append(_with_commented_rules(document, rules.cluster))
         elif document["kind"] == "Role":

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from ocp_gpu.install import manifests
+from ocp_gpu.install import install_manifests
 from ocp_gpu.model import images, releases
 
 TARGET = "charts/ocp-gpu/values.yaml"
@@ -53,7 +53,7 @@ def image_parts(variable: str) -> tuple[str, str, str]:
 def _image_lines(match: re.Match[str]) -> str:
     indent, variable = match["indent"], match["variable"]
     if variable == "RESOURCES":
-        text = yaml.safe_dump(dict(manifests.RESOURCES), sort_keys=False).rstrip("\n")
+        text = yaml.safe_dump(dict(install_manifests.RESOURCES), sort_keys=False).rstrip("\n")
         return "\n".join(indent + line for line in text.splitlines())
     repository, name, version = image_parts(variable)
     return f'{indent}repository: "{repository}"\n{indent}image: "{name}"\n{indent}version: "{version}"'
@@ -174,7 +174,7 @@ operator:
   annotations: {}
   # Labels for the chart's objects and the operator pod.
   labels: {}
-  # ocp_gpu/install/manifests.py RESOURCES (measured; see there)
+  # ocp_gpu/install/install_manifests.py RESOURCES (measured; see there)
   resources:
     <<RESOURCES>>
   logging:

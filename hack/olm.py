@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ocp_gpu.install import manifests
+from ocp_gpu.install import install_manifests
 from ocp_gpu.model import releases
 
 PACKAGE = "ocp-gpu"
@@ -152,7 +152,7 @@ def related_images() -> list[dict[str, str]]:
 def csv(root: Path) -> dict[str, Any]:
     """The ClusterServiceVersion as a dict."""
     base: dict[str, Any] = yaml.safe_load((root / CSV_BASE).read_text())
-    rules = manifests.rules()
+    rules = install_manifests.rules()
     metadata = copy.deepcopy(base["metadata"])
     metadata["name"] = CSV_NAME
     annotations = metadata["annotations"]
@@ -171,21 +171,21 @@ def csv(root: Path) -> dict[str, Any]:
         "spec": {
             "clusterPermissions": [
                 {
-                    "serviceAccountName": manifests.NAME,
+                    "serviceAccountName": install_manifests.NAME,
                     "rules": [rule.as_manifest() for rule in rules.cluster],
                 }
             ],
             "permissions": [
                 {
-                    "serviceAccountName": manifests.NAME,
+                    "serviceAccountName": install_manifests.NAME,
                     "rules": [rule.as_manifest() for rule in rules.namespace],
                 }
             ],
             "deployments": [
                 {
-                    "name": manifests.NAME,
-                    "label": dict(manifests.APP_LABELS),
-                    "spec": manifests.deployment_spec(),
+                    "name": install_manifests.NAME,
+                    "label": dict(install_manifests.APP_LABELS),
+                    "spec": install_manifests.deployment_spec(),
                 }
             ],
         },

@@ -24,7 +24,7 @@ ADMIN_COMMANDS: Final = {
         "render",
         "print every manifest the operator would apply (from files, or a live cluster read-only)",
     ),
-    "status": ("status", "show each GPU node's driver, upgrade state and why it waits (read-only)"),
+    "status": ("status_command", "show each GPU node's driver, upgrade state and why it waits (read-only)"),
     "must-gather": (
         "must_gather",
         "collect the ClusterPolicy, operands, GPU nodes, Events, logs and metrics for support",

@@ -4,7 +4,7 @@ Names are NVIDIA's (controllers/operator_metrics.go of NVIDIA's GPU operator, an
 the upgrade metrics of seed 000), so existing dashboards and alerts keep working;
 ours start with `ocp_gpu_`.  `ORIGIN` says where each name comes from;
 docs/metrics.md is generated from this module (hack/gen_metric_docs.py).
-The values are decided in planning/operator_health.py and set by the reconcilers.
+The values are decided in planning/status/operator_health.py and set by the reconcilers.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Any
 from ocp_gpu import memory, metrics, serving, watches
 from ocp_gpu.kube import clients, connecting, discovering, electing
 from ocp_gpu.model import apis, labels, releases
-from ocp_gpu.reconcilers import cluster, runtime, upgrades
+from ocp_gpu.reconcilers import cluster, runtime, upgrade_reconciler
 
 logger = logging.getLogger("ocp_gpu.operator")
 
@@ -107,7 +107,7 @@ async def run(options: RunOptions) -> int:
     }
     tasks |= {
         asyncio.ensure_future(cluster.reconcile_forever(rt, options.coalesce_s)): "reconciler",
-        asyncio.ensure_future(upgrades.upgrade_forever(rt, options.upgrade_coalesce_s)): "upgrades",
+        asyncio.ensure_future(upgrade_reconciler.upgrade_forever(rt, options.upgrade_coalesce_s)): "upgrades",
         renewing: "lease",
         asyncio.ensure_future(stop.wait()): "signal",
     }

@@ -75,7 +75,7 @@ DTK_TAGS: Final = {RHCOS_OLD: _DTK + "a" * 64, RHCOS_NEW: _DTK + "b" * 64}
 DRIVER_SELECTOR: Final = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
 GPU_NODE_SELECTOR: Final = f"{labels.NFD_NVIDIA_PCI}=true"
 MANAGED_SELECTOR: Final = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
-# The upgrade states that hold a slot of maxParallelUpgrades (planning.upgrade.IN_PROGRESS).
+# The upgrade states that hold a slot of maxParallelUpgrades (planning.upgrades.upgrade_plan.IN_PROGRESS).
 IN_FLIGHT: Final = frozenset(
     {
         "cordon-required",

@@ -48,7 +48,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ocp_gpu.model import apis, labels, operands
+from ocp_gpu.model import apis, labels, operand_catalog
 from ocp_gpu_harness import binaries, crds, openshift
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane
@@ -629,10 +629,10 @@ def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator
     # Which other operands are Ready on each node: T(oolkit) V(alidator) P(lugin) G(FD).
     stack_by_node: dict[str, set[str]] = {}
     short = {
-        operands.CONTAINER_TOOLKIT.app: "T",
-        operands.OPERATOR_VALIDATOR.app: "V",
-        operands.DEVICE_PLUGIN.app: "P",
-        operands.GPU_FEATURE_DISCOVERY.app: "G",
+        operand_catalog.CONTAINER_TOOLKIT.app: "T",
+        operand_catalog.OPERATOR_VALIDATOR.app: "V",
+        operand_catalog.DEVICE_PLUGIN.app: "P",
+        operand_catalog.GPU_FEATURE_DISCOVERY.app: "G",
     }
     selector = f"{labels.APP} in ({','.join(short)})"
     for pod in core.list_namespaced_pod(NAMESPACE, label_selector=selector).items:
@@ -680,7 +680,9 @@ def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator
         key=lambda d: d.metadata.name,
     ):
         lbl = ds.metadata.labels or {}
-        sidecar = [c.image for c in ds.spec.template.spec.containers if c.name == operands.DTK_CONTAINER]
+        sidecar = [
+            c.image for c in ds.spec.template.spec.containers if c.name == operand_catalog.DTK_CONTAINER
+        ]
         dtk = (
             Text("tag missing", style="red")
             if lbl.get(labels.DTK_IMAGE_MISSING) == "true"

@@ -24,7 +24,7 @@ operator) plays those parts, reading only what a node would see:
   to what the plugin would advertise: the config the operator rendered (the ConfigMap
   mounted as the pod's `available-configs` volume, the key named by the node's
   `nvidia.com/device-plugin.config` label or the config-manager's DEFAULT_CONFIG),
-  through `planning.plugin_config.advertised_resources`.  No Ready plugin pod: none.
+  through `planning.operands.plugin_config.advertised_resources`.  No Ready plugin pod: none.
 - **GFD labels.**  A Ready GFD pod on such a node: `nvidia.com/gpu.product`,
   `.count`, `.memory`, `nvidia.com/cuda.driver.major/minor/rev`, `nvidia.com/mig.capable`
   (the product is in model/mig.FAMILIES) and `nvidia.com/mig.strategy` (the pod's
@@ -40,7 +40,7 @@ operator) plays those parts, reading only what a node would see:
   otherwise state `pending`, the deploy labels of the device plugin, GFD, DCGM
   exporter and DCGM (NVIDIA's list and order) become `paused-for-mig-change` (an
   admin's `false` stays), and once none of their pods is left on the node the
-  geometry is "applied" (annotation `MIG_DEVICES`: what `planning.mig.mig_devices`
+  geometry is "applied" (annotation `MIG_DEVICES`: what `planning.operands.mig_planning.mig_devices`
   says the config makes), the labels go back to `true` (or `false`), the
   validator pod on the node is deleted (NVIDIA restarts it) and the state becomes
   `success`.  A node annotated `MIG_FAIL=true` fails at the apply step: state
@@ -70,9 +70,8 @@ import kubernetes
 import yaml
 from kubernetes.client import ApiClient
 
-from ocp_gpu.model import labels, mig, operands
-from ocp_gpu.planning import mig as mig_planning
-from ocp_gpu.planning import plugin_config
+from ocp_gpu.model import labels, mig_catalog, operand_catalog
+from ocp_gpu.planning.operands import mig_planning, plugin_config
 from ocp_gpu_harness import nodes as nodes_mod
 from ocp_gpu_harness import stages
 from ocp_gpu_harness.mirror import Mirror
@@ -130,23 +129,23 @@ MIG_PAUSED: Final = "ocp-gpu.harness/mig-paused-deploy-labels"
 MIG_FAIL: Final = "ocp-gpu.harness/mig-fail"
 # The GPU clients the MIG manager pauses, in its order (mig-parted's getK8sGPUClients).
 MIG_PAUSED_OPERANDS: Final = (
-    operands.DEVICE_PLUGIN,
-    operands.GPU_FEATURE_DISCOVERY,
-    operands.DCGM_EXPORTER,
-    operands.DCGM,
+    operand_catalog.DEVICE_PLUGIN,
+    operand_catalog.GPU_FEATURE_DISCOVERY,
+    operand_catalog.DCGM_EXPORTER,
+    operand_catalog.DCGM,
 )
 RESOURCE_PREFIX: Final = "nvidia.com/"
 PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
 # The operand pods whose readiness waits for a marker (their init containers would).
 GATED_APPS: Final = stages.GATED_APPS
-# The validator's init containers that wait for another operand's marker (rendering/validator.py).
+# The validator's init containers that wait for another operand's marker (rendering/operands/validator.py).
 VALIDATED_CONTAINERS: Final = {
-    "toolkit-validation": operands.CONTAINER_TOOLKIT,
-    "plugin-validation": operands.DEVICE_PLUGIN,
+    "toolkit-validation": operand_catalog.CONTAINER_TOOLKIT,
+    "plugin-validation": operand_catalog.DEVICE_PLUGIN,
 }
 # (namespace, node, operand) -> whether the operand's marker exists on the node.
-_MarkerCheck = Callable[[str, str, operands.Operand], bool]
-_APPS_SELECTOR: Final = operands.OPERAND_POD_SELECTOR
+_MarkerCheck = Callable[[str, str, operand_catalog.Operand], bool]
+_APPS_SELECTOR: Final = operand_catalog.OPERAND_POD_SELECTOR
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
@@ -158,7 +157,7 @@ def _ready(pod: Mapping[str, Any]) -> bool:
     )
 
 
-def validated_operands(pod: Mapping[str, Any]) -> tuple[operands.Operand, ...]:
+def validated_operands(pod: Mapping[str, Any]) -> tuple[operand_catalog.Operand, ...]:
     """The operands (toolkit, device plugin) whose markers a validator pod's init containers wait
     for: the operator leaves a validation out when its operand is disabled."""
     containers = {str(c.get("name")) for c in (pod.get("spec") or {}).get("initContainers") or ()}
@@ -166,7 +165,7 @@ def validated_operands(pod: Mapping[str, Any]) -> tuple[operands.Operand, ...]:
 
 
 def _app(obj: Mapping[str, Any]) -> str:
-    return operands.pod_app((obj.get("metadata") or {}).get("labels") or {})
+    return operand_catalog.pod_app((obj.get("metadata") or {}).get("labels") or {})
 
 
 class NodeAgent:
@@ -261,13 +260,13 @@ class NodeAgent:
                     (str(pod["metadata"]["namespace"]), str(pod["spec"].get("nodeName", "")), _app(pod))
                 )
 
-        def ready_on(namespace: str, node: str, operand: operands.Operand) -> bool:
+        def ready_on(namespace: str, node: str, operand: operand_catalog.Operand) -> bool:
             """The operand's marker exists on the node: its pod is Ready there, or the node is not
             labelled to run it (an admin's "false", the MIG manager's pause): the host has it."""
             node_labels = ((nodes.get(node) or {}).get("metadata") or {}).get("labels") or {}
             return (namespace, node, operand.app) in ready or node_labels.get(operand.deploy_label) != "true"
 
-        def present(namespace: str, node: str, operand: operands.Operand) -> bool:
+        def present(namespace: str, node: str, operand: operand_catalog.Operand) -> bool:
             """As `ready_on`, or the operand's DaemonSet does not exist: the host has it."""
             return (namespace, operand.app) not in deployed or ready_on(namespace, node, operand)
 
@@ -310,11 +309,11 @@ class NodeAgent:
             # Ready already, or a test chose its fate.
             return False
         namespace = str(metadata["namespace"])
-        driver_ready = present(namespace, node, operands.DRIVER)
-        toolkit_ready = driver_ready and present(namespace, node, operands.CONTAINER_TOOLKIT)
-        if app == operands.CONTAINER_TOOLKIT.app:
+        driver_ready = present(namespace, node, operand_catalog.DRIVER)
+        toolkit_ready = driver_ready and present(namespace, node, operand_catalog.CONTAINER_TOOLKIT)
+        if app == operand_catalog.CONTAINER_TOOLKIT.app:
             return driver_ready
-        if app == operands.OPERATOR_VALIDATOR.app:
+        if app == operand_catalog.OPERATOR_VALIDATOR.app:
             # NB: what the validator waits for is read from its own init containers, not from
             # which DaemonSets exist: its DaemonSet is applied before the device plugin's, and a
             # pass between the two took the plugin for one the host has (CI: the validator Ready
@@ -348,7 +347,7 @@ class NodeAgent:
         # In MIG mode a GPU is advertised only through its MIG devices.
         whole = 0 if mig_devices is not None else gpus
         on_node = [p for p in pods if p["spec"].get("nodeName") == name and _ready(p)]
-        plugin = next((p for p in on_node if _app(p) == operands.DEVICE_PLUGIN.app), None)
+        plugin = next((p for p in on_node if _app(p) == operand_catalog.DEVICE_PLUGIN.app), None)
         wanted: dict[str, int] = {}
         if plugin is not None:
             config = self._plugin_config(plugin, metadata.get("labels") or {})
@@ -366,7 +365,7 @@ class NodeAgent:
             body = {"status": {"capacity": resources, "allocatable": resources}}
             self._write(self.core.patch_node_status, name, body)
             logger.info("node %s: device plugin advertises %s", name, wanted or "nothing")
-        gfd = next((p for p in on_node if _app(p) == operands.GPU_FEATURE_DISCOVERY.app), None)
+        gfd = next((p for p in on_node if _app(p) == operand_catalog.GPU_FEATURE_DISCOVERY.app), None)
         node_labels = metadata.get("labels") or {}
         product = str(annotations.get(SIMULATED_PRODUCT, DEFAULT_PRODUCT))
         wanted_labels = _gfd_labels(product, gpus, mig_devices, _env_of(gfd, "MIG_STRATEGY")) if gfd else {}
@@ -388,7 +387,9 @@ class NodeAgent:
             (
                 p
                 for p in pods
-                if p["spec"].get("nodeName") == name and _app(p) == operands.MIG_MANAGER.app and _ready(p)
+                if p["spec"].get("nodeName") == name
+                and _app(p) == operand_catalog.MIG_MANAGER.app
+                and _ready(p)
             ),
             None,
         )
@@ -401,7 +402,7 @@ class NodeAgent:
             return
         namespace = str(manager["metadata"]["namespace"])
         product = str(annotations.get(SIMULATED_PRODUCT, DEFAULT_PRODUCT))
-        family = mig.family_of_product(product)
+        family = mig_catalog.family_of_product(product)
         gpus = int(annotations.get(SIMULATED_GPUS, "0"))
         try:
             document = self._mig_config(manager)
@@ -452,7 +453,7 @@ class NodeAgent:
             if (
                 pod["spec"].get("nodeName") == name
                 and pod["metadata"]["namespace"] == namespace
-                and _app(pod) == operands.OPERATOR_VALIDATOR.app
+                and _app(pod) == operand_catalog.OPERATOR_VALIDATOR.app
             ):
                 try:
                     self._write(self.core.delete_namespaced_pod, pod["metadata"]["name"], namespace)
@@ -483,7 +484,7 @@ class NodeAgent:
     def _mig_config(self, pod: Mapping[str, Any]) -> Any:
         """The mig-parted config file the MIG manager pod reads (None when there is none)."""
         config_map = _volume_config_map(pod, "mig-parted-config")
-        key = (_env_of(pod, "CONFIG_FILE") or mig.CONFIG_KEY).rsplit("/", 1)[-1]
+        key = (_env_of(pod, "CONFIG_FILE") or mig_catalog.CONFIG_KEY).rsplit("/", 1)[-1]
         if not config_map:
             return None
         return self._config_file(pod, config_map, key)
@@ -593,7 +594,7 @@ def _gfd_labels(
                 "550",
                 "54",
                 "15",
-                "true" if mig.family_of_product(product) else "false",
+                "true" if mig_catalog.family_of_product(product) else "false",
                 strategy or "none",
             ),
             strict=True,
@@ -673,7 +674,7 @@ def _daemonset_app(daemonset: Mapping[str, Any]) -> str:
     template_labels = (((daemonset.get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
         "labels"
     ) or {}
-    return operands.pod_app(template_labels)
+    return operand_catalog.pod_app(template_labels)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """Running the operator under test with the RBAC it ships with, not as a cluster admin.
 
 The rules come from the one source (ocp_gpu/install/rbac.yaml, through
-`install.manifests`), the same the Helm chart and the CSV carry: a rule the operator
+`install.install_manifests`), the same the Helm chart and the CSV carry: a rule the operator
 needs and the source lacks makes an end-to-end test fail with a 403, here rather than
 in a customer's cluster.  The test identity is a client-certificate user in the group
 `OPERATOR_GROUP`; the ClusterRole is bound to that group once, the namespace Role in
@@ -21,7 +21,7 @@ from typing import Any, Final
 import kubernetes
 from kubernetes.client import ApiClient
 
-from ocp_gpu.install import manifests
+from ocp_gpu.install import install_manifests
 from ocp_gpu_harness import polling
 from ocp_gpu_harness.cluster import LocalControlPlane
 
@@ -39,18 +39,18 @@ def _apply_options() -> Mapping[str, Any]:
 def bind_cluster_role(api_client: ApiClient) -> None:
     """The shipped ClusterRole, bound to `OPERATOR_GROUP` (idempotent)."""
     rbac = kubernetes.client.RbacAuthorizationV1Api(api_client)
-    role = manifests.cluster_role(E2E_CLUSTER_ROLE)
+    role = install_manifests.cluster_role(E2E_CLUSTER_ROLE)
     rbac.patch_cluster_role(E2E_CLUSTER_ROLE, role, **_apply_options())
-    binding = manifests.cluster_role_binding("", E2E_CLUSTER_ROLE, subjects=_SUBJECTS)
+    binding = install_manifests.cluster_role_binding("", E2E_CLUSTER_ROLE, subjects=_SUBJECTS)
     rbac.patch_cluster_role_binding(E2E_CLUSTER_ROLE, binding, **_apply_options())
 
 
 def bind_namespace_role(api_client: ApiClient, namespace: str) -> None:
     """The shipped namespace Role in `namespace`, bound to `OPERATOR_GROUP` (idempotent)."""
     rbac = kubernetes.client.RbacAuthorizationV1Api(api_client)
-    role = manifests.role(namespace)
+    role = install_manifests.role(namespace)
     rbac.patch_namespaced_role(role["metadata"]["name"], namespace, role, **_apply_options())
-    binding = manifests.role_binding(namespace, subjects=_SUBJECTS)
+    binding = install_manifests.role_binding(namespace, subjects=_SUBJECTS)
     rbac.patch_namespaced_role_binding(binding["metadata"]["name"], namespace, binding, **_apply_options())
 
 

@@ -50,7 +50,7 @@ import yaml
 
 from ocp_gpu.kube import clients, gathering
 from ocp_gpu.model import labels
-from ocp_gpu.planning import gathering as plan
+from ocp_gpu.planning import must_gather_plan
 
 EXIT_GATHERED: Final = 0
 EXIT_UNREADABLE: Final = 1
@@ -127,7 +127,7 @@ def _namespaces(
     return [
         ns
         for ns in (labels.OPENSHIFT_NAMESPACE, labels.HELM_NAMESPACE)
-        if source.get(plan.Resource("v1", "namespaces", "Namespace", False), ns) is not None
+        if source.get(must_gather_plan.Resource("v1", "namespaces", "Namespace", False), ns) is not None
     ]
 
 
@@ -139,22 +139,29 @@ def gather(
 ) -> _Writer:
     """Collect everything into `dest` (created); returns the account of what was written."""
     out = _Writer(dest)
-    policies = source.list(plan.CLUSTER_POLICIES)
+    policies = source.list(must_gather_plan.CLUSTER_POLICIES)
     for policy in policies:
         name = _name(policy)
-        out.yaml(plan.resource_path(plan.CLUSTER_POLICIES, name), plan.scrub(policy))
         out.yaml(
-            plan.resource_path(plan.CLUSTER_POLICIES, name, suffix=".status.yaml"), policy.get("status") or {}
+            must_gather_plan.resource_path(must_gather_plan.CLUSTER_POLICIES, name),
+            must_gather_plan.scrub(policy),
+        )
+        out.yaml(
+            must_gather_plan.resource_path(must_gather_plan.CLUSTER_POLICIES, name, suffix=".status.yaml"),
+            policy.get("status") or {},
         )
 
-    gpu_nodes = [n for n in source.list(plan.NODES) if plan.is_gpu_node(n)]
+    gpu_nodes = [n for n in source.list(must_gather_plan.NODES) if must_gather_plan.is_gpu_node(n)]
     for node in gpu_nodes:
-        out.yaml(plan.resource_path(plan.NODES, _name(node)), plan.node_record(node))
+        out.yaml(
+            must_gather_plan.resource_path(must_gather_plan.NODES, _name(node)),
+            must_gather_plan.node_record(node),
+        )
 
     for resource, name, namespace in (
-        (plan.CLUSTER_VERSIONS, "version", None),
-        (plan.PROXIES, "cluster", None),
-        (plan.IMAGESTREAMS, labels.DTK_IMAGESTREAM_NAME, labels.DTK_IMAGESTREAM_NAMESPACE),
+        (must_gather_plan.CLUSTER_VERSIONS, "version", None),
+        (must_gather_plan.PROXIES, "cluster", None),
+        (must_gather_plan.IMAGESTREAMS, labels.DTK_IMAGESTREAM_NAME, labels.DTK_IMAGESTREAM_NAMESPACE),
     ):
         try:
             obj = source.get(resource, name, namespace)
@@ -164,14 +171,14 @@ def gather(
         if obj is None:
             out.failures.append(f"{resource.kind} {name}: not served or absent (not OpenShift?)")
         else:
-            out.yaml(plan.resource_path(resource, name, namespace), plan.scrub(obj))
+            out.yaml(must_gather_plan.resource_path(resource, name, namespace), must_gather_plan.scrub(obj))
 
     try:
-        default_events = source.list(plan.EVENTS, "default")
+        default_events = source.list(must_gather_plan.EVENTS, "default")
         involved = [_name(n) for n in gpu_nodes] + [_name(p) for p in policies]
         out.yaml(
-            plan.relative_path("namespaces", "default", "events.yaml"),
-            [plan.scrub(e) for e in plan.select_events(default_events, involved)],
+            must_gather_plan.relative_path("namespaces", "default", "events.yaml"),
+            [must_gather_plan.scrub(e) for e in must_gather_plan.select_events(default_events, involved)],
         )
     except gathering.GatherError as error:
         out.failed("Events in default", error)
@@ -179,7 +186,7 @@ def gather(
     for namespace in _namespaces(source, policies, namespaces):
         _gather_namespace(source, out, namespace, metrics_url)
 
-    out.text("README.txt", plan.summarize([*out.written, "README.txt"], out.failures))
+    out.text("README.txt", must_gather_plan.summarize([*out.written, "README.txt"], out.failures))
     return out
 
 
@@ -187,32 +194,39 @@ def _gather_namespace(
     source: gathering.GatherSource, out: _Writer, namespace: str, metrics_url: str | None
 ) -> None:
     try:
-        daemonsets = [d for d in source.list(plan.DAEMONSETS, namespace) if plan.is_operand_daemonset(d)]
-        pods = source.list(plan.PODS, namespace)
+        daemonsets = [
+            d
+            for d in source.list(must_gather_plan.DAEMONSETS, namespace)
+            if must_gather_plan.is_operand_daemonset(d)
+        ]
+        pods = source.list(must_gather_plan.PODS, namespace)
     except gathering.GatherError as error:
         out.failed(f"namespace {namespace}", error)
         return
     for ds in daemonsets:
-        _gather_described(source, out, plan.DAEMONSETS, namespace, ds)
-    for pod in plan.select_operand_pods(pods, daemonsets):
+        _gather_described(source, out, must_gather_plan.DAEMONSETS, namespace, ds)
+    for pod in must_gather_plan.select_operand_pods(pods, daemonsets):
         _gather_pod(source, out, namespace, pod)
 
     try:
         out.yaml(
-            plan.relative_path("namespaces", namespace, "events.yaml"),
-            [plan.scrub(e) for e in plan.sort_events(source.list(plan.EVENTS, namespace))],
+            must_gather_plan.relative_path("namespaces", namespace, "events.yaml"),
+            [
+                must_gather_plan.scrub(e)
+                for e in must_gather_plan.sort_events(source.list(must_gather_plan.EVENTS, namespace))
+            ],
         )
     except gathering.GatherError as error:
         out.failed(f"Events in {namespace}", error)
 
-    deployment = source.get(plan.DEPLOYMENTS, labels.OPERATOR_DEPLOYMENT, namespace)
-    operator_pods = plan.select_operator_pods(pods, deployment)
+    deployment = source.get(must_gather_plan.DEPLOYMENTS, labels.OPERATOR_DEPLOYMENT, namespace)
+    operator_pods = must_gather_plan.select_operator_pods(pods, deployment)
     for pod in operator_pods:
         name = _name(pod)
-        for container in plan.container_names(pod):
+        for container in must_gather_plan.container_names(pod):
             try:
                 out.text(
-                    plan.relative_path("operator", f"{name}.{container}.log"),
+                    must_gather_plan.relative_path("operator", f"{name}.{container}.log"),
                     source.logs(namespace, name, container, previous=False),
                 )
             except gathering.GatherError as error:
@@ -223,16 +237,16 @@ def _gather_namespace(
 def _gather_described(
     source: gathering.GatherSource,
     out: _Writer,
-    resource: plan.Resource,
+    resource: must_gather_plan.Resource,
     namespace: str,
     obj: Mapping[str, Any],
 ) -> str:
     """The object as YAML and `kubectl describe`'s text beside it; its name."""
     name = _name(obj)
-    out.yaml(plan.resource_path(resource, name, namespace), plan.scrub(obj))
+    out.yaml(must_gather_plan.resource_path(resource, name, namespace), must_gather_plan.scrub(obj))
     try:
         out.text(
-            plan.resource_path(resource, name, namespace, ".describe.txt"),
+            must_gather_plan.resource_path(resource, name, namespace, ".describe.txt"),
             source.describe(resource, name, namespace),
         )
     except gathering.GatherError as error:
@@ -241,7 +255,7 @@ def _gather_described(
 
 
 def _gather_pod(source: gathering.GatherSource, out: _Writer, namespace: str, pod: Mapping[str, Any]) -> None:
-    name = _gather_described(source, out, plan.PODS, namespace, pod)
+    name = _gather_described(source, out, must_gather_plan.PODS, namespace, pod)
     restarted = {
         str(cs.get("name"))
         for cs in [
@@ -250,8 +264,8 @@ def _gather_pod(source: gathering.GatherSource, out: _Writer, namespace: str, po
         ]
         if cs.get("restartCount") or cs.get("lastState")
     }
-    for container in plan.container_names(pod):
-        current, previous = plan.pod_paths(namespace, name, container)
+    for container in must_gather_plan.container_names(pod):
+        current, previous = must_gather_plan.pod_paths(namespace, name, container)
         try:
             out.text(current, source.logs(namespace, name, container, previous=False))
         except gathering.GatherError as error:
@@ -275,16 +289,19 @@ def _gather_metrics(
         try:
             with urllib.request.urlopen(metrics_url, timeout=gathering.REQUEST_TIMEOUT_S) as response:
                 out.text(
-                    plan.relative_path("operator", "metrics.txt"), response.read().decode(errors="replace")
+                    must_gather_plan.relative_path("operator", "metrics.txt"),
+                    response.read().decode(errors="replace"),
                 )
         except OSError as error:
             out.failed(f"operator metrics at {metrics_url}", error)
         return
     for pod in operator_pods:
         name = _name(pod)
-        path = f"/api/v1/namespaces/{namespace}/pods/{name}:{plan.metrics_port(pod)}/proxy/metrics"
+        path = (
+            f"/api/v1/namespaces/{namespace}/pods/{name}:{must_gather_plan.metrics_port(pod)}/proxy/metrics"
+        )
         try:
-            out.text(plan.relative_path("operator", f"{name}.metrics.txt"), source.raw(path))
+            out.text(must_gather_plan.relative_path("operator", f"{name}.metrics.txt"), source.raw(path))
         except gathering.GatherError as error:
             out.failed(f"operator metrics of {namespace}/{name}", error)
 

@@ -5,7 +5,7 @@ Runs on one GPU node (`--node`, default $NODE_NAME) and serves on `--bind` (defa
 markers exist in `--validations-dir` (driver, toolkit, cuda, plugin ready), how many
 `nvidia.com/*` devices the node advertises (the device plugin's work; -1 when the node
 cannot be read), and how many NVIDIA PCI devices `--sys-root`/bus/pci/devices lists.
-It looks again every `--interval` seconds.  Decisions: planning/node_status.py.
+It looks again every `--interval` seconds.  Decisions: planning/operands/node_status_gauges.py.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from prometheus_client import start_http_server
 
 from ocp_gpu import metrics
 from ocp_gpu.kube import clients, inspecting
-from ocp_gpu.planning import node_status
-from ocp_gpu.planning.validation import MARKERS
+from ocp_gpu.planning.operands import node_status_gauges
+from ocp_gpu.planning.operands.validation import MARKERS
 
 DEFAULT_PORT: Final = 8000
 log = logging.getLogger("ocp_gpu.node_status")
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--once", action="store_true", help="look once, print the metrics and exit")
 
 
-def look(args: argparse.Namespace, api_client: Any) -> node_status.NodeLook:
+def look(args: argparse.Namespace, api_client: Any) -> node_status_gauges.NodeLook:
     """One look at the node: markers, allocatable, PCI vendors; a failed part is None."""
     present = [name for name in MARKERS.values() if (args.validations_dir / name).exists()]
     try:
@@ -58,10 +58,10 @@ def look(args: argparse.Namespace, api_client: Any) -> node_status.NodeLook:
     except OSError as error:
         log.warning("could not list PCI devices under %s: %s", args.sys_root, error)
         vendors = None
-    return node_status.NodeLook(markers=present, allocatable=allocatable, pci_vendors=vendors)
+    return node_status_gauges.NodeLook(markers=present, allocatable=allocatable, pci_vendors=vendors)
 
 
-def record(node: str, status: node_status.NodeStatus, now: float) -> None:
+def record(node: str, status: node_status_gauges.NodeStatus, now: float) -> None:
     metrics.node_driver_ready.labels(node).set(status.driver_ready)
     metrics.node_toolkit_ready.labels(node).set(status.toolkit_ready)
     metrics.node_cuda_ready.labels(node).set(status.cuda_ready)
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace, stop: threading.Event, sleep: Callable[[float]
         log.info("serving node status metrics for %s on %s/metrics", args.node, args.bind)
     wait = sleep or stop.wait
     while True:
-        record(args.node, node_status.plan_node_status(look(args, api_client)), time.time())
+        record(args.node, node_status_gauges.plan_node_status(look(args, api_client)), time.time())
         if args.once or wait(args.interval):
             return 0
 

@@ -84,35 +84,24 @@ from ocp_gpu import __version__
 from ocp_gpu.desired import driver_manifests, pool_manifests
 from ocp_gpu.kube import applying, clients, discovering, reading, requesting
 from ocp_gpu.model import (
-    api_values,
     apis,
     custom_resources,
+    driver_snapshot,
     images,
     labels,
     nodes,
-    nvidia_driver,
-    operands,
-    policy_checks,
-    policy_parser,
+    nvidia_driver_spec,
+    operand_catalog,
     releases,
-    snapshot,
-    structural,
 )
-from ocp_gpu.model import policy as policy_model
-from ocp_gpu.model.problems import PolicyProblem, Severity
-from ocp_gpu.planning import (
-    config_maps,
-    driver_coverage,
-    driver_pools,
-    driver_strategy,
-    drivers,
-    monitoring,
-    policies,
-)
-from ocp_gpu.planning import platform as platform_model
-from ocp_gpu.rendering import common as operand_common
-from ocp_gpu.rendering import monitoring as monitoring_rendering
-from ocp_gpu.rendering import operands as operand_rendering
+from ocp_gpu.model.policy import api_values, policy_checks, policy_parser, policy_spec, structural
+from ocp_gpu.model.policy.policy_problems import PolicyProblem, Severity
+from ocp_gpu.planning import config_maps, platforms
+from ocp_gpu.planning.drivers import driver_coverage, driver_plan, driver_pools, driver_strategy
+from ocp_gpu.planning.operands import monitoring_planning
+from ocp_gpu.planning.status import policies
+from ocp_gpu.rendering import monitoring_rendering
+from ocp_gpu.rendering.operands import operand_common, operand_rendering
 
 EXIT_RENDERED: Final = 0
 EXIT_UNREADABLE: Final = 1
@@ -177,7 +166,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--platform",
-        choices=[kind.value for kind in platform_model.PlatformKind],
+        choices=[kind.value for kind in platforms.PlatformKind],
         default=None,
         help="default: openshift with an ImageStream file (live: detected), else kubernetes",
     )
@@ -238,7 +227,7 @@ class PolicySource:
 @dataclasses.dataclass(frozen=True)
 class RenderInputs:
     policy: PolicySource
-    platform: platform_model.Platform
+    platform: platforms.Platform
     view: driver_manifests.DriverView
     # Live mode: the view's DaemonSets are the cluster's, so changes and deletions mean something.
     live: bool = False
@@ -247,7 +236,7 @@ class RenderInputs:
     # monitoring.coreos.com is served (live: discovered); None: assumed on OpenShift only.
     monitoring_api: bool | None = None
     # The NVIDIADrivers (driver.useNvidiaDriverCRD), and where they came from.
-    nvidia_drivers: tuple[nvidia_driver.NvidiaDriver, ...] = ()
+    nvidia_drivers: tuple[nvidia_driver_spec.NvidiaDriver, ...] = ()
     nvidia_drivers_origin: str = ""
 
     @property
@@ -259,7 +248,7 @@ class RenderInputs:
 class RenderedPool:
     """One NVIDIADriver as the operator would reconcile it: its manifests, or why none."""
 
-    driver: nvidia_driver.NvidiaDriver
+    driver: nvidia_driver_spec.NvidiaDriver
     # Errors (nothing applied or deleted for this pool) and warnings, in NVIDIADriver paths.
     problems: tuple[PolicyProblem, ...] = ()
     # None when its spec is invalid or a problem stops it.
@@ -325,7 +314,7 @@ def render(inputs: RenderInputs) -> Rendering:
     if not policy.driver.enabled:
         # driver.enabled: false: the operator deletes its driver DaemonSets and renders none
         return Rendering(inputs, problems, None, stack_owned, drivers_enabled=False)
-    if nvidia_driver.is_mode_enabled(spec):
+    if nvidia_driver_spec.is_mode_enabled(spec):
         # The NVIDIADrivers deploy the drivers: their pools' DaemonSets, as the operator applies them.
         pools, pool_manifest_list = render_pools(spec, inputs)
         manifests = (*stack_owned[:1], *pool_manifest_list, *stack_owned[1:])
@@ -385,7 +374,7 @@ def render_pools(
         planned = [driver_pools.owner_label_value(o.driver.name) for o in outcomes if o.desired is not None]
         handover = driver_pools.plan_policy_handover(
             view.daemonsets,
-            tuple(snapshot.GpuNode.from_facts(f) for f in view.node_facts if f.is_gpu_node),
+            tuple(driver_snapshot.GpuNode.from_facts(f) for f in view.node_facts if f.is_gpu_node),
             selection.owners.owners,
             planned,
         )
@@ -393,13 +382,13 @@ def render_pools(
 
 
 def operand_manifests(
-    policy: policy_model.Policy, inputs: RenderInputs
+    policy: policy_spec.Policy, inputs: RenderInputs
 ) -> tuple[list[dict[str, Any]], list[PolicyProblem]]:
     """The pre-requisites (first) and every enabled operand but the driver, as the operator renders them."""
     namespace, openshift = inputs.view.namespace, inputs.platform.is_openshift
     manifests = operand_rendering.render_prerequisites(policy, namespace)
     problems: list[PolicyProblem] = []
-    for operand in operands.GENERIC:
+    for operand in operand_catalog.GENERIC:
         spec = policy.components()[operand.section]
         if not spec.enabled:
             # <section>.enabled: false: the operator deletes its objects and renders none
@@ -439,8 +428,8 @@ def operand_manifests(
             ),
         )
     # Beside the operands: the operator's own metrics Service, ServiceMonitor, alerts and dashboard.
-    groups = {monitoring.MONITORING_GROUP} if inputs.serves_monitoring else set()
-    plan = monitoring.plan_operator_monitoring(policy, inputs.platform, groups, {})
+    groups = {monitoring_planning.MONITORING_GROUP} if inputs.serves_monitoring else set()
+    plan = monitoring_planning.plan_operator_monitoring(policy, inputs.platform, groups, {})
     manifests += monitoring_rendering.render_monitoring_state(
         policy, monitoring_rendering.MonitoringRenderInputs(namespace, plan)
     )
@@ -518,7 +507,7 @@ def summary_lines(result: Rendering) -> list[str]:
         f"namespace: {inputs.view.namespace}",
         f"image defaults: {inputs.env_origin}",
     ]
-    if inputs.nvidia_drivers and not nvidia_driver.is_mode_enabled(_spec_mapping(inputs.policy.spec)):
+    if inputs.nvidia_drivers and not nvidia_driver_spec.is_mode_enabled(_spec_mapping(inputs.policy.spec)):
         # as each NVIDIADriver's status says then (state: disabled)
         lines.append(
             f"{len(inputs.nvidia_drivers)} NVIDIADriver(s) deploy nothing: the ClusterPolicy does not "
@@ -633,7 +622,7 @@ def _pool_lines(pools: PoolRendering, inputs: RenderInputs) -> list[str]:
             findings += [f"  {driver.name}: {f.reason}: {f.message}" for f in plan.findings]
         for conflict in owners.conflicts_of(value):
             lines.append(f"  {conflict.reason}: {conflict.message_for(value)}")
-        for path, instead in nvidia_driver.refused_settings(driver.spec).items():
+        for path, instead in nvidia_driver_spec.refused_settings(driver.spec).items():
             lines.append(f"  UnsupportedSetting: {path}: not acted on, {instead}")
     unowned = pool_manifests.unowned_finding(owners)
     if unowned is not None:
@@ -653,12 +642,12 @@ def _pool_lines(pools: PoolRendering, inputs: RenderInputs) -> list[str]:
 def _operands_line(result: Rendering) -> str:
     """Which operands besides the driver are rendered, which are switched off."""
     rendered = {str(m["metadata"]["name"]) for m in result.manifests if m.get("kind") == "DaemonSet"}
-    shown = [o.name for o in operands.GENERIC if o.daemonset in rendered]
-    off = [o.name for o in operands.GENERIC if o.daemonset not in rendered]
+    shown = [o.name for o in operand_catalog.GENERIC if o.daemonset in rendered]
+    off = [o.name for o in operand_catalog.GENERIC if o.daemonset not in rendered]
     return f"operands: {', '.join(shown) or 'none'}" + (f" (not rendered: {', '.join(off)})" if off else "")
 
 
-def _daemonset_line(entry: drivers.DesiredDriverDaemonSet, selected: Sequence[str]) -> str:
+def _daemonset_line(entry: driver_plan.DesiredDriverDaemonSet, selected: Sequence[str]) -> str:
     shown = ", ".join(selected[:_NODES_SHOWN])
     if len(selected) > _NODES_SHOWN:
         shown += f", +{len(selected) - _NODES_SHOWN} more"
@@ -670,7 +659,7 @@ def _daemonset_line(entry: drivers.DesiredDriverDaemonSet, selected: Sequence[st
     return line
 
 
-def _change(manifest: Mapping[str, Any] | None, existing: snapshot.DriverDaemonSet | None) -> str:
+def _change(manifest: Mapping[str, Any] | None, existing: driver_snapshot.DriverDaemonSet | None) -> str:
     """What the operator would do to this DaemonSet: the same applied-hash test it makes."""
     if existing is None:
         return " [new]"
@@ -768,9 +757,9 @@ def _is_nvidia_driver(item: object) -> bool:
 
 def nvidia_drivers_from_documents(
     documents: Sequence[Any], origin: str, *, only: bool = False
-) -> tuple[nvidia_driver.NvidiaDriver, ...]:
+) -> tuple[nvidia_driver_spec.NvidiaDriver, ...]:
     """The NVIDIADrivers in a file; `only`: the file is for NVIDIADrivers, anything else is an error."""
-    found: dict[str, nvidia_driver.NvidiaDriver] = {}
+    found: dict[str, nvidia_driver_spec.NvidiaDriver] = {}
     for index, item in enumerate(_objects(documents)):
         if not _is_nvidia_driver(item):
             if only:
@@ -846,7 +835,7 @@ def _cluster_version(version: str) -> dict[str, Any]:
     return {"status": {"desired": {"version": version}}}
 
 
-def _default_namespace(platform: platform_model.Platform) -> str:
+def _default_namespace(platform: platforms.Platform) -> str:
     return labels.OPENSHIFT_NAMESPACE if platform.is_openshift else labels.HELM_NAMESPACE
 
 
@@ -892,16 +881,12 @@ def read_files(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderI
         )
 
     if args.platform:
-        platform = platform_model.Platform(
-            platform_model.PlatformKind(args.platform), f"--platform {args.platform}"
-        )
+        platform = platforms.Platform(platforms.PlatformKind(args.platform), f"--platform {args.platform}")
     elif stream is not None:
-        platform = platform_model.Platform(
-            platform_model.PlatformKind.OPENSHIFT, "an ImageStream file was given"
-        )
+        platform = platforms.Platform(platforms.PlatformKind.OPENSHIFT, "an ImageStream file was given")
     else:
-        platform = platform_model.Platform(
-            platform_model.PlatformKind.KUBERNETES, "no ImageStream file; --platform openshift to change"
+        platform = platforms.Platform(
+            platforms.PlatformKind.KUBERNETES, "no ImageStream file; --platform openshift to change"
         )
     env, env_origin = _env(args.env, by_tag=args.tags)
     view = driver_manifests.DriverView(
@@ -924,7 +909,7 @@ def read_files(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderI
 
 def _file_nvidia_drivers(
     args: argparse.Namespace, policy_documents: Sequence[Any], policy_origin: str, stdin: TextIO | None
-) -> tuple[tuple[nvidia_driver.NvidiaDriver, ...], str]:
+) -> tuple[tuple[nvidia_driver_spec.NvidiaDriver, ...], str]:
     """The NVIDIADrivers of the policy file and of --nvidia-drivers (which wins on a name), and whence."""
     found = {d.name: d for d in nvidia_drivers_from_documents(policy_documents, policy_origin)}
     origins = [policy_origin] if found else []
@@ -971,7 +956,7 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
         if value:
             raise UsageError(f"{flag} is for file mode; live mode reads it from the cluster")
     proposed = None
-    proposed_pools: tuple[nvidia_driver.NvidiaDriver, ...] | None = None
+    proposed_pools: tuple[nvidia_driver_spec.NvidiaDriver, ...] | None = None
     pools_origin = ""
     if args.policy or args.nvidia_drivers:
         if args.policy:
@@ -992,11 +977,9 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
     with _reading("the API groups", server):
         groups = discovering.list_api_groups(api_client)
     if args.platform:
-        platform = platform_model.Platform(
-            platform_model.PlatformKind(args.platform), f"--platform {args.platform}"
-        )
+        platform = platforms.Platform(platforms.PlatformKind(args.platform), f"--platform {args.platform}")
     else:
-        platform = platform_model.detect_platform(groups)
+        platform = platforms.detect_platform(groups)
     namespace = args.namespace or _default_namespace(platform)
 
     with _reading("ClusterPolicies", server):
@@ -1007,7 +990,7 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
     policy = _live_policy(candidates, proposed, args.policy_name, server)
 
     listed = None
-    if proposed_pools is not None or nvidia_driver.is_mode_enabled(_spec_mapping(policy.spec)):
+    if proposed_pools is not None or nvidia_driver_spec.is_mode_enabled(_spec_mapping(policy.spec)):
         # NB: only when they matter: a reviewer may not be allowed to list them otherwise.
         with _reading("NVIDIADrivers", server):
             listed = _get(api_client, apis.NVIDIA_DRIVER_PATH)
@@ -1083,7 +1066,7 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
         view,
         live=True,
         env_origin=env_origin,
-        monitoring_api=monitoring.MONITORING_GROUP in groups,
+        monitoring_api=monitoring_planning.MONITORING_GROUP in groups,
         nvidia_drivers=pools,
         nvidia_drivers_origin=pools_origin,
     )
@@ -1094,7 +1077,7 @@ def _config_map_keys(
     server: str,
     namespace: str,
     spec: object,
-    pools: Sequence[nvidia_driver.NvidiaDriver] = (),
+    pools: Sequence[nvidia_driver_spec.NvidiaDriver] = (),
     env: Mapping[str, str] | None = None,
 ) -> dict[str, tuple[str, ...] | None]:
     """The keys of the ConfigMaps the policy names: the driver section's and every operand's."""
@@ -1106,9 +1089,9 @@ def _config_map_keys(
         return {}
     # The driver's (they decide its mounts) and every operand's (the operator checks them first).
     named = dict(driver_manifests.named_config_maps(policy))
-    for operand in operands.GENERIC:
+    for operand in operand_catalog.GENERIC:
         named |= operand_rendering.named_config_maps(operand, policy)[0]
-    if pools and isinstance(spec, Mapping) and nvidia_driver.is_mode_enabled(spec):
+    if pools and isinstance(spec, Mapping) and nvidia_driver_spec.is_mode_enabled(spec):
         # each pool's driver section names its own
         selection = pool_manifests.select_pools(pools, spec, env or {}, {})
         named |= {f"pool/{name}": name for name in pool_manifests.config_map_names(selection)}

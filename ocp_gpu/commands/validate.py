@@ -46,9 +46,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from ocp_gpu.kube import clients, requesting, validating
-from ocp_gpu.planning import validation
-from ocp_gpu.planning.validation import Component, Verdict
-from ocp_gpu.rendering import validation as rendering
+from ocp_gpu.planning.operands import validation
+from ocp_gpu.planning.operands.validation import Component, Verdict
+from ocp_gpu.rendering import validation_workloads
 
 DEFAULT_VALIDATIONS_DIR: Final = "/run/nvidia/validations"
 DEFAULT_TERMINATION_LOG: Final = "/dev/termination-log"
@@ -326,8 +326,8 @@ def run_workload(
         if settings.own_pod
         else None
     )
-    manifest = rendering.render_workload_pod(
-        rendering.WorkloadInputs(
+    manifest = validation_workloads.render_workload_pod(
+        validation_workloads.WorkloadInputs(
             component=component,
             node=settings.node,
             namespace=settings.namespace,

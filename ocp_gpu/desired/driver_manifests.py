@@ -1,6 +1,6 @@
 """The driver manifests the operator would apply for one view of the cluster: plan, then render.
 
-Shared by the driver reconciler (reconcilers/drivers.py, which applies the result)
+Shared by the driver reconciler (reconcilers/driver_reconciler.py, which applies the result)
 and `ocp-gpu render` (commands/render.py, which prints it), so what an admin
 reviews is byte for byte what the operator applies.  Pure: no I/O, no clock, no
 metrics; the caller reads the cluster (or files) into a `DriverView` and does
@@ -16,20 +16,18 @@ from typing import Any
 
 from ocp_gpu.desired import driver_render_cache
 from ocp_gpu.kube import reading
-from ocp_gpu.model import images, nodes, snapshot
-from ocp_gpu.model import policy as policy_model
-from ocp_gpu.model.problems import PolicyProblem
-from ocp_gpu.planning import (
-    config_maps,
-    delivery,
+from ocp_gpu.model import driver_snapshot, images, nodes
+from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.model.policy.policy_problems import PolicyProblem
+from ocp_gpu.planning import config_maps, delivery, platforms
+from ocp_gpu.planning.drivers import (
     driver_fallback,
+    driver_plan,
     driver_strategy,
     driver_versions,
-    drivers,
-    imagestreams,
+    dtk_images,
 )
-from ocp_gpu.planning import platform as platform_model
-from ocp_gpu.rendering import drivers as rendering
+from ocp_gpu.rendering import driver_rendering
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +45,7 @@ class DriverView:
     # Every node's facts; non-GPU nodes are left out here, not by the caller.
     node_facts: tuple[nodes.NodeFacts, ...]
     # The driver DaemonSets that exist now (their names are kept; stale ones are planned for GC).
-    daemonsets: tuple[snapshot.DriverDaemonSet, ...] = ()
+    daemonsets: tuple[driver_snapshot.DriverDaemonSet, ...] = ()
     # openshift/driver-toolkit, ClusterVersion `version` and Proxy `cluster`.
     # None: absent; delivery.NOT_DELIVERED: the watch has not listed the kind yet (no pass runs then).
     dtk_imagestream: delivery.Singleton = None
@@ -66,19 +64,21 @@ class DriverView:
 class DriverManifests:
     """The plan and its rendering: what to apply (in order) and what to delete."""
 
-    plan: drivers.DriverPlan
+    plan: driver_plan.DriverPlan
     # Apply order; without ownership metadata (kube.applying.owned adds it at apply time).
     manifests: tuple[dict[str, Any], ...]
     settings: driver_strategy.DriverSettings
     # Precompiled keys that fall back to a DTK build at these times unless their pull recovers.
-    fallback_pending: Mapping[snapshot.DriverKey, datetime.datetime] = dataclasses.field(default_factory=dict)
+    fallback_pending: Mapping[driver_snapshot.DriverKey, datetime.datetime] = dataclasses.field(
+        default_factory=dict
+    )
 
 
 def desired_driver_manifests(
-    policy: policy_model.Policy,
-    platform: platform_model.Platform,
+    policy: policy_spec.Policy,
+    platform: platforms.Platform,
     view: DriverView,
-    adjust: Callable[[drivers.DriverPlan], drivers.DriverPlan] | None = None,
+    adjust: Callable[[driver_plan.DriverPlan], driver_plan.DriverPlan] | None = None,
 ) -> DriverManifests | PolicyProblem:
     """The driver manifests for `policy` on `view`, or the problem that prevents any.
 
@@ -107,14 +107,16 @@ def desired_driver_manifests(
                 return resolved
             module_images[key] = resolved
 
-    gpu_nodes = tuple(snapshot.GpuNode.from_facts(facts) for facts in view.node_facts if facts.is_gpu_node)
-    stream = (
-        imagestreams.resolve_driver_toolkit_stream(reading.image_stream_singleton(view.dtk_imagestream))
-        if platform.is_openshift
-        else snapshot.DriverToolkitStream(snapshot.StreamState.ABSENT, reason="not OpenShift")
+    gpu_nodes = tuple(
+        driver_snapshot.GpuNode.from_facts(facts) for facts in view.node_facts if facts.is_gpu_node
     )
-    observed = snapshot.DriverSnapshot(nodes=gpu_nodes, daemonsets=view.daemonsets, stream=stream)
-    pending: Mapping[snapshot.DriverKey, datetime.datetime] = {}
+    stream = (
+        dtk_images.resolve_driver_toolkit_stream(reading.image_stream_singleton(view.dtk_imagestream))
+        if platform.is_openshift
+        else driver_snapshot.DriverToolkitStream(driver_snapshot.StreamState.ABSENT, reason="not OpenShift")
+    )
+    observed = driver_snapshot.DriverSnapshot(nodes=gpu_nodes, daemonsets=view.daemonsets, stream=stream)
+    pending: Mapping[driver_snapshot.DriverKey, datetime.datetime] = {}
     if (
         settings.strategy is driver_strategy.Strategy.PRECOMPILED
         and settings.dtk_available
@@ -122,7 +124,7 @@ def desired_driver_manifests(
     ):
         # Which precompiled image each key wants now (planned without any fallback), then
         # which keys have failed to pull it for longer than the grace period.
-        plain = drivers.plan_driver_daemonsets(observed, dataclasses.replace(settings, dtk_fallback={}))
+        plain = driver_plan.plan_driver_daemonsets(observed, dataclasses.replace(settings, dtk_fallback={}))
         fallback = driver_fallback.plan_precompiled_fallback(
             wanted={entry.key: entry.driver_image for entry in plain.desired},
             failures=view.pull_failures,
@@ -132,7 +134,7 @@ def desired_driver_manifests(
         )
         settings = dataclasses.replace(settings, dtk_fallback=dict(fallback.keys))
         pending = fallback.pending
-    plan = drivers.plan_driver_daemonsets(observed, settings)
+    plan = driver_plan.plan_driver_daemonsets(observed, settings)
     if not driver_versions.is_version_pinned(policy):
         # driver.version unset: nodes already on a newer driver keep it (no silent downgrade)
         plan, _ = driver_versions.plan_keep_newer(
@@ -150,7 +152,7 @@ def desired_driver_manifests(
     manifests = driver_render_cache.render_driver_state(
         plan.desired,
         policy,
-        rendering.DriverRenderInputs(
+        driver_rendering.DriverRenderInputs(
             namespace=view.namespace,
             openshift=platform.is_openshift,
             manager_image=manager_image,
@@ -165,7 +167,7 @@ def desired_driver_manifests(
     return DriverManifests(plan=plan, manifests=tuple(manifests), settings=settings, fallback_pending=pending)
 
 
-def named_config_maps(policy: policy_model.Policy) -> dict[str, str]:
+def named_config_maps(policy: policy_spec.Policy) -> dict[str, str]:
     """The ConfigMaps the driver section names: field path -> name (unset fields left out)."""
     driver = policy.driver
     named = {
@@ -177,7 +179,7 @@ def named_config_maps(policy: policy_model.Policy) -> dict[str, str]:
 
 
 def config_map_problem(
-    policy: policy_model.Policy, view: DriverView, desired: Sequence[drivers.DesiredDriverDaemonSet]
+    policy: policy_spec.Policy, view: DriverView, desired: Sequence[driver_plan.DesiredDriverDaemonSet]
 ) -> PolicyProblem | None:
     """Why the named ConfigMaps cannot be mounted, naming the field; None when they can."""
     named = named_config_maps(policy)
@@ -188,8 +190,8 @@ def config_map_problem(
         if field == "spec.driver.kernelModuleConfig.name":
             continue
         for entry in desired:
-            os_id = rendering.os_id(entry.os_tag)
-            if rendering.config_dir(field, os_id) is None:
+            os_id = driver_rendering.os_id(entry.os_tag)
+            if driver_rendering.config_dir(field, os_id) is None:
                 return PolicyProblem(
                     field=field,
                     message=f"ocp-gpu knows no {'repository' if 'repo' in field else 'certificate'} "

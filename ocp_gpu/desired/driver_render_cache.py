@@ -5,7 +5,7 @@ for its digest) is most of a pass's CPU.  Most passes render what the previous o
 node joined a version, a status moved); a node on a new RHCOS version adds one desired entry,
 and only that DaemonSet is rendered, so its creation does not wait for the others'.  One
 cache per context (policy, inputs, templates), the most recent few: the ClusterPolicy's and
-each NVIDIADriver pool's.  The pure rendering is `rendering/drivers.py`; this module only
+each NVIDIADriver pool's.  The pure rendering is `rendering/driver_rendering.py`; this module only
 remembers its results (kept out of rendering/, which holds no state).
 """
 
@@ -15,10 +15,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ocp_gpu.model import policy as policy_model
-from ocp_gpu.planning.drivers import DesiredDriverDaemonSet
-from ocp_gpu.rendering import drivers as rendering
-from ocp_gpu.rendering import templating
+from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.planning.drivers.driver_plan import DesiredDriverDaemonSet
+from ocp_gpu.rendering import driver_rendering, templating
 
 CACHED_CONTEXTS: Final = 4
 
@@ -45,17 +44,17 @@ def clear() -> None:
 
 def render_driver_state(
     desired: Sequence[DesiredDriverDaemonSet],
-    policy: policy_model.Policy,
-    inputs: rendering.DriverRenderInputs,
+    policy: policy_spec.Policy,
+    inputs: driver_rendering.DriverRenderInputs,
 ) -> list[dict[str, Any]]:
-    """`rendering.drivers.render_driver_state`, rendering only the DaemonSets not kept from before.
+    """`rendering.driver_rendering.render_driver_state`, rendering only the DaemonSets not kept from before.
 
     The manifests are shared with later calls: treat them as read-only (kube/applying.owned copies).
     """
     context = (policy, inputs, templating.templates_dir())
     cache = next((c for c in _caches if c.context == context), None)
     if cache is None:
-        cache = _Cache(context=context, shared=rendering.render_shared(policy, inputs))
+        cache = _Cache(context=context, shared=driver_rendering.render_shared(policy, inputs))
     else:
         _caches.remove(cache)
     _caches.append(cache)
@@ -66,8 +65,8 @@ def render_driver_state(
         bare = dataclasses.replace(entry, nodes=(), exists=False)
         cached = cache.daemonsets.get(entry.name)
         if cached is None or cached[0] != bare:
-            cached = (bare, rendering.render_daemonset(entry, policy, inputs))
+            cached = (bare, driver_rendering.render_daemonset(entry, policy, inputs))
         kept[entry.name] = cached
     # Only the current keys stay cached: a key whose nodes all left is forgotten.
     cache.daemonsets = kept
-    return rendering.assemble(cache.shared, [kept[entry.name][1] for entry in desired])
+    return driver_rendering.assemble(cache.shared, [kept[entry.name][1] for entry in desired])

@@ -20,11 +20,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ocp_gpu.kube import applying
-from ocp_gpu.model import operands
-from ocp_gpu.model import policy as policy_model
-from ocp_gpu.rendering import common, templating
-from ocp_gpu.rendering import monitoring as monitoring_rendering
-from ocp_gpu.rendering import operands as operand_rendering
+from ocp_gpu.model import operand_catalog
+from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.rendering import monitoring_rendering, templating
+from ocp_gpu.rendering.operands import operand_common, operand_rendering
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,16 +55,17 @@ def _kept(slot: str, key: object, render: Any) -> tuple[Rendered, ...]:
 
 
 def operand_manifests(
-    operand: operands.Operand, policy: policy_model.Policy, inputs: common.OperandRenderInputs
+    operand: operand_catalog.Operand, policy: policy_spec.Policy, inputs: operand_common.OperandRenderInputs
 ) -> tuple[Rendered, ...]:
-    """`rendering.operands.render_operand`, rendered again only when its inputs changed."""
+    """`rendering.operands.operand_rendering.render_operand`, rendered again only when its inputs changed."""
     key = (policy, inputs, templating.templates_dir())
     return _kept(operand.name, key, lambda: operand_rendering.render_operand(operand, policy, inputs))
 
 
 def monitoring_manifests(
-    policy: policy_model.Policy, inputs: monitoring_rendering.MonitoringRenderInputs
+    policy: policy_spec.Policy, inputs: monitoring_rendering.MonitoringRenderInputs
 ) -> tuple[Rendered, ...]:
-    """`rendering.monitoring.render_monitoring_state`, rendered again only when its inputs changed."""
+    """`rendering.monitoring_rendering.render_monitoring_state`, rendered again only when its inputs
+    changed."""
     key = (policy, inputs, templating.templates_dir())
     return _kept(MONITORING, key, lambda: monitoring_rendering.render_monitoring_state(policy, inputs))

@@ -22,30 +22,30 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ocp_gpu.desired import driver_manifests
-from ocp_gpu.model import nodes, nvidia_driver, policy_checks, policy_parser, snapshot
-from ocp_gpu.model import policy as policy_model
-from ocp_gpu.model.problems import PolicyProblem, Severity
-from ocp_gpu.planning import driver_findings, driver_pools
-from ocp_gpu.planning import platform as platform_model
+from ocp_gpu.model import driver_snapshot, nodes, nvidia_driver_spec
+from ocp_gpu.model.policy import policy_checks, policy_parser, policy_spec
+from ocp_gpu.model.policy.policy_problems import PolicyProblem, Severity
+from ocp_gpu.planning import platforms
+from ocp_gpu.planning.drivers import driver_findings, driver_pools
 
 
 def pool_policy(
-    driver: nvidia_driver.NvidiaDriver, cluster_policy_spec: Mapping[str, Any], env: Mapping[str, str]
-) -> policy_model.Policy | list[PolicyProblem]:
+    driver: nvidia_driver_spec.NvidiaDriver, cluster_policy_spec: Mapping[str, Any], env: Mapping[str, str]
+) -> policy_spec.Policy | list[PolicyProblem]:
     """The policy that deploys one pool, or its problems under the NVIDIADriver's field paths."""
-    problems = nvidia_driver.pool_problems(driver)
-    spec = nvidia_driver.cluster_policy_spec(cluster_policy_spec, driver.spec)
+    problems = nvidia_driver_spec.pool_problems(driver)
+    spec = nvidia_driver_spec.cluster_policy_spec(cluster_policy_spec, driver.spec)
     try:
         policy = policy_parser.parse_policy(spec)
     except policy_parser.PolicyParseError as error:
         # only a file can hold a spec the CRD would reject; say where
-        field = nvidia_driver.nvidia_driver_field(error.field) or error.field
+        field = nvidia_driver_spec.nvidia_driver_field(error.field) or error.field
         return [
             *problems,
             PolicyProblem(field=field, message=str(error), fix="follow the NVIDIADriver schema"),
         ]
     for problem in policy_checks.validate_policy(policy, env):
-        pool_field = nvidia_driver.nvidia_driver_field(problem.field)
+        pool_field = nvidia_driver_spec.nvidia_driver_field(problem.field)
         if pool_field is not None and problem.severity is Severity.ERROR:
             # the pool's own field: report it under its NVIDIADriver path
             problems.append(
@@ -66,15 +66,15 @@ class PoolSelection:
     """Every NVIDIADriver's policy or problems, and which pool owns each GPU node."""
 
     # Oldest first (creationTimestamp, then name): the order the operator reconciles them in.
-    drivers: tuple[nvidia_driver.NvidiaDriver, ...]
-    policies: Mapping[str, policy_model.Policy]
+    drivers: tuple[nvidia_driver_spec.NvidiaDriver, ...]
+    policies: Mapping[str, policy_spec.Policy]
     # NVIDIADrivers whose spec is invalid: nothing is applied or deleted for them.
     invalid: Mapping[str, tuple[PolicyProblem, ...]]
     owners: driver_pools.OwnerPlan
     # The default NVIDIADriver that takes the unselected nodes ("" when none is valid).
     oldest_default: str = ""
 
-    def default_problems(self, driver: nvidia_driver.NvidiaDriver) -> list[PolicyProblem]:
+    def default_problems(self, driver: nvidia_driver_spec.NvidiaDriver) -> list[PolicyProblem]:
         """A second default NVIDIADriver takes no node: said on it."""
         if driver_pools.owner_label_value(driver.name) not in self.owners.extra_defaults:
             return []
@@ -88,14 +88,14 @@ class PoolSelection:
 
 
 def select_pools(
-    found: Iterable[nvidia_driver.NvidiaDriver],
+    found: Iterable[nvidia_driver_spec.NvidiaDriver],
     cluster_policy_spec: Mapping[str, Any],
     env: Mapping[str, str],
     node_labels: Mapping[nodes.NodeName, Mapping[str, str]],
 ) -> PoolSelection:
     """Each NVIDIADriver's policy (or problems), then every GPU node's owner by driver_pools' rules."""
     ordered = tuple(sorted(found, key=lambda d: (d.created, d.name)))
-    policies: dict[str, policy_model.Policy] = {}
+    policies: dict[str, policy_spec.Policy] = {}
     invalid: dict[str, tuple[PolicyProblem, ...]] = {}
     for driver in ordered:
         resolved = pool_policy(driver, cluster_policy_spec, env)
@@ -119,11 +119,11 @@ def select_pools(
 
 
 def pool_members(
-    driver: nvidia_driver.NvidiaDriver,
+    driver: nvidia_driver_spec.NvidiaDriver,
     owners: driver_pools.OwnerPlan,
     node_facts: Iterable[nodes.NodeFacts],
-    daemonsets: Iterable[snapshot.DriverDaemonSet],
-) -> tuple[tuple[nodes.NodeFacts, ...], tuple[snapshot.DriverDaemonSet, ...]]:
+    daemonsets: Iterable[driver_snapshot.DriverDaemonSet],
+) -> tuple[tuple[nodes.NodeFacts, ...], tuple[driver_snapshot.DriverDaemonSet, ...]]:
     """The pool's nodes (those it owns) and its driver DaemonSets (those labelled with it)."""
     value = driver_pools.owner_label_value(driver.name)
     mine = set(owners.nodes_of(value))
@@ -134,7 +134,7 @@ def pool_members(
 
 
 def pool_view(
-    driver: nvidia_driver.NvidiaDriver, owners: driver_pools.OwnerPlan, view: driver_manifests.DriverView
+    driver: nvidia_driver_spec.NvidiaDriver, owners: driver_pools.OwnerPlan, view: driver_manifests.DriverView
 ) -> driver_manifests.DriverView:
     """A whole-cluster view narrowed to one pool (what the reconciler reads per pool)."""
     facts, daemonsets = pool_members(driver, owners, view.node_facts, view.daemonsets)
@@ -142,9 +142,9 @@ def pool_view(
 
 
 def desired_pool_manifests(
-    driver: nvidia_driver.NvidiaDriver,
-    policy: policy_model.Policy,
-    platform: platform_model.Platform,
+    driver: nvidia_driver_spec.NvidiaDriver,
+    policy: policy_spec.Policy,
+    platform: platforms.Platform,
     view: driver_manifests.DriverView,
 ) -> driver_manifests.DriverManifests | PolicyProblem:
     """The pool's manifests on its view (`pool_view`), or the problem under its NVIDIADriver path.
@@ -165,7 +165,7 @@ def desired_pool_manifests(
     )
     if isinstance(desired, PolicyProblem):
         # an image that cannot be resolved, a missing ConfigMap: said in the NVIDIADriver's terms
-        field = nvidia_driver.nvidia_driver_field(desired.field) or desired.field
+        field = nvidia_driver_spec.nvidia_driver_field(desired.field) or desired.field
         return dataclasses.replace(
             desired, field=field, message=pool_fix(desired.message), fix=pool_fix(desired.fix)
         )
@@ -190,7 +190,7 @@ def unowned_finding(owners: driver_pools.OwnerPlan) -> driver_findings.DeferredD
     if not owners.unowned:
         return None
     return driver_findings.DeferredDaemonSet(
-        snapshot.DriverKey("GPU nodes without an NVIDIADriver"),
+        driver_snapshot.DriverKey("GPU nodes without an NVIDIADriver"),
         owners.unowned[: driver_pools.NODES_QUOTED],
         "no NVIDIADriver selects them: create one whose nodeSelector matches, or a default one",
     )

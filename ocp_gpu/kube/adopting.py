@@ -2,7 +2,7 @@
 
 NVIDIA's GPU Operator, stopped, leaves its operands running under the names ocp-gpu renders
 (DESIGN §4: names and selectors are NVIDIA's).  `adopt` makes ocp-gpu their one owner
-(planning/takeover.py decides how):
+(planning/operands/takeover.py decides how):
 - an object whose fields other managers own: one PATCH of its managedFields, so the apply that
   follows leaves exactly what ocp-gpu renders (no field kept alive by NVIDIA's manager);
 - a DaemonSet whose immutable selector is not ours (an older NVIDIA release, NVIDIA's precompiled
@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from ocp_gpu.kube import applying, clients, owning, requesting
 from ocp_gpu.model import labels
-from ocp_gpu.planning import takeover
+from ocp_gpu.planning.operands import takeover
 
 logger = logging.getLogger("ocp_gpu.adopting")
 

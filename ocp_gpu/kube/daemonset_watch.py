@@ -17,7 +17,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from ocp_gpu.kube import connecting, owning, reading, watching
-from ocp_gpu.model import labels, snapshot
+from ocp_gpu.model import driver_snapshot, labels
 
 # The owned-kind row these DaemonSets are (kopf watches every other owned kind).
 KIND: Final = next(kind for kind in owning.OWNED_KINDS if kind.kind == "DaemonSet")
@@ -28,7 +28,7 @@ class DaemonSetFacts:
     """One owned DaemonSet as the view keeps it."""
 
     name: str
-    daemonset: snapshot.DriverDaemonSet
+    daemonset: driver_snapshot.DriverDaemonSet
     observed: owning.ObservedObject
 
 

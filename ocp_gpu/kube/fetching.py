@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from urllib.parse import quote
 
 from ocp_gpu.kube import clients, requesting
-from ocp_gpu.model import labels, snapshot
+from ocp_gpu.model import driver_snapshot, labels
 
 
 def config_map_keys(
@@ -35,7 +35,7 @@ def config_map_keys(
     return found
 
 
-def nodes_still_selected(api_client: clients.ApiClient, daemonset: snapshot.DriverDaemonSet) -> bool:
+def nodes_still_selected(api_client: clients.ApiClient, daemonset: driver_snapshot.DriverDaemonSet) -> bool:
     """True when a node matches this DaemonSet's nodeSelector now (one LIST, limit 1).
 
     NB: the last read before an irreversible delete, so it asks the server, not the watch: a

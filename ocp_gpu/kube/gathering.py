@@ -9,7 +9,7 @@ Two sources with one interface (`GatherSource`):
   Kubernetes, or a laptop without the OpenShift CLI).  It has no `describe`, so it
   writes its own: the fields `kubectl describe` leads with, plus the object's Events.
 
-Both are read-only (GET only) and both refuse Secrets (`planning.gathering.check_gatherable`).
+Both are read-only (GET only) and both refuse Secrets (`planning.must_gather_plan.check_gatherable`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from urllib.parse import quote, urlencode
 import openshift_client as oc
 
 from ocp_gpu.kube import clients, requesting
-from ocp_gpu.planning import gathering
-from ocp_gpu.planning.gathering import Resource
+from ocp_gpu.planning import must_gather_plan
+from ocp_gpu.planning.must_gather_plan import Resource
 
 # Seconds one read may take: a kwok or unreachable kubelet must not stall the whole gather.
 REQUEST_TIMEOUT_S = 15
@@ -78,7 +78,7 @@ class KubeSource:
             raise GatherError(f"{path}: {requesting.describe_error(error)}") from None
 
     def list(self, resource: Resource, namespace: str | None = None) -> list[dict[str, Any]]:
-        gathering.check_gatherable(resource)
+        must_gather_plan.check_gatherable(resource)
         path = _api_path(resource, namespace)
         # Paged, as the operator lists: a big cluster's nodes do not arrive in one response.
         try:
@@ -91,7 +91,7 @@ class KubeSource:
         return [{"apiVersion": resource.group_version, "kind": resource.kind, **item} for item in listed]
 
     def get(self, resource: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        gathering.check_gatherable(resource)
+        must_gather_plan.check_gatherable(resource)
         try:
             obj: dict[str, Any] = self._get_json(_api_path(resource, namespace, name))
         except NotServedError:
@@ -118,10 +118,12 @@ class KubeSource:
         uid = (obj.get("metadata") or {}).get("uid", "")
         events_ns = namespace if resource.namespaced else "default"
         try:
-            events = self.list(gathering.EVENTS, events_ns)
+            events = self.list(must_gather_plan.EVENTS, events_ns)
         except GatherError:
             events = []
-        mine = gathering.sort_events(e for e in events if (e.get("involvedObject") or {}).get("uid") == uid)
+        mine = must_gather_plan.sort_events(
+            e for e in events if (e.get("involvedObject") or {}).get("uid") == uid
+        )
         return describe_text(obj, mine)
 
     def raw(self, path: str) -> str:
@@ -163,7 +165,7 @@ class OcSource:
         return str(result.out())
 
     def list(self, resource: Resource, namespace: str | None = None) -> list[dict[str, Any]]:
-        gathering.check_gatherable(resource)
+        must_gather_plan.check_gatherable(resource)
         args = [resource.qualified, "-o=json"]
         if resource.namespaced and namespace is None:
             args.append("--all-namespaces")
@@ -171,7 +173,7 @@ class OcSource:
         return list(body.get("items") or ())
 
     def get(self, resource: Resource, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        gathering.check_gatherable(resource)
+        must_gather_plan.check_gatherable(resource)
         try:
             text = self._invoke(
                 "get", [f"{resource.qualified}/{name}", "-o=json"], namespace if resource.namespaced else None
@@ -189,7 +191,7 @@ class OcSource:
             raise GatherError(str(error)) from None
 
     def describe(self, resource: Resource, name: str, namespace: str | None = None) -> str:
-        gathering.check_gatherable(resource)
+        must_gather_plan.check_gatherable(resource)
         return self._invoke(
             "describe", [f"{resource.qualified}/{name}"], namespace if resource.namespaced else None
         )

@@ -21,7 +21,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from ocp_gpu.kube import connecting, owning, reading, watching
-from ocp_gpu.model import custom_resources, labels, nvidia_driver
+from ocp_gpu.model import custom_resources, labels, nvidia_driver_spec
 
 Login = connecting.Login
 
@@ -128,8 +128,8 @@ def policy_watch(
 
 
 def nvidia_driver_watch(
-    login: Login, group: str, version: str, plural: str, sink: watching.Sink[nvidia_driver.NvidiaDriver]
-) -> watching.ObjectWatch[nvidia_driver.NvidiaDriver]:
+    login: Login, group: str, version: str, plural: str, sink: watching.Sink[nvidia_driver_spec.NvidiaDriver]
+) -> watching.ObjectWatch[nvidia_driver_spec.NvidiaDriver]:
     """Every NVIDIADriver."""
     return watching.ObjectWatch(
         login,

@@ -25,7 +25,7 @@ from typing import Any, Final
 import aiohttp
 
 from ocp_gpu.kube import connecting, upgrading, watching
-from ocp_gpu.model.upgrades import WorkloadPod
+from ocp_gpu.model.upgrade_observations import WorkloadPod
 
 logger = logging.getLogger("ocp_gpu.watching")
 

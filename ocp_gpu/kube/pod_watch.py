@@ -19,17 +19,17 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from ocp_gpu.kube import connecting, reading, upgrading, watching
-from ocp_gpu.model import operands, pods
-from ocp_gpu.planning import pod_selection
+from ocp_gpu.model import operand_catalog, pods
+from ocp_gpu.planning.upgrades import pod_selection
 
 # Every operand's pods (readiness per node for the status), driver and validator pods included.
-OPERAND_POD_SELECTOR: Final = operands.OPERAND_POD_SELECTOR
+OPERAND_POD_SELECTOR: Final = operand_catalog.OPERAND_POD_SELECTOR
 
 
 def pod_facts(body: Mapping[str, Any]) -> pods.PodFacts:
     """Every fact the operator keeps of one operand pod, from its JSON (one pass per event)."""
     operand = reading.operand_pod(body)
-    if operand.app == operands.OPERATOR_VALIDATOR.app:
+    if operand.app == operand_catalog.OPERATOR_VALIDATOR.app:
         return pods.PodFacts(operand.name, operand, validator=upgrading.validator_pod(body))
     # NB: driver pods of either mode are kept; the upgrade picks its mode's (rt.cache.nvidia_driver_mode).
     if pod_selection.is_any_driver_pod((body.get("metadata") or {}).get("labels") or {}):
@@ -43,7 +43,7 @@ def pod_facts(body: Mapping[str, Any]) -> pods.PodFacts:
 PodSink = watching.Sink[pods.PodFacts]
 
 
-_OPERAND_APPS: Final = frozenset(operands.POD_APPS)
+_OPERAND_APPS: Final = frozenset(operand_catalog.POD_APPS)
 
 
 class OperandsOnly:

@@ -6,10 +6,19 @@ import sys
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from ocp_gpu.model import custom_resources, imagestreams, labels, nodes, operands, snapshot, upgrades
-from ocp_gpu.model import nvidia_driver as nvidia_driver_model
+from ocp_gpu.model import (
+    custom_resources,
+    driver_snapshot,
+    imagestream_tags,
+    labels,
+    nodes,
+    nvidia_driver_spec,
+    operand_catalog,
+    upgrade_observations,
+)
 from ocp_gpu.model.proxy import ClusterProxy
-from ocp_gpu.planning import delivery, driver_currency
+from ocp_gpu.planning import delivery
+from ocp_gpu.planning.drivers import driver_currency
 
 R = TypeVar("R", bound=custom_resources.CustomResource)
 
@@ -45,22 +54,24 @@ def _quantity_int(value: object) -> int:
         return 0
 
 
-def driver_daemonset(body: Mapping[str, Any]) -> snapshot.DriverDaemonSet:
+def driver_daemonset(body: Mapping[str, Any]) -> driver_snapshot.DriverDaemonSet:
     """A driver DaemonSet we manage, reduced to what planning and status need."""
     metadata = body.get("metadata") or {}
     status = body.get("status") or {}
     pod_spec = ((body.get("spec") or {}).get("template") or {}).get("spec") or {}
     containers = pod_spec.get("containers") or []
     images = {str(c.get("name", "")): str(c.get("image", "")) for c in containers}
-    driver_image = next((image for name, image in images.items() if name != operands.DTK_CONTAINER), "")
-    return snapshot.DriverDaemonSet(
+    driver_image = next(
+        (image for name, image in images.items() if name != operand_catalog.DTK_CONTAINER), ""
+    )
+    return driver_snapshot.DriverDaemonSet(
         name=str(metadata.get("name", "")),
         labels=dict(metadata.get("labels") or {}),
         annotations={
             k: v for k, v in (metadata.get("annotations") or {}).items() if k.startswith("ocp-gpu.io/")
         },
         image=driver_image,
-        dtk_image=images.get(operands.DTK_CONTAINER),
+        dtk_image=images.get(operand_catalog.DTK_CONTAINER),
         node_selector={str(k): str(v) for k, v in (pod_spec.get("nodeSelector") or {}).items()},
         generation=int(metadata.get("generation", 1)),
         observed_generation=int(status.get("observedGeneration", 0)),
@@ -87,13 +98,13 @@ def openshift_version(cluster_version: Mapping[str, Any]) -> str:
 PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
 
 
-def driver_pod_pull(body: Mapping[str, Any]) -> snapshot.DriverPodPull:
+def driver_pod_pull(body: Mapping[str, Any]) -> driver_snapshot.DriverPodPull:
     """The pull state of a driver pod's driver container."""
     metadata = body.get("metadata") or {}
     pod_labels = metadata.get("labels") or {}
     containers = (body.get("spec") or {}).get("containers") or []
     image = next(
-        (str(c.get("image", "")) for c in containers if c.get("name") == operands.DRIVER_CONTAINER), ""
+        (str(c.get("image", "")) for c in containers if c.get("name") == operand_catalog.DRIVER_CONTAINER), ""
     )
     statuses = [
         *((body.get("status") or {}).get("initContainerStatuses") or ()),
@@ -102,9 +113,9 @@ def driver_pod_pull(body: Mapping[str, Any]) -> snapshot.DriverPodPull:
     failing = any(
         ((status.get("state") or {}).get("waiting") or {}).get("reason") in PULL_FAILURES
         for status in statuses
-        if status.get("name") == operands.DRIVER_CONTAINER
+        if status.get("name") == operand_catalog.DRIVER_CONTAINER
     )
-    return snapshot.DriverPodPull(
+    return driver_snapshot.DriverPodPull(
         name=str(metadata.get("name", "")),
         # NB: interned: the same key, strategy and image in every driver pod of a version.
         key=_interned(pod_labels.get(labels.DRIVER_KEY)),
@@ -119,7 +130,7 @@ def _interned(value: object) -> str | None:
     return None if value is None else sys.intern(str(value))
 
 
-def operand_pod(body: Mapping[str, Any]) -> operands.OperandPod:
+def operand_pod(body: Mapping[str, Any]) -> operand_catalog.OperandPod:
     """The OperandPod record of an operand pod: Ready means running with every container ready."""
     metadata = body.get("metadata") or {}
     status = body.get("status") or {}
@@ -127,10 +138,10 @@ def operand_pod(body: Mapping[str, Any]) -> operands.OperandPod:
         condition.get("type") == "Ready" and condition.get("status") == "True"
         for condition in status.get("conditions") or ()
     )
-    return operands.OperandPod(
+    return operand_catalog.OperandPod(
         name=str(metadata.get("name", "")),
         # NB: interned: a handful of apps and one name per node, repeated by thousands of pods.
-        app=sys.intern(operands.pod_app(metadata.get("labels") or {})),
+        app=sys.intern(operand_catalog.pod_app(metadata.get("labels") or {})),
         node=sys.intern(str((body.get("spec") or {}).get("nodeName", ""))),
         ready=bool(ready),
     )
@@ -142,9 +153,9 @@ def cluster_policy(body: Mapping[str, Any]) -> custom_resources.PolicyObject:
     return _custom_resource(custom_resources.PolicyObject, body)
 
 
-def nvidia_driver(body: Mapping[str, Any]) -> nvidia_driver_model.NvidiaDriver:
+def nvidia_driver(body: Mapping[str, Any]) -> nvidia_driver_spec.NvidiaDriver:
     """The NvidiaDriver record of an NVIDIADriver object."""
-    return _custom_resource(nvidia_driver_model.NvidiaDriver, body)
+    return _custom_resource(nvidia_driver_spec.NvidiaDriver, body)
 
 
 def _custom_resource(record: type[R], body: Mapping[str, Any]) -> R:
@@ -178,7 +189,7 @@ def controller_revision(body: Mapping[str, Any]) -> dict[str, Any]:
             "labels": {
                 key: value
                 for key, value in (metadata.get("labels") or {}).items()
-                if key == upgrades.POD_REVISION_LABEL
+                if key == upgrade_observations.POD_REVISION_LABEL
             },
             "ownerReferences": [dict(ref) for ref in metadata.get("ownerReferences") or ()],
         },
@@ -192,7 +203,7 @@ def pod_node_selector(daemonset: Mapping[str, Any]) -> dict[str, str]:
     return {str(key): str(value) for key, value in (template.get("nodeSelector") or {}).items()}
 
 
-def image_stream(body: Mapping[str, Any]) -> imagestreams.ImageStream:
+def image_stream(body: Mapping[str, Any]) -> imagestream_tags.ImageStream:
     """The tags of an ImageStream object as the API returns it."""
     spec_tags = []
     for entry in _list(_dict(body.get("spec")).get("tags")):
@@ -200,14 +211,14 @@ def image_stream(body: Mapping[str, Any]) -> imagestreams.ImageStream:
         source = _dict(entry.get("from"))
         kind = source.get("kind", "DockerImage")
         spec_tags.append(
-            imagestreams.SpecTag(
+            imagestream_tags.SpecTag(
                 name=_str(entry.get("name")),
                 from_kind=kind if isinstance(kind, str) else "",
                 from_name=_str(source.get("name")),
             )
         )
     status_tags = [
-        imagestreams.StatusTag(
+        imagestream_tags.StatusTag(
             tag=_str(_dict(entry).get("tag")),
             references=tuple(
                 reference
@@ -217,10 +228,12 @@ def image_stream(body: Mapping[str, Any]) -> imagestreams.ImageStream:
         )
         for entry in _list(_dict(body.get("status")).get("tags"))
     ]
-    return imagestreams.ImageStream(tuple(spec_tags), tuple(status_tags))
+    return imagestream_tags.ImageStream(tuple(spec_tags), tuple(status_tags))
 
 
-def image_stream_singleton(body: delivery.Singleton) -> imagestreams.ImageStream | delivery.Pending | None:
+def image_stream_singleton(
+    body: delivery.Singleton,
+) -> imagestream_tags.ImageStream | delivery.Pending | None:
     """A watched ImageStream singleton as a record; absent (None) and not-listed-yet pass through."""
     if body is None or body is delivery.NOT_DELIVERED:
         return body

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from ocp_gpu.kube import clients, requesting
 from ocp_gpu.model import apis
-from ocp_gpu.planning import conditions
+from ocp_gpu.planning.status import conditions
 
 logger = logging.getLogger("ocp_gpu.reporting")
 

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ocp_gpu.kube import clients, requesting
-from ocp_gpu.planning import upgrade_gate
+from ocp_gpu.planning.upgrades import upgrade_gate
 
 logger = logging.getLogger("ocp_gpu.upgrade_gate")
 

@@ -2,8 +2,8 @@
 
 Thin I/O on plain JSON dicts (`requesting.request`): node cordons, state labels and
 annotations (one merge patch each), Events and the `controllers.Upgrade` log line,
-pod deletion and eviction, and the list calls that fill `model.upgrades` records.
-Decides nothing: `planning.upgrade` does.  `apply_node_plan` carries out one
+pod deletion and eviction, and the list calls that fill `model.upgrade_observations` records.
+Decides nothing: `planning.upgrades.upgrade_plan` does.  `apply_node_plan` carries out one
 `NodePlan` under the planner's contract (actions first, then the transition).
 """
 
@@ -20,11 +20,11 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from ocp_gpu.kube import clients, reading, reporting, requesting
-from ocp_gpu.model import labels, snapshot, upgrades
+from ocp_gpu.model import driver_snapshot, labels, upgrade_observations
 from ocp_gpu.model.driver_install import DriverInstall
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.policy import UpgradePolicy
-from ocp_gpu.model.upgrades import (
+from ocp_gpu.model.policy.policy_spec import UpgradePolicy
+from ocp_gpu.model.upgrade_observations import (
     DriverPod,
     DriverRevision,
     PodRef,
@@ -34,15 +34,16 @@ from ocp_gpu.model.upgrades import (
     ValidatorPod,
     WorkloadPod,
 )
-from ocp_gpu.planning import driver_currency, pod_selection, upgrade
+from ocp_gpu.planning.drivers import driver_currency
+from ocp_gpu.planning.upgrades import pod_selection, upgrade_plan
 
 # The seed's `kubectl logs ... | grep controllers.Upgrade` finds these lines.
 logger = logging.getLogger(labels.UPGRADE_LOGGER)
 
 MERGE_PATCH: Final = "application/merge-patch+json"
 # Every driver pod of the ClusterPolicy's DaemonSets (app.kubernetes.io/component=nvidia-driver, no
-# pool label); with NVIDIADrivers the selector is planning.pod_selection.driver_pod_selector's.
-DRIVER_SELECTOR: Final = upgrades.DRIVER_APP_SELECTOR
+# pool label); with NVIDIADrivers the selector is planning.upgrades.pod_selection.driver_pod_selector's.
+DRIVER_SELECTOR: Final = upgrade_observations.DRIVER_APP_SELECTOR
 # Every GPU node (NFD's label): the nodes the upgrade manages.
 GPU_NODE_SELECTOR: Final = f"{labels.NFD_NVIDIA_PCI}=true"
 # A static pod's API mirror carries this annotation.
@@ -94,7 +95,11 @@ def announce(api: clients.ApiClient, said: Announcement) -> None:
     """
     involved = {"apiVersion": "v1", "kind": "Node", "name": said.node, "uid": said.uid}
     reporting.post_event(
-        api, involved, upgrades.EVENT_REASON, upgrades.event_message(said.state), now=said.now
+        api,
+        involved,
+        upgrade_observations.EVENT_REASON,
+        upgrade_observations.event_message(said.state),
+        now=said.now,
     )
 
 
@@ -120,7 +125,7 @@ def set_upgrade_state(
         body["spec"] = {"unschedulable": unschedulable}
     patched = _patch_node(api, node, body)
     said = Announcement(node, str(patched["metadata"].get("uid", "")), state, now)
-    logger.info("%s node=%s", upgrades.event_message(state), node)
+    logger.info("%s node=%s", upgrade_observations.event_message(state), node)
     if announcing:
         announce(api, said)
     return said
@@ -226,7 +231,7 @@ class AppliedNode:
 
 def apply_node_plan(
     api: clients.ApiClient,
-    plan: upgrade.NodePlan,
+    plan: upgrade_plan.NodePlan,
     *,
     now: datetime.datetime | None = None,
     announcing: bool = True,
@@ -243,30 +248,30 @@ def apply_node_plan(
     if (
         plan.transition is not None
         and plan.actions
-        and all(isinstance(action, upgrade.Cordon | upgrade.Uncordon) for action in plan.actions)
+        and all(isinstance(action, upgrade_plan.Cordon | upgrade_plan.Uncordon) for action in plan.actions)
     ):
         # A cordon change and the transition it leads to: one atomic merge patch, not two.
         *_, last = plan.actions
-        folded = dict(last.annotations) if isinstance(last, upgrade.Cordon) else {}
+        folded = dict(last.annotations) if isinstance(last, upgrade_plan.Cordon) else {}
         folded_said = set_upgrade_state(
             api,
             plan.node,
             plan.transition,
             {**folded, **plan.annotations},
             now=now,
-            unschedulable=isinstance(last, upgrade.Cordon),
+            unschedulable=isinstance(last, upgrade_plan.Cordon),
             announcing=announcing,
         )
         return AppliedNode(plan.node, plan.transition, announcement=None if announcing else folded_said)
     for action in plan.actions:
-        if isinstance(action, upgrade.Cordon):
+        if isinstance(action, upgrade_plan.Cordon):
             cordon(api, plan.node, True, action.annotations)
-        elif isinstance(action, upgrade.Uncordon):
+        elif isinstance(action, upgrade_plan.Uncordon):
             cordon(api, plan.node, False)
-        elif isinstance(action, upgrade.DeletePods):
+        elif isinstance(action, upgrade_plan.DeletePods):
             for ref in action.pods:
                 delete_pod(api, ref.namespace, ref.name, ref.uid)
-        elif isinstance(action, upgrade.EvictPods):
+        elif isinstance(action, upgrade_plan.EvictPods):
             refused += [ref for ref in action.pods if not evict_pod(api, ref.namespace, ref.name, ref.uid)]
         else:
             delete_pod(api, action.pod.namespace, action.pod.name, action.pod.uid)
@@ -325,7 +330,7 @@ def driver_pod(body: Mapping[str, Any]) -> DriverPod:
         ),
         "",
     )
-    revision_hash = (metadata.get("labels") or {}).get(upgrades.POD_REVISION_LABEL)
+    revision_hash = (metadata.get("labels") or {}).get(upgrade_observations.POD_REVISION_LABEL)
     return DriverPod(
         ref=_ref(metadata),
         node=_node_name(body),
@@ -384,7 +389,7 @@ def _uses_gpu(spec: Mapping[str, Any]) -> bool:
     for container in spec.get("containers") or ():
         resources = container.get("resources") or {}
         for kind in ("limits", "requests"):
-            if any(upgrades.is_gpu_resource(name) for name in resources.get(kind) or {}):
+            if any(upgrade_observations.is_gpu_resource(name) for name in resources.get(kind) or {}):
                 return True
     return False
 
@@ -418,7 +423,7 @@ def validator_pod(body: Mapping[str, Any]) -> ValidatorPod:
 
 def upgrade_node(body: Mapping[str, Any], driver_pods: Iterable[DriverPod] = ()) -> UpgradeNode:
     """The UpgradeNode record of a Node object, with the driver pods found on it."""
-    return upgrades.upgrade_node(reading.node_facts(body), tuple(driver_pods))
+    return upgrade_observations.upgrade_node(reading.node_facts(body), tuple(driver_pods))
 
 
 # --- reads ------------------------------------------------------------------------------------
@@ -494,7 +499,7 @@ def list_pods_on_nodes(
 
 
 def list_validator_pods(
-    api: clients.ApiClient, namespace: str, selector: str = upgrades.VALIDATOR_SELECTOR
+    api: clients.ApiClient, namespace: str, selector: str = upgrade_observations.VALIDATOR_SELECTOR
 ) -> tuple[ValidatorPod, ...]:
     items = requesting.list_items(api, f"/api/v1{_in(namespace)}/pods", [("labelSelector", selector)])
     return tuple(validator_pod(item) for item in items)
@@ -506,7 +511,7 @@ def validator_daemonset_exists(api: clients.ApiClient, namespace: str) -> bool:
         api,
         "GET",
         f"/apis/apps/v1{_in(namespace)}/daemonsets",
-        query=[("labelSelector", upgrades.VALIDATOR_SELECTOR), ("limit", "1")],
+        query=[("labelSelector", upgrade_observations.VALIDATOR_SELECTOR), ("limit", "1")],
     )
     return bool(page.get("items"))
 
@@ -526,9 +531,9 @@ def current_revisions(revisions: Iterable[Mapping[str, Any]]) -> dict[str, str]:
             continue
         daemonset = str(owner.get("name", ""))
         name = str(metadata.get("name", ""))
-        revision_hash = (metadata.get("labels") or {}).get(upgrades.POD_REVISION_LABEL) or name.removeprefix(
-            f"{daemonset}-"
-        )
+        revision_hash = (metadata.get("labels") or {}).get(
+            upgrade_observations.POD_REVISION_LABEL
+        ) or name.removeprefix(f"{daemonset}-")
         number = int(revision.get("revision", 0))
         if daemonset not in newest or number > newest[daemonset][0]:
             newest[daemonset] = (number, str(revision_hash))
@@ -549,12 +554,12 @@ def list_controller_revisions(api: clients.ApiClient, namespace: str, selector: 
 
 def driver_revision(daemonset: Mapping[str, Any], current_hash: str | None) -> DriverRevision:
     """The DriverRevision of a DaemonSet object and its current revision hash."""
-    return upgrades.driver_revision(reading.driver_daemonset(daemonset), current_hash)
+    return upgrade_observations.driver_revision(reading.driver_daemonset(daemonset), current_hash)
 
 
 def list_driver_daemonsets(
     api: clients.ApiClient, namespace: str, selector: str = DRIVER_SELECTOR
-) -> tuple[snapshot.DriverDaemonSet, ...]:
+) -> tuple[driver_snapshot.DriverDaemonSet, ...]:
     """The driver DaemonSets matching `selector` on their own labels."""
     items = requesting.list_items(
         api, f"/apis/apps/v1{_in(namespace)}/daemonsets", [("labelSelector", selector)]
@@ -576,15 +581,15 @@ def read_upgrade_snapshot(
     """Everything one upgrade pass needs, read once.
 
     Driver pods and DaemonSets are listed by `driver_selector`, by default the one the mode
-    selects (`planning.pod_selection.driver_pod_selector`).
+    selects (`planning.upgrades.pod_selection.driver_pod_selector`).
 
-    Pods are listed only on the nodes `planning.upgrade.nodes_needing_pods` names; a
+    Pods are listed only on the nodes `planning.upgrades.upgrade_plan.nodes_needing_pods` names; a
     node whose list fails is left out of `pods` (that node alone waits) and logged.
     `validator_deployed=None` decides from the cluster: a DaemonSet or a pod labelled
     app=nvidia-operator-validator exists in the namespace.
     """
     driver_selector = driver_selector or pod_selection.driver_pod_selector(nvidia_driver_mode)
-    nodes = upgrades.upgrade_nodes(
+    nodes = upgrade_observations.upgrade_nodes(
         (
             reading.node_facts(item)
             for item in requesting.list_items(api, "/api/v1/nodes", [("labelSelector", node_selector)])
@@ -595,7 +600,7 @@ def read_upgrade_snapshot(
     revisions = list_controller_revisions(api, namespace, selector)
     daemonsets = list_driver_daemonsets(api, namespace, selector)
     pods: dict[NodeName, tuple[WorkloadPod, ...]] = {}
-    for name in upgrade.nodes_needing_pods(nodes, policy):
+    for name in upgrade_plan.nodes_needing_pods(nodes, policy):
         try:
             pods[name] = list_pods_on_node(api, name)
         except requesting.ApiException as error:
@@ -603,9 +608,11 @@ def read_upgrade_snapshot(
     validators = list_validator_pods(api, namespace)
     if validator_deployed is None:
         validator_deployed = bool(validators) or validator_daemonset_exists(api, namespace)
-    return upgrades.upgrade_snapshot(nodes, daemonsets, revisions, pods, validators, validator_deployed)
+    return upgrade_observations.upgrade_snapshot(
+        nodes, daemonsets, revisions, pods, validators, validator_deployed
+    )
 
 
-def busy_plans(plans: Sequence[upgrade.NodePlan]) -> list[upgrade.NodePlan]:
+def busy_plans(plans: Sequence[upgrade_plan.NodePlan]) -> list[upgrade_plan.NodePlan]:
     """The node plans with something to do (the others cost no request)."""
     return [plan for plan in plans if plan.actions or plan.transition is not None or plan.annotations]

@@ -1,7 +1,7 @@
 """The API calls of `ocp-gpu validate cuda|plugin`: the node's resources, the workload pods.
 
 Thin: each function is one request (or a short poll for a deletion to finish); what
-the answers mean is decided in planning/validation.py.  Raw JSON through
+the answers mean is decided in planning/operands/validation.py.  Raw JSON through
 `requesting.request`, like the rest of kube/.
 """
 

@@ -3,7 +3,7 @@
 A ClusterPolicy is read into one record, `PolicyObject`, by the watch (kube/object_watches.py),
 `ocp-gpu status` and `ocp-gpu render` alike (kube/reading.cluster_policy converts the JSON);
 an NVIDIADriver into model/nvidia_driver.NvidiaDriver, the same record with its pool's
-properties.  What a spec means once parsed is model/policy.py's.  Pure data: no I/O.
+properties.  What a spec means once parsed is model/policy/policy_spec.py's.  Pure data: no I/O.
 """
 
 from __future__ import annotations

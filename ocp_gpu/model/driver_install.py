@@ -1,4 +1,4 @@
-"""What a driver pod installs on its node: the facts planning/driver_currency.py compares.
+"""What a driver pod installs on its node: the facts planning/drivers/driver_currency.py compares.
 
 Pure data: no I/O.
 """

@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping
 from typing import Final, NewType, Protocol
 
-from ocp_gpu.model import problems
+from ocp_gpu.model.policy import policy_problems
 
 # A full, valid image reference, e.g. nvcr.io/nvidia/driver:570.124.06-rhel9.4.
 ImageRef = NewType("ImageRef", str)
@@ -119,7 +119,7 @@ def _bad_version(version: str) -> bool:
 
 def resolve_image(
     source: ImageSource, *, component: str, env: Mapping[str, str]
-) -> ImageRef | problems.PolicyProblem:
+) -> ImageRef | policy_problems.PolicyProblem:
     """The image reference for one component, or the problem that prevents one.
 
     `component` is the component's field under `spec` (a key of `DEFAULT_IMAGE_ENV`);
@@ -132,7 +132,7 @@ def resolve_image(
     if name and not repository and not version and ("@" in name or ":" in name.rpartition("/")[2]):
         # `image` alone carries a tag or digest: it is meant as a full reference.
         if parse_reference(name) is None or "/" not in name:
-            return problems.PolicyProblem(
+            return policy_problems.PolicyProblem(
                 field=f"{field}.image",
                 message=f"{name!r} is not a full image reference (registry/path/name:tag or @sha256:digest)",
                 fix=f"give a full reference such as nvcr.io/nvidia/driver:570.124.06, "
@@ -141,7 +141,7 @@ def resolve_image(
         return ImageRef(name)
     if "@" in name or ":" in name.rpartition("/")[2]:
         # A tag inside `image` next to `repository` or `version` would give name:tag:version.
-        return problems.PolicyProblem(
+        return policy_problems.PolicyProblem(
             field=f"{field}.image",
             message=f"{name!r} carries a tag or digest while {field}.repository or {field}.version "
             "is also set",
@@ -159,7 +159,7 @@ def resolve_image(
         default = parse_reference(default_text)
         if default is None:
             # The operator's own default is broken: only the Deployment can fix it.
-            return problems.PolicyProblem(
+            return policy_problems.PolicyProblem(
                 field=field,
                 message=f"the operator's default image {env_var}={default_text!r} "
                 "is not a valid image reference",
@@ -185,7 +185,7 @@ def resolve_image(
             if default_text
             else f"the operator has no {env_var}"
         )
-        return problems.PolicyProblem(
+        return policy_problems.PolicyProblem(
             field=f"{field}.{missing[0]}",
             message=f"{', '.join(unset)} {'is' if len(unset) == 1 else 'are'} unset and {have_default}",
             fix=f"set {fields} in the ClusterPolicy, or set {env_var} to a full image reference "
@@ -200,7 +200,7 @@ def resolve_image(
     ):
         if not valid:
             origin = f"{field}.{part}" if from_spec[part] else f"{env_var} (its {part})"
-            return problems.PolicyProblem(
+            return policy_problems.PolicyProblem(
                 field=f"{field}.{part}" if from_spec[part] else field,
                 message=f"{origin} {value!r} is not valid in an image reference",
                 fix=f"set {field}.{part} to a valid value"
@@ -209,7 +209,7 @@ def resolve_image(
     reference = _compose(repository, name, version)
     if parse_reference(reference) is None:
         # Valid parts can still make an overlong reference.
-        return problems.PolicyProblem(
+        return policy_problems.PolicyProblem(
             field=field,
             message=f"{reference!r} is not a valid image reference",
             fix=f"shorten {field}.repository or {field}.image",

@@ -68,7 +68,7 @@ APP: Final = "app"
 DRIVER_APP: Final = "nvidia-driver-daemonset"
 # The component a DaemonSet belongs to, e.g. nvidia-driver.
 COMPONENT: Final = "app.kubernetes.io/component"
-# NVIDIA's selectors of the validator and GPU feature discovery include it (model/operands.py).
+# NVIDIA's selectors of the validator and GPU feature discovery include it (model/operand_catalog.py).
 PART_OF: Final = "app.kubernetes.io/part-of"
 # The driver key (RHCOS version, OS, kernel+OS) of a driver DaemonSet.
 DRIVER_KEY: Final = "ocp-gpu.io/driver-key"

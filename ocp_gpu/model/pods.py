@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ocp_gpu.model import operands, snapshot, upgrades
+from ocp_gpu.model import driver_snapshot, operand_catalog, upgrade_observations
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -17,9 +17,9 @@ class PodFacts:
     """One operand pod's every fact the watches keep (None where the pod is not of that kind)."""
 
     name: str
-    operand: operands.OperandPod
+    operand: operand_catalog.OperandPod
     # Only for the validator's pods.
-    validator: upgrades.ValidatorPod | None = None
-    # Only for driver pods (planning.pod_selection.is_any_driver_pod), with their image pull.
-    driver: upgrades.DriverPod | None = None
-    pull: snapshot.DriverPodPull | None = None
+    validator: upgrade_observations.ValidatorPod | None = None
+    # Only for driver pods (planning.upgrades.pod_selection.is_any_driver_pod), with their image pull.
+    driver: upgrade_observations.DriverPod | None = None
+    pull: driver_snapshot.DriverPodPull | None = None

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from ocp_gpu.model.problems import PolicyProblem, Severity
+from ocp_gpu.model.policy.policy_problems import PolicyProblem, Severity
 
 # Fields whose ConfigMap's key another field names: ConfigMap field -> key field.  NB: the
 # device plugin's config-manager reads the key `devicePlugin.config.default` names on every

@@ -8,7 +8,7 @@ watches for, so it runs the next pass at once: its new key may have no DaemonSet
 the old one may just have lost its last node (garbage collection decides from the nodes,
 planning/drivers._garbage, so this node event is the last thing the delete waits for).
 
-The upgrade loop (reconcilers/upgrades.py) has its own window, and two urgent changes: a
+The upgrade loop (reconcilers/upgrade_reconciler.py) has its own window, and two urgent changes: a
 pod turning Ready that a node in flight waits for, which is the pods' readiness, the part
 of an upgrade the operator cannot shorten, so the pass that moves the node on should not
 wait behind it:
@@ -45,11 +45,11 @@ import dataclasses
 from collections.abc import Mapping
 
 from ocp_gpu.model import labels, nodes
-from ocp_gpu.model.snapshot import DriverDaemonSet, DriverKey, GpuNode
-from ocp_gpu.model.upgrades import DriverPod, UpgradeState, ValidatorPod
-from ocp_gpu.planning.driver_keys import node_key
-from ocp_gpu.planning.driver_strategy import Strategy
-from ocp_gpu.planning.node_labels import reads_upgrade_state
+from ocp_gpu.model.driver_snapshot import DriverDaemonSet, DriverKey, GpuNode
+from ocp_gpu.model.upgrade_observations import DriverPod, UpgradeState, ValidatorPod
+from ocp_gpu.planning.drivers.driver_keys import node_key
+from ocp_gpu.planning.drivers.driver_strategy import Strategy
+from ocp_gpu.planning.operands.node_labels import reads_upgrade_state
 
 
 def _driver_keys(facts: nodes.NodeFacts) -> tuple[DriverKey | None, ...] | None:

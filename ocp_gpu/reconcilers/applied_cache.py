@@ -41,5 +41,5 @@ class AppliedCache:
     active_policy: str | None = None
     logged_spec_errors: str = ""
     # The active policy sets driver.useNvidiaDriverCRD (set by the main pass): which driver pods
-    # the upgrade manages (planning.pod_selection.driver_pod_selector).
+    # the upgrade manages (planning.upgrades.pod_selection.driver_pod_selector).
     nvidia_driver_mode: bool = False

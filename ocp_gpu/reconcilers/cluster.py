@@ -1,8 +1,9 @@
 """The reconcile loop and its one pass: which ClusterPolicy is active, its status, node labels.
 
 Read: a frozen snapshot of the in-memory view (cluster_view.ViewSnapshot), taken as
-the pass begins and again to judge readiness after its writes.  Plan: planning.policies,
-planning.platform, model.policy, planning.node_labels, planning.status (the
+the pass begins and again to judge readiness after its writes.  Plan: planning.status.policies,
+planning.platforms, model.policy.policy_spec, planning.operands.node_labels, planning.status.policy_status
+(the
 status and its Events).  Apply: kube.labelling,
 kube.reporting.  Writes happen only when the plan differs from what is
 observed, so a quiet cluster sees zero writes.
@@ -21,37 +22,27 @@ from ocp_gpu import metrics
 from ocp_gpu.kube import adopting, labelling, owning, reading, reporting, requesting, upgrading
 from ocp_gpu.model import (
     custom_resources,
-    fields,
+    imagestream_tags,
     labels,
     nodes,
-    nvidia_driver,
-    policy_checks,
-    policy_parser,
-    upgrades,
+    nvidia_driver_spec,
+    upgrade_observations,
 )
-from ocp_gpu.model import imagestreams as imagestreams_model
-from ocp_gpu.model import policy as policy_model
-from ocp_gpu.model import problems as policy_problems
-from ocp_gpu.planning import (
-    conditions,
-    delivery,
-    driver_check,
-    driver_coverage,
-    driver_strategy,
-    drivers,
-    mig,
-    node_labels,
-    operator_health,
-    platform,
-    policies,
-    status_writes,
-    takeover,
-    upgrade_preflight,
+from ocp_gpu.model.policy import fields, policy_checks, policy_parser, policy_problems, policy_spec
+from ocp_gpu.planning import delivery, platforms
+from ocp_gpu.planning.drivers import driver_check, driver_coverage, driver_plan, driver_strategy
+from ocp_gpu.planning.operands import mig_planning, node_labels, takeover
+from ocp_gpu.planning.status import conditions, operator_health, policies, policy_status, status_writes
+from ocp_gpu.planning.upgrades import upgrade_preflight
+from ocp_gpu.reconcilers import (
+    cluster_view,
+    driver_reconciler,
+    monitoring_reconciler,
+    nvidia_drivers,
+    operand_reconciler,
+    runtime,
+    scheduling,
 )
-from ocp_gpu.planning import status as status_planning
-from ocp_gpu.reconcilers import cluster_view, nvidia_drivers, operands, runtime, scheduling
-from ocp_gpu.reconcilers import drivers as drivers_reconciler
-from ocp_gpu.reconcilers import monitoring as monitoring_reconciler
 
 logger = logging.getLogger("ocp_gpu.reconcile")
 
@@ -106,11 +97,11 @@ class AppliedPass:
 
     # The policy object the pass planned from: another spec (or object) means a full pass.
     active: custom_resources.PolicyObject
-    policy: policy_model.Policy
+    policy: policy_spec.Policy
     problems: list[policy_problems.PolicyProblem]
-    detected: platform.Platform
-    outcome: drivers_reconciler.DriverOutcome | None
-    stack: dict[str, operands.OperandOutcome]
+    detected: platforms.Platform
+    outcome: driver_reconciler.DriverOutcome | None
+    stack: dict[str, operand_reconciler.OperandOutcome]
     watching: monitoring_reconciler.MonitoringOutcome | None
     label_errors: dict[str, str]
     unsupported: str
@@ -129,7 +120,7 @@ async def reconcile_once(
         metrics.has_nfd_labels.set(
             operator_health.has_nfd_labels(facts.labels for facts in seen.node_facts.values())
         )
-        mig_states = mig.state_counts({n: facts.labels for n, facts in seen.node_facts.items()})
+        mig_states = mig_planning.state_counts({n: facts.labels for n, facts in seen.node_facts.items()})
         for state, count in mig_states.items():
             metrics.mig_config_nodes.labels(state=state).set(count)
     selection = policies.select_active_policy(
@@ -138,7 +129,7 @@ async def reconcile_once(
     if changes.policies or changes.everything:
         for name, message in selection.ignored.items():
             ignored = seen.policies[name]
-            if status_planning.ready_message(ignored.status) != message:
+            if policy_status.ready_message(ignored.status) != message:
                 # A second ClusterPolicy (or a new reason to ignore it): say so once, loudly.
                 logger.warning("ClusterPolicy %s ignored: %s", name, message)
                 await asyncio.to_thread(
@@ -149,7 +140,7 @@ async def reconcile_once(
                     conditions.bounded_message(message),
                     "Warning",
                 )
-            await _write_status_if_changed(rt, ignored, status_planning.ignored_status(message), now)
+            await _write_status_if_changed(rt, ignored, policy_status.ignored_status(message), now)
     if selection.active != rt.cache.active_policy:
         # Deleting the active policy hands over to the next oldest: worth a line in the log.
         logger.info(
@@ -202,37 +193,37 @@ async def _apply_policy(
         elif rt.cache.logged_spec_errors:
             logger.info("ClusterPolicy %s: the spec is valid again", active.name)
         rt.cache.logged_spec_errors = spec_errors
-    detected = platform.detect_platform(seen.api_groups)
+    detected = platforms.detect_platform(seen.api_groups)
 
     errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
     auto_upgrade = policy.driver.upgrade_policy.auto_upgrade if not errors and policy.driver.enabled else None
     mig_default = policy.mig_manager.config_default if not errors and policy.mig_manager.enabled else None
-    outcome: drivers_reconciler.DriverOutcome | None = None
-    stack: dict[str, operands.OperandOutcome] = {}
+    outcome: driver_reconciler.DriverOutcome | None = None
+    stack: dict[str, operand_reconciler.OperandOutcome] = {}
     watching: monitoring_reconciler.MonitoringOutcome | None = None
     if not errors:
         # NB: with a spec error nothing is applied or deleted: what runs keeps running.
         # The driver DaemonSets first: at thousands of nodes the labels take seconds, and the
         # DaemonSets exist before them (their pods schedule as each node gets its label).
-        rt.cache.nvidia_driver_mode = nvidia_driver.is_mode_enabled(active.spec)
+        rt.cache.nvidia_driver_mode = nvidia_driver_spec.is_mode_enabled(active.spec)
         if policy.driver.enabled and rt.cache.nvidia_driver_mode:
             # driver.useNvidiaDriverCRD: each NVIDIADriver deploys its pool's drivers
             outcome = await nvidia_drivers.reconcile_nvidia_drivers(
                 rt, active.ref(), active.spec, policy, detected, now
             )
         else:
-            outcome = await drivers_reconciler.reconcile_drivers(rt, active.ref(), policy, detected, now)
+            outcome = await driver_reconciler.reconcile_drivers(rt, active.ref(), policy, detected, now)
             await nvidia_drivers.report_disabled(rt, active.name, now)
         if outcome.problem is not None:
             problems = [*problems, outcome.problem]
     label_errors = await _reconcile_node_labels(rt, seen, changes, auto_upgrade, mig_default)
     if not errors:
-        stack = await operands.reconcile_operands(rt, active.ref(), policy, detected)
+        stack = await operand_reconciler.reconcile_operands(rt, active.ref(), policy, detected)
         problems = [*problems, *(o.problem for o in stack.values() if o.problem is not None)]
         watching = await monitoring_reconciler.reconcile_monitoring(rt, active.ref(), policy, detected)
         # The monitoring objects' write failures are reported with the others'.
         label_errors = {**label_errors, **watching.errors}
-    # NB: upgrades run in their own loop (reconcilers/upgrades.py), off this pass's latency path.
+    # NB: upgrades run in their own loop (reconcilers/upgrade_reconciler.py), off this pass's latency path.
     upgrades_allowed = (
         not errors and outcome is not None and outcome.problem is None and policy.driver.enabled
     )
@@ -266,7 +257,7 @@ def _preflight(
     stream = reading.image_stream_singleton(seen.dtk_imagestream)
     return upgrade_preflight.plan_preflight(
         delivery.present(seen.cluster_version),
-        stream if isinstance(stream, imagestreams_model.ImageStream) else None,
+        stream if isinstance(stream, imagestream_tags.ImageStream) else None,
         (
             str(facts.labels.get(labels.OSTREE_VERSION, ""))
             for facts in seen.node_facts.values()
@@ -291,35 +282,35 @@ async def _report(
         apply_errors |= dict(operand.errors) if operand else {}
     if not apply_errors:
         await _take_stock_of_leftovers(rt, active.ref())
-    outcome_of_pass = status_planning.PassOutcome(
+    outcome_of_pass = policy_status.PassOutcome(
         namespace=rt.namespace,
         platform=applied.detected.value,
         problems=applied.problems,
         apply_errors=apply_errors,
         plan=plan,
         coverage=coverage,
-        summary=status_planning.plan_driver_summary(plan, coverage, seen.driver_daemonsets),
+        summary=policy_status.plan_driver_summary(plan, coverage, seen.driver_daemonsets),
         # Per operand, the GPU nodes that should run it and have no Ready pod of it yet.
-        unready_nodes=operands.unready_operands(rt, applied.policy) if stack else {},
+        unready_nodes=operand_reconciler.unready_operands(rt, applied.policy) if stack else {},
         gpu_nodes=sum(1 for facts in seen.node_facts.values() if facts.is_gpu_node),
         monitoring_problems=[problem.message for problem in watching.problems] if watching else [],
         unsupported=applied.unsupported,
-        mig_failed=mig.failed_nodes({name: facts.labels for name, facts in seen.node_facts.items()}),
+        mig_failed=mig_planning.failed_nodes({name: facts.labels for name, facts in seen.node_facts.items()}),
         preflight=_preflight(rt, seen, applied),
         previous_template=_previous_template(rt, seen),
         migrated_from=rt.cache.migrated_from if rt.cache.leftovers_done_for == active.uid else None,
     )
-    status = status_planning.plan_active_status(outcome_of_pass)
+    status = policy_status.plan_active_status(outcome_of_pass)
     if status.health is not None:
         metrics.reconciliation_status.set(status.health)
-    if status.state == status_planning.STATE_READY:
+    if status.state == policy_status.STATE_READY:
         metrics.reconciliation_last_success.set(now.timestamp())
     if apply_errors:
         # A failed write is retried on the next change, and at the latest after this long.
         rt.scheduler.poke_after(RETRY_FAILED_WRITES_S)
-    previous_messages = status_planning.true_condition_messages(active.status)
+    previous_messages = policy_status.true_condition_messages(active.status)
     await _write_status_if_changed(rt, active, status, now)
-    for event in status_planning.plan_status_events(status, previous_messages):
+    for event in policy_status.plan_status_events(status, previous_messages):
         await asyncio.to_thread(
             reporting.post_event, rt.api_client, active.ref(), event.reason, event.message, event.type
         )
@@ -361,7 +352,7 @@ async def _reconcile_node_labels(
 
 
 def _coverage(
-    seen: cluster_view.ViewSnapshot, plan: drivers.DriverPlan | None
+    seen: cluster_view.ViewSnapshot, plan: driver_plan.DriverPlan | None
 ) -> driver_coverage.DriverCoverage | None:
     if plan is None:
         return None
@@ -413,7 +404,7 @@ def _previous_template(rt: runtime.Runtime, seen: cluster_view.ViewSnapshot) -> 
     """The driver pods on an older template of their DaemonSet that run its driver, described."""
     current = upgrading.current_revisions(rt.view.driver_revisions.values())
     revisions = {
-        name: upgrades.driver_revision(daemonset, current.get(name))
+        name: upgrade_observations.driver_revision(daemonset, current.get(name))
         for name, daemonset in seen.driver_daemonsets.items()
     }
     return driver_check.describe_previous_template(
@@ -424,7 +415,7 @@ def _previous_template(rt: runtime.Runtime, seen: cluster_view.ViewSnapshot) -> 
 async def _write_status_if_changed(
     rt: runtime.Runtime,
     obj: custom_resources.PolicyObject,
-    decided: status_planning.PolicyStatus,
+    decided: policy_status.PolicyStatus,
     now: datetime.datetime,
 ) -> None:
     status = decided.wire()

@@ -18,7 +18,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from ocp_gpu.kube import owning
-from ocp_gpu.model import custom_resources, labels, nodes, nvidia_driver, operands, snapshot, upgrades
+from ocp_gpu.model import (
+    custom_resources,
+    driver_snapshot,
+    labels,
+    nodes,
+    nvidia_driver_spec,
+    operand_catalog,
+    upgrade_observations,
+)
 from ocp_gpu.planning import delivery
 
 
@@ -32,9 +40,9 @@ class ViewSnapshot:
 
     node_facts: Mapping[nodes.NodeName, nodes.NodeFacts]
     policies: Mapping[str, custom_resources.PolicyObject]
-    nvidia_drivers: Mapping[str, nvidia_driver.NvidiaDriver]
-    driver_daemonsets: Mapping[str, snapshot.DriverDaemonSet]
-    operand_daemonsets: Mapping[str, snapshot.DriverDaemonSet]
+    nvidia_drivers: Mapping[str, nvidia_driver_spec.NvidiaDriver]
+    driver_daemonsets: Mapping[str, driver_snapshot.DriverDaemonSet]
+    operand_daemonsets: Mapping[str, driver_snapshot.DriverDaemonSet]
     api_groups: frozenset[str]
     dtk_imagestream: delivery.Singleton
     cluster_version: delivery.Singleton
@@ -50,29 +58,29 @@ class ClusterView:
     # Discovery at start-up (operator.py): the API groups served, and whether NVIDIADrivers are.
     api_groups: frozenset[str] = frozenset()
     # NVIDIADrivers by name (watched only when their CRD is served: `nvidia_driver_api`).
-    nvidia_drivers: dict[str, nvidia_driver.NvidiaDriver] = dataclasses.field(default_factory=dict)
+    nvidia_drivers: dict[str, nvidia_driver_spec.NvidiaDriver] = dataclasses.field(default_factory=dict)
     nvidia_driver_api: bool = False
-    driver_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
+    driver_daemonsets: dict[str, driver_snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
     # Our other operand DaemonSets (container toolkit, ...), in the same record: counts and our annotations.
-    operand_daemonsets: dict[str, snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
+    operand_daemonsets: dict[str, driver_snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
     # openshift/driver-toolkit, ClusterVersion `version` and Proxy `cluster` as JSON; None while
     # absent; delivery.NOT_DELIVERED from the moment their watch is registered until it has listed.
     dtk_imagestream: delivery.Singleton = None
     cluster_version: delivery.Singleton = None
     cluster_proxy: delivery.Singleton = None
     # Driver pods' image pulls, and since when each failing pod has been seen failing.
-    driver_pod_pulls: dict[str, snapshot.DriverPodPull] = dataclasses.field(default_factory=dict)
+    driver_pod_pulls: dict[str, driver_snapshot.DriverPodPull] = dataclasses.field(default_factory=dict)
     pull_failing_since: dict[str, datetime.datetime] = dataclasses.field(default_factory=dict)
     # What the upgrade controller reads, kept by the watches: driver and validator pods
     # (operator namespace) and the driver DaemonSets' ControllerRevisions (trimmed JSON).
-    driver_pods: dict[str, upgrades.DriverPod] = dataclasses.field(default_factory=dict)
-    validator_pods: dict[str, upgrades.ValidatorPod] = dataclasses.field(default_factory=dict)
+    driver_pods: dict[str, upgrade_observations.DriverPod] = dataclasses.field(default_factory=dict)
+    validator_pods: dict[str, upgrade_observations.ValidatorPod] = dataclasses.field(default_factory=dict)
     driver_revisions: dict[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     # Every operand pod (driver, toolkit, validator, device plugin, GFD) in the operand namespace.
-    operand_pods: dict[str, operands.OperandPod] = dataclasses.field(default_factory=dict)
+    operand_pods: dict[str, operand_catalog.OperandPod] = dataclasses.field(default_factory=dict)
     # Every owned object the watches see (kube/owning.OWNED_KINDS): applied hash and owner.
     # NB: never a memory of what this process applied: a deleted object must be re-applied.
-    # A pass writes through what it applied or deleted (reconcilers/operands.py): the next pass
+    # A pass writes through what it applied or deleted (reconcilers/operand_reconciler.py): the next pass
     # must not apply it again before the watch shows it.
     owned: dict[owning.ObjectIdent, owning.ObservedObject] = dataclasses.field(default_factory=dict)
     # Bumped by the node view whenever a node's marks a paused upgrade pass reads change

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ocp_gpu.model import nodes
-from ocp_gpu.planning import paused_upgrades, urgency
+from ocp_gpu.planning import urgency
+from ocp_gpu.planning.upgrades import paused_upgrades
 from ocp_gpu.reconcilers import runtime, watched_view
 
 # The kind the start-up barrier waits for (cluster_view.ClusterView.watch / mark_delivered).

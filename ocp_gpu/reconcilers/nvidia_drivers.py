@@ -4,9 +4,9 @@ Runs instead of the ClusterPolicy's driver reconciler when the policy sets
 `driver.useNvidiaDriverCRD: true`.  Read: the NVIDIADrivers, node facts and driver
 DaemonSets from the in-memory view.  Plan: desired.pool_manifests, shared with `ocp-gpu
 render` (each pool's spec laid over the ClusterPolicy's and validated by the one policy
-model, node owners and conflicts by planning.driver_pools, and per pool the same driver
+model, node owners and conflicts by planning.drivers.driver_pools, and per pool the same driver
 planner and renderer as the ClusterPolicy's, desired.driver_manifests), and
-planning.driver_pools for the ClusterPolicy's DaemonSets handed over.  Apply: owner labels
+planning.drivers.driver_pools for the ClusterPolicy's DaemonSets handed over.  Apply: owner labels
 on nodes, server-side apply of each pool's DaemonSets owned by its NVIDIADriver (deleting
 the NVIDIADriver garbage-collects them), deletion of stale ones, the NVIDIADrivers' status
 and Events.
@@ -27,15 +27,16 @@ from typing import Any
 
 from ocp_gpu.desired import driver_manifests, pool_manifests
 from ocp_gpu.kube import fetching, labelling, owning, reporting, requesting
-from ocp_gpu.model import labels, nvidia_driver, snapshot
-from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model import driver_snapshot, labels, nvidia_driver_spec
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.problems import PolicyProblem, Severity
-from ocp_gpu.planning import conditions, driver_findings, driver_pools, drivers
-from ocp_gpu.planning import platform as platform_model
-from ocp_gpu.planning.status import finding_conditions
-from ocp_gpu.reconcilers import operands, runtime
-from ocp_gpu.reconcilers.drivers import DriverOutcome, read_driver_view
+from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.model.policy.policy_problems import PolicyProblem, Severity
+from ocp_gpu.planning import platforms
+from ocp_gpu.planning.drivers import driver_findings, driver_plan, driver_pools
+from ocp_gpu.planning.status import conditions
+from ocp_gpu.planning.status.policy_status import finding_conditions
+from ocp_gpu.reconcilers import operand_reconciler, runtime
+from ocp_gpu.reconcilers.driver_reconciler import DriverOutcome, read_driver_view
 
 logger = logging.getLogger("ocp_gpu.nvidia_drivers")
 
@@ -53,9 +54,9 @@ CONFIG_MAP_RECHECK_S = 10.0
 class PoolOutcome:
     """One NVIDIADriver after a pass: its plan (None when nothing was planned) and what to report."""
 
-    driver: nvidia_driver.NvidiaDriver
+    driver: nvidia_driver_spec.NvidiaDriver
     problems: tuple[PolicyProblem, ...] = ()
-    plan: drivers.DriverPlan | None = None
+    plan: driver_plan.DriverPlan | None = None
     errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
@@ -63,8 +64,8 @@ async def reconcile_nvidia_drivers(
     rt: runtime.Runtime,
     policy_owner: Mapping[str, str],
     cluster_policy_spec: Mapping[str, Any],
-    policy: policy_model.Policy,
-    platform: platform_model.Platform,
+    policy: policy_spec.Policy,
+    platform: platforms.Platform,
     now: datetime.datetime,
 ) -> DriverOutcome:
     """One pass over every NVIDIADriver; the outcome sums them up for the ClusterPolicy's status."""
@@ -94,13 +95,15 @@ async def reconcile_nvidia_drivers(
     # The ClusterPolicy's own driver DaemonSets go once the pools own all their nodes.
     planned = [driver_pools.owner_label_value(o.driver.name) for o in outcomes if o.plan is not None]
     gpu_nodes = tuple(
-        snapshot.GpuNode.from_facts(facts) for facts in rt.view.node_facts.values() if facts.is_gpu_node
+        driver_snapshot.GpuNode.from_facts(facts)
+        for facts in rt.view.node_facts.values()
+        if facts.is_gpu_node
     )
     handover = driver_pools.plan_policy_handover(
         rt.view.driver_daemonsets.values(), gpu_nodes, owners.owners, planned
     )
     for name in handover.delete:
-        await operands.delete_daemonset(rt, name, errors)
+        await operand_reconciler.delete_daemonset(rt, name, errors)
         logger.info("deleted the ClusterPolicy's driver DaemonSet %s: NVIDIADrivers own its nodes", name)
 
     for outcome in outcomes:
@@ -112,7 +115,7 @@ async def reconcile_nvidia_drivers(
     if unowned is not None:
         # GPU nodes no NVIDIADriver selects: the ClusterPolicy is not ready while they exist
         findings.append(unowned)
-    combined = drivers.DriverPlan(
+    combined = driver_plan.DriverPlan(
         desired=tuple(entry for o in outcomes if o.plan for entry in o.plan.desired),
         stale=tuple(entry for o in outcomes if o.plan for entry in o.plan.stale),
         findings=tuple(findings),
@@ -123,9 +126,9 @@ async def reconcile_nvidia_drivers(
 async def _reconcile_pool(
     rt: runtime.Runtime,
     policy_owner: Mapping[str, str],
-    driver: nvidia_driver.NvidiaDriver,
-    policy: policy_model.Policy,
-    platform: platform_model.Platform,
+    driver: nvidia_driver_spec.NvidiaDriver,
+    policy: policy_spec.Policy,
+    platform: platforms.Platform,
     owners: driver_pools.OwnerPlan,
     now: datetime.datetime,
     shared_applied: set[owning.ObjectIdent],
@@ -141,7 +144,7 @@ async def _reconcile_pool(
     if isinstance(desired, PolicyProblem):
         # an image that cannot be resolved, a missing ConfigMap: change nothing, say what to fix
         if desired.field in {
-            nvidia_driver.nvidia_driver_field(field) or field
+            nvidia_driver_spec.nvidia_driver_field(field) or field
             for field in driver_manifests.named_config_maps(policy)
         }:
             rt.scheduler.poke_after(CONFIG_MAP_RECHECK_S)
@@ -150,20 +153,20 @@ async def _reconcile_pool(
     for manifest in desired.manifests:
         if manifest["kind"] == "DaemonSet":
             # the pool's DaemonSets: owned by its NVIDIADriver, collected with it
-            await operands.apply_if_changed(rt, driver.ref(), manifest, errors)
+            await operand_reconciler.apply_if_changed(rt, driver.ref(), manifest, errors)
             continue
         ident = owning.manifest_ident(manifest)
         if ident not in shared_applied:
             # the driver pods' RBAC and ConfigMaps, one set for every pool: the ClusterPolicy's
             shared_applied.add(ident)
-            await operands.apply_if_changed(rt, policy_owner, manifest, errors)
+            await operand_reconciler.apply_if_changed(rt, policy_owner, manifest, errors)
     for stale in desired.plan.stale:
         await _delete_stale(rt, stale, value, errors)
     return PoolOutcome(driver, plan=desired.plan, errors=errors)
 
 
 async def _delete_stale(
-    rt: runtime.Runtime, stale: drivers.StaleDriverDaemonSet, pool: str, errors: dict[str, str]
+    rt: runtime.Runtime, stale: driver_plan.StaleDriverDaemonSet, pool: str, errors: dict[str, str]
 ) -> None:
     # NB: the planner saw no node of this pool with the key; one targeted read agrees first.
     daemonset = rt.view.driver_daemonsets.get(stale.name)
@@ -180,7 +183,7 @@ async def _delete_stale(
         if still:
             logger.warning("kept %s: a node of NVIDIADriver %s still carries its key", stale.name, pool)
             return
-    await operands.delete_daemonset(rt, stale.name, errors, stale_reason=stale.reason)
+    await operand_reconciler.delete_daemonset(rt, stale.name, errors, stale_reason=stale.reason)
 
 
 async def _write_owner_labels(rt: runtime.Runtime, changes: Mapping[NodeName, str | None]) -> dict[str, str]:
@@ -205,7 +208,7 @@ async def _write_owner_labels(rt: runtime.Runtime, changes: Mapping[NodeName, st
 def pool_status(
     outcome: PoolOutcome,
     owners: driver_pools.OwnerPlan,
-    daemonsets: Mapping[str, snapshot.DriverDaemonSet],
+    daemonsets: Mapping[str, driver_snapshot.DriverDaemonSet],
     namespace: str,
 ) -> dict[str, Any]:
     """The NVIDIADriver's status as decided this pass; `_conditions` holds the fresh conditions."""
@@ -277,7 +280,7 @@ def pool_status(
     if clashes:
         message = "; ".join(c.message_for(value) for c in clashes)
         found.append(conditions.Condition(CONFLICT, True, CONFLICT, message))
-    refused = nvidia_driver.refused_settings(driver.spec)
+    refused = nvidia_driver_spec.refused_settings(driver.spec)
     if refused:
         message = "; ".join(f"{path}: not acted on, {instead}" for path, instead in refused.items())
         found.append(conditions.Condition(UNSUPPORTED, True, UNSUPPORTED, message))
@@ -320,7 +323,7 @@ async def _report(
 
 async def write_status_if_changed(
     rt: runtime.Runtime,
-    driver: nvidia_driver.NvidiaDriver,
+    driver: nvidia_driver_spec.NvidiaDriver,
     decided: Mapping[str, Any],
     now: datetime.datetime,
 ) -> None:

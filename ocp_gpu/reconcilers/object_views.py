@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from ocp_gpu.kube import object_watches, owning
-from ocp_gpu.model import custom_resources, nvidia_driver
+from ocp_gpu.model import custom_resources, nvidia_driver_spec
 from ocp_gpu.planning import delivery
 from ocp_gpu.reconcilers import runtime, watched_view
 
@@ -123,7 +123,7 @@ class PolicyView(watched_view.WatchedView[custom_resources.PolicyObject]):
         self._scheduler.mark_policies()
 
 
-class NvidiaDriverView(watched_view.WatchedView[nvidia_driver.NvidiaDriver]):
+class NvidiaDriverView(watched_view.WatchedView[nvidia_driver_spec.NvidiaDriver]):
     """Keeps the view's `nvidia_drivers`; any change wakes the main pass (which deploys the pools)."""
 
     def __init__(self, rt: runtime.Runtime, group: str, plural: str) -> None:
@@ -132,7 +132,7 @@ class NvidiaDriverView(watched_view.WatchedView[nvidia_driver.NvidiaDriver]):
     def known(self) -> Iterable[str]:
         return self._view.nvidia_drivers
 
-    def seen(self, facts: nvidia_driver.NvidiaDriver) -> None:
+    def seen(self, facts: nvidia_driver_spec.NvidiaDriver) -> None:
         self._view.nvidia_drivers[facts.name] = facts
         self._scheduler.mark_policies()
 

@@ -5,7 +5,7 @@
 - `cache` (reconcilers/applied_cache.py): what this process wrote and established.
 
 The watches' views (watches.py) keep `view` and mark `scheduler`; the loops
-(reconcilers/cluster.py, reconcilers/upgrades.py) drain the marks and run the reconcilers.
+(reconcilers/cluster.py, reconcilers/upgrade_reconciler.py) drain the marks and run the reconcilers.
 """
 
 from __future__ import annotations

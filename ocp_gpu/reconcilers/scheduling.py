@@ -2,7 +2,7 @@
 
 Handlers and our watches' views (reconcilers/*_view.py) only mark things dirty and wake a
 loop; the main loop (reconcilers/cluster.py) drains the marks once per pass (`take_changes`),
-the upgrade loop (reconcilers/upgrades.py) its own (`take_upgrade_marks`).  The first event
+the upgrade loop (reconcilers/upgrade_reconciler.py) its own (`take_upgrade_marks`).  The first event
 after a quiet spell runs a pass at once; bursts of events coalesce into one pass
 (`Coalescer`), except the few urgent changes planning/urgency names, which run the next pass
 at once.  Nothing here knows what the watches saw (reconcilers/cluster_view.py) or what a
@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Callable
 
 from ocp_gpu.model import nodes
-from ocp_gpu.model.policy import UpgradePolicy
+from ocp_gpu.model.policy.policy_spec import UpgradePolicy
 
 # How long a burst of rollout progress alone (operand pods turning Ready, DaemonSet pod counts)
 # may wait for its pass: such a pass can only move the status's progress, itself written at most

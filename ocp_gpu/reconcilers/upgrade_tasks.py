@@ -25,10 +25,11 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from ocp_gpu.kube import connecting, pod_following, reporting, requesting, upgrading
-from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model import labels, upgrade_observations
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.upgrades import PodRef, UpgradeNode
-from ocp_gpu.planning import batched_events, upgrade, upgrade_chain, upgrade_pipeline
+from ocp_gpu.model.upgrade_observations import PodRef, UpgradeNode
+from ocp_gpu.planning.status import batched_events
+from ocp_gpu.planning.upgrades import upgrade_chain, upgrade_pipeline, upgrade_plan
 from ocp_gpu.reconcilers import ranked_gate, runtime
 
 logger = logging.getLogger(labels.UPGRADE_LOGGER)
@@ -51,7 +52,7 @@ class Outcome:
 
     # The node as the steps that succeeded left it.
     node: UpgradeNode
-    applied: tuple[upgrade.NodePlan, ...]
+    applied: tuple[upgrade_plan.NodePlan, ...]
     error: Exception | None
 
 
@@ -107,7 +108,10 @@ class Pipeline:
         return {**{name: written.node for name, written in self._written.items()}, **self._running}
 
     def start(
-        self, plan: upgrade.UpgradePlan, snap: upgrades.UpgradeSnapshot, shared: upgrade.PassInputs
+        self,
+        plan: upgrade_plan.UpgradePlan,
+        snap: upgrade_observations.UpgradeSnapshot,
+        shared: upgrade_plan.PassInputs,
     ) -> int:
         """Start the writes of every node plan with something to do; how many nodes."""
         busy = upgrading.busy_plans(plan.nodes)
@@ -158,7 +162,7 @@ class Pipeline:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _done(self, name: NodeName, node: UpgradeNode, applied: Sequence[upgrade.NodePlan]) -> None:
+    def _done(self, name: NodeName, node: UpgradeNode, applied: Sequence[upgrade_plan.NodePlan]) -> None:
         self._running.pop(name, None)
         echoes = upgrade_chain.awaited_echoes(applied)
         if echoes.labels or echoes.deleted:
@@ -174,13 +178,13 @@ class Pipeline:
         )
         logger.warning("node %s: upgrade step failed (%s); other nodes carry on", name, detail)
 
-    def _turn(self, state: upgrades.UpgradeState) -> contextlib.AbstractAsyncContextManager[None]:
+    def _turn(self, state: upgrade_observations.UpgradeState) -> contextlib.AbstractAsyncContextManager[None]:
         """A place at the node tasks' gate for a call of a node in `state`."""
         return self._alone_gate.held(upgrade_pipeline.gate_rank(state, self._alone_gate.ticket()))
 
     def _write(
         self,
-        steps: Sequence[upgrade.NodePlan],
+        steps: Sequence[upgrade_plan.NodePlan],
         node: UpgradeNode,
         now: datetime.datetime,
         batched: list[upgrading.Announcement] | None,
@@ -190,7 +194,7 @@ class Pipeline:
         The Events planning/batched_events says once for many nodes go to `batched` (list.append
         is atomic: the workers of one pass share it), the others to the announcer.
         """
-        applied: list[upgrade.NodePlan] = []
+        applied: list[upgrade_plan.NodePlan] = []
         for step in steps:
             try:
                 done = upgrading.apply_node_plan(self._rt.api_client, step, now=now, announcing=False)
@@ -209,9 +213,9 @@ class Pipeline:
 
     async def _carry(
         self,
-        plan: upgrade.NodePlan,
+        plan: upgrade_plan.NodePlan,
         node: UpgradeNode,
-        shared: upgrade.PassInputs,
+        shared: upgrade_plan.PassInputs,
         first_done: asyncio.Future[bool] | None,
         awaited: Sequence[asyncio.Future[bool]],
         giver: bool = True,
@@ -224,9 +228,9 @@ class Pipeline:
         """
         name = plan.node
         before = node
-        applied: list[upgrade.NodePlan] = []
+        applied: list[upgrade_plan.NodePlan] = []
         steps = plan.steps
-        wanted = upgrade.states_needing_pods(shared.policy)
+        wanted = upgrade_plan.states_needing_pods(shared.policy)
         try:
             if awaited and not all(await asyncio.gather(*awaited)):
                 # Its slot's giver failed: the slot may still be held. The next pass plans it again.
@@ -272,10 +276,10 @@ class Pipeline:
     async def _write_round(
         self,
         name: NodeName,
-        steps: Sequence[upgrade.NodePlan],
+        steps: Sequence[upgrade_plan.NodePlan],
         node: UpgradeNode,
         now: datetime.datetime,
-        wanted: frozenset[upgrades.UpgradeState],
+        wanted: frozenset[upgrade_observations.UpgradeState],
     ) -> tuple[Outcome, pod_following.Followed | None]:
         """Write `steps`; and the node's pods, when they may be read beside the last label
         (upgrade_pipeline.read_beside), else None."""
@@ -298,7 +302,7 @@ class Pipeline:
     async def _pods_after(
         self,
         name: NodeName,
-        state: upgrades.UpgradeState,
+        state: upgrade_observations.UpgradeState,
         removed: Sequence[PodRef],
         known: pod_following.Followed | None,
     ) -> pod_following.Followed | None:
@@ -338,9 +342,9 @@ class Pipeline:
 
     async def _batch(
         self,
-        plans: Sequence[upgrade.NodePlan],
+        plans: Sequence[upgrade_plan.NodePlan],
         nodes: dict[NodeName, UpgradeNode],
-        shared: upgrade.PassInputs,
+        shared: upgrade_plan.PassInputs,
         done: asyncio.Future[bool],
     ) -> None:
         """The pass's other nodes (labels only), by WRITE_CONCURRENCY workers, not a task each."""
@@ -386,5 +390,5 @@ class Pipeline:
             names = [said.node for said in batched if said.state is state]
             message = batched_events.batched_message(state, names)
             await asyncio.to_thread(
-                reporting.post_event, rt.api_client, active.ref(), upgrades.EVENT_REASON, message
+                reporting.post_event, rt.api_client, active.ref(), upgrade_observations.EVENT_REASON, message
             )

@@ -28,7 +28,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from ocp_gpu.model import policy_parser
+from ocp_gpu.model.policy import policy_parser
 from ocp_gpu_harness import crds
 from ocp_gpu_harness.cluster import LocalControlPlane
 from tests.unit._crd_schema import apply_defaults, spec_schema

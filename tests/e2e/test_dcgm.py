@@ -27,7 +27,7 @@ from typing import Any, Final
 import pytest
 from kubernetes import client
 
-from ocp_gpu.model import labels, operands
+from ocp_gpu.model import labels, operand_catalog
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
@@ -124,7 +124,7 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
         return str(found.get("message", "")) if found.get("status") == "True" else ""
 
     def exporter_applied() -> bool:
-        selector = f"metadata.name={operands.DCGM_EXPORTER.daemonset}"
+        selector = f"metadata.name={operand_catalog.DCGM_EXPORTER.daemonset}"
         return bool(apps.list_namespaced_daemon_set(namespace, field_selector=selector).items)
 
     wait_for(lambda: "'my-dcgm-metrics' does not exist" in error_message(), 60, what="missing ConfigMap")
@@ -139,7 +139,11 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
         "my-dcgm-metrics", namespace, {"data": {"dcgm-metrics.csv": METRICS_CSV}}
     )
     # (a)
-    for operand in (operands.DCGM, operands.DCGM_EXPORTER, operands.NODE_STATUS_EXPORTER):
+    for operand in (
+        operand_catalog.DCGM,
+        operand_catalog.DCGM_EXPORTER,
+        operand_catalog.NODE_STATUS_EXPORTER,
+    ):
         wait_for(
             lambda app=operand.app: set(gpu_nodes) <= ready_nodes(kube, namespace, app),
             120,

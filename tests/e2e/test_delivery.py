@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.install import manifests
+from ocp_gpu.install import install_manifests
 from ocp_gpu.model import labels
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import openshift as openshift_emulation
@@ -62,12 +62,14 @@ def late_imagestream_identity(
 ) -> Iterator[tuple[Path, Callable[[], None]]]:
     """A kubeconfig with the shipped RBAC minus imagestreams, and a function granting them."""
     rbac = client.RbacAuthorizationV1Api(kube)
-    role = manifests.cluster_role(WITHOUT)
+    role = install_manifests.cluster_role(WITHOUT)
     role["rules"] = [rule for rule in role["rules"] if "imagestreams" not in rule.get("resources", ())]
     rbac.create_cluster_role(role)
-    rbac.create_cluster_role_binding(manifests.cluster_role_binding("", WITHOUT, subjects=SUBJECTS))
-    rbac.create_namespaced_role(namespace, manifests.role(namespace))
-    rbac.create_namespaced_role_binding(namespace, manifests.role_binding(namespace, subjects=SUBJECTS))
+    rbac.create_cluster_role_binding(install_manifests.cluster_role_binding("", WITHOUT, subjects=SUBJECTS))
+    rbac.create_namespaced_role(namespace, install_manifests.role(namespace))
+    rbac.create_namespaced_role_binding(
+        namespace, install_manifests.role_binding(namespace, subjects=SUBJECTS)
+    )
     wait_for(
         lambda: (
             _allowed(kube, "", "", "nodes", "list")
@@ -91,7 +93,7 @@ def late_imagestream_identity(
                 ],
             }
         )
-        rbac.create_cluster_role_binding(manifests.cluster_role_binding("", GRANT, subjects=SUBJECTS))
+        rbac.create_cluster_role_binding(install_manifests.cluster_role_binding("", GRANT, subjects=SUBJECTS))
 
     yield control_plane.make_kubeconfig(USER, name="late-imagestream"), grant
     for name in (WITHOUT, GRANT):

@@ -37,7 +37,7 @@ import pytest
 from kubernetes import client, watch
 from prometheus_client.parser import text_string_to_metric_families
 
-from ocp_gpu.model import labels, operands
+from ocp_gpu.model import labels, operand_catalog
 from ocp_gpu_harness import node_agent
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
@@ -176,7 +176,7 @@ def test_mig_reconfiguration_through_labels(
     operator = start_operator()
 
     # (a)
-    manager_label = operands.MIG_MANAGER.deploy_label
+    manager_label = operand_catalog.MIG_MANAGER.deploy_label
     for name in (first, second):
         wait_for(
             lambda name=name: node_labels(kube, name).get(STATE) == "success",
@@ -187,11 +187,11 @@ def test_mig_reconfiguration_through_labels(
         assert (found[manager_label], found[labels.MIG_CONFIG]) == ("true", "all-disabled")
         assert found[labels.MIG_CAPABLE] == "true"
     wait_for(
-        lambda: {first, second} <= ready_nodes(kube, namespace, operands.MIG_MANAGER.app),
+        lambda: {first, second} <= ready_nodes(kube, namespace, operand_catalog.MIG_MANAGER.app),
         60,
         what="MIG manager",
     )
-    assert l40s not in ready_nodes(kube, namespace, operands.MIG_MANAGER.app)
+    assert l40s not in ready_nodes(kube, namespace, operand_catalog.MIG_MANAGER.app)
     plain = node_labels(kube, l40s)
     assert manager_label not in plain and labels.MIG_CONFIG not in plain
     assert plain.get(labels.MIG_CAPABLE) == "false"
@@ -279,7 +279,7 @@ def test_mig_reconfiguration_through_labels(
     apps = client.AppsV1Api(kube)
 
     def mounted() -> str:
-        daemonset = apps.read_namespaced_daemon_set(operands.MIG_MANAGER.daemonset, namespace)
+        daemonset = apps.read_namespaced_daemon_set(operand_catalog.MIG_MANAGER.daemonset, namespace)
         volumes = {v.name: v.config_map.name for v in daemonset.spec.template.spec.volumes if v.config_map}
         return str(volumes["mig-parted-config"])
 

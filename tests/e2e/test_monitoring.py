@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.install import manifests as install
+from ocp_gpu.install import install_manifests
 from ocp_gpu.model import labels
 from ocp_gpu_harness.cluster import LocalControlPlane
 from ocp_gpu_harness.operating import OperatorProcess
@@ -84,8 +84,8 @@ def test_openshift_with_the_monitoring_api_gets_service_monitor_rules_dashboard_
     assert monitor["spec"]["selector"]["matchLabels"].items() <= (service.metadata.labels or {}).items()
     assert monitor["spec"]["namespaceSelector"]["matchNames"] == [namespace]
     assert monitor["spec"]["endpoints"][0]["port"] == service.spec.ports[0].name == "gpu-operator-metrics"
-    assert service.spec.ports[0].port == install.METRICS_PORT
-    pod_labels = install.deployment_spec()["template"]["metadata"]["labels"]
+    assert service.spec.ports[0].port == install_manifests.METRICS_PORT
+    pod_labels = install_manifests.deployment_spec()["template"]["metadata"]["labels"]
     assert service.spec.selector.items() <= pod_labels.items()
     rule = wait_for(
         lambda: custom_object(kube, namespace, "prometheusrules", "ocp-gpu-alerts"), 30, what="PrometheusRule"

@@ -37,7 +37,7 @@ import yaml
 from kubernetes import client
 
 from ocp_gpu.model import labels
-from ocp_gpu.planning import pod_selection
+from ocp_gpu.planning.upgrades import pod_selection
 from ocp_gpu_harness import crds, fuzzing
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import openshift as openshift_emulation

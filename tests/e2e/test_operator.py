@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.model import labels, operands
+from ocp_gpu.model import labels, operand_catalog
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
@@ -41,7 +41,7 @@ from .conftest import (
 
 pytestmark = pytest.mark.e2e
 
-EXPECTED_DEPLOY = {operand.deploy_label: "true" for operand in operands.EVERY_GPU_NODE}
+EXPECTED_DEPLOY = {operand.deploy_label: "true" for operand in operand_catalog.EVERY_GPU_NODE}
 
 
 def node_labels(kube: client.ApiClient, name: str) -> dict[str, str]:

@@ -17,8 +17,8 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.model import labels
-from ocp_gpu.rendering import drivers as driver_rendering
-from ocp_gpu.rendering import toolkit as toolkit_rendering
+from ocp_gpu.rendering import driver_rendering
+from ocp_gpu.rendering.operands import toolkit
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
@@ -85,7 +85,7 @@ def test_owned_objects_deleted_by_hand_come_back_within_seconds(
     before = owned_objects(kube, namespace)
     expected = {
         f"ServiceAccount {driver_rendering.SERVICE_ACCOUNT}",
-        f"ServiceAccount {toolkit_rendering.IDENTITY.service_account}",
+        f"ServiceAccount {toolkit.IDENTITY.service_account}",
         f"ClusterRole {driver_rendering.CLUSTER_ROLE}",
     }
     assert expected <= before.keys(), before

@@ -30,7 +30,7 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.kube import applying, clients, connecting, daemonset_watch, node_watch, pod_watch, watching
-from ocp_gpu.model import labels, operands
+from ocp_gpu.model import labels, operand_catalog
 from ocp_gpu_harness import binaries, faults
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane
@@ -38,7 +38,7 @@ from tests.e2e.conftest import wait_for
 
 pytestmark = pytest.mark.e2e
 
-PLUGIN = operands.DEVICE_PLUGIN.app
+PLUGIN = operand_catalog.DEVICE_PLUGIN.app
 
 
 class Recorder:

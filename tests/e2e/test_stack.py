@@ -29,11 +29,10 @@ import pytest
 import yaml
 from kubernetes import client
 
-from ocp_gpu.model import labels, operands, policy_parser
-from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model import labels, operand_catalog
 from ocp_gpu.model.images import ImageRef
-from ocp_gpu.rendering import common
-from ocp_gpu.rendering import operands as operand_rendering
+from ocp_gpu.model.policy import policy_parser, policy_spec
+from ocp_gpu.rendering.operands import operand_common, operand_rendering
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
@@ -51,13 +50,13 @@ from .conftest import (
 
 pytestmark = pytest.mark.e2e
 
-APPS = f"{labels.APP} in ({','.join(operands.POD_APPS)})"
+APPS = f"{labels.APP} in ({','.join(operand_catalog.POD_APPS)})"
 # The operands an empty ClusterPolicy deploys (nodeStatusExporter is off by default, as NVIDIA's).
 # NB: the MIG manager runs only on MIG-capable nodes; the simulated GPUs here are L40S (test_mig.py).
 DEFAULT_APPS = {
     o.app
-    for o in operands.OPERANDS
-    if policy_model.Policy().components()[o.section].enabled and o is not operands.MIG_MANAGER
+    for o in operand_catalog.OPERANDS
+    if policy_spec.Policy().components()[o.section].enabled and o is not operand_catalog.MIG_MANAGER
 }
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
@@ -171,9 +170,11 @@ def test_gpu_pod_waits_for_the_chain_then_runs(
     scheduled = wait_for(lambda: pod_node(kube, namespace, work), 90, what="the GPU pod scheduled")
     assert scheduled == gpu
     # By then the chain up to the device plugin is Ready on that node; the validator follows it.
-    assert {operands.DRIVER.app, operands.CONTAINER_TOOLKIT.app, operands.DEVICE_PLUGIN.app} <= ready_apps_on(
-        kube, namespace, gpu
-    )
+    assert {
+        operand_catalog.DRIVER.app,
+        operand_catalog.CONTAINER_TOOLKIT.app,
+        operand_catalog.DEVICE_PLUGIN.app,
+    } <= ready_apps_on(kube, namespace, gpu)
     wait_for(lambda: state(kube) == "ready", READY_S, what="policy ready")
     pods = {(p.spec.node_name, p.metadata.labels[labels.APP]): p for p in operand_pods(kube, namespace)}
     assert {app for node, app in pods if node == gpu} == DEFAULT_APPS
@@ -182,14 +183,19 @@ def test_gpu_pod_waits_for_the_chain_then_runs(
         app: next(c.last_transition_time for c in pods[(gpu, app)].status.conditions if c.type == "Ready")
         for app in DEFAULT_APPS
     }
-    order = [operands.DRIVER, operands.CONTAINER_TOOLKIT, operands.DEVICE_PLUGIN, operands.OPERATOR_VALIDATOR]
+    order = [
+        operand_catalog.DRIVER,
+        operand_catalog.CONTAINER_TOOLKIT,
+        operand_catalog.DEVICE_PLUGIN,
+        operand_catalog.OPERATOR_VALIDATOR,
+    ]
     times = [became_ready[o.app] for o in order]
     assert times == sorted(times), f"readiness out of marker order: {became_ready}"
 
     assert nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}
     # Opted out of the device plugin: every other operand, but no plugin and no GPU capacity.
-    assert (no_plugin, operands.DEVICE_PLUGIN.app) not in pods
-    assert (no_plugin, operands.CONTAINER_TOOLKIT.app) in pods
+    assert (no_plugin, operand_catalog.DEVICE_PLUGIN.app) not in pods
+    assert (no_plugin, operand_catalog.CONTAINER_TOOLKIT.app) in pods
     assert nvidia_resources(kube, no_plugin) == {}
     # The CPU node never gets an operand pod.
     assert not [key for key in pods if key[0] == cpu]
@@ -251,7 +257,7 @@ def test_shared_gpus_follow_the_rendered_config(
     core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
 
     def mounted() -> str:
-        daemonset = apps.read_namespaced_daemon_set(operands.DEVICE_PLUGIN.daemonset, namespace)
+        daemonset = apps.read_namespaced_daemon_set(operand_catalog.DEVICE_PLUGIN.daemonset, namespace)
         volumes = {v.name: v.config_map.name for v in daemonset.spec.template.spec.volumes if v.config_map}
         return str(volumes["available-configs"])
 
@@ -284,9 +290,9 @@ def test_shared_gpus_follow_the_rendered_config(
 
 
 SWITCHABLE = [
-    (operands.CONTAINER_TOOLKIT, "toolkit"),
-    (operands.DEVICE_PLUGIN, "devicePlugin"),
-    (operands.GPU_FEATURE_DISCOVERY, "gfd"),
+    (operand_catalog.CONTAINER_TOOLKIT, "toolkit"),
+    (operand_catalog.DEVICE_PLUGIN, "devicePlugin"),
+    (operand_catalog.GPU_FEATURE_DISCOVERY, "gfd"),
 ]
 
 
@@ -338,9 +344,9 @@ def test_each_operand_switches_alone_and_steady_state_is_quiet(
     assert quiet_writes(control_plane) == []
 
 
-def _names_of(operand: operands.Operand) -> set[str]:
+def _names_of(operand: operand_catalog.Operand) -> set[str]:
     """The names of the objects the operand renders (what enabled: false must remove)."""
-    inputs = common.OperandRenderInputs("x", False, ImageRef("x:1"))
+    inputs = operand_common.OperandRenderInputs("x", False, ImageRef("x:1"))
     return {
         m["metadata"]["name"]
         for m in operand_rendering.render_operand(operand, policy_parser.parse_policy({}), inputs)
@@ -370,7 +376,8 @@ def validator_pod_on(kube: client.ApiClient, namespace: str, node: str) -> str:
     (name,) = [
         p.metadata.name
         for p in operand_pods(kube, namespace)
-        if p.spec.node_name == node and p.metadata.labels[labels.APP] == operands.OPERATOR_VALIDATOR.app
+        if p.spec.node_name == node
+        and p.metadata.labels[labels.APP] == operand_catalog.OPERATOR_VALIDATOR.app
     ]
     return str(name)
 

@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.model import labels
-from ocp_gpu.rendering import toolkit as toolkit_rendering
+from ocp_gpu.rendering.operands import toolkit as toolkit_rendering
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import unique_name
 from ocp_gpu_harness.operating import OperatorProcess

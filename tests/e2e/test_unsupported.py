@@ -27,10 +27,11 @@ import yaml
 from kubernetes import client
 
 from ocp_gpu.desired import driver_manifests
-from ocp_gpu.model import fields, operands, policy_parser
-from ocp_gpu.model.policy import Policy
-from ocp_gpu.rendering import operands as operand_rendering
-from ocp_gpu.rendering import toolkit as toolkit_rendering
+from ocp_gpu.model import operand_catalog
+from ocp_gpu.model.policy import fields, policy_parser
+from ocp_gpu.model.policy.policy_spec import Policy
+from ocp_gpu.rendering.operands import operand_rendering
+from ocp_gpu.rendering.operands import toolkit as toolkit_rendering
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
@@ -87,7 +88,7 @@ def create_named_config_maps(kube: client.ApiClient, namespace: str, policy: Pol
     """Every ConfigMap the policy names, with the keys the operands read (a device-plugin config for
     any other key, e.g. the one config.default names)."""
     wanted: dict[str, set[str]] = {}
-    for operand in operands.OPERANDS:
+    for operand in operand_catalog.OPERANDS:
         named, keys = operand_rendering.named_config_maps(operand, policy)
         for field, name in named.items():
             wanted.setdefault(name, set()).update({keys[field]} if field in keys else set())
@@ -206,5 +207,5 @@ def test_every_nvidia_field_is_reported_or_honoured(
     assert "spec.daemonsets.podSecurityContext.sysctls[0].name" in error["message"]
     assert "spec.dcgm.hostNetwork" in error["message"]
     names = daemonset_names(kube, namespace)
-    assert operands.DCGM.daemonset not in names, names
+    assert operand_catalog.DCGM.daemonset not in names, names
     assert not any(word in name for name in names for word in ("peermem", "gds", "gdrcopy", "vgpu")), names

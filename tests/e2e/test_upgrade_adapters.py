@@ -35,9 +35,9 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.kube import clients, connecting, pod_following, requesting, upgrading
-from ocp_gpu.model import labels, upgrades
-from ocp_gpu.model.upgrades import UpgradeState
-from ocp_gpu.planning import upgrade, upgrade_pipeline
+from ocp_gpu.model import labels, upgrade_observations
+from ocp_gpu.model.upgrade_observations import UpgradeState
+from ocp_gpu.planning.upgrades import upgrade_pipeline, upgrade_plan
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import polling
 from ocp_gpu_harness.cluster import unique_name
@@ -144,7 +144,7 @@ def events_for(kube: client.ApiClient, node: str) -> list[Any]:
         .items
     )
     return sorted(
-        (e for e in items if e.reason == upgrades.EVENT_REASON),
+        (e for e in items if e.reason == upgrade_observations.EVENT_REASON),
         key=lambda e: int(e.metadata.resource_version),
     )
 
@@ -212,7 +212,7 @@ def test_current_revision_matches_pods_and_moves_on_a_template_change(
 
     revisions = upgrading.list_controller_revisions(api, namespace, selector)
     old_hash = revisions["nvidia-driver-daemonset-test"]
-    assert {p.metadata.labels[upgrades.POD_REVISION_LABEL] for p in pods} == {old_hash}
+    assert {p.metadata.labels[upgrade_observations.POD_REVISION_LABEL] for p in pods} == {old_hash}
     records = upgrading.list_driver_pods(api, namespace, selector)
     assert sorted(r.node for r in records) == sorted(nodes)
     assert all(
@@ -241,7 +241,9 @@ def test_current_revision_matches_pods_and_moves_on_a_template_change(
         api, namespace, policy(), node_selector=f"{RUN_LABEL}={run[RUN_LABEL]}", driver_selector=selector
     )
     assert snap.daemonsets["nvidia-driver-daemonset-test"].current_hash == new_hash
-    assert {upgrade.check_driver(n, snap).check for n in snap.nodes} == {upgrade.DriverCheck.OUTDATED}
+    assert {upgrade_plan.check_driver(n, snap).check for n in snap.nodes} == {
+        upgrade_plan.DriverCheck.OUTDATED
+    }
 
     victim = records[0]
     upgrading.delete_pod(api, namespace, victim.ref.name, victim.ref.uid)
@@ -270,12 +272,14 @@ def test_set_upgrade_state_writes_label_event_and_log(
 ) -> None:
     (node,) = make_nodes(run)
     caplog.set_level(logging.INFO, logger=labels.UPGRADE_LOGGER)
-    started = upgrades.format_timestamp(datetime.datetime.now(datetime.UTC))
-    upgrading.set_upgrade_state(api, node, S.POD_DELETION_REQUIRED, {upgrades.POD_DELETION_START: started})
+    started = upgrade_observations.format_timestamp(datetime.datetime.now(datetime.UTC))
+    upgrading.set_upgrade_state(
+        api, node, S.POD_DELETION_REQUIRED, {upgrade_observations.POD_DELETION_START: started}
+    )
 
     body = client.CoreV1Api(kube).read_node(node)
     assert body.metadata.labels[labels.UPGRADE_STATE] == "pod-deletion-required"
-    assert body.metadata.annotations[upgrades.POD_DELETION_START] == started
+    assert body.metadata.annotations[upgrade_observations.POD_DELETION_START] == started
     events = wait_for("the GPUDriverUpgrade event", lambda: events_for(kube, node))
     assert [e.message for e in events] == ["Successfully updated node state label to [pod-deletion-required]"]
     assert events[0].involved_object.kind == "Node"
@@ -288,9 +292,9 @@ def test_set_upgrade_state_writes_label_event_and_log(
         )
     ]
 
-    upgrading.cordon(api, node, True, {upgrades.CORDONED_BY_UPGRADE: "true"})
+    upgrading.cordon(api, node, True, {upgrade_observations.CORDONED_BY_UPGRADE: "true"})
     upgrading.annotate(
-        api, node, {upgrades.POD_DELETION_START: None, labels.UPGRADE_ENABLED_ANNOTATION: "true"}
+        api, node, {upgrade_observations.POD_DELETION_START: None, labels.UPGRADE_ENABLED_ANNOTATION: "true"}
     )
     record = upgrading.upgrade_node(
         client.ApiClient().sanitize_for_serialization(client.CoreV1Api(kube).read_node(node))
@@ -417,12 +421,12 @@ def test_one_node_through_the_state_machine(
     # force: the trainer is a bare pod.
     upgrade_policy = policy(force=True)
 
-    def one_pass() -> upgrade.NodePlan:
+    def one_pass() -> upgrade_plan.NodePlan:
         snap = upgrading.read_upgrade_snapshot(
             api, namespace, upgrade_policy, node_selector=node_selector, driver_selector=selector
         )
-        plan = upgrade.plan_upgrades(snap, upgrade_policy, datetime.datetime.now(datetime.UTC))
-        # As reconcilers.upgrades does: the busy nodes' steps, each through apply_node_plan
+        plan = upgrade_plan.plan_upgrades(snap, upgrade_policy, datetime.datetime.now(datetime.UTC))
+        # As reconcilers.upgrade_reconciler does: the busy nodes' steps, each through apply_node_plan
         # (an ApiException fails the test).
         for node_plan in upgrading.busy_plans(plan.nodes):
             for step in node_plan.steps:
@@ -443,7 +447,7 @@ def test_one_node_through_the_state_machine(
 
     body = core.read_node(node)
     assert not body.spec.unschedulable
-    assert upgrades.CORDONED_BY_UPGRADE not in (body.metadata.annotations or {})
+    assert upgrade_observations.CORDONED_BY_UPGRADE not in (body.metadata.annotations or {})
     assert body.metadata.annotations[labels.UPGRADE_ENABLED_ANNOTATION] == "true"
     assert not core.list_namespaced_pod(namespace, field_selector="metadata.name=trainer").items
     assert core.read_namespaced_pod("web", namespace).metadata.deletion_timestamp is None

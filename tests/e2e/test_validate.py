@@ -31,8 +31,8 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.commands import validate
-from ocp_gpu.planning import validation
-from ocp_gpu.planning.validation import Component
+from ocp_gpu.planning.operands import validation
+from ocp_gpu.planning.operands.validation import Component
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import polling, stages
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name

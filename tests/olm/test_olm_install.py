@@ -39,7 +39,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.install import manifests
+from ocp_gpu.install import install_manifests
 from ocp_gpu.model import labels
 from ocp_gpu_harness import crds, olm
 from ocp_gpu_harness import nodes as fake_nodes
@@ -52,9 +52,9 @@ from tests.unit.test_readme_install import readme_block
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMESPACE = manifests.OLM_NAMESPACE
+NAMESPACE = install_manifests.OLM_NAMESPACE
 OPS = ("operators.coreos.com", "v1alpha1")
-SA_USER = f"system:serviceaccount:{NAMESPACE}:{manifests.NAME}"
+SA_USER = f"system:serviceaccount:{NAMESPACE}:{install_manifests.NAME}"
 RHCOS = "416.94.202407030122-0"
 DTK_IMAGE = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "3" * 64
 
@@ -186,7 +186,7 @@ def _bound_roles(kube: client.ApiClient) -> tuple[list[list[dict[str, Any]]], li
 
     def bound(subjects: Any) -> bool:
         return any(
-            s.kind == "ServiceAccount" and s.name == manifests.NAME and s.namespace == NAMESPACE
+            s.kind == "ServiceAccount" and s.name == install_manifests.NAME and s.namespace == NAMESPACE
             for s in subjects or ()
         )
 
@@ -206,7 +206,7 @@ def _bound_roles(kube: client.ApiClient) -> tuple[list[list[dict[str, Any]]], li
 def service_account_kubeconfig(control_plane: LocalControlPlane, kube: client.ApiClient, path: Path) -> Path:
     """A kubeconfig holding a TokenRequest token of the operator's ServiceAccount."""
     request = client.CoreV1Api(kube).create_namespaced_service_account_token(
-        manifests.NAME, NAMESPACE, {"spec": {"expirationSeconds": 3600}}
+        install_manifests.NAME, NAMESPACE, {"spec": {"expirationSeconds": 3600}}
     )
     config = {
         "apiVersion": "v1",
@@ -362,13 +362,13 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
     # What the CSV declares exists as declared.
     crd = extensions.read_custom_resource_definition("clusterpolicies.nvidia.com")
     assert crds.is_established(crd.status.conditions)
-    core.read_namespaced_service_account(manifests.NAME, NAMESPACE)
+    core.read_namespaced_service_account(install_manifests.NAME, NAMESPACE)
     cluster_rules, namespace_rules = _bound_roles(kube)
-    assert manifests.cluster_role()["rules"] in cluster_rules
-    assert manifests.role(NAMESPACE)["rules"] in namespace_rules
-    deployment = client.AppsV1Api(kube).read_namespaced_deployment(manifests.NAME, NAMESPACE)
+    assert install_manifests.cluster_role()["rules"] in cluster_rules
+    assert install_manifests.role(NAMESPACE)["rules"] in namespace_rules
+    deployment = client.AppsV1Api(kube).read_namespaced_deployment(install_manifests.NAME, NAMESPACE)
     pod_spec = deployment.spec.template.spec
-    assert pod_spec.service_account_name == manifests.NAME
+    assert pod_spec.service_account_name == install_manifests.NAME
     assert pod_spec.priority_class_name == "system-node-critical"
     assert deployment.status.available_replicas == 1
     timings.mark("CRD, ServiceAccount, RBAC and Deployment as declared")

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ocp_gpu.model import images, labels
-from ocp_gpu.model.snapshot import (
+from ocp_gpu.model.driver_snapshot import (
     DriverDaemonSet,
     DriverSnapshot,
     DriverToolkitStream,
@@ -19,8 +19,8 @@ from ocp_gpu.model.snapshot import (
     RhcosVersion,
     StreamState,
 )
-from ocp_gpu.planning import driver_strategy, drivers
-from ocp_gpu.planning.driver_strategy import Strategy
+from ocp_gpu.planning.drivers import driver_plan, driver_strategy
+from ocp_gpu.planning.drivers.driver_strategy import Strategy
 
 V416 = "416.94.202407030122-0"
 V417 = "417.94.202410090854-0"
@@ -91,7 +91,7 @@ def driver_settings(strategy: Strategy, **overrides: Any) -> driver_strategy.Dri
 
 
 def existing(
-    entry: drivers.DesiredDriverDaemonSet,
+    entry: driver_plan.DesiredDriverDaemonSet,
     *,
     name: str | None = None,
     scheduled: int | None = None,
@@ -125,9 +125,9 @@ def plan(
     daemonsets: Iterable[DriverDaemonSet] = (),
     stream: DriverToolkitStream = FULL_STREAM,
     **overrides: Any,
-) -> drivers.DriverPlan:
+) -> driver_plan.DriverPlan:
     snapshot = DriverSnapshot(nodes=tuple(nodes), daemonsets=tuple(daemonsets), stream=stream)
-    return drivers.plan_driver_daemonsets(snapshot, driver_settings(strategy, **overrides))
+    return driver_plan.plan_driver_daemonsets(snapshot, driver_settings(strategy, **overrides))
 
 
 def applied(
@@ -137,5 +137,5 @@ def applied(
     return [existing(entry, **kw) for entry in plan(nodes, strategy, stream=stream).desired]
 
 
-def by_key(result: drivers.DriverPlan) -> dict[str, drivers.DesiredDriverDaemonSet]:
+def by_key(result: driver_plan.DriverPlan) -> dict[str, driver_plan.DesiredDriverDaemonSet]:
     return {entry.key: entry for entry in result.desired}

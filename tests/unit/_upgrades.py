@@ -12,10 +12,16 @@ import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model import labels, upgrade_observations
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.policy import Drain, GpuPodDeletion, PodSelector, UpgradePolicy, WaitForCompletion
-from ocp_gpu.model.upgrades import (
+from ocp_gpu.model.policy.policy_spec import (
+    Drain,
+    GpuPodDeletion,
+    PodSelector,
+    UpgradePolicy,
+    WaitForCompletion,
+)
+from ocp_gpu.model.upgrade_observations import (
     DriverPod,
     DriverRevision,
     PodRef,
@@ -25,7 +31,7 @@ from ocp_gpu.model.upgrades import (
     ValidatorPod,
     WorkloadPod,
 )
-from ocp_gpu.planning import upgrade
+from ocp_gpu.planning.upgrades import upgrade_plan
 
 S = UpgradeState
 NOW = datetime.datetime(2025, 3, 1, 12, 0, tzinfo=datetime.UTC)
@@ -97,7 +103,7 @@ def node(
     started: datetime.datetime | None = None,
 ) -> UpgradeNode:
     """A GPU node in `state`; `started` sets the current state's timer (default: just entered it)."""
-    rule = upgrade.TABLE[state]
+    rule = upgrade_plan.TABLE[state]
     all_timers = dict(timers or {})
     if rule.timer and rule.timer not in all_timers:
         all_timers[rule.timer] = started or NOW
@@ -211,16 +217,16 @@ def plan_one(
     *,
     now: datetime.datetime = NOW,
     **snapshot_args: Any,
-) -> upgrade.NodePlan:
+) -> upgrade_plan.NodePlan:
     """The plan of a single-node cluster."""
-    result = upgrade.plan_upgrades(snapshot(n, **snapshot_args), upgrade_policy or policy(), now)
+    result = upgrade_plan.plan_upgrades(snapshot(n, **snapshot_args), upgrade_policy or policy(), now)
     return result.nodes[0]
 
 
 # --- a simulated cluster --------------------------------------------------------------------------
 
 
-def unavailable_after(snap: UpgradeSnapshot, plan: upgrade.UpgradePlan) -> int:
+def unavailable_after(snap: UpgradeSnapshot, plan: upgrade_plan.UpgradePlan) -> int:
     """Nodes unschedulable, NotReady or cordon-required once the plan is applied."""
     count = 0
     by_name = {n.name: n for n in snap.nodes}
@@ -228,9 +234,9 @@ def unavailable_after(snap: UpgradeSnapshot, plan: upgrade.UpgradePlan) -> int:
         n = by_name[node_plan.node]
         unschedulable = n.unschedulable
         for action in node_plan.actions:
-            if isinstance(action, upgrade.Cordon):
+            if isinstance(action, upgrade_plan.Cordon):
                 unschedulable = True
-            elif isinstance(action, upgrade.Uncordon):
+            elif isinstance(action, upgrade_plan.Uncordon):
                 unschedulable = False
         count += unschedulable or not n.ready or node_plan.state_after is S.CORDON_REQUIRED
     return count
@@ -248,7 +254,7 @@ class World:
     upgrade_required_entries: dict[NodeName, int] = dataclasses.field(default_factory=dict)
 
     def snapshot(self, upgrade_policy: UpgradePolicy) -> UpgradeSnapshot:
-        wanted = set(upgrade.nodes_needing_pods(self.nodes.values(), upgrade_policy))
+        wanted = set(upgrade_plan.nodes_needing_pods(self.nodes.values(), upgrade_policy))
         return UpgradeSnapshot(
             nodes=tuple(self.nodes[name] for name in sorted(self.nodes)),
             daemonsets=REVISIONS,
@@ -259,7 +265,7 @@ class World:
             else {},
         )
 
-    def apply(self, plan: upgrade.UpgradePlan) -> None:
+    def apply(self, plan: upgrade_plan.UpgradePlan) -> None:
         for node_plan in plan.nodes:
             n = self.nodes[node_plan.node]
             for action in node_plan.actions:
@@ -272,12 +278,12 @@ class World:
             self.nodes[n.name] = annotate(n, annotations)
         self.now += datetime.timedelta(seconds=10)
 
-    def _act(self, n: UpgradeNode, action: upgrade.Action) -> UpgradeNode:
-        if isinstance(action, upgrade.Cordon):
+    def _act(self, n: UpgradeNode, action: upgrade_plan.Action) -> UpgradeNode:
+        if isinstance(action, upgrade_plan.Cordon):
             return annotate(dataclasses.replace(n, unschedulable=True), action.annotations)
-        if isinstance(action, upgrade.Uncordon):
+        if isinstance(action, upgrade_plan.Uncordon):
             return dataclasses.replace(n, unschedulable=False)
-        if isinstance(action, upgrade.DeletePods | upgrade.EvictPods):
+        if isinstance(action, upgrade_plan.DeletePods | upgrade_plan.EvictPods):
             gone = set(action.pods)
             self.pods[n.name] = [p for p in self.pods.get(n.name, []) if p.ref not in gone]
             return n
@@ -309,15 +315,15 @@ def annotate(n: UpgradeNode, annotations: Mapping[str, str | None]) -> UpgradeNo
     timers = dict(n.timers)
     fields: dict[str, Any] = {}
     for key, value in annotations.items():
-        if key in upgrades.TIMER_ANNOTATIONS:
-            moment = upgrades.parse_timestamp(value)
+        if key in upgrade_observations.TIMER_ANNOTATIONS:
+            moment = upgrade_observations.parse_timestamp(value)
             if moment is None:
                 timers.pop(key, None)
             else:
                 timers[key] = moment
-        elif key == upgrades.INITIAL_UNSCHEDULABLE:
+        elif key == upgrade_observations.INITIAL_UNSCHEDULABLE:
             fields["initially_unschedulable"] = value is not None
-        elif key == upgrades.CORDONED_BY_UPGRADE:
+        elif key == upgrade_observations.CORDONED_BY_UPGRADE:
             fields["cordoned_by_upgrade"] = value is not None
         elif key == labels.UPGRADE_ENABLED_ANNOTATION:
             fields["upgrade_enabled"] = value == "true"

@@ -16,21 +16,22 @@ from typing import Any
 
 import pytest
 
-from ocp_gpu.model import policy as policy_model
-from ocp_gpu.planning import monitoring, platform
-from ocp_gpu.rendering import monitoring as rendering
+from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.planning import platforms
+from ocp_gpu.planning.operands import monitoring_planning
+from ocp_gpu.rendering import monitoring_rendering
 
 from ._promql import ROOT, parse, published_metrics
 
-OPENSHIFT = platform.Platform(platform.PlatformKind.OPENSHIFT, "test")
+OPENSHIFT = platforms.Platform(platforms.PlatformKind.OPENSHIFT, "test")
 
 
 def rules() -> list[dict[str, Any]]:
-    plan = monitoring.plan_operator_monitoring(
-        policy_model.Policy(), OPENSHIFT, {monitoring.MONITORING_GROUP}, {}
+    plan = monitoring_planning.plan_operator_monitoring(
+        policy_spec.Policy(), OPENSHIFT, {monitoring_planning.MONITORING_GROUP}, {}
     )
-    manifests = rendering.render_monitoring_state(
-        policy_model.Policy(), rendering.MonitoringRenderInputs("gpu-operator", plan)
+    manifests = monitoring_rendering.render_monitoring_state(
+        policy_spec.Policy(), monitoring_rendering.MonitoringRenderInputs("gpu-operator", plan)
     )
     (rule,) = [m for m in manifests if m["kind"] == "PrometheusRule"]
     return [item for group in rule["spec"]["groups"] for item in group["rules"]]

@@ -1,4 +1,4 @@
-"""We test these aspects of `model/api_values.py` (bug C of issue 8: values the CRD accepts and
+"""We test these aspects of `model/policy/api_values.py` (bug C of issue 8: values the CRD accepts and
 the API server refuses when the DaemonSet is applied):
 
 - each value the API server refuses (each reproduced on the local control plane: resource
@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from ocp_gpu.kube import requesting
-from ocp_gpu.model import api_values, policy_checks, policy_parser
-from ocp_gpu.model.problems import Severity
+from ocp_gpu.model.policy import api_values, policy_checks, policy_parser
+from ocp_gpu.model.policy.policy_problems import Severity
 
 
 def problems(spec: dict[str, Any]) -> list[api_values.PolicyProblem]:

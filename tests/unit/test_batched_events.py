@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ocp_gpu.model.upgrades import UpgradeState
-from ocp_gpu.planning import batched_events
+from ocp_gpu.model.upgrade_observations import UpgradeState
+from ocp_gpu.planning.status import batched_events
 
 S = UpgradeState
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.planning import upgrade
+from ocp_gpu.planning.upgrades import upgrade_plan
 
 from ._upgrades import OUTDATED, S, World, node, policy
 
@@ -25,12 +25,12 @@ def test_a_transient_mco_cordon_at_upgrade_start_does_not_strand_the_node() -> N
     upgrade_policy = policy(parallel=1, unavailable="100%")
     # The MCO cordons the node just as the upgrade gives it a slot...
     world.admin_cordon(n1)
-    world.apply(upgrade.plan_upgrades(world.snapshot(upgrade_policy), upgrade_policy, world.now))
+    world.apply(upgrade_plan.plan_upgrades(world.snapshot(upgrade_policy), upgrade_policy, world.now))
     assert world.nodes[n1].state is S.CORDON_REQUIRED
     # ...and uncordons it a moment later (its update was quick).
     world.nodes[n1] = dataclasses.replace(world.nodes[n1], unschedulable=False)
     for _ in range(20):
-        world.apply(upgrade.plan_upgrades(world.snapshot(upgrade_policy), upgrade_policy, world.now))
+        world.apply(upgrade_plan.plan_upgrades(world.snapshot(upgrade_policy), upgrade_policy, world.now))
         if world.nodes[n1].state is S.UPGRADE_DONE:
             break
     assert world.nodes[n1].state is S.UPGRADE_DONE

@@ -12,7 +12,7 @@ import sys
 
 def test_the_admin_commands_do_not_import_kopf() -> None:
     probe = (
-        "import sys, ocp_gpu.cli, ocp_gpu.commands.status, ocp_gpu.commands.render, "
+        "import sys, ocp_gpu.cli, ocp_gpu.commands.status_command, ocp_gpu.commands.render, "
         "ocp_gpu.commands.must_gather, ocp_gpu.commands.validate; print('kopf' in sys.modules)"
     )
     out = subprocess.run(
@@ -42,7 +42,7 @@ def _modules_after(argv: list[str]) -> set[str]:
 def test_ocp_gpu_status_imports_only_its_own_command() -> None:
     # `status --watch` under load starts in the time its own imports take: not must-gather's
     # openshift_client, not kopf, not the other commands.
-    assert _modules_after(["status", "--help"]) == {"ocp_gpu.commands.status"}
+    assert _modules_after(["status", "--help"]) == {"ocp_gpu.commands.status_command"}
 
 
 def test_the_top_level_help_lists_every_command_without_importing_them() -> None:

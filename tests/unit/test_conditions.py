@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from ocp_gpu.planning import conditions
+from ocp_gpu.planning.status import conditions
 
 NOW = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.UTC)
 STAMP = "2026-11-22T12:00:00Z"

@@ -15,9 +15,10 @@ import re
 from typing import Any
 
 from ocp_gpu.model import labels
-from ocp_gpu.model import policy as policy_model
-from ocp_gpu.planning import monitoring, platform
-from ocp_gpu.rendering import monitoring as rendering
+from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.planning import platforms
+from ocp_gpu.planning.operands import monitoring_planning
+from ocp_gpu.rendering import monitoring_rendering
 
 from ._promql import ROOT, parse, published_metrics
 
@@ -89,13 +90,13 @@ def test_dashboard_shows_what_admins_ask_for() -> None:
 
 
 def test_configmap_carries_the_dashboard_labelled_for_grafana_and_the_console() -> None:
-    plan = monitoring.plan_operator_monitoring(
-        policy_model.Policy(), platform.Platform(platform.PlatformKind.KUBERNETES, "test"), set(), {}
+    plan = monitoring_planning.plan_operator_monitoring(
+        policy_spec.Policy(), platforms.Platform(platforms.PlatformKind.KUBERNETES, "test"), set(), {}
     )
-    manifests = rendering.render_monitoring_state(
-        policy_model.Policy(), rendering.MonitoringRenderInputs("gpu-operator", plan)
+    manifests = monitoring_rendering.render_monitoring_state(
+        policy_spec.Policy(), monitoring_rendering.MonitoringRenderInputs("gpu-operator", plan)
     )
     (configmap,) = [m for m in manifests if m["kind"] == "ConfigMap"]
     assert configmap["metadata"]["labels"][labels.GRAFANA_DASHBOARD] == "1"
     assert configmap["metadata"]["labels"][labels.CONSOLE_DASHBOARD] == "true"
-    assert json.loads(configmap["data"][rendering.DASHBOARD_FILE]) == DASHBOARD
+    assert json.loads(configmap["data"][monitoring_rendering.DASHBOARD_FILE]) == DASHBOARD

@@ -16,11 +16,11 @@ import datetime
 import pytest
 
 from ocp_gpu.kube import object_watches
-from ocp_gpu.model import apis, policy_parser, snapshot
-from ocp_gpu.planning import delivery, imagestreams
-from ocp_gpu.planning import platform as platform_model
-from ocp_gpu.reconcilers import drivers as drivers_reconciler
-from ocp_gpu.reconcilers import object_views, runtime
+from ocp_gpu.model import apis, driver_snapshot
+from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.planning import delivery, platforms
+from ocp_gpu.planning.drivers import dtk_images
+from ocp_gpu.reconcilers import driver_reconciler, object_views, runtime
 
 STREAM = {"metadata": {"name": "driver-toolkit"}, "spec": {"tags": []}, "status": {}}
 NOW = datetime.datetime(2026, 11, 24, tzinfo=datetime.UTC)
@@ -62,11 +62,11 @@ def test_a_singleton_settles_when_its_kind_is_listed(
 
 
 def test_an_undelivered_imagestream_is_unreadable_not_absent() -> None:
-    pending = imagestreams.resolve_driver_toolkit_stream(delivery.NOT_DELIVERED)
-    assert pending.state is snapshot.StreamState.UNREADABLE and not pending.known
+    pending = dtk_images.resolve_driver_toolkit_stream(delivery.NOT_DELIVERED)
+    assert pending.state is driver_snapshot.StreamState.UNREADABLE and not pending.known
     assert "not listed yet" in pending.reason
-    absent = imagestreams.resolve_driver_toolkit_stream(None)
-    assert absent.state is snapshot.StreamState.ABSENT and absent.known
+    absent = dtk_images.resolve_driver_toolkit_stream(None)
+    assert absent.state is driver_snapshot.StreamState.ABSENT and absent.known
 
 
 def test_the_listings_settle_singletons_and_open_the_gate() -> None:
@@ -93,9 +93,9 @@ def test_the_listings_settle_singletons_and_open_the_gate() -> None:
 def test_a_driver_pass_before_delivery_changes_nothing() -> None:
     rt = runtime.Runtime(api_client=None, namespace="ns", env={})
     rt.view.dtk_imagestream = delivery.NOT_DELIVERED
-    openshift = platform_model.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
+    openshift = platforms.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
     outcome = asyncio.run(
-        drivers_reconciler.reconcile_drivers(rt, {}, policy_parser.parse_policy({}), openshift, NOW)
+        driver_reconciler.reconcile_drivers(rt, {}, policy_parser.parse_policy({}), openshift, NOW)
     )
     assert outcome.plan is None and outcome.problem is None
     assert outcome.errors == {"watches": "not listed yet: the driver-toolkit ImageStream"}

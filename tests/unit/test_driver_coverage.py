@@ -1,4 +1,4 @@
-"""We test these aspects of driver coverage (planning/driver_coverage.py), without a server:
+"""We test these aspects of driver coverage (planning/drivers/driver_coverage.py), without a server:
 
 - a DaemonSet counts only the nodes it selects: an admin's `gpu.deploy.driver=false` or
   `gpu.deploy.operands=false` is left out (as the DaemonSet's node selector does);
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ocp_gpu.model import labels
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.planning import driver_coverage
-from ocp_gpu.planning.driver_strategy import Strategy
+from ocp_gpu.planning.drivers import driver_coverage
+from ocp_gpu.planning.drivers.driver_strategy import Strategy
 
 from ._drivers import V416, plan, rhcos_node
 

@@ -1,4 +1,4 @@
-"""We test these aspects of what makes a driver pod outdated (planning/driver_currency.py, the rule):
+"""We test these aspects of what makes a driver pod outdated (planning/drivers/driver_currency.py, the rule):
 
 - NVIDIA's driver pod template (its labels, probes, mounts and env of its own, no sidecar env of
   ours) installing the driver ocp-gpu renders is current: no reasons;
@@ -25,9 +25,9 @@ import pytest
 
 from ocp_gpu.model.driver_install import DriverInstall
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.upgrades import DriverPod, DriverRevision, PodRef, UpgradeNode, UpgradeSnapshot
-from ocp_gpu.planning import driver_check, driver_currency
-from ocp_gpu.rendering import drivers as driver_rendering
+from ocp_gpu.model.upgrade_observations import DriverPod, DriverRevision, PodRef, UpgradeNode, UpgradeSnapshot
+from ocp_gpu.planning.drivers import driver_check, driver_currency
+from ocp_gpu.rendering import driver_rendering
 from tests.unit.test_driver_rendering import MODULE_IMAGES, SCENARIOS, daemonsets, render
 
 DTK_IMAGE = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "1" * 64

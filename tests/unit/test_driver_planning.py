@@ -29,10 +29,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ocp_gpu.model import apis, images, labels, policy_parser
-from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.problems import PolicyProblem
-from ocp_gpu.model.snapshot import (
+from ocp_gpu.model import apis, images, labels
+from ocp_gpu.model.driver_snapshot import (
     DriverDaemonSet,
     DriverKey,
     DriverSnapshot,
@@ -41,16 +39,19 @@ from ocp_gpu.model.snapshot import (
     RhcosVersion,
     StreamState,
 )
-from ocp_gpu.planning import (
+from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.model.policy.policy_problems import PolicyProblem
+from ocp_gpu.planning import platforms as platform
+from ocp_gpu.planning.drivers import (
     driver_fallback,
     driver_findings,
     driver_keys,
     driver_names,
+    driver_plan,
     driver_strategy,
-    drivers,
-    platform,
 )
-from ocp_gpu.planning.driver_strategy import Strategy
+from ocp_gpu.planning.drivers.driver_strategy import Strategy
 from tests.unit._drivers import (
     DNS_1123_SUBDOMAIN,
     DTK_416,
@@ -268,7 +269,7 @@ def test_digest_pinned_driver_image_is_used_everywhere() -> None:
 
 
 def test_no_gpu_nodes_no_daemonsets() -> None:
-    assert plan([]) == drivers.DriverPlan((), (), ())
+    assert plan([]) == driver_plan.DriverPlan((), (), ())
 
 
 # --- Driver Toolkit tag situations (named matrix) ------------------------------------
@@ -323,11 +324,11 @@ def test_dtk_tag_situations(
 @pytest.mark.parametrize("floating", ["latest", "latest-rhel-10"])
 def test_floating_tags_never_serve_a_version(floating: str) -> None:
     from ocp_gpu.kube import reading
-    from ocp_gpu.planning import imagestreams
+    from ocp_gpu.planning.drivers import dtk_images
 
     body = {"spec": {"tags": [{"name": floating, "from": {"kind": "DockerImage", "name": DTK_LATEST}}]}}
     result = plan(
-        [rhcos_node("n")], stream=imagestreams.resolve_driver_toolkit_stream(reading.image_stream(body))
+        [rhcos_node("n")], stream=dtk_images.resolve_driver_toolkit_stream(reading.image_stream(body))
     )
     (entry,) = result.desired
     assert entry.image_missing and entry.dtk_image is None
@@ -396,7 +397,7 @@ def test_no_stale_label_finding_without_a_mismatch(os_image: str) -> None:
 
 
 def test_os_image_parsing() -> None:
-    from ocp_gpu.model.snapshot import rhcos_version_from_os_image
+    from ocp_gpu.model.driver_snapshot import rhcos_version_from_os_image
 
     assert rhcos_version_from_os_image("Red Hat Enterprise Linux CoreOS 416.94.202407030122-0 (Plow)") == V416
     assert rhcos_version_from_os_image("Red Hat Enterprise Linux CoreOS 9.6.20250909-0 (Plow)") == V419
@@ -969,7 +970,7 @@ def clusters(draw: st.DrawFn) -> tuple[DriverSnapshot, driver_strategy.DriverSet
             nodes=tuple(nodes), daemonsets=tuple(daemonsets), stream=FULL_STREAM
         )
         taken = {d.name for d in daemonsets}
-        for entry in drivers.plan_driver_daemonsets(earlier_snapshot, strategy_settings).desired:
+        for entry in driver_plan.plan_driver_daemonsets(earlier_snapshot, strategy_settings).desired:
             if entry.name not in taken and draw(st.integers(0, 4)):
                 daemonsets.append(existing(entry, scheduled=len(entry.nodes) - draw(st.integers(0, 1))))
     stream = draw(
@@ -1008,9 +1009,9 @@ def test_no_node_is_ever_left_without_a_driver_daemonset(
     cluster: tuple[DriverSnapshot, driver_strategy.DriverSettings],
 ) -> None:
     snapshot, driver_settings_ = cluster
-    result = drivers.plan_driver_daemonsets(snapshot, driver_settings_)
+    result = driver_plan.plan_driver_daemonsets(snapshot, driver_settings_)
     by_name = {d.name: d for d in snapshot.daemonsets}
-    desired_for: dict[str, drivers.DesiredDriverDaemonSet] = {
+    desired_for: dict[str, driver_plan.DesiredDriverDaemonSet] = {
         node: entry for entry in result.desired for node in entry.nodes
     }
     for stale in result.stale:
@@ -1028,7 +1029,7 @@ def test_same_strategy_daemonsets_with_nodes_are_never_stale(
     cluster: tuple[DriverSnapshot, driver_strategy.DriverSettings],
 ) -> None:
     snapshot, driver_settings_ = cluster
-    result = drivers.plan_driver_daemonsets(snapshot, driver_settings_)
+    result = driver_plan.plan_driver_daemonsets(snapshot, driver_settings_)
     stale = {s.name for s in result.stale}
     desired_names = {entry.name for entry in result.desired}
     for daemonset in snapshot.daemonsets:
@@ -1043,7 +1044,7 @@ def test_same_strategy_daemonsets_with_nodes_are_never_stale(
 @given(clusters())
 def test_plan_shape(cluster: tuple[DriverSnapshot, driver_strategy.DriverSettings]) -> None:
     snapshot, driver_settings_ = cluster
-    result = drivers.plan_driver_daemonsets(snapshot, driver_settings_)
+    result = driver_plan.plan_driver_daemonsets(snapshot, driver_settings_)
     identities = [(entry.strategy, entry.key) for entry in result.desired]
     # exactly one desired DaemonSet per key, with distinct, valid names
     assert len(identities) == len(set(identities))
@@ -1073,8 +1074,8 @@ def test_plan_is_independent_of_input_order(
     shuffler.shuffle(nodes)
     shuffler.shuffle(daemonsets)
     shuffled = dataclasses.replace(snapshot, nodes=tuple(nodes), daemonsets=tuple(daemonsets))
-    first = drivers.plan_driver_daemonsets(snapshot, driver_settings_)
-    again = drivers.plan_driver_daemonsets(shuffled, driver_settings_)
+    first = driver_plan.plan_driver_daemonsets(snapshot, driver_settings_)
+    again = driver_plan.plan_driver_daemonsets(shuffled, driver_settings_)
     assert first.desired == again.desired
     assert first.stale == again.stale
     assert sorted(map(repr, first.findings)) == sorted(map(repr, again.findings))

@@ -1,4 +1,4 @@
-"""We test these aspects of which driver pods the driver upgrade manages (planning/pod_selection.py):
+"""We test these aspects of which driver pods the driver upgrade manages (planning/upgrades/pod_selection.py):
 
 - the selector is a function of the mode: app.kubernetes.io/component=nvidia-driver (as NVIDIA's
   upgrade controller) with driver.useNvidiaDriverCRD; the same without a pool's label for the
@@ -16,7 +16,7 @@ import pytest
 
 from ocp_gpu.kube import upgrading
 from ocp_gpu.model import labels
-from ocp_gpu.planning import pod_selection
+from ocp_gpu.planning.upgrades import pod_selection
 from tests.unit.test_nvidia_driver_rendering import rendered_pools
 from tests.unit.test_upgrade_records import pod_body
 

@@ -1,4 +1,4 @@
-"""We test these aspects of per-pool drivers (planning/driver_pools.py, model/nvidia_driver.py):
+"""We test these aspects of per-pool drivers (planning/drivers/driver_pools.py, model/nvidia_driver_spec.py):
 
 - every GPU node gets at most one NVIDIADriver, recorded in the owner label, written only when
   it changes; non-GPU nodes lose a stale one;
@@ -25,9 +25,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ocp_gpu.desired import pool_manifests
-from ocp_gpu.model import images, labels, nvidia_driver, policy_parser, releases
-from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.snapshot import (
+from ocp_gpu.model import images, labels, nvidia_driver_spec, releases
+from ocp_gpu.model.driver_snapshot import (
     DriverDaemonSet,
     DriverKey,
     DriverSnapshot,
@@ -37,7 +36,9 @@ from ocp_gpu.model.snapshot import (
     RhcosVersion,
     StreamState,
 )
-from ocp_gpu.planning import driver_pools, driver_strategy, drivers
+from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.planning.drivers import driver_plan, driver_pools, driver_strategy
 
 GPU = {labels.NFD_NVIDIA_PCI: "true", labels.GPU_PRESENT: "true"}
 OWNER = labels.NVIDIA_DRIVER_OWNER
@@ -195,13 +196,13 @@ def _dtk_nodes() -> tuple[GpuNode, ...]:
     )
 
 
-def _plan(existing: tuple[DriverDaemonSet, ...] = ()) -> drivers.DriverPlan:
+def _plan(existing: tuple[DriverDaemonSet, ...] = ()) -> driver_plan.DriverPlan:
     tags = tuple(ImageStreamTag(RhcosVersion(v), f"dtk@{v}") for v in ("416.94.1-0", "416.94.2-0"))
     stream = DriverToolkitStream(StreamState.PRESENT, tags)
     settings = driver_strategy.DriverSettings(
         driver_strategy.Strategy.DTK, driver_image=images.ImageRef("nvcr.io/nvidia/driver:550.90.07")
     )
-    return drivers.plan_driver_daemonsets(DriverSnapshot(_dtk_nodes(), existing, stream), settings)
+    return driver_plan.plan_driver_daemonsets(DriverSnapshot(_dtk_nodes(), existing, stream), settings)
 
 
 def test_a_pools_daemonsets_are_named_for_the_pool_and_select_its_nodes_only() -> None:
@@ -241,7 +242,7 @@ def test_a_key_that_left_the_pool_is_stale_at_once_whatever_its_counters() -> No
     settings = driver_strategy.DriverSettings(
         driver_strategy.Strategy.DTK, driver_image=images.ImageRef("nvcr.io/nvidia/driver:550.90.07")
     )
-    left = drivers.plan_driver_daemonsets(
+    left = driver_plan.plan_driver_daemonsets(
         DriverSnapshot(_dtk_nodes()[1:], existing, DriverToolkitStream(StreamState.PRESENT, tags)), settings
     )
     assert [s.name for s in left.stale] == ["nvidia-gpu-driver-pool-a-416.94.1-0"]
@@ -301,8 +302,8 @@ def test_the_policys_daemonsets_go_only_when_every_node_has_a_planned_pool() -> 
 # --- the NVIDIADriver over the ClusterPolicy ------------------------------------------
 
 
-def _driver(spec: dict[str, object], name: str = "pool-a") -> nvidia_driver.NvidiaDriver:
-    return nvidia_driver.NvidiaDriver(name, "uid-" + name, "2026-01-01T00:00:00Z", 1, spec)
+def _driver(spec: dict[str, object], name: str = "pool-a") -> nvidia_driver_spec.NvidiaDriver:
+    return nvidia_driver_spec.NvidiaDriver(name, "uid-" + name, "2026-01-01T00:00:00Z", 1, spec)
 
 
 POLICY = {
@@ -317,7 +318,7 @@ POLICY = {
 
 
 def test_the_pool_spec_replaces_the_driver_section_but_keeps_the_upgrade_rules() -> None:
-    spec = nvidia_driver.cluster_policy_spec(
+    spec = nvidia_driver_spec.cluster_policy_spec(
         POLICY, {"version": "550.90.07", "labels": {"pool": "a"}, "repoConfig": {"name": "pool-repos"}}
     )
     policy = policy_parser.parse_policy(spec)
@@ -327,7 +328,7 @@ def test_the_pool_spec_replaces_the_driver_section_but_keeps_the_upgrade_rules()
     assert policy.daemonsets.labels == {"team": "gpu", "pool": "a"}
     assert policy.daemonsets.priority_class_name == "policy-class"
     # no driver field is inherited from the ClusterPolicy (as NVIDIA's NVIDIADriver)
-    inherited = policy_parser.parse_policy(nvidia_driver.cluster_policy_spec(POLICY, {}))
+    inherited = policy_parser.parse_policy(nvidia_driver_spec.cluster_policy_spec(POLICY, {}))
     assert not inherited.driver.repo_config_map
 
 
@@ -352,8 +353,11 @@ def test_bad_input_is_named_under_the_nvidia_driver_path(spec: dict[str, object]
 
 
 def test_refused_fields_are_named_only_when_set() -> None:
-    assert nvidia_driver.refused_settings({"virtualTopologyConfig": {"name": ""}, "hostNetwork": False}) == {}
-    found = nvidia_driver.refused_settings(
+    assert (
+        nvidia_driver_spec.refused_settings({"virtualTopologyConfig": {"name": ""}, "hostNetwork": False})
+        == {}
+    )
+    found = nvidia_driver_spec.refused_settings(
         {"upgradePolicy": {"autoUpgrade": False}, "nodeAffinity": {"x": 1}}
     )
     assert set(found) == {"spec.upgradePolicy", "spec.nodeAffinity"}
@@ -374,12 +378,12 @@ def test_refused_fields_are_named_only_when_set() -> None:
     ],
 )
 def test_field_paths_map_back(policy_field: str, pool_field: str | None) -> None:
-    assert nvidia_driver.nvidia_driver_field(policy_field) == pool_field
+    assert nvidia_driver_spec.nvidia_driver_field(policy_field) == pool_field
 
 
 def test_the_mode_is_on_only_when_the_policy_says_true() -> None:
-    assert nvidia_driver.is_mode_enabled({"driver": {"useNvidiaDriverCRD": True}})
-    assert not nvidia_driver.is_mode_enabled({"driver": {"useNvidiaDriverCRD": False}})
-    assert not nvidia_driver.is_mode_enabled({})
+    assert nvidia_driver_spec.is_mode_enabled({"driver": {"useNvidiaDriverCRD": True}})
+    assert not nvidia_driver_spec.is_mode_enabled({"driver": {"useNvidiaDriverCRD": False}})
+    assert not nvidia_driver_spec.is_mode_enabled({})
     assert _driver({}).node_selector == {labels.GPU_PRESENT: "true"}
     assert DriverKey("x") == "x"

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from ocp_gpu.desired import driver_render_cache
-from ocp_gpu.model import labels, policy_parser
-from ocp_gpu.rendering import drivers as rendering
-from ocp_gpu.rendering import templating
+from ocp_gpu.model import labels
+from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.rendering import driver_rendering, templating
 from tests.unit._drivers import V416, V417, plan, rhcos_node
 
-INPUTS = rendering.DriverRenderInputs(
+INPUTS = driver_rendering.DriverRenderInputs(
     namespace=labels.OPENSHIFT_NAMESPACE,
     openshift=True,
     manager_image="nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.8.0",
@@ -47,7 +47,7 @@ def renders(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
 def cold(desired: Any, policy: Any = POLICY) -> list[dict[str, Any]]:
     """The pure rendering, no cache involved."""
-    return rendering.render_driver_state(desired, policy, INPUTS)
+    return driver_rendering.render_driver_state(desired, policy, INPUTS)
 
 
 def test_a_new_version_renders_only_its_daemonset(renders: Counter[str]) -> None:
@@ -58,7 +58,7 @@ def test_a_new_version_renders_only_its_daemonset(renders: Counter[str]) -> None
 
     after = driver_render_cache.render_driver_state(two, POLICY, INPUTS)
 
-    assert renders == Counter({rendering.DAEMONSET_TEMPLATE: 2})
+    assert renders == Counter({driver_rendering.DAEMONSET_TEMPLATE: 2})
     kept = next(m for m in before if m["kind"] == "DaemonSet")
     assert any(m is kept for m in after)
     assert after == cold(two)
@@ -88,7 +88,7 @@ def test_a_policy_change_renders_every_daemonset_again(renders: Counter[str]) ->
 
     after = driver_render_cache.render_driver_state(two, edited, INPUTS)
 
-    assert renders[rendering.DAEMONSET_TEMPLATE] == 4
+    assert renders[driver_rendering.DAEMONSET_TEMPLATE] == 4
     assert all(
         m["spec"]["template"]["spec"]["priorityClassName"] == "gpu-critical"
         for m in after

@@ -4,7 +4,7 @@ last-read safety check depends on that distinction."""
 
 from __future__ import annotations
 
-from ocp_gpu.planning.driver_strategy import Strategy
+from ocp_gpu.planning.drivers.driver_strategy import Strategy
 
 from ._drivers import V416, V417, applied, plan, rhcos_node
 

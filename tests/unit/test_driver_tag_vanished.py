@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ocp_gpu.model.snapshot import DriverToolkitStream, StreamState
-from ocp_gpu.planning.driver_strategy import Strategy
+from ocp_gpu.model.driver_snapshot import DriverToolkitStream, StreamState
+from ocp_gpu.planning.drivers.driver_strategy import Strategy
 
 from ._drivers import DTK_416, FULL_STREAM, V416, V417, applied, by_key, plan, rhcos_node, stream_with
 

@@ -1,4 +1,4 @@
-"""We test these aspects of the no-silent-downgrade rule (planning/driver_versions.py):
+"""We test these aspects of the no-silent-downgrade rule (planning/drivers/driver_versions.py):
 
 - a node's running driver is what GFD labels (`nvidia.com/cuda.driver-version.full`, else the
   older major/minor/rev triple); unknown or unparsable labels give nothing;
@@ -20,11 +20,13 @@ from typing import Any
 import pytest
 
 from ocp_gpu.desired import driver_manifests
-from ocp_gpu.model import labels, nodes, policy_parser, releases
+from ocp_gpu.model import labels, nodes, releases
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.planning import driver_versions, status
-from ocp_gpu.planning import platform as platform_model
-from ocp_gpu.planning.driver_strategy import Strategy
+from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.planning import platforms
+from ocp_gpu.planning.drivers import driver_versions
+from ocp_gpu.planning.drivers.driver_strategy import Strategy
+from ocp_gpu.planning.status import policy_status
 from tests.unit._drivers import V416, V417, plan, rhcos_node, ubuntu_node
 
 DEFAULT = "570.124.06"  # tests/unit/_drivers.DRIVER's tag
@@ -162,7 +164,7 @@ def _desired(spec: dict[str, Any], running: str | None) -> driver_manifests.Driv
         node_facts=(_facts("gpu-1", running), _facts("gpu-2", None)),
         config_map_keys={},
     )
-    platform = platform_model.Platform(platform_model.PlatformKind.KUBERNETES, "a test")
+    platform = platforms.Platform(platforms.PlatformKind.KUBERNETES, "a test")
     found = driver_manifests.desired_driver_manifests(policy_parser.parse_policy(spec), platform, view)
     assert isinstance(found, driver_manifests.DriverManifests), found
     return found
@@ -181,26 +183,26 @@ def _images(found: driver_manifests.DriverManifests) -> list[str]:
 def test_unset_version_keeps_a_newer_running_driver_and_reports_it() -> None:
     found = _desired({}, "610.40.01")
     assert all(":610.40.01-" in image for image in _images(found)), _images(found)
-    conditions = {c.type: c for c in status.finding_conditions(found.plan)}
+    conditions = {c.type: c for c in policy_status.finding_conditions(found.plan)}
     condition = conditions["DriverNewerThanDefault"]
     assert (
         condition.status
         and "gpu-1" in condition.message
         and releases.DEFAULT_DRIVER.version in condition.message
     )
-    assert status.EVENTED["DriverNewerThanDefault"] == ("DriverNewerThanDefault", "Warning")
+    assert policy_status.EVENTED["DriverNewerThanDefault"] == ("DriverNewerThanDefault", "Warning")
 
 
 def test_explicit_version_rolls_as_asked() -> None:
     found = _desired({"driver": {"version": "580.95.05"}}, "610.40.01")
     assert all(":580.95.05-" in image for image in _images(found)), _images(found)
-    assert "DriverNewerThanDefault" not in {c.type for c in status.finding_conditions(found.plan)}
+    assert "DriverNewerThanDefault" not in {c.type for c in policy_status.finding_conditions(found.plan)}
 
 
 def test_nodes_at_the_default_roll_to_it() -> None:
     found = _desired({}, releases.DEFAULT_DRIVER.version)
     assert all(f":{releases.DEFAULT_DRIVER.version}-" in image for image in _images(found)), _images(found)
-    assert not [c for c in status.finding_conditions(found.plan) if c.type == "DriverNewerThanDefault"]
+    assert not [c for c in policy_status.finding_conditions(found.plan) if c.type == "DriverNewerThanDefault"]
 
 
 def test_status_counts_the_nodes_on_a_newer_driver() -> None:
@@ -212,8 +214,8 @@ def test_status_counts_the_nodes_on_a_newer_driver() -> None:
 def test_ocp_gpu_status_counts_the_nodes_kept_on_a_newer_driver() -> None:
     import dataclasses as dc
 
-    from ocp_gpu.commands import status as status_command
-    from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot
+    from ocp_gpu.commands import status_command
+    from ocp_gpu.model.upgrade_observations import UpgradeNode, UpgradeSnapshot
     from tests.unit import test_status_command as builders
 
     views = {name: builders.node_view(name) for name in ("gpu-a", "gpu-b")}

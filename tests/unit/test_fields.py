@@ -1,4 +1,4 @@
-"""We test these aspects of the field list (ocp_gpu/model/fields.py) and its documentation:
+"""We test these aspects of the field list (ocp_gpu/model/policy/fields.py) and its documentation:
 
 - every field of our CRD is covered by a rule, and every rule names a field of our CRD;
 - no default (ours in the CRD, NVIDIA's in the OperatorHub example) is reported: a policy that
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ocp_gpu.model import fields
+from ocp_gpu.model.policy import fields
 from tests.unit import _nvidia_fields as nv
 from tests.unit._crd_schema import apply_defaults, default_leaves, spec_schema
 

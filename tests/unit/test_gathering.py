@@ -1,4 +1,4 @@
-"""We test these aspects of must-gather's decisions (planning/gathering.py), without a server:
+"""We test these aspects of must-gather's decisions (planning/must_gather_plan.py), without a server:
 
 - Secrets are refused whatever asks for them;
 - GPU nodes are those NFD or the operator marks; their record keeps labels, annotations
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ocp_gpu.model import labels
-from ocp_gpu.planning import gathering
+from ocp_gpu.planning import must_gather_plan
 
 
 def obj(name: str, **metadata: Any) -> dict[str, Any]:
@@ -24,9 +24,9 @@ def obj(name: str, **metadata: Any) -> dict[str, Any]:
 
 
 def test_secrets_are_refused() -> None:
-    with pytest.raises(gathering.ForbiddenResourceError, match="never collects secrets"):
-        gathering.check_gatherable(gathering.Resource("v1", "secrets", "Secret", True))
-    assert gathering.check_gatherable(gathering.PODS) is gathering.PODS
+    with pytest.raises(must_gather_plan.ForbiddenResourceError, match="never collects secrets"):
+        must_gather_plan.check_gatherable(must_gather_plan.Resource("v1", "secrets", "Secret", True))
+    assert must_gather_plan.check_gatherable(must_gather_plan.PODS) is must_gather_plan.PODS
 
 
 @pytest.mark.parametrize(
@@ -39,7 +39,7 @@ def test_secrets_are_refused() -> None:
     ],
 )
 def test_gpu_nodes(node_labels: dict[str, str], gpu: bool) -> None:
-    assert gathering.is_gpu_node(obj("n", labels=node_labels)) is gpu
+    assert must_gather_plan.is_gpu_node(obj("n", labels=node_labels)) is gpu
 
 
 def test_node_record_keeps_upgrade_state_and_drops_the_rest() -> None:
@@ -57,7 +57,7 @@ def test_node_record_keeps_upgrade_state_and_drops_the_rest() -> None:
             "images": [{"names": ["big"]}],
         },
     }
-    record = gathering.node_record(node)
+    record = must_gather_plan.node_record(node)
     assert record["upgradeState"] == "cordon-required"
     assert record["annotations"] == {labels.UPGRADE_ENABLED_ANNOTATION: "true"}
     assert record["unschedulable"] is True
@@ -77,28 +77,33 @@ def test_operand_pods_are_owned_by_managed_daemonsets_by_uid() -> None:
         obj("d", ownerReferences=[{"kind": "DaemonSet", "name": "someone-elses", "uid": "u2"}]),
         obj("e"),
     ]
-    chosen = gathering.select_operand_pods(pods, [managed, foreign])
+    chosen = must_gather_plan.select_operand_pods(pods, [managed, foreign])
     assert [p["metadata"]["name"] for p in chosen] == ["a", "b"]
 
 
 def test_operator_pods_follow_the_deployment_selector() -> None:
     deployment = {"spec": {"selector": {"matchLabels": {"app": "gpu-operator"}}}}
     pods = [obj("op-1", labels={"app": "gpu-operator"}), obj("other", labels={"app": "x"}), obj("bare")]
-    assert [p["metadata"]["name"] for p in gathering.select_operator_pods(pods, deployment)] == ["op-1"]
+    assert [p["metadata"]["name"] for p in must_gather_plan.select_operator_pods(pods, deployment)] == [
+        "op-1"
+    ]
     # No Deployment, or one with an empty selector: no pod is "the operator".
-    assert gathering.select_operator_pods(pods, None) == []
-    assert gathering.select_operator_pods(pods, {"spec": {"selector": {}}}) == []
+    assert must_gather_plan.select_operator_pods(pods, None) == []
+    assert must_gather_plan.select_operator_pods(pods, {"spec": {"selector": {}}}) == []
 
 
 def test_metrics_port() -> None:
     named = {"spec": {"containers": [{"name": "c", "ports": [{"name": "metrics", "containerPort": 9090}]}]}}
-    assert gathering.metrics_port(named) == 9090
-    assert gathering.metrics_port({"spec": {"containers": [{"name": "c"}]}}) == gathering.DEFAULT_METRICS_PORT
+    assert must_gather_plan.metrics_port(named) == 9090
+    assert (
+        must_gather_plan.metrics_port({"spec": {"containers": [{"name": "c"}]}})
+        == must_gather_plan.DEFAULT_METRICS_PORT
+    )
 
 
 def test_container_names_include_init_containers_first() -> None:
     pod = {"spec": {"initContainers": [{"name": "init"}], "containers": [{"name": "main"}, {"name": "dtk"}]}}
-    assert gathering.container_names(pod) == ["init", "main", "dtk"]
+    assert must_gather_plan.container_names(pod) == ["init", "main", "dtk"]
 
 
 def test_events_about_gpu_nodes_and_policies_oldest_first() -> None:
@@ -111,7 +116,7 @@ def test_events_about_gpu_nodes_and_policies_oldest_first() -> None:
             "reason": "early",
         },
     ]
-    chosen = gathering.select_events(events, ["gpu-1", "cluster-policy"])
+    chosen = must_gather_plan.select_events(events, ["gpu-1", "cluster-policy"])
     assert [e["reason"] for e in chosen] == ["early", "late"]
 
 
@@ -125,27 +130,27 @@ def test_events_about_gpu_nodes_and_policies_oldest_first() -> None:
     ],
 )
 def test_paths_stay_inside(parts: tuple[str, ...], expected: str) -> None:
-    path = gathering.relative_path(*parts)
+    path = must_gather_plan.relative_path(*parts)
     assert path == expected
     assert ".." not in path.split("/")
 
 
 def test_resource_paths() -> None:
-    assert gathering.resource_path(gathering.NODES, "gpu-1") == "cluster/nodes/gpu-1.yaml"
+    assert must_gather_plan.resource_path(must_gather_plan.NODES, "gpu-1") == "cluster/nodes/gpu-1.yaml"
     assert (
-        gathering.resource_path(gathering.PODS, "p", "ns", ".describe.txt")
+        must_gather_plan.resource_path(must_gather_plan.PODS, "p", "ns", ".describe.txt")
         == "namespaces/ns/pods/p.describe.txt"
     )
 
 
 def test_scrub_drops_managed_fields_without_touching_the_input() -> None:
     original = {"metadata": {"name": "x", "managedFields": [{}]}, "spec": {}}
-    assert gathering.scrub(original) == {"metadata": {"name": "x"}, "spec": {}}
+    assert must_gather_plan.scrub(original) == {"metadata": {"name": "x"}, "spec": {}}
     assert "managedFields" in original["metadata"]
 
 
 def test_summary_names_failures() -> None:
-    text = gathering.summarize(["b.yaml", "a.yaml"], ["ImageStream driver-toolkit: not served"])
+    text = must_gather_plan.summarize(["b.yaml", "a.yaml"], ["ImageStream driver-toolkit: not served"])
     assert "Secrets are never collected." in text
     assert text.index("a.yaml") < text.index("b.yaml")
     assert "1 item(s) could not be collected" in text and "ImageStream driver-toolkit" in text

@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
-from ocp_gpu.model import api_values, operands, policy_parser
+from ocp_gpu.model import operand_catalog
 from ocp_gpu.model.images import ImageRef
-from ocp_gpu.rendering import common, templating
-from ocp_gpu.rendering import operands as operand_rendering
+from ocp_gpu.model.policy import api_values, policy_parser
+from ocp_gpu.rendering import templating
+from ocp_gpu.rendering.operands import operand_common, operand_rendering
 
 SYSCTLS = "spec.daemonsets.podSecurityContext.sysctls"
 
@@ -59,7 +60,7 @@ def policy(*sysctls: str, host_network: bool = False) -> Any:
     )
 
 
-def check(operand: operands.Operand, spec: Any) -> api_values.PolicyProblem | None:
+def check(operand: operand_catalog.Operand, spec: Any) -> api_values.PolicyProblem | None:
     return api_values.host_sysctl_problem(
         spec, operand.daemonset, api_values.shared_host_namespaces(operand, spec)
     )
@@ -67,19 +68,22 @@ def check(operand: operands.Operand, spec: Any) -> api_values.PolicyProblem | No
 
 # (sysctls, dcgm.hostNetwork) -> the operand held back, or None
 CASES = {
-    "net-with-host-network": (("net.ipv4.ip_local_port_range",), True, operands.DCGM),
+    "net-with-host-network": (("net.ipv4.ip_local_port_range",), True, operand_catalog.DCGM),
     "net-without-host-network": (("net.ipv4.ip_local_port_range",), False, None),
-    "ipc-with-host-network": (("kernel.shm_rmid_forced",), True, operands.MIG_MANAGER),
-    "ipc-without-host-network": (("kernel.shm_rmid_forced",), False, operands.MIG_MANAGER),
+    "ipc-with-host-network": (("kernel.shm_rmid_forced",), True, operand_catalog.MIG_MANAGER),
+    "ipc-without-host-network": (("kernel.shm_rmid_forced",), False, operand_catalog.MIG_MANAGER),
     "unknown-namespace": (("vm.swappiness",), True, None),
     "none": ((), True, None),
 }
 
 
 @pytest.mark.parametrize(("sysctls", "host_network", "held"), CASES.values(), ids=CASES.keys())
-@pytest.mark.parametrize("operand", operands.GENERIC, ids=lambda o: o.name)
+@pytest.mark.parametrize("operand", operand_catalog.GENERIC, ids=lambda o: o.name)
 def test_only_a_clashing_operand_is_held_back(
-    operand: operands.Operand, sysctls: tuple[str, ...], host_network: bool, held: operands.Operand | None
+    operand: operand_catalog.Operand,
+    sysctls: tuple[str, ...],
+    host_network: bool,
+    held: operand_catalog.Operand | None,
 ) -> None:
     problem = check(operand, policy(*sysctls, host_network=host_network))
     assert (problem is not None) == (operand is held)
@@ -87,7 +91,7 @@ def test_only_a_clashing_operand_is_held_back(
 
 def test_dcgm_with_host_network_names_both_fields_every_sysctl_and_the_fix() -> None:
     spec = policy("vm.swappiness", "net.ipv4.ip_local_port_range", "net.core.somaxconn", host_network=True)
-    problem = check(operands.DCGM, spec)
+    problem = check(operand_catalog.DCGM, spec)
     assert problem is not None
     # the first sysctl at fault; the message names every one, and the other field
     assert problem.field == f"{SYSCTLS}[1].name"
@@ -99,7 +103,7 @@ def test_dcgm_with_host_network_names_both_fields_every_sysctl_and_the_fix() -> 
 
 
 def test_the_mig_manager_always_shares_ipc_so_the_fix_is_the_sysctl() -> None:
-    problem = check(operands.MIG_MANAGER, policy("fs.mqueue.msg_max"))
+    problem = check(operand_catalog.MIG_MANAGER, policy("fs.mqueue.msg_max"))
     assert problem is not None
     assert problem.field == f"{SYSCTLS}[0].name"
     assert "nvidia-mig-manager always runs with hostIPC: true" in problem.message
@@ -107,10 +111,10 @@ def test_the_mig_manager_always_shares_ipc_so_the_fix_is_the_sysctl() -> None:
 
 
 @pytest.mark.parametrize("host_network", [False, True])
-@pytest.mark.parametrize("operand", operands.GENERIC, ids=lambda o: o.name)
-def test_the_table_agrees_with_the_templates(operand: operands.Operand, host_network: bool) -> None:
+@pytest.mark.parametrize("operand", operand_catalog.GENERIC, ids=lambda o: o.name)
+def test_the_table_agrees_with_the_templates(operand: operand_catalog.Operand, host_network: bool) -> None:
     spec = policy(host_network=host_network)
-    inputs = common.OperandRenderInputs("gpu-operator", True, ImageRef("example.com/operand:1"))
+    inputs = operand_common.OperandRenderInputs("gpu-operator", True, ImageRef("example.com/operand:1"))
     (daemonset,) = [
         m for m in operand_rendering.render_operand(operand, spec, inputs) if m["kind"] == "DaemonSet"
     ]
@@ -120,6 +124,6 @@ def test_the_table_agrees_with_the_templates(operand: operands.Operand, host_net
 
 
 def test_the_driver_template_shares_neither_namespace() -> None:
-    # The driver's DaemonSets are rendered apart (rendering/drivers.py): their template is read.
+    # The driver's DaemonSets are rendered apart (rendering/driver_rendering.py): their template is read.
     template = (templating.templates_dir() / "state-driver" / "0500_daemonset.yaml.j2").read_text()
     assert "hostNetwork" not in template and "hostIPC" not in template

@@ -31,9 +31,9 @@ from typing import Any
 import pytest
 
 from ocp_gpu import cli
-from ocp_gpu.model import image_contracts, images, operands, policy_parser, releases
-from ocp_gpu.rendering import common
-from ocp_gpu.rendering import operands as operand_rendering
+from ocp_gpu.model import image_contracts, images, operand_catalog, releases
+from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.rendering.operands import operand_common, operand_rendering
 from tests.unit import test_driver_rendering, test_operand_rendering
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -315,14 +315,16 @@ def check(manifests: list[dict[str, Any]], admin: Admin) -> list[str]:
     return found
 
 
-def release_image(operand: operands.Operand) -> str:
+def release_image(operand: operand_catalog.Operand) -> str:
     return releases.with_release_defaults({})[operand.image_env]
 
 
-def render_operand(operand: operands.Operand, spec: dict[str, Any], openshift: bool) -> list[dict[str, Any]]:
+def render_operand(
+    operand: operand_catalog.Operand, spec: dict[str, Any], openshift: bool
+) -> list[dict[str, Any]]:
     policy = policy_parser.parse_policy(spec)
     env = releases.with_release_defaults({})
-    inputs = common.OperandRenderInputs(
+    inputs = operand_common.OperandRenderInputs(
         "gpu-operator",
         openshift,
         images.ImageRef(release_image(operand)),
@@ -348,7 +350,7 @@ def test_every_driver_golden_policy_keeps_the_contract(scenario: str) -> None:
 
 
 def _plugin() -> list[dict[str, Any]]:
-    return render_operand(operands.DEVICE_PLUGIN, {}, True)
+    return render_operand(operand_catalog.DEVICE_PLUGIN, {}, True)
 
 
 def _plugin_container(manifests: list[dict[str, Any]]) -> dict[str, Any]:
@@ -386,7 +388,7 @@ def test_a_planted_wrong_command_env_or_flag_fails(plant: Any, expected: str) ->
 
 
 def test_a_planted_wrong_subcommand_and_validator_flag_fail() -> None:
-    manifests = render_operand(operands.OPERATOR_VALIDATOR, {}, True)
+    manifests = render_operand(operand_catalog.OPERATOR_VALIDATOR, {}, True)
     (daemonset,) = [m for m in manifests if m["kind"] == "DaemonSet"]
     init = daemonset["spec"]["template"]["spec"]["initContainers"][0]
     assert init["command"][:2] == ["ocp-gpu", "validate"] and check(manifests, Admin()) == []
@@ -417,7 +419,7 @@ def test_every_kept_unread_variable_is_still_set_and_unread() -> None:
 
 
 def test_the_validator_and_node_status_exporter_run_from_our_image() -> None:
-    for operand in (operands.OPERATOR_VALIDATOR, operands.NODE_STATUS_EXPORTER):
+    for operand in (operand_catalog.OPERATOR_VALIDATOR, operand_catalog.NODE_STATUS_EXPORTER):
         for _, spec in pod_specs(render_operand(operand, {}, True)):
             for container in [*(spec.get("initContainers") or ()), *spec["containers"]]:
                 assert container["image"] == releases.OPERATOR_IMAGE, (operand.name, container["name"])

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ocp_gpu.model import images, policy
-from ocp_gpu.model.problems import PolicyProblem
+from ocp_gpu.model import images
+from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.model.policy.policy_problems import PolicyProblem
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 TAGGED_DEFAULT = {"DRIVER_IMAGE": "nvcr.io/nvidia/driver:550.90.07"}
@@ -27,8 +28,8 @@ PORT_DEFAULT = {"DRIVER_IMAGE": "registry.local:5000/mirror/nvidia/driver:550.90
 NO_DEFAULT: dict[str, str] = {}
 
 
-def source(repository: str = "", name: str = "", version: str = "") -> policy.ImageSpec:
-    return policy.ImageSpec(repository=repository, name=name, version=version)
+def source(repository: str = "", name: str = "", version: str = "") -> policy_spec.ImageSpec:
+    return policy_spec.ImageSpec(repository=repository, name=name, version=version)
 
 
 def test_environment_names_are_nvidias() -> None:
@@ -125,7 +126,7 @@ RESOLVED = {
 
 
 @pytest.mark.parametrize(("spec", "env", "expected"), RESOLVED.values(), ids=RESOLVED.keys())
-def test_resolved(spec: policy.ImageSpec, env: dict[str, str], expected: str) -> None:
+def test_resolved(spec: policy_spec.ImageSpec, env: dict[str, str], expected: str) -> None:
     assert images.resolve_image(spec, component="driver", env=env) == expected
 
 
@@ -194,7 +195,7 @@ UNRESOLVABLE = {
 
 @pytest.mark.parametrize(("spec", "env", "field", "mentions"), UNRESOLVABLE.values(), ids=UNRESOLVABLE.keys())
 def test_unresolvable_names_the_field(
-    spec: policy.ImageSpec, env: dict[str, str], field: str, mentions: list[str]
+    spec: policy_spec.ImageSpec, env: dict[str, str], field: str, mentions: list[str]
 ) -> None:
     problem = images.resolve_image(spec, component="driver", env=env)
     assert isinstance(problem, PolicyProblem)
@@ -337,7 +338,7 @@ def test_release_defaults_fill_only_unset_image_variables() -> None:
         "x.example/v:1"  # NVIDIA's variable, set, still wins
     )
     # With none set, every component resolves (no InvalidSpec for a bare `ocp-gpu run`).
-    from ocp_gpu.model import policy_checks, policy_parser
+    from ocp_gpu.model.policy import policy_checks, policy_parser
 
     bare = releases.with_release_defaults({})
     assert not [

@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ocp_gpu.kube import reading
-from ocp_gpu.model.snapshot import DriverToolkitStream, RhcosVersion, StreamState
-from ocp_gpu.planning import imagestreams
+from ocp_gpu.model.driver_snapshot import DriverToolkitStream, RhcosVersion, StreamState
+from ocp_gpu.planning.drivers import dtk_images
 
 V416 = "416.94.202407030122-0"
 V417 = "417.94.202410090854-0"
@@ -29,7 +29,7 @@ DTK_OLD = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "0" * 64
 
 def resolve(body: dict[str, Any] | None) -> DriverToolkitStream:
     """The planner's answer for this ImageStream JSON, read through kube/reading's converter."""
-    return imagestreams.resolve_driver_toolkit_stream(reading.image_stream_singleton(body))
+    return dtk_images.resolve_driver_toolkit_stream(reading.image_stream_singleton(body))
 
 
 def spec_tag(name: str, image: str | None, kind: str = "DockerImage") -> dict[str, Any]:
@@ -117,10 +117,10 @@ def test_only_floating_tags_resolve_nothing(floating: str) -> None:
 
 def test_versions_looking_like_latest_are_versions() -> None:
     # Only the exact `latest` and the `latest-` prefix float; `latestish` is a name like any other.
-    assert imagestreams.is_version_tag("latestish")
-    assert imagestreams.is_version_tag(V416)
-    assert not imagestreams.is_version_tag("latest")
-    assert not imagestreams.is_version_tag("latest-rhel-10")
+    assert dtk_images.is_version_tag("latestish")
+    assert dtk_images.is_version_tag(V416)
+    assert not dtk_images.is_version_tag("latest")
+    assert not dtk_images.is_version_tag("latest-rhel-10")
 
 
 @pytest.mark.parametrize("where", ["spec", "status"])
@@ -174,7 +174,7 @@ def test_tag_order_follows_spec_then_status() -> None:
 
 
 def test_unreadable_stream_is_not_known() -> None:
-    from ocp_gpu.model.snapshot import DriverToolkitStream
+    from ocp_gpu.model.driver_snapshot import DriverToolkitStream
 
     assert not DriverToolkitStream(StreamState.UNREADABLE, reason="403").known
 
@@ -195,7 +195,7 @@ def test_invariants(spec: list[tuple[str, str | None]], status: list[tuple[str, 
     result = resolve(body)
     names = [tag.name for tag in result.tags]
     # never a floating tag, never an empty name, never twice
-    assert all(imagestreams.is_version_tag(name) and name for name in names)
+    assert all(dtk_images.is_version_tag(name) and name for name in names)
     assert len(names) == len(set(names))
     # broken exactly when some tag has an empty name
     empty_name = any(n == "" for n, _ in spec) or any(n == "" for n, _ in status)

@@ -32,13 +32,14 @@ import pytest
 import yaml
 
 from ocp_gpu import cli
-from ocp_gpu.install import manifests
+from ocp_gpu.install import install_manifests
 from ocp_gpu.kube import requesting
 from ocp_gpu.model import releases
-from ocp_gpu.rendering import common, templating
+from ocp_gpu.rendering import templating
+from ocp_gpu.rendering.operands import operand_common
 
 ROOT = Path(__file__).resolve().parents[2]
-RULES = manifests.rules()
+RULES = install_manifests.rules()
 ALL_RULES = [*RULES.cluster, *RULES.namespace]
 
 
@@ -56,7 +57,7 @@ def _load_hack(name: str) -> Any:
 
 
 @pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: f"{rule.resources}:{rule.verbs}")
-def test_every_rule_says_why_and_has_no_wildcard(rule: manifests.Rule) -> None:
+def test_every_rule_says_why_and_has_no_wildcard(rule: install_manifests.Rule) -> None:
     assert len(rule.why) > 20
     assert "*" not in (*rule.api_groups, *rule.resources, *rule.verbs)
     assert "secrets" not in rule.resources
@@ -79,12 +80,14 @@ def test_bind_only_on_the_privileged_scc_role() -> None:
 
 def test_a_malformed_entry_is_named() -> None:
     with pytest.raises(ValueError, match=r"cluster\[1\]: `verbs` is required"):
-        manifests.parse_rules(
+        install_manifests.parse_rules(
             "cluster:\n- {why: a, apiGroups: [''], resources: [nodes], verbs: [get]}\n"
             "- {why: b, apiGroups: [''], resources: [pods]}\n"
         )
     with pytest.raises(ValueError, match=r"namespace\[0\]: unknown keys \['verb'\]"):
-        manifests.parse_rules("namespace:\n- {why: a, apiGroups: [''], resources: [pods], verb: [get]}\n")
+        install_manifests.parse_rules(
+            "namespace:\n- {why: a, apiGroups: [''], resources: [pods], verb: [get]}\n"
+        )
 
 
 # --- escalation prevention: the operand templates ------------------------------------------
@@ -110,7 +113,7 @@ def _template_documents() -> Iterator[tuple[str, dict[str, Any]]]:
     for path in sorted(templating.templates_dir().glob("state-*/*.yaml.j2")):
         relative = path.relative_to(templating.templates_dir()).as_posix()
         text = environment.get_template(relative).render(
-            openshift=True, trusted_ca={"name": "x"}, scc_cluster_role=common.SCC_CLUSTER_ROLE
+            openshift=True, trusted_ca={"name": "x"}, scc_cluster_role=operand_common.SCC_CLUSTER_ROLE
         )
         for document in yaml.safe_load_all(text):
             if document:
@@ -156,14 +159,14 @@ def test_the_operator_may_apply_and_delete_every_templated_kind(
         assert _held(group, plural, verb, None, cluster_wide=not namespaced), f"{template}: {plural} {verb}"
     if document["kind"] in ("RoleBinding", "ClusterRoleBinding"):
         ref = document["roleRef"]
-        if ref["kind"] == "ClusterRole" and ref["name"] == common.SCC_CLUSTER_ROLE:
+        if ref["kind"] == "ClusterRole" and ref["name"] == operand_common.SCC_CLUSTER_ROLE:
             # a role the operator does not create: it must be allowed to bind it by name
             assert _held("rbac.authorization.k8s.io", "clusterroles", "bind", ref["name"], True), template
 
 
 # --- the Deployment --------------------------------------------------------------------------
 
-DEPLOYMENT = manifests.deployment(manifests.OLM_NAMESPACE)
+DEPLOYMENT = install_manifests.deployment(install_manifests.OLM_NAMESPACE)
 POD = DEPLOYMENT["spec"]["template"]["spec"]
 (CONTAINER,) = POD["containers"]
 
@@ -172,7 +175,7 @@ def test_deployment_names_and_scheduling() -> None:
     assert DEPLOYMENT["metadata"] == {
         "name": "gpu-operator",
         "namespace": "nvidia-gpu-operator",
-        "labels": manifests.APP_LABELS,
+        "labels": install_manifests.APP_LABELS,
     }
     assert POD["serviceAccountName"] == "gpu-operator"
     assert POD["priorityClassName"] == "system-node-critical"
@@ -209,7 +212,7 @@ def test_deployment_security_context_is_restricted() -> None:
 
 def test_deployment_resources_cover_the_measured_rss() -> None:
     resources = CONTAINER["resources"]
-    assert resources == manifests.RESOURCES
+    assert resources == install_manifests.RESOURCES
     mib = {"Mi": 1, "Gi": 1024}
 
     def to_mib(quantity: str) -> int:
@@ -240,6 +243,6 @@ def test_the_chart_copy_is_the_source_with_helm_namespace_and_image() -> None:
     assert "{{ .Release.Namespace }}" in text and ".Values.operator" in text
     plain = helm_operator.helm_free(text, "gpu-operator", "example.com/ocp-gpu:test")
     documents = [document for document in yaml.safe_load_all(plain) if document]
-    assert documents == manifests.operator_manifests("gpu-operator", "example.com/ocp-gpu:test")
+    assert documents == install_manifests.operator_manifests("gpu-operator", "example.com/ocp-gpu:test")
     # every rule's reason travels with it as a comment
     assert all(rule.why.split()[0] in text for rule in ALL_RULES)

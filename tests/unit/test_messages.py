@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from ocp_gpu.planning import conditions, downgrades
+from ocp_gpu.planning.drivers import driver_downgrades
+from ocp_gpu.planning.status import conditions
 
 
 def test_long_messages_are_bounded_and_stable() -> None:
@@ -48,7 +49,7 @@ def test_long_messages_are_bounded_and_stable() -> None:
     ],
 )
 def test_downgrade_is_recognised_from_the_tags(running: str, wanted: str, downgrade: bool) -> None:
-    found = downgrades.plan_downgrade("nvidia-driver-daemonset-x", running, wanted)
+    found = driver_downgrades.plan_downgrade("nvidia-driver-daemonset-x", running, wanted)
     assert (found is not None) is downgrade
     if found is not None:
         assert (

@@ -1,4 +1,5 @@
-"""We test these aspects of MIG (model/mig.py, planning/mig.py, rendering/mig_manager.py):
+"""We test these aspects of MIG (model/mig_catalog.py, planning/operands/mig_planning.py,
+rendering/operands/mig_manager.py):
 
 - the default mig-parted config: version v1, all-disabled / all-enabled / all-balanced and one
   all-<profile> per profile of the A100 40GB, A100 80GB / H100 80GB and A30 families; a
@@ -18,10 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from ocp_gpu.model import images, labels, mig, operands, policy_parser
-from ocp_gpu.planning import mig as mig_planning
-from ocp_gpu.rendering import common, mig_manager
-from ocp_gpu.rendering import operands as operand_rendering
+from ocp_gpu.model import images, labels, mig_catalog, operand_catalog
+from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.planning.operands import mig_planning
+from ocp_gpu.rendering.operands import mig_manager, operand_common, operand_rendering
 
 A100_80 = "0x20B210DE"
 A100_40 = "0x20B010DE"
@@ -30,7 +31,7 @@ A30 = "0x20B710DE"
 
 
 def test_the_default_configs_have_the_standard_names() -> None:
-    document = mig.default_configs()
+    document = mig_catalog.default_configs()
     assert document["version"] == "v1"
     names = set(document["mig-configs"])
     assert {
@@ -64,13 +65,13 @@ MAKES = {
 
 @pytest.mark.parametrize(("name", "device", "gpus", "expected"), MAKES.values(), ids=MAKES.keys())
 def test_what_a_config_makes(name: str, device: str, gpus: int, expected: dict[str, int]) -> None:
-    assert mig_planning.mig_devices(mig.default_configs(), name, device, gpus) == expected
+    assert mig_planning.mig_devices(mig_catalog.default_configs(), name, device, gpus) == expected
 
 
 @pytest.mark.parametrize(
     ("document", "name", "says"),
     [
-        (mig.default_configs(), "all-9g.1tb", "no MIG config 'all-9g.1tb'"),
+        (mig_catalog.default_configs(), "all-9g.1tb", "no MIG config 'all-9g.1tb'"),
         ({"version": "v2", "mig-configs": {}}, "all-disabled", "not a mig-parted v1"),
         ("not yaml at all", "all-disabled", "not a mig-parted v1"),
     ],
@@ -132,14 +133,19 @@ def test_states_read_back() -> None:
 
 
 def render(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    inputs = common.OperandRenderInputs("gpu-operator", True, images.ImageRef("nvcr.io/nvidia/mig:1"))
-    return operand_rendering.render_operand(operands.MIG_MANAGER, policy_parser.parse_policy(spec), inputs)
+    inputs = operand_common.OperandRenderInputs("gpu-operator", True, images.ImageRef("nvcr.io/nvidia/mig:1"))
+    return operand_rendering.render_operand(
+        operand_catalog.MIG_MANAGER, policy_parser.parse_policy(spec), inputs
+    )
 
 
 def test_our_configmaps_only_when_the_policy_names_none() -> None:
     ours = {m["metadata"]["name"]: m for m in render({}) if m["kind"] == "ConfigMap"}
     assert set(ours) == {"default-mig-parted-config", "default-gpu-clients"}
-    assert yaml.safe_load(ours["default-mig-parted-config"]["data"]["config.yaml"]) == mig.default_configs()
+    assert (
+        yaml.safe_load(ours["default-mig-parted-config"]["data"]["config.yaml"])
+        == mig_catalog.default_configs()
+    )
     admin = render({"migManager": {"config": {"name": "mine"}, "gpuClientsConfig": {"name": "clients"}}})
     assert [m for m in admin if m["kind"] == "ConfigMap"] == []
     (daemonset,) = [m for m in admin if m["kind"] == "DaemonSet"]
@@ -223,7 +229,7 @@ def test_an_admin_config_map_that_cannot_serve_the_mig_manager_is_a_problem_nami
     from ocp_gpu.planning import config_maps
 
     named, required = operand_rendering.named_config_maps(
-        operands.MIG_MANAGER, policy_parser.parse_policy(ADMIN_MAPS)
+        operand_catalog.MIG_MANAGER, policy_parser.parse_policy(ADMIN_MAPS)
     )
     problem = config_maps.missing_config_map_problem(named, keys, "gpu-operator", required)
     assert problem is not None and problem.field == field and words in problem.message
@@ -234,12 +240,15 @@ def test_admin_config_maps_with_their_keys_are_no_problem_and_ours_are_not_check
     from ocp_gpu.planning import config_maps
 
     named, required = operand_rendering.named_config_maps(
-        operands.MIG_MANAGER, policy_parser.parse_policy(ADMIN_MAPS)
+        operand_catalog.MIG_MANAGER, policy_parser.parse_policy(ADMIN_MAPS)
     )
     keys = {"mine": ("config.yaml",), "clients": ("clients.yaml", "x")}
     assert config_maps.missing_config_map_problem(named, keys, "gpu-operator", required) is None
     # Ours (no name in the policy): nothing to read, nothing to judge.
-    assert operand_rendering.named_config_maps(operands.MIG_MANAGER, policy_parser.parse_policy({}))[0] == {}
+    assert (
+        operand_rendering.named_config_maps(operand_catalog.MIG_MANAGER, policy_parser.parse_policy({}))[0]
+        == {}
+    )
     # The keys judged are the ones the DaemonSet's env points the container at.
     (daemonset,) = [m for m in render(ADMIN_MAPS) if m["kind"] == "DaemonSet"]
     env = {e["name"]: e.get("value") for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}

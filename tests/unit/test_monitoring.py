@@ -13,35 +13,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from ocp_gpu.install import manifests as install
-from ocp_gpu.model import labels, policy_checks, policy_parser
-from ocp_gpu.model import policy as policy_model
-from ocp_gpu.planning import monitoring, platform
-from ocp_gpu.rendering import monitoring as rendering
+from ocp_gpu.install import install_manifests
+from ocp_gpu.model import labels
+from ocp_gpu.model.policy import policy_checks, policy_parser, policy_spec
+from ocp_gpu.planning import platforms
+from ocp_gpu.planning.operands import monitoring_planning
+from ocp_gpu.rendering import monitoring_rendering
 
-OPENSHIFT = platform.Platform(platform.PlatformKind.OPENSHIFT, "test")
-VANILLA = platform.Platform(platform.PlatformKind.KUBERNETES, "test")
-SERVED = {monitoring.MONITORING_GROUP}
+OPENSHIFT = platforms.Platform(platforms.PlatformKind.OPENSHIFT, "test")
+VANILLA = platforms.Platform(platforms.PlatformKind.KUBERNETES, "test")
+SERVED = {monitoring_planning.MONITORING_GROUP}
 
 
-def policy(monitor: dict[str, Any] | None = None) -> policy_model.Policy:
+def policy(monitor: dict[str, Any] | None = None) -> policy_spec.Policy:
     spec = {"operator": {"metrics": {"serviceMonitor": monitor}}} if monitor is not None else {}
     return policy_parser.parse_policy(spec)
 
 
-def render(pol: policy_model.Policy, plan: monitoring.MonitoringPlan) -> dict[str, dict[str, Any]]:
-    found = rendering.render_monitoring_state(pol, rendering.MonitoringRenderInputs("gpu-ns", plan))
+def render(pol: policy_spec.Policy, plan: monitoring_planning.MonitoringPlan) -> dict[str, dict[str, Any]]:
+    found = monitoring_rendering.render_monitoring_state(
+        pol, monitoring_rendering.MonitoringRenderInputs("gpu-ns", plan)
+    )
     return {m["kind"]: m for m in found}
 
 
 def test_vanilla_without_the_api_gets_service_and_dashboard_only() -> None:
-    plan = monitoring.plan_operator_monitoring(policy(), VANILLA, set(), {})
+    plan = monitoring_planning.plan_operator_monitoring(policy(), VANILLA, set(), {})
     assert plan.problems == () and plan.remove == () and not plan.namespace_labels
     assert set(render(policy(), plan)) == {"Service", "ConfigMap"}
 
 
 def test_openshift_with_the_api_gets_everything_and_the_namespace_label() -> None:
-    plan = monitoring.plan_operator_monitoring(policy(), OPENSHIFT, SERVED, {"other": "x"})
+    plan = monitoring_planning.plan_operator_monitoring(policy(), OPENSHIFT, SERVED, {"other": "x"})
     assert plan.namespace_labels == {labels.CLUSTER_MONITORING: "true"}
     assert set(render(policy(), plan)) == {
         "Service",
@@ -51,29 +54,29 @@ def test_openshift_with_the_api_gets_everything_and_the_namespace_label() -> Non
         "PrometheusRule",
         "ConfigMap",
     }
-    labelled = monitoring.plan_operator_monitoring(
+    labelled = monitoring_planning.plan_operator_monitoring(
         policy(), OPENSHIFT, SERVED, {labels.CLUSTER_MONITORING: "true"}
     )
     assert labelled.namespace_labels == {}
 
 
 def test_disabled_removes_our_service_monitor_but_keeps_the_rest() -> None:
-    plan = monitoring.plan_operator_monitoring(policy({"enabled": False}), OPENSHIFT, SERVED, {})
+    plan = monitoring_planning.plan_operator_monitoring(policy({"enabled": False}), OPENSHIFT, SERVED, {})
     assert plan.remove == ("ServiceMonitor",) and not plan.service_monitor
     assert "ServiceMonitor" not in render(policy({"enabled": False}), plan)
     assert "PrometheusRule" in render(policy({"enabled": False}), plan)
 
 
 def test_enabled_without_the_api_is_a_problem_naming_the_field_and_the_fix() -> None:
-    plan = monitoring.plan_operator_monitoring(policy({"enabled": True}), VANILLA, set(), {})
+    plan = monitoring_planning.plan_operator_monitoring(policy({"enabled": True}), VANILLA, set(), {})
     (problem,) = plan.problems
     assert plan.remove == ()
     assert "spec.operator.metrics.serviceMonitor" in problem.message
     assert "monitoring.coreos.com" in problem.message and "Fix:" in problem.message
     exporter = policy_parser.parse_policy({"dcgmExporter": {"serviceMonitor": {"enabled": True}}})
-    (problem,) = monitoring.plan_operator_monitoring(exporter, VANILLA, set(), {}).problems
+    (problem,) = monitoring_planning.plan_operator_monitoring(exporter, VANILLA, set(), {}).problems
     assert "spec.dcgmExporter.serviceMonitor" in problem.message
-    assert monitoring.plan_operator_monitoring(exporter, VANILLA, SERVED, {}).problems == ()
+    assert monitoring_planning.plan_operator_monitoring(exporter, VANILLA, SERVED, {}).problems == ()
 
 
 def test_service_monitor_selects_the_service_which_selects_the_operator() -> None:
@@ -88,15 +91,15 @@ def test_service_monitor_selects_the_service_which_selects_the_operator() -> Non
         ],
     }
     pol = policy(spec)
-    found = render(pol, monitoring.plan_operator_monitoring(pol, VANILLA, SERVED, {}))
+    found = render(pol, monitoring_planning.plan_operator_monitoring(pol, VANILLA, SERVED, {}))
     service, monitor = found["Service"], found["ServiceMonitor"]
     selector = monitor["spec"]["selector"]["matchLabels"]
     assert selector.items() <= service["metadata"]["labels"].items()
     assert monitor["spec"]["namespaceSelector"]["matchNames"] == [service["metadata"]["namespace"]]
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] == service["spec"]["ports"][0]["name"] == "gpu-operator-metrics"
-    assert service["spec"]["ports"][0]["port"] == install.METRICS_PORT
-    pod_labels = install.deployment_spec()["template"]["metadata"]["labels"]
+    assert service["spec"]["ports"][0]["port"] == install_manifests.METRICS_PORT
+    pod_labels = install_manifests.deployment_spec()["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
     assert (endpoint["interval"], endpoint["scrapeTimeout"], endpoint["honorLabels"]) == ("15s", "10s", True)
     assert endpoint["relabelings"] == spec["relabelings"]
@@ -107,7 +110,7 @@ def test_service_monitor_selects_the_service_which_selects_the_operator() -> Non
 def test_hostile_strings_stay_strings() -> None:
     hostile = "x\n  selector: {}\n---\nkind: Secret"
     pol = policy({"enabled": True, "interval": hostile, "additionalLabels": {"a": hostile}})
-    found = render(pol, monitoring.plan_operator_monitoring(pol, VANILLA, SERVED, {}))
+    found = render(pol, monitoring_planning.plan_operator_monitoring(pol, VANILLA, SERVED, {}))
     assert found["ServiceMonitor"]["spec"]["endpoints"][0]["interval"] == hostile
     assert found["ServiceMonitor"]["metadata"]["labels"]["a"] == hostile
     assert "Secret" not in found

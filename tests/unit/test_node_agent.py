@@ -14,8 +14,8 @@ import time
 import pytest
 from kubernetes.client import ApiClient
 
-from ocp_gpu.model import operands
-from ocp_gpu.rendering import validator
+from ocp_gpu.model import operand_catalog
+from ocp_gpu.rendering.operands import validator
 from ocp_gpu_harness import mirror, node_agent
 
 
@@ -56,15 +56,19 @@ def _validator_pod(*containers: str) -> dict[str, object]:
 
 def test_the_validator_waits_for_what_its_init_containers_validate() -> None:
     every = _validator_pod("driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation")
-    assert node_agent.validated_operands(every) == (operands.CONTAINER_TOOLKIT, operands.DEVICE_PLUGIN)
+    assert node_agent.validated_operands(every) == (
+        operand_catalog.CONTAINER_TOOLKIT,
+        operand_catalog.DEVICE_PLUGIN,
+    )
     no_plugin = _validator_pod("driver-validation", "toolkit-validation", "cuda-validation")
-    assert node_agent.validated_operands(no_plugin) == (operands.CONTAINER_TOOLKIT,)
+    assert node_agent.validated_operands(no_plugin) == (operand_catalog.CONTAINER_TOOLKIT,)
     assert node_agent.validated_operands(_validator_pod("driver-validation", "cuda-validation")) == ()
     assert node_agent.validated_operands({"spec": {}}) == ()
 
 
 def test_validated_containers_are_the_ones_the_operator_renders() -> None:
-    """The agent's container names must match rendering/validator.py, or it would wait for nothing."""
+    """The agent's container names must match rendering/operands/validator.py, or it would wait for
+    nothing."""
     rendered = {f"{name}-validation" for name in validator.VALIDATIONS}
     assert set(node_agent.VALIDATED_CONTAINERS) <= rendered
 

@@ -1,4 +1,4 @@
-"""We test these aspects of the node label plan (planning/node_labels.py):
+"""We test these aspects of the node label plan (planning/operands/node_labels.py):
 
 - a new GPU node gets gpu.present and every operand's deploy label; a labelled one gets nothing;
 - an admin's deploy label "false" is kept; only missing deploy labels are added;
@@ -21,11 +21,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ocp_gpu.model import labels, operands
-from ocp_gpu.planning import node_labels
+from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.planning.operands import node_labels
 
 GPU = {labels.NFD_NVIDIA_PCI: "true"}
-DEPLOY_ALL = {operand.deploy_label: "true" for operand in operands.EVERY_GPU_NODE}
+DEPLOY_ALL = {operand.deploy_label: "true" for operand in operand_catalog.EVERY_GPU_NODE}
 LABELLED_GPU = {**GPU, labels.GPU_PRESENT: "true", **DEPLOY_ALL}
 FOREIGN = {"kubernetes.io/hostname": "n1", "node-role.kubernetes.io/worker": ""}
 DRIVER_OFF = {labels.deploy_label("driver"): "false"}
@@ -117,7 +117,7 @@ def test_only_our_labels_are_touched_and_admin_false_is_kept(node: dict[str, str
             assert key not in patch
 
 
-MIG_MANAGER = operands.MIG_MANAGER.deploy_label
+MIG_MANAGER = operand_catalog.MIG_MANAGER.deploy_label
 CAPABLE = {labels.MIG_CAPABLE: "true"}
 PAUSED = {labels.deploy_label("device-plugin"): labels.PAUSED_FOR_MIG_CHANGE}
 

@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from ocp_gpu.desired import pool_manifests
-from ocp_gpu.model import nvidia_driver, releases
-from ocp_gpu.model import policy as policy_model
+from ocp_gpu.model import nvidia_driver_spec, releases
+from ocp_gpu.model.policy import policy_spec
 from tests.unit import _nvidia_fields as nv
 from tests.unit._crd_schema import Schema, schema_errors
 
@@ -117,11 +117,11 @@ def test_the_every_field_spec_passes_our_schema_and_sets_every_leaf() -> None:
 
 def test_the_every_field_spec_maps_onto_the_policy_model() -> None:
     spec = every_field_spec()
-    driver = nvidia_driver.NvidiaDriver("every-field", "uid", "2026-01-01T00:00:00Z", 1, spec)
+    driver = nvidia_driver_spec.NvidiaDriver("every-field", "uid", "2026-01-01T00:00:00Z", 1, spec)
     resolved = pool_manifests.pool_policy(
         driver, {"driver": {"useNvidiaDriverCRD": True}}, releases.installed_images()
     )
-    assert isinstance(resolved, policy_model.Policy), resolved
+    assert isinstance(resolved, policy_spec.Policy), resolved
     # NVIDIA's names for the ConfigMaps land on ours; the pool's pod settings on spec.daemonsets
     assert resolved.driver.repo_config_map == spec["repoConfig"]["name"]
     assert resolved.driver.licensing.config_map_name == spec["licensingConfig"]["name"]

@@ -2,8 +2,8 @@
 
 - a golden file (tests/unit/golden/nvidia-driver/two-pools.yaml, rewritten with `--update-golden`):
   two NVIDIADrivers with their own versions, labels and tolerations, each on nodes of two RHCOS
-  builds, planned and rendered as the operator does (model/nvidia_driver.py over the ClusterPolicy,
-  planning/driver_pools.py, desired/driver_manifests.py): four DaemonSets;
+  builds, planned and rendered as the operator does (model/nvidia_driver_spec.py over the ClusterPolicy,
+  planning/drivers/driver_pools.py, desired/driver_manifests.py): four DaemonSets;
 - each DaemonSet selects its pool's owner label and its RHCOS build, and no two pools' selectors
   overlap; the pool's image, the DTK image of the build.
 """
@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 
 from ocp_gpu.desired import driver_manifests, pool_manifests
-from ocp_gpu.model import labels, nodes, nvidia_driver
-from ocp_gpu.planning.platform import Platform, PlatformKind
+from ocp_gpu.model import labels, nodes, nvidia_driver_spec
+from ocp_gpu.planning.platforms import Platform, PlatformKind
 from tests.unit._drivers import DTK_416, DTK_417, V416, V417
 
 ENV = {
@@ -77,7 +77,7 @@ FACTS = tuple(
 def rendered_pools() -> list[dict[str, Any]]:
     """Every pool's DaemonSets, through the functions the reconciler and `ocp-gpu render` share."""
     drivers = [
-        nvidia_driver.NvidiaDriver(name, f"uid-{name}", f"2026-01-0{i + 1}T00:00:00Z", 1, spec)
+        nvidia_driver_spec.NvidiaDriver(name, f"uid-{name}", f"2026-01-0{i + 1}T00:00:00Z", 1, spec)
         for i, (name, spec) in enumerate(POOLS.items())
     ]
     selection = pool_manifests.select_pools(

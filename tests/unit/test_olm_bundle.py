@@ -29,9 +29,9 @@ import pytest
 import yaml
 
 from ocp_gpu.desired import pool_manifests
-from ocp_gpu.install import manifests
-from ocp_gpu.model import nvidia_driver, policy_checks, policy_parser, releases
-from ocp_gpu.model import policy as policy_model
+from ocp_gpu.install import install_manifests
+from ocp_gpu.model import nvidia_driver_spec, releases
+from ocp_gpu.model.policy import policy_checks, policy_parser, policy_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,12 +63,12 @@ def test_the_install_strategy_is_the_install_source() -> None:
     spec = INSTALL["spec"]
     (deployment,) = spec["deployments"]
     assert deployment["name"] == "gpu-operator"
-    assert deployment["spec"] == manifests.deployment_spec()
+    assert deployment["spec"] == install_manifests.deployment_spec()
     assert spec["clusterPermissions"] == [
-        {"serviceAccountName": "gpu-operator", "rules": manifests.cluster_role()["rules"]}
+        {"serviceAccountName": "gpu-operator", "rules": install_manifests.cluster_role()["rules"]}
     ]
     assert spec["permissions"] == [
-        {"serviceAccountName": "gpu-operator", "rules": manifests.role("x")["rules"]}
+        {"serviceAccountName": "gpu-operator", "rules": install_manifests.role("x")["rules"]}
     ]
 
 
@@ -103,11 +103,11 @@ def test_alm_example_is_a_valid_cluster_policy() -> None:
 def test_alm_example_is_a_valid_nvidia_driver() -> None:
     policy, example = json.loads(ANNOTATIONS["alm-examples"])
     assert example["apiVersion"] == "nvidia.com/v1alpha1" and example["kind"] == "NVIDIADriver"
-    driver = nvidia_driver.NvidiaDriver(
+    driver = nvidia_driver_spec.NvidiaDriver(
         name=example["metadata"]["name"], uid="u", created="", generation=1, spec=example["spec"]
     )
     resolved = pool_manifests.pool_policy(driver, policy["spec"], releases.installed_images())
-    assert isinstance(resolved, policy_model.Policy), resolved
+    assert isinstance(resolved, policy_spec.Policy), resolved
 
 
 def _schema_has(schema: dict[str, Any], path: str) -> bool:

@@ -1,4 +1,5 @@
-"""We test the operand mechanism's pure parts (model/operands.py, rendering/operands.py,
+"""We test the operand mechanism's pure parts (model/operand_catalog.py,
+rendering/operands/operand_rendering.py,
 planning/operands.unready_nodes), no server:
 
 - every generic operand has a template folder and a context, its DaemonSet is named and
@@ -24,12 +25,13 @@ import pytest
 import yaml
 from hypothesis import strategies as st
 
-from ocp_gpu.model import labels, operands, policy_checks, policy_parser
+from ocp_gpu.model import labels, operand_catalog
 from ocp_gpu.model.images import ImageRef
-from ocp_gpu.model.problems import Severity
-from ocp_gpu.planning import operands as operand_planning
-from ocp_gpu.rendering import common, device_plugin, templating, validator
-from ocp_gpu.rendering import operands as operand_rendering
+from ocp_gpu.model.policy import policy_checks, policy_parser
+from ocp_gpu.model.policy.policy_problems import Severity
+from ocp_gpu.planning.operands import operand_planning
+from ocp_gpu.rendering import templating
+from ocp_gpu.rendering.operands import device_plugin, operand_common, operand_rendering, validator
 from tests.unit.test_driver_rendering import hostile, token
 
 IMAGE = ImageRef("nvcr.io/nvidia/k8s-device-plugin:v0.17.0")
@@ -37,14 +39,14 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 
 
 def render(
-    operand: operands.Operand,
+    operand: operand_catalog.Operand,
     spec: dict[str, Any],
     openshift: bool = True,
     image: str = IMAGE,
     ns: str = "gpu",
 ) -> list[dict[str, Any]]:
     policy = policy_parser.parse_policy(spec)
-    inputs = common.OperandRenderInputs(ns, openshift, ImageRef(image))
+    inputs = operand_common.OperandRenderInputs(ns, openshift, ImageRef(image))
     return operand_rendering.render_operand(operand, policy, inputs)
 
 
@@ -73,11 +75,11 @@ NVIDIA_SELECTORS = {
     "nvidia-node-status-exporter": {"app": "nvidia-node-status-exporter"},
 }
 
-all_generic = pytest.mark.parametrize("operand", operands.GENERIC, ids=lambda o: o.name)
+all_generic = pytest.mark.parametrize("operand", operand_catalog.GENERIC, ids=lambda o: o.name)
 
 
 @all_generic
-def test_every_generic_operand_is_declared_and_rendered(operand: operands.Operand) -> None:
+def test_every_generic_operand_is_declared_and_rendered(operand: operand_catalog.Operand) -> None:
     assert operand.name in operand_rendering.covered()
     assert (templating.templates_dir() / operand.component).is_dir()
     assert operand.image_env  # a default image in the operator's environment
@@ -95,7 +97,7 @@ def test_every_generic_operand_is_declared_and_rendered(operand: operands.Operan
 
 
 def test_order_and_names_follow_the_design() -> None:
-    assert [o.name for o in operands.OPERANDS] == [
+    assert [o.name for o in operand_catalog.OPERANDS] == [
         "driver",
         "container-toolkit",
         "operator-validator",
@@ -106,14 +108,14 @@ def test_order_and_names_follow_the_design() -> None:
         "mig-manager",
         "node-status-exporter",
     ]
-    assert operands.OPERATOR_VALIDATOR.app == "nvidia-operator-validator"
-    assert operands.DRIVER.app == labels.DRIVER_APP
+    assert operand_catalog.OPERATOR_VALIDATOR.app == "nvidia-operator-validator"
+    assert operand_catalog.DRIVER.app == labels.DRIVER_APP
     # Every operand's deploy label is one the node labeller writes (the MIG manager's on MIG-capable nodes).
-    assert set(operands.OPERANDS) == {*operands.EVERY_GPU_NODE, operands.MIG_MANAGER}
+    assert set(operand_catalog.OPERANDS) == {*operand_catalog.EVERY_GPU_NODE, operand_catalog.MIG_MANAGER}
 
 
 @all_generic
-def test_policy_tolerations_follow_ours_without_duplicates(operand: operands.Operand) -> None:
+def test_policy_tolerations_follow_ours_without_duplicates(operand: operand_catalog.Operand) -> None:
     spec = {
         "daemonsets": {
             "tolerations": [
@@ -142,17 +144,17 @@ FULL_PLUGIN = {
         "resourceConfig": "gpu:sharedgpu:4,mig-3g.20gb:small:2",
     }
 }
-GOLDEN: dict[str, tuple[operands.Operand, dict[str, Any], bool]] = {
-    **{f"{o.name}/openshift": (o, {}, True) for o in operands.GENERIC},
-    **{f"{o.name}/vanilla": (o, {}, False) for o in operands.GENERIC},
-    "device-plugin/every-option": (operands.DEVICE_PLUGIN, FULL_PLUGIN, False),
+GOLDEN: dict[str, tuple[operand_catalog.Operand, dict[str, Any], bool]] = {
+    **{f"{o.name}/openshift": (o, {}, True) for o in operand_catalog.GENERIC},
+    **{f"{o.name}/vanilla": (o, {}, False) for o in operand_catalog.GENERIC},
+    "device-plugin/every-option": (operand_catalog.DEVICE_PLUGIN, FULL_PLUGIN, False),
     "device-plugin/admin-configmap": (
-        operands.DEVICE_PLUGIN,
+        operand_catalog.DEVICE_PLUGIN,
         {"devicePlugin": {"config": {"name": "plugin-configs", "default": "a100"}}},
         True,
     ),
     "mig-manager/admin-configmaps": (
-        operands.MIG_MANAGER,
+        operand_catalog.MIG_MANAGER,
         {
             "migManager": {
                 "config": {"name": "my-mig-configs", "default": ""},
@@ -163,7 +165,7 @@ GOLDEN: dict[str, tuple[operands.Operand, dict[str, Any], bool]] = {
         True,
     ),
     "operator-validator/without-toolkit-and-plugin": (
-        operands.OPERATOR_VALIDATOR,
+        operand_catalog.OPERATOR_VALIDATOR,
         {"toolkit": {"enabled": False}, "devicePlugin": {"enabled": False}},
         True,
     ),
@@ -202,7 +204,7 @@ def test_golden_prerequisites(update_golden: bool, golden_dir: Path) -> None:
 
 
 def test_every_seed_option_reaches_the_plugin() -> None:
-    manifests = render(operands.DEVICE_PLUGIN, FULL_PLUGIN, openshift=False)
+    manifests = render(operand_catalog.DEVICE_PLUGIN, FULL_PLUGIN, openshift=False)
     pod = the(manifests, "DaemonSet")["spec"]["template"]["spec"]
     plugin, manager = pod["containers"]
     assert env_of(plugin) | {"CONFIG_FILE": "x"} == {
@@ -227,7 +229,7 @@ def test_every_seed_option_reaches_the_plugin() -> None:
 
 def test_a_new_config_rolls_the_plugin_pods() -> None:
     def digest(spec: dict[str, Any]) -> str:
-        ds = the(render(operands.DEVICE_PLUGIN, spec), "DaemonSet")
+        ds = the(render(operand_catalog.DEVICE_PLUGIN, spec), "DaemonSet")
         return str(ds["spec"]["template"]["metadata"]["annotations"][device_plugin.CONFIG_DIGEST_ANNOTATION])
 
     assert digest({}) != digest({"devicePlugin": {"resourceConfig": "gpu:sharedgpu:4"}})
@@ -236,7 +238,7 @@ def test_a_new_config_rolls_the_plugin_pods() -> None:
 
 def test_an_admin_configmap_is_mounted_with_its_default() -> None:
     spec = {"devicePlugin": {"config": {"name": "plugin-configs", "default": "a100"}}}
-    pod = the(render(operands.DEVICE_PLUGIN, spec), "DaemonSet")["spec"]["template"]["spec"]
+    pod = the(render(operand_catalog.DEVICE_PLUGIN, spec), "DaemonSet")["spec"]["template"]["spec"]
     (volume,) = [v for v in pod["volumes"] if v["name"] == "available-configs"]
     assert volume["configMap"]["name"] == "plugin-configs"
     assert env_of(pod["containers"][1])["DEFAULT_CONFIG"] == "a100"
@@ -268,14 +270,14 @@ METRICS_MAP = {"dcgmExporter": {"config": {"name": "my-metrics"}}}
     [
         # devicePlugin.config.name: absent, or without the key config.default names.
         (
-            operands.DEVICE_PLUGIN,
+            operand_catalog.DEVICE_PLUGIN,
             PLUGIN_MAP,
             {"plugin-configs": None},
             "spec.devicePlugin.config.name",
             "'plugin-configs' does not exist in namespace 'gpu-operator'",
         ),
         (
-            operands.DEVICE_PLUGIN,
+            operand_catalog.DEVICE_PLUGIN,
             PLUGIN_MAP,
             {"plugin-configs": ("h100", "l40s")},
             "spec.devicePlugin.config.default",
@@ -283,14 +285,14 @@ METRICS_MAP = {"dcgmExporter": {"config": {"name": "my-metrics"}}}
         ),
         # dcgmExporter.config.name: absent, or without NVIDIA's dcgm-metrics.csv.
         (
-            operands.DCGM_EXPORTER,
+            operand_catalog.DCGM_EXPORTER,
             METRICS_MAP,
             {"my-metrics": None},
             "spec.dcgmExporter.config.name",
             "'my-metrics' does not exist",
         ),
         (
-            operands.DCGM_EXPORTER,
+            operand_catalog.DCGM_EXPORTER,
             METRICS_MAP,
             {"my-metrics": ("metrics.csv",)},
             "spec.dcgmExporter.config.name",
@@ -299,7 +301,7 @@ METRICS_MAP = {"dcgmExporter": {"config": {"name": "my-metrics"}}}
     ],
 )
 def test_a_named_config_map_that_cannot_serve_the_operand_is_a_problem_naming_the_field(
-    operand: operands.Operand, spec: dict[str, Any], keys: dict[str, Any], field: str, words: str
+    operand: operand_catalog.Operand, spec: dict[str, Any], keys: dict[str, Any], field: str, words: str
 ) -> None:
     from ocp_gpu.planning import config_maps
 
@@ -316,18 +318,18 @@ def test_named_config_maps_that_fit_are_no_problem_and_ours_are_not_checked() ->
     from ocp_gpu.planning import config_maps
 
     for operand, spec, keys in (
-        (operands.DEVICE_PLUGIN, PLUGIN_MAP, {"plugin-configs": ("a100", "h100")}),
-        (operands.DCGM_EXPORTER, METRICS_MAP, {"my-metrics": ("dcgm-metrics.csv",)}),
+        (operand_catalog.DEVICE_PLUGIN, PLUGIN_MAP, {"plugin-configs": ("a100", "h100")}),
+        (operand_catalog.DCGM_EXPORTER, METRICS_MAP, {"my-metrics": ("dcgm-metrics.csv",)}),
     ):
         named, required = operand_rendering.named_config_maps(operand, policy_parser.parse_policy(spec))
         assert named and config_maps.missing_config_map_problem(named, keys, "ns", required) is None
         # Without a name the operator's own ConfigMap (or the image's default) is used: nothing to read.
         assert operand_rendering.named_config_maps(operand, policy_parser.parse_policy({})) == ({}, {})
     # The key judged is the file the exporter is pointed at.
-    pod = the(render(operands.DCGM_EXPORTER, METRICS_MAP), "DaemonSet")["spec"]["template"]["spec"]
+    pod = the(render(operand_catalog.DCGM_EXPORTER, METRICS_MAP), "DaemonSet")["spec"]["template"]["spec"]
     collectors = env_of(pod["containers"][0])["DCGM_EXPORTER_COLLECTORS"]
     _, required = operand_rendering.named_config_maps(
-        operands.DCGM_EXPORTER, policy_parser.parse_policy(METRICS_MAP)
+        operand_catalog.DCGM_EXPORTER, policy_parser.parse_policy(METRICS_MAP)
     )
     assert collectors.endswith("/" + required["spec.dcgmExporter.config.name"])
 
@@ -336,7 +338,7 @@ def test_offline_the_named_config_maps_are_notes_saying_what_must_exist() -> Non
     from ocp_gpu.planning import config_maps
 
     named, required = operand_rendering.named_config_maps(
-        operands.DCGM_EXPORTER, policy_parser.parse_policy(METRICS_MAP)
+        operand_catalog.DCGM_EXPORTER, policy_parser.parse_policy(METRICS_MAP)
     )
     (note,) = config_maps.unchecked_config_map_notes(named, "gpu-operator", required)
     assert (note.field, note.severity) == ("spec.dcgmExporter.config.name", Severity.WARNING)
@@ -349,7 +351,7 @@ def test_offline_the_named_config_maps_are_notes_saying_what_must_exist() -> Non
 
 
 def test_validator_runs_each_validation_in_order() -> None:
-    pod = the(render(operands.OPERATOR_VALIDATOR, {}), "DaemonSet")["spec"]["template"]["spec"]
+    pod = the(render(operand_catalog.OPERATOR_VALIDATOR, {}), "DaemonSet")["spec"]["template"]["spec"]
     assert [c["name"] for c in pod["initContainers"]] == [f"{v}-validation" for v in validator.VALIDATIONS]
     assert [c["command"] for c in pod["initContainers"]] == [
         ["ocp-gpu", "validate", v] for v in validator.VALIDATIONS
@@ -357,7 +359,8 @@ def test_validator_runs_each_validation_in_order() -> None:
     assert all(c["image"] == IMAGE for c in pod["initContainers"])
     trimmed = the(
         render(
-            operands.OPERATOR_VALIDATOR, {"toolkit": {"enabled": False}, "devicePlugin": {"enabled": False}}
+            operand_catalog.OPERATOR_VALIDATOR,
+            {"toolkit": {"enabled": False}, "devicePlugin": {"enabled": False}},
         ),
         "DaemonSet",
     )
@@ -369,7 +372,7 @@ def test_validator_runs_each_validation_in_order() -> None:
 
 def test_validation_env_goes_to_its_container() -> None:
     spec = {"validator": {"cuda": {"env": [{"name": "WITH_WORKLOAD", "value": "false"}]}}}
-    pod = the(render(operands.OPERATOR_VALIDATOR, spec), "DaemonSet")["spec"]["template"]["spec"]
+    pod = the(render(operand_catalog.OPERATOR_VALIDATOR, spec), "DaemonSet")["spec"]["template"]["spec"]
     by_name = {c["name"]: c for c in pod["initContainers"]}
     assert {"name": "WITH_WORKLOAD", "value": "false"} in by_name["cuda-validation"]["env"]
     assert all(e["name"] != "WITH_WORKLOAD" for e in by_name["driver-validation"]["env"])
@@ -436,7 +439,7 @@ def _without_config(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @all_generic
-def test_hostile_strings_render_verbatim_as_values(operand: operands.Operand) -> None:
+def test_hostile_strings_render_verbatim_as_values(operand: operand_catalog.Operand) -> None:
     benign = render(operand, _spec(token), openshift=False, image=token(18), ns=token(19))
     attacked = render(operand, _spec(hostile), openshift=False, image=hostile(18), ns=hostile(19))
     mapping = {hostile(i): token(i) for i in range(19, 0, -1)}  # longest index first
@@ -446,7 +449,7 @@ def test_hostile_strings_render_verbatim_as_values(operand: operands.Operand) ->
 
 
 def test_hostile_strings_in_the_plugin_config_load_back() -> None:
-    configmap = the(render(operands.DEVICE_PLUGIN, _spec(hostile), openshift=False), "ConfigMap")
+    configmap = the(render(operand_catalog.DEVICE_PLUGIN, _spec(hostile), openshift=False), "ConfigMap")
     config = yaml.safe_load(configmap["data"][device_plugin.DEFAULT_CONFIG_KEY])
     assert config["flags"]["nvidiaDriverRoot"] == hostile(11)
 
@@ -465,7 +468,7 @@ def test_hostile_runtime_class_renders_verbatim() -> None:
 def gpu(deploy: dict[str, str] | None = None) -> dict[str, str]:
     return {
         labels.NFD_NVIDIA_PCI: "true",
-        **{o.deploy_label: "true" for o in operands.EVERY_GPU_NODE},
+        **{o.deploy_label: "true" for o in operand_catalog.EVERY_GPU_NODE},
         **(deploy or {}),
     }
 
@@ -477,29 +480,34 @@ def test_unready_nodes_per_operand() -> None:
         "gpu-off": gpu({labels.deploy_label("device-plugin"): "false"}),
         "cpu": {"kubernetes.io/os": "linux"},
     }
-    app = operands.DEVICE_PLUGIN.app
+    app = operand_catalog.DEVICE_PLUGIN.app
     pods = [
-        operands.OperandPod("p-a", app, "gpu-a", ready=True),
-        operands.OperandPod("p-b", app, "gpu-b", ready=False),
-        operands.OperandPod("t-b", operands.CONTAINER_TOOLKIT.app, "gpu-b", ready=True),
+        operand_catalog.OperandPod("p-a", app, "gpu-a", ready=True),
+        operand_catalog.OperandPod("p-b", app, "gpu-b", ready=False),
+        operand_catalog.OperandPod("t-b", operand_catalog.CONTAINER_TOOLKIT.app, "gpu-b", ready=True),
     ]
     # gpu-b's plugin pod is not Ready; gpu-off opted out; the CPU node never counts.
-    assert operand_planning.unready_nodes(operands.DEVICE_PLUGIN, nodes, pods) == ["gpu-b"]
+    assert operand_planning.unready_nodes(operand_catalog.DEVICE_PLUGIN, nodes, pods) == ["gpu-b"]
     # A node without any pod of the operand (not scheduled: a taint, a missing key) is not ready.
-    assert operand_planning.unready_nodes(operands.CONTAINER_TOOLKIT, nodes, pods) == ["gpu-a", "gpu-off"]
+    assert operand_planning.unready_nodes(operand_catalog.CONTAINER_TOOLKIT, nodes, pods) == [
+        "gpu-a",
+        "gpu-off",
+    ]
     assert operand_planning.unready_nodes(
-        operands.CONTAINER_TOOLKIT, nodes, [*pods, operands.OperandPod("t-a", pods[2].app, "gpu-a", True)]
+        operand_catalog.CONTAINER_TOOLKIT,
+        nodes,
+        [*pods, operand_catalog.OperandPod("t-a", pods[2].app, "gpu-a", True)],
     ) == ["gpu-off"]
 
 
 _NODE_NAMES = st.sampled_from([f"n{i}" for i in range(6)])
-_APPS = st.sampled_from([operand.app for operand in operands.OPERANDS])
+_APPS = st.sampled_from([operand.app for operand in operand_catalog.OPERANDS])
 _LABEL_VALUES = st.sampled_from(["true", "false", None])
 
 
 @st.composite
 def _node_labels(draw: st.DrawFn) -> dict[str, str]:
-    keys = [labels.NFD_NVIDIA_PCI, *(operand.deploy_label for operand in operands.OPERANDS)]
+    keys = [labels.NFD_NVIDIA_PCI, *(operand.deploy_label for operand in operand_catalog.OPERANDS)]
     found = {key: draw(_LABEL_VALUES) for key in keys}
     return {key: value for key, value in found.items() if value is not None}
 
@@ -507,12 +515,15 @@ def _node_labels(draw: st.DrawFn) -> dict[str, str]:
 @hypothesis.given(
     nodes=st.dictionaries(_NODE_NAMES, _node_labels(), max_size=6),
     pods=st.lists(
-        st.builds(operands.OperandPod, st.text(max_size=3), _APPS, _NODE_NAMES, st.booleans()), max_size=12
+        st.builds(operand_catalog.OperandPod, st.text(max_size=3), _APPS, _NODE_NAMES, st.booleans()),
+        max_size=12,
     ),
-    enabled=st.lists(st.sampled_from(operands.OPERANDS), unique=True),
+    enabled=st.lists(st.sampled_from(operand_catalog.OPERANDS), unique=True),
 )
 def test_unready_by_operand_is_unready_nodes_of_each(
-    nodes: dict[str, dict[str, str]], pods: list[operands.OperandPod], enabled: list[operands.Operand]
+    nodes: dict[str, dict[str, str]],
+    pods: list[operand_catalog.OperandPod],
+    enabled: list[operand_catalog.Operand],
 ) -> None:
     # The status judges every operand in one walk (planning/operands.unready_by_operand): the
     # same answer as each operand's own unready_nodes, operands ready everywhere left out.
@@ -530,8 +541,8 @@ def test_every_object_of_an_operand_carries_its_component_so_unrendered_ones_are
     # The operand mechanism deletes owned objects of an operand's component that it no longer
     # renders (planning/operands.unrendered_owned): an object without the label would linger.
     spec = {"dcgmExporter": {"serviceMonitor": {"enabled": True}}, "nodeStatusExporter": {"enabled": True}}
-    for operand in operands.GENERIC:
-        inputs = common.OperandRenderInputs("gpu-operator", True, IMAGE, monitoring_api=True)
+    for operand in operand_catalog.GENERIC:
+        inputs = operand_common.OperandRenderInputs("gpu-operator", True, IMAGE, monitoring_api=True)
         rendered = operand_rendering.render_operand(operand, policy_parser.parse_policy(spec), inputs)
         component = operand_rendering.component(operand)
         assert rendered and component

@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 
 from ocp_gpu.model import labels
-from ocp_gpu.model.snapshot import DriverToolkitStream, ImageStreamTag, RhcosVersion, StreamState
-from ocp_gpu.planning import operator_health
-from ocp_gpu.planning.operator_health import ReconciliationStatus
+from ocp_gpu.model.driver_snapshot import DriverToolkitStream, ImageStreamTag, RhcosVersion, StreamState
+from ocp_gpu.planning.status import operator_health
+from ocp_gpu.planning.status.operator_health import ReconciliationStatus
 
 V1, V2 = "416.94.202407030122-0", "417.94.202410090854-0"
 

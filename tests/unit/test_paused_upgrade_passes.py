@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from ocp_gpu.model import labels, nodes
-from ocp_gpu.planning import paused_upgrades
+from ocp_gpu.planning.upgrades import paused_upgrades
 from ocp_gpu.reconcilers import node_view, runtime
 
 

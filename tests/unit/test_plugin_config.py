@@ -1,5 +1,5 @@
-"""We test these aspects of the device plugin's config file (planning/plugin_config.py)
-and of resourceConfig checking (model/resource_config.py):
+"""We test these aspects of the device plugin's config file (planning/operands/plugin_config.py)
+and of resourceConfig checking (model/policy/resource_config.py):
 
 - every seed-002 option lands at the plugin's field with its value (a named matrix);
 - the seed's resourceConfig examples (`gpu:sharedgpu:4`, `mig-3g.20gb:small:2`,
@@ -24,14 +24,14 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ocp_gpu.model import policy, policy_checks, policy_parser, resource_config
-from ocp_gpu.model.problems import Severity
-from ocp_gpu.planning import plugin_config
+from ocp_gpu.model.policy import policy_checks, policy_parser, policy_spec, resource_config
+from ocp_gpu.model.policy.policy_problems import Severity
+from ocp_gpu.planning.operands import plugin_config
 
 FIELD = "spec.devicePlugin.resourceConfig"
 
 
-def _plugin(**device_plugin: Any) -> policy.DevicePluginSpec:
+def _plugin(**device_plugin: Any) -> policy_spec.DevicePluginSpec:
     return policy_parser.parse_policy({"devicePlugin": device_plugin}).device_plugin
 
 

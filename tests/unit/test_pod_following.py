@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ocp_gpu.kube import pod_following, upgrading
-from ocp_gpu.model.upgrades import WorkloadPod
+from ocp_gpu.model.upgrade_observations import WorkloadPod
 
 
 def body(name: str, uid: str, version: str, phase: str = "Running") -> dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from ocp_gpu.kube import pod_watch, watching
-from ocp_gpu.model import labels, nodes, operands
+from ocp_gpu.model import labels, nodes, operand_catalog
 from ocp_gpu.planning import watch_resumption
 from ocp_gpu.planning.watch_resumption import Step
 from ocp_gpu.reconcilers import pod_view, runtime
@@ -81,13 +81,13 @@ def pod(
 
 
 def test_an_operand_pod_is_only_an_operand_pod() -> None:
-    facts = pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app, "n7", ready=True))
-    assert facts.operand == operands.OperandPod("p1", operands.DEVICE_PLUGIN.app, "n7", True)
+    facts = pod_watch.pod_facts(pod("p1", operand_catalog.DEVICE_PLUGIN.app, "n7", ready=True))
+    assert facts.operand == operand_catalog.OperandPod("p1", operand_catalog.DEVICE_PLUGIN.app, "n7", True)
     assert (facts.validator, facts.driver, facts.pull) == (None, None, None)
 
 
 def test_a_validator_pod_is_also_the_upgrade_s_validator_pod() -> None:
-    facts = pod_watch.pod_facts(pod("v1", operands.OPERATOR_VALIDATOR.app, "n2", ready=True))
+    facts = pod_watch.pod_facts(pod("v1", operand_catalog.OPERATOR_VALIDATOR.app, "n2", ready=True))
     assert facts.validator is not None
     assert (facts.validator.node, facts.validator.ready) == ("n2", True)
     assert facts.driver is None
@@ -156,7 +156,9 @@ def test_records_of_separate_events_share_every_repeated_string() -> None:
     # Each keeps its own name.
     assert (first.operand.name, second.operand.name) == ("d1", "d2")
     validators = [
-        pod_watch.pod_facts(json.loads(json.dumps(pod(name, operands.OPERATOR_VALIDATOR.app, "gpu-1"))))
+        pod_watch.pod_facts(
+            json.loads(json.dumps(pod(name, operand_catalog.OPERATOR_VALIDATOR.app, "gpu-1")))
+        )
         for name in ("v1", "v2")
     ]
     assert validators[0].validator is not None and validators[1].validator is not None
@@ -165,7 +167,7 @@ def test_records_of_separate_events_share_every_repeated_string() -> None:
 
 
 def test_a_terminating_ready_pod_is_not_ready() -> None:
-    body = pod("p1", operands.DEVICE_PLUGIN.app, ready=True)
+    body = pod("p1", operand_catalog.DEVICE_PLUGIN.app, ready=True)
     body["metadata"]["deletionTimestamp"] = "2026-11-24T08:00:00Z"
     assert not pod_watch.pod_facts(body).operand.ready
 
@@ -263,7 +265,7 @@ def test_the_barrier_waits_for_both_the_other_kinds_and_the_pod_listing() -> Non
     rt = _runtime()
     rt.view.watch("", "nodes")
     view = pod_view.PodView(rt)
-    view.listed([pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app))])
+    view.listed([pod_watch.pod_facts(pod("p1", operand_catalog.DEVICE_PLUGIN.app))])
     assert not rt.view.listed.is_set(), "the pods alone do not make the view complete"
     rt.view.mark_delivered("", "nodes")
     assert rt.view.listed.is_set()
@@ -273,10 +275,12 @@ def test_a_re_list_forgets_pods_deleted_while_no_watch_was_open() -> None:
     rt = _runtime()
     view = pod_view.PodView(rt)
     driver = pod("d1", labels.DRIVER_APP, waiting="ErrImagePull")
-    view.listed([pod_watch.pod_facts(driver), pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app))])
+    view.listed(
+        [pod_watch.pod_facts(driver), pod_watch.pod_facts(pod("p1", operand_catalog.DEVICE_PLUGIN.app))]
+    )
     assert set(rt.view.operand_pods) == {"d1", "p1"} and set(rt.view.driver_pods) == {"d1"}
     assert "d1" in rt.view.pull_failing_since
-    view.listed([pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app))])
+    view.listed([pod_watch.pod_facts(pod("p1", operand_catalog.DEVICE_PLUGIN.app))])
     assert set(rt.view.operand_pods) == {"p1"}
     assert not rt.view.driver_pods and not rt.view.driver_pod_pulls and not rt.view.pull_failing_since
 
@@ -284,7 +288,7 @@ def test_a_re_list_forgets_pods_deleted_while_no_watch_was_open() -> None:
 def test_only_a_change_wakes_a_loop() -> None:
     rt = _runtime()
     view = pod_view.PodView(rt)
-    plugin = pod("p1", operands.DEVICE_PLUGIN.app)
+    plugin = pod("p1", operand_catalog.DEVICE_PLUGIN.app)
     view.seen(pod_watch.pod_facts(plugin))
     assert rt.scheduler.wake.is_set()
     rt.scheduler.wake.clear()
@@ -293,7 +297,7 @@ def test_only_a_change_wakes_a_loop() -> None:
     plugin["metadata"]["resourceVersion"] = "2"
     view.seen(pod_watch.pod_facts(plugin))
     assert not rt.scheduler.wake.is_set() and not rt.scheduler.upgrade_wake.is_set()
-    view.seen(pod_watch.pod_facts(pod("p1", operands.DEVICE_PLUGIN.app, ready=True)))
+    view.seen(pod_watch.pod_facts(pod("p1", operand_catalog.DEVICE_PLUGIN.app, ready=True)))
     assert rt.scheduler.wake.is_set() and rt.view.operand_pods["p1"].ready
     rt.scheduler.wake.clear()
     view.gone("p1")
@@ -412,7 +416,7 @@ MANAGED = [
 
 
 def _pod_with_fields(name: str) -> dict[str, Any]:
-    body = pod(name, operands.DEVICE_PLUGIN.app)
+    body = pod(name, operand_catalog.DEVICE_PLUGIN.app)
     body["metadata"]["annotations"] = {"note": ',"managedFields":[ ]},"spec": in a value'}
     body["metadata"]["finalizers"] = ['a]},"spec":[x]']
     body["metadata"]["managedFields"] = MANAGED
@@ -442,7 +446,11 @@ def test_a_list_page_loses_every_item_s_managed_fields() -> None:
         "kind": "PodList",
         "apiVersion": "v1",
         "metadata": {"resourceVersion": "7", "continue": "x"},
-        "items": [_pod_with_fields("p1"), _pod_with_fields("p2"), pod("p3", operands.DEVICE_PLUGIN.app)],
+        "items": [
+            _pod_with_fields("p1"),
+            _pod_with_fields("p2"),
+            pod("p3", operand_catalog.DEVICE_PLUGIN.app),
+        ],
     }
     assert watching.decode(_go_order(page)) == _stripped(page)
 

@@ -1,4 +1,4 @@
-"""We test these aspects of choosing the active ClusterPolicy (planning/policies.py):
+"""We test these aspects of choosing the active ClusterPolicy (planning/status/policies.py):
 
 - no policy, one policy, several: the oldest by creationTimestamp is active;
 - equal timestamps: the name breaks the tie, so every replica agrees;
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ocp_gpu.planning import policies
+from ocp_gpu.planning.status import policies
 
 OLD = "2026-01-01T00:00:00Z"
 NEW = "2026-06-01T12:30:00Z"

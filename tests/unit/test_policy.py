@@ -29,8 +29,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ocp_gpu.model import policy, policy_checks, policy_parser, resource_config, selectors
-from ocp_gpu.model.problems import Severity
+from ocp_gpu.model.policy import policy_checks, policy_parser, policy_spec, resource_config, selectors
+from ocp_gpu.model.policy.policy_problems import Severity
 from tests.unit._crd_schema import (
     apply_defaults,
     default_leaves,
@@ -152,13 +152,13 @@ def test_enums_are_the_wire_values_of_the_model(path: tuple[str, ...], expected:
 
 def test_model_enums_match_the_crd() -> None:
     for enum_type, path in (
-        (policy.ImagePullPolicy, ("driver", "imagePullPolicy")),
-        (policy.UpdateStrategy, ("daemonsets", "updateStrategy")),
-        (policy.KernelModuleType, ("driver", "kernelModuleType")),
-        (policy.MigStrategy, ("devicePlugin", "migStrategy")),
-        (policy.DeviceListStrategy, ("devicePlugin", "deviceListStrategy")),
-        (policy.DeviceIDStrategy, ("devicePlugin", "deviceIDStrategy")),
-        (policy.ContainerRuntime, ("operator", "defaultRuntime")),
+        (policy_spec.ImagePullPolicy, ("driver", "imagePullPolicy")),
+        (policy_spec.UpdateStrategy, ("daemonsets", "updateStrategy")),
+        (policy_spec.KernelModuleType, ("driver", "kernelModuleType")),
+        (policy_spec.MigStrategy, ("devicePlugin", "migStrategy")),
+        (policy_spec.DeviceListStrategy, ("devicePlugin", "deviceListStrategy")),
+        (policy_spec.DeviceIDStrategy, ("devicePlugin", "deviceIDStrategy")),
+        (policy_spec.ContainerRuntime, ("operator", "defaultRuntime")),
     ):
         assert [member.value for member in enum_type] == sub_schema(spec_schema(), path)["enum"]
 
@@ -243,21 +243,23 @@ def test_server_defaulted_empty_spec_parses_like_the_empty_spec() -> None:
         "timeoutSeconds": 300,
         "deleteEmptyDir": False,
     }
-    assert policy_parser.parse_policy(defaulted) == policy_parser.parse_policy({}) == policy.Policy()
+    assert policy_parser.parse_policy(defaulted) == policy_parser.parse_policy({}) == policy_spec.Policy()
 
 
 def test_seed_upgrade_policy_defaults() -> None:
     upgrade = policy_parser.parse_policy({}).driver.upgrade_policy
-    assert upgrade == policy.UpgradePolicy(
+    assert upgrade == policy_spec.UpgradePolicy(
         auto_upgrade=True,
         max_parallel_upgrades=1,
         max_unavailable="25%",
-        wait_for_completion=policy.WaitForCompletion(timeout_seconds=0, pod_selector=policy.PodSelector("")),
-        gpu_pod_deletion=policy.GpuPodDeletion(force=False, timeout_seconds=300, delete_empty_dir=False),
-        drain=policy.Drain(
+        wait_for_completion=policy_spec.WaitForCompletion(
+            timeout_seconds=0, pod_selector=policy_spec.PodSelector("")
+        ),
+        gpu_pod_deletion=policy_spec.GpuPodDeletion(force=False, timeout_seconds=300, delete_empty_dir=False),
+        drain=policy_spec.Drain(
             enable=False,
             force=False,
-            pod_selector=policy.PodSelector(""),
+            pod_selector=policy_spec.PodSelector(""),
             timeout_seconds=300,
             delete_empty_dir=False,
         ),
@@ -372,7 +374,7 @@ def test_nvidias_pod_deletion_overrides_field_by_field() -> None:
         "podDeletion": {"timeoutSeconds": 60},
     }
     parsed = policy_parser.parse_policy({"driver": {"upgradePolicy": upgrade}})
-    assert parsed.driver.upgrade_policy.gpu_pod_deletion == policy.GpuPodDeletion(
+    assert parsed.driver.upgrade_policy.gpu_pod_deletion == policy_spec.GpuPodDeletion(
         force=True, timeout_seconds=60, delete_empty_dir=False
     )
     # gpuPodDeletion's 300 is the default the server writes: no conflict
@@ -386,14 +388,14 @@ def test_both_names_disagreeing_is_one_conflict_per_setting_naming_both_values()
     }
     spec = {"driver": {"upgradePolicy": upgrade}}
     parsed = policy_parser.parse_policy(spec)
-    assert parsed.driver.upgrade_policy.gpu_pod_deletion == policy.GpuPodDeletion(
+    assert parsed.driver.upgrade_policy.gpu_pod_deletion == policy_spec.GpuPodDeletion(
         force=False, timeout_seconds=120, delete_empty_dir=True
     )
     assert parsed.alias_conflicts == (
-        policy.AliasConflict(
-            used=f"{policy.POD_DELETION_ALIAS}.force",
+        policy_spec.AliasConflict(
+            used=f"{policy_spec.POD_DELETION_ALIAS}.force",
             used_value=False,
-            ignored=f"{policy.GPU_POD_DELETION}.force",
+            ignored=f"{policy_spec.GPU_POD_DELETION}.force",
             ignored_value=True,
         ),
     )
@@ -418,13 +420,13 @@ def test_nvidia_sample_conforms_to_the_schema() -> None:
 
 def test_nvidia_sample_parses_as_written() -> None:
     parsed = policy_parser.parse_policy(nvidia_sample()["spec"])
-    assert parsed.operator.default_runtime is policy.ContainerRuntime.CRIO
+    assert parsed.operator.default_runtime is policy_spec.ContainerRuntime.CRIO
     assert parsed.operator.use_ocp_driver_toolkit is True
     assert parsed.daemonsets.tolerations == (
-        policy.Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),
+        policy_spec.Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),
     )
     assert parsed.daemonsets.max_unavailable == "1"
-    assert parsed.driver.image == policy.ImageSpec(
+    assert parsed.driver.image == policy_spec.ImageSpec(
         repository="nvcr.io/nvidia", name="driver", version="570.124.06"
     )
     assert parsed.driver.licensing.nls_enabled is True
@@ -432,10 +434,10 @@ def test_nvidia_sample_parses_as_written() -> None:
         "ENABLE_GPU_POD_EVICTION",
         "ENABLE_AUTO_DRAIN",
     ]
-    assert parsed.driver.upgrade_policy.gpu_pod_deletion == policy.GpuPodDeletion(
+    assert parsed.driver.upgrade_policy.gpu_pod_deletion == policy_spec.GpuPodDeletion(
         force=False, timeout_seconds=600, delete_empty_dir=True
     )
-    assert parsed.device_plugin.mig_strategy is policy.MigStrategy.SINGLE
+    assert parsed.device_plugin.mig_strategy is policy_spec.MigStrategy.SINGLE
     assert parsed.device_plugin.resources.as_wire() == {
         "limits": {"memory": "512Mi"},
         "requests": {"cpu": "100m"},
@@ -444,7 +446,7 @@ def test_nvidia_sample_parses_as_written() -> None:
     assert parsed.dcgm_exporter.service_monitor.additional_labels == {"release": "prometheus"}
     assert parsed.dcgm_exporter.service_monitor.relabelings[0]["targetLabel"] == "instance"
     assert parsed.node_status_exporter.enabled is True
-    assert parsed.validator.plugin_env == (policy.EnvVar(name="WITH_WORKLOAD", value="false"),)
+    assert parsed.validator.plugin_env == (policy_spec.EnvVar(name="WITH_WORKLOAD", value="false"),)
 
 
 def test_nvidia_sample_has_no_problem() -> None:
@@ -663,7 +665,7 @@ SEMANTIC_PROBLEMS: dict[str, tuple[dict[str, Any], set[tuple[str, Severity]]]] =
                 }
             }
         },
-        {(f"{policy.POD_DELETION_ALIAS}.timeoutSeconds", W)},
+        {(f"{policy_spec.POD_DELETION_ALIAS}.timeoutSeconds", W)},
     ),
 }
 
@@ -787,7 +789,7 @@ SCALED = {
 
 @pytest.mark.parametrize(("value", "total", "expected"), SCALED.values(), ids=SCALED.keys())
 def test_scaled_max_unavailable(value: int | str, total: int, expected: int) -> None:
-    assert policy.scaled_max_unavailable(value, total) == expected
+    assert policy_spec.scaled_max_unavailable(value, total) == expected
 
 
 # --- properties ------------------------------------------------------------------------

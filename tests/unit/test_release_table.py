@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ocp_gpu.install import manifests
+from ocp_gpu.install import install_manifests
 from ocp_gpu.model import releases
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,7 +169,7 @@ def test_the_bundle_chart_and_render_take_their_images_from_the_table() -> None:
     csv = yaml.safe_load((ROOT / "bundle/manifests/ocp-gpu.clusterserviceversion.yaml").read_text())
     related = {item["image"] for item in csv["spec"]["relatedImages"]}
     assert related == set(releases.RELEASE_DIGESTS.values()) | {releases.OPERATOR_IMAGE}
-    (container,) = manifests.deployment_spec()["template"]["spec"]["containers"]
+    (container,) = install_manifests.deployment_spec()["template"]["spec"]["containers"]
     env = {item["name"]: item.get("value") for item in container["env"]}
     assert env["OPERATOR_IMAGE"] == container["image"]
     for name, digest in releases.RELEASE_DIGESTS.items():

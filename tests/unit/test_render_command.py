@@ -34,11 +34,10 @@ from ocp_gpu import cli
 from ocp_gpu.commands import render
 from ocp_gpu.desired import driver_manifests
 from ocp_gpu.kube import adopting, applying, labelling, reading, reporting
-from ocp_gpu.model import apis, labels, operands, policy_parser, releases
-from ocp_gpu.model import policy as policy_model
-from ocp_gpu.planning import platform as platform_model
-from ocp_gpu.reconcilers import drivers as drivers_reconciler
-from ocp_gpu.reconcilers import nvidia_drivers, runtime
+from ocp_gpu.model import apis, labels, operand_catalog, releases
+from ocp_gpu.model.policy import policy_parser, policy_spec
+from ocp_gpu.planning import platforms
+from ocp_gpu.reconcilers import driver_reconciler, nvidia_drivers, runtime
 from ocp_gpu_harness import nodes as fake_nodes
 from tests.unit._drivers import DTK_416, DTK_417, V416, V417
 
@@ -370,9 +369,9 @@ def test_the_output_is_what_the_driver_reconciler_applies(
     rt.view.dtk_imagestream = imagestream({V416: DTK_416, V417: DTK_417})
     rt.view.cluster_version = {"status": {"desired": {"version": "4.16.3"}}}
     owner = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": "cluster-policy", "uid": UID}
-    openshift = platform_model.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
+    openshift = platforms.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
     policy = policy_parser.parse_policy(SPEC)
-    outcome = asyncio.run(drivers_reconciler.reconcile_drivers(rt, owner, policy, openshift, NOW))
+    outcome = asyncio.run(driver_reconciler.reconcile_drivers(rt, owner, policy, openshift, NOW))
 
     assert outcome.errors == {} and applied
     # compared as printed: the same YAML stream, not just equal dicts
@@ -392,8 +391,8 @@ def test_the_reconciler_renders_through_the_shared_function(monkeypatch: pytest.
     monkeypatch.setattr(applying, "apply", lambda *_: None)
     monkeypatch.setattr(adopting, "adopt", lambda *_: "")
     rt = runtime.Runtime(api_client=None, namespace="ns", env=releases.with_release_defaults({}))
-    kubernetes = platform_model.detect_platform(set())
-    asyncio.run(drivers_reconciler.reconcile_drivers(rt, {}, policy_parser.parse_policy({}), kubernetes, NOW))
+    kubernetes = platforms.detect_platform(set())
+    asyncio.run(driver_reconciler.reconcile_drivers(rt, {}, policy_parser.parse_policy({}), kubernetes, NOW))
     assert len(calls) == 1 and calls[0].namespace == "ns"
 
 
@@ -416,8 +415,8 @@ def test_the_stream_is_in_apply_order_with_sorted_keys_and_stable(
     assert every[0] == ("RuntimeClass", "nvidia")
     stack = [name for kind, name in every if kind == "DaemonSet" and not name.startswith("nvidia-driver-")]
     # NB: the node status exporter is off unless nodeStatusExporter.enabled (NVIDIA's default).
-    enabled = policy_model.Policy().components()
-    assert stack == [o.daemonset for o in operands.GENERIC if enabled[o.section].enabled]
+    enabled = policy_spec.Policy().components()
+    assert stack == [o.daemonset for o in operand_catalog.GENERIC if enabled[o.section].enabled]
     # sorted keys, as `kubectl get -o yaml` prints them
     for document in first.out.split("---\n")[1:]:
         top = [
@@ -648,8 +647,9 @@ def test_drivers_disabled_renders_no_driver_and_says_why(
     # The rest of the stack is still rendered (on a preinstalled driver); a disabled operand is not.
     assert {m["metadata"]["name"] for m in result.all_manifests if m["kind"] == "DaemonSet"} == {
         o.daemonset
-        for o in operands.GENERIC
-        if o not in (operands.GPU_FEATURE_DISCOVERY, operands.NODE_STATUS_EXPORTER)  # off by default
+        for o in operand_catalog.GENERIC
+        if o
+        not in (operand_catalog.GPU_FEATURE_DISCOVERY, operand_catalog.NODE_STATUS_EXPORTER)  # off by default
     }
 
 
@@ -748,7 +748,7 @@ def test_nvidia_driver_pools_render_one_daemonset_per_pool_and_version(
     assert "NVIDIADriver pool-a: 2 nodes" in result.err and "1 node (b-417)" in result.err
     assert "z-416" in result.err and "no NVIDIADriver selects them" in result.err
     # The rest of the stack is rendered as without the mode.
-    assert operands.DEVICE_PLUGIN.daemonset in {
+    assert operand_catalog.DEVICE_PLUGIN.daemonset in {
         m["metadata"]["name"] for m in result.all_manifests if m["kind"] == "DaemonSet"
     }
 
@@ -774,7 +774,7 @@ def test_nvidia_driver_pools_render_what_the_reconciler_applies(
     rt.view.dtk_imagestream = imagestream({V416: DTK_416, V417: DTK_417})
     rt.view.cluster_version = {"status": {"desired": {"version": "4.16.3"}}}
     owner = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": "cluster-policy", "uid": UID}
-    openshift = platform_model.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
+    openshift = platforms.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
     spec = POOL_POLICY["spec"]
     outcome = asyncio.run(
         nvidia_drivers.reconcile_nvidia_drivers(
@@ -873,7 +873,7 @@ def test_a_misspelt_field_is_refused_with_the_close_name(
 def test_nvidia_policies_pass_the_structural_check(name: str) -> None:
     """No false refusal: NVIDIA's every-field and OperatorHub policies pass, as on the API server."""
     from ocp_gpu.commands import render as render_command
-    from ocp_gpu.model import structural
+    from ocp_gpu.model.policy import structural
 
     document = yaml.safe_load((Path(__file__).parent / "data" / name).read_text())
     spec = document.get("spec", document)

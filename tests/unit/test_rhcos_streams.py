@@ -16,9 +16,9 @@ import dataclasses
 
 from ocp_gpu.kube import reading
 from ocp_gpu.model import labels
-from ocp_gpu.model.snapshot import GpuNode, rhcos_version_from_os_image
-from ocp_gpu.planning import imagestreams
-from ocp_gpu.planning.driver_strategy import Strategy
+from ocp_gpu.model.driver_snapshot import GpuNode, rhcos_version_from_os_image
+from ocp_gpu.planning.drivers import dtk_images
+from ocp_gpu.planning.drivers.driver_strategy import Strategy
 from tests.unit._drivers import V416, by_key, existing, plan, rhcos_node
 
 RHCOS9_A = "9.6.20250909-0"
@@ -53,14 +53,14 @@ def rhel_node(name: str, build: str) -> GpuNode:
     )
 
 
-def stream(*builds: str) -> imagestreams.ResolvedStream:
+def stream(*builds: str) -> dtk_images.ResolvedStream:
     """openshift/driver-toolkit as the CVO writes it: a tag per build, plus both floating tags."""
     tags = [{"name": b, "from": {"kind": "DockerImage", "name": DTK[b]}} for b in builds]
     tags += [
         {"name": "latest", "from": {"kind": "DockerImage", "name": LATEST}},
         {"name": "latest-rhel-10", "from": {"kind": "DockerImage", "name": LATEST_RHEL10}},
     ]
-    return imagestreams.resolve_driver_toolkit_stream(reading.image_stream({"spec": {"tags": tags}}))
+    return dtk_images.resolve_driver_toolkit_stream(reading.image_stream({"spec": {"tags": tags}}))
 
 
 def test_rhcos_9_10_and_the_old_scheme_side_by_side() -> None:

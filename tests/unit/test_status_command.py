@@ -33,13 +33,14 @@ import pytest
 from rich.console import Console
 
 from ocp_gpu import cli
-from ocp_gpu.commands import status
+from ocp_gpu.commands import status_command
 from ocp_gpu.kube import clients, requesting, upgrading
 from ocp_gpu.kube.requesting import ApiException
-from ocp_gpu.model import labels, operands, policy_parser, upgrades
+from ocp_gpu.model import labels, operand_catalog, upgrade_observations
 from ocp_gpu.model.nodes import NodeFacts, NodeName
-from ocp_gpu.model.upgrades import UpgradeNode, UpgradeSnapshot
-from ocp_gpu.planning import upgrade
+from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.model.upgrade_observations import UpgradeNode, UpgradeSnapshot
+from ocp_gpu.planning.upgrades import upgrade_plan
 from tests.unit._upgrades import (
     CURRENT,
     CURRENT_HASH,
@@ -84,11 +85,11 @@ def policy_view(
     upgrade_policy: Mapping[str, Any] | None = None,
     *,
     driver: Mapping[str, Any] | None = None,
-    conditions: Sequence[status.ConditionView] = (),
+    conditions: Sequence[status_command.ConditionView] = (),
     active: bool = True,
-) -> status.PolicyView:
+) -> status_command.PolicyView:
     spec = {"driver": {**(driver or {}), "upgradePolicy": dict(upgrade_policy or {})}}
-    return status.PolicyView(
+    return status_command.PolicyView(
         name="cluster-policy",
         generation=2,
         observed_generation=2,
@@ -96,8 +97,8 @@ def policy_view(
         namespace="nvidia-gpu-operator",
         conditions=tuple(conditions)
         or (
-            status.ConditionView("Ready", "True", "Reconciled", "3 GPU node(s)"),
-            status.ConditionView("Error", "False", "Reconciled", ""),
+            status_command.ConditionView("Ready", "True", "Reconciled", "3 GPU node(s)"),
+            status_command.ConditionView("Error", "False", "Reconciled", ""),
         ),
         spec=spec,
         active=active,
@@ -112,19 +113,19 @@ def report_of(
     selectors: Mapping[str, Mapping[str, str]] = DS_SELECTORS,
     now: datetime.datetime = NOW,
     **policy_args: Any,
-) -> status.StatusReport:
+) -> status_command.StatusReport:
     nodes = views if views is not None else {n.name: node_view(n.name) for n in snap.nodes}
-    inputs = status.StatusInputs(
+    inputs = status_command.StatusInputs(
         policy=policy_view(upgrade_policy, **policy_args),
         namespace="nvidia-gpu-operator",
         snapshot=snap,
         nodes={NodeName(name): view for name, view in nodes.items()},
         daemonset_selectors=selectors,
     )
-    return status.status_report(inputs, now)
+    return status_command.status_report(inputs, now)
 
 
-def rows_by_node(report: status.StatusReport) -> dict[str, status.StatusRow]:
+def rows_by_node(report: status_command.StatusReport) -> dict[str, status_command.StatusRow]:
     return {row.node: row for row in report.rows}
 
 
@@ -149,7 +150,7 @@ def test_nodes_wait_on_the_parallel_budget_while_one_is_in_flight() -> None:
         assert rows[name].waiting == "waiting for an upgrade slot: 1 of maxParallelUpgrades 1 taken (n1)"
         assert (rows[name].current, rows[name].ready, rows[name].next) == (False, True, None)
         assert rows[name].pod_revision != rows[name].daemonset_revision == CURRENT_HASH
-    assert report.counts == upgrade.UpgradeCounts(
+    assert report.counts == upgrade_plan.UpgradeCounts(
         auto_upgrade_enabled=1, in_progress=1, done=0, failed=0, available=0, pending=2
     )
 
@@ -166,7 +167,7 @@ def test_a_node_waits_on_max_unavailable_naming_the_numbers() -> None:
         "waiting for an upgrade slot: 1 of 4 GPU nodes unavailable, maxUnavailable 25% allows 1"
     )
     assert "maxParallelUpgrades 0 (unlimited), maxUnavailable 25% (= 1 of 4 GPU nodes)" in "\n".join(
-        status.header_lines(report)
+        status_command.header_lines(report)
     )
 
 
@@ -175,7 +176,7 @@ def test_a_node_granted_a_slot_shows_next_cordon_required() -> None:
     rows = rows_by_node(report_of(snap, {"maxParallelUpgrades": 1, "maxUnavailable": "100%"}))
     assert (rows["n1"].next, rows["n1"].waiting) == ("cordon-required", "")
     assert rows["n2"].waiting == "waiting for an upgrade slot: 1 of maxParallelUpgrades 1 taken (n1)"
-    assert status.row_cells(rows["n1"])[-1] == "next: cordon-required"
+    assert status_command.row_cells(rows["n1"])[-1] == "next: cordon-required"
 
 
 def test_a_node_waits_for_its_job_naming_pod_selector_timeout_and_time_left() -> None:
@@ -187,7 +188,7 @@ def test_a_node_waits_for_its_job_naming_pod_selector_timeout_and_time_left() ->
         "waiting for 1 pod(s) matching 'job=batch' to complete: work/train-0 (timeout 10m00s, 8m20s left)"
     )
     assert row.next is None and row.unschedulable
-    assert status.row_cells(row)[6] == "wait-for-jobs-required [cordoned]"
+    assert status_command.row_cells(row)[6] == "wait-for-jobs-required [cordoned]"
 
 
 def test_a_job_wait_without_timeout_says_so() -> None:
@@ -203,7 +204,7 @@ def test_gpu_pod_deletion_names_the_pods_the_timeout_and_the_next_passes_action(
     (row,) = report_of(snap, {"gpuPodDeletion": {"timeoutSeconds": 300}}).rows
     assert row.waiting == "deleting 1 GPU pod(s): work/train-0 (timeout 5m00s, 4m00s left)"
     assert row.actions == ("delete GPU pods work/train-0",)
-    assert status.row_cells(row, wide=True)[-2] == "delete GPU pods work/train-0"
+    assert status_command.row_cells(row, wide=True)[-2] == "delete GPU pods work/train-0"
 
 
 def test_an_expired_timeout_shows_the_transition_to_upgrade_failed() -> None:
@@ -232,7 +233,7 @@ def test_an_outdated_driver_pod_is_flagged_and_restarted() -> None:
     )
     assert f"{DS} is at {CURRENT_HASH}): restarting it (timeout" in rows["n2"].waiting
     assert rows["n2"].actions == ("delete driver pod nvidia-gpu-operator/nvidia-driver-n2",)
-    assert status.row_cells(rows["n2"])[4] == "no"
+    assert status_command.row_cells(rows["n2"])[4] == "no"
 
 
 def test_a_skipped_node_says_so_and_stays() -> None:
@@ -244,7 +245,7 @@ def test_a_skipped_node_says_so_and_stays() -> None:
     (row,) = report_of(snap).rows
     assert row.skipped and row.next is None
     assert row.waiting.endswith(f"skipped: {labels.UPGRADE_SKIP}=true")
-    assert status.row_cells(row)[6] == "upgrade-required [skip]"
+    assert status_command.row_cells(row)[6] == "upgrade-required [skip]"
 
 
 def test_paused_freezes_every_node_and_the_metrics_say_so() -> None:
@@ -255,7 +256,7 @@ def test_paused_freezes_every_node_and_the_metrics_say_so() -> None:
     for row in report.rows:
         assert (row.next, row.waiting) == (None, "paused: driver.upgradePolicy.autoUpgrade is false")
     assert report.counts.auto_upgrade_enabled == 0 and report.counts.available == 0
-    assert "upgrades: autoUpgrade false" in "\n".join(status.header_lines(report))
+    assert "upgrades: autoUpgrade false" in "\n".join(status_command.header_lines(report))
 
 
 halting = pytest.mark.parametrize(
@@ -265,8 +266,8 @@ halting = pytest.mark.parametrize(
         (
             {
                 "conditions": (
-                    status.ConditionView("Ready", "False", "InvalidSpec", "spec.driver.version: bad"),
-                    status.ConditionView("Error", "True", "InvalidSpec", "spec.driver.version: bad"),
+                    status_command.ConditionView("Ready", "False", "InvalidSpec", "spec.driver.version: bad"),
+                    status_command.ConditionView("Error", "True", "InvalidSpec", "spec.driver.version: bad"),
                 )
             },
             "the ClusterPolicy's spec is invalid, the operator applies nothing: spec.driver.version: bad",
@@ -297,7 +298,7 @@ def test_a_halted_operator_shows_no_next_and_counts_the_labels_as_they_are(
     assert (report.counts.in_progress, report.counts.pending, report.counts.done) == (0, 1, 2)
     # n1 would have been granted the slot; no pass runs, so the slot is still free.
     assert report.budget.starts == () and report.counts.available == 1
-    assert f"  no upgrade pass: {report.halted}" in status.header_lines(report)
+    assert f"  no upgrade pass: {report.halted}" in status_command.header_lines(report)
 
 
 # --- the driver DaemonSet and pod ---------------------------------------------------------------------
@@ -317,16 +318,16 @@ def test_the_daemonset_comes_from_the_pod_else_from_the_selector_else_none() -> 
     assert (rows["n3"].daemonset, rows["n3"].daemonset_via) == (None, "")
     assert rows["n2"].waiting == "no driver pod on the node"
     assert (rows["n2"].current, rows["n2"].ready, rows["n2"].driver_pod) == (None, None, None)
-    cells = status.row_cells(rows["n2"])
+    cells = status_command.row_cells(rows["n2"])
     assert cells[2:6] == (f"{DS} (no pod)", "-", "-", "-")
-    assert status.row_cells(rows["n3"])[1:3] == ("ubuntu22.04", "-")
+    assert status_command.row_cells(rows["n3"])[1:3] == ("ubuntu22.04", "-")
 
 
 def test_a_pod_whose_daemonset_has_no_known_revision_is_neither_current_nor_outdated() -> None:
     snap = snapshot(node("n1", S.UPGRADE_DONE, driver=NO_REVISION))
     (row,) = report_of(snap).rows
     assert row.current is None and row.driver_check == "no-revision"
-    assert status.row_cells(row)[4] == "?"
+    assert status_command.row_cells(row)[4] == "?"
 
 
 def test_a_node_missing_from_the_node_list_still_gets_its_row() -> None:
@@ -334,21 +335,21 @@ def test_a_node_missing_from_the_node_list_still_gets_its_row() -> None:
     snap = snapshot(node("n1", S.UNKNOWN, driver=MISSING))
     (row,) = report_of(snap, views={}).rows
     assert (row.rhcos, row.os, row.daemonset) == (None, None, None)
-    assert status.row_cells(row)[1] == "?"
+    assert status_command.row_cells(row)[1] == "?"
 
 
 def test_a_stale_nfd_label_shows_the_running_rhcos() -> None:
     snap = snapshot(node("n1", S.UPGRADE_DONE, driver=CURRENT))
     (row,) = report_of(snap, views={"n1": node_view("n1", RHCOS, os_image_rhcos=OTHER_RHCOS)}).rows
     assert (row.rhcos, row.os_image_rhcos) == (RHCOS, OTHER_RHCOS)
-    assert status.row_cells(row)[1] == f"{RHCOS} (osImage {OTHER_RHCOS})"
+    assert status_command.row_cells(row)[1] == f"{RHCOS} (osImage {OTHER_RHCOS})"
 
 
 def test_node_selector_matching() -> None:
-    assert status.is_selected({}, {})
-    assert status.is_selected({"a": "1"}, {"a": "1", "b": "2"})
-    assert not status.is_selected({"a": "1"}, {"a": "2"})
-    assert not status.is_selected({"a": "1"}, {})
+    assert status_command.is_selected({}, {})
+    assert status_command.is_selected({"a": "1"}, {"a": "1", "b": "2"})
+    assert not status_command.is_selected({"a": "1"}, {"a": "2"})
+    assert not status_command.is_selected({"a": "1"}, {})
 
 
 def test_rows_are_sorted_by_node_and_one_per_node() -> None:
@@ -385,7 +386,7 @@ ROW_KEYS = {
 }
 
 
-def mid_upgrade_report() -> status.StatusReport:
+def mid_upgrade_report() -> status_command.StatusReport:
     job = pod("train-0", "n1", gpu=False, pod_labels={"job": "batch"})
     snap = snapshot(
         node("n1", S.WAIT_FOR_JOBS_REQUIRED, started=ago(30), cordon=OURS),
@@ -404,7 +405,7 @@ def mid_upgrade_report() -> status.StatusReport:
 
 
 def test_json_output_shape() -> None:
-    document = status.report_json(mid_upgrade_report())
+    document = status_command.report_json(mid_upgrade_report())
     assert json.loads(json.dumps(document)) == document
     assert set(document) == {
         "time",
@@ -466,38 +467,40 @@ def test_json_output_shape() -> None:
 def test_plain_text_is_aligned_under_its_header() -> None:
     report = mid_upgrade_report()
     for wide in (False, True):
-        lines = status.plain_text(report, wide=wide).splitlines()
-        columns = status.WIDE_COLUMNS if wide else status.COLUMNS
-        header = lines[len(status.header_lines(report))]
+        lines = status_command.plain_text(report, wide=wide).splitlines()
+        columns = status_command.WIDE_COLUMNS if wide else status_command.COLUMNS
+        header = lines[len(status_command.header_lines(report))]
         starts: list[int] = []
         for column in columns:
             starts.append(header.index(column, starts[-1] + 1 if starts else 0))
         for line, row in zip(lines[-3:], report.rows, strict=True):
-            for start, cell in zip(starts, status.row_cells(row, wide), strict=True):
+            for start, cell in zip(starts, status_command.row_cells(row, wide), strict=True):
                 assert line[start:].startswith(cell), (line, cell)
-    assert status.plain_text(report).splitlines()[0] == (
+    assert status_command.plain_text(report).splitlines()[0] == (
         "ClusterPolicy cluster-policy: state ready, generation 2 (observed 2), namespace nvidia-gpu-operator"
     )
     assert (
         "  auto_upgrade_enabled=1 in_progress=1 done=0 failed=0 available=0 pending=2"
-        in status.plain_text(report)
+        in status_command.plain_text(report)
     )
 
 
 def test_no_gpu_node_is_said_plainly() -> None:
     report = report_of(snapshot())
-    assert f"(no GPU node: none is labelled {upgrading.GPU_NODE_SELECTOR})" in status.plain_text(report)
+    assert f"(no GPU node: none is labelled {upgrading.GPU_NODE_SELECTOR})" in status_command.plain_text(
+        report
+    )
 
 
 def test_a_status_never_written_or_not_yet_observed_is_said() -> None:
     report = mid_upgrade_report()
     fresh = dataclasses.replace(report.policy, state="", observed_generation=0, conditions=())
-    assert status.header_lines(dataclasses.replace(report, policy=fresh))[0].startswith(
+    assert status_command.header_lines(dataclasses.replace(report, policy=fresh))[0].startswith(
         "ClusterPolicy cluster-policy: state (no status yet: is the operator running?), generation 2 "
         "(observed never)"
     )
     behind = dataclasses.replace(report.policy, generation=3)
-    assert "  the operator has not yet reported on generation 3" in status.header_lines(
+    assert "  the operator has not yet reported on generation 3" in status_command.header_lines(
         dataclasses.replace(report, policy=behind)
     )
 
@@ -505,9 +508,9 @@ def test_a_status_never_written_or_not_yet_observed_is_said() -> None:
 def test_the_rich_table_renders_the_same_cells_and_folds_rather_than_crops() -> None:
     report = mid_upgrade_report()
     out = io.StringIO()
-    Console(file=out, width=400, force_terminal=False).print(status.rich_table(report, wide=True))
+    Console(file=out, width=400, force_terminal=False).print(status_command.rich_table(report, wide=True))
     text = out.getvalue()
-    for column in status.WIDE_COLUMNS:
+    for column in status_command.WIDE_COLUMNS:
         assert column in text
     assert "waiting for an upgrade slot: 1 of maxParallelUpgrades 1 taken (n1)" in text
     assert "auto_upgrade_enabled=1" in text
@@ -515,11 +518,11 @@ def test_the_rich_table_renders_the_same_cells_and_folds_rather_than_crops() -> 
     # NB: 15 columns (one per operand): below ~170 characters the last header itself folds.
     for width in (170, 240):
         narrow = io.StringIO()
-        Console(file=narrow, width=width, force_terminal=False).print(status.rich_table(report))
+        Console(file=narrow, width=width, force_terminal=False).print(status_command.rich_table(report))
         lines = narrow.getvalue().splitlines()
         assert max(len(line) for line in lines) <= width
-        assert _table_cells(lines, status.COLUMNS) == [
-            tuple(cell.replace(" ", "") for cell in status.row_cells(row)) for row in report.rows
+        assert _table_cells(lines, status_command.COLUMNS) == [
+            tuple(cell.replace(" ", "") for cell in status_command.row_cells(row)) for row in report.rows
         ]
 
 
@@ -560,18 +563,22 @@ def test_the_oldest_policy_is_shown_unless_one_is_named() -> None:
         policy_object("newer", "2025-02-01T00:00:00Z"),
         policy_object("cluster-policy", "2025-01-01T00:00:00Z"),
     ]
-    chosen = status.choose_policy(items, None, "https://api")
+    chosen = status_command.choose_policy(items, None, "https://api")
     assert (chosen.name, chosen.active, chosen.ignored) == ("cluster-policy", True, ("newer",))
-    named = status.choose_policy(items, "newer", "https://api")
+    named = status_command.choose_policy(items, "newer", "https://api")
     assert (named.name, named.active, named.ignored) == ("newer", False, ("newer",))
-    assert "is ignored by the operator" in status.upgrade_policy_of(named)[1]
+    assert "is ignored by the operator" in status_command.upgrade_policy_of(named)[1]
 
 
 def test_no_policy_or_an_unknown_name_is_an_error_naming_what_exists() -> None:
-    with pytest.raises(status.StatusError, match="https://api has no ClusterPolicy: create one"):
-        status.choose_policy([], None, "https://api")
-    with pytest.raises(status.StatusError, match=r"no ClusterPolicy named 'nope' \(found: cluster-policy\)"):
-        status.choose_policy([policy_object("cluster-policy", "2025-01-01T00:00:00Z")], "nope", "https://api")
+    with pytest.raises(status_command.StatusError, match="https://api has no ClusterPolicy: create one"):
+        status_command.choose_policy([], None, "https://api")
+    with pytest.raises(
+        status_command.StatusError, match=r"no ClusterPolicy named 'nope' \(found: cluster-policy\)"
+    ):
+        status_command.choose_policy(
+            [policy_object("cluster-policy", "2025-01-01T00:00:00Z")], "nope", "https://api"
+        )
 
 
 # --- main, against a fake API ---------------------------------------------------------------------------
@@ -597,7 +604,7 @@ def driver_pod_object(node_name: str, revision: str) -> dict[str, Any]:
             "name": f"{DS}-{node_name}",
             "namespace": NS,
             "uid": f"uid-{node_name}",
-            "labels": {labels.APP: labels.DRIVER_APP, upgrades.POD_REVISION_LABEL: revision},
+            "labels": {labels.APP: labels.DRIVER_APP, upgrade_observations.POD_REVISION_LABEL: revision},
             "ownerReferences": [{"kind": "DaemonSet", "name": DS, "controller": True}],
         },
         "spec": {"nodeName": node_name},
@@ -647,7 +654,7 @@ class FakeApi:
             revision = {
                 "metadata": {
                     "name": f"{DS}-{CURRENT_HASH}",
-                    "labels": {upgrades.POD_REVISION_LABEL: CURRENT_HASH},
+                    "labels": {upgrade_observations.POD_REVISION_LABEL: CURRENT_HASH},
                     "ownerReferences": [{"kind": "DaemonSet", "name": DS, "controller": True}],
                 },
                 "revision": 2,
@@ -674,13 +681,13 @@ def fake_api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
 
 def args_of(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    status.add_arguments(parser)
+    status_command.add_arguments(parser)
     return parser.parse_args(list(argv))
 
 
 def run(*argv: str, **main_args: Any) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = status.main(args_of(*argv), stdout=out, stderr=err, now=lambda: NOW, **main_args)
+    code = status_command.main(args_of(*argv), stdout=out, stderr=err, now=lambda: NOW, **main_args)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -762,7 +769,7 @@ def test_main_rich_table_on_a_terminal(fake_api: FakeApi, monkeypatch: pytest.Mo
             return True
 
     out = Terminal()
-    assert status.main(args_of("-o", "wide"), stdout=out, stderr=io.StringIO(), now=lambda: NOW) == 0
+    assert status_command.main(args_of("-o", "wide"), stdout=out, stderr=io.StringIO(), now=lambda: NOW) == 0
     assert "next: upgrade-required" in out.getvalue() and "POD REV" in out.getvalue()
 
 
@@ -788,7 +795,7 @@ def test_watch_prints_a_document_per_refresh_survives_a_failed_read_and_stops_on
     assert code == 0
     documents = [json.loads(line) for line in out.splitlines()]
     assert len(documents) == 2 and all(len(d["nodes"]) == 2 for d in documents)
-    assert sleeps == [status.WATCH_INTERVAL_S] * 3
+    assert sleeps == [status_command.WATCH_INTERVAL_S] * 3
     assert "connection refused (retrying)" in err
 
 
@@ -820,15 +827,15 @@ def test_planner_nodes_are_read_from_the_snapshot_alone() -> None:
 def test_one_cell_per_operand_says_whether_it_is_ready_on_the_node() -> None:
     node_labels = {
         labels.NFD_NVIDIA_PCI: "true",
-        **{o.deploy_label: "true" for o in operands.EVERY_GPU_NODE},
+        **{o.deploy_label: "true" for o in operand_catalog.EVERY_GPU_NODE},
         labels.deploy_label("gpu-feature-discovery"): "false",
     }
     pods = [
-        operands.OperandPod("t", operands.CONTAINER_TOOLKIT.app, "n1", ready=True),
-        operands.OperandPod("p", operands.DEVICE_PLUGIN.app, "n1", ready=False),
+        operand_catalog.OperandPod("t", operand_catalog.CONTAINER_TOOLKIT.app, "n1", ready=True),
+        operand_catalog.OperandPod("p", operand_catalog.DEVICE_PLUGIN.app, "n1", ready=False),
     ]
     policy = policy_parser.parse_policy({"validator": {}, "devicePlugin": {}})
-    assert status.operand_cells(policy, node_labels, "n1", pods) == {
+    assert status_command.operand_cells(policy, node_labels, "n1", pods) == {
         "container-toolkit": "yes",
         "operator-validator": "no",
         "device-plugin": "no",
@@ -841,9 +848,10 @@ def test_one_cell_per_operand_says_whether_it_is_ready_on_the_node() -> None:
         "node-status-exporter": "off",
     }
     off = policy_parser.parse_policy({"devicePlugin": {"enabled": False}})
-    assert status.operand_cells(off, node_labels, "n1", pods)["device-plugin"] == "off"
-    assert list(status.OPERAND_COLUMNS.values()) == [
-        status.COLUMNS[status.COLUMNS.index("STATE") + 1 + i] for i in range(len(status.OPERAND_COLUMNS))
+    assert status_command.operand_cells(off, node_labels, "n1", pods)["device-plugin"] == "off"
+    assert list(status_command.OPERAND_COLUMNS.values()) == [
+        status_command.COLUMNS[status_command.COLUMNS.index("STATE") + 1 + i]
+        for i in range(len(status_command.OPERAND_COLUMNS))
     ]
 
 
@@ -853,12 +861,12 @@ def test_mig_config_and_state_per_node_and_a_summary() -> None:
     rows[0] = dataclasses.replace(rows[0], mig_config="all-1g.10gb", mig_state="failed")
     rows[1] = dataclasses.replace(rows[1], mig_config="all-disabled", mig_state="success")
     report = dataclasses.replace(report, rows=tuple(rows))
-    text = status.plain_text(report)
+    text = status_command.plain_text(report)
     assert "MIG: 2 node(s) with nvidia.com/mig.config: failed=1 success=1" in text
-    index = status.COLUMNS.index("MIG CONFIG")
-    cells = [status.row_cells(row)[index] for row in report.rows]
+    index = status_command.COLUMNS.index("MIG CONFIG")
+    cells = [status_command.row_cells(row)[index] for row in report.rows]
     assert cells == ["all-1g.10gb (failed)", "all-disabled (success)", "-"]
-    document = status.report_json(report)
+    document = status_command.report_json(report)
     assert (document["nodes"][0]["mig_config"], document["nodes"][0]["mig_state"]) == (
         "all-1g.10gb",
         "failed",
@@ -869,7 +877,7 @@ def test_mig_config_and_state_per_node_and_a_summary() -> None:
 
 
 def test_nvidia_drivers_are_shown_with_their_nodes_daemonsets_and_problems() -> None:
-    pool = status.nvidia_driver_view(
+    pool = status_command.nvidia_driver_view(
         {
             "metadata": {"name": "pool-a", "generation": 3},
             "status": {
@@ -896,7 +904,7 @@ def test_nvidia_drivers_are_shown_with_their_nodes_daemonsets_and_problems() -> 
         }
     )
     report = dataclasses.replace(report_of(UpgradeSnapshot(nodes=())), nvidia_drivers=(pool,))
-    lines = status.header_lines(report)
+    lines = status_command.header_lines(report)
     assert (
         f"NVIDIADriver pool-a: state notReady, 2 node(s), DaemonSets: nvidia-gpu-driver-pool-a-{RHCOS}"
         in lines
@@ -910,6 +918,6 @@ def test_nvidia_drivers_are_shown_with_their_nodes_daemonsets_and_problems() -> 
     ]
     # a condition that says all is well is not repeated
     assert not any(line.startswith("  Error=") for line in after)
-    (shown,) = status.report_json(report)["nvidiaDrivers"]
+    (shown,) = status_command.report_json(report)["nvidiaDrivers"]
     assert shown["name"] == "pool-a" and shown["nodes"] == ["gpu-1", "gpu-2"]
     assert shown["driverDaemonSets"] == [f"nvidia-gpu-driver-pool-a-{RHCOS}"]

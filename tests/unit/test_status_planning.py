@@ -1,4 +1,4 @@
-"""We test these aspects of the ClusterPolicy status as a pure function (planning/status.py):
+"""We test these aspects of the ClusterPolicy status as a pure function (planning/status/policy_status.py):
 
 - the first situation that holds decides Ready and Error: invalid spec, failed writes,
   uncovered GPU nodes, operands not ready (naming at most three nodes each), ready;
@@ -11,13 +11,15 @@
 
 from __future__ import annotations
 
+from ocp_gpu.model.driver_snapshot import DriverDaemonSet
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.problems import PolicyProblem, Severity
-from ocp_gpu.model.snapshot import DriverDaemonSet
-from ocp_gpu.planning import driver_coverage, mig, operator_health, status
-from ocp_gpu.planning.driver_findings import NodeMissingKeyLabels
-from ocp_gpu.planning.driver_strategy import Strategy
-from ocp_gpu.planning.drivers import DriverPlan
+from ocp_gpu.model.policy.policy_problems import PolicyProblem, Severity
+from ocp_gpu.planning.drivers import driver_coverage
+from ocp_gpu.planning.drivers.driver_findings import NodeMissingKeyLabels
+from ocp_gpu.planning.drivers.driver_plan import DriverPlan
+from ocp_gpu.planning.drivers.driver_strategy import Strategy
+from ocp_gpu.planning.operands import mig_planning
+from ocp_gpu.planning.status import operator_health, policy_status
 
 ERROR = PolicyProblem(field="spec.driver.version", message="'x' is not a version", fix="use 550.54.15")
 WARNING = PolicyProblem(field="spec.gfd.env", message="FOO twice", fix="drop one", severity=Severity.WARNING)
@@ -35,7 +37,7 @@ UNREADY_DS = DriverDaemonSet(
 )
 
 
-def active(**overrides: object) -> status.PolicyStatus:
+def active(**overrides: object) -> policy_status.PolicyStatus:
     arguments: dict[str, object] = {
         "namespace": "ocp-gpu",
         "platform": "openshift",
@@ -43,21 +45,21 @@ def active(**overrides: object) -> status.PolicyStatus:
         "apply_errors": {},
         "plan": None,
         "coverage": None,
-        "summary": status.observed_driver_summary([READY_DS]),
+        "summary": policy_status.observed_driver_summary([READY_DS]),
         "unready_nodes": {},
         "gpu_nodes": 2,
     }
     arguments.update(overrides)
-    return status.plan_active_status(status.PassOutcome(**arguments))  # type: ignore[arg-type]
+    return policy_status.plan_active_status(policy_status.PassOutcome(**arguments))  # type: ignore[arg-type]
 
 
-def kinds(decided: status.PolicyStatus) -> list[tuple[str, bool, str]]:
+def kinds(decided: policy_status.PolicyStatus) -> list[tuple[str, bool, str]]:
     return [(c.type, c.status, c.reason) for c in decided.conditions]
 
 
 def test_ready() -> None:
     decided = active()
-    assert decided.state == status.STATE_READY
+    assert decided.state == policy_status.STATE_READY
     assert kinds(decided) == [("Ready", True, "Reconciled"), ("Error", False, "Reconciled")]
     assert decided.conditions[0].message == "2 GPU node(s), 1 driver DaemonSet(s) on openshift"
     assert decided.health is operator_health.ReconciliationStatus.SUCCESS
@@ -65,7 +67,7 @@ def test_ready() -> None:
 
 def test_an_invalid_spec_wins_over_everything_else() -> None:
     decided = active(problems=(ERROR, WARNING), apply_errors={"DaemonSet x": "forbidden"})
-    assert decided.state == status.STATE_NOT_READY
+    assert decided.state == policy_status.STATE_NOT_READY
     assert kinds(decided) == [
         ("Ready", False, "InvalidSpec"),
         ("Error", True, "InvalidSpec"),
@@ -97,7 +99,7 @@ def test_uncovered_gpu_nodes_and_one_condition_per_finding_reason() -> None:
 
 
 def test_operands_not_ready_name_three_nodes_each() -> None:
-    summary = status.observed_driver_summary([UNREADY_DS, READY_DS])
+    summary = policy_status.observed_driver_summary([UNREADY_DS, READY_DS])
     decided = active(summary=summary, unready_nodes={"gpu-feature-discovery": ["n1", "n2", "n3", "n4", "n5"]})
     assert kinds(decided)[0] == ("Ready", False, "OperandNotReady")
     assert decided.conditions[0].message == (
@@ -107,17 +109,17 @@ def test_operands_not_ready_name_three_nodes_each() -> None:
 
 def test_monitoring_and_unsupported_come_last_and_do_not_change_the_state() -> None:
     decided = active(monitoring_problems=["a", "b"], unsupported="spec.x is not acted on")
-    assert decided.state == status.STATE_READY
+    assert decided.state == policy_status.STATE_READY
     assert kinds(decided)[2:] == [
         ("ServiceMonitorUnavailable", True, "ServiceMonitorUnavailable"),
-        (status.UNSUPPORTED, True, status.UNSUPPORTED),
+        (policy_status.UNSUPPORTED, True, policy_status.UNSUPPORTED),
     ]
     assert decided.conditions[2].message == "a b"
 
 
 def test_the_summary_is_written_without_its_completeness() -> None:
     planned = driver_coverage.DriverCoverage(selected={READY_DS.name: (NodeName("n1"),)}, uncovered=())
-    assert status.plan_driver_summary(None, planned, {READY_DS.name: READY_DS})[0].complete
+    assert policy_status.plan_driver_summary(None, planned, {READY_DS.name: READY_DS})[0].complete
     wire = active().wire()
     assert wire == {
         "state": "ready",
@@ -127,29 +129,29 @@ def test_the_summary_is_written_without_its_completeness() -> None:
             {"name": READY_DS.name, "key": "a", "image": "driver:1", "dtkImage": "", "nodes": 2, "ready": 2}
         ],
     }
-    assert status.ignored_status("older one wins").wire() == {"state": status.STATE_IGNORED}
+    assert policy_status.ignored_status("older one wins").wire() == {"state": policy_status.STATE_IGNORED}
 
 
 def test_events_only_for_new_messages() -> None:
     decided = active(problems=(ERROR,), unsupported="spec.x is not acted on")
-    events = status.plan_status_events(decided, previous_messages=())
+    events = policy_status.plan_status_events(decided, previous_messages=())
     assert [(e.reason, e.type) for e in events] == [
         ("InvalidClusterPolicy", "Warning"),
-        (status.UNSUPPORTED, "Warning"),
+        (policy_status.UNSUPPORTED, "Warning"),
     ]
     stored = {
         "conditions": [{"type": c.type, "status": "True", "message": c.message} for c in decided.conditions]
     }
-    assert status.plan_status_events(decided, status.true_condition_messages(stored)) == []
-    assert status.ready_message(stored) == decided.conditions[0].message
+    assert policy_status.plan_status_events(decided, policy_status.true_condition_messages(stored)) == []
+    assert policy_status.ready_message(stored) == decided.conditions[0].message
 
 
 def test_a_failed_mig_reconfiguration_is_a_condition_and_an_event_not_a_state() -> None:
-    failed = [mig.MigNodeState("gpu-1", "all-1g.10gb", "failed")]
+    failed = [mig_planning.MigNodeState("gpu-1", "all-1g.10gb", "failed")]
     decided = active(mig_failed=failed)
-    assert decided.state == status.STATE_READY
-    assert kinds(decided)[-1] == (status.MIG_CONFIG_FAILED, True, status.MIG_CONFIG_FAILED)
+    assert decided.state == policy_status.STATE_READY
+    assert kinds(decided)[-1] == (policy_status.MIG_CONFIG_FAILED, True, policy_status.MIG_CONFIG_FAILED)
     assert "gpu-1 (nvidia.com/mig.config=all-1g.10gb)" in decided.conditions[-1].message
-    events = status.plan_status_events(decided, previous_messages=())
-    assert [(e.reason, e.type) for e in events] == [(status.MIG_CONFIG_FAILED, "Warning")]
-    assert status.MIG_CONFIG_FAILED not in [c.type for c in active().conditions]
+    events = policy_status.plan_status_events(decided, previous_messages=())
+    assert [(e.reason, e.type) for e in events] == [(policy_status.MIG_CONFIG_FAILED, "Warning")]
+    assert policy_status.MIG_CONFIG_FAILED not in [c.type for c in active().conditions]

@@ -1,4 +1,4 @@
-"""We test these aspects of `planning.status_writes` (which ClusterPolicy status changes may wait):
+"""We test these aspects of `planning.status.status_writes` (which ClusterPolicy status changes may wait):
 
 - rollout progress (the OperandNotReady message, the driver DaemonSets' counts) waits for the
   interval since the last write, and no longer;
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ocp_gpu.planning import status_writes
+from ocp_gpu.planning.status import status_writes
 
 
 def status(message: str = "driver not ready on n1, n2, n3 (+97 more)", ready: int = 3) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""We test these aspects of taking over objects another operator made (planning/takeover.py):
+"""We test these aspects of taking over objects another operator made (planning/operands/takeover.py):
 
 - foreign field managers are named, ocp-gpu's own apply is not, its Update entry is;
 - the taken-over managedFields give ocp-gpu's apply every field any manager of the main resource
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ocp_gpu.planning import takeover
+from ocp_gpu.planning.operands import takeover
 
 # As NVIDIA's operator (controller-runtime, manager "gpu-operator") and the DaemonSet controller write them.
 NVIDIA_ENTRY = {

@@ -1,4 +1,5 @@
-"""We test the container-toolkit state (rendering/toolkit.py, planning/operands.py), no server:
+"""We test the container-toolkit state (rendering/operands/toolkit.py,
+planning/operands/operand_planning.py), no server:
 
 - `daemonsets.updateStrategy`: RollingUpdate with `maxUnavailable` (a count written as a string
   becomes a number, as the apiserver requires; percentages stay), OnDelete without it;
@@ -19,13 +20,12 @@ import yaml
 
 from ocp_gpu.kube import requesting
 from ocp_gpu.kube.requesting import ApiException
-from ocp_gpu.model import labels, policy_parser
-from ocp_gpu.model import operands as operand_model
+from ocp_gpu.model import labels, operand_catalog
 from ocp_gpu.model.images import ImageRef
-from ocp_gpu.model.policy import ContainerRuntime
-from ocp_gpu.planning import operands
-from ocp_gpu.rendering import common, toolkit
-from ocp_gpu.rendering import operands as operand_rendering
+from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.model.policy.policy_spec import ContainerRuntime
+from ocp_gpu.planning.operands import operand_planning
+from ocp_gpu.rendering.operands import operand_common, operand_rendering, toolkit
 from tests.unit.test_driver_rendering import _spec as driver_spec
 from tests.unit.test_driver_rendering import hostile, token
 
@@ -35,7 +35,9 @@ IMAGE = ImageRef("nvcr.io/nvidia/k8s/container-toolkit:v1.16.2-ubuntu20.04")
 def render(spec: dict[str, Any], openshift: bool = True, image: str = IMAGE) -> list[dict[str, Any]]:
     policy = policy_parser.parse_policy(spec)
     return operand_rendering.render_operand(
-        operand_model.CONTAINER_TOOLKIT, policy, common.OperandRenderInputs("gpu", openshift, ImageRef(image))
+        operand_catalog.CONTAINER_TOOLKIT,
+        policy,
+        operand_common.OperandRenderInputs("gpu", openshift, ImageRef(image)),
     )
 
 
@@ -65,7 +67,7 @@ def the_daemonset(manifests: list[dict[str, Any]]) -> dict[str, Any]:
 )
 def test_update_strategy(daemonsets: dict[str, Any], expected: dict[str, Any]) -> None:
     assert (
-        operands.update_strategy(policy_parser.parse_policy({"daemonsets": daemonsets}).daemonsets)
+        operand_planning.update_strategy(policy_parser.parse_policy({"daemonsets": daemonsets}).daemonsets)
         == expected
     )
     assert the_daemonset(render({"daemonsets": daemonsets}))["spec"]["updateStrategy"] == expected
@@ -81,7 +83,7 @@ def test_update_strategy(daemonsets: dict[str, Any], expected: dict[str, Any]) -
     ],
 )
 def test_runtime(configured: ContainerRuntime | None, openshift: bool, runtime: ContainerRuntime) -> None:
-    assert operands.container_runtime(configured, openshift) is runtime
+    assert operand_planning.container_runtime(configured, openshift) is runtime
     spec = {"operator": {"defaultRuntime": configured.value}} if configured else {}
     ds = the_daemonset(render(spec, openshift=openshift))
     pod = ds["spec"]["template"]["spec"]

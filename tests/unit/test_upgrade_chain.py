@@ -1,4 +1,4 @@
-"""We test these aspects of `planning.upgrade_chain` (the transitions chained within one pass):
+"""We test these aspects of `planning.upgrades.upgrade_chain` (the transitions chained within one pass):
 
 - a node goes as far in one pass as nothing external stops it, and stops where it must wait
   (a pod deletion, the driver pod's restart, a validator, jobs, pods not read);
@@ -22,9 +22,9 @@ import datetime
 import pytest
 
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.policy import UpgradePolicy
-from ocp_gpu.model.upgrades import DriverPod, UpgradeState
-from ocp_gpu.planning import upgrade, upgrade_chain
+from ocp_gpu.model.policy.policy_spec import UpgradePolicy
+from ocp_gpu.model.upgrade_observations import DriverPod, UpgradeState
+from ocp_gpu.planning.upgrades import upgrade_chain, upgrade_plan
 from tests.unit._upgrades import (
     ADMIN,
     CURRENT,
@@ -44,7 +44,7 @@ from tests.unit._upgrades import (
 
 def chained_one(
     n: object, upgrade_policy: UpgradePolicy | None = None, **snapshot_args: object
-) -> upgrade.NodePlan:
+) -> upgrade_plan.NodePlan:
     snap = snapshot(n, **snapshot_args)  # type: ignore[arg-type]
     return upgrade_chain.plan_chained_upgrades(snap, upgrade_policy or policy(), NOW).nodes[0]
 
@@ -60,9 +60,9 @@ def test_a_granted_node_goes_to_its_driver_restart_in_one_pass() -> None:
     # The last step stays and deletes the outdated driver pod: its replacement is the cluster's work.
     last = plan.steps[-1]
     assert last.transition is None
-    assert [type(action) for action in last.actions] == [upgrade.DeleteDriverPod]
+    assert [type(action) for action in last.actions] == [upgrade_plan.DeleteDriverPod]
     # The cordon is made on the way (with the transition out of cordon-required).
-    assert any(isinstance(action, upgrade.Cordon) for step in plan.steps for action in step.actions)
+    assert any(isinstance(action, upgrade_plan.Cordon) for step in plan.steps for action in step.actions)
     assert plan.state_after is S.POD_RESTART_REQUIRED
 
 
@@ -71,7 +71,7 @@ def test_the_chain_stops_at_gpu_pods_being_deleted() -> None:
     assert plan.state_after is S.POD_DELETION_REQUIRED
     last = plan.steps[-1]
     assert last.transition is None
-    assert last.actions == (upgrade.DeletePods((pod("train").ref,)),)
+    assert last.actions == (upgrade_plan.DeletePods((pod("train").ref,)),)
 
 
 def test_pods_not_read_stop_the_chain_and_reading_them_goes_on() -> None:
@@ -84,12 +84,12 @@ def test_pods_not_read_stop_the_chain_and_reading_them_goes_on() -> None:
     left = snap.nodes[0]
     for step in plan.nodes[0].steps:
         left = upgrade_chain.node_after(left, step)
-    read = upgrade.PassInputs(
+    read = upgrade_plan.PassInputs(
         dataclasses.replace(snap, pods={NodeName("n1"): ()}), upgrade_policy, NOW, plan.budget
     )
     more = upgrade_chain.continue_chain(left, plan.nodes[0].driver, read)
     assert [step.transition for step in more] == [S.POD_RESTART_REQUIRED, None]
-    assert [type(action) for action in more[-1].actions] == [upgrade.DeleteDriverPod]
+    assert [type(action) for action in more[-1].actions] == [upgrade_plan.DeleteDriverPod]
     # The same in one pass with the pods read: the same states.
     again = upgrade_chain.plan_chained_upgrades(snapshot(node("n1", S.UPGRADE_REQUIRED)), upgrade_policy, NOW)
     assert upgrade_chain.states_passed(again.nodes[0]) == (
@@ -126,14 +126,16 @@ def test_a_ready_driver_finishes_as_far_as_validation_allows(
     plan = chained_one(n, validators=validators)
     assert upgrade_chain.states_passed(plan) == expected
     if expected[-1] is S.UPGRADE_DONE:
-        assert any(isinstance(action, upgrade.Uncordon) for step in plan.steps for action in step.actions)
+        assert any(
+            isinstance(action, upgrade_plan.Uncordon) for step in plan.steps for action in step.actions
+        )
 
 
 def test_a_slot_freed_in_a_pass_is_granted_in_that_pass() -> None:
     finishing = node("n1", S.POD_RESTART_REQUIRED, driver=CURRENT, cordon=OURS)
     waiting = node("n2", S.UPGRADE_REQUIRED)
     upgrade_policy = policy(parallel=1, unavailable="100%")
-    single = upgrade.plan_upgrades(snapshot(finishing, waiting), upgrade_policy, NOW).by_node()
+    single = upgrade_plan.plan_upgrades(snapshot(finishing, waiting), upgrade_policy, NOW).by_node()
     assert single[NodeName("n2")].transition is None  # one step per pass: n2 waits for the slot
     chained = upgrade_chain.plan_chained_upgrades(snapshot(finishing, waiting), upgrade_policy, NOW)
     plan = chained.by_node()
@@ -217,7 +219,7 @@ def test_paused_chains_nothing() -> None:
 
 def _apply(
     world: World,
-    plan: upgrade.UpgradePlan,
+    plan: upgrade_plan.UpgradePlan,
     log: dict[NodeName, list[UpgradeState]],
     max_parallel: int = 0,
 ) -> None:
@@ -229,7 +231,7 @@ def _apply(
     """
     first = sorted(
         (p for p in plan.nodes if p.node not in plan.after_others),
-        key=lambda p: p.state_after not in upgrade.HOLDS_SLOT,
+        key=lambda p: p.state_after not in upgrade_plan.HOLDS_SLOT,
     )
     for node_plan in [*first, *(p for p in plan.nodes if p.node in plan.after_others)]:
         for step in node_plan.steps:
@@ -246,7 +248,7 @@ def _apply(
 
 
 def _in_flight(world: World) -> int:
-    return sum(n.state in upgrade.HOLDS_SLOT for n in world.nodes.values())
+    return sum(n.state in upgrade_plan.HOLDS_SLOT for n in world.nodes.values())
 
 
 def _run(
@@ -262,7 +264,7 @@ def _run(
         snap = world.snapshot(upgrade_policy)
         if chained:
             plan = upgrade_chain.plan_chained_upgrades(snap, upgrade_policy, world.now)
-            needing = upgrade.states_needing_pods(upgrade_policy)
+            needing = upgrade_plan.states_needing_pods(upgrade_policy)
             wanted = [p.node for p in plan.nodes if p.state_after in needing and p.node not in snap.pods]
             if wanted:
                 pods = {**snap.pods, **{name: tuple(world.pods.get(name, ())) for name in wanted}}
@@ -270,7 +272,7 @@ def _run(
                     dataclasses.replace(snap, pods=pods), upgrade_policy, world.now
                 )
         else:
-            plan = upgrade.plan_upgrades(snap, upgrade_policy, world.now)
+            plan = upgrade_plan.plan_upgrades(snap, upgrade_policy, world.now)
         _apply(world, plan, log, upgrade_policy.max_parallel_upgrades if chained else 0)
         held = _in_flight(world)
         if upgrade_policy.max_parallel_upgrades:
@@ -300,7 +302,7 @@ def test_an_admins_cordon_survives_a_chained_upgrade() -> None:
     n = dataclasses.replace(node("n1", S.UPGRADE_REQUIRED), unschedulable=True)
     plan = chained_one(n)
     # The admin's cordon is recorded on entering cordon-required, and never replaced by ours.
-    assert not any(isinstance(action, upgrade.Cordon) for step in plan.steps for action in step.actions)
+    assert not any(isinstance(action, upgrade_plan.Cordon) for step in plan.steps for action in step.actions)
     after = n
     for step in plan.steps:
         after = upgrade_chain.node_after(after, step)
@@ -331,7 +333,7 @@ def test_a_pass_awaits_the_echo_of_its_last_labels_and_deleted_driver_pods() -> 
         a.pod
         for step in plans[NodeName("n1")].steps
         for a in step.actions
-        if isinstance(a, upgrade.DeleteDriverPod)
+        if isinstance(a, upgrade_plan.DeleteDriverPod)
     ]
     assert echoes.deleted == {deleted.name}
     # Only the nodes whose steps succeeded are awaited.

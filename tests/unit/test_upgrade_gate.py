@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 
 from ocp_gpu.model import labels
-from ocp_gpu.model.upgrades import UpgradeState
-from ocp_gpu.planning import upgrade_gate
-from ocp_gpu.planning.upgrade_table import IN_PROGRESS
+from ocp_gpu.model.upgrade_observations import UpgradeState
+from ocp_gpu.planning.upgrades import upgrade_gate
+from ocp_gpu.planning.upgrades.upgrade_table import IN_PROGRESS
 
 GPU = {labels.NFD_NVIDIA_PCI: "true"}
 

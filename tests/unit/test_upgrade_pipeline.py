@@ -1,4 +1,5 @@
-"""We test these aspects of `planning.upgrade_pipeline` (passes that do not wait for the nodes' writes):
+"""We test these aspects of `planning.upgrades.upgrade_pipeline` (passes that do not wait for the nodes'
+writes):
 
 - a node whose writes are under way counts as holding a slot, and as unavailable, if it is so
   before or after them; once written, as its writes left it;
@@ -22,10 +23,10 @@ import random
 import pytest
 
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.policy import UpgradePolicy, scaled_max_unavailable
-from ocp_gpu.model.upgrades import PodRef, UpgradeNode, UpgradeState
-from ocp_gpu.planning import upgrade, upgrade_chain, upgrade_pipeline
-from ocp_gpu.planning.upgrade_budget import is_unavailable
+from ocp_gpu.model.policy.policy_spec import UpgradePolicy, scaled_max_unavailable
+from ocp_gpu.model.upgrade_observations import PodRef, UpgradeNode, UpgradeState
+from ocp_gpu.planning.upgrades import upgrade_chain, upgrade_pipeline, upgrade_plan
+from ocp_gpu.planning.upgrades.upgrade_budget import is_unavailable
 from tests.unit._upgrades import CURRENT, NOW, OURS, S, World, annotate, node, pod, policy, snapshot
 
 
@@ -33,7 +34,7 @@ def test_a_node_finishing_holds_its_slot_and_stays_unavailable_until_written() -
     before = node("n1", S.POD_RESTART_REQUIRED, driver=CURRENT, cordon=OURS)
     after = dataclasses.replace(before, state_label=S.UPGRADE_DONE.value, unschedulable=False)
     counted = upgrade_pipeline.counted(before, after)
-    assert counted.state in upgrade.HOLDS_SLOT
+    assert counted.state in upgrade_plan.HOLDS_SLOT
     assert is_unavailable(counted)
 
 
@@ -68,7 +69,7 @@ def test_a_pass_plans_no_node_in_flux_and_grants_no_slot_it_holds() -> None:
     )
     plans = plan.by_node()
     for name in ("n1", "n3"):
-        assert plans[NodeName(name)].waiting == upgrade.IN_FLUX_WAIT
+        assert plans[NodeName(name)].waiting == upgrade_plan.IN_FLUX_WAIT
         assert not plans[NodeName(name)].steps[0].actions
         assert plans[NodeName(name)].transition is None
     # n1 still holds its slot while its upgrade-done is being written: n2 waits.
@@ -118,7 +119,7 @@ def test_removed_pods_and_when_they_are_gone() -> None:
 
 def test_pods_are_read_beside_the_last_label_once_the_node_is_cordoned() -> None:
     upgrade_policy = policy()
-    wanted = upgrade.states_needing_pods(upgrade_policy)
+    wanted = upgrade_plan.states_needing_pods(upgrade_policy)
     snap = snapshot(node("n1", S.UPGRADE_REQUIRED), read_pods=False)
     (plan,) = upgrade_chain.plan_chained_upgrades(snap, upgrade_policy, NOW).nodes
     steps = plan.steps
@@ -161,21 +162,21 @@ class Task:
     """A node's task: the steps left to write, as a reconciler task would carry them."""
 
     name: NodeName
-    steps: list[upgrade.NodePlan]
-    driver: upgrade.DriverStatus
+    steps: list[upgrade_plan.NodePlan]
+    driver: upgrade_plan.DriverStatus
     before: UpgradeNode
     after: UpgradeNode
     # Must not write before these tasks wrote their first steps (the slot's giver, or every first-round node).
     after_tasks: list[Task]
     first_written: bool = False
     # Steps written since the node's pods were last read (the pods they removed).
-    written: list[upgrade.NodePlan] = dataclasses.field(default_factory=list)
+    written: list[upgrade_plan.NodePlan] = dataclasses.field(default_factory=list)
 
 
 def _counts(world: World, upgrade_policy: UpgradePolicy) -> tuple[int, int]:
     nodes = list(world.nodes.values())
     return (
-        sum(n.state in upgrade.HOLDS_SLOT for n in nodes),
+        sum(n.state in upgrade_plan.HOLDS_SLOT for n in nodes),
         sum(is_unavailable(n) for n in nodes),
     )
 
@@ -237,16 +238,16 @@ def _write_one(
             task.first_written = True
         return True
     left = world.nodes[task.name]
-    if left.state not in upgrade.states_needing_pods(upgrade_policy):
+    if left.state not in upgrade_plan.states_needing_pods(upgrade_policy):
         return False
     pods = tuple(world.pods.get(task.name, ()))
     if not upgrade_pipeline.are_gone(upgrade_pipeline.removed_pods(task.written), pods):
         return False
-    shared = upgrade.PassInputs(
+    shared = upgrade_plan.PassInputs(
         dataclasses.replace(world.snapshot(upgrade_policy), pods={task.name: pods}),
         upgrade_policy,
         world.now,
-        upgrade.select_starts((), {}, upgrade_policy),
+        upgrade_plan.select_starts((), {}, upgrade_policy),
     )
     more = upgrade_chain.continue_chain(left, task.driver, shared)
     task.written = []

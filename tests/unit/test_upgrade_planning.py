@@ -1,4 +1,5 @@
-"""We test these aspects of `planning.upgrade.plan_upgrades` (the driver upgrade controller's decisions):
+"""We test these aspects of `planning.upgrades.upgrade_plan.plan_upgrades` (the driver upgrade controller's
+decisions):
 
 - the driver check: outdated means the pod's controller-revision-hash differs from its
   DaemonSet's current revision; missing pods, orphans and unknown revisions never read as outdated;
@@ -34,10 +35,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model import labels, upgrade_observations
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.policy import UpgradePolicy
-from ocp_gpu.model.upgrades import (
+from ocp_gpu.model.policy.policy_spec import UpgradePolicy
+from ocp_gpu.model.upgrade_observations import (
     DriverRevision,
     UpgradeNode,
     UpgradeSnapshot,
@@ -45,8 +46,15 @@ from ocp_gpu.model.upgrades import (
     ValidatorPod,
     WorkloadPod,
 )
-from ocp_gpu.planning import upgrade
-from ocp_gpu.planning.upgrade import Cordon, DeleteDriverPod, DeletePods, DriverCheck, EvictPods, Uncordon
+from ocp_gpu.planning.upgrades import upgrade_plan
+from ocp_gpu.planning.upgrades.upgrade_plan import (
+    Cordon,
+    DeleteDriverPod,
+    DeletePods,
+    DriverCheck,
+    EvictPods,
+    Uncordon,
+)
 from tests.unit._upgrades import (
     ADMIN,
     ADMIN_UNRECORDED,
@@ -82,7 +90,7 @@ LATER = NOW + datetime.timedelta(hours=1)
 
 all_states = pytest.mark.parametrize("state", list(UpgradeState), ids=lambda s: s.value or "unknown")
 in_progress_states = pytest.mark.parametrize(
-    "state", sorted(upgrade.IN_PROGRESS, key=list(UpgradeState).index), ids=lambda s: s.value
+    "state", sorted(upgrade_plan.IN_PROGRESS, key=list(UpgradeState).index), ids=lambda s: s.value
 )
 idle_states = pytest.mark.parametrize(
     "state", [S.UNKNOWN, S.UPGRADE_DONE, S.UPGRADE_REQUIRED], ids=["unknown", "done", "required"]
@@ -131,7 +139,7 @@ finish_cordons = pytest.mark.parametrize(
 )
 
 
-def moved(plan: upgrade.NodePlan) -> UpgradeState | None:
+def moved(plan: upgrade_plan.NodePlan) -> UpgradeState | None:
     return plan.transition
 
 
@@ -154,13 +162,13 @@ def moved(plan: upgrade.NodePlan) -> UpgradeState | None:
 )
 def test_driver_check(driver: str, check: DriverCheck) -> None:
     n = node(driver=driver)
-    assert upgrade.check_driver(n, snapshot(n)).check is check
+    assert upgrade_plan.check_driver(n, snapshot(n)).check is check
 
 
 def test_a_daemonset_without_revisions_is_not_outdated() -> None:
     n = node(driver=OUTDATED)
     snap = dataclasses.replace(snapshot(n), daemonsets={})
-    status = upgrade.check_driver(n, snap)
+    status = upgrade_plan.check_driver(n, snap)
     assert status.check is DriverCheck.NO_REVISION
     assert "no known current revision" in status.detail
 
@@ -169,7 +177,7 @@ def test_the_live_pod_counts_during_a_hand_over() -> None:
     old = node(driver=TERMINATING)
     new = node(driver=CURRENT)
     both = dataclasses.replace(new, driver_pods=old.driver_pods + new.driver_pods)
-    assert upgrade.check_driver(both, snapshot(both)).check is DriverCheck.READY
+    assert upgrade_plan.check_driver(both, snapshot(both)).check is DriverCheck.READY
 
 
 # --- pause and the upgrade-enabled annotation -----------------------------------------------------
@@ -246,13 +254,13 @@ def test_a_done_node_with_the_upgrades_cordon_is_uncordoned_in_place() -> None:
     result = plan_one(node(state=S.UPGRADE_DONE, driver=CURRENT, cordon=OURS))
     assert result.transition is None
     assert result.actions == (Uncordon(),)
-    assert dict(result.annotations) == {upgrades.CORDONED_BY_UPGRADE: None}
+    assert dict(result.annotations) == {upgrade_observations.CORDONED_BY_UPGRADE: None}
 
 
 def test_an_unlabelled_node_with_the_upgrades_cordon_is_uncordoned_on_the_way_to_done() -> None:
     result = plan_one(node(state=S.UNKNOWN, driver=CURRENT, cordon=OURS))
     assert (result.transition, result.actions) == (S.UPGRADE_DONE, (Uncordon(),))
-    assert result.annotations[upgrades.CORDONED_BY_UPGRADE] is None
+    assert result.annotations[upgrade_observations.CORDONED_BY_UPGRADE] is None
 
 
 # --- upgrade-required and the budget --------------------------------------------------------------
@@ -277,7 +285,9 @@ def test_an_unlabelled_node_with_the_upgrades_cordon_is_uncordoned_on_the_way_to
 def test_slots(parallel: int, unavailable: int | str, in_progress: int, required: int, starts: int) -> None:
     nodes = [node(f"busy{i}", S.POD_RESTART_REQUIRED, cordon=OURS) for i in range(in_progress)]
     nodes += [node(f"wait{i}", S.UPGRADE_REQUIRED) for i in range(required)]
-    result = upgrade.plan_upgrades(snapshot(*nodes), policy(parallel=parallel, unavailable=unavailable), NOW)
+    result = upgrade_plan.plan_upgrades(
+        snapshot(*nodes), policy(parallel=parallel, unavailable=unavailable), NOW
+    )
     started = [p.node for p in result.nodes if p.transition is S.CORDON_REQUIRED]
     assert len(started) == starts
     assert started == sorted(started)
@@ -286,7 +296,9 @@ def test_slots(parallel: int, unavailable: int | str, in_progress: int, required
 
 def test_failed_nodes_hold_their_slot() -> None:
     nodes = [node("bad", S.UPGRADE_FAILED, cordon=OURS), node("next", S.UPGRADE_REQUIRED)]
-    result = upgrade.plan_upgrades(snapshot(*nodes), policy(parallel=1, unavailable="100%"), NOW).by_node()
+    result = upgrade_plan.plan_upgrades(
+        snapshot(*nodes), policy(parallel=1, unavailable="100%"), NOW
+    ).by_node()
     assert result[NodeName("next")].transition is None
     assert result[NodeName("next")].waiting == (
         "waiting for an upgrade slot: 1 of maxParallelUpgrades 1 taken (bad)"
@@ -296,7 +308,9 @@ def test_failed_nodes_hold_their_slot() -> None:
 def test_the_budget_reason_names_a_few_nodes() -> None:
     nodes = [node(f"busy{i}", S.POD_RESTART_REQUIRED, cordon=OURS) for i in range(5)]
     nodes.append(node("next", S.UPGRADE_REQUIRED))
-    result = upgrade.plan_upgrades(snapshot(*nodes), policy(parallel=5, unavailable="100%"), NOW).by_node()
+    result = upgrade_plan.plan_upgrades(
+        snapshot(*nodes), policy(parallel=5, unavailable="100%"), NOW
+    ).by_node()
     assert result[NodeName("next")].waiting == (
         "waiting for an upgrade slot: 5 of maxParallelUpgrades 5 taken (busy0, busy1, busy2 and 2 more)"
     )
@@ -312,7 +326,7 @@ def test_unavailable_nodes_count_against_max_unavailable(why: str) -> None:
         ready=why == "cordoned",
     )
     nodes = [down, node("a", S.UPGRADE_REQUIRED), node("b", S.UPGRADE_DONE, driver=CURRENT)]
-    result = upgrade.plan_upgrades(snapshot(*nodes), policy(parallel=0, unavailable=1), NOW).by_node()
+    result = upgrade_plan.plan_upgrades(snapshot(*nodes), policy(parallel=0, unavailable=1), NOW).by_node()
     assert result[NodeName("a")].transition is None
     assert result[NodeName("a")].waiting == (
         "waiting for an upgrade slot: 1 of 3 GPU nodes unavailable, maxUnavailable 1 allows 1"
@@ -325,19 +339,21 @@ def test_admin_cordoned_nodes_go_first_and_need_no_unavailability_room() -> None
         node("z-cordoned", S.UPGRADE_REQUIRED, cordon=ADMIN_UNRECORDED),
         node("y-cordoned", S.UPGRADE_REQUIRED, cordon=ADMIN_UNRECORDED),
     ]
-    result = upgrade.plan_upgrades(snapshot(*nodes), policy(parallel=0, unavailable=2), NOW)
+    result = upgrade_plan.plan_upgrades(snapshot(*nodes), policy(parallel=0, unavailable=2), NOW)
     # Two nodes are already unavailable: only they may start, and they need no room.
     assert result.budget.starts == ("y-cordoned", "z-cordoned")
 
 
 def test_cordon_required_counts_as_unavailable() -> None:
     nodes = [node("a", S.CORDON_REQUIRED), node("b", S.UPGRADE_REQUIRED), node("c", S.UPGRADE_DONE)]
-    result = upgrade.plan_upgrades(snapshot(*nodes), policy(parallel=0, unavailable=1), NOW)
+    result = upgrade_plan.plan_upgrades(snapshot(*nodes), policy(parallel=0, unavailable=1), NOW)
     assert result.budget.starts == ()
 
 
 def test_an_invalid_max_unavailable_starts_nothing() -> None:
-    result = upgrade.plan_upgrades(snapshot(node(state=S.UPGRADE_REQUIRED)), policy(unavailable="lots"), NOW)
+    result = upgrade_plan.plan_upgrades(
+        snapshot(node(state=S.UPGRADE_REQUIRED)), policy(unavailable="lots"), NOW
+    )
     assert result.budget.starts == ()
 
 
@@ -388,7 +404,7 @@ def test_skipped_nodes_never_start() -> None:
 def test_cordon_required(cordon: str) -> None:
     result = plan_one(node(state=S.CORDON_REQUIRED, cordon=cordon))
     assert result.transition is S.WAIT_FOR_JOBS_REQUIRED
-    expected = (Cordon({upgrades.CORDONED_BY_UPGRADE: "true"}),) if cordon == NONE else ()
+    expected = (Cordon({upgrade_observations.CORDONED_BY_UPGRADE: "true"}),) if cordon == NONE else ()
     assert result.actions == expected
 
 
@@ -400,7 +416,9 @@ def test_cordon_required(cordon: str) -> None:
 def test_entering_cordon_required_records_an_admins_cordon(cordon: str, recorded: bool) -> None:
     result = plan_one(node(state=S.UPGRADE_REQUIRED, cordon=cordon))
     assert result.transition is S.CORDON_REQUIRED
-    assert result.annotations.get(upgrades.INITIAL_UNSCHEDULABLE) == ("true" if recorded else None)
+    assert result.annotations.get(upgrade_observations.INITIAL_UNSCHEDULABLE) == (
+        "true" if recorded else None
+    )
 
 
 # --- wait-for-jobs-required -----------------------------------------------------------------------
@@ -521,7 +539,9 @@ def test_gpu_daemonset_and_static_pods_cannot_be_deleted(controller: str) -> Non
 @pytest.mark.parametrize("resource_kind", ["gpu", "mig"])
 def test_mig_pods_are_gpu_pods(resource_kind: str) -> None:
     # The reader sets requests_gpu for nvidia.com/gpu* and nvidia.com/mig-*; here both look the same.
-    assert upgrades.is_gpu_resource("nvidia.com/gpu" if resource_kind == "gpu" else "nvidia.com/mig-3g.20gb")
+    assert upgrade_observations.is_gpu_resource(
+        "nvidia.com/gpu" if resource_kind == "gpu" else "nvidia.com/mig-3g.20gb"
+    )
 
 
 @drain_switch
@@ -539,7 +559,7 @@ def test_pods_not_read_hold_only_that_node() -> None:
     n1 = node("n1", S.POD_DELETION_REQUIRED)
     n2 = node("n2", S.UPGRADE_REQUIRED)
     snap = dataclasses.replace(snapshot(n1, n2), pods={})
-    result = upgrade.plan_upgrades(snap, policy(parallel=0, unavailable="100%"), NOW).by_node()
+    result = upgrade_plan.plan_upgrades(snap, policy(parallel=0, unavailable="100%"), NOW).by_node()
     assert result[NodeName("n1")].transition is None
     assert result[NodeName("n1")].waiting == "the pods on this node were not read this pass"
     assert result[NodeName("n2")].transition is S.CORDON_REQUIRED
@@ -687,7 +707,7 @@ def test_pod_restart_times_out_into_upgrade_failed(driver: str, cordon: str, lif
     result = plan_one(stuck)
     assert result.transition is S.UPGRADE_FAILED
     # The cordon is left as it is: lifted only once the node recovers, an admin's never.
-    assert not any(isinstance(action, upgrade.Uncordon) for action in result.actions)
+    assert not any(isinstance(action, upgrade_plan.Uncordon) for action in result.actions)
     shorter = dataclasses.replace(policy(), pod_restart_timeout_seconds=30)
     assert plan_one(
         node(state=S.POD_RESTART_REQUIRED, driver=driver, started=NOW - datetime.timedelta(seconds=31)),
@@ -699,7 +719,7 @@ def test_pod_restart_timer_starts_when_missing() -> None:
     unlabelled_timer = dataclasses.replace(node(state=S.POD_RESTART_REQUIRED, driver=STARTING), timers={})
     result = plan_one(unlabelled_timer)
     assert result.transition is None
-    assert upgrades.POD_RESTART_START in result.annotations
+    assert upgrade_observations.POD_RESTART_START in result.annotations
 
 
 # --- validation-required --------------------------------------------------------------------------
@@ -735,9 +755,9 @@ def test_uncordon(cordon: str, lifted: bool) -> None:
     assert result.actions == ((Uncordon(),) if lifted else ())
     # The run is over: its cordon records go.
     if cordon == OURS:
-        assert result.annotations[upgrades.CORDONED_BY_UPGRADE] is None
+        assert result.annotations[upgrade_observations.CORDONED_BY_UPGRADE] is None
     if cordon == ADMIN:
-        assert result.annotations[upgrades.INITIAL_UNSCHEDULABLE] is None
+        assert result.annotations[upgrade_observations.INITIAL_UNSCHEDULABLE] is None
 
 
 # --- upgrade-failed -------------------------------------------------------------------------------
@@ -769,7 +789,7 @@ def test_relabelled_failed_node_keeps_the_upgrades_cordon_liftable() -> None:
     n = node(state=S.UPGRADE_REQUIRED, cordon=OURS)
     to_cordon = plan_one(n)
     assert to_cordon.transition is S.CORDON_REQUIRED
-    assert upgrades.INITIAL_UNSCHEDULABLE not in to_cordon.annotations
+    assert upgrade_observations.INITIAL_UNSCHEDULABLE not in to_cordon.annotations
 
 
 # --- upgrade day and isolation --------------------------------------------------------------------
@@ -808,7 +828,7 @@ def test_one_broken_daemonset_does_not_block_the_others() -> None:
             ),
         },
     )
-    result = upgrade.plan_upgrades(snap, policy(), NOW).by_node()
+    result = upgrade_plan.plan_upgrades(snap, policy(), NOW).by_node()
     assert result[NodeName("fine")].transition is S.UPGRADE_REQUIRED
     assert result[NodeName("broken")].transition is None
     assert "no known current revision" in result[NodeName("broken")].waiting
@@ -819,13 +839,13 @@ def test_one_broken_daemonset_does_not_block_the_others() -> None:
 
 
 def test_entering_a_timed_state_starts_its_timer_and_drops_the_others() -> None:
-    stale = {upgrades.WAIT_FOR_COMPLETION_START: NOW - datetime.timedelta(minutes=5)}
+    stale = {upgrade_observations.WAIT_FOR_COMPLETION_START: NOW - datetime.timedelta(minutes=5)}
     n = node(state=S.WAIT_FOR_JOBS_REQUIRED, timers=stale)
     result = plan_one(n)
     assert result.transition is S.POD_DELETION_REQUIRED
     assert dict(result.annotations) == {
-        upgrades.WAIT_FOR_COMPLETION_START: None,
-        upgrades.POD_DELETION_START: upgrades.format_timestamp(NOW),
+        upgrade_observations.WAIT_FOR_COMPLETION_START: None,
+        upgrade_observations.POD_DELETION_START: upgrade_observations.format_timestamp(NOW),
     }
 
 
@@ -833,7 +853,9 @@ def test_a_hand_labelled_timed_state_starts_its_timer_lazily() -> None:
     n = dataclasses.replace(node(state=S.VALIDATION_REQUIRED), timers={})
     result = plan_one(n, validators=[validator(ready=False)])
     assert result.transition is None
-    assert dict(result.annotations) == {upgrades.VALIDATION_START: upgrades.format_timestamp(NOW)}
+    assert dict(result.annotations) == {
+        upgrade_observations.VALIDATION_START: upgrade_observations.format_timestamp(NOW)
+    }
     assert "(timeout 10m00s, starting now)" in result.waiting
 
 
@@ -861,12 +883,12 @@ def test_summarize() -> None:
         node("skipped", S.UPGRADE_REQUIRED, skip=True),
         node("fresh", S.UNKNOWN),
     ]
-    result = upgrade.plan_upgrades(snapshot(*nodes), policy(parallel=3, unavailable="100%"), NOW)
-    assert upgrade.summarize(result) == upgrade.UpgradeCounts(
+    result = upgrade_plan.plan_upgrades(snapshot(*nodes), policy(parallel=3, unavailable="100%"), NOW)
+    assert upgrade_plan.summarize(result) == upgrade_plan.UpgradeCounts(
         auto_upgrade_enabled=1, in_progress=2, done=1, failed=1, available=0, pending=1
     )
-    paused = upgrade.plan_upgrades(snapshot(*nodes), policy(auto=False), NOW)
-    assert upgrade.summarize(paused) == upgrade.UpgradeCounts(
+    paused = upgrade_plan.plan_upgrades(snapshot(*nodes), policy(auto=False), NOW)
+    assert upgrade_plan.summarize(paused) == upgrade_plan.UpgradeCounts(
         auto_upgrade_enabled=0, in_progress=1, done=1, failed=1, available=0, pending=1
     )
 
@@ -883,8 +905,8 @@ def test_nodes_needing_pods(selector: str, expected: tuple[str, ...]) -> None:
         node("restarting", S.POD_RESTART_REQUIRED),
         node("done", S.UPGRADE_DONE),
     ]
-    assert upgrade.nodes_needing_pods(nodes, policy(wait_selector=selector)) == expected
-    assert upgrade.nodes_needing_pods(nodes, policy(auto=False)) == ()
+    assert upgrade_plan.nodes_needing_pods(nodes, policy(wait_selector=selector)) == expected
+    assert upgrade_plan.nodes_needing_pods(nodes, policy(auto=False)) == ()
 
 
 # --- label selectors ------------------------------------------------------------------------------
@@ -903,11 +925,15 @@ def test_nodes_needing_pods(selector: str, expected: tuple[str, ...]) -> None:
         ("app notin (a,b)", {}, True),
         ("gen>3", {"gen": "4"}, True),
         ("gen<3", {"gen": "x"}, False),
-        (upgrades.DRAIN_SKIP_SELECTOR, {"nvidia.com/gpu-driver-upgrade-drain.skip": "true"}, False),
+        (
+            upgrade_observations.DRAIN_SKIP_SELECTOR,
+            {"nvidia.com/gpu-driver-upgrade-drain.skip": "true"},
+            False,
+        ),
     ],
 )
 def test_selector_matches(selector: str, pod_labels: dict[str, str], matches: bool) -> None:
-    assert upgrade.selector_matches(selector, pod_labels) is matches
+    assert upgrade_plan.selector_matches(selector, pod_labels) is matches
 
 
 # --- invariants (hypothesis) ----------------------------------------------------------------------
@@ -970,7 +996,7 @@ def clusters(draw: st.DrawFn) -> UpgradeSnapshot:
 
 
 def _holding(states: Iterable[UpgradeState]) -> int:
-    return sum(state in upgrade.HOLDS_SLOT for state in states)
+    return sum(state in upgrade_plan.HOLDS_SLOT for state in states)
 
 
 def _unavailable(snap: UpgradeSnapshot) -> int:
@@ -980,7 +1006,7 @@ def _unavailable(snap: UpgradeSnapshot) -> int:
 @hypothesis_settings
 @given(clusters(), policies)
 def test_the_budget_is_never_exceeded(snap: UpgradeSnapshot, upgrade_policy: UpgradePolicy) -> None:
-    result = upgrade.plan_upgrades(snap, upgrade_policy, LATER)
+    result = upgrade_plan.plan_upgrades(snap, upgrade_policy, LATER)
     if upgrade_policy.max_parallel_upgrades:
         before = _holding(n.state for n in snap.nodes)
         after = _holding(p.state_after for p in result.nodes)
@@ -993,7 +1019,7 @@ def test_the_budget_is_never_exceeded(snap: UpgradeSnapshot, upgrade_policy: Upg
 def test_never_an_admins_uncordon_and_skip_is_honoured(
     snap: UpgradeSnapshot, upgrade_policy: UpgradePolicy
 ) -> None:
-    result = upgrade.plan_upgrades(snap, upgrade_policy, LATER)
+    result = upgrade_plan.plan_upgrades(snap, upgrade_policy, LATER)
     for n, plan in zip(snap.nodes, result.nodes, strict=True):
         assert plan.node == n.name
         if any(isinstance(action, Uncordon) for action in plan.actions):
@@ -1007,12 +1033,12 @@ def test_never_an_admins_uncordon_and_skip_is_honoured(
 @hypothesis_settings
 @given(clusters(), policies)
 def test_pause_freezes_every_label(snap: UpgradeSnapshot, upgrade_policy: UpgradePolicy) -> None:
-    result = upgrade.plan_upgrades(snap, dataclasses.replace(upgrade_policy, auto_upgrade=False), LATER)
+    result = upgrade_plan.plan_upgrades(snap, dataclasses.replace(upgrade_policy, auto_upgrade=False), LATER)
     for plan in result.nodes:
         assert plan.transition is None
         assert plan.actions == ()
         assert set(plan.annotations) <= {ENABLED}
-    assert upgrade.summarize(result).auto_upgrade_enabled == 0
+    assert upgrade_plan.summarize(result).auto_upgrade_enabled == 0
 
 
 @st.composite
@@ -1026,7 +1052,7 @@ def healthy_worlds(draw: st.DrawFn) -> tuple[World, UpgradePolicy]:
         name = NodeName(f"n{i}")
         state = draw(st.sampled_from(list(UpgradeState)))
         cordon = draw(st.sampled_from(CORDONS))
-        if cordon == OURS and state not in upgrade.HOLDS_SLOT:
+        if cordon == OURS and state not in upgrade_plan.HOLDS_SLOT:
             # The upgrade's marker outside a run exists only after a hand edit; keep the world plain.
             cordon = NONE
         # Skipped nodes that are mid-upgrade finish; only idle ones may carry the label here.
@@ -1061,7 +1087,7 @@ def _run(
             name for name, n in world.nodes.items() if n.unschedulable and not n.cordoned_by_upgrade
         }
         snap = world.snapshot(upgrade_policy)
-        plan = upgrade.plan_upgrades(snap, upgrade_policy, world.now)
+        plan = upgrade_plan.plan_upgrades(snap, upgrade_policy, world.now)
         if upgrade_policy.max_parallel_upgrades:
             assert _holding(p.state_after for p in plan.nodes) <= max(
                 _holding(n.state for n in snap.nodes), upgrade_policy.max_parallel_upgrades
@@ -1101,7 +1127,7 @@ def test_with_healthy_pods_every_node_reaches_upgrade_done(
     _run(world, upgrade_policy, _bound(world))
     _assert_settled(world, initial)
     # And then it stays: not one write in steady state.
-    last = upgrade.plan_upgrades(world.snapshot(upgrade_policy), upgrade_policy, world.now)
+    last = upgrade_plan.plan_upgrades(world.snapshot(upgrade_policy), upgrade_policy, world.now)
     assert all((p.transition, p.actions, dict(p.annotations)) == (None, (), {}) for p in last.nodes)
 
 
@@ -1132,11 +1158,11 @@ def test_an_opted_out_node_is_neither_upgraded_nor_counted(state: UpgradeState, 
     """deploy.driver=false: no driver to upgrade; never counted (or left labelled) upgrade-done."""
     opted = dataclasses.replace(node("n1", state, driver=driver), driver_opted_out=True)
     other = node("n2", S.UPGRADE_DONE, driver=CURRENT)
-    result = upgrade.plan_upgrades(snapshot(opted, other), policy(), NOW)
+    result = upgrade_plan.plan_upgrades(snapshot(opted, other), policy(), NOW)
     plans = result.by_node()
     assert plans[NodeName("n1")].transition is None and plans[NodeName("n1")].actions == ()
     assert not plans[NodeName("n1")].managed and "opted out" in plans[NodeName("n1")].waiting
-    counts = upgrade.summarize(result)
+    counts = upgrade_plan.summarize(result)
     assert (counts.done, counts.pending, counts.in_progress) == (1, 0, 0)
     assert result.budget.total == 1
 

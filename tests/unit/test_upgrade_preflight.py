@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from ocp_gpu.model import images
-from ocp_gpu.model.imagestreams import ImageStream, SpecTag
-from ocp_gpu.planning import conditions, status, upgrade_preflight
+from ocp_gpu.model.imagestream_tags import ImageStream, SpecTag
+from ocp_gpu.planning.status import conditions, policy_status
+from ocp_gpu.planning.upgrades import upgrade_preflight
 
 ART = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
 OLD9, NEW9, NEW10, LEGACY = "9.6.20250909-0", "9.6.20251021-0", "10.1.20251015-0", "416.94.202407030122-0"
@@ -94,14 +95,14 @@ def test_builds_the_nodes_already_run_are_no_targets() -> None:
 def test_a_failed_preflight_is_an_event_once() -> None:
     failed = conditions.Condition("UpgradePreflight", False, "DriverToolkitTagMissing", "the tag is missing")
     ready = conditions.Condition("UpgradePreflight", True, "TargetReady", "all there")
-    first = status.plan_status_events(status.PolicyStatus("ready", (failed,)), set())
-    assert first == [status.StatusEvent("DriverToolkitTagMissing", "the tag is missing", "Warning")]
+    first = policy_status.plan_status_events(policy_status.PolicyStatus("ready", (failed,)), set())
+    assert first == [policy_status.StatusEvent("DriverToolkitTagMissing", "the tag is missing", "Warning")]
     stored = {
         "conditions": [{"type": "UpgradePreflight", "status": "False", "message": "the tag is missing"}]
     }
-    again = status.plan_status_events(
-        status.PolicyStatus("ready", (failed,)), status.true_condition_messages(stored)
+    again = policy_status.plan_status_events(
+        policy_status.PolicyStatus("ready", (failed,)), policy_status.true_condition_messages(stored)
     )
     assert again == []
     # the good news is a condition, not a Warning
-    assert status.plan_status_events(status.PolicyStatus("ready", (ready,)), set()) == []
+    assert policy_status.plan_status_events(policy_status.PolicyStatus("ready", (ready,)), set()) == []

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from ocp_gpu.kube import reading, upgrading
-from ocp_gpu.model import labels, upgrades
-from ocp_gpu.model.upgrades import UpgradeState
+from ocp_gpu.model import labels, upgrade_observations
+from ocp_gpu.model.upgrade_observations import UpgradeState
 from tests.unit._upgrades import NOW
 
 DS_OWNER = {
@@ -163,9 +163,9 @@ def test_upgrade_node_record() -> None:
     body = node_body(
         {labels.UPGRADE_STATE: "validation-required", labels.UPGRADE_SKIP: "true"},
         {
-            upgrades.INITIAL_UNSCHEDULABLE: "",
-            upgrades.VALIDATION_START: upgrades.format_timestamp(NOW),
-            upgrades.DRAIN_START: "garbage",
+            upgrade_observations.INITIAL_UNSCHEDULABLE: "",
+            upgrade_observations.VALIDATION_START: upgrade_observations.format_timestamp(NOW),
+            upgrade_observations.DRAIN_START: "garbage",
             labels.UPGRADE_ENABLED_ANNOTATION: "true",
         },
         [{"type": "Ready", "status": "False"}],
@@ -175,7 +175,7 @@ def test_upgrade_node_record() -> None:
     assert record.skip and record.upgrade_enabled and record.unschedulable and not record.ready
     # NVIDIA tests the annotation's presence, whatever its value.
     assert record.initially_unschedulable and not record.cordoned_by_upgrade
-    assert dict(record.timers) == {upgrades.VALIDATION_START: NOW}
+    assert dict(record.timers) == {upgrade_observations.VALIDATION_START: NOW}
 
 
 @pytest.mark.parametrize(
@@ -205,9 +205,13 @@ def test_heartbeats_leave_node_facts_unchanged() -> None:
 
 def test_upgrade_annotations_are_kept_and_others_dropped() -> None:
     facts = reading.node_facts(
-        node_body({}, {upgrades.CORDONED_BY_UPGRADE: "true", "machineconfiguration.openshift.io/s": "x"}, [])
+        node_body(
+            {},
+            {upgrade_observations.CORDONED_BY_UPGRADE: "true", "machineconfiguration.openshift.io/s": "x"},
+            [],
+        )
     )
-    assert dict(facts.annotations) == {upgrades.CORDONED_BY_UPGRADE: "true"}
+    assert dict(facts.annotations) == {upgrade_observations.CORDONED_BY_UPGRADE: "true"}
 
 
 def test_skip_needs_true() -> None:
@@ -249,7 +253,8 @@ def test_driver_revision(status: dict[str, int], generation: int, unscheduled: i
 
 
 def test_one_snapshot_builder_for_watches_and_lists() -> None:
-    """The watches' records and a LIST's JSON reach the same UpgradeSnapshot (model.upgrades builds both)."""
+    """The watches' records and a LIST's JSON reach the same UpgradeSnapshot (model.upgrade_observations
+    builds both)."""
     gpu = node_body({labels.NFD_NVIDIA_PCI: "true"}, {}, [])
     cpu = {**node_body({}, {}, []), "metadata": {"name": "cpu", "labels": {}, "annotations": {}}}
     daemonset = {
@@ -258,8 +263,8 @@ def test_one_snapshot_builder_for_watches_and_lists() -> None:
     }
     driver = upgrading.driver_pod(pod_body())
     validator = upgrading.validator_pod(pod_body())
-    snap = upgrades.upgrade_snapshot(
-        upgrades.upgrade_nodes([reading.node_facts(gpu), reading.node_facts(cpu)], [driver]),
+    snap = upgrade_observations.upgrade_snapshot(
+        upgrade_observations.upgrade_nodes([reading.node_facts(gpu), reading.node_facts(cpu)], [driver]),
         [reading.driver_daemonset(daemonset)],
         {"nvidia-driver-daemonset-x": "7c9a5d"},
         {},

@@ -1,4 +1,4 @@
-"""We test these aspects of the upgrade transition table (ocp_gpu/planning/upgrade.py, TABLE):
+"""We test these aspects of the upgrade transition table (ocp_gpu/planning/upgrades/upgrade_plan.py, TABLE):
 
 - the label values are exactly the seed's eleven, each with exactly one rule;
 - the graph is sound: every target is a state, every state is reachable from the empty
@@ -20,9 +20,9 @@ from types import ModuleType
 
 import pytest
 
-from ocp_gpu.model import upgrades
-from ocp_gpu.model.upgrades import UpgradeState
-from ocp_gpu.planning import upgrade
+from ocp_gpu.model import upgrade_observations
+from ocp_gpu.model.upgrade_observations import UpgradeState
+from ocp_gpu.planning.upgrades import upgrade_plan
 from tests.unit._upgrades import S, policy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,25 +79,25 @@ def test_label_values_are_the_seeds() -> None:
 
 
 def test_every_state_has_one_rule() -> None:
-    assert sorted(upgrade.TABLE) == sorted(UpgradeState)
-    assert all(rule.state is state for state, rule in upgrade.TABLE.items())
+    assert sorted(upgrade_plan.TABLE) == sorted(UpgradeState)
+    assert all(rule.state is state for state, rule in upgrade_plan.TABLE.items())
 
 
 @pytest.mark.parametrize("value", ["", None, "upgrade-donee", "Upgrade-Done"])
 def test_unrecognised_labels_read_as_unknown(value: str | None) -> None:
-    assert upgrades.parse_state(value) is S.UNKNOWN
+    assert upgrade_observations.parse_state(value) is S.UNKNOWN
 
 
 @all_states
 def test_every_label_value_parses_to_its_state(state: UpgradeState) -> None:
-    assert upgrades.parse_state(state.value) is state
+    assert upgrade_observations.parse_state(state.value) is state
 
 
 # --- the graph --------------------------------------------------------------------------------
 
 
 def _successors(state: UpgradeState) -> set[UpgradeState]:
-    return {edge.target for edge in upgrade.TABLE[state].edges}
+    return {edge.target for edge in upgrade_plan.TABLE[state].edges}
 
 
 def _reachable(start: UpgradeState) -> set[UpgradeState]:
@@ -126,7 +126,7 @@ def test_no_edge_loops_to_its_own_state(state: UpgradeState) -> None:
 
 @all_states
 def test_every_edge_is_described(state: UpgradeState) -> None:
-    rule = upgrade.TABLE[state]
+    rule = upgrade_plan.TABLE[state]
     assert rule.meaning
     for edge in rule.edges:
         assert edge.when
@@ -137,16 +137,16 @@ def test_every_edge_is_described(state: UpgradeState) -> None:
 
 def test_only_the_flow_holds_slots() -> None:
     flow = _reachable(S.CORDON_REQUIRED) - {S.UPGRADE_DONE, S.UPGRADE_REQUIRED}
-    assert flow == upgrade.HOLDS_SLOT
-    assert upgrade.HOLDS_SLOT - {S.UPGRADE_FAILED} == upgrade.IN_PROGRESS
+    assert flow == upgrade_plan.HOLDS_SLOT
+    assert upgrade_plan.HOLDS_SLOT - {S.UPGRADE_FAILED} == upgrade_plan.IN_PROGRESS
 
 
 def test_only_upgrade_required_enters_the_flow() -> None:
     """A slot is the only way in: no other state leads into an in-progress state from outside."""
-    for state, rule in upgrade.TABLE.items():
-        if state in upgrade.HOLDS_SLOT:
+    for state, rule in upgrade_plan.TABLE.items():
+        if state in upgrade_plan.HOLDS_SLOT:
             continue
-        into_flow = {edge.target for edge in rule.edges} & upgrade.HOLDS_SLOT
+        into_flow = {edge.target for edge in rule.edges} & upgrade_plan.HOLDS_SLOT
         assert into_flow == ({S.CORDON_REQUIRED} if state is S.UPGRADE_REQUIRED else set()), state
 
 
@@ -154,7 +154,7 @@ def test_only_upgrade_required_enters_the_flow() -> None:
 
 
 def test_timed_states_have_their_own_timer() -> None:
-    timed = {state: rule for state, rule in upgrade.TABLE.items() if rule.timeout is not None}
+    timed = {state: rule for state, rule in upgrade_plan.TABLE.items() if rule.timeout is not None}
     assert set(timed) == {
         S.WAIT_FOR_JOBS_REQUIRED,
         S.POD_DELETION_REQUIRED,
@@ -163,37 +163,40 @@ def test_timed_states_have_their_own_timer() -> None:
         S.VALIDATION_REQUIRED,
     }
     timers = [rule.timer for rule in timed.values()]
-    assert sorted(t for t in timers if t) == sorted(upgrades.TIMER_ANNOTATIONS)
-    assert all(rule.timer is None for rule in upgrade.TABLE.values() if rule.timeout is None)
+    assert sorted(t for t in timers if t) == sorted(upgrade_observations.TIMER_ANNOTATIONS)
+    assert all(rule.timer is None for rule in upgrade_plan.TABLE.values() if rule.timeout is None)
 
 
 @timed_states
 def test_each_timeout_reads_its_policy_field(
     state: UpgradeState, policy_args: dict[str, int], seconds: int
 ) -> None:
-    timeout = upgrade.TABLE[state].timeout
+    timeout = upgrade_plan.TABLE[state].timeout
     assert timeout is not None
     assert timeout.seconds(policy(**policy_args)) == seconds
 
 
 def test_nvidia_annotation_names_are_kept() -> None:
     assert (
-        upgrades.WAIT_FOR_COMPLETION_START
+        upgrade_observations.WAIT_FOR_COMPLETION_START
         == "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time"
     )
-    assert upgrades.VALIDATION_START == "nvidia.com/gpu-driver-upgrade-validation-start-time"
-    assert upgrades.INITIAL_UNSCHEDULABLE == "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
-    for key in (*upgrades.TIMER_ANNOTATIONS, upgrades.CORDONED_BY_UPGRADE):
+    assert upgrade_observations.VALIDATION_START == "nvidia.com/gpu-driver-upgrade-validation-start-time"
+    assert (
+        upgrade_observations.INITIAL_UNSCHEDULABLE
+        == "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
+    )
+    for key in (*upgrade_observations.TIMER_ANNOTATIONS, upgrade_observations.CORDONED_BY_UPGRADE):
         assert key.startswith("nvidia.com/gpu-driver-upgrade")
 
 
 def test_timestamps_round_trip_in_unix_seconds() -> None:
     from tests.unit._upgrades import NOW
 
-    assert upgrades.format_timestamp(NOW) == str(int(NOW.timestamp()))
-    assert upgrades.parse_timestamp(upgrades.format_timestamp(NOW)) == NOW
-    assert upgrades.parse_timestamp("yesterday") is None
-    assert upgrades.parse_timestamp(None) is None
+    assert upgrade_observations.format_timestamp(NOW) == str(int(NOW.timestamp()))
+    assert upgrade_observations.parse_timestamp(upgrade_observations.format_timestamp(NOW)) == NOW
+    assert upgrade_observations.parse_timestamp("yesterday") is None
+    assert upgrade_observations.parse_timestamp(None) is None
 
 
 # --- wire strings -----------------------------------------------------------------------------------
@@ -201,8 +204,11 @@ def test_timestamps_round_trip_in_unix_seconds() -> None:
 
 @all_states
 def test_event_message_is_the_seeds(state: UpgradeState) -> None:
-    assert upgrades.event_message(state) == f"Successfully updated node state label to [{state.value}]"
-    assert upgrades.EVENT_REASON == "GPUDriverUpgrade"
+    assert (
+        upgrade_observations.event_message(state)
+        == f"Successfully updated node state label to [{state.value}]"
+    )
+    assert upgrade_observations.EVENT_REASON == "GPUDriverUpgrade"
 
 
 @pytest.mark.parametrize(
@@ -218,7 +224,7 @@ def test_event_message_is_the_seeds(state: UpgradeState) -> None:
     ],
 )
 def test_gpu_resources(resource: str, gpu: bool) -> None:
-    assert upgrades.is_gpu_resource(resource) is gpu
+    assert upgrade_observations.is_gpu_resource(resource) is gpu
 
 
 # --- the generated documentation -------------------------------------------------------------------
@@ -233,7 +239,7 @@ def test_docs_show_every_state_and_edge(state: UpgradeState) -> None:
     text = generator.render()
     state_id = state.value.replace("-", "_") or "unknown"
     assert f'state "{state.value or "(empty)"}" as {state_id}' in text
-    for edge in upgrade.TABLE[state].edges:
+    for edge in upgrade_plan.TABLE[state].edges:
         target_id = edge.target.value.replace("-", "_") or "unknown"
         assert f"    {state_id} --> {target_id}: " in text
         assert edge.when in text

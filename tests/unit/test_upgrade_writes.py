@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from ocp_gpu.kube import upgrading
-from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model import labels, upgrade_observations
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.upgrades import PodRef, UpgradeState
-from ocp_gpu.planning import upgrade
+from ocp_gpu.model.upgrade_observations import PodRef, UpgradeState
+from ocp_gpu.planning.upgrades import upgrade_plan
 
 
 @pytest.fixture
@@ -35,11 +35,13 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, Any]]:
     return seen
 
 
-def plan(transition: UpgradeState, *actions: upgrade.Action, **annotations: str | None) -> upgrade.NodePlan:
-    return upgrade.NodePlan(
+def plan(
+    transition: UpgradeState, *actions: upgrade_plan.Action, **annotations: str | None
+) -> upgrade_plan.NodePlan:
+    return upgrade_plan.NodePlan(
         NodeName("n1"),
         UpgradeState.CORDON_REQUIRED,
-        upgrade.DriverStatus(upgrade.DriverCheck.OUTDATED, None, ""),
+        upgrade_plan.DriverStatus(upgrade_plan.DriverCheck.OUTDATED, None, ""),
         transition,
         actions,
         {key.replace("_", "-"): value for key, value in annotations.items()},
@@ -47,7 +49,7 @@ def plan(transition: UpgradeState, *actions: upgrade.Action, **annotations: str 
 
 
 def test_cordon_and_transition_are_one_patch(calls: list[tuple[str, str, Any]]) -> None:
-    cordon = upgrade.Cordon({upgrades.CORDONED_BY_UPGRADE: "true"})
+    cordon = upgrade_plan.Cordon({upgrade_observations.CORDONED_BY_UPGRADE: "true"})
     upgrading.apply_node_plan(None, plan(UpgradeState.WAIT_FOR_JOBS_REQUIRED, cordon, timer="1"))
     (patch, event) = calls
     assert patch[0] == "PATCH" and patch[1] == "/api/v1/nodes/n1"
@@ -55,14 +57,14 @@ def test_cordon_and_transition_are_one_patch(calls: list[tuple[str, str, Any]]) 
         "spec": {"unschedulable": True},
         "metadata": {
             "labels": {labels.UPGRADE_STATE: "wait-for-jobs-required"},
-            "annotations": {upgrades.CORDONED_BY_UPGRADE: "true", "timer": "1"},
+            "annotations": {upgrade_observations.CORDONED_BY_UPGRADE: "true", "timer": "1"},
         },
     }
     assert event[0] == "EVENT" and "wait-for-jobs-required" in event[1]
 
 
 def test_uncordon_and_done_are_one_patch(calls: list[tuple[str, str, Any]]) -> None:
-    upgrading.apply_node_plan(None, plan(UpgradeState.UPGRADE_DONE, upgrade.Uncordon()))
+    upgrading.apply_node_plan(None, plan(UpgradeState.UPGRADE_DONE, upgrade_plan.Uncordon()))
     (patch, _) = calls
     assert patch[2]["spec"] == {"unschedulable": False}
     assert patch[2]["metadata"]["labels"] == {labels.UPGRADE_STATE: "upgrade-done"}
@@ -70,23 +72,25 @@ def test_uncordon_and_done_are_one_patch(calls: list[tuple[str, str, Any]]) -> N
 
 def test_other_actions_run_first_then_the_transition(calls: list[tuple[str, str, Any]]) -> None:
     gpu_pod = PodRef(namespace="work", name="p1", uid="x")
-    upgrading.apply_node_plan(None, plan(UpgradeState.POD_RESTART_REQUIRED, upgrade.DeletePods((gpu_pod,))))
+    upgrading.apply_node_plan(
+        None, plan(UpgradeState.POD_RESTART_REQUIRED, upgrade_plan.DeletePods((gpu_pod,)))
+    )
     assert [(method, path) for method, path, _ in calls] == [
         ("DELETE", "/api/v1/namespaces/work/pods/p1"),
         ("PATCH", "/api/v1/nodes/n1"),
-        ("EVENT", upgrades.event_message(UpgradeState.POD_RESTART_REQUIRED)),
+        ("EVENT", upgrade_observations.event_message(UpgradeState.POD_RESTART_REQUIRED)),
     ]
     assert "spec" not in calls[1][2]
 
 
 def test_not_announcing_hands_the_event_back(calls: list[tuple[str, str, Any]]) -> None:
     applied = upgrading.apply_node_plan(
-        None, plan(UpgradeState.UPGRADE_DONE, upgrade.Uncordon()), announcing=False
+        None, plan(UpgradeState.UPGRADE_DONE, upgrade_plan.Uncordon()), announcing=False
     )
     assert [method for method, _, _ in calls] == ["PATCH"]
     assert applied.announcement == upgrading.Announcement("n1", "u1", UpgradeState.UPGRADE_DONE, None)
     applied = upgrading.apply_node_plan(
-        None, plan(UpgradeState.POD_RESTART_REQUIRED, upgrade.DeletePods(())), announcing=False
+        None, plan(UpgradeState.POD_RESTART_REQUIRED, upgrade_plan.DeletePods(())), announcing=False
     )
     assert [method for method, _, _ in calls] == ["PATCH", "PATCH"]
     assert (

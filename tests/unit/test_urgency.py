@@ -29,8 +29,8 @@ import asyncio
 import dataclasses
 
 from ocp_gpu.model import custom_resources, labels, nodes
-from ocp_gpu.model.snapshot import DriverDaemonSet
-from ocp_gpu.model.upgrades import DriverPod, PodRef, UpgradeState, ValidatorPod
+from ocp_gpu.model.driver_snapshot import DriverDaemonSet
+from ocp_gpu.model.upgrade_observations import DriverPod, PodRef, UpgradeState, ValidatorPod
 from ocp_gpu.planning import urgency
 from ocp_gpu.reconcilers import runtime, scheduling
 

@@ -27,9 +27,9 @@ import pytest
 
 from ocp_gpu import cli
 from ocp_gpu.commands import validate
-from ocp_gpu.planning import validation
-from ocp_gpu.planning.validation import Component
-from ocp_gpu.rendering import validation as rendering
+from ocp_gpu.planning.operands import validation
+from ocp_gpu.planning.operands.validation import Component
+from ocp_gpu.rendering import validation_workloads
 
 ALL_MARKERS = ("driver-ready", "toolkit-ready", "cuda-ready", "plugin-ready")
 
@@ -389,7 +389,7 @@ def test_workload_pod_names_are_valid_and_per_node() -> None:
 # --- the workload pods -----------------------------------------------------------------------
 
 
-def _inputs(component: Component, **overrides: Any) -> rendering.WorkloadInputs:
+def _inputs(component: Component, **overrides: Any) -> validation_workloads.WorkloadInputs:
     fields: dict[str, Any] = {
         "component": component,
         "node": "gpu-1",
@@ -400,11 +400,11 @@ def _inputs(component: Component, **overrides: Any) -> rendering.WorkloadInputs:
         "pull_secrets": ("regcred",),
         "owner_pod": {"name": "nvidia-operator-validator-abcde", "uid": "1234"},
     }
-    return rendering.WorkloadInputs(**(fields | overrides))
+    return validation_workloads.WorkloadInputs(**(fields | overrides))
 
 
 def test_cuda_pod_is_placed_by_name_with_every_gpu() -> None:
-    pod = rendering.render_workload_pod(_inputs(Component.CUDA))
+    pod = validation_workloads.render_workload_pod(_inputs(Component.CUDA))
     spec = pod["spec"]
     assert spec["nodeName"] == "gpu-1"
     assert "affinity" not in spec
@@ -414,7 +414,7 @@ def test_cuda_pod_is_placed_by_name_with_every_gpu() -> None:
     assert container["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
     assert container["resources"] == {}
     assert pod["metadata"]["labels"]["app"] == "nvidia-cuda-validator"
-    assert pod["metadata"]["annotations"][rendering.NODE_ANNOTATION] == "gpu-1"
+    assert pod["metadata"]["annotations"][validation_workloads.NODE_ANNOTATION] == "gpu-1"
     assert pod["metadata"]["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Pod", "name": "nvidia-operator-validator-abcde", "uid": "1234"}
     ]
@@ -422,7 +422,7 @@ def test_cuda_pod_is_placed_by_name_with_every_gpu() -> None:
 
 
 def test_plugin_pod_goes_through_the_scheduler_with_one_gpu() -> None:
-    pod = rendering.render_workload_pod(_inputs(Component.PLUGIN, resource="nvidia.com/sharedgpu"))
+    pod = validation_workloads.render_workload_pod(_inputs(Component.PLUGIN, resource="nvidia.com/sharedgpu"))
     spec = pod["spec"]
     assert "nodeName" not in spec
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
@@ -437,7 +437,7 @@ def test_plugin_pod_goes_through_the_scheduler_with_one_gpu() -> None:
 
 
 def test_no_runtime_class_and_no_owner() -> None:
-    pod = rendering.render_workload_pod(_inputs(Component.CUDA, runtime_class="", owner_pod=None))
+    pod = validation_workloads.render_workload_pod(_inputs(Component.CUDA, runtime_class="", owner_pod=None))
     assert "runtimeClassName" not in pod["spec"]
     assert pod["metadata"]["ownerReferences"] == []
 
@@ -447,10 +447,12 @@ HOSTILE = ['x"\n- name: evil', "a: b", "{{ 7*7 }}", "#", "\u2028", "'--- \n"]
 
 @pytest.mark.parametrize("text", HOSTILE, ids=repr)
 def test_hostile_strings_stay_values(text: str) -> None:
-    pod = rendering.render_workload_pod(
+    pod = validation_workloads.render_workload_pod(
         _inputs(Component.PLUGIN, image=text, annotations={"k": text}, pull_secrets=(text,))
     )
     assert pod["metadata"]["annotations"]["k"] == text
     assert pod["spec"]["containers"][0]["image"] == text
     assert pod["spec"]["imagePullSecrets"] == [{"name": text}]
-    assert set(pod["spec"]) == set(rendering.render_workload_pod(_inputs(Component.PLUGIN))["spec"])
+    assert set(pod["spec"]) == set(
+        validation_workloads.render_workload_pod(_inputs(Component.PLUGIN))["spec"]
+    )

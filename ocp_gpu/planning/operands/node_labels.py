@@ -1,0 +1,125 @@
+"""The labels the operator keeps on each node: `nvidia.com/gpu.present` and the deploy labels.
+
+Decides, from one node's current labels, the label patch to make, or None when
+nothing changes (so steady state costs no write).  The rules (DESIGN §2):
+
+- A node is a GPU node when NFD's `feature.node.kubernetes.io/pci-10de.present`
+  is "true".  It gets `nvidia.com/gpu.present=true` and, for every operand, a
+  `nvidia.com/gpu.deploy.<operand>=true` unless the label is already there
+  (an admin's "false" is kept: it is how an admin keeps one operand off a node).
+- `nvidia.com/gpu.deploy.operands=false` opts the node out of every operand: no
+  deploy label is added, and the ones we set ("true") are removed so the
+  operand pods leave.
+- A node that is no longer a GPU node loses `gpu.present` and the deploy labels
+  we set; an admin's "false" stays.
+- A CPU node (no NFD GPU label, none of our labels) is never touched.
+- MIG (as NVIDIA's node labelling): a MIG-capable GPU node (planning/mig.is_mig_capable)
+  also gets `nvidia.com/gpu.deploy.mig-manager=true`, and, with the MIG manager enabled,
+  `nvidia.com/mig.config=<migManager.config.default>` when it has no config label.
+- NB: a deploy label that is neither "true" nor "false" is left as it is: the MIG
+  manager sets `paused-for-mig-change` while it repartitions a node and restores it.
+
+It never reads or writes a Node.  NB: the caller must not plan from a partial
+or failed read: a node whose labels are missing would lose its deploy labels,
+and its operand pods with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.planning.operands import mig_planning
+
+# The value the operator writes; only labels with this value are ours to remove.
+TRUE: Final = "true"
+FALSE: Final = "false"
+
+# Upgrade states with no upgrade under way (planning/upgrade.IDLE; "" is unknown).
+# NB: a node opted out mid-upgrade keeps its label until the upgrade lifts its cordon.
+_IDLE_STATES: Final = frozenset({"upgrade-done", "upgrade-required"})
+
+# A label patch: key -> new value, or None to remove the label (JSON merge patch).
+LabelPatch = dict[str, str | None]
+
+
+_DEPLOY_LABELS: Final = tuple(operand.deploy_label for operand in operand_catalog.EVERY_GPU_NODE)
+_MIG_MANAGER_LABEL: Final = operand_catalog.MIG_MANAGER.deploy_label
+
+
+def is_gpu_node(node_labels: Mapping[str, str]) -> bool:
+    """NFD found an NVIDIA PCI device on the node."""
+    return node_labels.get(labels.NFD_NVIDIA_PCI) == TRUE
+
+
+def plan_node_labels(
+    node_labels: Mapping[str, str], mig_config_default: str | None = None
+) -> LabelPatch | None:
+    """The label patch for one node, or None when its labels are already right.
+
+    `mig_config_default`: migManager.config.default when the MIG manager is enabled
+    (and the policy valid), else None.
+    """
+    patch: LabelPatch = {}
+    ours = [key for key in _DEPLOY_LABELS if node_labels.get(key) == TRUE]
+    if node_labels.get(_MIG_MANAGER_LABEL) == TRUE and (
+        labels.GPU_PRESENT in node_labels or is_gpu_node(node_labels)
+    ):
+        # NB: ours only on a node we labelled (gpu.present): a CPU node is never touched.
+        ours.append(_MIG_MANAGER_LABEL)
+    if not is_gpu_node(node_labels):
+        # Not (or no longer) a GPU node: take back what we set, nothing else.
+        if labels.GPU_PRESENT in node_labels:
+            patch[labels.GPU_PRESENT] = None
+        patch.update(dict.fromkeys(ours))
+        return patch or None
+    if node_labels.get(labels.GPU_PRESENT) != TRUE:
+        # A GPU node without (or with a wrong) gpu.present.
+        patch[labels.GPU_PRESENT] = TRUE
+    if node_labels.get(labels.GPU_DEPLOY_OPERANDS) == FALSE:
+        # The admin opted the node out of every operand: remove the deploy labels we set.
+        patch.update(dict.fromkeys(ours))
+    else:
+        # Add the missing deploy labels; keep whatever value an admin chose.
+        patch.update({key: TRUE for key in _DEPLOY_LABELS if key not in node_labels})
+        if mig_planning.is_mig_capable(node_labels) and _MIG_MANAGER_LABEL not in node_labels:
+            # NB: never removed when the GPU stops looking MIG-capable (GFD's labels come and
+            # go with its pod), as NVIDIA's: the MIG manager must not vanish mid-change.
+            patch[_MIG_MANAGER_LABEL] = TRUE
+        patch.update(mig_planning.plan_mig_config_label(node_labels, mig_config_default))
+    # NB: the only rule that reads the upgrade state (reads_upgrade_state; planning/urgency).
+    if reads_upgrade_state(node_labels) and node_labels.get(labels.UPGRADE_STATE) in _IDLE_STATES:
+        # No driver here: an upgrade-done (or -required) label would lie; the upgrade
+        # controller leaves such nodes alone (planning/upgrade.is_unmanaged).
+        patch[labels.UPGRADE_STATE] = None
+    return patch or None
+
+
+def reads_upgrade_state(node_labels: Mapping[str, str]) -> bool:
+    """Whether `plan_node_labels` reads this node's upgrade state label (an opted-out node's)."""
+    return FALSE in (
+        node_labels.get(labels.deploy_label("driver")),
+        node_labels.get(labels.GPU_DEPLOY_OPERANDS),
+    )
+
+
+def plan_upgrade_annotation(
+    node_labels: Mapping[str, str], node_annotations: Mapping[str, str], auto_upgrade: bool | None
+) -> LabelPatch | None:
+    """The `nvidia.com/gpu-driver-upgrade-enabled` change for one node, or None.
+
+    As NVIDIA's ClusterPolicy controller: set on every GPU node while
+    `driver.upgradePolicy.autoUpgrade` is on (k8s-driver-manager then leaves eviction
+    to the upgrade controller), removed when it is off.  `auto_upgrade` None: no valid
+    policy with drivers enabled, so nothing changes.  Written in the same merge patch
+    as the deploy labels: one write per node at start-up, not two.
+    """
+    if auto_upgrade is None or not is_gpu_node(node_labels):
+        return None
+    present = node_annotations.get(labels.UPGRADE_ENABLED_ANNOTATION) == TRUE
+    if auto_upgrade and not present:
+        return {labels.UPGRADE_ENABLED_ANNOTATION: TRUE}
+    if not auto_upgrade and labels.UPGRADE_ENABLED_ANNOTATION in node_annotations:
+        return {labels.UPGRADE_ENABLED_ANNOTATION: None}
+    return None

@@ -1,0 +1,127 @@
+"""Decisions shared by every operand DaemonSet except the driver's.
+
+The driver's DaemonSets are always `OnDelete`: the upgrade controller decides when a
+driver pod restarts (planning/upgrades/upgrade_plan.py).  Every other operand follows
+`spec.daemonsets.updateStrategy`: `RollingUpdate` (the default) lets the DaemonSet
+controller replace pods itself, `maxUnavailable` (`daemonsets.rollingUpdate`) at a
+time; `OnDelete` leaves the old pods running until someone deletes them.
+
+Operand readiness is decided here too (`unready_nodes`): per node, from the operand
+pods the watch saw, never from a DaemonSet's counters alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model.policy.policy_spec import ContainerRuntime, DaemonsetsSpec, UpdateStrategy
+
+
+def update_strategy(daemonsets: DaemonsetsSpec) -> dict[str, Any]:
+    """The `spec.updateStrategy` of a non-driver operand DaemonSet."""
+    if daemonsets.update_strategy is UpdateStrategy.ON_DELETE:
+        return {"type": "OnDelete"}
+    limit = daemonsets.max_unavailable
+    if isinstance(limit, str) and limit.strip().isdigit():
+        # NB: the apiserver takes "25%" or 1, never "1": a count written as a string becomes a number.
+        limit = int(limit)
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": limit}}
+
+
+def container_runtime(configured: ContainerRuntime | None, openshift: bool) -> ContainerRuntime:
+    """The node's container runtime: the policy's `operator.defaultRuntime`, else the platform's."""
+    if configured is not None:
+        return configured
+    return ContainerRuntime.CRIO if openshift else ContainerRuntime.CONTAINERD
+
+
+def should_run(operand: operand_catalog.Operand, node_labels: Mapping[str, str]) -> bool:
+    """The operand belongs on this node: a GPU node labelled nvidia.com/gpu.deploy.<name>=true."""
+    return (
+        node_labels.get(labels.NFD_NVIDIA_PCI) == "true" and node_labels.get(operand.deploy_label) == "true"
+    )
+
+
+def unready_nodes(
+    operand: operand_catalog.Operand,
+    node_labels: Mapping[str, Mapping[str, str]],
+    pods: Iterable[operand_catalog.OperandPod],
+) -> list[str]:
+    """The nodes that should run `operand` but have no Ready pod of it, sorted.
+
+    `node_labels` maps every node name to its labels.  NB: a GPU node that no
+    DaemonSet selects (a taint not tolerated, a missing driver key) has no pod at
+    all and so is never ready: "ready" is judged per node, not from the DaemonSet's counts.
+    """
+    ready = {pod.node for pod in pods if pod.app == operand.app and pod.ready}
+    return sorted(
+        name for name, node in node_labels.items() if should_run(operand, node) and name not in ready
+    )
+
+
+def unready_by_operand(
+    enabled: Sequence[operand_catalog.Operand],
+    node_labels: Iterable[tuple[str, Mapping[str, str]]],
+    pods: Iterable[operand_catalog.OperandPod],
+) -> dict[str, list[str]]:
+    """`unready_nodes` of every operand in `enabled` at once: operand name -> its unready nodes,
+    sorted; operands Ready everywhere left out; in the order of `enabled`.
+
+    NB: one walk over the nodes and one over the pods for every operand, not one of each per
+    operand: the status judges this on every pass while thousands of pods come up (issue 13).
+    """
+    ready: dict[str, set[str]] = {}
+    for pod in pods:
+        if pod.ready:
+            ready.setdefault(pod.app, set()).add(pod.node)
+    checks = [(operand.name, operand.deploy_label, ready.get(operand.app, set())) for operand in enabled]
+    found: dict[str, list[str]] = {operand.name: [] for operand in enabled}
+    for name, node in node_labels:
+        if node.get(labels.NFD_NVIDIA_PCI) != "true":
+            # Not a GPU node: no operand belongs on it (should_run).
+            continue
+        for operand_name, deploy_label, ready_on in checks:
+            if node.get(deploy_label) == "true" and name not in ready_on:
+                found[operand_name].append(name)
+    return {operand_name: sorted(unready) for operand_name, unready in found.items() if unready}
+
+
+# (kind, namespace or "", name) of one object, as kube/owning names it.
+ObjectIdent = tuple[str, str, str]
+
+
+def has_objects(owned: Iterable[str], component: str) -> bool:
+    """Whether any object the watch shows as ours (`owned`: their app.kubernetes.io/component
+    labels) belongs to the operand of `component`.
+
+    NB: every object an operand renders carries its component label
+    (rendering.operands.operand_rendering.component),
+    so a disabled operand with none has nothing to delete: it need not even be rendered.
+    """
+    return component in set(owned)
+
+
+def unrendered_owned(
+    owned: Iterable[tuple[ObjectIdent, str, str]],
+    component: str,
+    owner_uid: str,
+    rendered: Iterable[ObjectIdent],
+) -> list[ObjectIdent]:
+    """The objects of an enabled operand to delete: ours, of its component, no longer rendered.
+
+    `owned` is (ident, app.kubernetes.io/component, controller owner uid) of every object the
+    watch saw with `app.kubernetes.io/managed-by=ocp-gpu`.  Only objects owned by the active
+    policy (`owner_uid`) and labelled with this operand's component count: what an admin
+    made, or another operand's object, is never deleted.  E.g. migManager.config.name set
+    to the admin's ConfigMap leaves our default-mig-parted-config unrendered: it goes.
+    """
+    if not component or not owner_uid:
+        return []
+    keep = set(rendered)
+    return sorted(
+        ident
+        for ident, owned_component, owned_by in owned
+        if owned_component == component and owned_by == owner_uid and ident not in keep
+    )

@@ -1,0 +1,233 @@
+"""Driver DaemonSets: one per RHCOS version (or OS, or kernel), applied and garbage-collected.
+
+Read: GPU node facts, our driver DaemonSets, the driver-toolkit ImageStream,
+ClusterVersion and Proxy from the in-memory view.  Plan and render:
+desired.driver_manifests (planning.drivers.driver_plan, rendering.driver_rendering; shared with
+`ocp-gpu render`).  Apply: kube.applying (server-side apply, skipped
+when the applied hash is unchanged) and deletion of stale DaemonSets (no GPU node in
+the view carries their key) after a targeted re-read confirms no node matches their
+nodeSelector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ocp_gpu import metrics
+from ocp_gpu.desired import driver_manifests
+from ocp_gpu.kube import applying, fetching, owning, reading, reporting, requesting
+from ocp_gpu.model import driver_snapshot, nodes
+from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.model.policy.policy_problems import PolicyProblem
+from ocp_gpu.planning import delivery, platforms
+from ocp_gpu.planning.drivers import (
+    driver_downgrades,
+    driver_fallback,
+    driver_plan,
+    driver_pools,
+    driver_strategy,
+    dtk_images,
+)
+from ocp_gpu.planning.status import operator_health
+from ocp_gpu.reconcilers import operand_reconciler, runtime
+
+logger = logging.getLogger("ocp_gpu.drivers")
+# How soon a missing ConfigMap named by the policy is looked for again.
+CONFIG_MAP_RECHECK_S = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverOutcome:
+    """What the status and events report about drivers after one pass."""
+
+    plan: driver_plan.DriverPlan | None
+    problem: PolicyProblem | None = None
+    # Objects that could not be applied or deleted, with the error (per object, never fatal).
+    errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+async def reconcile_drivers(
+    rt: runtime.Runtime,
+    owner: Mapping[str, str],
+    policy: policy_spec.Policy,
+    platform: platforms.Platform,
+    now: datetime.datetime,
+) -> DriverOutcome:
+    if not policy.driver.enabled:
+        # driver.enabled: false: the admin removes our drivers (e.g. drivers preinstalled on the host).
+        _record_driver_toolkit_gauges(rt, policy, platform)
+        return DriverOutcome(None, errors=await _delete_all(rt))
+    pending = [
+        name
+        for name, singleton in (
+            ("the driver-toolkit ImageStream", rt.view.dtk_imagestream),
+            ("ClusterVersion", rt.view.cluster_version),
+            ("Proxy", rt.view.cluster_proxy),
+        )
+        if not delivery.is_delivered(singleton)
+    ]
+    if pending:
+        # NB: the loops wait for every watched kind (cluster_view.ClusterView.listed); this only
+        # guards that promise.
+        return DriverOutcome(None, errors={"watches": f"not listed yet: {', '.join(pending)}"})
+    view = await read_driver_view(
+        rt,
+        policy,
+        now,
+        tuple(rt.view.node_facts.values()),
+        # NB: an NVIDIADriver's DaemonSets are its own, never the ClusterPolicy's to plan or collect.
+        tuple(d for d in rt.view.driver_daemonsets.values() if driver_pools.pool_of(d) is None),
+        _pull_failures(rt),
+    )
+    if isinstance(view, str):  # a failed read changes nothing; the pass is retried
+        return DriverOutcome(None, errors={"configmaps": view})
+    # Plan and render: the same pure function `ocp-gpu render` prints (desired/driver_manifests).
+    desired = driver_manifests.desired_driver_manifests(policy, platform, view)
+    if isinstance(desired, PolicyProblem):
+        # The driver or manager image cannot be resolved: change nothing, say what to fix.
+        if desired.field in driver_manifests.named_config_maps(policy):
+            # NB: ConfigMaps are not watched: look again soon for the one the admin creates.
+            rt.scheduler.poke_after(CONFIG_MAP_RECHECK_S)
+        return DriverOutcome(None, problem=desired)
+    plan, manifests = desired.plan, desired.manifests
+    if desired.fallback_pending:
+        # A key falls back when its grace period ends, even if nothing else changes by then.
+        due = min(desired.fallback_pending.values())
+        rt.scheduler.poke_after(max(0.5, (due - now).total_seconds() + 0.5))
+    _record_driver_toolkit_gauges(rt, policy, platform)
+    errors: dict[str, str] = {}
+    for manifest in manifests:
+        if manifest["kind"] == "DaemonSet":
+            await _say_if_downgrade(rt, owner, manifest)
+        await operand_reconciler.apply_if_changed(rt, owner, manifest, errors)
+    for stale in plan.stale:
+        await _delete_stale(rt, stale, errors)
+    return DriverOutcome(plan, errors=errors)
+
+
+async def read_driver_view(
+    rt: runtime.Runtime,
+    policy: policy_spec.Policy,
+    now: datetime.datetime,
+    node_facts: tuple[nodes.NodeFacts, ...],
+    daemonsets: tuple[driver_snapshot.DriverDaemonSet, ...],
+    pull_failures: tuple[driver_fallback.PullFailure, ...] = (),
+) -> driver_manifests.DriverView | str:
+    """The DriverView of these nodes and DaemonSets from the in-memory view, with the keys of
+    the ConfigMaps the policy names read now (they decide the driver pods' mounts); the
+    error's description when that read fails."""
+    named = driver_manifests.named_config_maps(policy).values()
+    config_map_keys: dict[str, tuple[str, ...] | None] = {}
+    try:
+        if named:
+            # NB: only then a thread: the hop alone costs milliseconds of a pass's latency.
+            config_map_keys = await asyncio.to_thread(
+                fetching.config_map_keys, rt.api_client, rt.namespace, named
+            )
+    except Exception as error:
+        return requesting.describe_error(error)
+    return driver_manifests.DriverView(
+        namespace=rt.namespace,
+        env=rt.env,
+        node_facts=node_facts,
+        daemonsets=daemonsets,
+        dtk_imagestream=rt.view.dtk_imagestream,
+        cluster_version=rt.view.cluster_version,
+        cluster_proxy=rt.view.cluster_proxy,
+        pull_failures=pull_failures,
+        now=now,
+        config_map_keys=config_map_keys,
+    )
+
+
+async def _delete_stale(
+    rt: runtime.Runtime, stale: driver_plan.StaleDriverDaemonSet, errors: dict[str, str]
+) -> None:
+    # NB: a last, targeted read of the nodes before an irreversible step: if the watch
+    # missed a node the DaemonSet still selects, we keep the DaemonSet (the node's event,
+    # when it arrives, plans it again).
+    # (A superseded DaemonSet's nodes keep its key by design: the replacement proved itself there.)
+    daemonset = rt.view.driver_daemonsets.get(stale.name)
+    if (
+        daemonset is not None
+        and not stale.superseded
+        and await asyncio.to_thread(fetching.nodes_still_selected, rt.api_client, daemonset)
+    ):
+        logger.warning("kept %s: a node still matches its nodeSelector", stale.name)
+        return
+    await operand_reconciler.delete_daemonset(rt, stale.name, errors, stale_reason=stale.reason)
+
+
+def _record_driver_toolkit_gauges(
+    rt: runtime.Runtime, policy: policy_spec.Policy, platform: platforms.Platform
+) -> None:
+    """NVIDIA's gpu_operator_openshift_driver_toolkit_* gauges and ours per RHCOS version."""
+    gauges = operator_health.plan_driver_toolkit_gauges(
+        requested=driver_strategy.should_use_driver_toolkit(platform, policy),
+        stream=dtk_images.resolve_driver_toolkit_stream(
+            reading.image_stream_singleton(rt.view.dtk_imagestream)
+        ),
+        gpu_node_labels=[facts.labels for facts in rt.view.node_facts.values() if facts.is_gpu_node],
+    )
+    metrics.driver_toolkit_enabled.set(gauges.enabled)
+    metrics.driver_toolkit_nfd_too_old.set(gauges.nfd_too_old)
+    metrics.driver_toolkit_imagestream_missing.set(gauges.imagestream_missing)
+    metrics.driver_toolkit_imagestream_broken.set(gauges.imagestream_broken)
+    metrics.driver_toolkit_rhcos_tags_missing.set(gauges.rhcos_tags_missing)
+    # NB: cleared first so a version that got its tag (or lost its nodes) leaves the series.
+    metrics.driver_toolkit_tag_missing.clear()
+    for version in gauges.missing_versions:
+        metrics.driver_toolkit_tag_missing.labels(version).set(1)
+
+
+async def _say_if_downgrade(
+    rt: runtime.Runtime, owner: Mapping[str, str], manifest: Mapping[str, Any]
+) -> None:
+    """A driver DaemonSet about to be re-applied with an older driver: log it and a Warning Event.
+
+    NB: it still proceeds (the admin asked for that version, as NVIDIA's operator does);
+    said once, when the change is applied (the next pass finds it current).
+    """
+    name = str(manifest["metadata"]["name"])
+    existing = rt.view.driver_daemonsets.get(name)
+    wanted = applying.applied_hash(manifest)
+    if existing is None or owning.is_current(
+        rt.view.owned.get(owning.manifest_ident(manifest)), wanted, owner["uid"]
+    ):
+        return
+    downgrade = driver_downgrades.plan_downgrade(
+        name, existing.image, reading.driver_daemonset(manifest).image
+    )
+    if downgrade is None:
+        return
+    logger.warning("driver downgrade: %s", downgrade.message)
+    await asyncio.to_thread(
+        reporting.post_event, rt.api_client, owner, "DriverDowngrade", downgrade.message, "Warning"
+    )
+
+
+def _pull_failures(rt: runtime.Runtime) -> tuple[driver_fallback.PullFailure, ...]:
+    """Per precompiled key and image, since when its driver pods fail to pull (the earliest pod)."""
+    earliest: dict[tuple[str, str], datetime.datetime] = {}
+    for name, since in rt.view.pull_failing_since.items():
+        pull = rt.view.driver_pod_pulls.get(name)
+        if pull is None or pull.key is None or pull.strategy != driver_strategy.Strategy.PRECOMPILED:
+            continue
+        ident = (pull.key, pull.image)
+        earliest[ident] = min(since, earliest.get(ident, since))
+    return tuple(
+        driver_fallback.PullFailure(driver_snapshot.DriverKey(key), image, since)
+        for (key, image), since in earliest.items()
+    )
+
+
+async def _delete_all(rt: runtime.Runtime) -> dict[str, str]:
+    errors: dict[str, str] = {}
+    for name in list(rt.view.driver_daemonsets):
+        await operand_reconciler.delete_daemonset(rt, name, errors)
+    return errors

@@ -1,0 +1,344 @@
+"""The operand mechanism: every operand of model/operand_catalog.py rendered, applied, removed and judged
+alike.
+
+`apply_if_changed` is how every rendered manifest reaches the cluster: server-side
+apply, skipped when the watched object (kube/owning: every owned kind is watched)
+carries the same applied hash and belongs to the active policy.  So a quiet cluster
+sees no writes, a restarted operator re-applies only what changed, and an owned
+object deleted by hand (or garbage-collected with an old policy) comes back.
+
+One pass (`reconcile_operands`): the pre-requisites (RuntimeClass, namespace pod
+security labels), then each generic operand in order (container toolkit, validator,
+device plugin, GFD): enabled, its image resolves -> render (rendering/operands/operand_rendering.py)
+and apply; disabled -> delete what it renders, nothing else.  NB: a not-ready or
+failing operand never stops the later ones: on each node the validation markers
+order the pods.  The driver plans its own DaemonSets (reconcilers/driver_reconciler.py) and
+joins here for apply and readiness (`unready_operands`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from ocp_gpu.desired import operand_render_cache
+from ocp_gpu.kube import adopting, applying, fetching, labelling, owning, requesting
+from ocp_gpu.model import images, operand_catalog
+from ocp_gpu.model.policy import api_values, policy_spec
+from ocp_gpu.model.policy.policy_problems import PolicyProblem
+from ocp_gpu.planning import config_maps, platforms
+from ocp_gpu.planning.operands import monitoring_planning, operand_planning
+from ocp_gpu.reconcilers import runtime
+from ocp_gpu.rendering.operands import operand_common, operand_rendering
+
+logger = logging.getLogger("ocp_gpu.operands")
+
+# Pod security admission labels for the operand namespace (psa.enabled): the operands
+# need host paths and privileged containers.
+PSA_LABELS: Mapping[str, str] = {
+    f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")
+}
+# Seconds until a pass looks again for a named ConfigMap that is missing (as reconcilers/drivers does).
+CONFIG_MAP_RECHECK_S: Final = 10.0
+# Stands in for an image when rendering only to learn which objects a disabled operand has.
+_NAMES_ONLY_IMAGE = images.ImageRef("disabled.invalid/operand:none")
+
+
+@dataclasses.dataclass(frozen=True)
+class OperandOutcome:
+    """What the status reports about one operand after a pass."""
+
+    enabled: bool
+    problem: PolicyProblem | None = None
+    # Objects that could not be applied or deleted, with the error.
+    errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _ident(manifest: Mapping[str, Any]) -> tuple[str, str, str]:
+    metadata = manifest["metadata"]
+    return (manifest["kind"], str(metadata.get("namespace", "")), str(metadata["name"]))
+
+
+async def apply_if_changed(
+    rt: runtime.Runtime,
+    owner: Mapping[str, str],
+    manifest: Mapping[str, Any],
+    errors: dict[str, str],
+    wanted: str | None = None,
+) -> None:
+    """Server-side apply `manifest` unless the watched object is already as rendered; errors to `errors`.
+
+    `wanted`: the manifest's applied hash when the caller kept it (desired/operand_render_cache).
+    """
+    ident = owning.manifest_ident(manifest)
+    if wanted is None:
+        wanted = applying.applied_hash(manifest)
+    if owning.is_current(rt.view.owned.get(ident), wanted, owner.get("uid", "")):
+        # The watch shows it applied as rendered, owned by this policy: no write.
+        return
+    try:
+        if rt.view.owned.get(ident) is None:
+            # Not known as ours: NVIDIA's operator (or someone) may have made it; one GET says
+            # (kube/adopting: its other field managers' fields become ours, a foreign selector
+            # means replacing the DaemonSet without touching its pods).
+            adopted = await asyncio.to_thread(adopting.adopt, rt.api_client, manifest)
+            if adopted:
+                logger.info("adopting %s %s/%s: %s", *ident, adopted)
+                rt.cache.adopted.add(f"{ident[0]} {ident[1] + '/' if ident[1] else ''}{ident[2]}")
+        try:
+            applied = await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
+        except requesting.ApiException as error:
+            if not adopting.is_immutable_selector(error):
+                raise
+            # Ours from before a selector change (or made between the GET and the apply): replace it.
+            live = await asyncio.to_thread(adopting.get_object, rt.api_client, manifest)
+            if live is None:
+                raise
+            replaced = await asyncio.to_thread(adopting.replace_daemonset, rt.api_client, live, manifest)
+            logger.info("adopting %s %s/%s: %s", *ident, replaced)
+            applied = await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
+        # The response is the object as stored: the watch will confirm the same record.
+        rt.view.owned[ident] = owning.observed_object(applied or {})
+        rt.cache.removed.discard(ident)
+        logger.info("applied %s %s/%s", *ident)
+    except Exception as error:  # per object: one failure never blocks the others
+        errors[f"{ident[0]} {ident[2]}"] = requesting.describe_error(error)
+        logger.warning("could not apply %s %s: %s", ident[0], ident[2], requesting.describe_error(error))
+
+
+async def delete_if_present(rt: runtime.Runtime, manifest: Mapping[str, Any], errors: dict[str, str]) -> None:
+    """Delete one of our objects unless this process knows it is gone; errors go to `errors`."""
+    ident = _ident(manifest)
+    kind, namespace, name = ident
+    if owning.is_owned_kind(kind):
+        # Watched (kube/owning): present exactly when the watch shows it.
+        present = ident in rt.view.owned
+    else:
+        present = ident in rt.cache.applied or ident not in rt.cache.removed
+    if not present:
+        # Gone (watched), or deleted by this process already: no write.
+        return
+    try:
+        await asyncio.to_thread(
+            applying.delete, rt.api_client, manifest["apiVersion"], kind, name, namespace or None
+        )
+        rt.cache.applied.pop(ident, None)
+        rt.cache.removed.add(ident)
+        # Until the watch reports it gone: no second DELETE from the next pass (or this one).
+        rt.view.owned.pop(ident, None)
+        logger.info("deleted %s %s", kind, name)
+    except Exception as error:
+        errors[f"{kind} {name}"] = requesting.describe_error(error)
+
+
+async def reconcile_prerequisites(
+    rt: runtime.Runtime, owner: Mapping[str, str], policy: policy_spec.Policy
+) -> dict[str, str]:
+    """The RuntimeClass and, with psa.enabled, the namespace's pod security labels; errors by object."""
+    errors: dict[str, str] = {}
+    for manifest in operand_rendering.render_prerequisites(policy, rt.namespace):
+        await apply_if_changed(rt, owner, manifest, errors)
+    if policy.psa_enabled and rt.cache.namespace_labelled != dict(PSA_LABELS):
+        # NB: a label patch, never an apply with an owner: deleting the policy must not delete the namespace.
+        try:
+            await asyncio.to_thread(
+                labelling.patch_namespace_labels, rt.api_client, rt.namespace, dict(PSA_LABELS)
+            )
+            rt.cache.namespace_labelled = dict(PSA_LABELS)
+        except Exception as error:
+            errors[f"Namespace {rt.namespace}"] = requesting.describe_error(error)
+    return errors
+
+
+# Operands whose templates may render a ServiceMonitor named as their DaemonSet.
+SERVICE_MONITORED: Final = frozenset(
+    {operand_catalog.DCGM_EXPORTER.name, operand_catalog.NODE_STATUS_EXPORTER.name}
+)
+
+
+async def reconcile_operand(
+    rt: runtime.Runtime,
+    owner: Mapping[str, str],
+    operand: operand_catalog.Operand,
+    policy: policy_spec.Policy,
+    platform: platforms.Platform,
+) -> OperandOutcome:
+    errors: dict[str, str] = {}
+    spec = policy.components()[operand.section]
+    if not spec.enabled:
+        # <section>.enabled: false: remove this operand's objects, nothing else.
+        if not operand_planning.has_objects(
+            (seen.component for seen in rt.view.owned.values()), operand_rendering.component(operand)
+        ):
+            # Nothing of it exists (the usual case: never enabled): no render, no request.
+            return OperandOutcome(enabled=False)
+        inputs = operand_common.OperandRenderInputs(
+            rt.namespace, platform.is_openshift, _NAMES_ONLY_IMAGE, monitoring_api=_monitoring_api(rt)
+        )
+        rendered = [kept.manifest for kept in operand_render_cache.operand_manifests(operand, policy, inputs)]
+        await _remove_unrendered_service_monitor(rt, operand, rendered, errors)
+        for manifest in reversed(rendered):
+            await delete_if_present(rt, manifest, errors)
+        # And what an earlier setting rendered that this one does not (e.g. our default ConfigMap
+        # after migManager.config.name was set); the rendered ones went just above.
+        await remove_unrendered(rt, owner, operand, rendered, errors)
+        return OperandOutcome(enabled=False, errors=errors)
+    image = images.resolve_image(spec.image, component=operand.section, env=rt.env)
+    if isinstance(image, PolicyProblem):
+        # NB: nothing is applied or deleted: what runs keeps running.
+        return OperandOutcome(enabled=True, problem=image)
+    clash = api_values.host_sysctl_problem(
+        policy, operand.daemonset, api_values.shared_host_namespaces(operand, policy)
+    )
+    if clash is not None:
+        # NB: the API server would refuse its pods' sysctls (422): nothing applied or deleted.
+        return OperandOutcome(enabled=True, problem=clash)
+    problem, errors = await _config_map_problem(rt, operand, policy)
+    if problem is not None or errors:
+        # NB: nothing is applied or deleted: what runs keeps running until the ConfigMap fits.
+        return OperandOutcome(enabled=True, problem=problem, errors=errors)
+    inputs = operand_common.OperandRenderInputs(
+        rt.namespace,
+        platform.is_openshift,
+        image,
+        monitoring_api=_monitoring_api(rt),
+        wait_image=operand_rendering.wait_image(policy, rt.env),
+    )
+    kept = operand_render_cache.operand_manifests(operand, policy, inputs)
+    for one in kept:
+        await apply_if_changed(rt, owner, one.manifest, errors, one.applied_hash)
+    rendered = [one.manifest for one in kept]
+    await _remove_unrendered_service_monitor(rt, operand, rendered, errors)
+    await remove_unrendered(rt, owner, operand, rendered, errors)
+    return OperandOutcome(enabled=True, errors=errors)
+
+
+async def remove_unrendered(
+    rt: runtime.Runtime,
+    owner: Mapping[str, str],
+    operand: operand_catalog.Operand,
+    rendered: Sequence[Mapping[str, Any]],
+    errors: dict[str, str],
+) -> None:
+    """Delete the operand's owned objects (as the watch shows them) that `rendered` no longer has.
+
+    NB: decided from the watch alone: in steady state nothing is unrendered, so no request.
+    """
+    stale = operand_planning.unrendered_owned(
+        ((ident, seen.component, seen.owner_uid) for ident, seen in list(rt.view.owned.items())),
+        operand_rendering.component(operand),
+        owner.get("uid", ""),
+        (owning.manifest_ident(manifest) for manifest in rendered),
+    )
+    api_versions = {row.kind: row.api_version for row in owning.OWNED_KINDS}
+    for kind, namespace, name in stale:
+        stub: dict[str, Any] = {
+            "apiVersion": api_versions[kind],
+            "kind": kind,
+            "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
+        }
+        await delete_if_present(rt, stub, errors)
+
+
+async def _config_map_problem(
+    rt: runtime.Runtime, operand: operand_catalog.Operand, policy: policy_spec.Policy
+) -> tuple[PolicyProblem | None, dict[str, str]]:
+    """Why the ConfigMaps the operand's section names cannot be mounted (the driver's rule); errors by read.
+
+    NB: ConfigMaps are not watched: one GET each per pass, only while the policy names one.
+    """
+    named, required = operand_rendering.named_config_maps(operand, policy)
+    if not named:
+        return None, {}
+    try:
+        keys = await asyncio.to_thread(fetching.config_map_keys, rt.api_client, rt.namespace, named.values())
+    except Exception as error:  # a failed read changes nothing; the pass is retried
+        return None, {"configmaps": requesting.describe_error(error)}
+    problem = config_maps.missing_config_map_problem(named, keys, rt.namespace, required)
+    if problem is not None:
+        # Look again soon for the ConfigMap the admin creates or fixes.
+        rt.scheduler.poke_after(CONFIG_MAP_RECHECK_S)
+    return problem, {}
+
+
+def _monitoring_api(rt: runtime.Runtime) -> bool:
+    return monitoring_planning.MONITORING_GROUP in rt.view.api_groups
+
+
+async def _remove_unrendered_service_monitor(
+    rt: runtime.Runtime,
+    operand: operand_catalog.Operand,
+    rendered: Sequence[Mapping[str, Any]],
+    errors: dict[str, str],
+) -> None:
+    """An operand's ServiceMonitor (named as its DaemonSet) switched off goes; nothing else changes.
+
+    NB: only where the API is served; once per process when this process never made it.
+    """
+    if not _monitoring_api(rt) or operand.name not in SERVICE_MONITORED:
+        return
+    if any(manifest["kind"] == "ServiceMonitor" for manifest in rendered):
+        return
+    monitor = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {"name": operand.daemonset, "namespace": rt.namespace},
+    }
+    await delete_if_present(rt, monitor, errors)
+
+
+async def reconcile_operands(
+    rt: runtime.Runtime,
+    owner: Mapping[str, str],
+    policy: policy_spec.Policy,
+    platform: platforms.Platform,
+) -> dict[str, OperandOutcome]:
+    """Pre-requisites, then every generic operand in order; one outcome per operand name."""
+    outcomes = {
+        "pre-requisites": OperandOutcome(
+            enabled=True, errors=await reconcile_prerequisites(rt, owner, policy)
+        )
+    }
+    for operand in operand_catalog.GENERIC:
+        outcomes[operand.name] = await reconcile_operand(rt, owner, operand, policy, platform)
+    return outcomes
+
+
+def unready_operands(rt: runtime.Runtime, policy: policy_spec.Policy) -> dict[str, list[str]]:
+    """Every enabled operand (the driver included) with the GPU nodes it is not Ready on yet."""
+    # NB: each operand looks at its own pods only: at 1,000 nodes, every operand scanning every
+    # operand pod on every pass was 14% of the operator's CPU during a driver upgrade (py-spy).
+    components = policy.components()
+    enabled = [operand for operand in operand_catalog.OPERANDS if components[operand.section].enabled]
+    return operand_planning.unready_by_operand(
+        enabled,
+        ((name, facts.labels) for name, facts in rt.view.node_facts.items()),
+        rt.view.operand_pods.values(),
+    )
+
+
+async def delete_daemonset(
+    rt: runtime.Runtime, name: str, errors: dict[str, str], stale_reason: str | None = None
+) -> None:
+    """Delete one of our DaemonSets in the operand namespace; a failure goes to `errors`.
+
+    `stale_reason`: a stale driver DaemonSet's, for the log line (bench/drivers_at_scale.py times
+    the deletion by it).
+    """
+    try:
+        await asyncio.to_thread(applying.delete, rt.api_client, "apps/v1", "DaemonSet", name, rt.namespace)
+        # NB: gone at once (background propagation): forgotten now, not when the watch says so,
+        # so that a node gaining its key meanwhile gets it re-created by the very next pass
+        # (apply_if_changed would take the watched copy for current) and no second DELETE goes out.
+        rt.view.owned.pop(owning.ident("DaemonSet", rt.namespace, name), None)
+        rt.view.driver_daemonsets.pop(name, None)
+        rt.view.operand_daemonsets.pop(name, None)
+        if stale_reason is None:
+            logger.info("deleted DaemonSet %s", name)
+        else:
+            logger.info("deleted stale driver DaemonSet %s (%s)", name, stale_reason)
+    except Exception as error:
+        errors[f"DaemonSet {name}"] = requesting.describe_error(error)

@@ -1,0 +1,271 @@
+"""Driver upgrades, node by node: build the upgrade snapshot, plan one pass, apply it, record metrics.
+
+Runs in its own loop, beside the main pass (reconcilers/cluster.py), so that its
+work never delays a driver DaemonSet's creation.  The snapshot comes from the
+watches' in-memory view (node facts, driver and validator pods, ControllerRevisions,
+driver DaemonSets); the only reads a pass makes are the pods of the few nodes
+whose state needs them (wait, pod deletion, drain) and no task of their own reads.  A pass
+starts its nodes' writes as tasks (reconcilers/upgrade_tasks) and does not wait for them: the
+next pass plans every node but those still in flux (planning/upgrade_pipeline).  A pass runs only when
+something can need it: a driver DaemonSet has outdated pods
+(updatedNumberScheduled < desiredNumberScheduled), a GPU node's upgrade label is
+not `upgrade-done`, or the upgrade rules changed.  While nodes are in flight it
+repeats every RECHECK_S, since timeouts only fire on a pass; once every node is
+done it goes quiet (zero writes, zero reads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime
+import functools
+import logging
+import time
+from collections.abc import Mapping, Sequence
+
+from ocp_gpu import metrics
+from ocp_gpu.kube import requesting, upgrade_gating, upgrading
+from ocp_gpu.model import labels, upgrade_observations
+from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.policy.policy_spec import UpgradePolicy
+from ocp_gpu.model.upgrade_observations import UpgradeState
+from ocp_gpu.planning.drivers import driver_coverage
+from ocp_gpu.planning.upgrades import (
+    pod_selection,
+    upgrade_chain,
+    upgrade_gate,
+    upgrade_pipeline,
+    upgrade_plan,
+)
+from ocp_gpu.reconcilers import runtime, scheduling, upgrade_tasks
+
+logger = logging.getLogger(labels.UPGRADE_LOGGER)
+
+# How often a pass repeats while any node is mid-upgrade (NVIDIA requeues every 2 minutes);
+# the env var overrides it (tests use short timeouts).
+RECHECK_S = 10.0
+RECHECK_ENV = "OCP_GPU_UPGRADE_RECHECK_SECONDS"
+# Seconds a node waits in pod-restart-required for a current, Ready driver pod (default 600).
+POD_RESTART_TIMEOUT_ENV = "OCP_GPU_DRIVER_RESTART_TIMEOUT_SECONDS"
+# Seconds a node waits in validation-required for Ready validator pods (default 600).
+VALIDATION_TIMEOUT_ENV = "OCP_GPU_VALIDATION_TIMEOUT_SECONDS"
+# A pass that raised is retried after this long.
+RETRY_S = 2.0
+# After a pass deleted or evicted pods, the next one reads the node's pods again this soon
+# (no watch covers workload pods); doubling while they are still there, up to the recheck.
+POLL_S = 0.25
+
+
+def is_pass_needed(rt: runtime.Runtime) -> bool:
+    """Whether anything in the in-memory view can make an upgrade pass do something (autoUpgrade on)."""
+    daemonsets = rt.view.driver_daemonsets.values()
+    if any(ds.updated_number_scheduled < ds.desired_number_scheduled for ds in daemonsets):
+        # Some driver pod runs an outdated template.
+        return True
+    # A GPU node not yet labelled, or somewhere in the state machine (opted-out nodes never count).
+    return any(
+        driver_coverage.wants_driver(facts.labels)
+        and facts.labels.get(labels.UPGRADE_STATE) != UpgradeState.UPGRADE_DONE
+        for facts in rt.view.node_facts.values()
+    )
+
+
+async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
+    """Wait for a change (or the recheck timer), let a burst settle, run one upgrade pass; forever.
+
+    A pass starts its nodes' writes and returns (reconcilers/upgrade_tasks); the nodes still
+    being written, or not yet seen written, are left to a later pass.
+    """
+    await rt.view.listed.wait()
+    recheck: float | None = None
+    poll: float | None = None
+    # The last pass started writes: one more pass once they are seen, so the metrics count the
+    # labels as they are now (gpu_operator_nodes_upgrades_available agrees with `ocp-gpu status`).
+    settle = False
+    coalescer = scheduling.Coalescer(coalesce_s)
+    pipeline = upgrade_tasks.Pipeline(rt, upgrading.Announcer(rt.api_client))
+    # OLM's Upgradeable, said after each pass (written only when it changes; nothing without OLM).
+    gate = upgrade_gating.UpgradeGate(rt.api_client, rt.namespace, rt.env)
+    # The nodes' marks the last paused pass planned from, as the node view's count of their
+    # changes (planning/paused_upgrades; None: the last pass was not paused).
+    paused_seen: int | None = None
+    try:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(rt.scheduler.upgrade_wake.wait(), recheck)
+            # NB: while node tasks run, most wake-ups are their own writes coming back: a longer window.
+            coalescer.window_s = upgrade_pipeline.BUSY_WINDOW_S if pipeline.active else coalesce_s
+            await coalescer.settle(rt.scheduler.upgrade_urgent)
+            rules_changed = rt.scheduler.take_upgrade_marks()
+            rules = rt.scheduler.upgrade_policy
+            # NB: paused, a pass only counts labels and removes an annotation: a driver or validator
+            # pod changing moves nothing, so only a node's marks changing costs a pass.
+            paused = rules is not None and not rules.auto_upgrade
+            paused_now = rt.view.paused_marks_version if paused else None
+            if paused_now is not None and not (rules_changed or settle) and paused_now == paused_seen:
+                recheck = None
+                continue
+            if rules is None or not (rules_changed or settle or paused_now is not None or is_pass_needed(rt)):
+                recheck = None
+                continue
+            paused_seen = paused_now
+            rt.trimmer.worked()
+            try:
+                plan, started = await reconcile_upgrades(
+                    rt, rules, datetime.datetime.now(datetime.UTC), pipeline
+                )
+            except Exception:
+                logger.exception("upgrade pass failed; retrying shortly")
+                recheck = RETRY_S
+                paused_seen = None
+                continue
+            finally:
+                coalescer.ended()
+            await _say_upgradeable(rt, gate)
+            failed = pipeline.take_failed()
+            settle = bool(started) or pipeline.active
+            in_flight = any(
+                node.state_after in upgrade_plan.IN_PROGRESS
+                or node.state_after is UpgradeState.UPGRADE_REQUIRED
+                for node in plan.nodes
+                if not node.skipped and node.managed
+            )
+            base = float(rt.env.get(RECHECK_ENV, RECHECK_S))
+            if upgrade_chain.waits_on_pods(plan, rules):
+                # NB: a node's task reads its pods until the ones it removed are gone; past that
+                # (a pod's long grace period, a PodDisruptionBudget) the passes read them.
+                poll = POLL_S if poll is None else min(poll * 2, base)
+            else:
+                poll = None
+            recheck = min(base, poll or base) if plan.auto_upgrade and (in_flight or failed) else None
+            if pipeline.awaiting_echoes:
+                # A write whose echo never comes (the label changed meanwhile) is given up on then.
+                recheck = min(recheck or upgrade_pipeline.ECHO_LIMIT_S, upgrade_pipeline.ECHO_LIMIT_S)
+    finally:
+        await pipeline.close()
+
+
+def plan_upgradeable(rt: runtime.Runtime) -> upgrade_gate.Upgradeable:
+    """OLM's Upgradeable from the watches' view: the node labels and the driver DaemonSets' counters."""
+    return upgrade_gate.plan_upgradeable(
+        {name: facts.labels for name, facts in rt.view.node_facts.items()},
+        (
+            upgrade_gate.OutdatedDaemonSet(ds.name, ds.desired_number_scheduled, ds.updated_number_scheduled)
+            for ds in rt.view.driver_daemonsets.values()
+            if ds.status_is_current
+        ),
+    )
+
+
+async def _say_upgradeable(rt: runtime.Runtime, gate: upgrade_gating.UpgradeGate) -> None:
+    if not gate.enabled:
+        gate.update(plan_upgradeable(rt))  # logs once that there is nothing to gate
+        return
+    try:
+        await asyncio.to_thread(gate.update, plan_upgradeable(rt))
+    except Exception as error:  # a transport failure: said again after the next pass
+        logger.warning("could not report Upgradeable to OLM: %s", requesting.describe_error(error))
+
+
+def _with_env_timeouts(rules: UpgradePolicy, env: Mapping[str, str]) -> UpgradePolicy:
+    """The operator's env may shorten or lengthen the pod-restart and validation timeouts (no CRD fields)."""
+    restart = env.get(POD_RESTART_TIMEOUT_ENV, "").strip()
+    if restart.isdigit():
+        rules = dataclasses.replace(rules, pod_restart_timeout_seconds=int(restart))
+    validation = env.get(VALIDATION_TIMEOUT_ENV, "").strip()
+    if validation.isdigit():
+        rules = dataclasses.replace(rules, validation_timeout_seconds=int(validation))
+    return rules
+
+
+async def reconcile_upgrades(
+    rt: runtime.Runtime,
+    rules: UpgradePolicy,
+    now: datetime.datetime,
+    pipeline: upgrade_tasks.Pipeline,
+) -> tuple[upgrade_plan.UpgradePlan, int]:
+    """One pass: snapshot from the view, plan every node not in flux, start their writes
+    (`pipeline`), set the metrics; and how many nodes' writes it started."""
+    rules = _with_env_timeouts(rules, rt.env)
+    began = time.monotonic()
+    in_flux = pipeline.in_flux()
+    snap = await _snapshot(rt, rules, frozenset(in_flux))
+    plan = upgrade_chain.plan_chained_upgrades(snap, rules, now, in_flux)
+    planned = time.monotonic()
+    started = pipeline.start(plan, snap, upgrade_plan.PassInputs(snap, rules, now, plan.budget))
+    # Where a pass's time goes (`ocp-gpu run -v`).
+    logger.debug(
+        "upgrade pass: read and planned in %.3f s, %d node(s) in flux, %d node(s) started (%d on a "
+        "slot freed in the pass)",
+        planned - began,
+        len(in_flux),
+        started,
+        len(plan.after_others),
+    )
+    counts = upgrade_plan.summarize(plan)
+    metrics.auto_upgrade_enabled.set(counts.auto_upgrade_enabled)
+    metrics.driver_auto_upgrade_enabled.set(counts.auto_upgrade_enabled)
+    metrics.upgrades_in_progress.set(counts.in_progress)
+    metrics.upgrades_done.set(counts.done)
+    metrics.upgrades_failed.set(counts.failed)
+    metrics.upgrades_available.set(counts.available)
+    metrics.upgrades_pending.set(counts.pending)
+    return plan, started
+
+
+async def _list_pods(
+    rt: runtime.Runtime, wanted: Sequence[NodeName]
+) -> dict[NodeName, tuple[upgrade_observations.WorkloadPod, ...]]:
+    """The pods of these nodes; a node whose list failed is left out (it alone waits for the next pass).
+
+    Most of the nodes (an upgrade with no parallel limit, at scale): one paged LIST of every
+    bound pod instead of a LIST per node; if it fails, every wanted node waits.
+    """
+    if upgrade_chain.reads_every_pod(len(wanted), len(rt.view.node_facts)):
+        try:
+            return await asyncio.to_thread(upgrading.list_pods_on_nodes, rt.api_client, wanted)
+        except Exception as error:
+            logger.warning(
+                "could not list the pods of %d nodes: %s", len(wanted), requesting.describe_error(error)
+            )
+            return {}
+    listed = await runtime.in_threads(
+        functools.partial(upgrading.list_pods_on_node, rt.api_client, name) for name in wanted
+    )
+    pods: dict[NodeName, tuple[upgrade_observations.WorkloadPod, ...]] = {}
+    for name, result in zip(wanted, listed, strict=True):
+        if isinstance(result, Exception):
+            logger.warning("could not list the pods of node %s: %s", name, requesting.describe_error(result))
+        else:
+            pods[name] = result
+    return pods
+
+
+async def _snapshot(
+    rt: runtime.Runtime, rules: UpgradePolicy, frozen: frozenset[NodeName]
+) -> upgrade_observations.UpgradeSnapshot:
+    """The upgrade snapshot from the watches' view, plus the pods of the nodes that need them
+    (but the `frozen` ones: not planned this pass)."""
+    mine = (
+        pod
+        for pod in rt.view.driver_pods.values()
+        if pod_selection.is_driver_pod(dict(pod.selector_labels), rt.cache.nvidia_driver_mode)
+    )
+    nodes = upgrade_observations.upgrade_nodes(rt.view.node_facts.values(), mine)
+    pods = await _list_pods(
+        rt, tuple(name for name in upgrade_plan.nodes_needing_pods(nodes, rules) if name not in frozen)
+    )
+    # NB: a validator DaemonSet whose pods are not created yet still means "validation is coming".
+    deployed = bool(rt.view.validator_pods) or await asyncio.to_thread(
+        upgrading.validator_daemonset_exists, rt.api_client, rt.namespace
+    )
+    return upgrade_observations.upgrade_snapshot(
+        nodes,
+        rt.view.driver_daemonsets.values(),
+        upgrading.current_revisions(rt.view.driver_revisions.values()),
+        pods,
+        rt.view.validator_pods.values(),
+        deployed,
+    )

@@ -1,0 +1,35 @@
+"""The dcgm operand's own context: the standalone DCGM hostengine's port and network.
+
+nv-hostengine serves DCGM on `dcgm.hostPort` (5555) of its node; the DCGM exporter on the
+same node reads it there (rendering/operands/dcgm_exporter.py).  It starts once the toolkit
+validation's marker exists on its node.  Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ocp_gpu.model import operand_catalog
+from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.rendering.operands import operand_common
+
+DAEMONSET: Final = operand_catalog.DCGM.daemonset
+IDENTITY: Final = operand_common.Identity(
+    component="nvidia-dcgm",
+    service_account="nvidia-dcgm",
+    container="nvidia-dcgm-ctr",
+)
+
+
+def hostengine_args(port: int) -> list[str]:
+    """nv-hostengine in the foreground (-n), on every address (-b ALL), on `port`."""
+    return ["-n", "-b", "ALL", "-p", str(port), "--log-level", "NONE", "-f", "-"]
+
+
+def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRenderInputs) -> dict[str, Any]:
+    return {
+        "host_port": policy.dcgm.host_port,
+        "host_network": policy.dcgm.host_network,
+        "hostengine_args": hostengine_args(policy.dcgm.host_port),
+        "wait_for_toolkit": operand_common.marker_wait("toolkit-ready", "the toolkit validation"),
+    }

@@ -1,0 +1,37 @@
+"""The gpu-feature-discovery operand's own context: the toolkit marker wait and NFD's features dir.
+
+GFD labels each GPU node (`nvidia.com/gpu.product`, `.count`, `.memory`,
+`nvidia.com/cuda.driver.*`) through NFD's local feature files; it starts once the
+toolkit validation's marker exists on its node.  Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ocp_gpu.model import operand_catalog
+from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.rendering.operands import operand_common
+
+DAEMONSET: Final = operand_catalog.GPU_FEATURE_DISCOVERY.daemonset
+IDENTITY: Final = operand_common.Identity(
+    component="gpu-feature-discovery",
+    service_account="nvidia-gpu-feature-discovery",
+    container="gpu-feature-discovery",
+    owned_env=frozenset({"GFD_SLEEP_INTERVAL", "GFD_OUTPUT_FILE", "NODE_NAME"}),
+)
+# Where NFD's worker reads feature files (hostPath), and GFD's file in it.
+FEATURES_DIR: Final = "/etc/kubernetes/node-feature-discovery/features.d"
+
+
+def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRenderInputs) -> dict[str, Any]:
+    return {
+        "default_env": {
+            "GFD_SLEEP_INTERVAL": "60s",
+            "GFD_OUTPUT_FILE": f"{FEATURES_DIR}/gfd",
+            "MIG_STRATEGY": policy.device_plugin.mig_strategy.value,
+            "GFD_FAIL_ON_INIT_ERROR": "true",
+        },
+        "wait_for_toolkit": operand_common.marker_wait("toolkit-ready", "the toolkit validation"),
+        "features_dir": FEATURES_DIR,
+    }

@@ -1,0 +1,90 @@
+"""What every operand's rendering shares: its inputs, its names, tolerations, RuntimeClass, marker waits.
+
+Used by rendering/operands/operand_rendering.py (the generic renderer) and by each operand's own context
+module (rendering/operands/toolkit.py, validator.py, device_plugin.py, gfd.py).  Pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from ocp_gpu.model.images import ImageRef
+from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.model.policy.policy_spec import ContainerRuntime
+from ocp_gpu.planning.operands import operand_planning
+
+PREREQUISITES: Final = "state-pre-requisites"
+# The RuntimeClass handler NVIDIA's toolkit configures in containerd and cri-o.
+RUNTIME_HANDLER: Final = "nvidia"
+# OpenShift's ClusterRole granting `use` of the built-in privileged SCC.
+SCC_CLUSTER_ROLE: Final = "system:openshift:scc:privileged"
+DEFAULT_CONTAINER_ANNOTATION: Final = "kubectl.kubernetes.io/default-container"
+# Every operand pod tolerates the taint that dedicates nodes to GPU work (seed 003).
+GPU_TOLERATION: Final[Mapping[str, str]] = {
+    "key": "nvidia.com/gpu",
+    "operator": "Exists",
+    "effect": "NoSchedule",
+}
+# Where the validations leave their markers on the host (DESIGN §4).
+VALIDATIONS_DIR: Final = "/run/nvidia/validations"
+
+
+@dataclasses.dataclass(frozen=True)
+class OperandRenderInputs:
+    namespace: str
+    openshift: bool
+    # The operand's resolved image (images.resolve_image for its section).
+    image: ImageRef
+    # Extra, operand-specific inputs (e.g. the validator's image for marker waits).
+    extra: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # monitoring.coreos.com is served: ServiceMonitors may be rendered.
+    monitoring_api: bool = False
+    # The image of the init containers that wait for a validation marker (`sh -c 'until [ -f
+    # …]; do …; sleep 5; done'`): the operator's own (VALIDATOR_IMAGE), which has sh and sleep,
+    # as NVIDIA runs them from its validator.  NB: an operand image need not have sleep (the
+    # DCGM exporter's distroless image has none: model/image_contracts.py).  None: the operand's.
+    wait_image: ImageRef | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    """The names one operand's objects carry."""
+
+    # app.kubernetes.io/component of its objects.
+    component: str
+    service_account: str
+    # The main container (kubectl logs/exec pick it by default).
+    container: str
+    # Env names the template owns: the policy's env never replaces them.
+    owned_env: frozenset[str] = frozenset()
+
+
+ExtraContext = Callable[[policy_spec.Policy, OperandRenderInputs], dict[str, Any]]
+
+
+def marker_wait(marker: str, what: str) -> str:
+    """The shell an init container runs to wait for a validation marker."""
+    return f"until [ -f {VALIDATIONS_DIR}/{marker} ]; do echo waiting for {what}; sleep 5; done"
+
+
+def tolerations(policy: policy_spec.Policy) -> list[dict[str, object]]:
+    """The GPU taint's toleration, then the policy's (a duplicate of ours is dropped)."""
+    result: list[dict[str, object]] = [dict(GPU_TOLERATION)]
+    for toleration in policy.daemonsets.tolerations:
+        wire = toleration.as_wire()
+        if wire not in result:
+            result.append(wire)
+    return result
+
+
+def runtime_class_name(policy: policy_spec.Policy, openshift: bool) -> str | None:
+    """The RuntimeClass GPU-using operand pods run under; None where the runtime needs none.
+
+    NB: cri-o (OpenShift) injects GPUs through the toolkit's OCI hook for every pod,
+    so a RuntimeClass is only needed where the toolkit registers a separate runtime
+    (containerd, docker), as NVIDIA's operator does.
+    """
+    runtime = operand_planning.container_runtime(policy.operator.default_runtime, openshift)
+    return None if runtime is ContainerRuntime.CRIO else policy.operator.runtime_class

@@ -1,0 +1,178 @@
+"""Render any operand declared in model/operand_catalog.py: one common context plus the operand's own.
+
+Every operand's templates (`templates/state-<name>/`) get the same common context:
+the namespace, the DaemonSet's name and identity labels, its ServiceAccount and SCC
+binding, the update strategy, the node selector on `nvidia.com/gpu.deploy.<name>`,
+the tolerations (`nvidia.com/gpu` Exists NoSchedule first, then
+`daemonsets.tolerations`), the priority class, the image and its pull settings, the
+args, env and resources of the policy section, and the RuntimeClass to run under.
+What an operand's templates need beyond that comes from its own module (`_OWN`).
+
+Also the pre-requisites every operand shares (templates/state-pre-requisites): the
+RuntimeClass `operator.runtimeClass`.
+
+Pure: no I/O; every value reaches YAML through `templating.render_state`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from ocp_gpu.model import images, labels, operand_catalog
+from ocp_gpu.model.images import ImageRef
+from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.model.policy.policy_problems import PolicyProblem
+from ocp_gpu.planning.operands import operand_planning
+from ocp_gpu.rendering import templating
+from ocp_gpu.rendering.operands import (
+    dcgm,
+    dcgm_exporter,
+    device_plugin,
+    gfd,
+    mig_manager,
+    node_status_exporter,
+    operand_common,
+    toolkit,
+    validator,
+)
+from ocp_gpu.rendering.operands.operand_common import OperandRenderInputs
+
+# Each generic operand's names and own context, by operand name.
+_OWN: Final[Mapping[str, tuple[operand_common.Identity, operand_common.ExtraContext]]] = {
+    operand_catalog.CONTAINER_TOOLKIT.name: (toolkit.IDENTITY, toolkit.extra_context),
+    operand_catalog.OPERATOR_VALIDATOR.name: (validator.IDENTITY, validator.extra_context),
+    operand_catalog.DEVICE_PLUGIN.name: (device_plugin.IDENTITY, device_plugin.extra_context),
+    operand_catalog.GPU_FEATURE_DISCOVERY.name: (gfd.IDENTITY, gfd.extra_context),
+    operand_catalog.DCGM.name: (dcgm.IDENTITY, dcgm.extra_context),
+    operand_catalog.DCGM_EXPORTER.name: (dcgm_exporter.IDENTITY, dcgm_exporter.extra_context),
+    operand_catalog.MIG_MANAGER.name: (mig_manager.IDENTITY, mig_manager.extra_context),
+    operand_catalog.NODE_STATUS_EXPORTER.name: (
+        node_status_exporter.IDENTITY,
+        node_status_exporter.extra_context,
+    ),
+}
+
+# The operands that mount an admin's ConfigMap named in the policy: their (field -> name, field -> key).
+_NAMED_CONFIG_MAPS: Final[
+    Mapping[str, Callable[[policy_spec.Policy], tuple[dict[str, str], dict[str, str]]]]
+] = {
+    operand_catalog.DEVICE_PLUGIN.name: device_plugin.named_config_maps,
+    operand_catalog.DCGM_EXPORTER.name: dcgm_exporter.named_config_maps,
+    operand_catalog.MIG_MANAGER.name: mig_manager.named_config_maps,
+}
+
+
+def component(operand: operand_catalog.Operand) -> str:
+    """The app.kubernetes.io/component label of every object `operand` renders."""
+    return _OWN[operand.name][0].component
+
+
+def named_config_maps(
+    operand: operand_catalog.Operand, policy: policy_spec.Policy
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The admin's ConfigMaps an operand mounts (field -> name), and the key its pod reads (field -> key).
+
+    The operator checks them before applying the operand (planning/config_maps); operands
+    not listed mount no admin ConfigMap.
+    """
+    named = _NAMED_CONFIG_MAPS.get(operand.name)
+    return named(policy) if named is not None else ({}, {})
+
+
+def operand_context(
+    operand: operand_catalog.Operand, policy: policy_spec.Policy, inputs: OperandRenderInputs
+) -> dict[str, Any]:
+    """The template context of one operand: the common part, then its own."""
+    identity, own = _OWN[operand.name]
+    spec = policy.components()[operand.section]
+    daemonsets = policy.daemonsets
+    common_labels = {labels.MANAGED_BY: labels.MANAGED_BY_VALUE, labels.COMPONENT: identity.component}
+    # Ours win over the policy's: the selector must stay what the DaemonSet was created with.
+    pod_identity = {**operand.selector, **common_labels}
+    extra = own(policy, inputs)
+    env = dict(extra.pop("default_env", {}))
+    pod_annotations = {
+        **daemonsets.annotations,
+        **extra.pop("pod_annotations", {}),
+        operand_common.DEFAULT_CONTAINER_ANNOTATION: identity.container,
+    }
+    for item in spec.env:
+        if item.name not in identity.owned_env:
+            env[item.name] = item.value
+    return {
+        "namespace": inputs.namespace,
+        "openshift": inputs.openshift,
+        "name": operand.daemonset,
+        "service_account": identity.service_account,
+        "scc_cluster_role": operand_common.SCC_CLUSTER_ROLE,
+        "scc_role_binding": f"{identity.service_account}-privileged-scc",
+        "common_labels": common_labels,
+        "labels": {**daemonsets.labels, **pod_identity},
+        "selector": operand.selector,
+        "update_strategy": operand_planning.update_strategy(daemonsets),
+        "pod_labels": {**daemonsets.labels, **pod_identity},
+        "pod_annotations": pod_annotations,
+        "priority_class_name": daemonsets.priority_class_name,
+        "node_selector": {operand.deploy_label: "true"},
+        "tolerations": operand_common.tolerations(policy),
+        # NB: once each: server-side apply refuses a list with two entries of one name.
+        "image_pull_secrets": [{"name": name} for name in dict.fromkeys(spec.image.pull_secrets)],
+        "pod_security_context": dict(daemonsets.pod_security_context),
+        "image": inputs.image,
+        "wait_image": inputs.wait_image or inputs.image,
+        "pull_policy": spec.image.pull_policy.value,
+        "container": identity.container,
+        "args": list(spec.args),
+        "env": [{"name": name, "value": value} for name, value in env.items()],
+        "resources": spec.resources.as_wire(),
+        "runtime_class_name": operand_common.runtime_class_name(policy, inputs.openshift),
+        "validations_dir": operand_common.VALIDATIONS_DIR,
+        **extra,
+    }
+
+
+def wait_image(policy: policy_spec.Policy, env: Mapping[str, str]) -> ImageRef | None:
+    """The image of the validation-marker waits: the validator's (the operator's own); None
+    when it cannot be resolved (the operand's own image then, and the validator reports why)."""
+    resolved = images.resolve_image(policy.validator.image, component="validator", env=env)
+    return None if isinstance(resolved, PolicyProblem) else resolved
+
+
+def covered() -> frozenset[str]:
+    """The operands this module renders (a unit test checks: every generic one)."""
+    return frozenset(_OWN)
+
+
+# NB: every reconcile pass renders every operand, and most passes (an operand pod became
+# Ready, a node joined) render exactly what the previous one did; rendering is most of a
+# pass's CPU.  One slot per operand, compared by equality (the policy holds dicts: not hashable).
+_last_render: dict[str, tuple[object, tuple[dict[str, Any], ...]]] = {}
+
+
+def render_operand(
+    operand: operand_catalog.Operand, policy: policy_spec.Policy, inputs: OperandRenderInputs
+) -> list[dict[str, Any]]:
+    """Every manifest of one generic operand, in apply (file name) order (a copy: the caller's own)."""
+    key = (policy, inputs, templating.templates_dir())
+    last = _last_render.get(operand.name)
+    if last is None or last[0] != key:
+        context = operand_context(operand, policy, inputs)
+        last = (key, tuple(templating.render_state(operand.component, context)))
+        _last_render[operand.name] = last
+    # NB: a deep copy costs a fraction of a render (jinja2 + YAML parsing).
+    return copy.deepcopy(list(last[1]))
+
+
+def render_prerequisites(policy: policy_spec.Policy, namespace: str) -> list[dict[str, Any]]:
+    """The objects every operand needs first: the RuntimeClass."""
+    return templating.render_state(
+        operand_common.PREREQUISITES,
+        {
+            "namespace": namespace,
+            "runtime_class": policy.operator.runtime_class,
+            "handler": operand_common.RUNTIME_HANDLER,
+            "common_labels": {labels.MANAGED_BY: labels.MANAGED_BY_VALUE, labels.COMPONENT: "nvidia-runtime"},
+        },
+    )

@@ -1,0 +1,56 @@
+"""The operator-validation operand's own context: one init container per validation.
+
+The validator pod (`nvidia-operator-validator`, label app=nvidia-operator-validator,
+which the upgrade controller's validation step waits for) runs our own program,
+`ocp-gpu validate driver|toolkit|cuda|plugin`, from VALIDATOR_IMAGE (the operator's
+image), as init containers in that order; each writes its marker in
+/run/nvidia/validations (driver-ready, toolkit-ready, cuda-ready, plugin-ready) that the
+other operands' init containers wait for.  The toolkit and plugin validations are
+left out when their operand is disabled.  Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ocp_gpu.model import operand_catalog
+from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.rendering.operands import operand_common
+
+DAEMONSET: Final = operand_catalog.OPERATOR_VALIDATOR.daemonset
+IDENTITY: Final = operand_common.Identity(
+    component="nvidia-operator-validator",
+    service_account="nvidia-operator-validator",
+    container="nvidia-operator-validator",
+    owned_env=frozenset({"NODE_NAME", "OPERATOR_NAMESPACE"}),
+)
+# The cluster-scoped read of nodes the plugin validation needs.
+CLUSTER_ROLE: Final = "ocp-gpu-nvidia-operator-validator"
+# The validations, in order; each is an init container `<name>-validation`.
+VALIDATIONS: Final = ("driver", "toolkit", "cuda", "plugin")
+
+
+def _validation_env(policy: policy_spec.Policy, name: str) -> list[dict[str, str]]:
+    """validator.<name>.env as written (the program's own variables come first in the template)."""
+    env: tuple[policy_spec.EnvVar, ...] = getattr(policy.validator, f"{name}_env")
+    return [{"name": item.name, "value": item.value} for item in env if item.name not in IDENTITY.owned_env]
+
+
+def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRenderInputs) -> dict[str, Any]:
+    enabled = {
+        "driver": True,
+        # Without our toolkit (preinstalled on the hosts) there is nothing of ours to validate.
+        "toolkit": policy.toolkit.enabled,
+        "cuda": True,
+        # The plugin validation requests a GPU: only meaningful with our device plugin.
+        "plugin": policy.device_plugin.enabled,
+    }
+    return {
+        "default_env": {},
+        "validations": [
+            {"name": name, "container": f"{name}-validation", "env": _validation_env(policy, name)}
+            for name in VALIDATIONS
+            if enabled[name]
+        ],
+        "cluster_role": CLUSTER_ROLE,
+    }
