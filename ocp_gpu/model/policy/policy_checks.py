@@ -216,7 +216,7 @@ def _driver_options(policy: Policy) -> Iterator[PolicyProblem]:
 def _device_plugin_options(policy: Policy) -> Iterator[PolicyProblem]:
     plugin = policy.device_plugin
     # Each problem names the entry at fault (model/policy/resource_config.py).
-    yield from resource_config.resource_config_problems(plugin.resource_config, plugin.mig_strategy.value)
+    yield from resource_config.config_problems(plugin.resource_config, plugin.mig_strategy.value)
     if plugin.config_name and not plugin.config_default:
         # The config-manager would not know which of the ConfigMap's configs an unlabelled node uses.
         yield PolicyProblem(
@@ -224,7 +224,7 @@ def _device_plugin_options(policy: Policy) -> Iterator[PolicyProblem]:
             message=f"devicePlugin.config.name {plugin.config_name!r} is set but no default config is named",
             fix="set spec.devicePlugin.config.default to one of the ConfigMap's keys",
         )
-    if plugin.config_name and plugin.resource_config:
+    if plugin.config_name and plugin.resource_config.text:
         # The admin's ConfigMap is used as is; resourceConfig only shapes the operator's own.
         yield PolicyProblem(
             field="spec.devicePlugin.resourceConfig",

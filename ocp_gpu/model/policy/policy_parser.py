@@ -15,6 +15,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import TypedDict, TypeVar
 
+from ocp_gpu.model.policy import resource_config
 from ocp_gpu.model.policy.policy_spec import (
     DEFAULT_DAEMONSET_MAX_UNAVAILABLE,
     DEFAULT_DCGM_HOST_PORT,
@@ -427,7 +428,7 @@ def _device_plugin(
         fail_on_init_error=fields.flag("failOnInitError", True),
         compat_with_cpu_manager=fields.flag("compatWithCPUManager", False),
         nvidia_driver_root=fields.text("nvidiaDriverRoot") or derived_root,
-        resource_config=fields.text("resourceConfig"),
+        resource_config=resource_config.read_resource_config(fields.text("resourceConfig")),
         config_name=ConfigMapName(fields.child("config").text("name")),
         config_default=fields.child("config").text("default"),
     )

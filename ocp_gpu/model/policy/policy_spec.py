@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Final, NewType
 
-from ocp_gpu.model.policy.resource_config import ResourceRename, parse_resource_config
+from ocp_gpu.model.policy.resource_config import ResourceConfig, ResourceRename
 
 __all__ = [
     "ComponentSpec",
@@ -365,8 +365,8 @@ class DevicePluginSpec(ComponentSpec):
     compat_with_cpu_manager: bool = False  # compatWithCPUManager
     # Unset on the wire: derived from driver.enabled.
     nvidia_driver_root: str = DRIVER_ROOT_CONTAINERIZED
-    # As written, e.g. "gpu:sharedgpu:4,mig-3g.20gb:small:2"; see `resource_renames`.
-    resource_config: str = ""
+    # Parsed once by the parser; its text as written, e.g. "gpu:sharedgpu:4,mig-3g.20gb:small:2".
+    resource_config: ResourceConfig = dataclasses.field(default_factory=ResourceConfig)
     # NVIDIA's devicePlugin.config: an admin's ConfigMap of plugin configs (name) and the key
     # used on nodes without a nvidia.com/device-plugin.config label (default).
     config_name: ConfigMapName = ConfigMapName("")  # config.name
@@ -375,7 +375,7 @@ class DevicePluginSpec(ComponentSpec):
     @property
     def resource_renames(self) -> tuple[ResourceRename, ...]:
         """The valid resourceConfig entries (`validate_policy` reports the others)."""
-        return parse_resource_config(self.resource_config)[0]
+        return self.resource_config.renames
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

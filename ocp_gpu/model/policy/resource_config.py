@@ -11,8 +11,9 @@ A *resource* here is one of the names the plugin advertises before any renaming:
 mixed only, `mig-<profile>` per MIG profile.  `planning/operands/plugin_config.py` turns the
 entries into the plugin's config file.
 
-`resource_config_problems` refuses what the plugin cannot do or would do silently
-wrong, naming the entry (the token) at fault:
+`read_resource_config` parses the text once, when the policy is read (policy_parser.py); the
+rest of a pass reads the parsed `ResourceConfig`.  `config_problems` refuses what the plugin
+cannot do or would do silently wrong, naming the entry (the token) at fault:
 - an entry that is not `<resource>:<newname>:<replicas>` (which part, and why);
 - a resource the plugin never advertises (a typo such as `gpus`: it would match nothing);
 - a new name Kubernetes or the plugin would refuse (the plugin qualifies it as
@@ -80,6 +81,22 @@ def parse_resource_config(text: str) -> tuple[tuple[ResourceRename, ...], tuple[
         resource, new_name, replicas = entry.split(":")
         valid.append(ResourceRename(resource=resource, new_name=new_name, replicas=int(replicas)))
     return tuple(valid), tuple(invalid)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ResourceConfig:
+    """resourceConfig parsed once: the text as written, its valid entries and its invalid ones."""
+
+    text: str = ""
+    renames: tuple[ResourceRename, ...] = ()
+    # Entries as written that are not <resource>:<newname>:<replicas> (problems name each).
+    invalid: tuple[str, ...] = ()
+
+
+def read_resource_config(text: str) -> ResourceConfig:
+    """The resourceConfig string read into a `ResourceConfig`."""
+    renames, invalid = parse_resource_config(text)
+    return ResourceConfig(text=text, renames=renames, invalid=invalid)
 
 
 def is_mig_resource(resource: str) -> bool:
@@ -158,8 +175,13 @@ def advertised_names(
 
 
 def resource_config_problems(text: str, mig_strategy: str) -> Iterator[PolicyProblem]:
-    """Every problem of a resourceConfig string under `mig_strategy`, each naming the entry at fault."""
-    renames, invalid = parse_resource_config(text)
+    """Every problem of a resourceConfig string under `mig_strategy` (a file's, a test's)."""
+    return config_problems(read_resource_config(text), mig_strategy)
+
+
+def config_problems(config: ResourceConfig, mig_strategy: str) -> Iterator[PolicyProblem]:
+    """Every problem of a parsed resourceConfig under `mig_strategy`, each naming the entry at fault."""
+    renames, invalid = config.renames, config.invalid
     for entry in invalid:
         # The plugin would refuse the whole configuration.
         yield PolicyProblem(field=FIELD, message=_why_malformed(entry), fix=_EXAMPLES)
