@@ -24,7 +24,7 @@ operator) plays those parts, reading only what a node would see:
   to what the plugin would advertise: the config the operator rendered (the ConfigMap
   mounted as the pod's `available-configs` volume, the key named by the node's
   `nvidia.com/device-plugin.config` label or the config-manager's DEFAULT_CONFIG),
-  through `planning.operands.plugin_config.advertised_resources`.  No Ready plugin pod: none.
+  through `rendering.operands.plugin_config.advertised_resources`.  No Ready plugin pod: none.
 - **GFD labels.**  A Ready GFD pod on such a node: `nvidia.com/gpu.product`,
   `.count`, `.memory`, `nvidia.com/cuda.driver.major/minor/rev`, `nvidia.com/mig.capable`
   (the product is in model/mig.FAMILIES) and `nvidia.com/mig.strategy` (the pod's
@@ -71,7 +71,8 @@ import yaml
 from kubernetes.client import ApiClient
 
 from ocp_gpu.model import labels, mig_catalog, operand_catalog
-from ocp_gpu.planning.operands import mig_planning, plugin_config
+from ocp_gpu.planning.operands import mig_planning
+from ocp_gpu.rendering.operands import plugin_config
 from ocp_gpu_harness import nodes as nodes_mod
 from ocp_gpu_harness import stages
 from ocp_gpu_harness.mirror import Mirror

@@ -9,11 +9,11 @@ through `templating.yaml_value` only.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ocp_gpu.model import labels
-from ocp_gpu.planning.operands import validation
 from ocp_gpu.planning.operands.validation import Component
 from ocp_gpu.rendering import templating
 
@@ -22,6 +22,21 @@ TEMPLATES: Final = "validation-workload"
 CONTAINERS: Final = {Component.CUDA: "cuda-validation", Component.PLUGIN: "plugin-validation"}
 # The annotation naming the node a workload pod validates (its name only carries a hash).
 NODE_ANNOTATION: Final = "nvidia.com/validation-node"
+# The pod label `app` of each workload pod (NVIDIA's values, so their runbooks' selectors work).
+WORKLOAD_APPS: Final = {
+    Component.CUDA: "nvidia-cuda-validator",
+    Component.PLUGIN: "nvidia-device-plugin-validator",
+}
+
+
+def workload_pod_name(component: Component, node: str) -> str:
+    """One workload pod per node and component, found again by name on the next run.
+
+    NB: a node name may be 253 characters, as long as a pod name may be: a short hash
+    of it keeps the name valid and the pod one per node.
+    """
+    digest = hashlib.sha256(node.encode()).hexdigest()[:10]
+    return f"{WORKLOAD_APPS[component]}-{digest}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -66,10 +81,10 @@ def workload_context(inputs: WorkloadInputs) -> dict[str, Any]:
         else []
     )
     return {
-        "name": validation.workload_pod_name(inputs.component, inputs.node),
+        "name": workload_pod_name(inputs.component, inputs.node),
         "namespace": inputs.namespace,
         "labels": {
-            "app": validation.WORKLOAD_APPS[inputs.component],
+            "app": WORKLOAD_APPS[inputs.component],
             labels.MANAGED_BY: labels.MANAGED_BY_VALUE,
         },
         "annotations": {**inputs.annotations, NODE_ANNOTATION: inputs.node},

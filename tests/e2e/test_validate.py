@@ -31,8 +31,8 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.commands import validate
-from ocp_gpu.planning.operands import validation
 from ocp_gpu.planning.operands.validation import Component
+from ocp_gpu.rendering import validation_workloads
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import polling, stages
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
@@ -187,7 +187,7 @@ def test_cuda_completed(
         },
     )
     seen: list[Any] = []
-    stop = _watch_pods(kube, namespace, validation.WORKLOAD_APPS[Component.CUDA], seen)
+    stop = _watch_pods(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.CUDA], seen)
     try:
         status = _validate(
             "cuda",
@@ -208,7 +208,7 @@ def test_cuda_completed(
     assert {pod.spec.node_name for pod in seen} == {name}
     assert seen[0].metadata.owner_references[0].uid == own.metadata.uid
     assert "Succeeded" in {pod.status.phase for pod in seen}
-    _wait_gone(kube, namespace, validation.WORKLOAD_APPS[Component.CUDA])
+    _wait_gone(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.CUDA])
 
 
 def test_cuda_failed_removes_markers_and_says_why(
@@ -232,11 +232,11 @@ def test_cuda_failed_removes_markers_and_says_why(
     assert status == 1
     assert _markers(validations) == {"driver-ready", "toolkit-ready"}
     message = (validations.parent / "termination-log").read_text()
-    pod = validation.workload_pod_name(Component.CUDA, name)
+    pod = validation_workloads.workload_pod_name(Component.CUDA, name)
     assert message.startswith(f"cuda validation failed: CUDA workload pod {namespace}/{pod} failed: ")
     assert f"container cuda-validation exited 1 (Error): {stages.FAILED_MESSAGE}" in message
     assert "RuntimeClass" in message
-    _wait_gone(kube, namespace, validation.WORKLOAD_APPS[Component.CUDA])
+    _wait_gone(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.CUDA])
 
 
 def test_cuda_still_running_at_the_timeout(
@@ -269,7 +269,7 @@ def test_cuda_still_running_at_the_timeout(
     message = (validations.parent / "termination-log").read_text()
     assert "gave up after 3s" in message and "is Running, waiting for it to complete" in message
     assert "cuda-ready" not in _markers(validations)
-    _wait_gone(kube, namespace, validation.WORKLOAD_APPS[Component.CUDA])
+    _wait_gone(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.CUDA])
 
 
 def test_cuda_replaces_a_leftover_pod(
@@ -282,7 +282,7 @@ def test_cuda_replaces_a_leftover_pod(
 ) -> None:
     """A validator that restarted finds its earlier pod (same name) and starts over."""
     name = node()
-    pod_name = validation.workload_pod_name(Component.CUDA, name)
+    pod_name = validation_workloads.workload_pod_name(Component.CUDA, name)
     client.CoreV1Api(kube).create_namespaced_pod(
         namespace,
         {
@@ -348,7 +348,7 @@ def test_plugin_scheduled_with_a_gpu(
     )
     assert _markers(validations) == set(ALL_MARKERS)
     assert f"was scheduled on {name} with a GPU and started" in caplog.text
-    _wait_gone(kube, namespace, validation.WORKLOAD_APPS[Component.PLUGIN])
+    _wait_gone(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.PLUGIN])
 
 
 def test_plugin_on_a_cordoned_node(
@@ -381,7 +381,7 @@ def test_plugin_with_a_renamed_resource(
     """gpu:sharedgpu:4 on 8 GPUs: the node advertises nvidia.com/sharedgpu only."""
     name = node(gpus=0, extra={"nvidia.com/sharedgpu": "32"})
     seen: list[Any] = []
-    stop = _watch_pods(kube, namespace, validation.WORKLOAD_APPS[Component.PLUGIN], seen)
+    stop = _watch_pods(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.PLUGIN], seen)
     try:
         assert (
             _validate(
@@ -421,7 +421,7 @@ def test_plugin_node_without_gpus(
     assert "nvidia.com/gpu=0" in message
     assert "device plugin pod on this node" in message
     assert _markers(validations) == {"driver-ready", "toolkit-ready", "cuda-ready"}
-    assert not _pods(kube, namespace, validation.WORKLOAD_APPS[Component.PLUGIN])
+    assert not _pods(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.PLUGIN])
 
 
 def test_plugin_all_gpus_taken(
@@ -461,7 +461,7 @@ def test_plugin_all_gpus_taken(
     message = (validations.parent / "termination-log").read_text()
     assert "cannot be scheduled" in message and "Insufficient nvidia.com/gpu" in message
     assert "plugin-ready" not in _markers(validations)
-    _wait_gone(kube, namespace, validation.WORKLOAD_APPS[Component.PLUGIN])
+    _wait_gone(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.PLUGIN])
 
 
 # --- helpers -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""We test these aspects of the device plugin's config file (planning/operands/plugin_config.py)
+"""We test these aspects of the device plugin's config file (rendering/operands/plugin_config.py)
 and of resourceConfig checking (model/policy/resource_config.py):
 
 - every seed-002 option lands at the plugin's field with its value (a named matrix);
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from ocp_gpu.model.policy import policy_checks, policy_parser, policy_spec, resource_config
 from ocp_gpu.model.policy.policy_problems import Severity
-from ocp_gpu.planning.operands import plugin_config
+from ocp_gpu.rendering.operands import plugin_config
 
 FIELD = "spec.devicePlugin.resourceConfig"
 

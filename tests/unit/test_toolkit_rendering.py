@@ -22,9 +22,8 @@ from ocp_gpu.kube import requesting
 from ocp_gpu.kube.requesting import ApiException
 from ocp_gpu.model import labels, operand_catalog
 from ocp_gpu.model.images import ImageRef
-from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.model.policy import policy_parser, policy_spec
 from ocp_gpu.model.policy.policy_spec import ContainerRuntime
-from ocp_gpu.planning.operands import operand_planning
 from ocp_gpu.rendering.operands import operand_common, operand_rendering, toolkit
 from tests.unit.test_driver_rendering import _spec as driver_spec
 from tests.unit.test_driver_rendering import hostile, token
@@ -67,7 +66,7 @@ def the_daemonset(manifests: list[dict[str, Any]]) -> dict[str, Any]:
 )
 def test_update_strategy(daemonsets: dict[str, Any], expected: dict[str, Any]) -> None:
     assert (
-        operand_planning.update_strategy(policy_parser.parse_policy({"daemonsets": daemonsets}).daemonsets)
+        operand_rendering.update_strategy(policy_parser.parse_policy({"daemonsets": daemonsets}).daemonsets)
         == expected
     )
     assert the_daemonset(render({"daemonsets": daemonsets}))["spec"]["updateStrategy"] == expected
@@ -83,7 +82,7 @@ def test_update_strategy(daemonsets: dict[str, Any], expected: dict[str, Any]) -
     ],
 )
 def test_runtime(configured: ContainerRuntime | None, openshift: bool, runtime: ContainerRuntime) -> None:
-    assert operand_planning.container_runtime(configured, openshift) is runtime
+    assert policy_spec.container_runtime(configured, openshift) is runtime
     spec = {"operator": {"defaultRuntime": configured.value}} if configured else {}
     ds = the_daemonset(render(spec, openshift=openshift))
     pod = ds["spec"]["template"]["spec"]

@@ -379,11 +379,13 @@ def test_select_gpu_resource(allocatable: dict[str, str], wanted: str, expected:
 
 def test_workload_pod_names_are_valid_and_per_node() -> None:
     long_node = "n" * 253
-    name = validation.workload_pod_name(Component.CUDA, long_node)
+    name = validation_workloads.workload_pod_name(Component.CUDA, long_node)
     assert len(name) <= 63
     assert name.startswith("nvidia-cuda-validator-")
-    assert name != validation.workload_pod_name(Component.CUDA, "n" * 252)
-    assert validation.workload_pod_name(Component.PLUGIN, "a").startswith("nvidia-device-plugin-validator-")
+    assert name != validation_workloads.workload_pod_name(Component.CUDA, "n" * 252)
+    assert validation_workloads.workload_pod_name(Component.PLUGIN, "a").startswith(
+        "nvidia-device-plugin-validator-"
+    )
 
 
 # --- the workload pods -----------------------------------------------------------------------

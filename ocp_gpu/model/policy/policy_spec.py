@@ -108,6 +108,13 @@ class ContainerRuntime(enum.StrEnum):
     CONTAINERD = "containerd"
 
 
+def container_runtime(configured: ContainerRuntime | None, openshift: bool) -> ContainerRuntime:
+    """The node's container runtime: the policy's `operator.defaultRuntime`, else the platform's."""
+    if configured is not None:
+        return configured
+    return ContainerRuntime.CRIO if openshift else ContainerRuntime.CONTAINERD
+
+
 # --- defaults: each also appears as `default:` in the CRD --------------------
 
 DEFAULT_RUNTIME_CLASS: Final = "nvidia"

@@ -8,7 +8,7 @@ pods as `nvidia.com/small`, `mig-3g.20gb:gpu:1` exposes those MIG devices as pla
 
 A *resource* here is one of the names the plugin advertises before any renaming:
 `gpu` (full GPUs; with migStrategy single, MIG devices too) and, with migStrategy
-mixed only, `mig-<profile>` per MIG profile.  `planning/operands/plugin_config.py` turns the
+mixed only, `mig-<profile>` per MIG profile.  `rendering/operands/plugin_config.py` turns the
 entries into the plugin's config file.
 
 `read_resource_config` parses the text once, when the policy is read (policy_parser.py); the

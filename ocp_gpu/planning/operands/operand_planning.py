@@ -1,40 +1,16 @@
-"""Decisions shared by every operand DaemonSet except the driver's.
+"""Decisions shared by every operand DaemonSet except the driver's: where each belongs and
+whether it is ready.
 
-The driver's DaemonSets are always `OnDelete`: the upgrade controller decides when a
-driver pod restarts (planning/upgrades/upgrade_plan.py).  Every other operand follows
-`spec.daemonsets.updateStrategy`: `RollingUpdate` (the default) lets the DaemonSet
-controller replace pods itself, `maxUnavailable` (`daemonsets.rollingUpdate`) at a
-time; `OnDelete` leaves the old pods running until someone deletes them.
-
-Operand readiness is decided here too (`unready_nodes`): per node, from the operand
-pods the watch saw, never from a DaemonSet's counters alone.
+Operand readiness (`unready_nodes`) is decided per node, from the operand pods the watch
+saw, never from a DaemonSet's counters alone.  (How their DaemonSets update is rendering's:
+rendering/operands/operand_rendering.update_strategy.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from ocp_gpu.model import labels, operand_catalog
-from ocp_gpu.model.policy.policy_spec import ContainerRuntime, DaemonsetsSpec, UpdateStrategy
-
-
-def update_strategy(daemonsets: DaemonsetsSpec) -> dict[str, Any]:
-    """The `spec.updateStrategy` of a non-driver operand DaemonSet."""
-    if daemonsets.update_strategy is UpdateStrategy.ON_DELETE:
-        return {"type": "OnDelete"}
-    limit = daemonsets.max_unavailable
-    if isinstance(limit, str) and limit.strip().isdigit():
-        # NB: the apiserver takes "25%" or 1, never "1": a count written as a string becomes a number.
-        limit = int(limit)
-    return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": limit}}
-
-
-def container_runtime(configured: ContainerRuntime | None, openshift: bool) -> ContainerRuntime:
-    """The node's container runtime: the policy's `operator.defaultRuntime`, else the platform's."""
-    if configured is not None:
-        return configured
-    return ContainerRuntime.CRIO if openshift else ContainerRuntime.CONTAINERD
 
 
 def should_run(operand: operand_catalog.Operand, node_labels: Mapping[str, str]) -> bool:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import hashlib
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -43,11 +42,6 @@ MARKERS: Final = {
     Component.CUDA: "cuda-ready",
     Component.PLUGIN: "plugin-ready",
 }
-# The pod label `app` of each workload pod (NVIDIA's values, so their runbooks' selectors work).
-WORKLOAD_APPS: Final = {
-    Component.CUDA: "nvidia-cuda-validator",
-    Component.PLUGIN: "nvidia-device-plugin-validator",
-}
 _GPU: Final = f"{resource_config.RESOURCE_PREFIX}/{resource_config.GPU}"
 _MIG_PREFIX: Final = f"{resource_config.RESOURCE_PREFIX}/mig-"
 # Waiting reasons that will not go away by themselves (the kubelet retries, but an admin must act).
@@ -60,16 +54,6 @@ def markers_to_clear(component: Component) -> tuple[str, ...]:
     """The marker files a validation of `component` owns: its own and every later one."""
     order = list(MARKERS)
     return tuple(MARKERS[later] for later in order[order.index(component) :])
-
-
-def workload_pod_name(component: Component, node: str) -> str:
-    """One workload pod per node and component, found again by name on the next run.
-
-    NB: a node name may be 253 characters, as long as a pod name may be: a short hash
-    of it keeps the name valid and the pod one per node.
-    """
-    digest = hashlib.sha256(node.encode()).hexdigest()[:10]
-    return f"{WORKLOAD_APPS[component]}-{digest}"
 
 
 @dataclasses.dataclass(frozen=True)

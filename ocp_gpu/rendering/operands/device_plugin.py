@@ -22,8 +22,7 @@ import yaml
 
 from ocp_gpu.model import operand_catalog
 from ocp_gpu.model.policy import policy_spec
-from ocp_gpu.planning.operands import plugin_config
-from ocp_gpu.rendering.operands import operand_common
+from ocp_gpu.rendering.operands import operand_common, plugin_config
 
 DAEMONSET: Final = operand_catalog.DEVICE_PLUGIN.daemonset
 IDENTITY: Final = operand_common.Identity(

@@ -13,7 +13,6 @@ from typing import Any, Final
 from ocp_gpu.model.images import ImageRef
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.model.policy.policy_spec import ContainerRuntime
-from ocp_gpu.planning.operands import operand_planning
 
 PREREQUISITES: Final = "state-pre-requisites"
 # The RuntimeClass handler NVIDIA's toolkit configures in containerd and cri-o.
@@ -86,5 +85,5 @@ def runtime_class_name(policy: policy_spec.Policy, openshift: bool) -> str | Non
     so a RuntimeClass is only needed where the toolkit registers a separate runtime
     (containerd, docker), as NVIDIA's operator does.
     """
-    runtime = operand_planning.container_runtime(policy.operator.default_runtime, openshift)
+    runtime = policy_spec.container_runtime(policy.operator.default_runtime, openshift)
     return None if runtime is ContainerRuntime.CRIO else policy.operator.runtime_class

@@ -24,7 +24,6 @@ from ocp_gpu.model import images, labels, operand_catalog
 from ocp_gpu.model.images import ImageRef
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.model.policy.policy_problems import PolicyProblem
-from ocp_gpu.planning.operands import operand_planning
 from ocp_gpu.rendering import templating
 from ocp_gpu.rendering.operands import (
     dcgm,
@@ -62,6 +61,24 @@ _NAMED_CONFIG_MAPS: Final[
     operand_catalog.DCGM_EXPORTER.name: dcgm_exporter.named_config_maps,
     operand_catalog.MIG_MANAGER.name: mig_manager.named_config_maps,
 }
+
+
+def update_strategy(daemonsets: policy_spec.DaemonsetsSpec) -> dict[str, Any]:
+    """The `spec.updateStrategy` of a non-driver operand DaemonSet.
+
+    The driver's DaemonSets are always `OnDelete`: the upgrade controller decides when a
+    driver pod restarts (planning/upgrades/upgrade_plan.py).  Every other operand follows
+    `spec.daemonsets.updateStrategy`: `RollingUpdate` (the default) lets the DaemonSet
+    controller replace pods itself, `maxUnavailable` (`daemonsets.rollingUpdate`) at a
+    time; `OnDelete` leaves the old pods running until someone deletes them.
+    """
+    if daemonsets.update_strategy is policy_spec.UpdateStrategy.ON_DELETE:
+        return {"type": "OnDelete"}
+    limit = daemonsets.max_unavailable
+    if isinstance(limit, str) and limit.strip().isdigit():
+        # NB: the apiserver takes "25%" or 1, never "1": a count written as a string becomes a number.
+        limit = int(limit)
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": limit}}
 
 
 def component(operand: operand_catalog.Operand) -> str:
@@ -111,7 +128,7 @@ def operand_context(
         "common_labels": common_labels,
         "labels": {**daemonsets.labels, **pod_identity},
         "selector": operand.selector,
-        "update_strategy": operand_planning.update_strategy(daemonsets),
+        "update_strategy": update_strategy(daemonsets),
         "pod_labels": {**daemonsets.labels, **pod_identity},
         "pod_annotations": pod_annotations,
         "priority_class_name": daemonsets.priority_class_name,

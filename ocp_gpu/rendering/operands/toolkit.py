@@ -12,7 +12,6 @@ from typing import Any, Final
 from ocp_gpu.model import operand_catalog
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.model.policy.policy_spec import ContainerRuntime
-from ocp_gpu.planning.operands import operand_planning
 from ocp_gpu.rendering.operands import operand_common
 
 DAEMONSET: Final = operand_catalog.CONTAINER_TOOLKIT.daemonset
@@ -36,7 +35,7 @@ RUNTIME_PATHS: Final = {
 
 def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRenderInputs) -> dict[str, Any]:
     toolkit = policy.toolkit
-    runtime = operand_planning.container_runtime(policy.operator.default_runtime, inputs.openshift)
+    runtime = policy_spec.container_runtime(policy.operator.default_runtime, inputs.openshift)
     config_dir, socket_dir, config_file, socket_file = RUNTIME_PATHS[runtime]
     return {
         "default_env": {
