@@ -8,7 +8,7 @@ compares their hashes with what was applied. This times the pure part of that pa
 operator calls), split into
 
 - ``plan``: node facts -> GpuNode records -> `planning.drivers.driver_plan.plan_driver_daemonsets`;
-- ``render``: `desired.driver_render_cache.render_driver_state` (Jinja2, then YAML parsing, twice:
+- ``render``: `desired.driver_manifests.render_driver_state` (Jinja2, then YAML parsing, twice:
   once for the config digest, once with it). It keeps its last result: a pass that renders
   what the previous pass rendered (the usual case: a node joined a version, a status moved)
   costs a comparison. ``render ms`` is that warm case, the operator's pass too;
@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
-from ocp_gpu.desired import driver_manifests, driver_render_cache
+from ocp_gpu.desired import driver_manifests
 from ocp_gpu.kube import applying, reading
 from ocp_gpu.model import apis, driver_snapshot, releases
 from ocp_gpu.model.policy import policy_parser
@@ -127,12 +127,12 @@ def measure(count: int, daemonsets: int, repeat: int) -> dict[str, float]:
         namespace=NAMESPACE, openshift=True, manager_image=releases.RELEASE_IMAGES["DRIVER_MANAGER_IMAGE"]
     )
     manifests, render_s = timed(
-        lambda: driver_render_cache.render_driver_state(planned.desired, policy, inputs), repeat
+        lambda: driver_manifests.render_driver_state(planned.desired, policy, inputs), repeat
     )
 
     def cold() -> list[dict[str, object]]:
-        driver_render_cache.clear()  # forget the last render: what a changed pass pays
-        return driver_render_cache.render_driver_state(planned.desired, policy, inputs)
+        driver_manifests.clear()  # forget the last render: what a changed pass pays
+        return driver_manifests.render_driver_state(planned.desired, policy, inputs)
 
     _, cold_s = timed(cold, repeat)
     _, hash_s = timed(lambda: [applying.applied_hash(m) for m in manifests], repeat)

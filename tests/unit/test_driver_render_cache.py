@@ -1,4 +1,4 @@
-"""We test these aspects: the driver rendering's cache (desired/driver_render_cache).
+"""We test these aspects: the driver rendering's cache (desired/driver_manifests.render_driver_state).
 
 - a node on a new RHCOS version adds one desired entry, and only that DaemonSet is rendered
   (twice: draft and digest); the others are reused as they were;
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ocp_gpu.desired import driver_render_cache
+from ocp_gpu.desired import driver_manifests
 from ocp_gpu.model import labels
 from ocp_gpu.model.policy import policy_parser
 from ocp_gpu.rendering import driver_rendering, templating
@@ -33,7 +33,7 @@ POLICY = policy_parser.parse_policy({})
 @pytest.fixture
 def renders(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """How often each template file is rendered, from a cold cache."""
-    driver_render_cache.clear()
+    driver_manifests.clear()
     counted: Counter[str] = Counter()
     real = templating.render_template
 
@@ -53,10 +53,10 @@ def cold(desired: Any, policy: Any = POLICY) -> list[dict[str, Any]]:
 def test_a_new_version_renders_only_its_daemonset(renders: Counter[str]) -> None:
     one = plan([rhcos_node("a", V416), rhcos_node("b", V416)]).desired
     two = plan([rhcos_node("a", V416), rhcos_node("b", V417)]).desired
-    before = driver_render_cache.render_driver_state(one, POLICY, INPUTS)
+    before = driver_manifests.render_driver_state(one, POLICY, INPUTS)
     renders.clear()
 
-    after = driver_render_cache.render_driver_state(two, POLICY, INPUTS)
+    after = driver_manifests.render_driver_state(two, POLICY, INPUTS)
 
     assert renders == Counter({driver_rendering.DAEMONSET_TEMPLATE: 2})
     kept = next(m for m in before if m["kind"] == "DaemonSet")
@@ -66,14 +66,14 @@ def test_a_new_version_renders_only_its_daemonset(renders: Counter[str]) -> None
 
 def test_a_key_losing_its_nodes_or_a_node_joining_renders_nothing(renders: Counter[str]) -> None:
     two = plan([rhcos_node("a", V416), rhcos_node("b", V417)]).desired
-    driver_render_cache.render_driver_state(two, POLICY, INPUTS)
+    driver_manifests.render_driver_state(two, POLICY, INPUTS)
     renders.clear()
 
-    joined = driver_render_cache.render_driver_state(
+    joined = driver_manifests.render_driver_state(
         plan([rhcos_node("a", V416), rhcos_node("b", V417), rhcos_node("c", V417)]).desired, POLICY, INPUTS
     )
     left = plan([rhcos_node("a", V416), rhcos_node("b", V416)]).desired
-    shrunk = driver_render_cache.render_driver_state(left, POLICY, INPUTS)
+    shrunk = driver_manifests.render_driver_state(left, POLICY, INPUTS)
 
     assert renders == Counter()
     assert joined == cold(two)
@@ -82,11 +82,11 @@ def test_a_key_losing_its_nodes_or_a_node_joining_renders_nothing(renders: Count
 
 def test_a_policy_change_renders_every_daemonset_again(renders: Counter[str]) -> None:
     two = plan([rhcos_node("a", V416), rhcos_node("b", V417)]).desired
-    driver_render_cache.render_driver_state(two, POLICY, INPUTS)
+    driver_manifests.render_driver_state(two, POLICY, INPUTS)
     renders.clear()
     edited = policy_parser.parse_policy({"daemonsets": {"priorityClassName": "gpu-critical"}})
 
-    after = driver_render_cache.render_driver_state(two, edited, INPUTS)
+    after = driver_manifests.render_driver_state(two, edited, INPUTS)
 
     assert renders[driver_rendering.DAEMONSET_TEMPLATE] == 4
     assert all(
