@@ -90,7 +90,7 @@ from ocp_gpu.model.nodes import NodeFacts, NodeName
 from ocp_gpu.model.policy import policy_parser, policy_spec
 from ocp_gpu.model.policy.policy_spec import UpgradePolicy
 from ocp_gpu.model.upgrade_observations import UpgradeNode, UpgradeSnapshot, UpgradeState
-from ocp_gpu.planning.drivers import driver_versions
+from ocp_gpu.planning.drivers import driver_plan
 from ocp_gpu.planning.operands import mig_planning, operand_planning
 from ocp_gpu.planning.status import policies
 from ocp_gpu.planning.upgrades import pod_selection, upgrade_plan
@@ -486,9 +486,9 @@ def status_report(inputs: StatusInputs, now: datetime.datetime) -> StatusReport:
 def _newer_than_default(inputs: StatusInputs) -> tuple[str, ...]:
     """The nodes kept on a driver newer than the release default (none when driver.version is set)."""
     policy = _parsed(inputs.policy)
-    if policy is None or driver_versions.is_version_pinned(policy):
+    if policy is None or driver_plan.is_version_pinned(policy):
         return ()
-    return driver_versions.newer_than_default_nodes(
+    return driver_plan.newer_than_default_nodes(
         {name: facts.labels for name, facts in inputs.nodes.items()}, releases.DEFAULT_DRIVER.version
     )
 

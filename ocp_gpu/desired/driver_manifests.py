@@ -20,13 +20,7 @@ from ocp_gpu.model import driver_snapshot, images, nodes
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.model.policy.policy_problems import PolicyProblem
 from ocp_gpu.planning import config_maps, delivery, platforms
-from ocp_gpu.planning.drivers import (
-    driver_fallback,
-    driver_plan,
-    driver_strategy,
-    driver_versions,
-    dtk_images,
-)
+from ocp_gpu.planning.drivers import driver_fallback, driver_plan, driver_strategy, dtk_images
 from ocp_gpu.planning.drivers.driver_plan import DesiredDriverDaemonSet
 from ocp_gpu.rendering import driver_rendering, templating
 
@@ -136,13 +130,13 @@ def desired_driver_manifests(
         settings = dataclasses.replace(settings, dtk_fallback=dict(fallback.keys))
         pending = fallback.pending
     plan = driver_plan.plan_driver_daemonsets(observed, settings)
-    if not driver_versions.is_version_pinned(policy):
+    if not driver_plan.is_version_pinned(policy):
         # driver.version unset: nodes already on a newer driver keep it (no silent downgrade)
-        plan, _ = driver_versions.plan_keep_newer(
+        plan, _ = driver_plan.plan_keep_newer(
             plan,
-            driver_versions.versions_of([(f.name, f.labels) for f in view.node_facts if f.is_gpu_node]),
+            driver_plan.versions_of([(f.name, f.labels) for f in view.node_facts if f.is_gpu_node]),
             {daemonset.name: daemonset.image for daemonset in view.daemonsets},
-            driver_versions.default_version(settings.driver_image),
+            driver_plan.default_version(settings.driver_image),
         )
     if adjust is not None:
         plan = adjust(plan)

@@ -1,4 +1,4 @@
-"""We test these aspects of the no-silent-downgrade rule (planning/drivers/driver_versions.py):
+"""We test these aspects of the no-silent-downgrade rule (planning/drivers/driver_plan.py):
 
 - a node's running driver is what GFD labels (`nvidia.com/cuda.driver-version.full`, else the
   older major/minor/rev triple); unknown or unparsable labels give nothing;
@@ -24,7 +24,7 @@ from ocp_gpu.model import labels, nodes, releases
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import policy_parser
 from ocp_gpu.planning import platforms
-from ocp_gpu.planning.drivers import driver_versions
+from ocp_gpu.planning.drivers import driver_plan
 from ocp_gpu.planning.drivers.driver_strategy import Strategy
 from ocp_gpu.planning.status import policy_status
 from tests.unit._drivers import V416, V417, plan, rhcos_node, ubuntu_node
@@ -54,7 +54,7 @@ def gfd(full: str) -> dict[str, str]:
     ],
 )
 def test_running_version_from_gfd_labels(node_labels: dict[str, str], expected: str | None) -> None:
-    assert driver_versions.running_version(node_labels) == expected
+    assert driver_plan.running_version(node_labels) == expected
 
 
 def test_newer_nodes_keep_their_driver_and_say_so() -> None:
@@ -62,7 +62,7 @@ def test_newer_nodes_keep_their_driver_and_say_so() -> None:
         [rhcos_node("gpu-1", V416), rhcos_node("gpu-2", V416), rhcos_node("gpu-3", V417, openshift="4.17")]
     )
     running = {NodeName("gpu-1"): "610.40.01", NodeName("gpu-2"): "595.91.07", NodeName("gpu-3"): "550.90.07"}
-    kept, found = driver_versions.plan_keep_newer(base, running, {}, DEFAULT)
+    kept, found = driver_plan.plan_keep_newer(base, running, {}, DEFAULT)
     by_key = {entry.rhcos_version: entry for entry in kept.desired}
     # V416: the newest running version (610 on gpu-1), same image name, its OS suffix
     assert by_key[V416].driver_image == "nvcr.io/nvidia/driver:610.40.01-rhel9.4"
@@ -86,19 +86,19 @@ def test_newer_nodes_keep_their_driver_and_say_so() -> None:
 def test_equal_older_or_unknown_change_nothing() -> None:
     base = plan([rhcos_node("gpu-1", V416), rhcos_node("gpu-2", V416)])
     for running in ({}, {NodeName("gpu-1"): DEFAULT}, {NodeName("gpu-1"): "550.90.07"}):
-        assert driver_versions.plan_keep_newer(base, running, {}, DEFAULT) == (base, ())
+        assert driver_plan.plan_keep_newer(base, running, {}, DEFAULT) == (base, ())
     # the default's version unknown (a mirror's digest): nothing to compare with
-    assert driver_versions.plan_keep_newer(base, {NodeName("gpu-1"): "610.40.01"}, {}, None) == (base, ())
+    assert driver_plan.plan_keep_newer(base, {NodeName("gpu-1"): "610.40.01"}, {}, None) == (base, ())
 
 
 def test_precompiled_keys_are_left_alone() -> None:
     base = plan([ubuntu_node("u-1")], Strategy.PRECOMPILED)
-    assert driver_versions.plan_keep_newer(base, {NodeName("u-1"): "610.40.01"}, {}, "570") == (base, ())
+    assert driver_plan.plan_keep_newer(base, {NodeName("u-1"): "610.40.01"}, {}, "570") == (base, ())
 
 
 def test_vanilla_keys_keep_their_os_suffix() -> None:
     base = plan([ubuntu_node("u-1", "22.04"), ubuntu_node("u-2", "24.04")], Strategy.VANILLA)
-    kept, found = driver_versions.plan_keep_newer(base, {NodeName("u-2"): "610.40.01"}, {}, DEFAULT)
+    kept, found = driver_plan.plan_keep_newer(base, {NodeName("u-2"): "610.40.01"}, {}, DEFAULT)
     images = sorted(entry.driver_image for entry in kept.desired)
     assert images == [
         "nvcr.io/nvidia/driver:570.124.06-ubuntu22.04",
@@ -111,7 +111,7 @@ def test_the_kept_version_is_sticky_through_the_existing_daemonset() -> None:
     base = plan([rhcos_node("gpu-1", V416)])
     (entry,) = base.desired
     existing = {entry.name: "nvcr.io/nvidia/driver:610.40.01-rhel9.4"}
-    kept, found = driver_versions.plan_keep_newer(base, {}, existing, DEFAULT)
+    kept, found = driver_plan.plan_keep_newer(base, {}, existing, DEFAULT)
     assert kept.desired[0].driver_image == "nvcr.io/nvidia/driver:610.40.01-rhel9.4"
     assert found[0].nodes == ("gpu-1",)  # no label says which: every node of the DaemonSet
 
@@ -128,13 +128,13 @@ def test_the_kept_version_is_sticky_through_the_existing_daemonset() -> None:
 )
 def test_what_pins_the_version(driver: dict[str, Any], pinned: bool) -> None:
     policy = policy_parser.parse_policy({"driver": driver})
-    assert driver_versions.is_version_pinned(policy) is pinned
+    assert driver_plan.is_version_pinned(policy) is pinned
 
 
 def test_default_version_of_a_tag_or_a_release_digest() -> None:
-    assert driver_versions.default_version("nvcr.io/nvidia/driver:595.91.07") == "595.91.07"
-    assert driver_versions.default_version(releases.RELEASE_DIGESTS["DRIVER_IMAGE"]) == "595.91.07"
-    assert driver_versions.default_version("mirror.example/driver@sha256:" + "0" * 64) is None
+    assert driver_plan.default_version("nvcr.io/nvidia/driver:595.91.07") == "595.91.07"
+    assert driver_plan.default_version(releases.RELEASE_DIGESTS["DRIVER_IMAGE"]) == "595.91.07"
+    assert driver_plan.default_version("mirror.example/driver@sha256:" + "0" * 64) is None
 
 
 # --- wired into the desired driver manifests (what the operator applies and render prints) ------
@@ -207,8 +207,8 @@ def test_nodes_at_the_default_roll_to_it() -> None:
 
 def test_status_counts_the_nodes_on_a_newer_driver() -> None:
     by_node = {NodeName("a"): gfd("610.40.01"), NodeName("b"): gfd("595.91.07"), NodeName("c"): {}}
-    assert driver_versions.newer_than_default_nodes(by_node, "595.91.07") == ("a",)
-    assert driver_versions.newer_than_default_nodes(by_node, None) == ()
+    assert driver_plan.newer_than_default_nodes(by_node, "595.91.07") == ("a",)
+    assert driver_plan.newer_than_default_nodes(by_node, None) == ()
 
 
 def test_ocp_gpu_status_counts_the_nodes_kept_on_a_newer_driver() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from packaging import version as versions
+from packaging.version import InvalidVersion, Version
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Downgrade:
         )
 
 
-def driver_version(image: str) -> tuple[str, versions.Version] | None:
+def driver_version(image: str) -> tuple[str, Version] | None:
     """The driver version in a driver image's tag, as written and comparable.
 
     `…/driver:550.90.07-rhel9.4` -> ("550.90.07", Version("550.90.7")).  None for a digest,
@@ -41,8 +41,8 @@ def driver_version(image: str) -> tuple[str, versions.Version] | None:
         return None
     text = name.split(":", 1)[1].split("-", 1)[0]
     try:
-        return text, versions.Version(text)
-    except versions.InvalidVersion:
+        return text, Version(text)
+    except InvalidVersion:
         return None
 
 

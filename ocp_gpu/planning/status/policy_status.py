@@ -44,7 +44,7 @@ EVENTED: Final[Mapping[str, tuple[str, str]]] = {
     "NodeFeatureLabelStale": ("NodeFeatureLabelStale", "Warning"),
     "NodeFeatureLabelsMissing": ("NodeFeatureLabelsMissing", "Warning"),
     "DriverDaemonSetDeferred": ("DriverDaemonSetDeferred", "Warning"),
-    # Nodes kept on a driver newer than the release default (planning/drivers/driver_versions.py).
+    # Nodes kept on a driver newer than the release default (planning/drivers/driver_plan.py).
     "DriverNewerThanDefault": ("DriverNewerThanDefault", "Warning"),
     monitoring_planning.MonitoringUnavailable.reason: (
         monitoring_planning.MonitoringUnavailable.reason,
