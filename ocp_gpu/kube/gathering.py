@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
-import openshift_client as oc
+import openshift_client
 
 from ocp_gpu.kube import clients, requesting
 from ocp_gpu.planning import must_gather_plan
@@ -147,16 +147,18 @@ class OcSource:
     @contextlib.contextmanager
     def _context(self, namespace: str | None = None) -> Iterator[None]:
         with (
-            oc.client_path(self._oc_path),
-            oc.api_server(kubeconfig_path=self._kubeconfig),
-            oc.project(namespace),
-            oc.timeout(REQUEST_TIMEOUT_S * 2),
+            openshift_client.client_path(self._oc_path),
+            openshift_client.api_server(kubeconfig_path=self._kubeconfig),
+            openshift_client.project(namespace),
+            openshift_client.timeout(REQUEST_TIMEOUT_S * 2),
         ):
             yield
 
     def _invoke(self, verb: str, args: list[str], namespace: str | None = None) -> str:
         with self._context(namespace):
-            result = oc.invoke(verb, cmd_args=args, no_namespace=namespace is None, auto_raise=False)
+            result = openshift_client.invoke(
+                verb, cmd_args=args, no_namespace=namespace is None, auto_raise=False
+            )
         if result.status() != 0:
             err = result.err().strip()
             if "doesn't have a resource type" in err or "NotFound" in err or "not found" in err:
