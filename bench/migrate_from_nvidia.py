@@ -260,6 +260,7 @@ def phase(
     switch: Callable[[], dict[str, Any]] | None,
     prepare: Callable[[], None],
     start: Callable[[], None],
+    running: Callable[[], bool],
     timeout: float,
 ) -> dict[str, Any]:
     """One operator's start, after `switch` (the previous one's uninstall) and `prepare` (CRDs,
@@ -286,6 +287,8 @@ def phase(
     start()
     ready_s = None
     while time.monotonic() - began < timeout:
+        if not running():
+            raise RuntimeError(f"{name}: the operator exited (see its log)")
         state = ((read_policy(api, policy) or {}).get("status") or {}).get("state")
         if state == "ready" and wrote_status(plane, user, mark):
             ready_s = round(time.monotonic() - began, 1)
@@ -379,6 +382,7 @@ def run_once(args: argparse.Namespace, src: Path, style: str, repetition: int) -
                 None,
                 lambda: custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy),
                 nvidia.start,
+                nvidia.running,
                 args.timeout,
             )
             for node in names:
@@ -439,6 +443,7 @@ def run_once(args: argparse.Namespace, src: Path, style: str, repetition: int) -
                     lambda: switch.uninstall(nvidia.stop, namespace),
                     to_ocp_gpu,
                     ocp.start,
+                    ocp.running,
                     args.timeout,
                 )
                 status = (read_policy(api, name) or {}).get("status") or {}
@@ -459,6 +464,7 @@ def run_once(args: argparse.Namespace, src: Path, style: str, repetition: int) -
                     lambda: switch.uninstall(ocp.stop, namespace),
                     to_nvidia,
                     nvidia.start,
+                    nvidia.running,
                     args.timeout,
                 )
             finally:
@@ -501,7 +507,12 @@ def main() -> int:
     for repetition in range(1, args.repeat + 1):
         for style in args.switch:
             log(f"--- {style}, repetition {repetition} ---")
-            results["runs"].append(run_once(args, src, style, repetition))
+            try:
+                results["runs"].append(run_once(args, src, style, repetition))
+            except (RuntimeError, TimeoutError, AssertionError) as error:
+                # a run that could not measure is recorded as such, and the next one runs
+                log(f"{style}, repetition {repetition} failed: {error}")
+                results["runs"].append({"switch": style, "repetition": repetition, "error": str(error)})
             # written after every run: a later run's failure loses nothing measured
             args.out.write_text(json.dumps(results, indent=2) + "\n")
     log(f"wrote {args.out}")

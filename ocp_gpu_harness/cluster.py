@@ -253,7 +253,7 @@ def write_serving_certificate(
 # --- helpers ---------------------------------------------------------------------------
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     """`count` distinct TCP ports free on loopback right now.
 
     NB: the sockets stay open until all are picked, or the kernel may hand out the
@@ -272,8 +272,8 @@ def _free_ports(count: int) -> list[int]:
 
 
 def _free_port() -> int:
-    """A TCP port free on loopback right now (see _free_ports)."""
-    return _free_ports(1)[0]
+    """A TCP port free on loopback right now (see free_ports)."""
+    return free_ports(1)[0]
 
 
 # Log lines worth showing first: klog errors/fatals, cobra's "Error:", kwok's JSON errors.
@@ -753,7 +753,7 @@ class LocalControlPlane:
         )
 
     def _start_etcd(self, bins: binaries_mod.ControlPlaneBinaries, deadline: float) -> str:
-        client_port, peer_port = _free_ports(2)
+        client_port, peer_port = free_ports(2)
         client_url = f"http://127.0.0.1:{client_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
         self._spawn(

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from ocp_gpu_harness import cluster
+
 CSV = "bundle/manifests/gpu-operator-certified.clusterserviceversion.yaml"
 
 
@@ -120,6 +122,9 @@ class NvidiaOperator:
         # NB: NVIDIA's manager reads its manifests from /opt (hard-coded): a private mount namespace
         # (unshare -m, so this runs as root) shows the optroot there, the host's /opt untouched.
         script = f'mount --bind {self.optroot} /opt && exec {self.binary} "$@"'
+        # NB: its defaults (:8080 metrics, :8081 probes) are taken on a shared machine (seen: OLM's
+        # catalog operator of another test on 8080, and the manager exits at once): free ports
+        metrics, probes = cluster.free_ports(2)
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(
                 [
@@ -131,6 +136,8 @@ class NvidiaOperator:
                     "gpu-operator",
                     "--leader-elect",
                     f"--leader-elect-namespace={self.namespace}",
+                    f"--metrics-bind-address=127.0.0.1:{metrics}",
+                    f"--health-probe-bind-address=127.0.0.1:{probes}",
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
