@@ -37,6 +37,8 @@ from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import polling, stages
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 
+from .conftest import REACT_S
+
 pytestmark = pytest.mark.e2e
 
 ALL_MARKERS = ("driver-ready", "toolkit-ready", "cuda-ready", "plugin-ready")
@@ -115,54 +117,98 @@ def validations(tmp_path: Path) -> Path:
     return directory
 
 
-def _validate(
-    component: str,
-    kubeconfig: Path,
-    validations: Path,
-    node: str,
-    namespace: str,
-    *extra: str,
-    env: dict[str, str] | None = None,
-    runtime_class: str = "",
-) -> int:
-    args = validate.parse(
-        [
-            component,
-            "--kubeconfig",
-            str(kubeconfig),
-            "--validations-dir",
-            str(validations),
-            "--termination-log",
-            str(validations.parent / "termination-log"),
-            "--node-name",
-            node,
-            "--namespace",
-            namespace,
-            "--image",
-            "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
-            # A test that should pass never needs the default 300 s; one that hangs fails sooner.
-            "--timeout",
-            "60",
-            *extra,
-        ]
-    )
-    return validate.main(args, {"VALIDATOR_RUNTIME_CLASS": runtime_class, **(env or {})})
+class Validator:
+    """`ocp-gpu validate` as the validator pod runs it: its RBAC-limited kubeconfig, its
+    validations directory and termination log, our RuntimeClass; and what it leaves behind."""
+
+    def __init__(
+        self, kube: client.ApiClient, namespace: str, kubeconfig: Path, validations: Path, runtime_class: str
+    ) -> None:
+        self.kube, self.namespace, self.kubeconfig = kube, namespace, kubeconfig
+        self.validations, self.runtime_class = validations, runtime_class
+
+    def run(
+        self,
+        component: str,
+        node: str,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        runtime_class: str | None = None,
+    ) -> int:
+        """The exit status of one `ocp-gpu validate <component>` on `node`."""
+        args = validate.parse(
+            [
+                component,
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--validations-dir",
+                str(self.validations),
+                "--termination-log",
+                str(self.termination_log),
+                "--node-name",
+                node,
+                "--namespace",
+                self.namespace,
+                "--image",
+                "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
+                # A test that should pass never needs the default 300 s; one that hangs fails sooner.
+                "--timeout",
+                "60",
+                *extra,
+            ]
+        )
+        runtime = self.runtime_class if runtime_class is None else runtime_class
+        return validate.main(args, {"VALIDATOR_RUNTIME_CLASS": runtime, **(env or {})})
+
+    @property
+    def termination_log(self) -> Path:
+        return self.validations.parent / "termination-log"
+
+    def message(self) -> str:
+        """What the validator wrote to its termination log."""
+        return self.termination_log.read_text()
+
+    def markers(self) -> set[str]:
+        return {path.name for path in self.validations.iterdir()}
+
+    def pods(self, component: Component) -> list[Any]:
+        """The workload pods of that component's validation."""
+        selector = f"app={validation.WORKLOAD_APPS[component]}"
+        return list(
+            client.CoreV1Api(self.kube).list_namespaced_pod(self.namespace, label_selector=selector).items
+        )
+
+    def wait_gone(self, component: Component) -> None:
+        """The validator deletes its workload pod either way. Budget REACT_S: kwok removes a
+        deleted pod within a second on a quiet machine."""
+        polling.wait_for(
+            lambda: not self.pods(component),
+            REACT_S,
+            what=f"{validation.WORKLOAD_APPS[component]} pods gone",
+            interval=0.1,
+        )
+
+    @contextlib.contextmanager
+    def watching(self, component: Component) -> Iterator[list[Any]]:
+        """Every state of the workload pods while the block runs (the validator deletes them
+        after): `_watch_pods`, stopped however the block ends."""
+        seen: list[Any] = []
+        stop = _watch_pods(self.kube, self.namespace, validation.WORKLOAD_APPS[component], seen)
+        try:
+            yield seen
+        finally:
+            stop()
+
+
+@pytest.fixture
+def validator(
+    kube: client.ApiClient, namespace: str, validator_kubeconfig: Path, validations: Path, runtime_class: str
+) -> Validator:
+    return Validator(kube, namespace, validator_kubeconfig, validations, runtime_class)
 
 
 def _fate(fate: str) -> tuple[str, str]:
     return ("--workload-annotation", f"{stages.FATE_ANNOTATION}={fate}")
-
-
-def _markers(directory: Path) -> set[str]:
-    return {path.name for path in directory.iterdir()}
-
-
-def _pods(kube: client.ApiClient, namespace: str, app: str) -> list[Any]:
-    return list(client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=f"app={app}").items)
-
-
-def _wait_gone(kube: client.ApiClient, namespace: str, app: str, timeout: float = 30) -> None:
-    polling.wait_for(lambda: not _pods(kube, namespace, app), timeout, what=f"{app} pods gone", interval=0.1)
 
 
 # --- cuda ----------------------------------------------------------------------------------
@@ -172,9 +218,7 @@ def test_cuda_completed(
     kube: client.ApiClient,
     namespace: str,
     node: Callable[..., str],
-    validator_kubeconfig: Path,
-    validations: Path,
-    runtime_class: str,
+    validator: Validator,
 ) -> None:
     name = node()
     core = client.CoreV1Api(kube)
@@ -186,99 +230,48 @@ def test_cuda_completed(
             "spec": {"nodeName": name, "containers": [{"name": "c", "image": "v"}]},
         },
     )
-    seen: list[Any] = []
-    stop = _watch_pods(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.CUDA], seen)
-    try:
-        status = _validate(
-            "cuda",
-            validator_kubeconfig,
-            validations,
-            name,
-            namespace,
-            *_fate(stages.FATE_SUCCEEDED),
-            env={"POD_NAME": "validator"},
-            runtime_class=runtime_class,
-        )
-    finally:
-        stop()
+    with validator.watching(Component.CUDA) as seen:
+        status = validator.run("cuda", name, *_fate(stages.FATE_SUCCEEDED), env={"POD_NAME": "validator"})
     assert status == 0
-    assert _markers(validations) == {"driver-ready", "toolkit-ready", "cuda-ready"}
+    assert validator.markers() == {"driver-ready", "toolkit-ready", "cuda-ready"}
     # The pod ran on this node, placed by name, owned by the validator's pod, and succeeded.
     assert seen, "no workload pod was seen"
     assert {pod.spec.node_name for pod in seen} == {name}
     assert seen[0].metadata.owner_references[0].uid == own.metadata.uid
     assert "Succeeded" in {pod.status.phase for pod in seen}
-    _wait_gone(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.CUDA])
+    validator.wait_gone(Component.CUDA)
 
 
 def test_cuda_failed_removes_markers_and_says_why(
-    kube: client.ApiClient,
-    namespace: str,
-    node: Callable[..., str],
-    validator_kubeconfig: Path,
-    validations: Path,
-    runtime_class: str,
+    namespace: str, node: Callable[..., str], validator: Validator
 ) -> None:
     name = node()
-    status = _validate(
-        "cuda",
-        validator_kubeconfig,
-        validations,
-        name,
-        namespace,
-        *_fate(stages.FATE_FAILED),
-        runtime_class=runtime_class,
-    )
-    assert status == 1
-    assert _markers(validations) == {"driver-ready", "toolkit-ready"}
-    message = (validations.parent / "termination-log").read_text()
-    pod = validation_workloads.workload_pod_name(Component.CUDA, name)
+    assert validator.run("cuda", name, *_fate(stages.FATE_FAILED)) == 1
+    assert validator.markers() == {"driver-ready", "toolkit-ready"}
+    message = validator.message()
+    pod = validation.workload_pod_name(Component.CUDA, name)
     assert message.startswith(f"cuda validation failed: CUDA workload pod {namespace}/{pod} failed: ")
     assert f"container cuda-validation exited 1 (Error): {stages.FAILED_MESSAGE}" in message
     assert "RuntimeClass" in message
-    _wait_gone(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.CUDA])
+    validator.wait_gone(Component.CUDA)
 
 
-def test_cuda_still_running_at_the_timeout(
-    kube: client.ApiClient,
-    namespace: str,
-    node: Callable[..., str],
-    validator_kubeconfig: Path,
-    validations: Path,
-    runtime_class: str,
-) -> None:
+def test_cuda_still_running_at_the_timeout(node: Callable[..., str], validator: Validator) -> None:
     """Without a fate kwok keeps the pod Running: a vectorAdd that never ends."""
     name = node()
     started = time.monotonic()
-    assert (
-        _validate(
-            "cuda",
-            validator_kubeconfig,
-            validations,
-            name,
-            namespace,
-            "--timeout",
-            "3",
-            runtime_class=runtime_class,
-        )
-        == 1
-    )
+    assert validator.run("cuda", name, "--timeout", "3") == 1
     # It gave up rather than hung. Budget 60 s: the 3 s timeout plus the program's start-up and
     # its reads (2 s on a quiet machine, ten times that loaded); the message says "after 3s".
     assert time.monotonic() - started < 60
-    message = (validations.parent / "termination-log").read_text()
+    message = validator.message()
     assert "gave up after 3s" in message and "is Running, waiting for it to complete" in message
-    assert "cuda-ready" not in _markers(validations)
-    _wait_gone(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.CUDA])
+    assert "cuda-ready" not in validator.markers()
+    validator.wait_gone(Component.CUDA)
 
 
 def test_cuda_replaces_a_leftover_pod(
-    kube: client.ApiClient,
-    namespace: str,
-    node: Callable[..., str],
-    validator_kubeconfig: Path,
-    validations: Path,
-    runtime_class: str,
+    kube: client.ApiClient, namespace: str, node: Callable[..., str], validator: Validator
 ) -> None:
     """A validator that restarted finds its earlier pod (same name) and starts over."""
     name = node()
@@ -294,35 +287,17 @@ def test_cuda_replaces_a_leftover_pod(
             },
         },
     )
-    assert (
-        _validate(
-            "cuda",
-            validator_kubeconfig,
-            validations,
-            name,
-            namespace,
-            *_fate(stages.FATE_SUCCEEDED),
-            runtime_class=runtime_class,
-        )
-        == 0
-    )
+    assert validator.run("cuda", name, *_fate(stages.FATE_SUCCEEDED)) == 0
     # Replaced, not judged: the failed leftover did not fail this run.
-    assert "cuda-ready" in _markers(validations)
+    assert "cuda-ready" in validator.markers()
 
 
-def test_cuda_without_the_runtime_class(
-    kube: client.ApiClient,
-    namespace: str,
-    node: Callable[..., str],
-    validator_kubeconfig: Path,
-    validations: Path,
-    runtime_class: str,
-) -> None:
+def test_cuda_without_the_runtime_class(node: Callable[..., str], validator: Validator) -> None:
     """The API server's admission refuses the pod: the message says which RuntimeClass to create."""
     name = node()
-    missing = f"{runtime_class}-missing"
-    assert _validate("cuda", validator_kubeconfig, validations, name, namespace, runtime_class=missing) == 1
-    message = (validations.parent / "termination-log").read_text()
+    missing = f"{validator.runtime_class}-missing"
+    assert validator.run("cuda", name, runtime_class=missing) == 1
+    message = validator.message()
     assert f'RuntimeClass "{missing}" not found' in message
     assert f"create the RuntimeClass '{missing}'" in message
 
@@ -331,106 +306,49 @@ def test_cuda_without_the_runtime_class(
 
 
 def test_plugin_scheduled_with_a_gpu(
-    kube: client.ApiClient,
-    namespace: str,
-    node: Callable[..., str],
-    validator_kubeconfig: Path,
-    validations: Path,
-    caplog: pytest.LogCaptureFixture,
-    runtime_class: str,
+    node: Callable[..., str], validator: Validator, caplog: pytest.LogCaptureFixture
 ) -> None:
     node()  # another GPU node: the scheduler must still pick ours
     name = node(gpus=8)
     caplog.set_level("INFO", logger="ocp_gpu.validate")
-    assert (
-        _validate("plugin", validator_kubeconfig, validations, name, namespace, runtime_class=runtime_class)
-        == 0
-    )
-    assert _markers(validations) == set(ALL_MARKERS)
+    assert validator.run("plugin", name) == 0
+    assert validator.markers() == set(ALL_MARKERS)
     assert f"was scheduled on {name} with a GPU and started" in caplog.text
-    _wait_gone(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.PLUGIN])
+    validator.wait_gone(Component.PLUGIN)
 
 
 def test_plugin_on_a_cordoned_node(
-    kube: client.ApiClient,
-    namespace: str,
-    node: Callable[..., str],
-    validator_kubeconfig: Path,
-    validations: Path,
-    runtime_class: str,
+    kube: client.ApiClient, node: Callable[..., str], validator: Validator
 ) -> None:
     """A driver upgrade validates with the node still cordoned (validation-required comes before
     uncordon-required): the workload tolerates the unschedulable taint, as DaemonSet pods do."""
     name = node(gpus=2)
     fake_nodes.cordon(kube, name)
-    assert (
-        _validate("plugin", validator_kubeconfig, validations, name, namespace, runtime_class=runtime_class)
-        == 0
-    )
-    assert "plugin-ready" in _markers(validations)
+    assert validator.run("plugin", name) == 0
+    assert "plugin-ready" in validator.markers()
 
 
-def test_plugin_with_a_renamed_resource(
-    kube: client.ApiClient,
-    namespace: str,
-    node: Callable[..., str],
-    validator_kubeconfig: Path,
-    validations: Path,
-    runtime_class: str,
-) -> None:
+def test_plugin_with_a_renamed_resource(node: Callable[..., str], validator: Validator) -> None:
     """gpu:sharedgpu:4 on 8 GPUs: the node advertises nvidia.com/sharedgpu only."""
     name = node(gpus=0, extra={"nvidia.com/sharedgpu": "32"})
-    seen: list[Any] = []
-    stop = _watch_pods(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.PLUGIN], seen)
-    try:
-        assert (
-            _validate(
-                "plugin", validator_kubeconfig, validations, name, namespace, runtime_class=runtime_class
-            )
-            == 0
-        )
-    finally:
-        stop()
+    with validator.watching(Component.PLUGIN) as seen:
+        assert validator.run("plugin", name) == 0
     assert seen[0].spec.containers[0].resources.limits == {"nvidia.com/sharedgpu": "1"}
 
 
-def test_plugin_node_without_gpus(
-    kube: client.ApiClient,
-    namespace: str,
-    node: Callable[..., str],
-    validator_kubeconfig: Path,
-    validations: Path,
-    runtime_class: str,
-) -> None:
+def test_plugin_node_without_gpus(node: Callable[..., str], validator: Validator) -> None:
     name = node(gpus=0)
-    assert (
-        _validate(
-            "plugin",
-            validator_kubeconfig,
-            validations,
-            name,
-            namespace,
-            "--timeout",
-            "2",
-            runtime_class=runtime_class,
-        )
-        == 1
-    )
-    message = (validations.parent / "termination-log").read_text()
+    assert validator.run("plugin", name, "--timeout", "2") == 1
+    message = validator.message()
     assert f"node {name} advertises no nvidia.com/ resource after 2s" in message
     assert "nvidia.com/gpu=0" in message
     assert "device plugin pod on this node" in message
-    assert _markers(validations) == {"driver-ready", "toolkit-ready", "cuda-ready"}
-    assert not _pods(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.PLUGIN])
+    assert validator.markers() == {"driver-ready", "toolkit-ready", "cuda-ready"}
+    assert not validator.pods(Component.PLUGIN)
 
 
 def test_plugin_all_gpus_taken(
-    kube: client.ApiClient,
-    namespace: str,
-    node: Callable[..., str],
-    validator_kubeconfig: Path,
-    validations: Path,
-    runtime_class: str,
+    kube: client.ApiClient, namespace: str, node: Callable[..., str], validator: Validator
 ) -> None:
     """The node advertises one GPU and a workload holds it: the scheduler says Insufficient."""
     name = node(gpus=1)
@@ -445,23 +363,11 @@ def test_plugin_all_gpus_taken(
             },
         },
     )
-    assert (
-        _validate(
-            "plugin",
-            validator_kubeconfig,
-            validations,
-            name,
-            namespace,
-            "--timeout",
-            "4",
-            runtime_class=runtime_class,
-        )
-        == 1
-    )
-    message = (validations.parent / "termination-log").read_text()
+    assert validator.run("plugin", name, "--timeout", "4") == 1
+    message = validator.message()
     assert "cannot be scheduled" in message and "Insufficient nvidia.com/gpu" in message
-    assert "plugin-ready" not in _markers(validations)
-    _wait_gone(kube, namespace, validation_workloads.WORKLOAD_APPS[Component.PLUGIN])
+    assert "plugin-ready" not in validator.markers()
+    validator.wait_gone(Component.PLUGIN)
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -473,7 +379,7 @@ def _watch_pods(kube: client.ApiClient, namespace: str, app: str, seen: list[Any
     NB: watched from a LIST's resourceVersion, so a pod created before the watch request reaches
     the server is still seen (a 0.3 s sleep stood for that, and lost under load); `stop()` waits
     until every pod seen was seen deleted, so the last states are in (another 0.3 s sleep did).
-    Budget 30 s: kwok removes a deleted pod within a second on a quiet machine."""
+    Budget REACT_S: kwok removes a deleted pod within a second on a quiet machine."""
     import threading
 
     from kubernetes import watch
@@ -507,7 +413,7 @@ def _watch_pods(kube: client.ApiClient, namespace: str, app: str, seen: list[Any
     def stop() -> None:
         try:
             polling.wait_for(
-                lambda: seen and not live, 30, what=f"every {app} pod seen deleted", interval=0.1
+                lambda: seen and not live, REACT_S, what=f"every {app} pod seen deleted", interval=0.1
             )
         finally:
             watcher.stop()
