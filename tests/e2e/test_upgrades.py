@@ -35,7 +35,7 @@ from ocp_gpu_harness import stages
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import IN_FLIGHT, UpgradeStateWatch, holds_for, kubectl, wait_for
+from .conftest import IN_FLIGHT, READY_S, UpgradeStateWatch, holds_for, kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -58,24 +58,63 @@ def all_done(kube: client.ApiClient, names: list[str]) -> bool:
     return set(states(kube, names).values()) == {"upgrade-done"} and len(states(kube, names)) == len(names)
 
 
+class Fleet:
+    """Vanilla GPU nodes (one driver DaemonSet) under a policy, the operator that upgrades them
+    (`start_operator`), and what the seed does to them with kubectl."""
+
+    def __init__(
+        self,
+        kube: client.ApiClient,
+        control_plane: LocalControlPlane,
+        apply_policy: Callable[..., Any],
+        start_operator: Callable[..., OperatorProcess],
+    ) -> None:
+        self.kube, self.control_plane, self.apply_policy = kube, control_plane, apply_policy
+        self._start_operator = start_operator
+        self.made: list[str] = []
+        self.operators: list[OperatorProcess] = []
+
+    def start_operator(self, *args: str, **kwargs: Any) -> OperatorProcess:
+        """`start_operator`, remembered so it stops before the nodes go (as when the test held it)."""
+        proc = self._start_operator(*args, **kwargs)
+        self.operators.append(proc)
+        return proc
+
+    def __call__(
+        self, count: int, upgrade_policy: dict[str, Any] | None = None, **node_kwargs: Any
+    ) -> list[str]:
+        """`count` new nodes, and the policy (driver 550.90.07) with that upgrade policy."""
+        names = [unique_name("gpu") for _ in range(count)]
+        fake_nodes.create_nodes(self.kube, [fake_nodes.vanilla_gpu_node(n, **node_kwargs) for n in names])
+        self.made.extend(names)
+        self.apply_policy(spec={"driver": {"version": "550.90.07", "upgradePolicy": upgrade_policy or {}}})
+        return names
+
+    def kubectl(self, *args: str) -> str:
+        return kubectl(self.control_plane, *args).stdout
+
+    def seed_patch(self) -> None:
+        """The seed's `kubectl patch clusterpolicy/cluster-policy --type=json -p ...`: to 510.85.02."""
+        self.kubectl("patch", "clusterpolicy/cluster-policy", "--type=json", "-p", SEED_PATCH)
+
+    def relabel(self, node: str) -> None:
+        """What the seed tells the admin to do after fixing the cause of an upgrade-failed."""
+        self.kubectl("label", "node", node, f"{labels.UPGRADE_STATE}=upgrade-required", "--overwrite")
+
+
 @pytest.fixture
 def gpu_cluster(
     kube: client.ApiClient,
-    namespace: str,
+    control_plane: LocalControlPlane,
     apply_policy: Callable[..., dict[str, Any]],
-) -> Iterator[Callable[..., list[str]]]:
-    """Vanilla GPU nodes (one driver DaemonSet) and a policy; returns a maker of nodes."""
-    made: list[str] = []
-
-    def make(count: int, upgrade_policy: dict[str, Any] | None = None, **node_kwargs: Any) -> list[str]:
-        names = [unique_name("gpu") for _ in range(count)]
-        fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(n, **node_kwargs) for n in names])
-        made.extend(names)
-        apply_policy(spec={"driver": {"version": "550.90.07", "upgradePolicy": upgrade_policy or {}}})
-        return names
-
-    yield make
-    fake_nodes.delete_nodes(kube, made)
+    start_operator: Callable[..., OperatorProcess],
+) -> Iterator[Fleet]:
+    """A maker of GPU nodes and their policy; the nodes are deleted after the test."""
+    fleet = Fleet(kube, control_plane, apply_policy, start_operator)
+    yield fleet
+    for proc in fleet.operators:
+        proc.stop()  # idempotent: start_operator's own teardown stops it again and reads its log
+    fake_nodes.delete_nodes(kube, fleet.made)
 
 
 def driver_pods_ready(kube: client.ApiClient, namespace: str, nodes: list[str], version: str) -> bool:
@@ -167,19 +206,32 @@ def patch_policy(kube: client.ApiClient, patch: dict[str, Any]) -> None:
     )
 
 
+def relabel_and_recover(
+    kube: client.ApiClient, namespace: str, fleet: Fleet, node: str, nodes: list[str]
+) -> None:
+    """The admin relabels the failed `node` as the seed says: every node ends on the new driver,
+    upgrade-done, and `node` is uncordoned. Budget READY_S: one node's whole upgrade (cordon,
+    drain, a new driver pod, validation, uncordon; seconds on a quiet machine)."""
+    fleet.relabel(node)
+    wait_for(
+        lambda: driver_pods_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
+        READY_S,
+        what="recovered",
+    )
+    assert not client.CoreV1Api(kube).read_node(node).spec.unschedulable
+
+
 @pytest.mark.parametrize("parallel", [1, 3])
 def test_seed_patch_rolls_every_node_to_upgrade_done(
     parallel: int,
     kube: client.ApiClient,
-    control_plane: LocalControlPlane,
     namespace: str,
-    gpu_cluster: Callable[..., list[str]],
-    start_operator: Callable[..., OperatorProcess],
+    gpu_cluster: Fleet,
 ) -> None:
     nodes = gpu_cluster(4, upgrade_policy={"maxParallelUpgrades": parallel, "maxUnavailable": "100%"})
     cordoned = nodes[-1]
     fake_nodes.cordon(kube, cordoned)
-    start_operator()
+    gpu_cluster.start_operator()
     wait_for(lambda: driver_pods_ready(kube, namespace, nodes, "550.90.07"), 60, what="driver pods ready")
     wait_for(lambda: all_done(kube, nodes), 60, what="initial upgrade-done labels")
     # The first labels (no upgrade yet): one Event a pass on the ClusterPolicy naming the nodes,
@@ -190,7 +242,7 @@ def test_seed_patch_rolls_every_node_to_upgrade_done(
     plain = {node: plain_pod(kube, namespace, node) for node in nodes[:2]}
 
     with UpgradeStateWatch(kube, nodes) as sampler:
-        kubectl(control_plane, "patch", "clusterpolicy/cluster-policy", "--type=json", "-p", SEED_PATCH)
+        gpu_cluster.seed_patch()
         wait_for(
             lambda: driver_pods_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
             180,
@@ -212,10 +264,10 @@ def test_seed_patch_rolls_every_node_to_upgrade_done(
     assert not any(core.read_node(n).spec.unschedulable for n in nodes[:-1])
 
     # What the seed's commands show.
-    listed = kubectl(control_plane, "get", "node", "-l", "nvidia.com/gpu.present", SEED_JSONPATH).stdout
+    listed = gpu_cluster.kubectl("get", "node", "-l", "nvidia.com/gpu.present", SEED_JSONPATH)
     for node in nodes:
         assert f"{node}\tupgrade-done" in listed
-    events = kubectl(control_plane, "get", "events", "--sort-by=.lastTimestamp").stdout
+    events = gpu_cluster.kubectl("get", "events", "--sort-by=.lastTimestamp")
     lines = [line for line in events.splitlines() if "GPUDriverUpgrade" in line and nodes[0] in line]
     text = "\n".join(lines)
     for state in (
@@ -230,20 +282,18 @@ def test_seed_patch_rolls_every_node_to_upgrade_done(
 
 def test_skip_label_pause_and_resume(
     kube: client.ApiClient,
-    control_plane: LocalControlPlane,
     namespace: str,
-    gpu_cluster: Callable[..., list[str]],
-    start_operator: Callable[..., OperatorProcess],
+    gpu_cluster: Fleet,
 ) -> None:
     nodes = gpu_cluster(3, upgrade_policy={"maxParallelUpgrades": 1})
     skipped = nodes[0]
     client.CoreV1Api(kube).patch_node(skipped, {"metadata": {"labels": {labels.UPGRADE_SKIP: "true"}}})
-    proc = start_operator()
+    proc = gpu_cluster.start_operator()
     wait_for(lambda: driver_pods_ready(kube, namespace, nodes, "550.90.07"), 60, what="driver pods ready")
     wait_for(lambda: all_done(kube, nodes[1:]), 60, what="initial labels")
     patch_policy(kube, {"spec": {"driver": {"upgradePolicy": {"autoUpgrade": False}}}})
     wait_for(lambda: proc.metric("gpu_operator_auto_upgrade_enabled") == 0, 30, what="paused metric")
-    kubectl(control_plane, "patch", "clusterpolicy/cluster-policy", "--type=json", "-p", SEED_PATCH)
+    gpu_cluster.seed_patch()
     # A window: an unpaused operator starts an upgrade within a pass of the change (0.2 s quiet).
     holds_for(
         lambda: all(state in ("", "upgrade-done") for state in states(kube, nodes).values()),
@@ -268,25 +318,17 @@ def test_skip_label_pause_and_resume(
 
 def test_pdb_blocks_drain_then_failed_then_recovery_by_relabelling(
     kube: client.ApiClient,
-    control_plane: LocalControlPlane,
     namespace: str,
-    gpu_cluster: Callable[..., list[str]],
-    start_operator: Callable[..., OperatorProcess],
+    gpu_cluster: Fleet,
 ) -> None:
-    nodes = gpu_cluster(
-        1,
-        upgrade_policy={
-            "gpuPodDeletion": {"timeoutSeconds": 2},
-            "drain": {
-                "enable": True,
-                "timeoutSeconds": 4,
-                "podSelector": "app=guarded",
-                "deleteEmptyDir": True,
-            },
-        },
-    )
+    # Short timeouts: the PodDisruptionBudget below blocks the drain until its timeout.
+    drain_after_2s = {
+        "gpuPodDeletion": {"timeoutSeconds": 2},
+        "drain": {"enable": True, "timeoutSeconds": 4, "podSelector": "app=guarded", "deleteEmptyDir": True},
+    }
+    nodes = gpu_cluster(1, upgrade_policy=drain_after_2s)
     node = nodes[0]
-    start_operator()
+    gpu_cluster.start_operator()
     wait_for(lambda: all_done(kube, nodes), 60, what="initial label")
     # A GPU pod with an emptyDir may not be deleted (gpuPodDeletion.deleteEmptyDir false) -> drain,
     # which may evict it (drain.deleteEmptyDir true) but a PodDisruptionBudget forbids it.
@@ -328,7 +370,7 @@ def test_pdb_blocks_drain_then_failed_then_recovery_by_relabelling(
         return [p.metadata.name for p in pods if p.status.phase == "Running"]
 
     before = wait_for(guarded, 30, what="guarded pod running")
-    kubectl(control_plane, "patch", "clusterpolicy/cluster-policy", "--type=json", "-p", SEED_PATCH)
+    gpu_cluster.seed_patch()
     with UpgradeStateWatch(kube, nodes) as sampler:
         wait_for(lambda: states(kube, nodes)[node] == "upgrade-failed", 90, what="upgrade-failed")
     assert "drain-required" in sampler.seen
@@ -336,28 +378,13 @@ def test_pdb_blocks_drain_then_failed_then_recovery_by_relabelling(
 
     # The admin fixes the cause and relabels, as the seed says.
     client.PolicyV1Api(kube).delete_namespaced_pod_disruption_budget("guard", namespace)
-    kubectl(
-        control_plane,
-        "label",
-        "node",
-        node,
-        "nvidia.com/gpu-driver-upgrade-state=upgrade-required",
-        "--overwrite",
-    )
-    wait_for(
-        lambda: driver_pods_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
-        120,
-        what="recovered",
-    )
-    assert not client.CoreV1Api(kube).read_node(node).spec.unschedulable
+    relabel_and_recover(kube, namespace, gpu_cluster, node, nodes)
 
 
 def test_wait_for_completion_holds_the_node_until_the_job_pod_completes(
     kube: client.ApiClient,
-    control_plane: LocalControlPlane,
     namespace: str,
-    gpu_cluster: Callable[..., list[str]],
-    start_operator: Callable[..., OperatorProcess],
+    gpu_cluster: Fleet,
 ) -> None:
     nodes = gpu_cluster(
         2,
@@ -368,7 +395,7 @@ def test_wait_for_completion_holds_the_node_until_the_job_pod_completes(
         },
     )
     node, other = nodes
-    start_operator()
+    gpu_cluster.start_operator()
     wait_for(lambda: all_done(kube, nodes), 60, what="initial label")
     client.CoreV1Api(kube).create_namespaced_pod(
         namespace,
@@ -391,7 +418,7 @@ def test_wait_for_completion_holds_the_node_until_the_job_pod_completes(
         30,
         what="batch pod running",
     )
-    kubectl(control_plane, "patch", "clusterpolicy/cluster-policy", "--type=json", "-p", SEED_PATCH)
+    gpu_cluster.seed_patch()
     wait_for(lambda: states(kube, nodes)[node] == "wait-for-jobs-required", 60, what="waiting for jobs")
     # The other node (no job on it) is not held by this one's wait: it finishes meanwhile.
     wait_for(
@@ -415,21 +442,19 @@ def test_wait_for_completion_holds_the_node_until_the_job_pod_completes(
 
 def test_operator_killed_mid_upgrade_resumes_from_the_labels(
     kube: client.ApiClient,
-    control_plane: LocalControlPlane,
     namespace: str,
-    gpu_cluster: Callable[..., list[str]],
-    start_operator: Callable[..., OperatorProcess],
+    gpu_cluster: Fleet,
 ) -> None:
     nodes = gpu_cluster(3, upgrade_policy={"maxParallelUpgrades": 1})
-    first = start_operator()
+    first = gpu_cluster.start_operator()
     wait_for(lambda: all_done(kube, nodes), 60, what="initial labels")
-    kubectl(control_plane, "patch", "clusterpolicy/cluster-policy", "--type=json", "-p", SEED_PATCH)
+    gpu_cluster.seed_patch()
     wait_for(
         lambda: any(s in IN_FLIGHT for s in states(kube, nodes).values()), 60, what="an upgrade in flight"
     )
     first.kill()
     mid = states(kube, nodes)
-    start_operator(wait_role=None)
+    gpu_cluster.start_operator(wait_role=None)
     wait_for(
         lambda: driver_pods_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
         180,
@@ -441,13 +466,11 @@ def test_operator_killed_mid_upgrade_resumes_from_the_labels(
 
 def test_driver_image_pull_failing_times_out_into_upgrade_failed(
     kube: client.ApiClient,
-    control_plane: LocalControlPlane,
     namespace: str,
-    gpu_cluster: Callable[..., list[str]],
-    start_operator: Callable[..., OperatorProcess],
+    gpu_cluster: Fleet,
 ) -> None:
     nodes = gpu_cluster(2)
-    operator = start_operator(env={"OCP_GPU_DRIVER_RESTART_TIMEOUT_SECONDS": "5"})
+    operator = gpu_cluster.start_operator(env={"OCP_GPU_DRIVER_RESTART_TIMEOUT_SECONDS": "5"})
     wait_for(lambda: all_done(kube, nodes), 60, what="initial label")
     # The new version's image cannot be pulled: its pods carry the harness's pull-failure fate.
     failing = {stages.FATE_ANNOTATION: stages.FATE_IMAGE_PULL_FAILING}
@@ -480,17 +503,4 @@ def test_driver_image_pull_failing_times_out_into_upgrade_failed(
 
     # The admin fixes the image and relabels, as the seed says: the node recovers and is uncordoned.
     patch_policy(kube, {"spec": {"daemonsets": {"annotations": None}}})
-    kubectl(
-        control_plane,
-        "label",
-        "node",
-        node,
-        "nvidia.com/gpu-driver-upgrade-state=upgrade-required",
-        "--overwrite",
-    )
-    wait_for(
-        lambda: driver_pods_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
-        120,
-        what="recovered",
-    )
-    assert not client.CoreV1Api(kube).read_node(node).spec.unschedulable
+    relabel_and_recover(kube, namespace, gpu_cluster, node, nodes)
