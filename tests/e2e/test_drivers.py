@@ -42,6 +42,7 @@ from .conftest import (
     BackgroundSampler,
     condition,
     kubectl,
+    patch_policy,
     read_policy,
     wait_for,
     wait_for_event,
@@ -54,6 +55,7 @@ V2 = "417.94.202410090854-0"
 DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
 TAGS = {V1: DTK + "1" * 64, V2: DTK + "2" * 64}
 DRIVER_PODS = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
+DS_V1, DS_V2 = f"nvidia-driver-daemonset-{V1}", f"nvidia-driver-daemonset-{V2}"
 
 
 def driver_daemonsets(kube: client.ApiClient, namespace: str) -> dict[str, Any]:
@@ -80,6 +82,20 @@ def all_ready(kube: client.ApiClient, namespace: str, expected: set[str]) -> boo
         and ds.status.number_ready == ds.status.desired_number_scheduled
         for ds in daemonsets.values()
     )
+
+
+def v1_nodes_driven(
+    kube: client.ApiClient,
+    namespace: str,
+    gpu_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+) -> tuple[list[str], OperatorProcess]:
+    """Three RHCOS V1 nodes and the operator, once their V1 driver DaemonSet is ready.
+    Budget READY_S: the operator's start, a pass, the DaemonSet controller and kwok."""
+    nodes = gpu_nodes(3, rhcos=V1)
+    operator = start_operator()
+    wait_for(lambda: all_ready(kube, namespace, {DS_V1}), READY_S, what="V1 DaemonSet ready")
+    return nodes, operator
 
 
 @pytest.fixture
@@ -186,10 +202,8 @@ def test_b_mco_update_moves_nodes_between_daemonsets_and_gc_waits_for_the_last_n
     gpu_nodes: Callable[..., list[str]],
     start_operator: Callable[..., OperatorProcess],
 ) -> None:
-    nodes = gpu_nodes(3, rhcos=V1)
-    start_operator()
-    ds_v1, ds_v2 = f"nvidia-driver-daemonset-{V1}", f"nvidia-driver-daemonset-{V2}"
-    wait_for(lambda: all_ready(kube, dtk_cluster, {ds_v1}), 60, what="V1 DaemonSet ready")
+    nodes, _ = v1_nodes_driven(kube, dtk_cluster, gpu_nodes, start_operator)
+    ds_v1, ds_v2 = DS_V1, DS_V2
 
     with PodSampler(kube, dtk_cluster) as sampler:
         first_moved = nodes[0]
@@ -353,10 +367,8 @@ def test_f_operator_killed_mid_upgrade_converges_without_duplicates_or_orphans(
     gpu_nodes: Callable[..., list[str]],
     start_operator: Callable[..., OperatorProcess],
 ) -> None:
-    nodes = gpu_nodes(3, rhcos=V1)
-    first = start_operator()
-    ds_v1, ds_v2 = f"nvidia-driver-daemonset-{V1}", f"nvidia-driver-daemonset-{V2}"
-    wait_for(lambda: all_ready(kube, dtk_cluster, {ds_v1}), 60, what="V1 ready")
+    nodes, first = v1_nodes_driven(kube, dtk_cluster, gpu_nodes, start_operator)
+    ds_v2 = DS_V2
     replacement: list[OperatorProcess] = []
 
     def on_step(node: str, phase: str) -> None:
@@ -482,13 +494,7 @@ def test_switching_off_the_driver_toolkit_hands_nodes_over_without_two_driver_po
     dtk_name = f"nvidia-driver-daemonset-{V1}"
     wait_for(lambda: all_ready(kube, dtk_cluster, {dtk_name}), 60, what="DTK DaemonSet ready")
     with PodSampler(kube, dtk_cluster) as sampler:
-        client.CustomObjectsApi(kube).patch_cluster_custom_object(
-            "nvidia.com",
-            "v1",
-            "clusterpolicies",
-            "cluster-policy",
-            {"spec": {"operator": {"use_ocp_driver_toolkit": False}}},
-        )
+        patch_policy(kube, {"operator": {"use_ocp_driver_toolkit": False}})
 
         def switched() -> bool:
             daemonsets = driver_daemonsets(kube, dtk_cluster)
