@@ -23,6 +23,7 @@ exist, GPUs become allocatable from the plugin config the operator rendered, GFD
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -150,23 +151,40 @@ def make_nodes(kube: client.ApiClient) -> Iterator[Callable[..., list[str]]]:
     fake_nodes.delete_nodes(kube, made)
 
 
-def test_gpu_pod_waits_for_the_chain_then_runs(
-    kube: client.ApiClient,
-    namespace: str,
+@dataclass(frozen=True)
+class Stack:
+    """The fixtures a test of the whole stack drives, in the order they are set up (and torn
+    down in reverse: the operator stops before the policy and the nodes go)."""
+
+    make_nodes: Callable[..., list[str]]
+    start_operator: Callable[..., OperatorProcess]
+    apply_policy: Callable[..., dict[str, Any]]
+
+
+@pytest.fixture
+def stack(
     make_nodes: Callable[..., list[str]],
     start_operator: Callable[..., OperatorProcess],
     apply_policy: Callable[..., dict[str, Any]],
+) -> Stack:
+    return Stack(make_nodes, start_operator, apply_policy)
+
+
+def test_gpu_pod_waits_for_the_chain_then_runs(
+    kube: client.ApiClient,
+    namespace: str,
+    stack: Stack,
 ) -> None:
-    (gpu,) = make_nodes(1, gpus=8)
-    (no_plugin,) = make_nodes(1, gpus=8, extra_labels={labels.deploy_label("device-plugin"): "false"})
-    (cpu,) = make_nodes(1, prefix="cpu", cpu=True)
+    (gpu,) = stack.make_nodes(1, gpus=8)
+    (no_plugin,) = stack.make_nodes(1, gpus=8, extra_labels={labels.deploy_label("device-plugin"): "false"})
+    (cpu,) = stack.make_nodes(1, prefix="cpu", cpu=True)
     work = make_pod(kube, namespace, "nvidia.com/gpu")
     # Budget 60 s: the scheduler tries a new pod within milliseconds on a quiet machine.
     wait_for(lambda: unschedulable(kube, namespace, work), 60, what="the scheduler refusing the GPU pod")
     assert pod_node(kube, namespace, work) is None, "scheduled before any GPU was advertised"
 
-    apply_policy()
-    start_operator()
+    stack.apply_policy()
+    stack.start_operator()
     scheduled = wait_for(lambda: pod_node(kube, namespace, work), 90, what="the GPU pod scheduled")
     assert scheduled == gpu
     # By then the chain up to the device plugin is Ready on that node; the validator follows it.
@@ -222,13 +240,11 @@ def test_gpu_pod_waits_for_the_chain_then_runs(
 def test_shared_gpus_follow_the_rendered_config(
     kube: client.ApiClient,
     namespace: str,
-    make_nodes: Callable[..., list[str]],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    stack: Stack,
 ) -> None:
-    (gpu,) = make_nodes(1, gpus=8)
-    apply_policy(spec={"devicePlugin": {"resourceConfig": "gpu:sharedgpu:4"}})
-    start_operator()
+    (gpu,) = stack.make_nodes(1, gpus=8)
+    stack.apply_policy(spec={"devicePlugin": {"resourceConfig": "gpu:sharedgpu:4"}})
+    stack.start_operator()
     wait_for(lambda: nvidia_resources(kube, gpu) == {"nvidia.com/sharedgpu": "32"}, 90, what="32 shared GPUs")
 
     work = [make_pod(kube, namespace, "nvidia.com/sharedgpu", node=gpu) for _ in range(33)]
@@ -317,13 +333,11 @@ def test_each_operand_switches_alone_and_steady_state_is_quiet(
     kube: client.ApiClient,
     namespace: str,
     control_plane: LocalControlPlane,
-    make_nodes: Callable[..., list[str]],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    stack: Stack,
 ) -> None:
-    make_nodes(2, gpus=2)
-    apply_policy()
-    start_operator()
+    stack.make_nodes(2, gpus=2)
+    stack.apply_policy()
+    stack.start_operator()
     wait_for(lambda: state(kube) == "ready", 90, what="policy ready")
     everything = owned(kube, namespace)
     for operand, section in SWITCHABLE:
@@ -356,13 +370,11 @@ def _names_of(operand: operand_catalog.Operand) -> set[str]:
 def test_tainted_gpu_pool_runs_every_operand_but_no_cpu_work(
     kube: client.ApiClient,
     namespace: str,
-    make_nodes: Callable[..., list[str]],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    stack: Stack,
 ) -> None:
-    pool = make_nodes(2, gpus=4, taint=True)
-    apply_policy()
-    start_operator()
+    pool = stack.make_nodes(2, gpus=4, taint=True)
+    stack.apply_policy()
+    stack.start_operator()
     wait_for(lambda: state(kube) == "ready", 90, what="policy ready on the tainted pool")
     for node in pool:
         assert ready_apps_on(kube, namespace, node) == DEFAULT_APPS, node
@@ -389,13 +401,11 @@ def upgrade_state(kube: client.ApiClient, node: str) -> str:
 def test_upgrade_validation_waits_for_validator_pods(
     kube: client.ApiClient,
     namespace: str,
-    make_nodes: Callable[..., list[str]],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    stack: Stack,
 ) -> None:
-    good, bad = make_nodes(2)
+    good, bad = stack.make_nodes(2)
     # Both nodes may upgrade at once: `good` must not wait behind `bad`.
-    apply_policy(
+    stack.apply_policy(
         spec={
             "driver": {
                 "version": "550.90.07",
@@ -403,7 +413,7 @@ def test_upgrade_validation_waits_for_validator_pods(
             }
         }
     )
-    start_operator()
+    stack.start_operator()
     wait_for(lambda: state(kube) == "ready", 90, what="policy ready")
     validator = validator_pod_on(kube, namespace, bad)
     # The validator on `bad` fails from now on (its pod restarts after the driver's, too).
@@ -443,14 +453,12 @@ def test_upgrade_validation_waits_for_validator_pods(
 def test_upgrade_validation_times_out_then_recovers_when_the_validator_is_ready(
     kube: client.ApiClient,
     namespace: str,
-    make_nodes: Callable[..., list[str]],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    stack: Stack,
 ) -> None:
-    (node,) = make_nodes(1)
-    apply_policy(spec={"driver": {"version": "550.90.07"}})
+    (node,) = stack.make_nodes(1)
+    stack.apply_policy(spec={"driver": {"version": "550.90.07"}})
     # NVIDIA's validation timeout is 600 s; the operator's env shortens it for the test.
-    start_operator(env={"OCP_GPU_VALIDATION_TIMEOUT_SECONDS": "8"})
+    stack.start_operator(env={"OCP_GPU_VALIDATION_TIMEOUT_SECONDS": "8"})
     wait_for(lambda: state(kube) == "ready", 90, what="policy ready")
     validator = validator_pod_on(kube, namespace, node)
     fake_nodes.set_pod_fate(kube, namespace, validator, "crash-looping")
