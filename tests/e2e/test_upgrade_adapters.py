@@ -56,26 +56,34 @@ def wait_for(what: str, check: Callable[[], T | None], timeout: float = 30.0) ->
     return polling.wait_for(check, timeout, what=what, interval=0.1)
 
 
-@pytest.fixture
-def run() -> dict[str, str]:
-    return {RUN_LABEL: unique_name("upg")}
+class Run:
+    """One test's own objects: GPU nodes and a driver DaemonSet labelled `RUN_LABEL=<name>`, so
+    that what the adapters list is this test's alone."""
 
+    def __init__(self, kube: client.ApiClient) -> None:
+        self.kube = kube
+        self.name = unique_name("upg")
+        self.labels = {RUN_LABEL: self.name}
+        # what the adapters are given to find this run's nodes and driver pods
+        self.node_selector = f"{RUN_LABEL}={self.name}"
+        self.driver_selector = f"{upgrading.DRIVER_SELECTOR},{self.node_selector}"
+        self.created: list[str] = []
 
-@pytest.fixture
-def make_nodes(kube: client.ApiClient) -> Iterator[Callable[..., list[str]]]:
-    created: list[str] = []
-
-    def make(run: dict[str, str], count: int = 1, gpus: int = 2) -> list[str]:
+    def make_nodes(self, count: int = 1, gpus: int = 2) -> list[str]:
         manifests = [
-            fake_nodes.gpu_node(f"{run[RUN_LABEL]}-{i}", gpus=gpus, extra_labels=run) for i in range(count)
+            fake_nodes.gpu_node(f"{self.name}-{i}", gpus=gpus, extra_labels=self.labels) for i in range(count)
         ]
-        fake_nodes.create_nodes(kube, manifests)
+        fake_nodes.create_nodes(self.kube, manifests)
         names = [m["metadata"]["name"] for m in manifests]
-        created.extend(names)
+        self.created.extend(names)
         return names
 
-    yield make
-    fake_nodes.delete_nodes(kube, created)
+
+@pytest.fixture
+def run(kube: client.ApiClient) -> Iterator[Run]:
+    made = Run(kube)
+    yield made
+    fake_nodes.delete_nodes(kube, made.created)
 
 
 def bare_pod(
@@ -90,6 +98,13 @@ def bare_pod(
         "metadata": {"name": name, "labels": pod_labels or {"app": name}},
         "spec": {"nodeName": node, "containers": [container]},
     }
+
+
+@pytest.fixture
+def node(run: Run) -> str:
+    """One GPU node of the test's run."""
+    (name,) = run.make_nodes()
+    return name
 
 
 def driver_daemonset(run: dict[str, str], version: str = "1") -> dict[str, Any]:
@@ -156,10 +171,8 @@ def test_eviction_blocked_by_a_pdb_returns_false(
     kube: client.ApiClient,
     api: clients.ApiClient,
     namespace: str,
-    run: dict[str, str],
-    make_nodes: Callable[..., list[str]],
+    node: str,
 ) -> None:
-    (node,) = make_nodes(run)
     core, policy_api = client.CoreV1Api(kube), client.PolicyV1Api(kube)
     guarded = core.create_namespaced_pod(namespace, bare_pod(node, "guarded"))
     free = core.create_namespaced_pod(namespace, bare_pod(node, "free"))
@@ -201,14 +214,13 @@ def test_current_revision_matches_pods_and_moves_on_a_template_change(
     kube: client.ApiClient,
     api: clients.ApiClient,
     namespace: str,
-    run: dict[str, str],
-    make_nodes: Callable[..., list[str]],
+    run: Run,
 ) -> None:
-    nodes = make_nodes(run, count=2)
+    nodes = run.make_nodes(count=2)
     apps = client.AppsV1Api(kube)
-    apps.create_namespaced_daemon_set(namespace, driver_daemonset(run))
+    apps.create_namespaced_daemon_set(namespace, driver_daemonset(run.labels))
     pods = wait_for("2 Ready driver pods", ready_driver_pods(kube, namespace, 2), 60)
-    selector = f"{upgrading.DRIVER_SELECTOR},{RUN_LABEL}={run[RUN_LABEL]}"
+    selector = run.driver_selector
 
     revisions = upgrading.list_controller_revisions(api, namespace, selector)
     old_hash = revisions["nvidia-driver-daemonset-test"]
@@ -221,7 +233,7 @@ def test_current_revision_matches_pods_and_moves_on_a_template_change(
     )
 
     apps.patch_namespaced_daemon_set(
-        "nvidia-driver-daemonset-test", namespace, driver_daemonset(run, version="2")
+        "nvidia-driver-daemonset-test", namespace, driver_daemonset(run.labels, version="2")
     )
     new_hash = wait_for(
         "a new ControllerRevision",
@@ -238,7 +250,7 @@ def test_current_revision_matches_pods_and_moves_on_a_template_change(
     assert new_hash != old_hash
     # OnDelete: the pods stay as they were, and the planner sees them outdated.
     snap = upgrading.read_upgrade_snapshot(
-        api, namespace, policy(), node_selector=f"{RUN_LABEL}={run[RUN_LABEL]}", driver_selector=selector
+        api, namespace, policy(), node_selector=run.node_selector, driver_selector=selector
     )
     assert snap.daemonsets["nvidia-driver-daemonset-test"].current_hash == new_hash
     assert {upgrade_plan.check_driver(n, snap).check for n in snap.nodes} == {
@@ -266,11 +278,10 @@ def test_current_revision_matches_pods_and_moves_on_a_template_change(
 def test_set_upgrade_state_writes_label_event_and_log(
     kube: client.ApiClient,
     api: clients.ApiClient,
-    run: dict[str, str],
-    make_nodes: Callable[..., list[str]],
+    run: Run,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    (node,) = make_nodes(run)
+    (node,) = run.make_nodes()
     caplog.set_level(logging.INFO, logger=labels.UPGRADE_LOGGER)
     started = upgrade_observations.format_timestamp(datetime.datetime.now(datetime.UTC))
     upgrading.set_upgrade_state(
@@ -312,11 +323,10 @@ def test_pods_on_node(
     kube: client.ApiClient,
     api: clients.ApiClient,
     namespace: str,
-    run: dict[str, str],
-    make_nodes: Callable[..., list[str]],
+    run: Run,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    node, other = make_nodes(run, count=2)
+    node, other = run.make_nodes(count=2)
     core = client.CoreV1Api(kube)
     core.create_namespaced_pod(namespace, bare_pod(node, "gpu", resources={"nvidia.com/gpu": "1"}))
     scratch = bare_pod(node, "scratch")
@@ -346,10 +356,8 @@ def test_following_a_nodes_pods_until_a_deleted_one_is_gone(
     kube: client.ApiClient,
     api: clients.ApiClient,
     namespace: str,
-    run: dict[str, str],
-    make_nodes: Callable[..., list[str]],
+    node: str,
 ) -> None:
-    (node,) = make_nodes(run)
     core = client.CoreV1Api(kube)
     core.create_namespaced_pod(namespace, bare_pod(node, "gpu", resources={"nvidia.com/gpu": "1"}))
     core.create_namespaced_pod(namespace, bare_pod(node, "other"))
@@ -403,12 +411,11 @@ def test_one_node_through_the_state_machine(
     kube: client.ApiClient,
     api: clients.ApiClient,
     namespace: str,
-    run: dict[str, str],
-    make_nodes: Callable[..., list[str]],
+    run: Run,
+    node: str,
 ) -> None:
-    (node,) = make_nodes(run)
     core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
-    apps.create_namespaced_daemon_set(namespace, driver_daemonset(run))
+    apps.create_namespaced_daemon_set(namespace, driver_daemonset(run.labels))
     wait_for("the driver pod", ready_driver_pods(kube, namespace, 1), 60)
     core.create_namespaced_pod(namespace, bare_pod(node, "trainer", resources={"nvidia.com/gpu": "1"}))
     core.create_namespaced_pod(namespace, bare_pod(node, "web"))
@@ -416,8 +423,8 @@ def test_one_node_through_the_state_machine(
         "workloads Ready",
         lambda: all(is_ready(core.read_namespaced_pod(n, namespace)) for n in ("trainer", "web")),
     )
-    selector = f"{upgrading.DRIVER_SELECTOR},{RUN_LABEL}={run[RUN_LABEL]}"
-    node_selector = f"{RUN_LABEL}={run[RUN_LABEL]}"
+    selector = run.driver_selector
+    node_selector = run.node_selector
     # force: the trainer is a bare pod.
     upgrade_policy = policy(force=True)
 
@@ -436,7 +443,7 @@ def test_one_node_through_the_state_machine(
     first = one_pass()
     assert first.transition is S.UPGRADE_DONE
     apps.patch_namespaced_daemon_set(
-        "nvidia-driver-daemonset-test", namespace, driver_daemonset(run, version="2")
+        "nvidia-driver-daemonset-test", namespace, driver_daemonset(run.labels, version="2")
     )
     wait_for("the new revision", lambda: one_pass().transition is S.UPGRADE_REQUIRED)
     deadline = time.monotonic() + 90
