@@ -16,9 +16,10 @@ from kubernetes import client, watch
 
 from ocp_gpu.model import labels
 from ocp_gpu_harness import crds, polling
+from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import rbac as operator_rbac
 from ocp_gpu_harness.chaos import IN_FLIGHT
-from ocp_gpu_harness.cluster import LocalControlPlane
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
@@ -181,11 +182,76 @@ def apply_policy(kube: client.ApiClient) -> Iterator[Callable[..., dict[str, Any
     )
 
 
+class Operated:
+    """The operator and its ClusterPolicy, as most tests drive them: the `start_operator` and
+    `apply_policy` fixtures in one (set up in that order, so torn down in reverse: the policies
+    are deleted with the operator still running, then it stops)."""
+
+    def __init__(
+        self,
+        kube: client.ApiClient,
+        start_operator: Callable[..., OperatorProcess],
+        apply_policy: Callable[..., dict[str, Any]],
+    ) -> None:
+        self.kube = kube
+        self.start = start_operator
+        self.apply = apply_policy
+
+    def run(self, spec: dict[str, Any] | None = None, **start: Any) -> OperatorProcess:
+        """Apply `cluster-policy` with `spec`, then start the operator; returns it."""
+        self.apply(spec=spec)
+        return self.start(**start)
+
+    def ready(self, spec: dict[str, Any] | None = None, **start: Any) -> OperatorProcess:
+        """`run`, then wait until the policy is ready (budget READY_S); returns the operator."""
+        operator = self.run(spec, **start)
+        wait_for(lambda: policy_state(self.kube) == "ready", READY_S, what="policy ready")
+        return operator
+
+
+@pytest.fixture
+def operated(
+    kube: client.ApiClient,
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> Operated:
+    return Operated(kube, start_operator, apply_policy)
+
+
+def gpu_nodes_fixture(count: int, prefix: str = "gpu", **node_kwargs: Any) -> Any:
+    """A fixture of `count` vanilla GPU nodes (`fake_nodes.vanilla_gpu_node(name, **node_kwargs)`)
+    made for the test and deleted after it: `gpu_nodes = gpu_nodes_fixture(2)` in a test module."""
+
+    @pytest.fixture
+    def gpu_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
+        names = [unique_name(prefix) for _ in range(count)]
+        fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(n, **node_kwargs) for n in names])
+        yield names
+        fake_nodes.delete_nodes(kube, names)
+
+    return gpu_nodes
+
+
+@pytest.fixture
+def gpu_node(kube: client.ApiClient) -> Iterator[str]:
+    """One vanilla GPU node, deleted after the test."""
+    name = unique_name("gpu")
+    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(name)])
+    yield name
+    fake_nodes.delete_nodes(kube, [name])
+
+
 def read_policy(kube: client.ApiClient, name: str = "cluster-policy") -> dict[str, Any]:
     obj: dict[str, Any] = client.CustomObjectsApi(kube).get_cluster_custom_object(
         "nvidia.com", "v1", "clusterpolicies", name
     )
     return obj
+
+
+def policy_state(kube: client.ApiClient, name: str = "cluster-policy") -> str | None:
+    """The ClusterPolicy's status.state (None before the operator wrote one)."""
+    state = (read_policy(kube, name).get("status") or {}).get("state")
+    return None if state is None else str(state)
 
 
 def patch_policy(kube: client.ApiClient, spec: dict[str, Any], name: str = "cluster-policy") -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from kubernetes import client
@@ -30,9 +29,12 @@ from .conftest import (
     REACT_S,
     READY_S,
     START_S,
+    Operated,
     condition,
     kubectl,
     operator_writes,
+    patch_policy,
+    policy_state,
     read_policy,
     settle_writes,
     wait_for,
@@ -46,11 +48,6 @@ EXPECTED_DEPLOY = {operand.deploy_label: "true" for operand in operand_catalog.E
 
 def node_labels(kube: client.ApiClient, name: str) -> dict[str, str]:
     return dict(client.CoreV1Api(kube).read_node(name).metadata.labels or {})
-
-
-def policy_state(kube: client.ApiClient, name: str = "cluster-policy") -> str | None:
-    state = (read_policy(kube, name).get("status") or {}).get("state")
-    return None if state is None else str(state)
 
 
 @pytest.fixture
@@ -72,13 +69,10 @@ def some_nodes(kube: client.ApiClient) -> dict[str, str]:
 def test_gpu_nodes_labelled_cpu_nodes_untouched_admin_optout_kept(
     kube: client.ApiClient,
     some_nodes: dict[str, str],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
     cpu_before = client.CoreV1Api(kube).read_node(some_nodes["cpu"]).metadata.resource_version
-    apply_policy()
-    start_operator()
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    operated.ready()
 
     gpu_a = wait_for(
         lambda: (lbl := node_labels(kube, some_nodes["gpu_a"])).get(labels.GPU_PRESENT) and lbl,
@@ -104,13 +98,12 @@ def test_gpu_nodes_labelled_cpu_nodes_untouched_admin_optout_kept(
 
 def test_second_policy_is_ignored_and_names_the_active_one(
     kube: client.ApiClient,
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    apply_policy("cluster-policy")
+    operated.apply("cluster-policy")
     time.sleep(1.1)  # creationTimestamp has second resolution: make the order unambiguous
-    apply_policy("second-policy")
-    start_operator()
+    operated.apply("second-policy")
+    operated.start()
     wait_for(lambda: policy_state(kube, "second-policy") == "ignored", 30, what="second policy ignored")
     ready = condition(read_policy(kube, "second-policy"), "Ready")
     assert ready["status"] == "False"
@@ -118,33 +111,25 @@ def test_second_policy_is_ignored_and_names_the_active_one(
     wait_for(lambda: policy_state(kube, "cluster-policy") == "ready", READY_S, what="active policy ready")
 
 
+def wait_for_platform(kube: client.ApiClient, operated: Operated, platform: str) -> None:
+    """The operator, started on the default policy, says `platform` in its status (budget
+    REACT_S after the start: the first pass writes it)."""
+    operated.run()
+    wait_for(
+        lambda: (read_policy(kube).get("status") or {}).get("platform") == platform,
+        REACT_S,
+        what=f"platform {platform}",
+    )
+
+
 def test_platform_detection_follows_the_served_api_groups(
-    kube: client.ApiClient,
-    openshift: None,
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    kube: client.ApiClient, openshift: None, operated: Operated
 ) -> None:
-    apply_policy()
-    start_operator()
-    wait_for(
-        lambda: (read_policy(kube).get("status") or {}).get("platform") == "openshift",
-        30,
-        what="platform openshift",
-    )
+    wait_for_platform(kube, operated, "openshift")
 
 
-def test_vanilla_kubernetes_is_not_mistaken_for_openshift(
-    kube: client.ApiClient,
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
-) -> None:
-    apply_policy()
-    start_operator()
-    wait_for(
-        lambda: (read_policy(kube).get("status") or {}).get("platform") == "kubernetes",
-        30,
-        what="platform kubernetes",
-    )
+def test_vanilla_kubernetes_is_not_mistaken_for_openshift(kube: client.ApiClient, operated: Operated) -> None:
+    wait_for_platform(kube, operated, "kubernetes")
 
 
 def test_semantic_error_reported_in_status_and_event_nothing_deleted(
@@ -152,12 +137,9 @@ def test_semantic_error_reported_in_status_and_event_nothing_deleted(
     control_plane: LocalControlPlane,
     namespace: str,
     some_nodes: dict[str, str],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    apply_policy()
-    start_operator()
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    operated.ready()
     running = {
         ds.metadata.name: ds.metadata.uid
         for ds in client.AppsV1Api(kube).list_namespaced_daemon_set(namespace).items
@@ -166,16 +148,8 @@ def test_semantic_error_reported_in_status_and_event_nothing_deleted(
     mark = control_plane.audit_line_count()
 
     # A schema-valid but semantically wrong change, and an image that cannot be resolved.
-    client.CustomObjectsApi(kube).patch_cluster_custom_object(
-        "nvidia.com",
-        "v1",
-        "clusterpolicies",
-        "cluster-policy",
-        {
-            "spec": {
-                "driver": {"version": "550.90.07", "upgradePolicy": {"drain": {"podSelector": "app in (a"}}}
-            }
-        },
+    patch_policy(
+        kube, {"driver": {"version": "550.90.07", "upgradePolicy": {"drain": {"podSelector": "app in (a"}}}}
     )
     wait_for(lambda: policy_state(kube) == "notReady", 30, what="policy notReady")
     error = condition(read_policy(kube), "Error")
@@ -213,16 +187,15 @@ def test_one_of_two_replicas_acts_and_the_other_takes_over(
     kube: client.ApiClient,
     control_plane: LocalControlPlane,
     some_nodes: dict[str, str],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    first = start_operator()
+    first = operated.start()
     mark = control_plane.audit_line_count()
-    second = start_operator(wait_role="standby", user="ocp-gpu-standby")
+    second = operated.start(wait_role="standby", user="ocp-gpu-standby")
     assert first.role() == "leader" and second.role() == "standby"
     assert first.metric("ocp_gpu_is_leader") == 1 and second.metric("ocp_gpu_is_leader") == 0
 
-    apply_policy()
+    operated.apply()
     wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
     # The standby wrote nothing (it only reads the Lease); the leader did the work.
     assert control_plane.count_writes("ocp-gpu-standby", since_line=mark) == 0
@@ -265,11 +238,10 @@ RESTART_BUDGET_S = 60
 def test_a_restart_in_the_same_pod_leads_and_reconciles_at_once(
     kube: client.ApiClient,
     some_nodes: dict[str, str],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    first = start_operator(*OPENSHIFT_LEASE)
-    apply_policy()
+    first = operated.start(*OPENSHIFT_LEASE)
+    operated.apply()
     wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
 
     first.kill()  # a crash: the Lease is left held, for 137 s unless its holder comes back
@@ -279,7 +251,7 @@ def test_a_restart_in_the_same_pod_leads_and_reconciles_at_once(
     try:
         restarted_at = time.monotonic()
         # the kubelet restarts the container in the same pod: the same $POD_NAME
-        second = start_operator(*OPENSHIFT_LEASE, identity=first.identity)
+        second = operated.start(*OPENSHIFT_LEASE, identity=first.identity)
         leading_s = time.monotonic() - restarted_at
         wait_for(
             lambda: node_labels(kube, late).get(labels.GPU_PRESENT) == "true",
@@ -336,12 +308,9 @@ def test_zero_writes_while_nothing_changes(
     kube: client.ApiClient,
     control_plane: LocalControlPlane,
     some_nodes: dict[str, str],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    apply_policy()
-    start_operator()
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    operated.ready()
     wait_for(lambda: node_labels(kube, some_nodes["gpu_a"]).get(labels.GPU_PRESENT), REACT_S, what="labelled")
     mark = settle_writes(control_plane)
     time.sleep(12)  # the window: kwok heartbeats and lease renewals keep happening meanwhile
