@@ -16,7 +16,6 @@ against the local control plane (the API server validates and stores what we ren
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -27,7 +26,7 @@ from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import condition, read_policy, wait_for
+from .conftest import Operated, condition, patch_policy, read_policy, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -47,14 +46,6 @@ SPEC: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-def gpu_node(kube: client.ApiClient) -> Iterator[str]:
-    name = unique_name("gpu")
-    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(name)])
-    yield name
-    fake_nodes.delete_nodes(kube, [name])
-
-
 def pod_spec(kube: client.ApiClient, namespace: str, name: str) -> Any:
     return client.AppsV1Api(kube).read_namespaced_daemon_set(name, namespace).spec.template.spec
 
@@ -67,11 +58,9 @@ def test_honoured_driver_fields_reach_the_daemonset_and_leave_with_the_policy(
     kube: client.ApiClient,
     namespace: str,
     gpu_node: str,
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    apply_policy(spec=SPEC)
-    start_operator()
+    operated.run(SPEC)
     wait_for(
         lambda: (
             client.AppsV1Api(kube)
@@ -115,18 +104,13 @@ def test_honoured_driver_fields_reach_the_daemonset_and_leave_with_the_policy(
     assert not condition(read_policy(kube), "UnsupportedSetting")
 
     # all of it goes away with the policy's fields
-    client.CustomObjectsApi(kube).patch_cluster_custom_object(
-        "nvidia.com",
-        "v1",
-        "clusterpolicies",
-        "cluster-policy",
-        # a merge patch: null removes a field
+    # a merge patch: null removes a field
+    patch_policy(
+        kube,
         {
-            "spec": {
-                "driver": {"secretEnv": None, "licensingConfig": None, "livenessProbe": None},
-                "hostPaths": None,
-                "daemonsets": {"podSecurityContext": None},
-            }
+            "driver": {"secretEnv": None, "licensingConfig": None, "livenessProbe": None},
+            "hostPaths": None,
+            "daemonsets": {"podSecurityContext": None},
         },
     )
     wait_for(
@@ -146,15 +130,14 @@ def test_named_config_maps_are_mounted_key_by_key_and_a_missing_one_changes_noth
     kube: client.ApiClient,
     namespace: str,
     gpu_node: str,
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
     core = client.CoreV1Api(kube)
     core.create_namespaced_config_map(
         namespace,
         {"metadata": {"name": "module-params"}, "data": {"nvidia.conf": "NVreg_EnableGpuFirmware=0\n"}},
     )
-    apply_policy(
+    operated.apply(
         spec={
             "driver": {
                 "kernelModuleConfig": {"name": "module-params"},
@@ -162,7 +145,7 @@ def test_named_config_maps_are_mounted_key_by_key_and_a_missing_one_changes_noth
             }
         }
     )
-    start_operator()
+    operated.start()
     # repos does not exist: an error naming the field, and no driver DaemonSet half-configured
     error = wait_for(
         lambda: (
@@ -218,10 +201,9 @@ def test_finished_daemonset_startup_script_and_rdma_and_gds_containers_come_and_
     kube: client.ApiClient,
     namespace: str,
     gpu_node: str,
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    apply_policy(
+    operated.apply(
         spec={
             "driver": {"rdma": {"enabled": True}},
             "gds": {
@@ -232,7 +214,7 @@ def test_finished_daemonset_startup_script_and_rdma_and_gds_containers_come_and_
             },
         }
     )
-    start_operator()
+    operated.start()
 
     def containers() -> list[str]:
         found = client.AppsV1Api(kube).list_namespaced_daemon_set(
@@ -264,13 +246,7 @@ def test_finished_daemonset_startup_script_and_rdma_and_gds_containers_come_and_
     assert not [r for r in role.rules if "pods" in r.resources and "delete" in r.verbs]
     assert [r.verbs for r in role.rules if r.resources == ["resourceclaims"]] == [["get", "list"]]
 
-    client.CustomObjectsApi(kube).patch_cluster_custom_object(
-        "nvidia.com",
-        "v1",
-        "clusterpolicies",
-        "cluster-policy",
-        {"spec": {"driver": {"rdma": {"enabled": False}}, "gds": {"enabled": False}}},
-    )
+    patch_policy(kube, {"driver": {"rdma": {"enabled": False}}, "gds": {"enabled": False}})
     wait_for(lambda: containers() == ["nvidia-driver-ctr"], 60, what="peermem and nvidia-fs gone")
     assert not {v.name for v in pod_spec(kube, namespace, DRIVER).volumes} & {
         "mlnx-ofed-usr-src",

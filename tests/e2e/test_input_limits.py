@@ -11,38 +11,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kubernetes import client
 
 from ocp_gpu.model import labels
-from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import unique_name
-from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import READY_S, holds_for, read_policy, wait_for, wait_for_event
+from .conftest import READY_S, Operated, holds_for, patch_policy, policy_state, wait_for, wait_for_event
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def gpu_node(kube: client.ApiClient) -> Iterator[str]:
-    name = unique_name("gpu")
-    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(name)])
-    yield name
-    fake_nodes.delete_nodes(kube, [name])
-
-
-def state(kube: client.ApiClient, name: str = "cluster-policy") -> str:
-    return str((read_policy(kube, name).get("status") or {}).get("state", ""))
-
-
-def patch(kube: client.ApiClient, body: dict[str, Any]) -> None:
-    client.CustomObjectsApi(kube).patch_cluster_custom_object(
-        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", body
-    )
 
 
 def test_a_10kb_version_is_refused_by_the_api_server(
@@ -57,15 +37,14 @@ def test_a_10kb_version_is_refused_by_the_api_server(
 def test_second_policy_event_and_active_policy_logged(
     kube: client.ApiClient,
     gpu_node: str,
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    apply_policy("cluster-policy")
-    operator = start_operator()
-    wait_for(lambda: state(kube) == "ready", READY_S, what="ready")
+    operated.apply("cluster-policy")
+    operator = operated.start()
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="ready")
     time.sleep(1.1)  # creationTimestamp has second resolution
     second = unique_name("second")
-    apply_policy(second)
+    operated.apply(second)
     event = wait_for_event(kube, "ClusterPolicyIgnored", second, timeout=30)
     assert event.type == "Warning" and event.involved_object.name == second
     assert "cluster-policy" in event.message
@@ -73,8 +52,8 @@ def test_second_policy_event_and_active_policy_logged(
     assert f"ClusterPolicy {second} ignored" in operator.log()
 
     # An invalid spec is logged (once) with the field at fault.
-    patch(kube, {"spec": {"driver": {"upgradePolicy": {"drain": {"podSelector": "app in (a"}}}}})
-    wait_for(lambda: state(kube) == "notReady", 30, what="notReady")
+    patch_policy(kube, {"driver": {"upgradePolicy": {"drain": {"podSelector": "app in (a"}}}})
+    wait_for(lambda: policy_state(kube) == "notReady", 30, what="notReady")
     wait_for(lambda: "has an invalid spec" in operator.log(), 30, what="invalid spec logged")
     # A window: the passes that follow (each within 0.2 s of a change) must not log it again.
     holds_for(
@@ -88,13 +67,11 @@ def test_driver_downgrade_is_logged_and_evented_and_still_rolls(
     kube: client.ApiClient,
     namespace: str,
     gpu_node: str,
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    apply_policy(spec={"driver": {"version": "550.90.07"}})
-    operator = start_operator()
-    wait_for(lambda: state(kube) == "ready", READY_S, what="ready")
-    patch(kube, {"spec": {"driver": {"version": "510.85.02"}}})
+    operator = operated.run({"driver": {"version": "550.90.07"}})
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="ready")
+    patch_policy(kube, {"driver": {"version": "510.85.02"}})
     event = wait_for_event(kube, "DriverDowngrade", "510.85.02", timeout=30)
     assert event.type == "Warning" and "550.90.07" in event.message and "downgrade" in event.message
     assert "driver downgrade" in operator.log()

@@ -8,9 +8,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
-
 import pytest
 from kubernetes import client
 
@@ -19,17 +16,9 @@ from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import READY_S, read_policy, wait_for
+from .conftest import READY_S, Operated, read_policy, wait_for
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def gpu_node(kube: client.ApiClient) -> Iterator[str]:
-    name = unique_name("gpu")
-    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(name)])
-    yield name
-    fake_nodes.delete_nodes(kube, [name])
 
 
 def images(kube: client.ApiClient, namespace: str) -> dict[str, str]:
@@ -45,12 +34,11 @@ def test_run_without_image_env_uses_the_release_defaults(
     kube: client.ApiClient,
     namespace: str,
     gpu_node: str,
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
     toolkit_override: str | None,
 ) -> None:
-    apply_policy()
-    start_operator(image_env={"CONTAINER_TOOLKIT_IMAGE": toolkit_override} if toolkit_override else {})
+    operated.apply()
+    operated.start(image_env={"CONTAINER_TOOLKIT_IMAGE": toolkit_override} if toolkit_override else {})
     wait_for(lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", READY_S, what="ready")
     found = images(kube, namespace)
     driver = [image for name, image in found.items() if name.startswith(labels.DRIVER_DAEMONSET_PREFIX)]

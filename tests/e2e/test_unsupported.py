@@ -27,29 +27,19 @@ import yaml
 from kubernetes import client
 
 from ocp_gpu.desired import driver_manifests
-from ocp_gpu.model import operand_catalog
-from ocp_gpu.model.policy import fields, policy_parser
-from ocp_gpu.model.policy.policy_spec import Policy
-from ocp_gpu.rendering.operands import operand_rendering
-from ocp_gpu.rendering.operands import toolkit as toolkit_rendering
-from ocp_gpu_harness import nodes as fake_nodes
-from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu.model import fields, operands, policy_parser
+from ocp_gpu.model.policy import Policy
+from ocp_gpu.rendering import operands as operand_rendering
+from ocp_gpu.rendering import toolkit as toolkit_rendering
+from ocp_gpu_harness.cluster import LocalControlPlane
 from ocp_gpu_harness.operating import OperatorProcess
 from tests.unit._nvidia_fields import every_field_spec
 
-from .conftest import condition, kubectl, read_policy, wait_for, wait_for_event
+from .conftest import condition, kubectl, patch_policy, read_policy, wait_for, wait_for_event
 
 pytestmark = pytest.mark.e2e
 
 OPERATORHUB = Path(__file__).resolve().parents[1] / "unit" / "data" / "nvidia-operatorhub-clusterpolicy.yaml"
-
-
-@pytest.fixture
-def gpu_node(kube: client.ApiClient) -> Iterator[str]:
-    name = unique_name("gpu")
-    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(name)])
-    yield name
-    fake_nodes.delete_nodes(kube, [name])
 
 
 @pytest.fixture
@@ -105,10 +95,10 @@ def daemonset_names(kube: client.ApiClient, namespace: str) -> set[str]:
     return {ds.metadata.name for ds in client.AppsV1Api(kube).list_namespaced_daemon_set(namespace).items}
 
 
+@pytest.mark.usefixtures("gpu_node")
 def test_operatorhub_example_names_what_is_not_implemented(
     kube: client.ApiClient,
     namespace: str,
-    gpu_node: str,
     start_operator: Callable[..., OperatorProcess],
     kubectl_policy: Callable[[dict[str, Any]], None],
 ) -> None:
@@ -142,10 +132,7 @@ def test_operatorhub_example_names_what_is_not_implemented(
         what="driver and toolkit DaemonSets",
     )
     # Both names written with different values: a warning naming both (podDeletion's is used).
-    patch = {"spec": {"driver": {"upgradePolicy": {"gpuPodDeletion": {"timeoutSeconds": 120}}}}}
-    client.CustomObjectsApi(kube).patch_cluster_custom_object(
-        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", patch
-    )
+    patch_policy(kube, {"driver": {"upgradePolicy": {"gpuPodDeletion": {"timeoutSeconds": 120}}}})
     warning = wait_for(
         lambda: (found := condition(read_policy(kube), "Warning")).get("status") == "True" and found,
         60,
@@ -156,10 +143,10 @@ def test_operatorhub_example_names_what_is_not_implemented(
     assert "spec.driver.upgradePolicy.gpuPodDeletion.timeoutSeconds says 120" in warning["message"]
 
 
+@pytest.mark.usefixtures("gpu_node")
 def test_every_nvidia_field_is_reported_or_honoured(
     kube: client.ApiClient,
     namespace: str,
-    gpu_node: str,
     start_operator: Callable[..., OperatorProcess],
     kubectl_policy: Callable[[dict[str, Any]], None],
 ) -> None:
