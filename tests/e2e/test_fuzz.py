@@ -16,20 +16,16 @@ plane with the operator running (the short version of bench/fuzz_policies.py):
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from kubernetes import client
 
 from ocp_gpu_harness import fuzzing
-from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.chaos import AuditWindow
-from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu_harness.operating import OperatorProcess
+from ocp_gpu_harness.cluster import LocalControlPlane
 
-from .conftest import OPERATOR_USER, settle_writes
+from .conftest import OPERATOR_USER, Operated, gpu_nodes_fixture, settle_writes
 
 pytestmark = pytest.mark.e2e
 
@@ -37,25 +33,18 @@ BASE_SPEC = {"driver": {"version": "550.90.07"}}
 CASES = 25
 
 
-@pytest.fixture
-def gpu_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
-    names = [unique_name("fuzz-gpu") for _ in range(3)]
-    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(n) for n in names])
-    yield names
-    fake_nodes.delete_nodes(kube, names)
+gpu_nodes = gpu_nodes_fixture(3, prefix="fuzz-gpu")
 
 
+@pytest.mark.usefixtures("gpu_nodes")  # nodes to deploy on, never named
 @pytest.mark.timeout(600)
 def test_fuzzed_policies_never_crash_hot_loop_or_break_running_daemonsets(
     kube: client.ApiClient,
     control_plane: LocalControlPlane,
     namespace: str,
-    gpu_nodes: list[str],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    apply_policy(spec=BASE_SPEC)
-    operator = start_operator()
+    operator = operated.run(BASE_SPEC)
     fuzzer = fuzzing.PolicyFuzzer(
         kube, operator, namespace, BASE_SPEC, control_plane.audit_log, OPERATOR_USER
     )

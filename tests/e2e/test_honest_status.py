@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,9 +25,8 @@ from kubernetes import client
 from ocp_gpu.model import labels
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import READY_S, condition, read_policy, wait_for
+from .conftest import READY_S, Operated, condition, patch_policy, read_policy, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -60,11 +59,9 @@ def status(kube: client.ApiClient) -> dict[str, Any]:
 def test_never_ready_while_a_gpu_node_has_no_driver_daemonset(
     kube: client.ApiClient,
     nodes: dict[str, str],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    apply_policy()
-    start_operator()
+    operated.run()
     ready = wait_for(
         lambda: (c := condition(read_policy(kube), "Ready")).get("reason") == "GPUNodesWithoutDriver" and c,
         60,
@@ -91,19 +88,11 @@ def test_never_ready_while_a_gpu_node_has_no_driver_daemonset(
 def test_running_daemonsets_stay_described_while_the_spec_is_invalid(
     kube: client.ApiClient,
     nodes: dict[str, str],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    apply_policy()
-    start_operator()
+    operated.run()
     before = wait_for(lambda: status(kube).get("driverDaemonSets"), 60, what="driver DaemonSets in status")
-    client.CustomObjectsApi(kube).patch_cluster_custom_object(
-        "nvidia.com",
-        "v1",
-        "clusterpolicies",
-        "cluster-policy",
-        {"spec": {"driver": {"upgradePolicy": {"drain": {"podSelector": "app in (a"}}}}},
-    )
+    patch_policy(kube, {"driver": {"upgradePolicy": {"drain": {"podSelector": "app in (a"}}}})
     wait_for(lambda: condition(read_policy(kube), "Error").get("status") == "True", 30, what="InvalidSpec")
     during = status(kube)["driverDaemonSets"]
     assert [d["name"] for d in during] == [d["name"] for d in before]
@@ -113,8 +102,7 @@ def test_running_daemonsets_stay_described_while_the_spec_is_invalid(
 def test_opted_out_node_is_not_upgrade_done_and_metrics_agree_with_status(
     kube: client.ApiClient,
     control_plane: LocalControlPlane,
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
     keyed = [unique_name("gpu") for _ in range(2)]
     # Opted out after an earlier upgrade: it still carries upgrade-done, but runs no driver.
@@ -128,8 +116,7 @@ def test_opted_out_node_is_not_upgrade_done_and_metrics_agree_with_status(
         ],
     )
     try:
-        apply_policy()
-        operator = start_operator()
+        operator = operated.run()
         wait_for(lambda: status(kube).get("state") == "ready", READY_S, what="ready")
         wait_for(
             lambda: (

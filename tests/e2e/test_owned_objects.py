@@ -10,32 +10,33 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
 
 from ocp_gpu.model import labels
-from ocp_gpu.rendering import driver_rendering
-from ocp_gpu.rendering.operands import toolkit
-from ocp_gpu_harness import nodes as fake_nodes
-from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu_harness.operating import OperatorProcess
+from ocp_gpu.rendering import drivers as driver_rendering
+from ocp_gpu.rendering import toolkit as toolkit_rendering
+from ocp_gpu_harness.cluster import LocalControlPlane
 
-from .conftest import OPERATOR_USER, REACT_S, READY_S, read_policy, settle_writes, wait_for
+from .conftest import (
+    OPERATOR_USER,
+    REACT_S,
+    READY_S,
+    Operated,
+    gpu_nodes_fixture,
+    policy_state,
+    settle_writes,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
 OWNED = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
 
 
-@pytest.fixture
-def gpu_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
-    names = [unique_name("gpu") for _ in range(2)]
-    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(n) for n in names])
-    yield names
-    fake_nodes.delete_nodes(kube, names)
+gpu_nodes = gpu_nodes_fixture(2)
 
 
 def owned_objects(kube: client.ApiClient, namespace: str) -> dict[str, str]:
@@ -58,10 +59,6 @@ def owned_objects(kube: client.ApiClient, namespace: str) -> dict[str, str]:
     return found
 
 
-def state(kube: client.ApiClient) -> str:
-    return str((read_policy(kube).get("status") or {}).get("state", ""))
-
-
 def driver_pods_running(kube: client.ApiClient, namespace: str, count: int) -> bool:
     pods = client.CoreV1Api(kube).list_namespaced_pod(
         namespace, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
@@ -72,16 +69,13 @@ def driver_pods_running(kube: client.ApiClient, namespace: str, count: int) -> b
     )
 
 
+@pytest.mark.usefixtures("gpu_nodes")  # nodes to deploy on, never named
 def test_owned_objects_deleted_by_hand_come_back_within_seconds(
     kube: client.ApiClient,
     namespace: str,
-    gpu_nodes: list[str],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    apply_policy()
-    start_operator()
-    wait_for(lambda: state(kube) == "ready", READY_S, what="policy ready")
+    operated.ready()
     before = owned_objects(kube, namespace)
     expected = {
         f"ServiceAccount {driver_rendering.SERVICE_ACCOUNT}",
@@ -108,12 +102,11 @@ def test_policy_recreated_brings_back_every_owned_object(
     kube: client.ApiClient,
     namespace: str,
     gpu_nodes: list[str],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    first = apply_policy()
-    start_operator()
-    wait_for(lambda: state(kube) == "ready", READY_S, what="policy ready")
+    first = operated.apply()
+    operated.start()
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
     before = owned_objects(kube, namespace)
     assert set(before.values()) == {first["metadata"]["uid"]}
 
@@ -133,24 +126,21 @@ def test_policy_recreated_brings_back_every_owned_object(
     )
     assert set(after.values()) == {second["metadata"]["uid"]}, "owned by the new policy"
     wait_for(lambda: driver_pods_running(kube, namespace, len(gpu_nodes)), 60, what="driver pods running")
-    wait_for(lambda: state(kube) == "ready", READY_S, what="new policy ready")
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="new policy ready")
 
 
+@pytest.mark.usefixtures("gpu_nodes")  # nodes to deploy on, never named
 def test_restart_reapplies_nothing_unchanged(
     kube: client.ApiClient,
     control_plane: LocalControlPlane,
     namespace: str,
-    gpu_nodes: list[str],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
-    apply_policy()
-    first = start_operator()
-    wait_for(lambda: state(kube) == "ready", READY_S, what="policy ready")
+    first = operated.ready()
     settle_writes(control_plane)  # the first operator's last writes are not the second's
     first.stop()
     mark = control_plane.audit_line_count()
-    second = start_operator()  # waits until it leads
+    second = operated.start()  # waits until it leads
     # Its first pass has run (a fixed 8 s could end before it on a loaded machine, and then
     # proved nothing). Budget 60 s: the pass after the start-up barrier takes a second here.
     wait_for(lambda: (second.metric("gpu_operator_reconciliation_total") or 0) >= 1, 60, what="a first pass")
@@ -164,4 +154,4 @@ def test_restart_reapplies_nothing_unchanged(
         and e.get("objectRef", {}).get("resource") not in ("leases", "events")
     ]
     assert writes == []
-    assert state(kube) == "ready"
+    assert policy_state(kube) == "ready"

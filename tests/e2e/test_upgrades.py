@@ -35,7 +35,7 @@ from ocp_gpu_harness import stages
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import IN_FLIGHT, READY_S, UpgradeStateWatch, holds_for, kubectl, wait_for
+from .conftest import IN_FLIGHT, READY_S, UpgradeStateWatch, holds_for, kubectl, patch_policy, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -200,12 +200,6 @@ def first_labelling_events(kube: client.ApiClient, nodes: list[str]) -> list[str
     return named if set(named) >= set(nodes) else None
 
 
-def patch_policy(kube: client.ApiClient, patch: dict[str, Any]) -> None:
-    client.CustomObjectsApi(kube).patch_cluster_custom_object(
-        "nvidia.com", "v1", "clusterpolicies", "cluster-policy", patch
-    )
-
-
 def relabel_and_recover(
     kube: client.ApiClient, namespace: str, fleet: Fleet, node: str, nodes: list[str]
 ) -> None:
@@ -291,7 +285,7 @@ def test_skip_label_pause_and_resume(
     proc = gpu_cluster.start_operator()
     wait_for(lambda: driver_pods_ready(kube, namespace, nodes, "550.90.07"), 60, what="driver pods ready")
     wait_for(lambda: all_done(kube, nodes[1:]), 60, what="initial labels")
-    patch_policy(kube, {"spec": {"driver": {"upgradePolicy": {"autoUpgrade": False}}}})
+    patch_policy(kube, {"driver": {"upgradePolicy": {"autoUpgrade": False}}})
     wait_for(lambda: proc.metric("gpu_operator_auto_upgrade_enabled") == 0, 30, what="paused metric")
     gpu_cluster.seed_patch()
     # A window: an unpaused operator starts an upgrade within a pass of the change (0.2 s quiet).
@@ -302,7 +296,7 @@ def test_skip_label_pause_and_resume(
     )
     assert not driver_pods_ready(kube, namespace, nodes[1:2], "510.85.02"), "paused, yet a driver restarted"
 
-    patch_policy(kube, {"spec": {"driver": {"upgradePolicy": {"autoUpgrade": True}}}})
+    patch_policy(kube, {"driver": {"upgradePolicy": {"autoUpgrade": True}}})
     wait_for(
         lambda: driver_pods_ready(kube, namespace, nodes[1:], "510.85.02") and all_done(kube, nodes[1:]),
         120,
@@ -474,7 +468,7 @@ def test_driver_image_pull_failing_times_out_into_upgrade_failed(
     wait_for(lambda: all_done(kube, nodes), 60, what="initial label")
     # The new version's image cannot be pulled: its pods carry the harness's pull-failure fate.
     failing = {stages.FATE_ANNOTATION: stages.FATE_IMAGE_PULL_FAILING}
-    patch_policy(kube, {"spec": {"driver": {"version": "510.85.02"}, "daemonsets": {"annotations": failing}}})
+    patch_policy(kube, {"driver": {"version": "510.85.02"}, "daemonsets": {"annotations": failing}})
     with UpgradeStateWatch(kube, nodes) as sampler:
         failed = wait_for(
             lambda: [n for n, s in states(kube, nodes).items() if s == "upgrade-failed"],
@@ -502,5 +496,5 @@ def test_driver_image_pull_failing_times_out_into_upgrade_failed(
     )
 
     # The admin fixes the image and relabels, as the seed says: the node recovers and is uncordoned.
-    patch_policy(kube, {"spec": {"daemonsets": {"annotations": None}}})
+    patch_policy(kube, {"daemonsets": {"annotations": None}})
     relabel_and_recover(kube, namespace, gpu_cluster, node, nodes)
