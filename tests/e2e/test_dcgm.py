@@ -21,26 +21,15 @@ GPU nodes (harness/node_agent.py orders the pods by markers, as their init conta
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import pytest
 from kubernetes import client
 
-from ocp_gpu.model import labels, operand_catalog
-from ocp_gpu_harness import nodes as fake_nodes
-from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu_harness.operating import OperatorProcess
+from ocp_gpu.model import labels, operands
+from ocp_gpu_harness.cluster import LocalControlPlane
 
-from .conftest import (
-    condition,
-    patch_policy,
-    quiet_writes,
-    read_policy,
-    ready_nodes,
-    wait_for,
-    wait_for_event,
-)
+from . import conftest as e2e
 
 pytestmark = pytest.mark.e2e
 
@@ -95,12 +84,7 @@ def owned(kube: client.ApiClient, namespace: str) -> dict[tuple[str, str], str]:
 METRICS_CSV = "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
 
 
-@pytest.fixture
-def gpu_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
-    names = [unique_name("gpu") for _ in range(2)]
-    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(n, simulated=True, gpus=2) for n in names])
-    yield names
-    fake_nodes.delete_nodes(kube, names)
+gpu_nodes = e2e.gpu_nodes_fixture(2, simulated=True, gpus=2)
 
 
 def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
@@ -108,44 +92,38 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
     control_plane: LocalControlPlane,
     namespace: str,
     gpu_nodes: list[str],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: e2e.Operated,
 ) -> None:
     kube = monitoring_api
     core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
-    apply_policy(spec=SPEC)
-    start_operator()
+    operated.run(SPEC)
     # (0) config.name names a ConfigMap that does not exist, then one without dcgm-metrics.csv:
     # an error naming the field and an Event; no exporter DaemonSet is applied meanwhile.
     field = "spec.dcgmExporter.config.name"
 
     def error_message() -> str:
-        found = condition(read_policy(kube), "Error")
+        found = e2e.condition(e2e.read_policy(kube), "Error")
         return str(found.get("message", "")) if found.get("status") == "True" else ""
 
     def exporter_applied() -> bool:
         selector = f"metadata.name={operand_catalog.DCGM_EXPORTER.daemonset}"
         return bool(apps.list_namespaced_daemon_set(namespace, field_selector=selector).items)
 
-    wait_for(lambda: "'my-dcgm-metrics' does not exist" in error_message(), 60, what="missing ConfigMap")
+    e2e.wait_for(lambda: "'my-dcgm-metrics' does not exist" in error_message(), 60, what="missing ConfigMap")
     assert field in error_message()
-    wait_for_event(kube, "InvalidClusterPolicy", field)
+    e2e.wait_for_event(kube, "InvalidClusterPolicy", field)
     core.create_namespaced_config_map(
         namespace, {"metadata": {"name": "my-dcgm-metrics"}, "data": {"metrics.csv": METRICS_CSV}}
     )
-    wait_for(lambda: "has no key 'dcgm-metrics.csv'" in error_message(), 60, what="missing key error")
+    e2e.wait_for(lambda: "has no key 'dcgm-metrics.csv'" in error_message(), 60, what="missing key error")
     assert not exporter_applied()
     core.patch_namespaced_config_map(
         "my-dcgm-metrics", namespace, {"data": {"dcgm-metrics.csv": METRICS_CSV}}
     )
     # (a)
-    for operand in (
-        operand_catalog.DCGM,
-        operand_catalog.DCGM_EXPORTER,
-        operand_catalog.NODE_STATUS_EXPORTER,
-    ):
-        wait_for(
-            lambda app=operand.app: set(gpu_nodes) <= ready_nodes(kube, namespace, app),
+    for operand in (operands.DCGM, operands.DCGM_EXPORTER, operands.NODE_STATUS_EXPORTER):
+        e2e.wait_for(
+            lambda app=operand.app: set(gpu_nodes) <= e2e.ready_nodes(kube, namespace, app),
             120,
             what=f"{operand.daemonset} Ready on every GPU node",
         )
@@ -171,13 +149,13 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
     exporter_monitor = monitor(kube, namespace, "nvidia-dcgm-exporter") or {}
     assert exporter_monitor["spec"]["endpoints"][0]["interval"] == "30s"
     assert exporter_monitor["metadata"]["labels"]["release"] == "prom"
-    wait_for(lambda: read_policy(kube).get("status", {}).get("state") == "ready", 90, what="policy ready")
-    assert quiet_writes(control_plane) == []
+    e2e.wait_for(lambda: e2e.policy_state(kube) == "ready", 90, what="policy ready")
+    assert e2e.quiet_writes(control_plane) == []
 
     # (b) the exporter's ServiceMonitor off: only it goes.
     before = owned(kube, namespace)
-    patch_policy(kube, {"dcgmExporter": {"serviceMonitor": {"enabled": False}}})
-    wait_for(
+    e2e.patch_policy(kube, {"dcgmExporter": {"serviceMonitor": {"enabled": False}}})
+    e2e.wait_for(
         lambda: monitor(kube, namespace, "nvidia-dcgm-exporter") is None, 30, what="ServiceMonitor removed"
     )
     assert owned(kube, namespace) == {
@@ -190,14 +168,14 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
     before = owned(kube, namespace)
     generation = apps.read_namespaced_daemon_set("nvidia-dcgm", namespace).metadata.generation
     sysctl_field = "spec.daemonsets.podSecurityContext.sysctls[0].name"
-    patch_policy(kube, {"dcgm": {"hostNetwork": True}})
-    wait_for(lambda: sysctl_field in error_message(), 60, what="the sysctl and hostNetwork error")
+    e2e.patch_policy(kube, {"dcgm": {"hostNetwork": True}})
+    e2e.wait_for(lambda: sysctl_field in error_message(), 60, what="the sysctl and hostNetwork error")
     assert "spec.dcgm.hostNetwork" in error_message() and SYSCTL in error_message()
-    wait_for_event(kube, "InvalidClusterPolicy", sysctl_field)
+    e2e.wait_for_event(kube, "InvalidClusterPolicy", sysctl_field)
     assert owned(kube, namespace) == before
     assert apps.read_namespaced_daemon_set("nvidia-dcgm", namespace).metadata.generation == generation
-    patch_policy(kube, {"dcgm": {"hostNetwork": False}})
-    wait_for(lambda: not error_message(), 60, what="the error cleared")
+    e2e.patch_policy(kube, {"dcgm": {"hostNetwork": False}})
+    e2e.wait_for(lambda: not error_message(), 60, what="the error cleared")
 
     # (c) each operand off: its objects go, nothing else changes.
     for section, names in (
@@ -208,7 +186,9 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
         before = owned(kube, namespace)
         mine = {key for key in before if key[1] in names}
         assert ("DaemonSet", next(iter(names))) in mine
-        patch_policy(kube, {section: {"enabled": False}})
-        wait_for(lambda mine=mine: not (mine & set(owned(kube, namespace))), 60, what=f"{section} removed")
+        e2e.patch_policy(kube, {section: {"enabled": False}})
+        e2e.wait_for(
+            lambda mine=mine: not (mine & set(owned(kube, namespace))), 60, what=f"{section} removed"
+        )
         assert owned(kube, namespace) == {k: v for k, v in before.items() if k not in mine}
-    assert quiet_writes(control_plane) == []
+    assert e2e.quiet_writes(control_plane) == []

@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +32,12 @@ from kubernetes import client
 
 from ocp_gpu.model import labels
 from ocp_gpu_harness import helm as helm_harness
-from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import tokens
 from ocp_gpu_harness.binaries import HelmTools
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import FORBIDDEN, wait_for
+from .conftest import FORBIDDEN, gpu_nodes_fixture, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -64,12 +62,7 @@ def readme_commands() -> list[list[str]]:
     return commands
 
 
-@pytest.fixture
-def gpu_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
-    names = [unique_name("gpu") for _ in range(2)]
-    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(n) for n in names])
-    yield names
-    fake_nodes.delete_nodes(kube, names)
+gpu_nodes = gpu_nodes_fixture(2)
 
 
 def delete_crd_if_unused(kube: client.ApiClient) -> None:
@@ -304,11 +297,11 @@ NFD_CRDS = (
 )
 
 
+@pytest.mark.usefixtures("gpu_nodes")  # nodes to deploy on, never named
 def test_helm_with_nfd_creates_the_node_feature_rule(
     control_plane: LocalControlPlane,
     kube: client.ApiClient,
     helm_tools: HelmTools,
-    gpu_nodes: list[str],
     tmp_path: Path,
 ) -> None:
     """nfd.enabled (the default): NFD's chart comes along, its CRDs are installed before our

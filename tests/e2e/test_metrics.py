@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,7 +29,7 @@ from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import wait_for
+from .conftest import Operated, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -88,8 +87,7 @@ def status_is(proc: OperatorProcess, expected: float) -> Any:
 def test_every_documented_metric_is_served_with_its_labels_and_tracks_the_imagestream(
     openshift: client.ApiClient,
     namespace: str,
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
     kube = openshift
     documented = load_generator().documented()
@@ -99,8 +97,7 @@ def test_every_documented_metric_is_served_with_its_labels_and_tracks_the_images
         kube, [fake_nodes.gpu_node(names[0], rhcos=V1), fake_nodes.gpu_node(names[1], rhcos=V2)]
     )
     try:
-        apply_policy()
-        proc = start_operator()
+        proc = operated.run()
         # (a) V2 has no tag: NVIDIA's gauge says so, ours names the version.
         # The gauges can settle before the pass's first write is counted, and a labelled
         # counter has no sample until then: wait for both.

@@ -29,7 +29,7 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +44,10 @@ from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import (
+    Operated,
     condition,
     patch_policy,
+    policy_state,
     quiet_writes,
     read_policy,
     ready_nodes,
@@ -167,13 +169,11 @@ def test_mig_reconfiguration_through_labels(
     control_plane: LocalControlPlane,
     namespace: str,
     mig_nodes: list[str],
-    start_operator: Callable[..., OperatorProcess],
-    apply_policy: Callable[..., dict[str, Any]],
+    operated: Operated,
 ) -> None:
     first, second, l40s = mig_nodes
     core = client.CoreV1Api(kube)
-    apply_policy(spec={"mig": {"strategy": "single"}})
-    operator = start_operator()
+    operator = operated.run({"mig": {"strategy": "single"}})
 
     # (a)
     manager_label = operand_catalog.MIG_MANAGER.deploy_label
@@ -198,7 +198,7 @@ def test_mig_reconfiguration_through_labels(
     config = core.read_namespaced_config_map("default-mig-parted-config", namespace).data["config.yaml"]
     assert "all-1g.10gb" in config
     wait_for(lambda: nvidia_resources(kube, first) == {"nvidia.com/gpu": "2"}, 60, what="2 whole GPUs")
-    wait_for(lambda: read_policy(kube).get("status", {}).get("state") == "ready", 90, what="policy ready")
+    wait_for(lambda: policy_state(kube) == "ready", 90, what="policy ready")
 
     # (b) single: 7 x 1g.10gb per A100 80GB, advertised as nvidia.com/gpu.
     with LabelRecorder(kube, first) as recorder:

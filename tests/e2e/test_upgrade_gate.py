@@ -21,11 +21,10 @@ from kubernetes import client
 
 from ocp_gpu.model import labels
 from ocp_gpu_harness import crds, stages
-from ocp_gpu_harness import nodes as fake_nodes
-from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu_harness.cluster import LocalControlPlane
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import kubectl, wait_for
+from .conftest import gpu_nodes_fixture, kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -66,12 +65,7 @@ def operator_condition(
     api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, CONDITION_NAME)
 
 
-@pytest.fixture
-def gpu_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
-    names = [unique_name("gpu") for _ in range(2)]
-    fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(n) for n in names])
-    yield names
-    fake_nodes.delete_nodes(kube, names)
+gpu_nodes = gpu_nodes_fixture(2)
 
 
 def states(kube: client.ApiClient, names: list[str]) -> dict[str, str]:
