@@ -14,8 +14,6 @@ local control plane (OpenShift emulation) and parsed with prometheus_client's te
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,6 +26,7 @@ from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import unique_name
 from ocp_gpu_harness.operating import OperatorProcess
+from tests import hack_scripts
 
 from .conftest import Operated, wait_for
 
@@ -42,12 +41,7 @@ PREFIX = "gpu_operator_openshift_driver_toolkit_"
 
 
 def load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_metric_docs", ROOT / "hack" / "gen_metric_docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return hack_scripts.load("gen_metric_docs")
 
 
 def scrape(proc: OperatorProcess) -> dict[str, list[tuple[dict[str, str], float]]]:

@@ -11,7 +11,6 @@ the local control plane, its /metrics scraped and parsed with prometheus_client'
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from ocp_gpu import metrics
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import free_port
+from tests import hack_scripts
 
 from .conftest import wait_for
 
@@ -36,12 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_metric_docs", ROOT / "hack" / "gen_metric_docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return hack_scripts.load("gen_metric_docs")
 
 
 def samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:

@@ -26,9 +26,7 @@ OLM's source is absent (harness/olm.SOURCE_HELP).  Timings of each phase are pri
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +44,7 @@ from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
+from tests import hack_scripts
 from tests.e2e.conftest import kubectl, wait_for
 from tests.unit.test_readme_install import readme_block
 
@@ -60,13 +59,7 @@ DTK_IMAGE = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "3" * 64
 
 
 def _load_olm_generator() -> Any:
-    sys.path.insert(0, str(ROOT / "hack"))
-    spec = importlib.util.spec_from_file_location("olm_generator", ROOT / "hack" / "olm.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["olm_generator"] = module
-    spec.loader.exec_module(module)
-    return module
+    return hack_scripts.load("olm", "olm_generator", on_path=True)
 
 
 def _object(document: dict[str, Any]) -> dict[str, Any]:

@@ -4,12 +4,12 @@ names alerts and dashboards may read: dcgm-exporter's default counters and the o
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from tests import hack_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 DCGM_COUNTERS = ROOT / "tests" / "unit" / "data" / "dcgm-exporter-default-counters.txt"
@@ -44,11 +44,7 @@ def dcgm_metrics() -> set[str]:
 
 
 def operator_metrics() -> set[str]:
-    spec = importlib.util.spec_from_file_location("gen_metric_docs", ROOT / "hack" / "gen_metric_docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = hack_scripts.load("gen_metric_docs")
     from ocp_gpu import metrics
 
     return {

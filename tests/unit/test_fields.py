@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ocp_gpu.model.policy import fields
+from ocp_gpu.model import fields
+from tests import hack_scripts
 from tests.unit import _nvidia_fields as nv
 from tests.unit._crd_schema import apply_defaults, default_leaves, spec_schema
 
@@ -30,11 +30,7 @@ OPERATORHUB = Path(__file__).parent / "data" / "nvidia-operatorhub-clusterpolicy
 
 
 def load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_field_docs", ROOT / "hack" / "gen_field_docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return hack_scripts.load("gen_field_docs")
 
 
 def reported(spec: dict[str, Any]) -> list[str]:

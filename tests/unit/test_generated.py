@@ -8,24 +8,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests import hack_scripts
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("hack_generate", ROOT / "hack" / "generate.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
+    return hack_scripts.load("generate", "hack_generate")
 
 
 generate = load_generator()

@@ -20,9 +20,7 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,8 +33,8 @@ from ocp_gpu import cli
 from ocp_gpu.install import install_manifests
 from ocp_gpu.kube import requesting
 from ocp_gpu.model import releases
-from ocp_gpu.rendering import templating
-from ocp_gpu.rendering.operands import operand_common
+from ocp_gpu.rendering import common, templating
+from tests import hack_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = install_manifests.rules()
@@ -44,13 +42,7 @@ ALL_RULES = [*RULES.cluster, *RULES.namespace]
 
 
 def _load_hack(name: str) -> Any:
-    sys.path.insert(0, str(ROOT / "hack"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return hack_scripts.load(name, on_path=True)
 
 
 # --- least privilege ------------------------------------------------------------------------

@@ -7,13 +7,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 from ocp_gpu import metrics
+from tests import hack_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,12 +40,7 @@ NVIDIA_COUNTERS = {"gpu_operator_reconciliation_total", "gpu_operator_reconcilia
 
 
 def load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_metric_docs", ROOT / "hack" / "gen_metric_docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return hack_scripts.load("gen_metric_docs")
 
 
 generator = load_generator()

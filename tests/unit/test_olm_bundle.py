@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import base64
-import importlib.util
 import itertools
 import json
 import sys
@@ -29,9 +28,10 @@ import pytest
 import yaml
 
 from ocp_gpu.desired import pool_manifests
-from ocp_gpu.install import install_manifests
-from ocp_gpu.model import nvidia_driver_spec, releases
-from ocp_gpu.model.policy import policy_checks, policy_parser, policy_spec
+from ocp_gpu.install import manifests
+from ocp_gpu.model import nvidia_driver, policy_checks, policy_parser, releases
+from ocp_gpu.model import policy as policy_model
+from tests import hack_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,12 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _load_olm() -> Any:
     sys.path.insert(0, str(ROOT / "hack"))
     sys.path.insert(0, str(ROOT))
-    spec = importlib.util.spec_from_file_location("olm", ROOT / "hack" / "olm.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["olm"] = module
-    spec.loader.exec_module(module)
-    return module
+    return hack_scripts.load("olm")
 
 
 olm = _load_olm()

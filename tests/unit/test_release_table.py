@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import yaml
 
 from ocp_gpu.install import install_manifests
 from ocp_gpu.model import releases
+from tests import hack_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 # A bare clone of NVIDIA/gpu-operator: $OCP_GPU_UPSTREAM/NVIDIA+gpu-operator (or .../repo), by default
@@ -36,11 +36,7 @@ NVIDIA_MIRROR = next(
     ),
     UPSTREAM / "NVIDIA+gpu-operator",
 )
-SPEC = importlib.util.spec_from_file_location("refresh_release", ROOT / "hack" / "refresh_release.py")
-assert SPEC is not None and SPEC.loader is not None
-refresh = importlib.util.module_from_spec(SPEC)
-sys.modules["refresh_release"] = refresh  # NB: its dataclasses look their module up here
-SPEC.loader.exec_module(refresh)
+refresh = hack_scripts.load("refresh_release")
 
 DIGEST = "sha256:" + "1" * 64
 

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -20,9 +19,10 @@ from types import ModuleType
 
 import pytest
 
-from ocp_gpu.model import upgrade_observations
-from ocp_gpu.model.upgrade_observations import UpgradeState
-from ocp_gpu.planning.upgrades import upgrade_plan
+from ocp_gpu.model import upgrades
+from ocp_gpu.model.upgrades import UpgradeState
+from ocp_gpu.planning import upgrade
+from tests import hack_scripts
 from tests.unit._upgrades import S, policy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,12 +60,7 @@ timed_states = pytest.mark.parametrize(
 
 
 def load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_upgrade_docs", ROOT / "hack" / "gen_upgrade_docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return hack_scripts.load("gen_upgrade_docs")
 
 
 generator = load_generator()
