@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -317,6 +319,67 @@ def ready_nodes(kube: client.ApiClient, namespace: str, app: str) -> set[str]:
         if not p.metadata.deletion_timestamp
         and any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or ()))
     }
+
+
+def run_status(kubeconfig: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`ocp-gpu status` as a separate process; NB: no --namespace: the policy's status names it.
+    Budget 60 s: the interpreter's start and a few reads, seconds on a quiet machine."""
+    return subprocess.run(
+        [sys.executable, "-m", "ocp_gpu.cli", "status", "--kubeconfig", str(kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def status_json(kubeconfig: Path) -> dict[str, Any]:
+    """`ocp-gpu status -o json`, which must succeed."""
+    result = run_status(kubeconfig, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+def driver_pods_ready(
+    kube: client.ApiClient, namespace: str, nodes: list[str], version: str, *, deleting_too: bool = False
+) -> bool:
+    """Every node in `nodes` has a Ready driver pod of `version` (the Ubuntu 22.04 image); one
+    being deleted counts only with `deleting_too`."""
+    pods = client.CoreV1Api(kube).list_namespaced_pod(
+        namespace, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
+    )
+    ready = {
+        pod.spec.node_name
+        for pod in pods.items
+        if pod.spec.containers[0].image.endswith(f":{version}-ubuntu22.04")
+        and (deleting_too or not pod.metadata.deletion_timestamp)
+        and any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
+    }
+    return set(nodes) <= ready
+
+
+def start_job(kube: client.ApiClient, namespace: str, node: str, name: str | None = None) -> str:
+    """A running batch pod (label job=batch, the waitForCompletion selector the tests use) on
+    `node`, of that name or a new one; returns its name."""
+    name = name or unique_name("batch")
+    client.CoreV1Api(kube).create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {
+                "name": name,
+                "labels": {"job": "batch"},
+                "annotations": fake_nodes.pod_fate_annotations("ready"),
+            },
+            "spec": {
+                "nodeName": node,
+                "restartPolicy": "Never",
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "c", "image": "batch"}],
+            },
+        },
+    )
+    return name
 
 
 def yaml_dump(obj: Any) -> str:

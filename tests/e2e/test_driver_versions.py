@@ -11,11 +11,7 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +22,7 @@ from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import condition, patch_policy, read_policy, wait_for, wait_for_event
+from .conftest import condition, patch_policy, read_policy, status_json, wait_for, wait_for_event
 
 pytestmark = pytest.mark.e2e
 
@@ -51,19 +47,6 @@ def driver_images(kube: client.ApiClient, namespace: str) -> dict[str, str]:
     }
 
 
-def run_status(kubeconfig: Path) -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, "-m", "ocp_gpu.cli", "status", "--kubeconfig", str(kubeconfig), "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    report: dict[str, Any] = json.loads(result.stdout)
-    return report
-
-
 def test_a_newer_running_driver_is_kept_until_driver_version_is_set(
     kube: client.ApiClient,
     namespace: str,
@@ -86,7 +69,7 @@ def test_a_newer_running_driver_is_kept_until_driver_version_is_set(
         assert text in found["message"], found
     event = wait_for_event(kube, "DriverNewerThanDefault", newer_node)
     assert event.type == "Warning" and RUNNING in event.message and default in event.message
-    report = run_status(control_plane.make_kubeconfig("status-reader", ["system:masters"]))
+    report = status_json(control_plane.make_kubeconfig("status-reader", ["system:masters"]))
     assert newer_node in report["newer_than_default"]
 
     # An explicit version rolls as asked, even below what runs (DriverDowngrade warns).
@@ -104,7 +87,7 @@ def test_a_newer_running_driver_is_kept_until_driver_version_is_set(
     )
     assert (
         newer_node
-        not in run_status(control_plane.make_kubeconfig("status-reader", ["system:masters"]))[
+        not in status_json(control_plane.make_kubeconfig("status-reader", ["system:masters"]))[
             "newer_than_default"
         ]
     )

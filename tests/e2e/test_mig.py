@@ -25,12 +25,8 @@ SIMULATION (ocp_gpu_harness/node_agent.py) playing the MIG manager's protocol th
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,6 +47,7 @@ from .conftest import (
     quiet_writes,
     read_policy,
     ready_nodes,
+    status_json,
     wait_for,
     wait_for_event,
 )
@@ -120,20 +117,6 @@ class LabelRecorder:
         except Exception:  # NB: stopping the watch ends its response mid-stream
             if not self._stopping:
                 raise
-
-
-def status_json(control_plane: LocalControlPlane) -> dict[str, Any]:
-    kubeconfig: Path = control_plane.kubeconfig
-    result = subprocess.run(
-        [sys.executable, "-m", "ocp_gpu.cli", "status", "--kubeconfig", str(kubeconfig), "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    report: dict[str, Any] = json.loads(result.stdout)
-    return report
 
 
 def mig_gauge(operator: OperatorProcess) -> dict[str, float]:
@@ -264,7 +247,7 @@ def test_mig_reconfiguration_through_labels(
         30,
         what="ocp_gpu_mig_config_nodes",
     )
-    report = status_json(control_plane)
+    report = status_json(control_plane.kubeconfig)
     rows = {row["node"]: row for row in report["nodes"]}
     assert (rows[first]["mig_config"], rows[first]["mig_state"]) == ("all-1g.10gb", "success")
     assert (rows[second]["mig_config"], rows[second]["mig_state"]) == ("all-3g.40gb", "failed")

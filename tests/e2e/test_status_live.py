@@ -35,7 +35,7 @@ from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import kubectl, wait_for
+from .conftest import driver_pods_ready, kubectl, run_status, start_job, status_json, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -64,24 +64,6 @@ def gpu_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
     fake_nodes.delete_nodes(kube, names)
 
 
-def run_status(kubeconfig: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """`ocp-gpu status` as a separate process; NB: no --namespace: the policy's status names it."""
-    return subprocess.run(
-        [sys.executable, "-m", "ocp_gpu.cli", "status", "--kubeconfig", str(kubeconfig), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def status_json(kubeconfig: Path) -> dict[str, Any]:
-    result = run_status(kubeconfig, "-o", "json")
-    assert result.returncode == 0, result.stderr
-    report: dict[str, Any] = json.loads(result.stdout)
-    return report
-
-
 def rows_of(report: dict[str, Any], names: list[str]) -> dict[str, dict[str, Any]]:
     rows = [row for row in report["nodes"] if row["node"] in names]
     assert sorted(row["node"] for row in rows) == names, "not exactly one row per node"
@@ -97,42 +79,6 @@ def states(kube: client.ApiClient, names: list[str]) -> dict[str, str]:
         name: (client.CoreV1Api(kube).read_node(name).metadata.labels or {}).get(labels.UPGRADE_STATE, "")
         for name in names
     }
-
-
-def driver_pods_ready(kube: client.ApiClient, namespace: str, names: list[str], version: str) -> bool:
-    pods = client.CoreV1Api(kube).list_namespaced_pod(
-        namespace, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
-    )
-    ready = {
-        pod.spec.node_name
-        for pod in pods.items
-        if pod.spec.containers[0].image.endswith(f":{version}-ubuntu22.04")
-        and not pod.metadata.deletion_timestamp
-        and any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
-    }
-    return set(names) <= ready
-
-
-def start_job(kube: client.ApiClient, namespace: str, node: str) -> str:
-    """A running pod matching the waitForCompletion selector on `node`; returns its name."""
-    name = unique_name("batch")
-    client.CoreV1Api(kube).create_namespaced_pod(
-        namespace,
-        {
-            "metadata": {
-                "name": name,
-                "labels": {"job": "batch"},
-                "annotations": fake_nodes.pod_fate_annotations("ready"),
-            },
-            "spec": {
-                "nodeName": node,
-                "restartPolicy": "Never",
-                "tolerations": [{"operator": "Exists"}],
-                "containers": [{"name": "c", "image": "batch"}],
-            },
-        },
-    )
-    return name
 
 
 def finish_job(kube: client.ApiClient, namespace: str, name: str) -> None:

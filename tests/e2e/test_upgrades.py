@@ -35,7 +35,17 @@ from ocp_gpu_harness import stages
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import IN_FLIGHT, READY_S, UpgradeStateWatch, holds_for, kubectl, patch_policy, wait_for
+from .conftest import (
+    IN_FLIGHT,
+    READY_S,
+    UpgradeStateWatch,
+    driver_pods_ready,
+    holds_for,
+    kubectl,
+    patch_policy,
+    start_job,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -117,17 +127,9 @@ def gpu_cluster(
     fake_nodes.delete_nodes(kube, fleet.made)
 
 
-def driver_pods_ready(kube: client.ApiClient, namespace: str, nodes: list[str], version: str) -> bool:
-    pods = client.CoreV1Api(kube).list_namespaced_pod(
-        namespace, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
-    )
-    ready = {
-        pod.spec.node_name
-        for pod in pods.items
-        if pod.spec.containers[0].image.endswith(f":{version}-ubuntu22.04")
-        and any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
-    }
-    return set(nodes) <= ready
+def new_driver_ready(kube: client.ApiClient, namespace: str, nodes: list[str], version: str) -> bool:
+    """conftest's driver_pods_ready; NB: a Ready pod being deleted counts, as it always did here."""
+    return driver_pods_ready(kube, namespace, nodes, version, deleting_too=True)
 
 
 def gpu_workload(kube: client.ApiClient, namespace: str, node: str) -> str:
@@ -208,7 +210,7 @@ def relabel_and_recover(
     drain, a new driver pod, validation, uncordon; seconds on a quiet machine)."""
     fleet.relabel(node)
     wait_for(
-        lambda: driver_pods_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
+        lambda: new_driver_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
         READY_S,
         what="recovered",
     )
@@ -226,7 +228,7 @@ def test_seed_patch_rolls_every_node_to_upgrade_done(
     cordoned = nodes[-1]
     fake_nodes.cordon(kube, cordoned)
     gpu_cluster.start_operator()
-    wait_for(lambda: driver_pods_ready(kube, namespace, nodes, "550.90.07"), 60, what="driver pods ready")
+    wait_for(lambda: new_driver_ready(kube, namespace, nodes, "550.90.07"), 60, what="driver pods ready")
     wait_for(lambda: all_done(kube, nodes), 60, what="initial upgrade-done labels")
     # The first labels (no upgrade yet): one Event a pass on the ClusterPolicy naming the nodes,
     # none per node (planning/batched_events).
@@ -238,7 +240,7 @@ def test_seed_patch_rolls_every_node_to_upgrade_done(
     with UpgradeStateWatch(kube, nodes) as sampler:
         gpu_cluster.seed_patch()
         wait_for(
-            lambda: driver_pods_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
+            lambda: new_driver_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
             180,
             what="every node upgraded",
         )
@@ -283,7 +285,7 @@ def test_skip_label_pause_and_resume(
     skipped = nodes[0]
     client.CoreV1Api(kube).patch_node(skipped, {"metadata": {"labels": {labels.UPGRADE_SKIP: "true"}}})
     proc = gpu_cluster.start_operator()
-    wait_for(lambda: driver_pods_ready(kube, namespace, nodes, "550.90.07"), 60, what="driver pods ready")
+    wait_for(lambda: new_driver_ready(kube, namespace, nodes, "550.90.07"), 60, what="driver pods ready")
     wait_for(lambda: all_done(kube, nodes[1:]), 60, what="initial labels")
     patch_policy(kube, {"driver": {"upgradePolicy": {"autoUpgrade": False}}})
     wait_for(lambda: proc.metric("gpu_operator_auto_upgrade_enabled") == 0, 30, what="paused metric")
@@ -294,15 +296,15 @@ def test_skip_label_pause_and_resume(
         5,
         what="paused: no node leaves upgrade-done",
     )
-    assert not driver_pods_ready(kube, namespace, nodes[1:2], "510.85.02"), "paused, yet a driver restarted"
+    assert not new_driver_ready(kube, namespace, nodes[1:2], "510.85.02"), "paused, yet a driver restarted"
 
     patch_policy(kube, {"driver": {"upgradePolicy": {"autoUpgrade": True}}})
     wait_for(
-        lambda: driver_pods_ready(kube, namespace, nodes[1:], "510.85.02") and all_done(kube, nodes[1:]),
+        lambda: new_driver_ready(kube, namespace, nodes[1:], "510.85.02") and all_done(kube, nodes[1:]),
         120,
         what="resumed upgrade finished",
     )
-    assert not driver_pods_ready(kube, namespace, [skipped], "510.85.02"), "the skipped node was upgraded"
+    assert not new_driver_ready(kube, namespace, [skipped], "510.85.02"), "the skipped node was upgraded"
     # As NVIDIA's: the skipped node runs the old driver, so it says upgrade-required, not upgrade-done.
     wait_for(
         lambda: states(kube, nodes)[skipped] == "upgrade-required", 30, what="skipped node upgrade-required"
@@ -391,22 +393,7 @@ def test_wait_for_completion_holds_the_node_until_the_job_pod_completes(
     node, other = nodes
     gpu_cluster.start_operator()
     wait_for(lambda: all_done(kube, nodes), 60, what="initial label")
-    client.CoreV1Api(kube).create_namespaced_pod(
-        namespace,
-        {
-            "metadata": {
-                "name": "batch",
-                "labels": {"job": "batch"},
-                "annotations": fake_nodes.pod_fate_annotations("ready"),
-            },
-            "spec": {
-                "nodeName": node,
-                "restartPolicy": "Never",
-                "tolerations": [{"operator": "Exists"}],
-                "containers": [{"name": "c", "image": "batch"}],
-            },
-        },
-    )
+    start_job(kube, namespace, node, "batch")
     wait_for(
         lambda: client.CoreV1Api(kube).read_namespaced_pod("batch", namespace).status.phase == "Running",
         30,
@@ -418,7 +405,7 @@ def test_wait_for_completion_holds_the_node_until_the_job_pod_completes(
     wait_for(
         lambda: (
             states(kube, nodes)[other] == "upgrade-done"
-            and driver_pods_ready(kube, namespace, [other], "510.85.02")
+            and new_driver_ready(kube, namespace, [other], "510.85.02")
         ),
         60,
         what="the other node upgraded while the first waits",
@@ -428,7 +415,7 @@ def test_wait_for_completion_holds_the_node_until_the_job_pod_completes(
     client.CoreV1Api(kube).patch_namespaced_pod_status("batch", namespace, {"status": {"phase": "Succeeded"}})
     client.CoreV1Api(kube).delete_namespaced_pod("batch", namespace)
     wait_for(
-        lambda: all_done(kube, nodes) and driver_pods_ready(kube, namespace, nodes, "510.85.02"),
+        lambda: all_done(kube, nodes) and new_driver_ready(kube, namespace, nodes, "510.85.02"),
         120,
         what="upgrade after the job",
     )
@@ -450,7 +437,7 @@ def test_operator_killed_mid_upgrade_resumes_from_the_labels(
     mid = states(kube, nodes)
     gpu_cluster.start_operator(wait_role=None)
     wait_for(
-        lambda: driver_pods_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
+        lambda: new_driver_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
         180,
         what="resumed and finished",
     )
