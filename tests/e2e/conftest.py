@@ -220,6 +220,46 @@ def operated(
     return Operated(kube, start_operator, apply_policy)
 
 
+# Each test labels its nodes with its own run id and selects on it: the session's cluster is
+# shared with other tests' nodes.
+RUN_LABEL = "ocp-gpu.test/run"
+
+
+class Run:
+    """One test's own nodes: labelled `RUN_LABEL=<id>`, deleted after the test (waited for:
+    later tests see a clean node list)."""
+
+    def __init__(self, kube: client.ApiClient, prefix: str = "run") -> None:
+        self.kube = kube
+        self.id = unique_name(prefix)
+        self.labels = {RUN_LABEL: self.id}
+        self.node_selector = f"{RUN_LABEL}={self.id}"
+        self.made: list[str] = []
+
+    def make_nodes(self, manifests: list[dict[str, Any]]) -> list[str]:
+        """Create these nodes (waiting until Ready); returns their names."""
+        fake_nodes.create_nodes(self.kube, manifests)
+        names = [str(m["metadata"]["name"]) for m in manifests]
+        self.made.extend(names)
+        return names
+
+    def gpu_nodes(self, count: int = 1, **node_kwargs: Any) -> list[str]:
+        """`count` GPU nodes of the run, `<id>-<i>` (`fake_nodes.gpu_node(name, **node_kwargs)`)."""
+        return self.make_nodes(
+            [
+                fake_nodes.gpu_node(f"{self.id}-{i}", extra_labels=self.labels, **node_kwargs)
+                for i in range(count)
+            ]
+        )
+
+
+@pytest.fixture
+def run(kube: client.ApiClient) -> Iterator[Run]:
+    made = Run(kube)
+    yield made
+    fake_nodes.delete_nodes(kube, made.made)
+
+
 def gpu_nodes_fixture(count: int, prefix: str = "gpu", **node_kwargs: Any) -> Any:
     """A fixture of `count` vanilla GPU nodes (`fake_nodes.vanilla_gpu_node(name, **node_kwargs)`)
     made for the test and deleted after it: `gpu_nodes = gpu_nodes_fixture(2)` in a test module."""

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,39 +41,18 @@ from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import KWOK_USER, LocalControlPlane, unique_name
 from ocp_gpu_harness.polling import holds_for
 
+from .conftest import Run
+
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
 OLD_RHCOS = "416.94.202407030122-0"
 NEW_RHCOS = "417.94.202410090854-0"
-# Each test labels its nodes with its own run id and selects on it: the session's
-# cluster is shared with other tests' nodes.
-RUN_LABEL = "ocp-gpu.test/run"
 
 
 def wait_for(what: str, check: Callable[[], T | None], timeout: float = 30.0) -> T:
     """Poll ``check`` until it returns something truthy (`harness/polling.py`: an exception is
     "not yet", the timeout names the last value and exception)."""
     return polling.wait_for(check, timeout, what=what, interval=0.1)
-
-
-@pytest.fixture
-def run_id() -> str:
-    return unique_name("run")
-
-
-@pytest.fixture
-def make_nodes(kube: client.ApiClient) -> Iterator[Callable[[list[dict[str, Any]]], list[str]]]:
-    """Create nodes (waiting until Ready); delete them after the test."""
-    created: list[str] = []
-
-    def make(manifests: list[dict[str, Any]]) -> list[str]:
-        fake_nodes.create_nodes(kube, manifests)
-        names = [m["metadata"]["name"] for m in manifests]
-        created.extend(names)
-        return names
-
-    yield make
-    fake_nodes.delete_nodes(kube, created)  # waited for: later tests see a clean node list
 
 
 def daemonset(
@@ -183,11 +162,9 @@ def test_control_plane_comes_up(control_plane: LocalControlPlane, kube: client.A
 
 
 @pytest.mark.e2e
-def test_gpu_and_cpu_nodes_become_ready(
-    kube: client.ApiClient, make_nodes: Callable[[list[dict[str, Any]]], list[str]], run_id: str
-) -> None:
-    gpu, cpu, ubuntu = f"{run_id}-gpu", f"{run_id}-cpu", f"{run_id}-ubuntu"
-    make_nodes(
+def test_gpu_and_cpu_nodes_become_ready(kube: client.ApiClient, run: Run) -> None:
+    gpu, cpu, ubuntu = f"{run.id}-gpu", f"{run.id}-cpu", f"{run.id}-ubuntu"
+    run.make_nodes(
         [
             fake_nodes.gpu_node(gpu, rhcos=OLD_RHCOS, gpus=4),
             fake_nodes.cpu_node(cpu),
@@ -222,16 +199,14 @@ def test_gpu_and_cpu_nodes_become_ready(
 @pytest.mark.e2e
 def test_daemonset_runs_on_matching_nodes_only(
     kube: client.ApiClient,
-    make_nodes: Callable[[list[dict[str, Any]]], list[str]],
     namespace: str,
-    run_id: str,
+    run: Run,
 ) -> None:
-    run = {RUN_LABEL: run_id}
-    gpus = make_nodes([fake_nodes.gpu_node(f"{run_id}-g{i}", extra_labels=run) for i in range(2)])
-    make_nodes([fake_nodes.cpu_node(f"{run_id}-c0", extra_labels=run)])
+    gpus = run.gpu_nodes(2)
+    run.make_nodes([fake_nodes.cpu_node(f"{run.id}-c0", extra_labels=run.labels)])
     apps, core = client.AppsV1Api(kube), client.CoreV1Api(kube)
     ds = apps.create_namespaced_daemon_set(
-        namespace, daemonset("driver", {labels.NFD_NVIDIA_PCI: "true", **run})
+        namespace, daemonset("driver", {labels.NFD_NVIDIA_PCI: "true", **run.labels})
     )
 
     def ready_pods() -> list[Any] | None:
@@ -253,17 +228,17 @@ def test_daemonset_runs_on_matching_nodes_only(
 @pytest.mark.e2e
 def test_pod_fates(
     kube: client.ApiClient,
-    make_nodes: Callable[[list[dict[str, Any]]], list[str]],
     namespace: str,
-    run_id: str,
+    run: Run,
 ) -> None:
-    run = {RUN_LABEL: run_id}
-    make_nodes([fake_nodes.gpu_node(f"{run_id}-g0", extra_labels=run)])
+    run.gpu_nodes()
     apps, core = client.AppsV1Api(kube), client.CoreV1Api(kube)
     # A pod whose template says its image cannot be pulled never looks Ready.
     apps.create_namespaced_daemon_set(
         namespace,
-        daemonset("broken", run, annotations=fake_nodes.pod_fate_annotations(stages.FATE_IMAGE_PULL_FAILING)),
+        daemonset(
+            "broken", run.labels, annotations=fake_nodes.pod_fate_annotations(stages.FATE_IMAGE_PULL_FAILING)
+        ),
     )
     pod = wait_for(
         "the broken pod to fail pulling",
@@ -302,16 +277,14 @@ def test_pod_fates(
 @pytest.mark.e2e
 def test_a_pod_marked_not_ready_by_the_node_controller_is_ready_again(
     kube: client.ApiClient,
-    make_nodes: Callable[[list[dict[str, Any]]], list[str]],
     namespace: str,
-    run_id: str,
+    run: Run,
 ) -> None:
     """SIMULATION (stages.ready_again_stage): the node lifecycle controller marks the pods of a
     node whose Lease was late not Ready (Ready False, ContainersReady left True); a kubelet
     reports them Ready again, and so must kwok, or they stay not Ready for good (5,000 nodes:
     1,438 driver pods). A crash-looping pod, whose containers are not ready, stays not Ready."""
-    run = {RUN_LABEL: run_id}
-    (node,) = make_nodes([fake_nodes.gpu_node(f"{run_id}-g0", extra_labels=run)])
+    (node,) = run.gpu_nodes()
     core = client.CoreV1Api(kube)
     core.create_namespaced_pod(namespace, pod_on(node, "steady", {"app": "steady"}))
     wait_for("the pod Ready", lambda: is_ready(core.read_namespaced_pod("steady", namespace)))
@@ -332,16 +305,14 @@ def test_a_pod_marked_not_ready_by_the_node_controller_is_ready_again(
 def test_kwok_confirms_graceful_deletions_and_leaves_a_recreated_pod_alone(
     kube: client.ApiClient,
     control_plane: LocalControlPlane,
-    make_nodes: Callable[[list[dict[str, Any]]], list[str]],
     namespace: str,
-    run_id: str,
+    run: Run,
 ) -> None:
     """SIMULATION (stages.patched_pod_delete): kwok removes a pod deleted gracefully, as a
     kubelet confirms it; a pod deleted with grace 0 (removed by the API server at once) and
     created again under its name is left alone (kwok deletes by name: under load its late
     delete once removed the new pod, issue 30)."""
-    run = {RUN_LABEL: run_id}
-    (node,) = make_nodes([fake_nodes.gpu_node(f"{run_id}-g0", extra_labels=run)])
+    (node,) = run.gpu_nodes()
     core = client.CoreV1Api(kube)
 
     def exists() -> bool:
@@ -386,14 +357,12 @@ def test_kwok_confirms_graceful_deletions_and_leaves_a_recreated_pod_alone(
 def test_mco_update_drains_through_eviction_and_honours_pdb(
     kube: client.ApiClient,
     control_plane: LocalControlPlane,
-    make_nodes: Callable[[list[dict[str, Any]]], list[str]],
     namespace: str,
-    run_id: str,
+    run: Run,
 ) -> None:
-    run = {RUN_LABEL: run_id}
-    node_a, node_b = make_nodes([fake_nodes.gpu_node(f"{run_id}-{x}", extra_labels=run) for x in "ab"])
+    node_a, node_b = run.gpu_nodes(2)
     core, apps, policy = client.CoreV1Api(kube), client.AppsV1Api(kube), client.PolicyV1Api(kube)
-    apps.create_namespaced_daemon_set(namespace, daemonset("agent", run))
+    apps.create_namespaced_daemon_set(namespace, daemonset("agent", run.labels))
     guarded = {"app": "guarded"}
     core.create_namespaced_pod(namespace, pod_on(node_a, "guarded-a", guarded))
     policy.create_namespaced_pod_disruption_budget(
@@ -479,11 +448,10 @@ def test_mco_update_drains_through_eviction_and_honours_pdb(
 @pytest.mark.e2e
 def test_drain_blocked_by_pdb_fails_after_timeout(
     kube: client.ApiClient,
-    make_nodes: Callable[[list[dict[str, Any]]], list[str]],
     namespace: str,
-    run_id: str,
+    run: Run,
 ) -> None:
-    (node,) = make_nodes([fake_nodes.gpu_node(f"{run_id}-a")])
+    (node,) = run.make_nodes([fake_nodes.gpu_node(f"{run.id}-a")])
     core, policy = client.CoreV1Api(kube), client.PolicyV1Api(kube)
     core.create_namespaced_pod(namespace, pod_on(node, "only", {"app": "only"}))
     policy.create_namespaced_pod_disruption_budget(

@@ -28,25 +28,24 @@ import datetime
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client
 
 from ocp_gpu.kube import clients, connecting, pod_following, requesting, upgrading
-from ocp_gpu.model import labels, upgrade_observations
-from ocp_gpu.model.upgrade_observations import UpgradeState
-from ocp_gpu.planning.upgrades import upgrade_pipeline, upgrade_plan
-from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu.model import labels, upgrades
+from ocp_gpu.model.upgrades import UpgradeState
+from ocp_gpu.planning import upgrade, upgrade_pipeline
 from ocp_gpu_harness import polling
-from ocp_gpu_harness.cluster import unique_name
 from tests.unit._upgrades import policy
+
+from .conftest import Run
 
 pytestmark = pytest.mark.e2e
 
 T = TypeVar("T")
-RUN_LABEL = "ocp-gpu.test/run"
 S = UpgradeState
 
 
@@ -54,36 +53,6 @@ def wait_for(what: str, check: Callable[[], T | None], timeout: float = 30.0) ->
     """Poll ``check`` until it returns something truthy (`harness/polling.py`: an exception is
     "not yet", the timeout names the last value and exception)."""
     return polling.wait_for(check, timeout, what=what, interval=0.1)
-
-
-class Run:
-    """One test's own objects: GPU nodes and a driver DaemonSet labelled `RUN_LABEL=<name>`, so
-    that what the adapters list is this test's alone."""
-
-    def __init__(self, kube: client.ApiClient) -> None:
-        self.kube = kube
-        self.name = unique_name("upg")
-        self.labels = {RUN_LABEL: self.name}
-        # what the adapters are given to find this run's nodes and driver pods
-        self.node_selector = f"{RUN_LABEL}={self.name}"
-        self.driver_selector = f"{upgrading.DRIVER_SELECTOR},{self.node_selector}"
-        self.created: list[str] = []
-
-    def make_nodes(self, count: int = 1, gpus: int = 2) -> list[str]:
-        manifests = [
-            fake_nodes.gpu_node(f"{self.name}-{i}", gpus=gpus, extra_labels=self.labels) for i in range(count)
-        ]
-        fake_nodes.create_nodes(self.kube, manifests)
-        names = [m["metadata"]["name"] for m in manifests]
-        self.created.extend(names)
-        return names
-
-
-@pytest.fixture
-def run(kube: client.ApiClient) -> Iterator[Run]:
-    made = Run(kube)
-    yield made
-    fake_nodes.delete_nodes(kube, made.created)
 
 
 def bare_pod(
@@ -103,8 +72,13 @@ def bare_pod(
 @pytest.fixture
 def node(run: Run) -> str:
     """One GPU node of the test's run."""
-    (name,) = run.make_nodes()
+    (name,) = run.gpu_nodes(gpus=2)
     return name
+
+
+def driver_selector(run: Run) -> str:
+    """What the adapters are given to find the run's driver pods."""
+    return f"{upgrading.DRIVER_SELECTOR},{run.node_selector}"
 
 
 def driver_daemonset(run: dict[str, str], version: str = "1") -> dict[str, Any]:
@@ -216,11 +190,11 @@ def test_current_revision_matches_pods_and_moves_on_a_template_change(
     namespace: str,
     run: Run,
 ) -> None:
-    nodes = run.make_nodes(count=2)
+    nodes = run.gpu_nodes(2, gpus=2)
     apps = client.AppsV1Api(kube)
     apps.create_namespaced_daemon_set(namespace, driver_daemonset(run.labels))
     pods = wait_for("2 Ready driver pods", ready_driver_pods(kube, namespace, 2), 60)
-    selector = run.driver_selector
+    selector = driver_selector(run)
 
     revisions = upgrading.list_controller_revisions(api, namespace, selector)
     old_hash = revisions["nvidia-driver-daemonset-test"]
@@ -281,7 +255,7 @@ def test_set_upgrade_state_writes_label_event_and_log(
     run: Run,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    (node,) = run.make_nodes()
+    (node,) = run.gpu_nodes(gpus=2)
     caplog.set_level(logging.INFO, logger=labels.UPGRADE_LOGGER)
     started = upgrade_observations.format_timestamp(datetime.datetime.now(datetime.UTC))
     upgrading.set_upgrade_state(
@@ -326,7 +300,7 @@ def test_pods_on_node(
     run: Run,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    node, other = run.make_nodes(count=2)
+    node, other = run.gpu_nodes(2, gpus=2)
     core = client.CoreV1Api(kube)
     core.create_namespaced_pod(namespace, bare_pod(node, "gpu", resources={"nvidia.com/gpu": "1"}))
     scratch = bare_pod(node, "scratch")
@@ -423,7 +397,7 @@ def test_one_node_through_the_state_machine(
         "workloads Ready",
         lambda: all(is_ready(core.read_namespaced_pod(n, namespace)) for n in ("trainer", "web")),
     )
-    selector = run.driver_selector
+    selector = driver_selector(run)
     node_selector = run.node_selector
     # force: the trainer is a bare pod.
     upgrade_policy = policy(force=True)
