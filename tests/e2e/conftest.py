@@ -18,8 +18,10 @@ from kubernetes import client, watch
 
 from ocp_gpu.model import labels
 from ocp_gpu_harness import crds, polling
+from ocp_gpu_harness import helm as helm_harness
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import rbac as operator_rbac
+from ocp_gpu_harness.binaries import HelmTools
 from ocp_gpu_harness.chaos import IN_FLIGHT
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
@@ -281,6 +283,19 @@ def gpu_node(kube: client.ApiClient) -> Iterator[str]:
     fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(name)])
     yield name
     fake_nodes.delete_nodes(kube, [name])
+
+
+@pytest.fixture
+def helm(control_plane: LocalControlPlane, helm_tools: HelmTools, tmp_path: Path) -> helm_harness.Helm:
+    """helm on the local control plane, with the test's own home (cache, config, releases)."""
+    return helm_harness.Helm(helm_tools, control_plane.kubeconfig, tmp_path / "helm-home")
+
+
+@pytest.fixture
+def chart(helm_tools: HelmTools, tmp_path: Path) -> Path:
+    """The test's copy of charts/ocp-gpu with its NFD dependency: what `helm dependency update`
+    would make (simulated: no network)."""
+    return helm_harness.prepare_chart(helm_tools, tmp_path)
 
 
 def read_policy(kube: client.ApiClient, name: str = "cluster-policy") -> dict[str, Any]:

@@ -33,7 +33,6 @@ from kubernetes import client
 from ocp_gpu.model import labels
 from ocp_gpu_harness import helm as helm_harness
 from ocp_gpu_harness import tokens
-from ocp_gpu_harness.binaries import HelmTools
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
@@ -170,7 +169,8 @@ def leftovers(kube: client.ApiClient) -> list[str]:
 def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_service_account(
     control_plane: LocalControlPlane,
     kube: client.ApiClient,
-    helm_tools: HelmTools,
+    helm: helm_harness.Helm,
+    chart: Path,
     gpu_nodes: list[str],
     tmp_path: Path,
 ) -> None:
@@ -180,9 +180,7 @@ def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_servi
         ["helm", "install"],
         ["helm", "upgrade"],
     ], "the Helm block of docs/helm.md changed shape: update this test"
-    helm = helm_harness.Helm(helm_tools, control_plane.kubeconfig, tmp_path / "helm-home")
-    # `helm dependency update` (commands[0]) is the simulated step: prepare_chart does its work.
-    chart = helm_harness.prepare_chart(helm_tools, tmp_path)
+    # `helm dependency update` (commands[0]) is the simulated step: the chart fixture does its work.
     delete_crd_if_unused(kube)
 
     # --- helm install ---------------------------------------------------------------------------
@@ -298,31 +296,49 @@ NFD_CRDS = (
 
 
 @pytest.mark.usefixtures("gpu_nodes")  # nodes to deploy on, never named
+def install_and_wait(
+    helm: helm_harness.Helm, release: str, chart: Path, namespace: str, *args: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """`helm install <release> <chart> --namespace <namespace> --create-namespace --wait <args>`."""
+    return helm.run(
+        "install",
+        release,
+        str(chart),
+        "--namespace",
+        namespace,
+        "--create-namespace",
+        "--wait",
+        *args,
+        timeout=timeout,
+    )
+
+
+def delete_nfd_crds(kube: client.ApiClient) -> None:
+    """NFD's API would make later charts render our rule: leave the session as it was."""
+    ext = client.ApiextensionsV1Api(kube)
+    for name in NFD_CRDS:
+        try:
+            ext.delete_custom_resource_definition(name)
+        except client.exceptions.ApiException as error:
+            if error.status != 404:
+                raise
+
+
+@pytest.mark.usefixtures("gpu_nodes")  # nodes to deploy on, never named
 def test_helm_with_nfd_creates_the_node_feature_rule(
     control_plane: LocalControlPlane,
     kube: client.ApiClient,
-    helm_tools: HelmTools,
-    tmp_path: Path,
+    helm: helm_harness.Helm,
+    chart: Path,
 ) -> None:
     """nfd.enabled (the default): NFD's chart comes along, its CRDs are installed before our
     templates render, so `.Capabilities.APIVersions.Has` sees the NodeFeatureRule API and the
     chart creates our rule; uninstall removes it (NFD's CRDs stay, as helm keeps CRDs)."""
-    helm = helm_harness.Helm(helm_tools, control_plane.kubeconfig, tmp_path / "helm-home")
-    chart = helm_harness.prepare_chart(helm_tools, tmp_path)
     namespace = unique_name("helm-nfd")
     custom = client.CustomObjectsApi(kube)
-    ext = client.ApiextensionsV1Api(kube)
     try:
-        result = helm.run(
-            "install",
-            RELEASE,
-            str(chart),
-            "--namespace",
-            namespace,
-            "--create-namespace",
-            "--wait",
-            timeout=240,
-        )
+        # Budget 240 s: helm waits for NFD's and our pods (kwok readies them in seconds, quiet).
+        result = install_and_wait(helm, RELEASE, chart, namespace, timeout=240)
         assert result.returncode == 0, result.stderr
         rule = custom.get_cluster_custom_object(
             "nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules", "ocp-gpu-nvidia-pci"
@@ -343,10 +359,4 @@ def test_helm_with_nfd_creates_the_node_feature_rule(
     finally:
         helm.run("uninstall", RELEASE, "--namespace", namespace, timeout=30)
         client.CoreV1Api(kube).delete_namespace(namespace)
-        # NFD's API would make later charts render our rule: leave the session as it was.
-        for name in NFD_CRDS:
-            try:
-                ext.delete_custom_resource_definition(name)
-            except client.exceptions.ApiException as error:
-                if error.status != 404:
-                    raise
+        delete_nfd_crds(kube)

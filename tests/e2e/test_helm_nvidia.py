@@ -37,7 +37,7 @@ from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import CRD_PATH, FORBIDDEN, REACT_S, READY_S, kubectl, wait_for
-from .test_helm import CRD_NAME, NFD_CRDS, delete_crd_if_unused
+from .test_helm import CRD_NAME, delete_crd_if_unused, delete_nfd_crds, install_and_wait
 
 pytestmark = pytest.mark.e2e
 
@@ -70,12 +70,11 @@ def restore_crds(control_plane: LocalControlPlane) -> None:
 def test_helm_install_with_nvidias_values_and_time_slicing(
     control_plane: LocalControlPlane,
     kube: client.ApiClient,
-    helm_tools: HelmTools,
+    helm: helm_harness.Helm,
+    chart: Path,
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    helm = helm_harness.Helm(helm_tools, control_plane.kubeconfig, tmp_path / "helm-home")
-    chart = helm_harness.prepare_chart(helm_tools, tmp_path)
     nvidia_operator = yaml.safe_load((DATA / "nvidia-values.yaml").read_text())["operator"]
     time_slicing = yaml.safe_load((DATA / "time-slicing-values.yaml").read_text())["devicePlugin"]["config"]
     delete_crd_if_unused(kube)
@@ -86,20 +85,13 @@ def test_helm_install_with_nvidias_values_and_time_slicing(
     # The GPU node first: it is also where the operator and NFD pods are scheduled (kwok runs them).
     fake_nodes.create_nodes(kube, [fake_nodes.vanilla_gpu_node(node, simulated=True, gpus=PHYSICAL_GPUS)])
     try:
-        result = helm.run(
-            "install",
-            RELEASE,
-            str(chart),
-            "--namespace",
-            namespace,
-            "--create-namespace",
-            "--wait",
+        values = (
             "--values",
             str(DATA / "nvidia-values.yaml"),
             "--values",
             str(DATA / "time-slicing-values.yaml"),
-            timeout=300,
         )
+        result = install_and_wait(helm, RELEASE, chart, namespace, *values, timeout=300)
         assert result.returncode == 0, result.stderr
         # The operator: ocp-gpu's image, scheduled as NVIDIA's operator values say.
         deployment = apps.read_namespaced_deployment(labels.OPERATOR_DEPLOYMENT, namespace)
@@ -136,14 +128,7 @@ def test_helm_install_with_nvidias_values_and_time_slicing(
             print(f"--- operator.log (tail) ---\n{operator.log()[-6000:]}")
         helm.run("uninstall", RELEASE, "--namespace", namespace, "--wait", timeout=180)
         fake_nodes.delete_nodes(kube, [node])
-        ext = client.ApiextensionsV1Api(kube)
-        # NFD's API would make later charts render our rule: leave the session as it was.
-        for name in NFD_CRDS:
-            try:
-                ext.delete_custom_resource_definition(name)
-            except client.exceptions.ApiException as error:
-                if error.status != 404:
-                    raise
+        delete_nfd_crds(kube)
         wait_for(
             lambda: not custom.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies")["items"],
             2 * REACT_S,
@@ -194,11 +179,12 @@ def test_crd_hooks_manifests_and_their_command_under_their_own_rbac(
     control_plane: LocalControlPlane,
     kube: client.ApiClient,
     helm_tools: HelmTools,
+    chart: Path,
     namespace: str,
     tmp_path: Path,
 ) -> None:
+    # helm without a cluster: `helm template` renders the hooks as an install would
     helm = helm_harness.Helm(helm_tools, None, tmp_path / "helm-home")
-    chart = helm_harness.prepare_chart(helm_tools, tmp_path)
     hooks = hook_objects(helm, chart, namespace)
     assert set(hooks) == {"gpu-operator-upgrade-crd", "gpu-operator-cleanup-crd"}
     events = {

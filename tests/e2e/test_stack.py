@@ -43,6 +43,7 @@ from .conftest import (
     condition,
     holds_for,
     patch_policy,
+    policy_state,
     quiet_writes,
     read_policy,
     wait_for,
@@ -60,10 +61,6 @@ DEFAULT_APPS = {
     if policy_spec.Policy().components()[o.section].enabled and o is not operand_catalog.MIG_MANAGER
 }
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-
-
-def state(kube: client.ApiClient) -> str:
-    return str((read_policy(kube).get("status") or {}).get("state"))
 
 
 def operand_pods(kube: client.ApiClient, namespace: str) -> list[Any]:
@@ -188,12 +185,10 @@ def test_gpu_pod_waits_for_the_chain_then_runs(
     scheduled = wait_for(lambda: pod_node(kube, namespace, work), 90, what="the GPU pod scheduled")
     assert scheduled == gpu
     # By then the chain up to the device plugin is Ready on that node; the validator follows it.
-    assert {
-        operand_catalog.DRIVER.app,
-        operand_catalog.CONTAINER_TOOLKIT.app,
-        operand_catalog.DEVICE_PLUGIN.app,
-    } <= ready_apps_on(kube, namespace, gpu)
-    wait_for(lambda: state(kube) == "ready", READY_S, what="policy ready")
+    assert {operands.DRIVER.app, operands.CONTAINER_TOOLKIT.app, operands.DEVICE_PLUGIN.app} <= ready_apps_on(
+        kube, namespace, gpu
+    )
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
     pods = {(p.spec.node_name, p.metadata.labels[labels.APP]): p for p in operand_pods(kube, namespace)}
     assert {app for node, app in pods if node == gpu} == DEFAULT_APPS
     # The markers order them on the node: each became Ready no earlier than what it waits for.
@@ -338,7 +333,7 @@ def test_each_operand_switches_alone_and_steady_state_is_quiet(
     stack.make_nodes(2, gpus=2)
     stack.apply_policy()
     stack.start_operator()
-    wait_for(lambda: state(kube) == "ready", 90, what="policy ready")
+    wait_for(lambda: policy_state(kube) == "ready", 90, what="policy ready")
     everything = owned(kube, namespace)
     for operand, section in SWITCHABLE:
         mine = {key for key in everything if key[1] in _names_of(operand)}
@@ -354,7 +349,7 @@ def test_each_operand_switches_alone_and_steady_state_is_quiet(
         wait_for(lambda mine=mine: mine <= set(owned(kube, namespace)), 60, what=f"{operand.name} back")
         everything = owned(kube, namespace)
 
-    wait_for(lambda: state(kube) == "ready", 90, what="policy ready again")
+    wait_for(lambda: policy_state(kube) == "ready", 90, what="policy ready again")
     assert quiet_writes(control_plane) == []
 
 
@@ -375,7 +370,7 @@ def test_tainted_gpu_pool_runs_every_operand_but_no_cpu_work(
     pool = stack.make_nodes(2, gpus=4, taint=True)
     stack.apply_policy()
     stack.start_operator()
-    wait_for(lambda: state(kube) == "ready", 90, what="policy ready on the tainted pool")
+    wait_for(lambda: policy_state(kube) == "ready", 90, what="policy ready on the tainted pool")
     for node in pool:
         assert ready_apps_on(kube, namespace, node) == DEFAULT_APPS, node
         assert nvidia_resources(kube, node) == {"nvidia.com/gpu": "4"}
@@ -414,7 +409,7 @@ def test_upgrade_validation_waits_for_validator_pods(
         }
     )
     stack.start_operator()
-    wait_for(lambda: state(kube) == "ready", 90, what="policy ready")
+    wait_for(lambda: policy_state(kube) == "ready", 90, what="policy ready")
     validator = validator_pod_on(kube, namespace, bad)
     # The validator on `bad` fails from now on (its pod restarts after the driver's, too).
     fake_nodes.set_pod_fate(kube, namespace, validator, "crash-looping")
@@ -459,7 +454,7 @@ def test_upgrade_validation_times_out_then_recovers_when_the_validator_is_ready(
     stack.apply_policy(spec={"driver": {"version": "550.90.07"}})
     # NVIDIA's validation timeout is 600 s; the operator's env shortens it for the test.
     stack.start_operator(env={"OCP_GPU_VALIDATION_TIMEOUT_SECONDS": "8"})
-    wait_for(lambda: state(kube) == "ready", 90, what="policy ready")
+    wait_for(lambda: policy_state(kube) == "ready", 90, what="policy ready")
     validator = validator_pod_on(kube, namespace, node)
     fake_nodes.set_pod_fate(kube, namespace, validator, "crash-looping")
     patch_policy(kube, {"driver": {"version": "550.127.05"}})
