@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -61,6 +62,26 @@ def gpu_nodes(kube: client.ApiClient) -> Iterator[list[str]]:
     )
     yield names
     fake_nodes.delete_nodes(kube, names)
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """What NVIDIA's operator leaves for ocp-gpu: V1's driver-toolkit tag served, the ClusterPolicy
+    (SPEC) applied; `start` starts ocp-gpu (start_operator) once NVIDIA's objects are in place."""
+
+    policy: dict[str, Any]
+    start: Callable[..., OperatorProcess]
+
+
+@pytest.fixture
+def takeover(
+    openshift: client.ApiClient,
+    apply_policy: Callable[..., dict[str, Any]],
+    start_operator: Callable[..., OperatorProcess],
+) -> Takeover:
+    """NB: in the order the tests took them: the operator stops before the policy is deleted."""
+    openshift_emulation.set_driver_toolkit_tags(openshift, {V1: DTK})
+    return Takeover(apply_policy(spec=SPEC), start_operator)
 
 
 def owner_ref(policy: dict[str, Any]) -> dict[str, Any]:
@@ -148,14 +169,10 @@ def foreign_managers(obj: Any) -> list[str]:
 
 def test_a_nvidias_objects_are_updated_in_place_and_become_ours_alone(
     kube: client.ApiClient,
-    openshift: client.ApiClient,
     namespace: str,
     gpu_nodes: list[str],
-    apply_policy: Callable[..., dict[str, Any]],
-    start_operator: Callable[..., OperatorProcess],
+    takeover: Takeover,
 ) -> None:
-    openshift_emulation.set_driver_toolkit_tags(openshift, {V1: DTK})
-    policy = apply_policy(spec=SPEC)
     # NVIDIA's DTK driver DaemonSet (assets/state-driver + transformOpenShiftDriverToolkitContainer).
     nvidia_driver_labels = {
         labels.APP: DRIVER_DS,
@@ -170,7 +187,7 @@ def test_a_nvidias_objects_are_updated_in_place_and_become_ours_alone(
         {"name": "nvidia-driver-ctr", "image": "nvcr.io/nvidia/driver:550.90.07-rhcos4.16"},
         {labels.deploy_label("driver"): "true", labels.OSTREE_VERSION: V1},
     )
-    driver["metadata"]["ownerReferences"] = [owner_ref(policy)]
+    driver["metadata"]["ownerReferences"] = [owner_ref(takeover.policy)]
     driver["metadata"]["labels"][labels.DTK_RHCOS] = V1
     plugin = daemonset(
         "nvidia-device-plugin-daemonset",
@@ -184,14 +201,14 @@ def test_a_nvidias_objects_are_updated_in_place_and_become_ours_alone(
         },
         {labels.deploy_label("device-plugin"): "true"},
     )
-    plugin["metadata"]["ownerReferences"] = [owner_ref(policy)]
+    plugin["metadata"]["ownerReferences"] = [owner_ref(takeover.policy)]
     account: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": {
             "name": "nvidia-driver",
             "labels": {"nvidia-only": "yes"},
-            "ownerReferences": [owner_ref(policy)],
+            "ownerReferences": [owner_ref(takeover.policy)],
         },
     }
     made = {
@@ -203,7 +220,7 @@ def test_a_nvidias_objects_are_updated_in_place_and_become_ours_alone(
     )
 
     with PodsPerNode(kube, namespace) as sampler:
-        start_operator()
+        takeover.start()
         apps, core = client.AppsV1Api(kube), client.CoreV1Api(kube)
 
         def adopted() -> bool:
@@ -252,14 +269,10 @@ def test_a_nvidias_objects_are_updated_in_place_and_become_ours_alone(
 
 def test_b_ocp_gpus_driver_daemonset_with_the_old_selector_is_replaced_keeping_its_pods(
     kube: client.ApiClient,
-    openshift: client.ApiClient,
     namespace: str,
     gpu_nodes: list[str],
-    apply_policy: Callable[..., dict[str, Any]],
-    start_operator: Callable[..., OperatorProcess],
+    takeover: Takeover,
 ) -> None:
-    openshift_emulation.set_driver_toolkit_tags(openshift, {V1: DTK})
-    policy = apply_policy(spec=SPEC)
     # As ocp-gpu rendered it before: app=nvidia-driver-daemonset plus strategy and key.
     old_selector = {labels.APP: labels.DRIVER_APP, labels.DRIVER_STRATEGY: "dtk", labels.DRIVER_KEY: V1}
     pod_labels = {
@@ -276,7 +289,7 @@ def test_b_ocp_gpus_driver_daemonset_with_the_old_selector_is_replaced_keeping_i
         {"name": "nvidia-driver-ctr", "image": "nvcr.io/nvidia/driver:550.90.07-rhcos4.16"},
         {labels.deploy_label("driver"): "true", labels.OSTREE_VERSION: V1},
     )
-    old["metadata"]["ownerReferences"] = [owner_ref(policy)]
+    old["metadata"]["ownerReferences"] = [owner_ref(takeover.policy)]
     made = create_as(kube, "ocp-gpu", namespace, old)
     before = wait_for(
         lambda: running_on_every_node(kube, namespace, gpu_nodes), 60, what="the old driver pods running"
@@ -284,7 +297,7 @@ def test_b_ocp_gpus_driver_daemonset_with_the_old_selector_is_replaced_keeping_i
 
     apps = client.AppsV1Api(kube)
     with PodsPerNode(kube, namespace) as sampler:
-        start_operator()
+        takeover.start()
 
         def replaced() -> Any:
             try:
