@@ -12,28 +12,37 @@ import asyncio
 from ocp_gpu.reconcilers.ranked_gate import RankedGate
 
 
+class OnePlace:
+    """A gate of one place; `holder` holds it until `release` is set; each `caller` records in
+    `order` when it got the place."""
+
+    def __init__(self) -> None:
+        self.gate = RankedGate(1)
+        self.order: list[str] = []
+        self.release = asyncio.Event()
+
+    async def holder(self) -> None:
+        async with self.gate.held((0, self.gate.ticket())):
+            await self.release.wait()
+
+    async def caller(self, name: str, rank: int) -> None:
+        async with self.gate.held((rank, self.gate.ticket())):
+            self.order.append(name)
+
+
 def test_a_freed_place_goes_to_the_lowest_rank_waiting() -> None:
     async def scenario() -> list[str]:
-        gate = RankedGate(1)
-        order: list[str] = []
-        release = asyncio.Event()
-
-        async def holder() -> None:
-            async with gate.held((0, gate.ticket())):
-                await release.wait()
-
-        async def caller(name: str, rank: int) -> None:
-            async with gate.held((rank, gate.ticket())):
-                order.append(name)
-
-        first = asyncio.ensure_future(holder())
+        one = OnePlace()
+        first = asyncio.ensure_future(one.holder())
         await asyncio.sleep(0)
-        waiters = [asyncio.ensure_future(caller(name, rank)) for name, rank in [("c", 3), ("a", 1), ("b", 2)]]
+        waiters = [
+            asyncio.ensure_future(one.caller(name, rank)) for name, rank in [("c", 3), ("a", 1), ("b", 2)]
+        ]
         await asyncio.sleep(0)
-        assert gate.waiting == 3
-        release.set()
+        assert one.gate.waiting == 3
+        one.release.set()
         await asyncio.gather(first, *waiters)
-        return order
+        return one.order
 
     assert asyncio.run(scenario()) == ["a", "b", "c"]
 
@@ -60,28 +69,17 @@ def test_never_more_holders_than_the_limit() -> None:
 
 def test_a_cancelled_waiter_gives_up_its_turn_not_a_place() -> None:
     async def scenario() -> list[str]:
-        gate = RankedGate(1)
-        order: list[str] = []
-        release = asyncio.Event()
-
-        async def holder() -> None:
-            async with gate.held((0, gate.ticket())):
-                await release.wait()
-
-        async def caller(name: str, rank: int) -> None:
-            async with gate.held((rank, gate.ticket())):
-                order.append(name)
-
-        first = asyncio.ensure_future(holder())
+        one = OnePlace()
+        first = asyncio.ensure_future(one.holder())
         await asyncio.sleep(0)
-        doomed = asyncio.ensure_future(caller("doomed", 0))
-        later = asyncio.ensure_future(caller("later", 5))
+        doomed = asyncio.ensure_future(one.caller("doomed", 0))
+        later = asyncio.ensure_future(one.caller("later", 5))
         await asyncio.sleep(0)
         doomed.cancel()
-        release.set()
+        one.release.set()
         await asyncio.gather(first, later)
         # The place is free again: a new caller gets it at once.
-        await asyncio.wait_for(caller("after", 9), 1.0)
-        return order
+        await asyncio.wait_for(one.caller("after", 9), 1.0)
+        return one.order
 
     assert asyncio.run(scenario()) == ["later", "after"]
