@@ -27,11 +27,11 @@ from hypothesis import strategies as st
 
 from ocp_gpu.model import labels, operand_catalog
 from ocp_gpu.model.images import ImageRef
-from ocp_gpu.model.policy import policy_checks, policy_parser
-from ocp_gpu.model.policy.policy_problems import Severity
-from ocp_gpu.planning.operands import operand_planning
-from ocp_gpu.rendering import templating
-from ocp_gpu.rendering.operands import device_plugin, operand_common, operand_rendering, validator
+from ocp_gpu.model.problems import Severity
+from ocp_gpu.planning import operands as operand_planning
+from ocp_gpu.rendering import common, device_plugin, templating, validator
+from ocp_gpu.rendering import operands as operand_rendering
+from tests.unit._hostile import swapped
 from tests.unit.test_driver_rendering import hostile, token
 
 IMAGE = ImageRef("nvcr.io/nvidia/k8s-device-plugin:v0.17.0")
@@ -411,20 +411,6 @@ def _spec(text: Any) -> dict[str, Any]:
     }
 
 
-def _swap(value: Any, mapping: dict[str, str], seen: set[str]) -> Any:
-    if isinstance(value, str):
-        for hostile_text, benign in mapping.items():
-            if hostile_text in value:
-                seen.add(hostile_text)
-                value = value.replace(hostile_text, benign)
-        return value
-    if isinstance(value, dict):
-        return {_swap(k, mapping, seen): _swap(v, mapping, seen) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_swap(item, mapping, seen) for item in value]
-    return value
-
-
 def _without_config(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The manifests minus the plugin's config text and its digest (checked on their own below)."""
     loaded: list[dict[str, Any]] = yaml.safe_load(yaml.safe_dump(manifests))
@@ -444,7 +430,7 @@ def test_hostile_strings_render_verbatim_as_values(operand: operand_catalog.Oper
     attacked = render(operand, _spec(hostile), openshift=False, image=hostile(18), ns=hostile(19))
     mapping = {hostile(i): token(i) for i in range(19, 0, -1)}  # longest index first
     seen: set[str] = set()
-    assert _swap(_without_config(attacked), mapping, seen) == _without_config(benign)
+    assert swapped(_without_config(attacked), mapping, seen) == _without_config(benign)
     assert {hostile(1), hostile(2), hostile(9), hostile(18), hostile(19)} <= seen
 
 

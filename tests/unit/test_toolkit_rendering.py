@@ -22,9 +22,11 @@ from ocp_gpu.kube import requesting
 from ocp_gpu.kube.requesting import ApiException
 from ocp_gpu.model import labels, operand_catalog
 from ocp_gpu.model.images import ImageRef
-from ocp_gpu.model.policy import policy_parser, policy_spec
-from ocp_gpu.model.policy.policy_spec import ContainerRuntime
-from ocp_gpu.rendering.operands import operand_common, operand_rendering, toolkit
+from ocp_gpu.model.policy import ContainerRuntime
+from ocp_gpu.planning import operands
+from ocp_gpu.rendering import common, toolkit
+from ocp_gpu.rendering import operands as operand_rendering
+from tests.unit._hostile import swapped
 from tests.unit.test_driver_rendering import _spec as driver_spec
 from tests.unit.test_driver_rendering import hostile, token
 
@@ -130,26 +132,12 @@ def _spec(text: Any) -> dict[str, Any]:
     }
 
 
-def _swap(value: Any, mapping: dict[str, str], seen: set[str]) -> Any:
-    if isinstance(value, str):
-        for hostile_text, benign in mapping.items():
-            if hostile_text in value:
-                seen.add(hostile_text)
-                value = value.replace(hostile_text, benign)
-        return value
-    if isinstance(value, dict):
-        return {_swap(k, mapping, seen): _swap(v, mapping, seen) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_swap(item, mapping, seen) for item in value]
-    return value
-
-
 def test_hostile_strings_render_verbatim_as_values() -> None:
     benign = render(_spec(token), image=token(18))
     attacked = render(_spec(hostile), image=hostile(18))
     mapping = {hostile(i): token(i) for i in range(18, 0, -1)}  # longest index first: 18 before 1
     seen: set[str] = set()
-    assert _swap(yaml.safe_load(yaml.safe_dump(attacked)), mapping, seen) == benign
+    assert swapped(yaml.safe_load(yaml.safe_dump(attacked)), mapping, seen) == benign
     assert seen == set(mapping)
 
 
