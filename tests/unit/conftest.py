@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from ocp_gpu.harness import helm as helm_harness
+from ocp_gpu.harness.binaries import HelmTools
+
 GOLDEN_DIR = Path(__file__).parent / "golden"
 
 
@@ -40,3 +43,14 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
 @pytest.fixture
 def golden_dir() -> Path:
     return GOLDEN_DIR
+
+
+# helm offline (template, lint: no cluster) and the chart with its NFD dependency, once a module.
+@pytest.fixture(scope="module")
+def helm(helm_tools: HelmTools, tmp_path_factory: pytest.TempPathFactory) -> helm_harness.Helm:
+    return helm_harness.Helm(helm_tools, None, tmp_path_factory.mktemp("helm-home"))
+
+
+@pytest.fixture(scope="module")
+def chart(helm_tools: HelmTools, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return helm_harness.prepare_chart(helm_tools, tmp_path_factory.mktemp("chart"))

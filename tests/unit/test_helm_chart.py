@@ -29,7 +29,6 @@ import yaml
 from hypothesis import HealthCheck, assume, example, given, settings
 
 from ocp_gpu_harness import helm as helm_harness
-from ocp_gpu_harness.binaries import HelmTools
 
 from . import _crd_schema
 
@@ -38,16 +37,6 @@ CHART = ROOT / "charts" / "ocp-gpu"
 GOLDEN = Path(__file__).parent / "golden" / "helm"
 NFD_API = "nfd.k8s-sigs.io/v1alpha1/NodeFeatureRule"
 NO_NFD = ("--set", "nfd.enabled=false")
-
-
-@pytest.fixture(scope="module")
-def helm(helm_tools: HelmTools, tmp_path_factory: pytest.TempPathFactory) -> helm_harness.Helm:
-    return helm_harness.Helm(helm_tools, None, tmp_path_factory.mktemp("helm-home"))
-
-
-@pytest.fixture(scope="module")
-def chart(helm_tools: HelmTools, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return helm_harness.prepare_chart(helm_tools, tmp_path_factory.mktemp("chart"))
 
 
 class _GoLikeLoader(yaml.SafeLoader):

@@ -32,7 +32,6 @@ import yaml
 
 from ocp_gpu.model import images, releases
 from ocp_gpu_harness import helm as helm_harness
-from ocp_gpu_harness.binaries import HelmTools
 
 from . import _crd_schema
 
@@ -56,16 +55,6 @@ TABLE_IMAGES: dict[tuple[str, ...], str] = {
     ("gfd",): "GFD_IMAGE",
     ("migManager",): "MIG_MANAGER_IMAGE",
 }
-
-
-@pytest.fixture(scope="module")
-def helm(helm_tools: HelmTools, tmp_path_factory: pytest.TempPathFactory) -> helm_harness.Helm:
-    return helm_harness.Helm(helm_tools, None, tmp_path_factory.mktemp("helm-home"))
-
-
-@pytest.fixture(scope="module")
-def chart(helm_tools: HelmTools, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return helm_harness.prepare_chart(helm_tools, tmp_path_factory.mktemp("chart"))
 
 
 def in_data(args: list[str]) -> list[str]:
