@@ -34,6 +34,7 @@ from ocp_gpu.model import labels
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
+from tests.unit._upgrades import ONE_UPGRADING_TWO_WAITING
 
 from .conftest import driver_pods_ready, kubectl, run_status, start_job, status_json, wait_for
 
@@ -176,14 +177,7 @@ def test_status_follows_an_upgrade_with_one_parallel_slot_without_writing(
         ), row
     if len(report["nodes"]) == len(gpu_nodes):
         # Only ours (no other test's nodes around): the metrics are exactly these.
-        assert report["metrics"] == {
-            "auto_upgrade_enabled": 1,
-            "in_progress": 1,
-            "done": 0,
-            "failed": 0,
-            "available": 0,
-            "pending": 2,
-        }
+        assert report["metrics"] == ONE_UPGRADING_TWO_WAITING
     assert report["budget"]["holding"] == [held["node"]]
 
     # The plain table says the same, aligned, for people.

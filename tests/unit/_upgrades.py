@@ -34,6 +34,18 @@ from ocp_gpu.model.upgrade_observations import (
 from ocp_gpu.planning.upgrades import upgrade_plan
 
 S = UpgradeState
+
+# `ocp-gpu status`'s upgrade metrics for three nodes, one upgrading in the only slot and two
+# waiting for it (the mid-upgrade scene of tests/unit/test_status_command.py and of
+# tests/e2e/test_status_live.py).
+ONE_UPGRADING_TWO_WAITING = {
+    "auto_upgrade_enabled": 1,
+    "in_progress": 1,
+    "done": 0,
+    "failed": 0,
+    "available": 0,
+    "pending": 2,
+}
 NOW = datetime.datetime(2025, 3, 1, 12, 0, tzinfo=datetime.UTC)
 NS = "nvidia-gpu-operator"
 DS = "nvidia-driver-daemonset-416.94.202407030122-0"

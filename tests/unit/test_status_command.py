@@ -48,6 +48,7 @@ from tests.unit._upgrades import (
     MISSING,
     NO_REVISION,
     NOW,
+    ONE_UPGRADING_TWO_WAITING,
     OURS,
     OUTDATED,
     STARTING,
@@ -438,14 +439,7 @@ def test_json_output_shape() -> None:
         "maxParallelUpgrades": 1,
         "maxUnavailable": "100%",
     }
-    assert document["metrics"] == {
-        "auto_upgrade_enabled": 1,
-        "in_progress": 1,
-        "done": 0,
-        "failed": 0,
-        "available": 0,
-        "pending": 2,
-    }
+    assert document["metrics"] == ONE_UPGRADING_TWO_WAITING
     assert document["budget"] == {
         "nodes": 3,
         "max_unavailable_nodes": 3,
