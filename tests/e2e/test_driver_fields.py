@@ -21,10 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.rendering.operands import toolkit as toolkit_rendering
-from ocp_gpu_harness import nodes as fake_nodes
-from ocp_gpu_harness.cluster import unique_name
-from ocp_gpu_harness.operating import OperatorProcess
+from ocp_gpu.rendering import toolkit as toolkit_rendering
 
 from .conftest import Operated, condition, patch_policy, read_policy, wait_for
 

@@ -12,9 +12,6 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.model import labels, releases
-from ocp_gpu_harness import nodes as fake_nodes
-from ocp_gpu_harness.cluster import unique_name
-from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import READY_S, Operated, read_policy, wait_for
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ocp_gpu.harness import helm as helm_harness
-from ocp_gpu.harness.binaries import HelmTools
+from ocp_gpu_harness import helm as helm_harness
+from ocp_gpu_harness.binaries import HelmTools
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 
