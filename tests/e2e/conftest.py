@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import subprocess
@@ -51,16 +52,27 @@ def kubectl(
 # and a test that fails only under load is a test bug. A wait returns as soon as its condition
 # holds, so a generous budget costs nothing when things work.
 # One change -> the operator's pass (within 0.2 s of a change; tens of ms) -> its writes back
-# through a watch: about a second quiet.
+# through a watch: about a second quiet. Also one step of a controller or of kwok (a pod
+# scheduled and Running, an object deleted and gone): under a second quiet.
 REACT_S = 30
 # `ocp-gpu run` -> /healthz up -> leading: interpreter and imports (a few CPU seconds), the test
 # Lease (4 s duration, 0.5 s retry), the watches' first LISTs: about 5 s quiet.
 START_S = 60
+# One step that may hold the operator's first pass after its start (its watches' first LISTs,
+# then a full pass: about 5 s quiet), or a DaemonSet rolling its pods after a change (the
+# DaemonSet controller, the scheduler and kwok: a few seconds quiet).
+STEP_S = 60
 # A ClusterPolicy -> `ready`: a pass creates the DaemonSets, the DaemonSet controller and the
 # scheduler place the pods, kwok readies the driver's, the node agent the others in their order
 # (driver -> toolkit -> plugin, GFD, DCGM -> validator; each step up to one agent pass, 0.25 to
 # 5 s), the next pass writes the status: about 10 s quiet.
 READY_S = 120
+# A driver upgrade over a few nodes, one to three at a time: each node is cordoned, drained,
+# gets a new driver pod, is validated and uncordoned (about 10 s a node quiet, README
+# "Upgrades"), after the upgrade re-check period (1 s in the tests).
+UPGRADE_S = 180
+# Every wait of the e2e tests names one of these, or says beside its number why that number
+# (tests/unit/test_polling.py fails on a wait that does neither).
 
 
 def wait_for(
@@ -181,7 +193,7 @@ def apply_policy(kube: client.ApiClient) -> Iterator[Callable[..., dict[str, Any
                 raise
     wait_for(
         lambda: not api.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies")["items"],
-        30,
+        REACT_S,
         what="ClusterPolicies deleted",
     )
 
@@ -311,6 +323,19 @@ def policy_state(kube: client.ApiClient, name: str = "cluster-policy") -> str | 
     return None if state is None else str(state)
 
 
+def after_its_second(obj: dict[str, Any]) -> None:
+    """Return once the clock is past the second of `obj`'s creationTimestamp, so an object
+    created next is stamped later (the stamp has a second's resolution). NB: the API server
+    runs on this machine: its clock is ours. Budget REACT_S: a second, however loaded."""
+    created = datetime.datetime.fromisoformat(obj["metadata"]["creationTimestamp"])
+    wait_for(
+        lambda: datetime.datetime.now(datetime.UTC) >= created + datetime.timedelta(seconds=1),
+        REACT_S,
+        interval=0.05,
+        what=f"a second past {created}",
+    )
+
+
 def patch_policy(kube: client.ApiClient, spec: dict[str, Any], name: str = "cluster-policy") -> None:
     """Merge-patch the ClusterPolicy's spec (a None value removes that field)."""
     client.CustomObjectsApi(kube).patch_cluster_custom_object(
@@ -346,7 +371,7 @@ def settle_writes(control_plane: LocalControlPlane, quiet_s: float = 2, timeout:
 
     def quiet() -> tuple[int] | None:
         mark = control_plane.audit_line_count()
-        time.sleep(quiet_s)
+        time.sleep(quiet_s)  # the quiet window: no operator write may land in it
         last[:] = operator_writes(control_plane, mark)
         return None if last else (control_plane.audit_line_count(),)
 
