@@ -28,7 +28,7 @@ from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import holds_for, read_policy, wait_for
+from .conftest import REACT_S, STEP_S, holds_for, read_policy, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -75,7 +75,7 @@ def late_imagestream_identity(
             _allowed(kube, "", "", "nodes", "list")
             and _allowed(kube, namespace, "coordination.k8s.io", "leases", "get")
         ),
-        30,
+        REACT_S,
         what="the RBAC without imagestreams in effect",
     )
     assert not _allowed(kube, "", "image.openshift.io", "imagestreams", "list")
@@ -146,14 +146,14 @@ def test_no_pass_acts_before_the_imagestream_kind_is_listed(
 
     try:
         operator.wait_http("/healthz")
-        wait_for(lambda: operator.role() == "leader", 30, what="operator leader")
+        wait_for(lambda: operator.role() == "leader", REACT_S, what="operator leader")
         # The watch logs the first refusal of a streak (kube/watching.py), then retries the LIST
         # with backoff (0.2, 0.4, 0.8, 1.6, 3.2 s, ...) as long as the rule is missing.
         wait_for(
             lambda: any(
                 "imagestreams" in line and "Forbidden" in line for line in operator.log().splitlines()
             ),
-            30,
+            REACT_S,
             what="the ImageStream LIST refused",
         )
         # Watched for 3 s more, fifteen times the loop's coalescing window (in which the old code
@@ -170,13 +170,13 @@ def test_no_pass_acts_before_the_imagestream_kind_is_listed(
         grant()
         built = wait_for(
             lambda: [ds for ds in sample() if ds.metadata.name == f"nvidia-driver-daemonset-{V1}"],
-            60,
+            STEP_S,
             interval=0.2,
             what="the driver DaemonSet once the ImageStream is listed",
         )
         containers = {c.name: c.image for c in built[0].spec.template.spec.containers}
         assert containers["openshift-driver-toolkit-ctr"] == DTK
-        wait_for(lambda: (read_policy(kube).get("status") or {}).get("state"), 30, what="a status")
+        wait_for(lambda: (read_policy(kube).get("status") or {}).get("state"), REACT_S, what="a status")
         sample()
         assert seen_missing == []
     finally:

@@ -39,6 +39,7 @@ from ocp_gpu_harness.operating import OperatorProcess
 from .conftest import (
     REACT_S,
     READY_S,
+    STEP_S,
     BackgroundSampler,
     condition,
     kubectl,
@@ -135,7 +136,7 @@ def test_a_one_daemonset_per_rhcos_version_pods_only_on_matching_nodes(
     new = gpu_nodes(1, rhcos=V2)
     start_operator()
     names = {f"nvidia-driver-daemonset-{V1}", f"nvidia-driver-daemonset-{V2}"}
-    wait_for(lambda: all_ready(kube, dtk_cluster, names), 60, what="two ready driver DaemonSets")
+    wait_for(lambda: all_ready(kube, dtk_cluster, names), STEP_S, what="two ready driver DaemonSets")
     daemonsets = driver_daemonsets(kube, dtk_cluster)
     for version in (V1, V2):
         ds = daemonsets[f"nvidia-driver-daemonset-{version}"]
@@ -220,7 +221,7 @@ def test_b_mco_update_moves_nodes_between_daemonsets_and_gc_waits_for_the_last_n
 
         run_mco_upgrade(kube, dtk_cluster, nodes, on_step)
         assert seen_v2_after_first == [True]
-        wait_for(lambda: all_ready(kube, dtk_cluster, {ds_v2}), 60, what="only V2 left, ready")
+        wait_for(lambda: all_ready(kube, dtk_cluster, {ds_v2}), STEP_S, what="only V2 left, ready")
     assert sampler.samples >= 5
     assert sampler.max_pods_on_a_node <= 1, f"two driver pods on a node: {sampler.worst}"
     assert set(driver_pods_by_node(kube, dtk_cluster)) == set(nodes)
@@ -243,7 +244,7 @@ def test_h_a_version_that_loses_its_last_node_and_gets_it_back_runs_its_driver_a
     (node,) = gpu_nodes(1, rhcos=V1)
     start_operator()
     ds_v1 = f"nvidia-driver-daemonset-{V1}"
-    wait_for(lambda: all_ready(kube, dtk_cluster, {ds_v1}), 60, what="V1 ready")
+    wait_for(lambda: all_ready(kube, dtk_cluster, {ds_v1}), STEP_S, what="V1 ready")
     # NB: the moves start once the operator is quiet, so that no long first pass swallows them.
     wait_for(
         lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", READY_S, what="policy ready"
@@ -265,9 +266,11 @@ def test_h_a_version_that_loses_its_last_node_and_gets_it_back_runs_its_driver_a
     for gap in (0.0, 0.05, 0.15, 0.4, 1.0):
         uid = driver_daemonsets(kube, dtk_cluster)[ds_v1].metadata.uid
         move_node(kube, node, V2)
-        time.sleep(gap)
+        time.sleep(gap)  # the gap under test: how long the node is away from V1
         move_node(kube, node, V1)
-        wait_for(back_on_v1, 30, interval=0.1, what=f"V1's DaemonSet and a Ready pod on {node} (gap {gap}s)")
+        wait_for(
+            back_on_v1, REACT_S, interval=0.1, what=f"V1's DaemonSet and a Ready pod on {node} (gap {gap}s)"
+        )
         recreated[gap] = driver_daemonsets(kube, dtk_cluster)[ds_v1].metadata.uid != uid
     # NB: the delete follows the node event within tens of milliseconds: a second away from
     # V1 is ample time for its DaemonSet to be deleted, and it came back with the node.
@@ -285,13 +288,13 @@ def test_c_missing_tag_labels_daemonset_reports_and_recovers_when_the_tag_appear
     start_operator()
     name = f"nvidia-driver-daemonset-{version}"
     ds = wait_for(
-        lambda: driver_daemonsets(kube, dtk_cluster).get(name), 60, what="DaemonSet with missing tag"
+        lambda: driver_daemonsets(kube, dtk_cluster).get(name), STEP_S, what="DaemonSet with missing tag"
     )
     assert ds.metadata.labels[labels.DTK_IMAGE_MISSING] == "true"
     env = {e.name: e.value for c in ds.spec.template.spec.containers for e in c.env or []}
     assert env["RHCOS_IMAGE_MISSING"] == "true"
     missing = wait_for(
-        lambda: condition(read_policy(kube), "DriverToolkitImageMissing"), 30, what="condition"
+        lambda: condition(read_policy(kube), "DriverToolkitImageMissing"), REACT_S, what="condition"
     )
     assert version in missing["message"] and nodes[0] in missing["message"]
     event = wait_for_event(kube, "DriverToolkitImageMissing", version)
@@ -307,9 +310,11 @@ def test_c_missing_tag_labels_daemonset_reports_and_recovers_when_the_tag_appear
         images = {c.name: c.image for c in current.spec.template.spec.containers}
         return images.get("openshift-driver-toolkit-ctr") == image
 
-    wait_for(updated, 30, what="DaemonSet updated with the new tag")
+    wait_for(updated, REACT_S, what="DaemonSet updated with the new tag")
     wait_for(
-        lambda: not condition(read_policy(kube), "DriverToolkitImageMissing"), 30, what="condition cleared"
+        lambda: not condition(read_policy(kube), "DriverToolkitImageMissing"),
+        REACT_S,
+        what="condition cleared",
     )
 
 
@@ -322,14 +327,14 @@ def test_d_imagestream_deleted_deletes_nothing_and_says_so(
     gpu_nodes(2, rhcos=V1)
     start_operator()
     name = f"nvidia-driver-daemonset-{V1}"
-    wait_for(lambda: all_ready(kube, dtk_cluster, {name}), 60, what="V1 ready")
+    wait_for(lambda: all_ready(kube, dtk_cluster, {name}), STEP_S, what="V1 ready")
     uid = driver_daemonsets(kube, dtk_cluster)[name].metadata.uid
     client.CustomObjectsApi(kube).delete_namespaced_custom_object(
         "image.openshift.io", "v1", "openshift", "imagestreams", "driver-toolkit"
     )
     problem = wait_for(
         lambda: condition(read_policy(kube), "DriverToolkitImageStreamProblem"),
-        30,
+        REACT_S,
         what="stream problem condition",
     )
     assert "driver-toolkit" in problem["message"]
@@ -351,7 +356,7 @@ def test_e_vanilla_cluster_one_daemonset_per_os_version(
     apply_policy(spec={"driver": {"version": "550.90.07"}})
     start_operator()
     names = {"nvidia-driver-daemonset-ubuntu20.04", "nvidia-driver-daemonset-ubuntu22.04"}
-    wait_for(lambda: all_ready(kube, namespace, names), 60, what="two vanilla DaemonSets ready")
+    wait_for(lambda: all_ready(kube, namespace, names), STEP_S, what="two vanilla DaemonSets ready")
     daemonsets = driver_daemonsets(kube, namespace)
     for os_tag in ("ubuntu20.04", "ubuntu22.04"):
         spec = daemonsets[f"nvidia-driver-daemonset-{os_tag}"].spec.template.spec
@@ -395,7 +400,7 @@ def test_f_operator_killed_mid_upgrade_converges_without_duplicates_or_orphans(
             and on_nodes == sorted(nodes)
         )
 
-    wait_for(converged, 90, what="converged on V2 only")
+    wait_for(converged, READY_S, what="converged on V2 only")
     assert len(driver_daemonsets(kube, dtk_cluster)) == 1
     pods = driver_pods()
     assert sorted(p.spec.node_name or "<unbound>" for p in pods) == sorted(nodes)
@@ -434,7 +439,7 @@ def test_precompiled_image_that_cannot_be_pulled_falls_back_to_a_driver_toolkit_
             if ds.metadata.labels.get(labels.DRIVER_STRATEGY) == "precompiled"
         ]
 
-    ds = wait_for(precompiled, 60, what="precompiled DaemonSet")[0]
+    ds = wait_for(precompiled, STEP_S, what="precompiled DaemonSet")[0]
     assert ds.spec.template.spec.containers[0].image.startswith("nvcr.io/nvidia/driver:570-")
     pods = wait_for(
         lambda: [
@@ -442,7 +447,7 @@ def test_precompiled_image_that_cannot_be_pulled_falls_back_to_a_driver_toolkit_
             for p in client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=DRIVER_PODS).items
             if p.spec.node_name in nodes
         ],
-        60,
+        STEP_S,
         what="precompiled driver pods",
     )
     for pod in pods:
@@ -456,12 +461,12 @@ def test_precompiled_image_that_cannot_be_pulled_falls_back_to_a_driver_toolkit_
             and daemonsets[0].status.number_ready == 2
         )
 
-    wait_for(fallback_ready, 90, what="a ready DTK fallback DaemonSet replacing the precompiled one")
+    wait_for(fallback_ready, READY_S, what="a ready DTK fallback DaemonSet replacing the precompiled one")
     fallback = next(iter(driver_daemonsets(kube, namespace).values()))
     images = {c.name: c.image for c in fallback.spec.template.spec.containers}
     assert images["nvidia-driver-ctr"].startswith("nvcr.io/nvidia/driver:570.124.06-")
     assert images["openshift-driver-toolkit-ctr"] == TAGS[V1]
-    said = wait_for(lambda: condition(read_policy(kube), "PrecompiledDriverFallback"), 30, what="status")
+    said = wait_for(lambda: condition(read_policy(kube), "PrecompiledDriverFallback"), REACT_S, what="status")
     assert "cannot be pulled" in said["message"]
 
 
@@ -477,7 +482,7 @@ def test_stale_nfd_label_is_reported_with_the_node_and_both_versions(
         node, {"status": {"nodeInfo": {"osImage": f"Red Hat Enterprise Linux CoreOS {V2} (Plow)"}}}
     )
     start_operator()
-    stale = wait_for(lambda: condition(read_policy(kube), "NodeFeatureLabelStale"), 30, what="condition")
+    stale = wait_for(lambda: condition(read_policy(kube), "NodeFeatureLabelStale"), REACT_S, what="condition")
     assert node in stale["message"] and V1 in stale["message"] and V2 in stale["message"]
     event = wait_for_event(kube, "NodeFeatureLabelStale", node)
     assert event.type == "Warning"
@@ -492,7 +497,7 @@ def test_switching_off_the_driver_toolkit_hands_nodes_over_without_two_driver_po
     nodes = gpu_nodes(2, rhcos=V1)
     start_operator()
     dtk_name = f"nvidia-driver-daemonset-{V1}"
-    wait_for(lambda: all_ready(kube, dtk_cluster, {dtk_name}), 60, what="DTK DaemonSet ready")
+    wait_for(lambda: all_ready(kube, dtk_cluster, {dtk_name}), STEP_S, what="DTK DaemonSet ready")
     with PodSampler(kube, dtk_cluster) as sampler:
         patch_policy(kube, {"operator": {"use_ocp_driver_toolkit": False}})
 
@@ -504,7 +509,7 @@ def test_switching_off_the_driver_toolkit_hands_nodes_over_without_two_driver_po
                 and all(ds.status.number_ready == 2 for ds in daemonsets.values())
             )
 
-        wait_for(switched, 90, what="one ready non-DTK DaemonSet, the DTK one gone")
+        wait_for(switched, READY_S, what="one ready non-DTK DaemonSet, the DTK one gone")
     assert sampler.max_pods_on_a_node <= 1, f"two driver pods on a node: {sampler.worst}"
     (vanilla,) = driver_daemonsets(kube, dtk_cluster).values()
     assert [c.name for c in vanilla.spec.template.spec.containers] == ["nvidia-driver-ctr"]
@@ -536,7 +541,7 @@ def test_cluster_proxy_and_trusted_ca_reach_the_driver_container(
         env = {e.name: e.value for e in driver.env or []}
         return (ds, driver, env) if env.get("HTTPS_PROXY") == "http://proxy.example:3128" else None
 
-    ds, driver, env = wait_for(proxied, 60, what="driver DaemonSet with the cluster proxy env")
+    ds, driver, env = wait_for(proxied, STEP_S, what="driver DaemonSet with the cluster proxy env")
     assert ".cluster.local" in env["NO_PROXY"]
     mounts = {m.name: m.mount_path for m in driver.volume_mounts or []}
     assert "trusted-ca" in mounts

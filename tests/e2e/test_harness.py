@@ -25,7 +25,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,7 +40,7 @@ from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import KWOK_USER, LocalControlPlane, unique_name
 from ocp_gpu_harness.polling import holds_for
 
-from .conftest import Run
+from .conftest import STEP_S, Run
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
@@ -252,7 +251,9 @@ def test_pod_fates(
         ),
     )
     name = pod.metadata.name
-    time.sleep(0.5)  # kwok had every chance to make it Ready; it must not have
+    # A window: kwok plays a stage within milliseconds of an event on a quiet machine; in 2 s it
+    # had every chance to make the pod Ready, and it must not have.
+    holds_for(lambda: not is_ready(core.read_namespaced_pod(name, namespace)), 2, what="the pod not Ready")
     pod = core.read_namespaced_pod(name, namespace)
     assert pod.status.phase == "Pending"
     assert pod.status.container_statuses[0].state.waiting.reason == "ImagePullBackOff"
@@ -296,7 +297,10 @@ def test_a_pod_marked_not_ready_by_the_node_controller_is_ready_again(
     core.create_namespaced_pod(namespace, pod_on(node, "crashing", {"app": "crashing"}))
     wait_for("the second pod Ready", lambda: is_ready(core.read_namespaced_pod("crashing", namespace)))
     fake_nodes.set_pod_fate(kube, namespace, "crashing", stages.FATE_CRASH_LOOPING)
-    time.sleep(1.0)  # kwok had every chance to make it Ready; it must not have
+    # A window, as above: a crash-looping pod must not turn Ready again.
+    holds_for(
+        lambda: not is_ready(core.read_namespaced_pod("crashing", namespace)), 2, what="the pod not Ready"
+    )
     pod = core.read_namespaced_pod("crashing", namespace)
     assert pod.status.phase == "Running" and not is_ready(pod)
 
@@ -349,7 +353,7 @@ def test_kwok_confirms_graceful_deletions_and_leaves_a_recreated_pod_alone(
     wait_for(
         "the graceful deletion confirmed",
         lambda: not core.list_namespaced_pod(namespace, field_selector="metadata.name=graceful").items,
-        60,
+        STEP_S,
     )
 
 

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +19,17 @@ from kubernetes import client
 from ocp_gpu.model import labels
 from ocp_gpu_harness.cluster import unique_name
 
-from .conftest import READY_S, Operated, holds_for, patch_policy, policy_state, wait_for, wait_for_event
+from .conftest import (
+    REACT_S,
+    READY_S,
+    Operated,
+    after_its_second,
+    holds_for,
+    patch_policy,
+    policy_state,
+    wait_for,
+    wait_for_event,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -39,13 +48,13 @@ def test_second_policy_event_and_active_policy_logged(
     gpu_node: str,
     operated: Operated,
 ) -> None:
-    operated.apply("cluster-policy")
+    first = operated.apply("cluster-policy")
     operator = operated.start()
     wait_for(lambda: policy_state(kube) == "ready", READY_S, what="ready")
-    time.sleep(1.1)  # creationTimestamp has second resolution
+    after_its_second(first)  # creationTimestamp has second resolution
     second = unique_name("second")
     operated.apply(second)
-    event = wait_for_event(kube, "ClusterPolicyIgnored", second, timeout=30)
+    event = wait_for_event(kube, "ClusterPolicyIgnored", second, timeout=REACT_S)
     assert event.type == "Warning" and event.involved_object.name == second
     assert "cluster-policy" in event.message
     assert "active ClusterPolicy: cluster-policy" in operator.log()
@@ -53,8 +62,8 @@ def test_second_policy_event_and_active_policy_logged(
 
     # An invalid spec is logged (once) with the field at fault.
     patch_policy(kube, {"driver": {"upgradePolicy": {"drain": {"podSelector": "app in (a"}}}})
-    wait_for(lambda: policy_state(kube) == "notReady", 30, what="notReady")
-    wait_for(lambda: "has an invalid spec" in operator.log(), 30, what="invalid spec logged")
+    wait_for(lambda: policy_state(kube) == "notReady", REACT_S, what="notReady")
+    wait_for(lambda: "has an invalid spec" in operator.log(), REACT_S, what="invalid spec logged")
     # A window: the passes that follow (each within 0.2 s of a change) must not log it again.
     holds_for(
         lambda: operator.log().count("has an invalid spec") == 1, 2, what="the invalid spec logged once"
@@ -72,7 +81,7 @@ def test_driver_downgrade_is_logged_and_evented_and_still_rolls(
     operator = operated.run({"driver": {"version": "550.90.07"}})
     wait_for(lambda: policy_state(kube) == "ready", READY_S, what="ready")
     patch_policy(kube, {"driver": {"version": "510.85.02"}})
-    event = wait_for_event(kube, "DriverDowngrade", "510.85.02", timeout=30)
+    event = wait_for_event(kube, "DriverDowngrade", "510.85.02", timeout=REACT_S)
     assert event.type == "Warning" and "550.90.07" in event.message and "downgrade" in event.message
     assert "driver downgrade" in operator.log()
 
@@ -84,4 +93,4 @@ def test_driver_downgrade_is_logged_and_evented_and_still_rolls(
             p.spec.node_name == gpu_node and ":510.85.02-" in p.spec.containers[0].image for p in pods.items
         )
 
-    wait_for(rolled, 90, what="the downgrade rolls")
+    wait_for(rolled, READY_S, what="the downgrade rolls")

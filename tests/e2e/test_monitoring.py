@@ -26,7 +26,9 @@ from ocp_gpu_harness.cluster import LocalControlPlane
 from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import (
+    REACT_S,
     READY_S,
+    STEP_S,
     condition,
     patch_policy,
     quiet_writes,
@@ -76,10 +78,12 @@ def test_openshift_with_the_monitoring_api_gets_service_monitor_rules_dashboard_
     start_operator()
     # (a) everything appears
     monitor = wait_for(
-        lambda: custom_object(kube, namespace, "servicemonitors", "gpu-operator"), 60, what="ServiceMonitor"
+        lambda: custom_object(kube, namespace, "servicemonitors", "gpu-operator"),
+        STEP_S,
+        what="ServiceMonitor",
     )
     service = wait_for(
-        lambda: _found(core.read_namespaced_service, "gpu-operator", namespace), 30, what="Service"
+        lambda: _found(core.read_namespaced_service, "gpu-operator", namespace), REACT_S, what="Service"
     )
     assert monitor["spec"]["selector"]["matchLabels"].items() <= (service.metadata.labels or {}).items()
     assert monitor["spec"]["namespaceSelector"]["matchNames"] == [namespace]
@@ -88,7 +92,9 @@ def test_openshift_with_the_monitoring_api_gets_service_monitor_rules_dashboard_
     pod_labels = install_manifests.deployment_spec()["template"]["metadata"]["labels"]
     assert service.spec.selector.items() <= pod_labels.items()
     rule = wait_for(
-        lambda: custom_object(kube, namespace, "prometheusrules", "ocp-gpu-alerts"), 30, what="PrometheusRule"
+        lambda: custom_object(kube, namespace, "prometheusrules", "ocp-gpu-alerts"),
+        REACT_S,
+        what="PrometheusRule",
     )
     alerts = {item["alert"] for group in rule["spec"]["groups"] for item in group["rules"]}
     assert {
@@ -99,13 +105,15 @@ def test_openshift_with_the_monitoring_api_gets_service_monitor_rules_dashboard_
     } <= alerts
     # NB: each object is waited for: they are applied one after another, in no promised order.
     dashboard = wait_for(
-        lambda: _found(core.read_namespaced_config_map, "ocp-gpu-dashboard", namespace), 30, what="dashboard"
+        lambda: _found(core.read_namespaced_config_map, "ocp-gpu-dashboard", namespace),
+        REACT_S,
+        what="dashboard",
     )
     assert dashboard.metadata.labels[labels.GRAFANA_DASHBOARD] == "1"
     assert json.loads(dashboard.data["ocp-gpu-dashboard.json"])["uid"] == "ocp-gpu-gpus"
     binding = wait_for(
         lambda: _found(rbac.read_namespaced_role_binding, "ocp-gpu-prometheus-k8s", namespace),
-        30,
+        REACT_S,
         what="RoleBinding for prometheus-k8s",
     )
     assert (
@@ -113,7 +121,7 @@ def test_openshift_with_the_monitoring_api_gets_service_monitor_rules_dashboard_
         and binding.subjects[0].namespace == "openshift-monitoring"
     )
     role = wait_for(
-        lambda: _found(rbac.read_namespaced_role, "ocp-gpu-prometheus-k8s", namespace), 30, what="Role"
+        lambda: _found(rbac.read_namespaced_role, "ocp-gpu-prometheus-k8s", namespace), REACT_S, what="Role"
     )
     assert role.rules[0].verbs == [
         "get",
@@ -124,13 +132,13 @@ def test_openshift_with_the_monitoring_api_gets_service_monitor_rules_dashboard_
         lambda: (
             (core.read_namespace(namespace).metadata.labels or {}).get(labels.CLUSTER_MONITORING) == "true"
         ),
-        30,
+        REACT_S,
         what="namespace labelled for cluster monitoring",
     )
     wait_for(
         lambda: read_policy(kube).get("status", {}).get("state") == "ready", READY_S, what="policy ready"
     )
-    assert quiet_writes(control_plane, 8) == []
+    assert quiet_writes(control_plane, 8) == []  # a window of 8 s: nothing changes, nothing written
 
     # (b) the policy's fields reach the ServiceMonitor ...
     patch_policy(
@@ -154,7 +162,7 @@ def test_openshift_with_the_monitoring_api_gets_service_monitor_rules_dashboard_
             and m["spec"]["endpoints"][0].get("interval") == "15s"
             and m
         ),
-        30,
+        REACT_S,
         what="ServiceMonitor with interval 15s",
     )
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
@@ -163,12 +171,12 @@ def test_openshift_with_the_monitoring_api_gets_service_monitor_rules_dashboard_
     patch_policy(kube, {"operator": {"metrics": {"serviceMonitor": {"enabled": False}}}})
     wait_for(
         lambda: custom_object(kube, namespace, "servicemonitors", "gpu-operator") is None,
-        30,
+        REACT_S,
         what="ServiceMonitor removed",
     )
     assert core.read_namespaced_service("gpu-operator", namespace).metadata.name == "gpu-operator"
     assert custom_object(kube, namespace, "prometheusrules", "ocp-gpu-alerts") is not None
-    assert quiet_writes(control_plane, 8) == []
+    assert quiet_writes(control_plane, 8) == []  # a window of 8 s: nothing changes, nothing written
 
 
 def test_without_the_monitoring_api_a_requested_service_monitor_is_reported_not_retried(
@@ -182,7 +190,7 @@ def test_without_the_monitoring_api_a_requested_service_monitor_is_reported_not_
     proc = start_operator()
     found = wait_for(
         lambda: condition(read_policy(kube), "ServiceMonitorUnavailable"),
-        60,
+        STEP_S,
         what="ServiceMonitorUnavailable",
     )
     assert found["status"] == "True"
@@ -192,6 +200,6 @@ def test_without_the_monitoring_api_a_requested_service_monitor_is_reported_not_
     assert (
         client.CoreV1Api(kube).read_namespaced_service("gpu-operator", namespace).spec.ports[0].port == 8080
     )
-    assert quiet_writes(control_plane, 8) == []
+    assert quiet_writes(control_plane, 8) == []  # a window of 8 s: nothing changes, nothing written
     assert proc.running() and proc.role() == "leader"
     assert proc.metric("gpu_operator_reconciliation_failed_total") == 0

@@ -30,6 +30,7 @@ from .conftest import (
     READY_S,
     START_S,
     Operated,
+    after_its_second,
     condition,
     kubectl,
     operator_writes,
@@ -100,11 +101,11 @@ def test_second_policy_is_ignored_and_names_the_active_one(
     kube: client.ApiClient,
     operated: Operated,
 ) -> None:
-    operated.apply("cluster-policy")
-    time.sleep(1.1)  # creationTimestamp has second resolution: make the order unambiguous
+    first = operated.apply("cluster-policy")
+    after_its_second(first)  # creationTimestamp has second resolution: make the order unambiguous
     operated.apply("second-policy")
     operated.start()
-    wait_for(lambda: policy_state(kube, "second-policy") == "ignored", 30, what="second policy ignored")
+    wait_for(lambda: policy_state(kube, "second-policy") == "ignored", REACT_S, what="second policy ignored")
     ready = condition(read_policy(kube, "second-policy"), "Ready")
     assert ready["status"] == "False"
     assert "cluster-policy" in ready["message"]
@@ -151,7 +152,7 @@ def test_semantic_error_reported_in_status_and_event_nothing_deleted(
     patch_policy(
         kube, {"driver": {"version": "550.90.07", "upgradePolicy": {"drain": {"podSelector": "app in (a"}}}}
     )
-    wait_for(lambda: policy_state(kube) == "notReady", 30, what="policy notReady")
+    wait_for(lambda: policy_state(kube) == "notReady", REACT_S, what="policy notReady")
     error = condition(read_policy(kube), "Error")
     assert error["status"] == "True"
     assert "spec.driver.upgradePolicy.drain.podSelector" in error["message"]
@@ -160,7 +161,7 @@ def test_semantic_error_reported_in_status_and_event_nothing_deleted(
     assert event.involved_object.kind == "ClusterPolicy"
     assert event.type == "Warning"
     # A window after the pass that posted the Event (its writes precede it): 2 s for the audit
-    # log, which logs a request after its response.
+    # log, which logs a request after its response; nothing may be deleted or changed in it.
     time.sleep(2)
     # Nothing running was deleted or changed because of it.
     after = {
@@ -209,7 +210,7 @@ def test_one_of_two_replicas_acts_and_the_other_takes_over(
 
     first.kill()
     killed_at = time.monotonic()
-    wait_for(lambda: second.role() == "leader", 30, what="standby takes over")
+    wait_for(lambda: second.role() == "leader", REACT_S, what="standby takes over")
     takeover_s = time.monotonic() - killed_at
     assert takeover_s < 10, f"takeover took {takeover_s:.1f}s"
 

@@ -46,6 +46,7 @@ from .conftest import (
     IN_FLIGHT,
     REACT_S,
     READY_S,
+    STEP_S,
     BackgroundSampler,
     UpgradeStateWatch,
     patch_policy,
@@ -117,7 +118,7 @@ def scc_api(kube: client.ApiClient) -> Iterator[None]:
             c.type == "Established" and c.status == "True"
             for c in crds.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or ()
         ),
-        60,
+        STEP_S,
         what="the SCC CRD established",
     )
     yield
@@ -162,7 +163,7 @@ def nvidias_driver_pods_running(kube: client.ApiClient, namespace: str, nodes: l
             and all(p.status.phase == "Running" and p.metadata.owner_references for p in pods.values())
             else None
         ),
-        90,
+        READY_S,
         what="NVIDIA's driver pods running again",
     )
     return pods
@@ -205,7 +206,7 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
             p.status.phase == "Running"
             for p in core.list_namespaced_pod(namespace, label_selector=f"app={WORKLOAD}").items
         ),
-        60,
+        STEP_S,
         what="the GPU workload pods running",
     )
 
@@ -221,6 +222,8 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
         )
         took = time.monotonic() - started
         print(f"takeover: ready {took:.1f} s after the operator started")
+        # The window: 30 s of nothing changing after the takeover, in which nothing is written.
+        # The window: 30 s of nothing changing after the takeover, in which nothing is written.
         writes = quiet_writes(control_plane, 30)
 
     after = driver_pods(kube, namespace)

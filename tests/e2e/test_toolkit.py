@@ -25,7 +25,17 @@ from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import READY_S, condition, holds_for, patch_policy, read_policy, wait_for, wait_for_event
+from .conftest import (
+    REACT_S,
+    READY_S,
+    STEP_S,
+    condition,
+    holds_for,
+    patch_policy,
+    read_policy,
+    wait_for,
+    wait_for_event,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -69,7 +79,9 @@ def test_toolkit_daemonset_and_update_strategy(
     apply_policy(spec={"toolkit": {"version": "v1.16.2-ubuntu20.04"}})
     start_operator()
 
-    wait_for(lambda: set(images_by_node(kube, namespace)) == set(gpu), 60, what="a toolkit pod per GPU node")
+    wait_for(
+        lambda: set(images_by_node(kube, namespace)) == set(gpu), STEP_S, what="a toolkit pod per GPU node"
+    )
     assert cpu not in images_by_node(kube, namespace)
     ds = daemonset(kube, namespace, TOOLKIT)
     assert ds.spec.update_strategy.type == "RollingUpdate"
@@ -88,7 +100,7 @@ def test_toolkit_daemonset_and_update_strategy(
             )
             and len(images_by_node(kube, namespace)) == len(gpu)
         ),
-        90,
+        READY_S,
         what="toolkit pods rolled to v1.17.0",
     )
 
@@ -103,9 +115,11 @@ def test_toolkit_daemonset_and_update_strategy(
             .spec.template.spec.containers[0]
             .image.endswith("v1.17.1-ubuntu20.04")
         ),
-        30,
+        REACT_S,
         what="toolkit DaemonSet OnDelete with v1.17.1",
     )
+    # A window of 8 s: with RollingUpdate the DaemonSet controller replaces a pod within a
+    # second or two here; with OnDelete none may be replaced.
     holds_for(
         lambda: all(
             images == {"nvcr.io/nvidia/k8s/container-toolkit:v1.17.0-ubuntu20.04"}
@@ -128,7 +142,7 @@ def test_toolkit_daemonset_and_update_strategy(
     patch_policy(kube, {"toolkit": {"repository": "Bad_Repo!", "image": "container-toolkit"}})
     wait_for(
         lambda: "spec.toolkit.repository" in condition(read_policy(kube), "Error").get("message", ""),
-        30,
+        REACT_S,
         what="Error condition naming spec.toolkit.repository",
     )
     wait_for_event(kube, "InvalidClusterPolicy", "spec.toolkit.repository")
@@ -137,7 +151,7 @@ def test_toolkit_daemonset_and_update_strategy(
 
     # toolkit.enabled: false removes the toolkit; the driver DaemonSets stay.
     patch_policy(kube, {"toolkit": {"enabled": False}})
-    wait_for(lambda: not toolkit_pods(kube, namespace), 60, what="toolkit pods gone")
+    wait_for(lambda: not toolkit_pods(kube, namespace), STEP_S, what="toolkit pods gone")
     with pytest.raises(client.exceptions.ApiException) as gone:
         daemonset(kube, namespace, TOOLKIT)
     assert gone.value.status == 404

@@ -37,7 +37,10 @@ from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import (
     IN_FLIGHT,
+    REACT_S,
     READY_S,
+    STEP_S,
+    UPGRADE_S,
     UpgradeStateWatch,
     driver_pods_ready,
     holds_for,
@@ -165,7 +168,7 @@ def gpu_workload(kube: client.ApiClient, namespace: str, node: str) -> str:
             for p in client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector=f"app={name}").items
             if p.status.phase == "Running"
         ],
-        30,
+        REACT_S,
         what="GPU pod running",
     )
     return str(pod[0].metadata.name)
@@ -228,11 +231,13 @@ def test_seed_patch_rolls_every_node_to_upgrade_done(
     cordoned = nodes[-1]
     fake_nodes.cordon(kube, cordoned)
     gpu_cluster.start_operator()
-    wait_for(lambda: new_driver_ready(kube, namespace, nodes, "550.90.07"), 60, what="driver pods ready")
-    wait_for(lambda: all_done(kube, nodes), 60, what="initial upgrade-done labels")
+    wait_for(lambda: new_driver_ready(kube, namespace, nodes, "550.90.07"), STEP_S, what="driver pods ready")
+    wait_for(lambda: all_done(kube, nodes), STEP_S, what="initial upgrade-done labels")
     # The first labels (no upgrade yet): one Event a pass on the ClusterPolicy naming the nodes,
     # none per node (planning/batched_events).
-    first = wait_for(lambda: first_labelling_events(kube, nodes), 30, what="the batched upgrade-done Event")
+    first = wait_for(
+        lambda: first_labelling_events(kube, nodes), REACT_S, what="the batched upgrade-done Event"
+    )
     assert sorted(first) == sorted(nodes), first
     gpu_pods = {node: gpu_workload(kube, namespace, node) for node in nodes[:2]}
     plain = {node: plain_pod(kube, namespace, node) for node in nodes[:2]}
@@ -241,7 +246,7 @@ def test_seed_patch_rolls_every_node_to_upgrade_done(
         gpu_cluster.seed_patch()
         wait_for(
             lambda: new_driver_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
-            180,
+            UPGRADE_S,
             what="every node upgraded",
         )
     assert sampler.max_in_flight <= parallel
@@ -285,10 +290,10 @@ def test_skip_label_pause_and_resume(
     skipped = nodes[0]
     client.CoreV1Api(kube).patch_node(skipped, {"metadata": {"labels": {labels.UPGRADE_SKIP: "true"}}})
     proc = gpu_cluster.start_operator()
-    wait_for(lambda: new_driver_ready(kube, namespace, nodes, "550.90.07"), 60, what="driver pods ready")
-    wait_for(lambda: all_done(kube, nodes[1:]), 60, what="initial labels")
+    wait_for(lambda: new_driver_ready(kube, namespace, nodes, "550.90.07"), STEP_S, what="driver pods ready")
+    wait_for(lambda: all_done(kube, nodes[1:]), STEP_S, what="initial labels")
     patch_policy(kube, {"driver": {"upgradePolicy": {"autoUpgrade": False}}})
-    wait_for(lambda: proc.metric("gpu_operator_auto_upgrade_enabled") == 0, 30, what="paused metric")
+    wait_for(lambda: proc.metric("gpu_operator_auto_upgrade_enabled") == 0, REACT_S, what="paused metric")
     gpu_cluster.seed_patch()
     # A window: an unpaused operator starts an upgrade within a pass of the change (0.2 s quiet).
     holds_for(
@@ -301,13 +306,15 @@ def test_skip_label_pause_and_resume(
     patch_policy(kube, {"driver": {"upgradePolicy": {"autoUpgrade": True}}})
     wait_for(
         lambda: new_driver_ready(kube, namespace, nodes[1:], "510.85.02") and all_done(kube, nodes[1:]),
-        120,
+        READY_S,
         what="resumed upgrade finished",
     )
     assert not new_driver_ready(kube, namespace, [skipped], "510.85.02"), "the skipped node was upgraded"
     # As NVIDIA's: the skipped node runs the old driver, so it says upgrade-required, not upgrade-done.
     wait_for(
-        lambda: states(kube, nodes)[skipped] == "upgrade-required", 30, what="skipped node upgrade-required"
+        lambda: states(kube, nodes)[skipped] == "upgrade-required",
+        REACT_S,
+        what="skipped node upgrade-required",
     )
     assert proc.metric("gpu_operator_auto_upgrade_enabled") == 1
 
@@ -325,7 +332,7 @@ def test_pdb_blocks_drain_then_failed_then_recovery_by_relabelling(
     nodes = gpu_cluster(1, upgrade_policy=drain_after_2s)
     node = nodes[0]
     gpu_cluster.start_operator()
-    wait_for(lambda: all_done(kube, nodes), 60, what="initial label")
+    wait_for(lambda: all_done(kube, nodes), STEP_S, what="initial label")
     # A GPU pod with an emptyDir may not be deleted (gpuPodDeletion.deleteEmptyDir false) -> drain,
     # which may evict it (drain.deleteEmptyDir true) but a PodDisruptionBudget forbids it.
     client.AppsV1Api(kube).create_namespaced_deployment(
@@ -365,10 +372,10 @@ def test_pdb_blocks_drain_then_failed_then_recovery_by_relabelling(
         pods = client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector="app=guarded").items
         return [p.metadata.name for p in pods if p.status.phase == "Running"]
 
-    before = wait_for(guarded, 30, what="guarded pod running")
+    before = wait_for(guarded, REACT_S, what="guarded pod running")
     gpu_cluster.seed_patch()
     with UpgradeStateWatch(kube, nodes) as sampler:
-        wait_for(lambda: states(kube, nodes)[node] == "upgrade-failed", 90, what="upgrade-failed")
+        wait_for(lambda: states(kube, nodes)[node] == "upgrade-failed", READY_S, what="upgrade-failed")
     assert "drain-required" in sampler.seen
     assert guarded() == before, "the PodDisruptionBudget was not honoured"
 
@@ -392,22 +399,22 @@ def test_wait_for_completion_holds_the_node_until_the_job_pod_completes(
     )
     node, other = nodes
     gpu_cluster.start_operator()
-    wait_for(lambda: all_done(kube, nodes), 60, what="initial label")
+    wait_for(lambda: all_done(kube, nodes), STEP_S, what="initial label")
     start_job(kube, namespace, node, "batch")
     wait_for(
         lambda: client.CoreV1Api(kube).read_namespaced_pod("batch", namespace).status.phase == "Running",
-        30,
+        REACT_S,
         what="batch pod running",
     )
     gpu_cluster.seed_patch()
-    wait_for(lambda: states(kube, nodes)[node] == "wait-for-jobs-required", 60, what="waiting for jobs")
+    wait_for(lambda: states(kube, nodes)[node] == "wait-for-jobs-required", STEP_S, what="waiting for jobs")
     # The other node (no job on it) is not held by this one's wait: it finishes meanwhile.
     wait_for(
         lambda: (
             states(kube, nodes)[other] == "upgrade-done"
             and new_driver_ready(kube, namespace, [other], "510.85.02")
         ),
-        60,
+        STEP_S,
         what="the other node upgraded while the first waits",
     )
     assert states(kube, nodes)[node] == "wait-for-jobs-required", "did not wait for the job"
@@ -416,7 +423,7 @@ def test_wait_for_completion_holds_the_node_until_the_job_pod_completes(
     client.CoreV1Api(kube).delete_namespaced_pod("batch", namespace)
     wait_for(
         lambda: all_done(kube, nodes) and new_driver_ready(kube, namespace, nodes, "510.85.02"),
-        120,
+        READY_S,
         what="upgrade after the job",
     )
 
@@ -428,17 +435,17 @@ def test_operator_killed_mid_upgrade_resumes_from_the_labels(
 ) -> None:
     nodes = gpu_cluster(3, upgrade_policy={"maxParallelUpgrades": 1})
     first = gpu_cluster.start_operator()
-    wait_for(lambda: all_done(kube, nodes), 60, what="initial labels")
+    wait_for(lambda: all_done(kube, nodes), STEP_S, what="initial labels")
     gpu_cluster.seed_patch()
     wait_for(
-        lambda: any(s in IN_FLIGHT for s in states(kube, nodes).values()), 60, what="an upgrade in flight"
+        lambda: any(s in IN_FLIGHT for s in states(kube, nodes).values()), STEP_S, what="an upgrade in flight"
     )
     first.kill()
     mid = states(kube, nodes)
     gpu_cluster.start_operator(wait_role=None)
     wait_for(
         lambda: new_driver_ready(kube, namespace, nodes, "510.85.02") and all_done(kube, nodes),
-        180,
+        UPGRADE_S,
         what="resumed and finished",
     )
     assert any(s in IN_FLIGHT for s in mid.values()), mid
@@ -452,24 +459,28 @@ def test_driver_image_pull_failing_times_out_into_upgrade_failed(
 ) -> None:
     nodes = gpu_cluster(2)
     operator = gpu_cluster.start_operator(env={"OCP_GPU_DRIVER_RESTART_TIMEOUT_SECONDS": "5"})
-    wait_for(lambda: all_done(kube, nodes), 60, what="initial label")
+    wait_for(lambda: all_done(kube, nodes), STEP_S, what="initial label")
     # The new version's image cannot be pulled: its pods carry the harness's pull-failure fate.
     failing = {stages.FATE_ANNOTATION: stages.FATE_IMAGE_PULL_FAILING}
     patch_policy(kube, {"driver": {"version": "510.85.02"}, "daemonsets": {"annotations": failing}})
     with UpgradeStateWatch(kube, nodes) as sampler:
         failed = wait_for(
             lambda: [n for n, s in states(kube, nodes).items() if s == "upgrade-failed"],
-            90,
+            READY_S,
             what="upgrade-failed after the pod-restart timeout",
         )
-        time.sleep(3)  # the failed node holds the only slot: no other node starts meanwhile
+        # The window: the failed node holds the only slot, so no other node may start in 3 s
+        # (a pass runs within 0.2 s of a change; the re-check every 1 s in the tests).
+        time.sleep(3)
     assert len(failed) == 1 and "pod-restart-required" in sampler.seen
     [node] = failed
     [other] = [n for n in nodes if n != node]
     assert states(kube, nodes)[other] in ("upgrade-done", "upgrade-required")
     assert sampler.max_in_flight <= 1
     assert client.CoreV1Api(kube).read_node(node).spec.unschedulable, "the upgrade's cordon is kept"
-    wait_for(lambda: operator.metric("gpu_operator_nodes_upgrades_failed") == 1, 30, what="failed metric 1")
+    wait_for(
+        lambda: operator.metric("gpu_operator_nodes_upgrades_failed") == 1, REACT_S, what="failed metric 1"
+    )
     wait_for(
         lambda: [
             e
@@ -478,7 +489,7 @@ def test_driver_image_pull_failing_times_out_into_upgrade_failed(
             and e.involved_object.name == node
             and e.message == "Successfully updated node state label to [upgrade-failed]"
         ],
-        30,
+        REACT_S,
         what="GPUDriverUpgrade event about the failed node",
     )
 
