@@ -30,6 +30,7 @@ from ocp_gpu.model import labels, operands
 from ocp_gpu_harness.cluster import LocalControlPlane
 
 from . import conftest as e2e
+from .conftest import REACT_S, READY_S, STEP_S
 
 pytestmark = pytest.mark.e2e
 
@@ -109,13 +110,15 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
         selector = f"metadata.name={operand_catalog.DCGM_EXPORTER.daemonset}"
         return bool(apps.list_namespaced_daemon_set(namespace, field_selector=selector).items)
 
-    e2e.wait_for(lambda: "'my-dcgm-metrics' does not exist" in error_message(), 60, what="missing ConfigMap")
+    e2e.wait_for(
+        lambda: "'my-dcgm-metrics' does not exist" in error_message(), STEP_S, what="missing ConfigMap"
+    )
     assert field in error_message()
     e2e.wait_for_event(kube, "InvalidClusterPolicy", field)
     core.create_namespaced_config_map(
         namespace, {"metadata": {"name": "my-dcgm-metrics"}, "data": {"metrics.csv": METRICS_CSV}}
     )
-    e2e.wait_for(lambda: "has no key 'dcgm-metrics.csv'" in error_message(), 60, what="missing key error")
+    e2e.wait_for(lambda: "has no key 'dcgm-metrics.csv'" in error_message(), STEP_S, what="missing key error")
     assert not exporter_applied()
     core.patch_namespaced_config_map(
         "my-dcgm-metrics", namespace, {"data": {"dcgm-metrics.csv": METRICS_CSV}}
@@ -124,7 +127,7 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
     for operand in (operands.DCGM, operands.DCGM_EXPORTER, operands.NODE_STATUS_EXPORTER):
         e2e.wait_for(
             lambda app=operand.app: set(gpu_nodes) <= e2e.ready_nodes(kube, namespace, app),
-            120,
+            READY_S,
             what=f"{operand.daemonset} Ready on every GPU node",
         )
     dcgm = apps.read_namespaced_daemon_set("nvidia-dcgm", namespace).spec.template.spec
@@ -149,14 +152,16 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
     exporter_monitor = monitor(kube, namespace, "nvidia-dcgm-exporter") or {}
     assert exporter_monitor["spec"]["endpoints"][0]["interval"] == "30s"
     assert exporter_monitor["metadata"]["labels"]["release"] == "prom"
-    e2e.wait_for(lambda: e2e.policy_state(kube) == "ready", 90, what="policy ready")
+    e2e.wait_for(lambda: e2e.policy_state(kube) == "ready", READY_S, what="policy ready")
     assert e2e.quiet_writes(control_plane) == []
 
     # (b) the exporter's ServiceMonitor off: only it goes.
     before = owned(kube, namespace)
     e2e.patch_policy(kube, {"dcgmExporter": {"serviceMonitor": {"enabled": False}}})
     e2e.wait_for(
-        lambda: monitor(kube, namespace, "nvidia-dcgm-exporter") is None, 30, what="ServiceMonitor removed"
+        lambda: monitor(kube, namespace, "nvidia-dcgm-exporter") is None,
+        REACT_S,
+        what="ServiceMonitor removed",
     )
     assert owned(kube, namespace) == {
         k: v for k, v in before.items() if k != ("ServiceMonitor", "nvidia-dcgm-exporter")
@@ -169,13 +174,13 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
     generation = apps.read_namespaced_daemon_set("nvidia-dcgm", namespace).metadata.generation
     sysctl_field = "spec.daemonsets.podSecurityContext.sysctls[0].name"
     e2e.patch_policy(kube, {"dcgm": {"hostNetwork": True}})
-    e2e.wait_for(lambda: sysctl_field in error_message(), 60, what="the sysctl and hostNetwork error")
+    e2e.wait_for(lambda: sysctl_field in error_message(), STEP_S, what="the sysctl and hostNetwork error")
     assert "spec.dcgm.hostNetwork" in error_message() and SYSCTL in error_message()
     e2e.wait_for_event(kube, "InvalidClusterPolicy", sysctl_field)
     assert owned(kube, namespace) == before
     assert apps.read_namespaced_daemon_set("nvidia-dcgm", namespace).metadata.generation == generation
     e2e.patch_policy(kube, {"dcgm": {"hostNetwork": False}})
-    e2e.wait_for(lambda: not error_message(), 60, what="the error cleared")
+    e2e.wait_for(lambda: not error_message(), STEP_S, what="the error cleared")
 
     # (c) each operand off: its objects go, nothing else changes.
     for section, names in (
@@ -188,7 +193,7 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
         assert ("DaemonSet", next(iter(names))) in mine
         e2e.patch_policy(kube, {section: {"enabled": False}})
         e2e.wait_for(
-            lambda mine=mine: not (mine & set(owned(kube, namespace))), 60, what=f"{section} removed"
+            lambda mine=mine: not (mine & set(owned(kube, namespace))), STEP_S, what=f"{section} removed"
         )
         assert owned(kube, namespace) == {k: v for k, v in before.items() if k not in mine}
     assert e2e.quiet_writes(control_plane) == []

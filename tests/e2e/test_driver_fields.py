@@ -23,7 +23,7 @@ from kubernetes import client
 
 from ocp_gpu.rendering import toolkit as toolkit_rendering
 
-from .conftest import Operated, condition, patch_policy, read_policy, wait_for
+from .conftest import STEP_S, Operated, condition, patch_policy, read_policy, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -65,7 +65,7 @@ def test_honoured_driver_fields_reach_the_daemonset_and_leave_with_the_policy(
             .items
             and driver_container(pod_spec(kube, namespace, DRIVER)).env_from
         ),
-        60,
+        STEP_S,
         what="driver DaemonSet with the policy's fields",
     )
     pod = pod_spec(kube, namespace, DRIVER)
@@ -94,7 +94,7 @@ def test_honoured_driver_fields_reach_the_daemonset_and_leave_with_the_policy(
             )
             .items
         ),
-        60,
+        STEP_S,
         what="toolkit DaemonSet",
     )
     assert pod_spec(kube, namespace, toolkit_rendering.DAEMONSET).security_context.run_as_user == 0
@@ -111,7 +111,9 @@ def test_honoured_driver_fields_reach_the_daemonset_and_leave_with_the_policy(
         },
     )
     wait_for(
-        lambda: not driver_container(pod_spec(kube, namespace, DRIVER)).env_from, 60, what="envFrom removed"
+        lambda: not driver_container(pod_spec(kube, namespace, DRIVER)).env_from,
+        STEP_S,
+        what="envFrom removed",
     )
     pod = pod_spec(kube, namespace, DRIVER)
     driver = driver_container(pod)
@@ -149,7 +151,7 @@ def test_named_config_maps_are_mounted_key_by_key_and_a_missing_one_changes_noth
             condition(read_policy(kube), "Error").get("status") == "True"
             and condition(read_policy(kube), "Error")
         ),
-        60,
+        STEP_S,
         what="Error condition",
     )
     assert "spec.driver.repoConfig.configMapName" in error["message"]
@@ -174,7 +176,7 @@ def test_named_config_maps_are_mounted_key_by_key_and_a_missing_one_changes_noth
             .list_namespaced_daemon_set(namespace, field_selector=f"metadata.name={DRIVER}")
             .items
         ),
-        60,
+        STEP_S,
         what="driver DaemonSet once the ConfigMap exists",
     )
     pod = pod_spec(kube, namespace, DRIVER)
@@ -191,7 +193,9 @@ def test_named_config_maps_are_mounted_key_by_key_and_a_missing_one_changes_noth
     volumes = {v.name: v.config_map.name for v in pod.volumes if v.config_map}
     assert volumes["repo-config"] == "repos"
     assert volumes["kernel-module-config"] == "module-params"
-    wait_for(lambda: condition(read_policy(kube), "Error").get("status") == "False", 60, what="error cleared")
+    wait_for(
+        lambda: condition(read_policy(kube), "Error").get("status") == "False", STEP_S, what="error cleared"
+    )
 
 
 def test_finished_daemonset_startup_script_and_rdma_and_gds_containers_come_and_go(
@@ -221,7 +225,7 @@ def test_finished_daemonset_startup_script_and_rdma_and_gds_containers_come_and_
 
     wait_for(
         lambda: containers() == ["nvidia-driver-ctr", "nvidia-peermem-ctr", "nvidia-fs-ctr"],
-        60,
+        STEP_S,
         what="peermem and nvidia-fs containers",
     )
     fs = next(c for c in pod_spec(kube, namespace, DRIVER).containers if c.name == "nvidia-fs-ctr")
@@ -244,7 +248,7 @@ def test_finished_daemonset_startup_script_and_rdma_and_gds_containers_come_and_
     assert [r.verbs for r in role.rules if r.resources == ["resourceclaims"]] == [["get", "list"]]
 
     patch_policy(kube, {"driver": {"rdma": {"enabled": False}}, "gds": {"enabled": False}})
-    wait_for(lambda: containers() == ["nvidia-driver-ctr"], 60, what="peermem and nvidia-fs gone")
+    wait_for(lambda: containers() == ["nvidia-driver-ctr"], STEP_S, what="peermem and nvidia-fs gone")
     assert not {v.name for v in pod_spec(kube, namespace, DRIVER).volumes} & {
         "mlnx-ofed-usr-src",
         "run-mellanox-drivers",

@@ -22,7 +22,16 @@ from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import condition, patch_policy, read_policy, status_json, wait_for, wait_for_event
+from .conftest import (
+    REACT_S,
+    STEP_S,
+    condition,
+    patch_policy,
+    read_policy,
+    status_json,
+    wait_for,
+    wait_for_event,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -60,9 +69,11 @@ def test_a_newer_running_driver_is_kept_until_driver_version_is_set(
     apply_policy()
     start_operator()  # the release's images, as the bundle installs them (DRIVER_IMAGE by digest)
     kept = f"nvcr.io/nvidia/driver:{RUNNING}-ubuntu22.04"
-    wait_for(lambda: kept in driver_images(kube, namespace).values(), 60, what=f"driver DaemonSet on {kept}")
+    wait_for(
+        lambda: kept in driver_images(kube, namespace).values(), STEP_S, what=f"driver DaemonSet on {kept}"
+    )
     found = wait_for(
-        lambda: condition(read_policy(kube), "DriverNewerThanDefault") or None, 30, what="the condition"
+        lambda: condition(read_policy(kube), "DriverNewerThanDefault") or None, REACT_S, what="the condition"
     )
     assert found["status"] == "True"
     for text in (newer_node, RUNNING, default, "driver.version"):
@@ -76,13 +87,13 @@ def test_a_newer_running_driver_is_kept_until_driver_version_is_set(
     patch_policy(kube, {"driver": {"version": ASKED}})
     asked = f"nvcr.io/nvidia/driver:{ASKED}-ubuntu22.04"
     wait_for(
-        lambda: asked in driver_images(kube, namespace).values(), 60, what=f"driver DaemonSet on {asked}"
+        lambda: asked in driver_images(kube, namespace).values(), STEP_S, what=f"driver DaemonSet on {asked}"
     )
     downgrade = wait_for_event(kube, "DriverDowngrade", ASKED)
     assert RUNNING in downgrade.message
     wait_for(
         lambda: condition(read_policy(kube), "DriverNewerThanDefault").get("status") != "True",
-        30,
+        REACT_S,
         what="the DriverNewerThanDefault condition to go",
     )
     assert (

@@ -36,7 +36,7 @@ from ocp_gpu_harness import tokens
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import FORBIDDEN, gpu_nodes_fixture, wait_for
+from .conftest import FORBIDDEN, REACT_S, READY_S, STEP_S, UPGRADE_S, gpu_nodes_fixture, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -85,7 +85,7 @@ def delete_crd_if_unused(kube: client.ApiClient) -> None:
             return error.status == 404
         return False
 
-    wait_for(gone, 60, what="the ClusterPolicy CRD deleted")
+    wait_for(gone, STEP_S, what="the ClusterPolicy CRD deleted")
 
 
 def run_command(
@@ -215,9 +215,13 @@ def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_servi
     operator = OperatorProcess(kubeconfig, NAMESPACE, tmp_path / "operator.log").start()
     try:
         operator.wait_http("/healthz")
-        wait_for(lambda: operator.role() == "leader", 30, what="operator leader")
-        wait_for(lambda: set(driver_images(kube)) == set(gpu_nodes), 90, what="a driver pod per GPU node")
-        wait_for(lambda: (policy(kube).get("status") or {}).get("namespace") == NAMESPACE, 30, what="status")
+        wait_for(lambda: operator.role() == "leader", REACT_S, what="operator leader")
+        wait_for(
+            lambda: set(driver_images(kube)) == set(gpu_nodes), READY_S, what="a driver pod per GPU node"
+        )
+        wait_for(
+            lambda: (policy(kube).get("status") or {}).get("namespace") == NAMESPACE, REACT_S, what="status"
+        )
 
         # --- helm upgrade: a values change reaches the ClusterPolicy and the drivers ----------
         result = run_command(commands[2], helm, chart, control_plane)
@@ -231,7 +235,7 @@ def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_servi
                     NAMESPACE, label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
                 ).items
             ),
-            60,
+            STEP_S,
             what=f"driver DaemonSet at {NEW_DRIVER_VERSION}",
         )
         # The driver upgrade runs node by node through the upgrade state machine.
@@ -242,7 +246,7 @@ def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_servi
                     i.endswith(f":{NEW_DRIVER_VERSION}-ubuntu22.04") for i in driver_images(kube).values()
                 )
             ),
-            180,
+            UPGRADE_S,
             what="driver pods upgraded",
         )
         # docs/helm.md: uninstall when no upgrade is in flight.
@@ -253,7 +257,7 @@ def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_servi
                 for n in core.list_node(label_selector=f"{labels.GPU_PRESENT}=true").items
                 if n.metadata.name in gpu_nodes
             ),
-            120,
+            READY_S,
             what="every GPU node upgrade-done and schedulable",
         )
         log = operator.log()
@@ -272,7 +276,7 @@ def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_servi
                 label_selector=f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
             ).items
         ),
-        60,
+        STEP_S,
         what="operand DaemonSets garbage-collected",
     )
     for words in commands[4:]:
@@ -280,7 +284,7 @@ def test_helm_install_upgrade_uninstall_with_the_operator_under_the_charts_servi
         assert result.returncode == 0, f"{shlex.join(words)}: {result.stderr}"
     wait_for(
         lambda: leftovers(kube) == [],
-        120,
+        READY_S,
         interval=1,
         what="nothing left behind after uninstall and the clean-up",
     )
@@ -353,7 +357,7 @@ def test_helm_with_nfd_creates_the_node_feature_rule(
         assert "ocp-gpu-nvidia-pci" not in {r["metadata"]["name"] for r in rules}
         wait_for(
             lambda: not custom.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies")["items"],
-            60,
+            STEP_S,
             what="ClusterPolicy deleted",
         )
     finally:

@@ -26,7 +26,7 @@ from ocp_gpu.model import labels
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 
-from .conftest import READY_S, Operated, condition, patch_policy, read_policy, wait_for
+from .conftest import REACT_S, READY_S, STEP_S, Operated, condition, patch_policy, read_policy, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -64,7 +64,7 @@ def test_never_ready_while_a_gpu_node_has_no_driver_daemonset(
     operated.run()
     ready = wait_for(
         lambda: (c := condition(read_policy(kube), "Ready")).get("reason") == "GPUNodesWithoutDriver" and c,
-        60,
+        STEP_S,
         what="GPUNodesWithoutDriver",
     )
     assert ready["status"] == "False"
@@ -91,9 +91,13 @@ def test_running_daemonsets_stay_described_while_the_spec_is_invalid(
     operated: Operated,
 ) -> None:
     operated.run()
-    before = wait_for(lambda: status(kube).get("driverDaemonSets"), 60, what="driver DaemonSets in status")
+    before = wait_for(
+        lambda: status(kube).get("driverDaemonSets"), STEP_S, what="driver DaemonSets in status"
+    )
     patch_policy(kube, {"driver": {"upgradePolicy": {"drain": {"podSelector": "app in (a"}}}})
-    wait_for(lambda: condition(read_policy(kube), "Error").get("status") == "True", 30, what="InvalidSpec")
+    wait_for(
+        lambda: condition(read_policy(kube), "Error").get("status") == "True", REACT_S, what="InvalidSpec"
+    )
     during = status(kube)["driverDaemonSets"]
     assert [d["name"] for d in during] == [d["name"] for d in before]
     assert during[0]["image"] == before[0]["image"]
@@ -122,10 +126,12 @@ def test_opted_out_node_is_not_upgrade_done_and_metrics_agree_with_status(
             lambda: (
                 labels.UPGRADE_STATE not in (client.CoreV1Api(kube).read_node(optout).metadata.labels or {})
             ),
-            30,
+            REACT_S,
             what="the opted-out node's upgrade-done label removed",
         )
-        wait_for(lambda: operator.metric("gpu_operator_nodes_upgrades_done") == 2, 30, what="done counts 2")
+        wait_for(
+            lambda: operator.metric("gpu_operator_nodes_upgrades_done") == 2, REACT_S, what="done counts 2"
+        )
         report = subprocess.run(
             [
                 sys.executable,
@@ -146,7 +152,7 @@ def test_opted_out_node_is_not_upgrade_done_and_metrics_agree_with_status(
         assert metrics["done"] == 2
         wait_for(
             lambda: operator.metric("gpu_operator_nodes_upgrades_available") == metrics["available"],
-            30,  # REACT_S: the metric is set by the pass that follows the change
+            REACT_S,  # REACT_S: the metric is set by the pass that follows the change
             what=f"available metric agrees with ocp-gpu status ({metrics['available']})",
         )
     finally:

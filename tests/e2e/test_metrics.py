@@ -28,7 +28,7 @@ from ocp_gpu_harness.cluster import unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 from tests import hack_scripts
 
-from .conftest import Operated, wait_for
+from .conftest import READY_S, STEP_S, Operated, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -99,7 +99,7 @@ def test_every_documented_metric_is_served_with_its_labels_and_tracks_the_images
             lambda: all_served(
                 gauges_are(proc, enabled=1, rhcos_tags_missing=1, imagestream_missing=0), documented
             ),
-            60,
+            STEP_S,
             what="rhcos_tags_missing 1 and every documented metric served",
         )
         assert samples["ocp_gpu_driver_toolkit_tag_missing"] == [({"rhcos_version": V2}, 1.0)]
@@ -124,10 +124,10 @@ def test_every_documented_metric_is_served_with_its_labels_and_tracks_the_images
         # (b) the tag appears: the version leaves the series; the policy gets ready.
         openshift_emulation.set_driver_toolkit_tags(kube, TAGS)
         samples = wait_for(
-            lambda: gauges_are(proc, enabled=1, rhcos_tags_missing=0), 60, what="rhcos_tags_missing 0"
+            lambda: gauges_are(proc, enabled=1, rhcos_tags_missing=0), STEP_S, what="rhcos_tags_missing 0"
         )
         assert samples.get("ocp_gpu_driver_toolkit_tag_missing", []) == []
-        samples = wait_for(lambda: status_is(proc, 1), 90, what="reconciliation status 1 (ready)")
+        samples = wait_for(lambda: status_is(proc, 1), READY_S, what="reconciliation status 1 (ready)")
         assert (value(samples, "gpu_operator_reconciliation_last_success_ts_seconds") or 0) > 1.7e9
 
         # (c) a tag without a name (RHBZ#2015024): broken, the named tags still serve.
@@ -146,7 +146,7 @@ def test_every_documented_metric_is_served_with_its_labels_and_tracks_the_images
         )
         wait_for(
             lambda: gauges_are(proc, enabled=1, imagestream_broken=1, imagestream_missing=0),
-            60,
+            STEP_S,
             what="imagestream_broken 1",
         )
 
@@ -156,12 +156,12 @@ def test_every_documented_metric_is_served_with_its_labels_and_tracks_the_images
         )
         wait_for(
             lambda: gauges_are(proc, enabled=-1, imagestream_missing=1, imagestream_broken=0),
-            60,
+            STEP_S,
             what="imagestream_missing 1, enabled -1",
         )
 
         # (e) no ClusterPolicy: unavailable.
         custom.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")
-        wait_for(lambda: status_is(proc, -1), 60, what="reconciliation status -1")
+        wait_for(lambda: status_is(proc, -1), STEP_S, what="reconciliation status -1")
     finally:
         fake_nodes.delete_nodes(kube, names)

@@ -40,6 +40,9 @@ from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import (
+    REACT_S,
+    READY_S,
+    STEP_S,
     Operated,
     condition,
     patch_policy,
@@ -163,15 +166,15 @@ def test_mig_reconfiguration_through_labels(
     for name in (first, second):
         wait_for(
             lambda name=name: node_labels(kube, name).get(STATE) == "success",
-            120,
+            READY_S,
             what=f"{name}: mig.config.state success",
         )
         found = node_labels(kube, name)
         assert (found[manager_label], found[labels.MIG_CONFIG]) == ("true", "all-disabled")
         assert found[labels.MIG_CAPABLE] == "true"
     wait_for(
-        lambda: {first, second} <= ready_nodes(kube, namespace, operand_catalog.MIG_MANAGER.app),
-        60,
+        lambda: {first, second} <= ready_nodes(kube, namespace, operands.MIG_MANAGER.app),
+        STEP_S,
         what="MIG manager",
     )
     assert l40s not in ready_nodes(kube, namespace, operand_catalog.MIG_MANAGER.app)
@@ -180,14 +183,14 @@ def test_mig_reconfiguration_through_labels(
     assert plain.get(labels.MIG_CAPABLE) == "false"
     config = core.read_namespaced_config_map("default-mig-parted-config", namespace).data["config.yaml"]
     assert "all-1g.10gb" in config
-    wait_for(lambda: nvidia_resources(kube, first) == {"nvidia.com/gpu": "2"}, 60, what="2 whole GPUs")
-    wait_for(lambda: policy_state(kube) == "ready", 90, what="policy ready")
+    wait_for(lambda: nvidia_resources(kube, first) == {"nvidia.com/gpu": "2"}, STEP_S, what="2 whole GPUs")
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
 
     # (b) single: 7 x 1g.10gb per A100 80GB, advertised as nvidia.com/gpu.
     with LabelRecorder(kube, first) as recorder:
         label(kube, first, {labels.MIG_CONFIG: "all-1g.10gb"})
         # NB: from the watch's versions alone, not a GET: the GET can be ahead of the watch.
-        wait_for(lambda: _success_after_pending(recorder.versions), 90, what="pending, then success")
+        wait_for(lambda: _success_after_pending(recorder.versions), READY_S, what="pending, then success")
     pending = [v for v in recorder.versions if v.get(STATE) == "pending"]
     # Paused in the same write as pending, and never un-paused (by the operator) while pending.
     assert pending and all(v.get(key) == labels.PAUSED_FOR_MIG_CHANGE for v in pending for key in PAUSED)
@@ -196,11 +199,13 @@ def test_mig_reconfiguration_through_labels(
     assert after is not None
     assert {key: after.get(key) for key in PAUSED} == dict.fromkeys(PAUSED, "true")
     wait_for(
-        lambda: nvidia_resources(kube, first) == {"nvidia.com/gpu": "14"}, 60, what="14 MIG devices as gpu"
+        lambda: nvidia_resources(kube, first) == {"nvidia.com/gpu": "14"},
+        STEP_S,
+        what="14 MIG devices as gpu",
     )
     wait_for(
         lambda: node_labels(kube, first).get(labels.GPU_PRODUCT) == f"{A100}-MIG-1g.10gb",
-        60,
+        STEP_S,
         what="GFD's single-strategy product",
     )
     assert node_labels(kube, first)[labels.MIG_STRATEGY] == "single"
@@ -208,14 +213,16 @@ def test_mig_reconfiguration_through_labels(
     # (c) mixed: the same devices, by profile.
     patch_policy(kube, {"mig": {"strategy": "mixed"}})
     wait_for(
-        lambda: nvidia_resources(kube, first) == {"nvidia.com/mig-1g.10gb": "14"}, 90, what="mig-1g.10gb: 14"
+        lambda: nvidia_resources(kube, first) == {"nvidia.com/mig-1g.10gb": "14"},
+        READY_S,
+        what="mig-1g.10gb: 14",
     )
-    wait_for(lambda: node_labels(kube, first).get(labels.MIG_STRATEGY) == "mixed", 90, what="GFD mixed")
+    wait_for(lambda: node_labels(kube, first).get(labels.MIG_STRATEGY) == "mixed", READY_S, what="GFD mixed")
     assert node_labels(kube, first).get("nvidia.com/mig-1g.10gb.count") == "14"
 
     # (d) a config the ConfigMap lacks: failed at once, nothing paused.
     label(kube, second, {labels.MIG_CONFIG: "all-9g.1tb"})
-    wait_for(lambda: node_labels(kube, second).get(STATE) == "failed", 60, what="unknown config failed")
+    wait_for(lambda: node_labels(kube, second).get(STATE) == "failed", STEP_S, what="unknown config failed")
     assert {key: node_labels(kube, second).get(key) for key in PAUSED} == dict.fromkeys(PAUSED, "true")
     # A reconfiguration that fails while applied: pending, then failed with the operands restored.
     with LabelRecorder(kube, second) as recorder:
@@ -225,18 +232,18 @@ def test_mig_reconfiguration_through_labels(
                 any(v.get(STATE) == "pending" for v in recorder.versions)
                 and node_labels(kube, second).get(STATE) == "failed"
             ),
-            90,
+            READY_S,
             what="pending, then failed",
         )
     after = node_labels(kube, second)
     assert {key: after.get(key) for key in PAUSED} == dict.fromkeys(PAUSED, "true")
-    wait_for(lambda: nvidia_resources(kube, second) == {"nvidia.com/gpu": "2"}, 60, what="old geometry")
+    wait_for(lambda: nvidia_resources(kube, second) == {"nvidia.com/gpu": "2"}, STEP_S, what="old geometry")
     failed = wait_for(
         lambda: (
             condition(read_policy(kube), "MIGConfigFailed").get("status") == "True"
             and condition(read_policy(kube), "MIGConfigFailed")
         ),
-        30,
+        REACT_S,
         what="MIGConfigFailed",
     )
     assert second in failed["message"] and first not in failed["message"]
@@ -244,7 +251,7 @@ def test_mig_reconfiguration_through_labels(
     # The gauge behind GPUMIGReconfigurationFailed, from the operator's real /metrics.
     wait_for(
         lambda: mig_gauge(operator) == {"failed": 1.0, "success": 1.0, "pending": 0.0, "rebooting": 0.0},
-        30,
+        REACT_S,
         what="ocp_gpu_mig_config_nodes",
     )
     report = status_json(control_plane.kubeconfig)
@@ -272,7 +279,7 @@ def test_mig_reconfiguration_through_labels(
 
     field = "spec.migManager.config.name"
     patch_policy(kube, {"migManager": {"config": {"name": "admin-mig"}}})
-    wait_for(lambda: "'admin-mig' does not exist" in error_message(), 60, what="missing ConfigMap error")
+    wait_for(lambda: "'admin-mig' does not exist" in error_message(), STEP_S, what="missing ConfigMap error")
     assert field in error_message()
     wait_for_event(kube, "InvalidClusterPolicy", field)
     assert mounted() == "default-mig-parted-config"
@@ -281,21 +288,21 @@ def test_mig_reconfiguration_through_labels(
     core.create_namespaced_config_map(
         namespace, {"metadata": {"name": "admin-mig"}, "data": {"mig.yaml": config}}
     )
-    wait_for(lambda: "has no key 'config.yaml'" in error_message(), 60, what="missing key error")
+    wait_for(lambda: "has no key 'config.yaml'" in error_message(), STEP_S, what="missing key error")
     assert mounted() == "default-mig-parted-config"
     # Fixed: the DaemonSet mounts the admin's, and ours (no longer rendered) is deleted.
     core.patch_namespaced_config_map("admin-mig", namespace, {"data": {"config.yaml": config}})
-    wait_for(lambda: mounted() == "admin-mig", 60, what="admin's ConfigMap mounted")
+    wait_for(lambda: mounted() == "admin-mig", STEP_S, what="admin's ConfigMap mounted")
     wait_for(
         lambda: (
             not core.list_namespaced_config_map(
                 namespace, field_selector="metadata.name=default-mig-parted-config"
             ).items
         ),
-        60,
+        STEP_S,
         what="default-mig-parted-config deleted",
     )
-    wait_for(lambda: error_message() == "", 60, what="error cleared")
+    wait_for(lambda: error_message() == "", STEP_S, what="error cleared")
     assert core.read_namespaced_config_map("admin-mig", namespace).data["config.yaml"] == config
     assert quiet_writes(control_plane) == []
 
@@ -338,7 +345,7 @@ def test_mig_reconfiguration_through_labels(
     }
     assert mine <= before
     patch_policy(kube, {"migManager": {"enabled": False}})
-    wait_for(lambda: not (mine & owned()), 60, what="MIG manager objects removed")
+    wait_for(lambda: not (mine & owned()), STEP_S, what="MIG manager objects removed")
     assert owned() == before - mine
     # The admin's ConfigMap is not ours: it stays.
     assert core.read_namespaced_config_map("admin-mig", namespace).data

@@ -37,7 +37,7 @@ from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import wait_for
+from .conftest import READY_S, STEP_S, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -157,7 +157,7 @@ def wait_for_policy_status(kube: client.ApiClient, namespace: str) -> None:
             .get("namespace")
             == namespace
         ),
-        90,
+        READY_S,
         what="the ClusterPolicy status naming the operand namespace",
     )
 
@@ -190,10 +190,10 @@ def test_must_gather_with_the_kubernetes_client_on_openshift(
             if p.spec.node_name
         ]
 
-    wait_for(lambda: len(driver_pods()) == len(gpu), 90, what="a driver pod per GPU node")
+    wait_for(lambda: len(driver_pods()) == len(gpu), READY_S, what="a driver pod per GPU node")
     wait_for(
         lambda: core.list_namespaced_pod(namespace, label_selector="app=gpu-operator").items,
-        60,
+        STEP_S,
         what="the operator Deployment's pod",
     )
     wait_for_policy_status(kube, namespace)
@@ -284,7 +284,7 @@ def test_must_gather_through_oc_on_vanilla_kubernetes(
     start_operator()
     wait_for(
         lambda: client.AppsV1Api(kube).list_namespaced_daemon_set(namespace).items,
-        60,
+        STEP_S,
         what="the operand DaemonSets",
     )
     wait_for_policy_status(kube, namespace)

@@ -29,7 +29,7 @@ from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import free_port
 from tests import hack_scripts
 
-from .conftest import wait_for
+from .conftest import REACT_S, wait_for
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,7 +111,9 @@ def test_node_status_exporter_reports_markers_devices_and_pci(
             return values[0] if values else None
 
         # (a)
-        wait_for(lambda: value("gpu_operator_node_device_plugin_devices_total") == 4, 30, what="4 devices")
+        wait_for(
+            lambda: value("gpu_operator_node_device_plugin_devices_total") == 4, REACT_S, what="4 devices"
+        )
         found = scrape()
         assert found is not None
         for metric in load_generator().documented(metrics.NODE_REGISTRY):
@@ -125,7 +127,7 @@ def test_node_status_exporter_reports_markers_devices_and_pci(
         # Budget 30 s: the exporter looks every 0.5 s here (--interval), a process of its own.
         wait_for(lambda: value("gpu_operator_node_plugin_ready") == 1, 30, what="plugin_ready 1")
         (validations / "driver-ready").unlink()
-        wait_for(lambda: value("gpu_operator_node_driver_ready") == 0, 30, what="driver_ready 0")
+        wait_for(lambda: value("gpu_operator_node_driver_ready") == 0, REACT_S, what="driver_ready 0")
         assert proc.poll() is None
     finally:
         proc.terminate()

@@ -44,7 +44,18 @@ from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import BackgroundSampler, UpgradeStateWatch, condition, kubectl, wait_for, wait_for_event
+from .conftest import (
+    REACT_S,
+    READY_S,
+    STEP_S,
+    UPGRADE_S,
+    BackgroundSampler,
+    UpgradeStateWatch,
+    condition,
+    kubectl,
+    wait_for,
+    wait_for_event,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -228,8 +239,12 @@ def _per_pool_daemonsets(
     names = {f"nvidia-gpu-driver-pool-{pool}-{rhcos}": (pool, rhcos) for pool in "ab" for rhcos in (V1, V2)}
     with Sampler(kube, namespace) as sampler, UpgradeStateWatch(kube, every) as states_seen:
         # (a) four DaemonSets, one driver pod per node
-        wait_for(lambda: ready_on(kube, namespace, pools["a"], "550.90.07-rhel9.4"), 90, what="pool a ready")
-        wait_for(lambda: ready_on(kube, namespace, pools["b"], "570.124.06-rhel9.4"), 60, what="pool b ready")
+        wait_for(
+            lambda: ready_on(kube, namespace, pools["a"], "550.90.07-rhel9.4"), READY_S, what="pool a ready"
+        )
+        wait_for(
+            lambda: ready_on(kube, namespace, pools["b"], "570.124.06-rhel9.4"), STEP_S, what="pool b ready"
+        )
         daemonsets = driver_daemonsets(kube, namespace)
         assert set(daemonsets) == set(names)
         for name, (pool, rhcos) in names.items():
@@ -250,7 +265,7 @@ def _per_pool_daemonsets(
         for pool in "ab":
             wait_for(
                 lambda pool=pool: read_driver(kube, f"pool-{pool}").get("status", {}).get("state") == "ready",
-                30,
+                REACT_S,
                 what=f"pool-{pool} ready",
             )
             assert sorted(read_driver(kube, f"pool-{pool}")["status"]["nodes"]) == sorted(pools[pool])
@@ -275,7 +290,7 @@ def _per_pool_daemonsets(
 
         # (b) the seed's upgrade flow on pool a only
         wait_for(
-            lambda: set(upgrade_states(kube, every).values()) == {"upgrade-done"}, 60, what="upgrade-done"
+            lambda: set(upgrade_states(kube, every).values()) == {"upgrade-done"}, STEP_S, what="upgrade-done"
         )
         untouched = {p.metadata.uid for p in driver_pods(kube, namespace) if p.spec.node_name in pools["b"]}
         states_seen.forget()
@@ -285,7 +300,7 @@ def _per_pool_daemonsets(
                 ready_on(kube, namespace, pools["a"], "510.85.02-rhel9.4")
                 and set(upgrade_states(kube, pools["a"]).values()) == {"upgrade-done"}
             ),
-            150,
+            UPGRADE_S,
             what="pool a upgraded",
         )
         # the seed's states, as its `kubectl get events ... | grep GPUDriverUpgrade` shows them
@@ -325,7 +340,9 @@ def _per_pool_daemonsets(
         )
         try:
             conflict = wait_for(
-                lambda: condition(read_driver(kube, "pool-c"), "ConflictingNodeSelector"), 30, what="conflict"
+                lambda: condition(read_driver(kube, "pool-c"), "ConflictingNodeSelector"),
+                REACT_S,
+                what="conflict",
             )
             for needle in ("pool-a", "pool-c", *pools["a"]):
                 assert needle in conflict["message"]
@@ -341,7 +358,7 @@ def _per_pool_daemonsets(
         patch_driver(kube, "pool-b", {"version": "not a version!"})
         error = wait_for(
             lambda: (c := condition(read_driver(kube, "pool-b"), "Error")).get("status") == "True" and c,
-            30,
+            REACT_S,
             what="InvalidSpec on pool-b",
         )
         assert error["reason"] == "InvalidSpec" and "spec.version" in error["message"]
@@ -364,7 +381,7 @@ def _per_pool_daemonsets(
     pool_a = {name for name, (pool, _) in names.items() if pool == "a"}
     wait_for(
         lambda: set(driver_daemonsets(kube, namespace)) == pool_a,
-        60,
+        STEP_S,
         what="pool-b's DaemonSets garbage-collected, pool-a's kept",
     )
 
@@ -429,7 +446,7 @@ def _hostile_strings(kube: client.ApiClient, namespace: str, running: set[str]) 
                 lambda name=name: (
                     (s := read_driver(kube, name).get("status") or {}).get("observedGeneration") and s
                 ),
-                30,
+                REACT_S,
                 what=f"a status on {name} ({text!r})",
             )
             ready = condition({"status": status}, "Ready")
@@ -443,7 +460,7 @@ def _hostile_strings(kube: client.ApiClient, namespace: str, running: set[str]) 
             api.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
             wait_for(
                 lambda name=name: not any(name in ds for ds in driver_daemonsets(kube, namespace)),
-                30,
+                REACT_S,
                 what=f"{name}'s DaemonSets gone",
             )
         # the other pools' driver pods never moved
@@ -470,7 +487,7 @@ def _hostile_strings(kube: client.ApiClient, namespace: str, running: set[str]) 
             lambda: next(
                 (ds for name, ds in driver_daemonsets(kube, namespace).items() if "free-text" in name), None
             ),
-            30,
+            REACT_S,
             what="the free-text pool's DaemonSet",
         )
         driver = next(c for c in daemonset.spec.template.spec.containers if c.name == "nvidia-driver-ctr")
@@ -481,6 +498,6 @@ def _hostile_strings(kube: client.ApiClient, namespace: str, running: set[str]) 
         api.delete_cluster_custom_object(GROUP, VERSION, PLURAL, "free-text")
         wait_for(
             lambda: not any("free-text" in ds for ds in driver_daemonsets(kube, namespace)),
-            30,
+            REACT_S,
             what="the free-text pool's DaemonSet gone",
         )

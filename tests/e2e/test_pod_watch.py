@@ -36,6 +36,8 @@ from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane
 from tests.e2e.conftest import wait_for
 
+from .conftest import REACT_S, STEP_S
+
 pytestmark = pytest.mark.e2e
 
 PLUGIN = operand_catalog.DEVICE_PLUGIN.app
@@ -191,7 +193,7 @@ def test_list_watch_resume_and_relist_after_compaction(
         assert ("seen", "plugin-0") in recorder.events
 
         # The server ends each watch after 2 s: it resumes, without listing again.
-        wait_for(lambda: watch.watches >= 3, timeout=30, what="two resumed watches")
+        wait_for(lambda: watch.watches >= 3, timeout=REACT_S, what="two resumed watches")
         assert watch.lists == 1
         make_pod(core, "operands", "plugin-after-resume")
         wait_for(lambda: "plugin-after-resume" in recorder.pods, what="a pod after a resume")
@@ -208,7 +210,9 @@ def test_list_watch_resume_and_relist_after_compaction(
         fake_nodes.create_nodes(kube, [fake_nodes.gpu_node("gpu-after-restart")])
         core.delete_namespaced_pod("plugin-2", "operands", grace_period_seconds=0)
         make_pod(core, "operands", "plugin-after-restart")
-        wait_for(lambda: "plugin-after-restart" in recorder.pods, timeout=60, what="a pod after the restart")
+        wait_for(
+            lambda: "plugin-after-restart" in recorder.pods, timeout=STEP_S, what="a pod after the restart"
+        )
         wait_for(lambda: "plugin-2" not in recorder.pods, what="the pod deleted meanwhile, forgotten")
         assert watch.lists >= 2, "a compacted resourceVersion is listed again"
         assert set(recorder.pods) == {
@@ -221,14 +225,14 @@ def test_list_watch_resume_and_relist_after_compaction(
         }
         wait_for(
             lambda: set(node_recorder.pods) == {"gpu-0", "gpu-after-restart"},
-            timeout=60,
+            timeout=STEP_S,
             what="the nodes after the restart",
         )
         assert nodes.lists >= 2, "the node watch's compacted resourceVersion is listed again"
         assert nodes.lists == len(node_recorder.listings)
         wait_for(
             lambda: set(ds_recorder.pods) == {"ds-0", "ds-after-restart"},
-            timeout=60,
+            timeout=STEP_S,
             what="the DaemonSets after the restart",
         )
         assert daemonsets.lists >= 2, "the DaemonSet watch's compacted resourceVersion is listed again"

@@ -32,7 +32,7 @@ from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 
-from .conftest import kubectl, wait_for
+from .conftest import REACT_S, kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -119,7 +119,7 @@ def create_stale_daemonset(kube: client.ApiClient, namespace: str) -> None:
             )
             >= 1
         ),
-        30,
+        REACT_S,
         what="the stale DaemonSet's status",
     )
 
@@ -170,7 +170,7 @@ def assert_no_writes_by_render_user(
         )
     wait_for(
         lambda: control_plane.count_writes(RENDER_USER, since_line=since_line) >= 1,
-        30,
+        REACT_S,
         what="the canary write in the audit log",
     )
     assert control_plane.count_writes(RENDER_USER, since_line=since_line) == 1

@@ -39,7 +39,9 @@ from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import (
+    REACT_S,
     READY_S,
+    STEP_S,
     condition,
     holds_for,
     patch_policy,
@@ -182,7 +184,7 @@ def test_gpu_pod_waits_for_the_chain_then_runs(
 
     stack.apply_policy()
     stack.start_operator()
-    scheduled = wait_for(lambda: pod_node(kube, namespace, work), 90, what="the GPU pod scheduled")
+    scheduled = wait_for(lambda: pod_node(kube, namespace, work), READY_S, what="the GPU pod scheduled")
     assert scheduled == gpu
     # By then the chain up to the device plugin is Ready on that node; the validator follows it.
     assert {operands.DRIVER.app, operands.CONTAINER_TOOLKIT.app, operands.DEVICE_PLUGIN.app} <= ready_apps_on(
@@ -226,7 +228,7 @@ def test_gpu_pod_waits_for_the_chain_then_runs(
         lambda: (lambda found: found if found.get("nvidia.com/gpu.count") == "8" else None)(
             client.CoreV1Api(kube).read_node(gpu).metadata.labels
         ),
-        30,
+        REACT_S,
         what="GFD labels on the GPU node",
     )
     assert "nvidia.com/gpu.product" in node_labels
@@ -240,17 +242,19 @@ def test_shared_gpus_follow_the_rendered_config(
     (gpu,) = stack.make_nodes(1, gpus=8)
     stack.apply_policy(spec={"devicePlugin": {"resourceConfig": "gpu:sharedgpu:4"}})
     stack.start_operator()
-    wait_for(lambda: nvidia_resources(kube, gpu) == {"nvidia.com/sharedgpu": "32"}, 90, what="32 shared GPUs")
+    wait_for(
+        lambda: nvidia_resources(kube, gpu) == {"nvidia.com/sharedgpu": "32"}, READY_S, what="32 shared GPUs"
+    )
 
     work = [make_pod(kube, namespace, "nvidia.com/sharedgpu", node=gpu) for _ in range(33)]
     wait_for(
         lambda: sum(pod_node(kube, namespace, name) == gpu for name in work) == 32,
-        60,
+        STEP_S,
         what="32 pods scheduled",
     )
     wait_for(
         lambda: any(unschedulable(kube, namespace, name) for name in work),
-        60,
+        STEP_S,
         what="the scheduler refusing the 33rd pod",
     )
     pending = [name for name in work if pod_node(kube, namespace, name) is None]
@@ -259,7 +263,7 @@ def test_shared_gpus_follow_the_rendered_config(
         client.CoreV1Api(kube).delete_namespaced_pod(name, namespace, grace_period_seconds=0)
 
     patch_policy(kube, {"devicePlugin": {"resourceConfig": None}})
-    wait_for(lambda: nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}, 90, what="back to 8 GPUs")
+    wait_for(lambda: nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}, READY_S, what="back to 8 GPUs")
 
     # devicePlugin.config.name names the admin's ConfigMap: the named-ConfigMap rule. Missing,
     # then without the key config.default names: an error naming the field and an Event, and
@@ -278,7 +282,9 @@ def test_shared_gpus_follow_the_rendered_config(
 
     ours = mounted()
     patch_policy(kube, {"devicePlugin": {"config": {"name": "plugin-configs", "default": "a100"}}})
-    wait_for(lambda: "'plugin-configs' does not exist" in error_message(), 60, what="missing ConfigMap error")
+    wait_for(
+        lambda: "'plugin-configs' does not exist" in error_message(), STEP_S, what="missing ConfigMap error"
+    )
     assert "spec.devicePlugin.config.name" in error_message()
     wait_for_event(kube, "InvalidClusterPolicy", "spec.devicePlugin.config.name")
     assert mounted() == ours
@@ -291,13 +297,13 @@ def test_shared_gpus_follow_the_rendered_config(
     core.create_namespaced_config_map(
         namespace, {"metadata": {"name": "plugin-configs"}, "data": {"h100": shared}}
     )
-    wait_for(lambda: "has no key 'a100'" in error_message(), 60, what="missing key error")
+    wait_for(lambda: "has no key 'a100'" in error_message(), STEP_S, what="missing key error")
     assert "spec.devicePlugin.config.default" in error_message()
     assert mounted() == ours
     core.patch_namespaced_config_map("plugin-configs", namespace, {"data": {"a100": shared}})
-    wait_for(lambda: mounted() == "plugin-configs", 60, what="the admin's ConfigMap mounted")
-    wait_for(lambda: error_message() == "", 60, what="error cleared")
-    wait_for(lambda: nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "16"}, 90, what="16 shared GPUs")
+    wait_for(lambda: mounted() == "plugin-configs", STEP_S, what="the admin's ConfigMap mounted")
+    wait_for(lambda: error_message() == "", STEP_S, what="error cleared")
+    wait_for(lambda: nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "16"}, READY_S, what="16 shared GPUs")
 
 
 SWITCHABLE = [
@@ -333,23 +339,23 @@ def test_each_operand_switches_alone_and_steady_state_is_quiet(
     stack.make_nodes(2, gpus=2)
     stack.apply_policy()
     stack.start_operator()
-    wait_for(lambda: policy_state(kube) == "ready", 90, what="policy ready")
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
     everything = owned(kube, namespace)
     for operand, section in SWITCHABLE:
         mine = {key for key in everything if key[1] in _names_of(operand)}
         assert ("DaemonSet", operand.daemonset) in mine
         patch_policy(kube, {section: {"enabled": False}})
         wait_for(
-            lambda mine=mine: not (mine & set(owned(kube, namespace))), 60, what=f"{operand.name} removed"
+            lambda mine=mine: not (mine & set(owned(kube, namespace))), STEP_S, what=f"{operand.name} removed"
         )
         # Nothing else was touched: every other object is the same object (same uid).
         rest = owned(kube, namespace)
         assert {k: v for k, v in everything.items() if k not in mine} == rest
         patch_policy(kube, {section: {"enabled": True}})
-        wait_for(lambda mine=mine: mine <= set(owned(kube, namespace)), 60, what=f"{operand.name} back")
+        wait_for(lambda mine=mine: mine <= set(owned(kube, namespace)), STEP_S, what=f"{operand.name} back")
         everything = owned(kube, namespace)
 
-    wait_for(lambda: policy_state(kube) == "ready", 90, what="policy ready again")
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready again")
     assert quiet_writes(control_plane) == []
 
 
@@ -370,12 +376,14 @@ def test_tainted_gpu_pool_runs_every_operand_but_no_cpu_work(
     pool = stack.make_nodes(2, gpus=4, taint=True)
     stack.apply_policy()
     stack.start_operator()
-    wait_for(lambda: policy_state(kube) == "ready", 90, what="policy ready on the tainted pool")
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready on the tainted pool")
     for node in pool:
         assert ready_apps_on(kube, namespace, node) == DEFAULT_APPS, node
         assert nvidia_resources(kube, node) == {"nvidia.com/gpu": "4"}
     cpu_work = make_pod(kube, namespace, "cpu", node=pool[0], gpu=False)
-    wait_for(lambda: unschedulable(kube, namespace, cpu_work), 60, what="the scheduler refusing the CPU pod")
+    wait_for(
+        lambda: unschedulable(kube, namespace, cpu_work), STEP_S, what="the scheduler refusing the CPU pod"
+    )
     assert pod_node(kube, namespace, cpu_work) is None, "a CPU workload landed on the tainted GPU pool"
 
 
@@ -409,7 +417,7 @@ def test_upgrade_validation_waits_for_validator_pods(
         }
     )
     stack.start_operator()
-    wait_for(lambda: policy_state(kube) == "ready", 90, what="policy ready")
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
     validator = validator_pod_on(kube, namespace, bad)
     # The validator on `bad` fails from now on (its pod restarts after the driver's, too).
     fake_nodes.set_pod_fate(kube, namespace, validator, "crash-looping")
@@ -430,7 +438,7 @@ def test_upgrade_validation_waits_for_validator_pods(
             and upgrade_state(kube, good) == "upgrade-done"
             and upgrade_state(kube, bad) == "validation-required"
         ),
-        120,
+        READY_S,
         what="good upgraded, bad waiting in validation",
     )
     # A window: the operator acts on a change within a pass (0.2 s quiet), so 3 s would show a move.
@@ -440,7 +448,7 @@ def test_upgrade_validation_waits_for_validator_pods(
     fake_nodes.set_pod_fate(kube, namespace, validator, "ready")
     wait_for(
         lambda: upgrade_state(kube, bad) == "upgrade-done",
-        60,
+        STEP_S,
         what="bad upgraded once its validator is Ready",
     )
 
@@ -454,24 +462,24 @@ def test_upgrade_validation_times_out_then_recovers_when_the_validator_is_ready(
     stack.apply_policy(spec={"driver": {"version": "550.90.07"}})
     # NVIDIA's validation timeout is 600 s; the operator's env shortens it for the test.
     stack.start_operator(env={"OCP_GPU_VALIDATION_TIMEOUT_SECONDS": "8"})
-    wait_for(lambda: policy_state(kube) == "ready", 90, what="policy ready")
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
     validator = validator_pod_on(kube, namespace, node)
     fake_nodes.set_pod_fate(kube, namespace, validator, "crash-looping")
     patch_policy(kube, {"driver": {"version": "550.127.05"}})
 
     wait_for(
-        lambda: upgrade_state(kube, node) == "validation-required", 120, what="node waiting in validation"
+        lambda: upgrade_state(kube, node) == "validation-required", READY_S, what="node waiting in validation"
     )
     wait_for(
         lambda: upgrade_state(kube, node) == "upgrade-failed",
-        60,
+        STEP_S,
         what="validation timed out into upgrade-failed",
     )
     # The validator becomes Ready: the operator recovers the node by itself (NVIDIA's rule).
     fake_nodes.set_pod_fate(kube, namespace, validator, "ready")
     wait_for(
         lambda: upgrade_state(kube, node) == "upgrade-done",
-        90,
+        READY_S,
         what="node recovered once its validator is Ready",
     )
     assert not client.CoreV1Api(kube).read_node(node).spec.unschedulable, "the upgrade's cordon stayed"

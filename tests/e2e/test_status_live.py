@@ -36,7 +36,18 @@ from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 from tests.unit._upgrades import ONE_UPGRADING_TWO_WAITING
 
-from .conftest import driver_pods_ready, kubectl, run_status, start_job, status_json, wait_for
+from .conftest import (
+    REACT_S,
+    READY_S,
+    STEP_S,
+    UPGRADE_S,
+    driver_pods_ready,
+    kubectl,
+    run_status,
+    start_job,
+    status_json,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -103,7 +114,7 @@ def assert_no_writes_by_status_user(
         )
     wait_for(
         lambda: control_plane.count_writes(STATUS_USER, since_line=since_line) >= 1,
-        30,
+        REACT_S,
         what="the canary write in the audit log",
     )
     assert control_plane.count_writes(STATUS_USER, since_line=since_line) == 1
@@ -125,7 +136,7 @@ def test_status_follows_an_upgrade_with_one_parallel_slot_without_writing(
             driver_pods_ready(kube, namespace, gpu_nodes, "550.90.07")
             and set(states(kube, gpu_nodes).values()) == {"upgrade-done"}
         ),
-        60,
+        STEP_S,
         what="driver pods Ready and labelled upgrade-done",
     )
     mark = control_plane.audit_line_count()
@@ -160,7 +171,7 @@ def test_status_follows_an_upgrade_with_one_parallel_slot_without_writing(
         waiting = [row for row in rows.values() if row["state"] == "upgrade-required"]
         return report if len(held) == 1 and len(waiting) == 2 else None
 
-    report = wait_for(mid_upgrade, 90, interval=0.5, what="one node in flight, two waiting for a slot")
+    report = wait_for(mid_upgrade, READY_S, interval=0.5, what="one node in flight, two waiting for a slot")
     rows = rows_of(report, gpu_nodes)
     (held,) = [row for row in rows.values() if row["state"] == "wait-for-jobs-required"]
     assert held["next"] is None
@@ -200,7 +211,7 @@ def test_status_follows_an_upgrade_with_one_parallel_slot_without_writing(
             driver_pods_ready(kube, namespace, gpu_nodes, "510.85.02")
             and set(states(kube, gpu_nodes).values()) == {"upgrade-done"}
         ),
-        180,
+        UPGRADE_S,
         what="every node upgraded",
     )
 
@@ -210,7 +221,7 @@ def test_status_follows_an_upgrade_with_one_parallel_slot_without_writing(
             and all(row["current"] and row["ready"] for row in rows_of(r, gpu_nodes).values())
             and r
         ),
-        30,
+        REACT_S,
         what="every row current and Ready",
     )
     for row in rows_of(after, gpu_nodes).values():

@@ -28,7 +28,7 @@ from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import BackgroundSampler, read_policy, wait_for
+from .conftest import REACT_S, READY_S, STEP_S, BackgroundSampler, read_policy, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -216,7 +216,7 @@ def test_a_nvidias_objects_are_updated_in_place_and_become_ours_alone(
         for obj in (driver, plugin, account)
     }
     before = wait_for(
-        lambda: running_on_every_node(kube, namespace, gpu_nodes), 60, what="NVIDIA's driver pods running"
+        lambda: running_on_every_node(kube, namespace, gpu_nodes), STEP_S, what="NVIDIA's driver pods running"
     )
 
     with PodsPerNode(kube, namespace) as sampler:
@@ -232,7 +232,7 @@ def test_a_nvidias_objects_are_updated_in_place_and_become_ours_alone(
                 for o in (ds, dp, sa)
             )
 
-        wait_for(adopted, 60, what="NVIDIA's objects adopted")
+        wait_for(adopted, STEP_S, what="NVIDIA's objects adopted")
     ds = apps.read_namespaced_daemon_set(DRIVER_DS, namespace)
     dp = apps.read_namespaced_daemon_set("nvidia-device-plugin-daemonset", namespace)
     sa = core.read_namespaced_service_account("nvidia-driver", namespace)
@@ -262,7 +262,7 @@ def test_a_nvidias_objects_are_updated_in_place_and_become_ours_alone(
     # the status says which driver pods run NVIDIA's template (the same driver: not restarted)
     wait_for(
         lambda: (read_policy(kube).get("status") or {}).get("namespace") == namespace,
-        30,
+        REACT_S,
         what="the policy's status written",
     )
 
@@ -292,7 +292,7 @@ def test_b_ocp_gpus_driver_daemonset_with_the_old_selector_is_replaced_keeping_i
     old["metadata"]["ownerReferences"] = [owner_ref(takeover.policy)]
     made = create_as(kube, "ocp-gpu", namespace, old)
     before = wait_for(
-        lambda: running_on_every_node(kube, namespace, gpu_nodes), 60, what="the old driver pods running"
+        lambda: running_on_every_node(kube, namespace, gpu_nodes), STEP_S, what="the old driver pods running"
     )
 
     apps = client.AppsV1Api(kube)
@@ -312,7 +312,7 @@ def test_b_ocp_gpus_driver_daemonset_with_the_old_selector_is_replaced_keeping_i
             )
             return ds if ds.metadata.uid != made.metadata.uid and owned and set(pods) == set(before) else None
 
-        ds = wait_for(replaced, 90, what="the driver DaemonSet replaced, its pods adopted")
+        ds = wait_for(replaced, READY_S, what="the driver DaemonSet replaced, its pods adopted")
     assert ds.spec.selector.match_labels == {labels.APP: DRIVER_DS}
     after = driver_pods(kube, namespace)
     assert set(after) == set(before)

@@ -29,7 +29,7 @@ from ocp_gpu.kube import clients, configuring, electing, requesting, sending
 from ocp_gpu_harness import tokens
 from ocp_gpu_harness.cluster import LocalControlPlane
 
-from .conftest import wait_for
+from .conftest import STEP_S, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -104,7 +104,7 @@ def test_an_exec_plugin_certificate_serves_the_operator_and_the_election_child(
     )
     election = electing.ElectionProcess(clients.lease_credentials(api), settings)
     try:
-        asyncio.run(asyncio.wait_for(election.acquire(), timeout=60))
+        asyncio.run(asyncio.wait_for(election.acquire(), timeout=STEP_S))
         lease = client.CoordinationV1Api(kube).read_namespaced_lease(electing.LEASE_NAME, namespace)
         assert lease.spec.holder_identity == "exec-child"
     finally:

@@ -35,7 +35,7 @@ from ocp_gpu_harness.cluster import LocalControlPlane
 from ocp_gpu_harness.operating import OperatorProcess
 from tests.unit._nvidia_fields import every_field_spec
 
-from .conftest import condition, kubectl, patch_policy, read_policy, wait_for, wait_for_event
+from .conftest import REACT_S, STEP_S, condition, kubectl, patch_policy, read_policy, wait_for, wait_for_event
 
 pytestmark = pytest.mark.e2e
 
@@ -61,7 +61,7 @@ def kubectl_policy(
     api.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", "cluster-policy")
     wait_for(
         lambda: not api.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies")["items"],
-        30,
+        REACT_S,
         what="ClusterPolicy deleted",
     )
 
@@ -108,7 +108,7 @@ def test_operatorhub_example_names_what_is_not_implemented(
     # monitoring.coreos.com, so that is what is reported (the exporter and its Service deploy).
     found = wait_for(
         lambda: condition(read_policy(kube), "ServiceMonitorUnavailable"),
-        60,
+        STEP_S,
         what="ServiceMonitorUnavailable",
     )
     assert found["status"] == "True"
@@ -128,14 +128,14 @@ def test_operatorhub_example_names_what_is_not_implemented(
             {"nvidia-driver-daemonset-ubuntu22.04", toolkit_rendering.DAEMONSET}
             <= daemonset_names(kube, namespace)
         ),
-        60,
+        STEP_S,
         what="driver and toolkit DaemonSets",
     )
     # Both names written with different values: a warning naming both (podDeletion's is used).
     patch_policy(kube, {"driver": {"upgradePolicy": {"gpuPodDeletion": {"timeoutSeconds": 120}}}})
     warning = wait_for(
         lambda: (found := condition(read_policy(kube), "Warning")).get("status") == "True" and found,
-        60,
+        STEP_S,
         what="a Warning condition for podDeletion against gpuPodDeletion",
     )
     assert warning["reason"] == "SpecWarning"
@@ -157,7 +157,9 @@ def test_every_nvidia_field_is_reported_or_honoured(
     kubectl_policy(spec)
     start_operator()
     found = wait_for(
-        lambda: condition(read_policy(kube), "UnsupportedSetting"), 60, what="UnsupportedSetting condition"
+        lambda: condition(read_policy(kube), "UnsupportedSetting"),
+        STEP_S,
+        what="UnsupportedSetting condition",
     )
     stored = read_policy(kube)["spec"]
     expected = fields.unsupported_settings(stored)
@@ -180,14 +182,16 @@ def test_every_nvidia_field_is_reported_or_honoured(
     # dcgm.hostNetwork would be refused by the API server, so nvidia-dcgm is held back and the
     # status names both fields before anything is applied (no 422 from an apply).
     honoured = {"nvidia-dcgm-exporter", "nvidia-device-plugin-daemonset"}
-    wait_for(lambda: honoured <= daemonset_names(kube, namespace), 60, what=f"DaemonSets {sorted(honoured)}")
+    wait_for(
+        lambda: honoured <= daemonset_names(kube, namespace), STEP_S, what=f"DaemonSets {sorted(honoured)}"
+    )
     error = wait_for(
         lambda: (
             (found := condition(read_policy(kube), "Error"))
             and "spec.dcgm.hostNetwork" in found.get("message", "")
             and found
         ),
-        30,
+        REACT_S,
         what="an Error naming spec.dcgm.hostNetwork",
     )
     assert error["reason"] == "InvalidSpec", error

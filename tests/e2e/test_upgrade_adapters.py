@@ -41,7 +41,7 @@ from ocp_gpu.planning import upgrade, upgrade_pipeline
 from ocp_gpu_harness import polling
 from tests.unit._upgrades import policy
 
-from .conftest import Run
+from .conftest import STEP_S, Run
 
 pytestmark = pytest.mark.e2e
 
@@ -193,7 +193,7 @@ def test_current_revision_matches_pods_and_moves_on_a_template_change(
     nodes = run.gpu_nodes(2, gpus=2)
     apps = client.AppsV1Api(kube)
     apps.create_namespaced_daemon_set(namespace, driver_daemonset(run.labels))
-    pods = wait_for("2 Ready driver pods", ready_driver_pods(kube, namespace, 2), 60)
+    pods = wait_for("2 Ready driver pods", ready_driver_pods(kube, namespace, 2), STEP_S)
     selector = driver_selector(run)
 
     revisions = upgrading.list_controller_revisions(api, namespace, selector)
@@ -243,7 +243,7 @@ def test_current_revision_matches_pods_and_moves_on_a_template_change(
             and fresh[0].ready
         )
 
-    wait_for("a current driver pod on the node", replaced, 60)
+    wait_for("a current driver pod on the node", replaced, STEP_S)
 
 
 # --- labels, annotations, events ----------------------------------------------------------------------
@@ -390,7 +390,7 @@ def test_one_node_through_the_state_machine(
 ) -> None:
     core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
     apps.create_namespaced_daemon_set(namespace, driver_daemonset(run.labels))
-    wait_for("the driver pod", ready_driver_pods(kube, namespace, 1), 60)
+    wait_for("the driver pod", ready_driver_pods(kube, namespace, 1), STEP_S)
     core.create_namespaced_pod(namespace, bare_pod(node, "trainer", resources={"nvidia.com/gpu": "1"}))
     core.create_namespaced_pod(namespace, bare_pod(node, "web"))
     wait_for(

@@ -24,7 +24,7 @@ from ocp_gpu_harness import crds, stages
 from ocp_gpu_harness.cluster import LocalControlPlane
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import gpu_nodes_fixture, kubectl, wait_for
+from .conftest import REACT_S, READY_S, STEP_S, UPGRADE_S, gpu_nodes_fixture, kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -91,10 +91,12 @@ def test_upgradeable_follows_the_driver_rollout(
     operator = start_operator(
         env={"OPERATOR_CONDITION_NAME": CONDITION_NAME, "OCP_GPU_DRIVER_RESTART_TIMEOUT_SECONDS": "5"}
     )
-    wait_for(lambda: set(states(kube, gpu_nodes).values()) == {"upgrade-done"}, 90, what="initial labels")
+    wait_for(
+        lambda: set(states(kube, gpu_nodes).values()) == {"upgrade-done"}, READY_S, what="initial labels"
+    )
     settled = wait_for(
         lambda: operator_condition().get("status") == "True" and operator_condition(),
-        30,
+        REACT_S,
         what="Upgradeable=True",
     )
     assert settled["reason"] == "DriversSettled"
@@ -104,13 +106,13 @@ def test_upgradeable_follows_the_driver_rollout(
     patch_policy(kube, {"spec": {"driver": {"version": "510.85.02"}, "daemonsets": {"annotations": failing}}})
     in_progress = wait_for(
         lambda: operator_condition().get("reason") == "DriverUpgradeInProgress" and operator_condition(),
-        60,
+        STEP_S,
         what="Upgradeable=False while the rollout runs",
     )
     assert in_progress["status"] == "False" and "driver rollout is in progress" in in_progress["message"]
     failed = wait_for(
         lambda: operator_condition().get("reason") == "DriverUpgradeFailed" and operator_condition(),
-        90,
+        READY_S,
         what="Upgradeable=False naming the failed node",
     )
     [node] = [n for n, s in states(kube, gpu_nodes).items() if s == "upgrade-failed"]
@@ -119,8 +121,8 @@ def test_upgradeable_follows_the_driver_rollout(
     # The admin fixes the image and relabels: once every node is done, upgrades may go on.
     patch_policy(kube, {"spec": {"daemonsets": {"annotations": None}}})
     kubectl(control_plane, "label", "node", node, f"{labels.UPGRADE_STATE}=upgrade-required", "--overwrite")
-    wait_for(lambda: set(states(kube, gpu_nodes).values()) == {"upgrade-done"}, 150, what="recovered")
-    wait_for(lambda: operator_condition().get("status") == "True", 30, what="Upgradeable=True again")
+    wait_for(lambda: set(states(kube, gpu_nodes).values()) == {"upgrade-done"}, UPGRADE_S, what="recovered")
+    wait_for(lambda: operator_condition().get("status") == "True", REACT_S, what="Upgradeable=True again")
     assert "Upgradeable=False (DriverUpgradeFailed)" in operator.log()
 
 
@@ -139,11 +141,15 @@ def test_without_olm_nothing_is_written_and_the_log_says_why_once(
     apply_policy(spec={"driver": {"version": "550.90.07"}})
     mark = control_plane.audit_line_count()
     operator = start_operator(env=env)
-    wait_for(lambda: set(states(kube, gpu_nodes).values()) == {"upgrade-done"}, 90, what="labels")
+    wait_for(lambda: set(states(kube, gpu_nodes).values()) == {"upgrade-done"}, READY_S, what="labels")
     # A whole rollout: many upgrade passes, each of which would say Upgradeable.
     patch_policy(kube, {"spec": {"driver": {"version": "510.85.02"}}})
-    wait_for(lambda: set(states(kube, gpu_nodes).values()) != {"upgrade-done"}, 60, what="the rollout starts")
-    wait_for(lambda: set(states(kube, gpu_nodes).values()) == {"upgrade-done"}, 150, what="the rollout ends")
+    wait_for(
+        lambda: set(states(kube, gpu_nodes).values()) != {"upgrade-done"}, STEP_S, what="the rollout starts"
+    )
+    wait_for(
+        lambda: set(states(kube, gpu_nodes).values()) == {"upgrade-done"}, UPGRADE_S, what="the rollout ends"
+    )
     assert operator.log().count("not reporting Upgradeable to OLM") == 1
     writes = [
         event

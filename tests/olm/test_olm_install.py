@@ -45,7 +45,7 @@ from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 from tests import hack_scripts
-from tests.e2e.conftest import kubectl, wait_for
+from tests.e2e.conftest import REACT_S, READY_S, START_S, STEP_S, kubectl, wait_for
 from tests.unit.test_readme_install import readme_block
 
 pytestmark = pytest.mark.e2e
@@ -56,6 +56,11 @@ OPS = ("operators.coreos.com", "v1alpha1")
 SA_USER = f"system:serviceaccount:{NAMESPACE}:{install_manifests.NAME}"
 RHCOS = "416.94.202407030122-0"
 DTK_IMAGE = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "3" * 64
+# OLM's steps: the catalog operator resolves the Subscription and writes an InstallPlan, runs it,
+# the OLM operator installs the CSV and waits for its Deployments (NFD's and ours); each tens of
+# seconds on a quiet machine (each controller resyncs, the catalog is served by `opm serve`).
+# An upgrade with OLM's operator on every node is as long.
+OLM_S = 240
 
 
 def _load_olm_generator() -> Any:
@@ -325,7 +330,7 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
                 state = ((source.get("status") or {}).get("connectionState") or {}).get("lastObservedState")
                 return state == "READY"
 
-            wait_for(catalog_ready, 120, interval=1, what="CatalogSource READY")
+            wait_for(catalog_ready, READY_S, interval=1, what="CatalogSource READY")
             timings.mark("CatalogSource READY (opm serve over gRPC)")
 
             def install_plan() -> dict[str, Any] | None:
@@ -334,7 +339,7 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
                 complete = [p for p in plans if (p.get("status") or {}).get("phase") == "Complete"]
                 return complete[0] if complete else None
 
-            plan = wait_for(install_plan, 240, interval=1, what="an InstallPlan in phase Complete")
+            plan = wait_for(install_plan, OLM_S, interval=1, what="an InstallPlan in phase Complete")
             assert "ocp-gpu.v0.1.0" in plan["spec"]["clusterServiceVersionNames"]
             timings.mark("InstallPlan Complete")
 
@@ -345,7 +350,7 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
                     and _phase(kube, "nfd.v4.16.0") == "Succeeded"
                 )
 
-            wait_for(succeeded, 240, interval=1, what="CSVs ocp-gpu.v0.1.0 and nfd.v4.16.0 Succeeded")
+            wait_for(succeeded, OLM_S, interval=1, what="CSVs ocp-gpu.v0.1.0 and nfd.v4.16.0 Succeeded")
             timings.mark("CSV Succeeded")
         except BaseException:
             for name, tail in procs.logs().items():
@@ -374,7 +379,7 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
     operator = OperatorProcess(kubeconfig, NAMESPACE, tmp_path / "operator.log", env=env).start()
     try:
         operator.wait_http("/healthz")
-        wait_for(lambda: operator.role() == "leader", 30, what="operator leading")
+        wait_for(lambda: operator.role() == "leader", REACT_S, what="operator leading")
         timings.mark("operator (as the ServiceAccount) leading")
 
         gpu = [unique_name("gpu") for _ in range(2)]
@@ -402,8 +407,8 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
                 and ds.status.number_ready == ds.status.desired_number_scheduled
             )
 
-        wait_for(lambda: ready("nvidia-driver-daemonset-ubuntu22.04"), 90, what="driver DaemonSet ready")
-        wait_for(lambda: ready("nvidia-container-toolkit-daemonset"), 90, what="toolkit DaemonSet ready")
+        wait_for(lambda: ready("nvidia-driver-daemonset-ubuntu22.04"), READY_S, what="driver DaemonSet ready")
+        wait_for(lambda: ready("nvidia-container-toolkit-daemonset"), READY_S, what="toolkit DaemonSet ready")
         for name in gpu:
             node_labels = core.read_node(name).metadata.labels
             assert node_labels[labels.GPU_PRESENT] == "true"
@@ -414,7 +419,7 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
             )
             return str((policy.get("status") or {}).get("state"))
 
-        wait_for(lambda: policy_state() == "ready", 90, what="ClusterPolicy ready")
+        wait_for(lambda: policy_state() == "ready", READY_S, what="ClusterPolicy ready")
         timings.mark("vanilla: driver and toolkit DaemonSets ready, policy ready")
 
         # The seed's upgrade under the ServiceAccount: cordon, GPU pod deletion in another
@@ -456,14 +461,14 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
                 ),
                 None,
             ),
-            60,
+            STEP_S,
             what="the GPU workload running",
         )
 
         def upgrade_states() -> set[str]:
             return {core.read_node(name).metadata.labels.get(labels.UPGRADE_STATE, "") for name in gpu}
 
-        wait_for(lambda: upgrade_states() == {"upgrade-done"}, 90, what="initial upgrade-done labels")
+        wait_for(lambda: upgrade_states() == {"upgrade-done"}, READY_S, what="initial upgrade-done labels")
         kubectl(
             control_plane,
             "patch",
@@ -485,7 +490,7 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
             }
             return on_new >= set(gpu) and upgrade_states() == {"upgrade-done"}
 
-        wait_for(upgraded, 240, interval=1, what="every node upgraded to 510.85.02")
+        wait_for(upgraded, OLM_S, interval=1, what="every node upgraded to 510.85.02")
         remaining = {pod.metadata.uid for pod in core.list_namespaced_pod(workloads).items}
         assert gpu_pod.metadata.uid not in remaining, "the GPU pod on the upgraded node was not deleted"
         assert not any(core.read_node(name).spec.unschedulable for name in gpu)
@@ -503,12 +508,14 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
                 kubeconfig, NAMESPACE, tmp_path / "operator-openshift.log", env=env
             ).start()
             operator.wait_http("/healthz")
-            wait_for(lambda: operator.role() == "leader", 60, what="operator leading (OpenShift)")
+            wait_for(lambda: operator.role() == "leader", START_S, what="operator leading (OpenShift)")
             rhcos = unique_name("gpu")
             fake_nodes.create_nodes(kube, [fake_nodes.gpu_node(rhcos, rhcos=RHCOS)])
             cleanup.append(rhcos)
             wait_for(
-                lambda: ready(f"nvidia-driver-daemonset-{RHCOS}"), 120, what="RHCOS driver DaemonSet ready"
+                lambda: ready(f"nvidia-driver-daemonset-{RHCOS}"),
+                READY_S,
+                what="RHCOS driver DaemonSet ready",
             )
             ds = apps.read_namespaced_daemon_set(f"nvidia-driver-daemonset-{RHCOS}", NAMESPACE)
             images = {c.name: c.image for c in ds.spec.template.spec.containers}
@@ -519,10 +526,10 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
                     b.role_ref.name == "system:openshift:scc:privileged"
                     for b in rbac.list_namespaced_role_binding(NAMESPACE).items
                 ),
-                60,
+                STEP_S,
                 what="SCC RoleBinding",
             )
-            wait_for(lambda: policy_state() == "ready", 90, what="ClusterPolicy ready (OpenShift)")
+            wait_for(lambda: policy_state() == "ready", READY_S, what="ClusterPolicy ready (OpenShift)")
             timings.mark(
                 "OpenShift: RHCOS driver DaemonSet with the DTK image, SCC RoleBinding, policy ready"
             )
