@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-API_DIR = REPO / "ocp_gpu" / "harness" / "openshift_api"
+API_DIR = REPO / "ocp_gpu_harness" / "openshift_api"
 SOURCE = API_DIR / "image.openshift.io-v1-imagestream.openapi.json"
 OUTPUT = API_DIR / "image.openshift.io_imagestreams.crd.yaml"
 
