@@ -68,8 +68,9 @@ STEP_S = 60
 # 5 s), the next pass writes the status: about 10 s quiet.
 READY_S = 120
 # A driver upgrade over a few nodes, one to three at a time: each node is cordoned, drained,
-# gets a new driver pod, is validated and uncordoned (about 10 s a node quiet, README
-# "Upgrades"), after the upgrade re-check period (1 s in the tests).
+# gets a new driver pod, is validated and uncordoned (docs/upgrades.md); the upgrade re-check
+# period is 1 s in the tests. Measured: four nodes one at a time, 26 s for the whole of
+# test_upgrades.py's seed test, the operator's start included, on the shared machine loaded.
 UPGRADE_S = 180
 # Every wait of the e2e tests names one of these, or says beside its number why that number
 # (tests/unit/test_polling.py fails on a wait that does neither).
