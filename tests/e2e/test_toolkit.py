@@ -25,17 +25,7 @@ from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import (
-    REACT_S,
-    READY_S,
-    STEP_S,
-    condition,
-    holds_for,
-    patch_policy,
-    read_policy,
-    wait_for,
-    wait_for_event,
-)
+from . import conftest as e2e
 
 pytestmark = pytest.mark.e2e
 
@@ -79,20 +69,20 @@ def test_toolkit_daemonset_and_update_strategy(
     apply_policy(spec={"toolkit": {"version": "v1.16.2-ubuntu20.04"}})
     start_operator()
 
-    wait_for(
-        lambda: set(images_by_node(kube, namespace)) == set(gpu), STEP_S, what="a toolkit pod per GPU node"
+    e2e.wait_for(
+        lambda: set(images_by_node(kube, namespace)) == set(gpu),
+        e2e.STEP_S,
+        what="a toolkit pod per GPU node",
     )
     assert cpu not in images_by_node(kube, namespace)
     ds = daemonset(kube, namespace, TOOLKIT)
     assert ds.spec.update_strategy.type == "RollingUpdate"
     assert ds.spec.template.spec.node_selector == {labels.deploy_label("container-toolkit"): "true"}
-    wait_for(
-        lambda: (read_policy(kube).get("status") or {}).get("state") == "ready", READY_S, what="policy ready"
-    )
+    e2e.wait_for(lambda: e2e.policy_state(kube) == "ready", e2e.READY_S, what="policy ready")
 
     # RollingUpdate: the DaemonSet controller replaces every pod with the new version.
-    patch_policy(kube, {"toolkit": {"version": "v1.17.0-ubuntu20.04"}})
-    wait_for(
+    e2e.patch_policy(kube, {"toolkit": {"version": "v1.17.0-ubuntu20.04"}})
+    e2e.wait_for(
         lambda: (
             all(
                 images == {"nvcr.io/nvidia/k8s/container-toolkit:v1.17.0-ubuntu20.04"}
@@ -100,27 +90,27 @@ def test_toolkit_daemonset_and_update_strategy(
             )
             and len(images_by_node(kube, namespace)) == len(gpu)
         ),
-        READY_S,
+        e2e.READY_S,
         what="toolkit pods rolled to v1.17.0",
     )
 
     # OnDelete: the template changes, the running pods stay as they are.
-    patch_policy(
+    e2e.patch_policy(
         kube, {"daemonsets": {"updateStrategy": "OnDelete"}, "toolkit": {"version": "v1.17.1-ubuntu20.04"}}
     )
-    wait_for(
+    e2e.wait_for(
         lambda: (
             daemonset(kube, namespace, TOOLKIT).spec.update_strategy.type == "OnDelete"
             and daemonset(kube, namespace, TOOLKIT)
             .spec.template.spec.containers[0]
             .image.endswith("v1.17.1-ubuntu20.04")
         ),
-        REACT_S,
+        e2e.REACT_S,
         what="toolkit DaemonSet OnDelete with v1.17.1",
     )
     # A window of 8 s: with RollingUpdate the DaemonSet controller replaces a pod within a
     # second or two here; with OnDelete none may be replaced.
-    holds_for(
+    e2e.holds_for(
         lambda: all(
             images == {"nvcr.io/nvidia/k8s/container-toolkit:v1.17.0-ubuntu20.04"}
             for images in images_by_node(kube, namespace).values()
@@ -139,19 +129,19 @@ def test_toolkit_daemonset_and_update_strategy(
 
     # An image the operator cannot build: error naming the field, nothing changed or deleted.
     generation = daemonset(kube, namespace, TOOLKIT).metadata.generation
-    patch_policy(kube, {"toolkit": {"repository": "Bad_Repo!", "image": "container-toolkit"}})
-    wait_for(
-        lambda: "spec.toolkit.repository" in condition(read_policy(kube), "Error").get("message", ""),
-        REACT_S,
-        what="Error condition naming spec.toolkit.repository",
+    e2e.patch_policy(kube, {"toolkit": {"repository": "Bad_Repo!", "image": "container-toolkit"}})
+    e2e.wait_for(
+        lambda: "spec.toolkit.repository" in e2e.condition(e2e.read_policy(kube), "Error").get("message", ""),
+        e2e.REACT_S,
+        what="Error e2e.condition naming spec.toolkit.repository",
     )
-    wait_for_event(kube, "InvalidClusterPolicy", "spec.toolkit.repository")
+    e2e.wait_for_event(kube, "InvalidClusterPolicy", "spec.toolkit.repository")
     assert daemonset(kube, namespace, TOOLKIT).metadata.generation == generation
-    patch_policy(kube, {"toolkit": {"repository": None, "image": None}})
+    e2e.patch_policy(kube, {"toolkit": {"repository": None, "image": None}})
 
     # toolkit.enabled: false removes the toolkit; the driver DaemonSets stay.
-    patch_policy(kube, {"toolkit": {"enabled": False}})
-    wait_for(lambda: not toolkit_pods(kube, namespace), STEP_S, what="toolkit pods gone")
+    e2e.patch_policy(kube, {"toolkit": {"enabled": False}})
+    e2e.wait_for(lambda: not toolkit_pods(kube, namespace), e2e.STEP_S, what="toolkit pods gone")
     with pytest.raises(client.exceptions.ApiException) as gone:
         daemonset(kube, namespace, TOOLKIT)
     assert gone.value.status == 404
