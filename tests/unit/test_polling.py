@@ -229,29 +229,38 @@ _WAITS = {"wait_for": 1, "wait_for_event": 3, "wait_http": 1}
 _LEAST_S = 30
 
 
+def _timeout(call: ast.Call, name: str) -> ast.expr | None:
+    """The timeout a wait call gives (None: the helper's default)."""
+    index = _WAITS[name]
+    if name == "wait_for" and call.args and isinstance(call.args[0], ast.Constant):
+        index = 2  # wait_for(what, check, timeout)
+    timeout = call.args[index] if len(call.args) > index else None
+    for keyword in call.keywords:
+        if keyword.arg == "timeout":
+            timeout = keyword.value
+    return timeout
+
+
+def _number(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float))
+
+
+def _waits(source: str) -> Iterator[tuple[ast.Call, ast.expr | None]]:
+    """Every wait call of the source, with its timeout."""
+    for call in ast.walk(ast.parse(source)):
+        if isinstance(call, ast.Call):
+            name = getattr(call.func, "id", getattr(call.func, "attr", None))
+            if name in _WAITS:
+                yield call, _timeout(call, name)
+
+
 def short_waits(source: str) -> list[tuple[int, float]]:
     """(line, seconds) of every wait given a literal timeout under _LEAST_S."""
-    found = []
-    for call in ast.walk(ast.parse(source)):
-        if not isinstance(call, ast.Call):
-            continue
-        name = getattr(call.func, "id", getattr(call.func, "attr", None))
-        if name not in _WAITS:
-            continue
-        index = _WAITS[name]
-        if name == "wait_for" and call.args and isinstance(call.args[0], ast.Constant):
-            index = 2  # wait_for(what, check, timeout)
-        timeout = call.args[index] if len(call.args) > index else None
-        for keyword in call.keywords:
-            if keyword.arg == "timeout":
-                timeout = keyword.value
-        if (
-            isinstance(timeout, ast.Constant)
-            and isinstance(timeout.value, (int, float))
-            and timeout.value < _LEAST_S
-        ):
-            found.append((call.lineno, float(timeout.value)))
-    return found
+    return [
+        (call.lineno, float(timeout.value))
+        for call, timeout in _waits(source)
+        if isinstance(timeout, ast.Constant) and _number(timeout) and timeout.value < _LEAST_S
+    ]
 
 
 def test_no_end_to_end_wait_shorter_than_a_loaded_machine_needs() -> None:
@@ -293,21 +302,6 @@ def _says(word: str, lines: list[str], comments: dict[int, str], node: ast.AST) 
     return False
 
 
-def _timeout(call: ast.Call, name: str) -> ast.expr | None:
-    index = _WAITS[name]
-    if name == "wait_for" and call.args and isinstance(call.args[0], ast.Constant):
-        index = 2  # wait_for(what, check, timeout)
-    timeout = call.args[index] if len(call.args) > index else None
-    for keyword in call.keywords:
-        if keyword.arg == "timeout":
-            timeout = keyword.value
-    return timeout
-
-
-def _number(node: ast.expr | None) -> bool:
-    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float))
-
-
 def unbudgeted_waits(source: str) -> list[int]:
     """Lines of waits whose timeout is a bare number with no comment giving its budget.
 
@@ -316,14 +310,11 @@ def unbudgeted_waits(source: str) -> list[int]:
     on the call or just above it, saying why that number. No timeout: the helper's default,
     itself a budget (REACT_S)."""
     lines, comments = source.splitlines(), _comments(source)
-    found = []
-    for call in ast.walk(ast.parse(source)):
-        name = isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", None))
-        if not isinstance(call, ast.Call) or name not in _WAITS:
-            continue
-        if _number(_timeout(call, name)) and not _says("budget", lines, comments, call):
-            found.append(call.lineno)
-    return found
+    return [
+        call.lineno
+        for call, timeout in _waits(source)
+        if _number(timeout) and not _says("budget", lines, comments, call)
+    ]
 
 
 # A window proves that something did NOT happen in it (holds_for, quiet_writes, a sleep the
