@@ -169,6 +169,18 @@ def nvidias_driver_pods_running(kube: client.ApiClient, namespace: str, nodes: l
     return pods
 
 
+def take_over(kube: client.ApiClient, start_operator: Callable[..., OperatorProcess], policy: str) -> None:
+    """ocp-gpu starts with the images its install sets (by digest: model/releases, NVIDIA's
+    v26.7.0 set) and takes NVIDIA's ClusterPolicy over, until it is ready."""
+    start_operator(image_env=releases.with_release_defaults({}))
+    wait_for(
+        lambda: (read_policy(kube, policy).get("status") or {}).get("state") == "ready",
+        READY_BUDGET_S,
+        interval=0.2,
+        what="the policy ready after the takeover",
+    )
+
+
 def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
     kube: client.ApiClient,
     api: clients.ApiClient,
@@ -213,13 +225,7 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
     with Invariants(kube, namespace, nodes, workloads) as invariants:
         started = time.monotonic()
         # The images as ocp-gpu's install sets them (by digest: model/releases): NVIDIA's v26.7.0 set.
-        start_operator(image_env=releases.with_release_defaults({}))
-        wait_for(
-            lambda: (read_policy(kube, restored.policy_name).get("status") or {}).get("state") == "ready",
-            READY_BUDGET_S,
-            interval=0.2,
-            what="the policy ready after the takeover",
-        )
+        take_over(kube, start_operator, restored.policy_name)
         took = time.monotonic() - started
         print(f"takeover: ready {took:.1f} s after the operator started")
         # The window: 30 s of nothing changing after the takeover, in which nothing is written.
@@ -302,13 +308,7 @@ def test_a_driver_version_change_after_the_takeover_rolls_node_by_node(
     nodes = sorted(restored.nodes.values())
     rhcos = nvidia_fixtures.load(FIXTURE)[0]["rhcos"]
     nvidias = nvidias_driver_pods_running(kube, namespace, nodes)
-    start_operator(image_env=releases.with_release_defaults({}))
-    wait_for(
-        lambda: (read_policy(kube, restored.policy_name).get("status") or {}).get("state") == "ready",
-        READY_BUDGET_S,
-        interval=0.2,
-        what="the policy ready after the takeover",
-    )
+    take_over(kube, start_operator, restored.policy_name)
     wait_for(
         lambda: all(
             client.CoreV1Api(kube).read_node(n).metadata.labels.get(labels.UPGRADE_STATE) == "upgrade-done"
