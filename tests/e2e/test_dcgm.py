@@ -26,11 +26,15 @@ from typing import Any, Final
 import pytest
 from kubernetes import client
 
-from ocp_gpu.model import labels, operands
+from ocp_gpu.model import labels, operand_catalog
 from ocp_gpu_harness.cluster import LocalControlPlane
 
 from . import conftest as e2e
-from .conftest import REACT_S, READY_S, STEP_S
+from .conftest import (
+    REACT_S,
+    READY_S,
+    STEP_S,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -124,7 +128,11 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
         "my-dcgm-metrics", namespace, {"data": {"dcgm-metrics.csv": METRICS_CSV}}
     )
     # (a)
-    for operand in (operands.DCGM, operands.DCGM_EXPORTER, operands.NODE_STATUS_EXPORTER):
+    for operand in (
+        operand_catalog.DCGM,
+        operand_catalog.DCGM_EXPORTER,
+        operand_catalog.NODE_STATUS_EXPORTER,
+    ):
         e2e.wait_for(
             lambda app=operand.app: set(gpu_nodes) <= e2e.ready_nodes(kube, namespace, app),
             READY_S,

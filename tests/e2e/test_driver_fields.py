@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.rendering import toolkit as toolkit_rendering
+from ocp_gpu.rendering.operands import toolkit as toolkit_rendering
 
 from .conftest import STEP_S, Operated, condition, patch_policy, read_policy, wait_for
 

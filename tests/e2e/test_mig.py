@@ -173,7 +173,7 @@ def test_mig_reconfiguration_through_labels(
         assert (found[manager_label], found[labels.MIG_CONFIG]) == ("true", "all-disabled")
         assert found[labels.MIG_CAPABLE] == "true"
     wait_for(
-        lambda: {first, second} <= ready_nodes(kube, namespace, operands.MIG_MANAGER.app),
+        lambda: {first, second} <= ready_nodes(kube, namespace, operand_catalog.MIG_MANAGER.app),
         STEP_S,
         what="MIG manager",
     )

@@ -187,9 +187,11 @@ def test_gpu_pod_waits_for_the_chain_then_runs(
     scheduled = wait_for(lambda: pod_node(kube, namespace, work), READY_S, what="the GPU pod scheduled")
     assert scheduled == gpu
     # By then the chain up to the device plugin is Ready on that node; the validator follows it.
-    assert {operands.DRIVER.app, operands.CONTAINER_TOOLKIT.app, operands.DEVICE_PLUGIN.app} <= ready_apps_on(
-        kube, namespace, gpu
-    )
+    assert {
+        operand_catalog.DRIVER.app,
+        operand_catalog.CONTAINER_TOOLKIT.app,
+        operand_catalog.DEVICE_PLUGIN.app,
+    } <= ready_apps_on(kube, namespace, gpu)
     wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
     pods = {(p.spec.node_name, p.metadata.labels[labels.APP]): p for p in operand_pods(kube, namespace)}
     assert {app for node, app in pods if node == gpu} == DEFAULT_APPS

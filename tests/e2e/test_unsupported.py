@@ -27,10 +27,11 @@ import yaml
 from kubernetes import client
 
 from ocp_gpu.desired import driver_manifests
-from ocp_gpu.model import fields, operands, policy_parser
-from ocp_gpu.model.policy import Policy
-from ocp_gpu.rendering import operands as operand_rendering
-from ocp_gpu.rendering import toolkit as toolkit_rendering
+from ocp_gpu.model import operand_catalog
+from ocp_gpu.model.policy import fields, policy_parser
+from ocp_gpu.model.policy.policy_spec import Policy
+from ocp_gpu.rendering.operands import operand_rendering
+from ocp_gpu.rendering.operands import toolkit as toolkit_rendering
 from ocp_gpu_harness.cluster import LocalControlPlane
 from ocp_gpu_harness.operating import OperatorProcess
 from tests.unit._nvidia_fields import every_field_spec

@@ -35,9 +35,9 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.kube import clients, connecting, pod_following, requesting, upgrading
-from ocp_gpu.model import labels, upgrades
-from ocp_gpu.model.upgrades import UpgradeState
-from ocp_gpu.planning import upgrade, upgrade_pipeline
+from ocp_gpu.model import labels, upgrade_observations
+from ocp_gpu.model.upgrade_observations import UpgradeState
+from ocp_gpu.planning.upgrades import upgrade_pipeline, upgrade_plan
 from ocp_gpu_harness import polling
 from tests.unit._upgrades import policy
 

@@ -173,7 +173,7 @@ class Validator:
 
     def pods(self, component: Component) -> list[Any]:
         """The workload pods of that component's validation."""
-        selector = f"app={validation.WORKLOAD_APPS[component]}"
+        selector = f"app={validation_workloads.WORKLOAD_APPS[component]}"
         return list(
             client.CoreV1Api(self.kube).list_namespaced_pod(self.namespace, label_selector=selector).items
         )
@@ -184,7 +184,7 @@ class Validator:
         polling.wait_for(
             lambda: not self.pods(component),
             REACT_S,
-            what=f"{validation.WORKLOAD_APPS[component]} pods gone",
+            what=f"{validation_workloads.WORKLOAD_APPS[component]} pods gone",
             interval=0.1,
         )
 
@@ -193,7 +193,7 @@ class Validator:
         """Every state of the workload pods while the block runs (the validator deletes them
         after): `_watch_pods`, stopped however the block ends."""
         seen: list[Any] = []
-        stop = _watch_pods(self.kube, self.namespace, validation.WORKLOAD_APPS[component], seen)
+        stop = _watch_pods(self.kube, self.namespace, validation_workloads.WORKLOAD_APPS[component], seen)
         try:
             yield seen
         finally:
@@ -249,7 +249,7 @@ def test_cuda_failed_removes_markers_and_says_why(
     assert validator.run("cuda", name, *_fate(stages.FATE_FAILED)) == 1
     assert validator.markers() == {"driver-ready", "toolkit-ready"}
     message = validator.message()
-    pod = validation.workload_pod_name(Component.CUDA, name)
+    pod = validation_workloads.workload_pod_name(Component.CUDA, name)
     assert message.startswith(f"cuda validation failed: CUDA workload pod {namespace}/{pod} failed: ")
     assert f"container cuda-validation exited 1 (Error): {stages.FAILED_MESSAGE}" in message
     assert "RuntimeClass" in message

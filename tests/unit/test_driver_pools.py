@@ -25,9 +25,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ocp_gpu.desired import pool_manifests
-from ocp_gpu.model import images, labels, nvidia_driver, policy_parser, releases, snapshot
+from ocp_gpu.model import driver_snapshot, images, labels, nvidia_driver_spec, releases
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.planning import driver_pools, driver_strategy, drivers
+from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.planning.drivers import driver_plan, driver_pools, driver_strategy
 
 GPU = {labels.NFD_NVIDIA_PCI: "true", labels.GPU_PRESENT: "true"}
 OWNER = labels.NVIDIA_DRIVER_OWNER
@@ -178,24 +179,30 @@ def test_property_one_owner_per_node_and_a_running_owner_never_moves(
 # --- the pool's DaemonSets ---------------------------------------------------------
 
 
-def _dtk_nodes() -> tuple[snapshot.GpuNode, ...]:
+def _dtk_nodes() -> tuple[driver_snapshot.GpuNode, ...]:
     return tuple(
-        snapshot.GpuNode(
-            NodeName(name), ostree_version=snapshot.RhcosVersion(rhcos), os_id="rhcos", os_version_id="4.16"
+        driver_snapshot.GpuNode(
+            NodeName(name),
+            ostree_version=driver_snapshot.RhcosVersion(rhcos),
+            os_id="rhcos",
+            os_version_id="4.16",
         )
         for name, rhcos in (("n1", "416.94.1-0"), ("n2", "416.94.2-0"))
     )
 
 
-def _plan(existing: tuple[snapshot.DriverDaemonSet, ...] = ()) -> drivers.DriverPlan:
+def _plan(existing: tuple[driver_snapshot.DriverDaemonSet, ...] = ()) -> driver_plan.DriverPlan:
     tags = tuple(
-        snapshot.ImageStreamTag(snapshot.RhcosVersion(v), f"dtk@{v}") for v in ("416.94.1-0", "416.94.2-0")
+        driver_snapshot.ImageStreamTag(driver_snapshot.RhcosVersion(v), f"dtk@{v}")
+        for v in ("416.94.1-0", "416.94.2-0")
     )
-    stream = snapshot.DriverToolkitStream(snapshot.StreamState.PRESENT, tags)
+    stream = driver_snapshot.DriverToolkitStream(driver_snapshot.StreamState.PRESENT, tags)
     settings = driver_strategy.DriverSettings(
         driver_strategy.Strategy.DTK, driver_image=images.ImageRef("nvcr.io/nvidia/driver:550.90.07")
     )
-    return drivers.plan_driver_daemonsets(snapshot.DriverSnapshot(_dtk_nodes(), existing, stream), settings)
+    return driver_plan.plan_driver_daemonsets(
+        driver_snapshot.DriverSnapshot(_dtk_nodes(), existing, stream), settings
+    )
 
 
 def test_a_pools_daemonsets_are_named_for_the_pool_and_select_its_nodes_only() -> None:
@@ -218,7 +225,7 @@ def test_a_pools_daemonsets_are_named_for_the_pool_and_select_its_nodes_only() -
 
 def test_an_existing_pool_daemonset_keeps_its_name() -> None:
     first = driver_pools.for_pool(_plan(), "pool-a").desired[0]
-    existing = snapshot.DriverDaemonSet(name="renamed-by-hand", labels=dict(first.labels))
+    existing = driver_snapshot.DriverDaemonSet(name="renamed-by-hand", labels=dict(first.labels))
     again = driver_pools.for_pool(_plan((existing,)), "pool-a")
     assert {d.key: d.name for d in again.desired}[first.key] == "renamed-by-hand"
 
@@ -228,20 +235,23 @@ def test_a_key_that_left_the_pool_is_stale_at_once_whatever_its_counters() -> No
     # pass, though the DaemonSet controller still counts n1's pod (it is misscheduled there now).
     applied = driver_pools.for_pool(_plan(), "pool-a").desired
     existing = tuple(
-        snapshot.DriverDaemonSet(
+        driver_snapshot.DriverDaemonSet(
             name=d.name, labels=dict(d.labels), desired_number_scheduled=1, number_misscheduled=1
         )
         for d in applied
     )
     tags = tuple(
-        snapshot.ImageStreamTag(snapshot.RhcosVersion(v), f"dtk@{v}") for v in ("416.94.1-0", "416.94.2-0")
+        driver_snapshot.ImageStreamTag(driver_snapshot.RhcosVersion(v), f"dtk@{v}")
+        for v in ("416.94.1-0", "416.94.2-0")
     )
     settings = driver_strategy.DriverSettings(
         driver_strategy.Strategy.DTK, driver_image=images.ImageRef("nvcr.io/nvidia/driver:550.90.07")
     )
-    left = drivers.plan_driver_daemonsets(
-        snapshot.DriverSnapshot(
-            _dtk_nodes()[1:], existing, snapshot.DriverToolkitStream(snapshot.StreamState.PRESENT, tags)
+    left = driver_plan.plan_driver_daemonsets(
+        driver_snapshot.DriverSnapshot(
+            _dtk_nodes()[1:],
+            existing,
+            driver_snapshot.DriverToolkitStream(driver_snapshot.StreamState.PRESENT, tags),
         ),
         settings,
     )
@@ -276,7 +286,7 @@ def test_a_long_pool_name_gets_a_valid_distinct_label_value() -> None:
 
 
 def test_the_policys_daemonsets_go_only_when_every_node_has_a_planned_pool() -> None:
-    legacy = snapshot.DriverDaemonSet(
+    legacy = driver_snapshot.DriverDaemonSet(
         name="nvidia-driver-daemonset-416.94.1-0",
         labels={
             labels.DRIVER_STRATEGY: "dtk",
@@ -285,7 +295,7 @@ def test_the_policys_daemonsets_go_only_when_every_node_has_a_planned_pool() -> 
             labels.DTK_RHCOS: "416.94.1-0",
         },
     )
-    pool_owned = snapshot.DriverDaemonSet(
+    pool_owned = driver_snapshot.DriverDaemonSet(
         name="nvidia-gpu-driver-a-x", labels={**legacy.labels, labels.NVIDIA_DRIVER: "a"}
     )
     gpu_nodes = _dtk_nodes()
@@ -386,4 +396,4 @@ def test_the_mode_is_on_only_when_the_policy_says_true() -> None:
     assert not nvidia_driver_spec.is_mode_enabled({"driver": {"useNvidiaDriverCRD": False}})
     assert not nvidia_driver_spec.is_mode_enabled({})
     assert _driver({}).node_selector == {labels.GPU_PRESENT: "true"}
-    assert snapshot.DriverKey("x") == "x"
+    assert driver_snapshot.DriverKey("x") == "x"

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ocp_gpu.model import fields
+from ocp_gpu.model.policy import fields
 from tests import hack_scripts
 from tests.unit import _nvidia_fields as nv
 from tests.unit._crd_schema import apply_defaults, default_leaves, spec_schema

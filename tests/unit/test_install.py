@@ -33,7 +33,8 @@ from ocp_gpu import cli
 from ocp_gpu.install import install_manifests
 from ocp_gpu.kube import requesting
 from ocp_gpu.model import releases
-from ocp_gpu.rendering import common, templating
+from ocp_gpu.rendering import templating
+from ocp_gpu.rendering.operands import operand_common
 from tests import hack_scripts
 
 ROOT = Path(__file__).resolve().parents[2]

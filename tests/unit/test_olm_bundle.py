@@ -28,9 +28,9 @@ import pytest
 import yaml
 
 from ocp_gpu.desired import pool_manifests
-from ocp_gpu.install import manifests
-from ocp_gpu.model import nvidia_driver, policy_checks, policy_parser, releases
-from ocp_gpu.model import policy as policy_model
+from ocp_gpu.install import install_manifests
+from ocp_gpu.model import nvidia_driver_spec, releases
+from ocp_gpu.model.policy import policy_checks, policy_parser, policy_spec
 from tests import hack_scripts
 
 ROOT = Path(__file__).resolve().parents[2]

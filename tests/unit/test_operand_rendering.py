@@ -27,10 +27,11 @@ from hypothesis import strategies as st
 
 from ocp_gpu.model import labels, operand_catalog
 from ocp_gpu.model.images import ImageRef
-from ocp_gpu.model.problems import Severity
-from ocp_gpu.planning import operands as operand_planning
-from ocp_gpu.rendering import common, device_plugin, templating, validator
-from ocp_gpu.rendering import operands as operand_rendering
+from ocp_gpu.model.policy import policy_checks, policy_parser
+from ocp_gpu.model.policy.policy_problems import Severity
+from ocp_gpu.planning.operands import operand_planning
+from ocp_gpu.rendering import templating
+from ocp_gpu.rendering.operands import device_plugin, operand_common, operand_rendering, validator
 from tests.unit._hostile import swapped
 from tests.unit.test_driver_rendering import hostile, token
 

@@ -19,9 +19,9 @@ from types import ModuleType
 
 import pytest
 
-from ocp_gpu.model import upgrades
-from ocp_gpu.model.upgrades import UpgradeState
-from ocp_gpu.planning import upgrade
+from ocp_gpu.model import upgrade_observations
+from ocp_gpu.model.upgrade_observations import UpgradeState
+from ocp_gpu.planning.upgrades import upgrade_plan
 from tests import hack_scripts
 from tests.unit._upgrades import S, policy
 
