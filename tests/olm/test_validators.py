@@ -7,13 +7,16 @@
 - those validators do fail on a broken bundle (an unknown capability level, an owned
   CRD the bundle does not ship), naming the problem;
 - `opm validate olm/` accepts the file-based catalog, and rejects a channel entry that
-  names a bundle the catalog does not have.
+  names a bundle the catalog does not have;
+- `opm validate` accepts the two-bundle catalog of the OLM upgrade test (hack/olm_upgrade.py:
+  the release's bundle, then a test bundle that replaces it).
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -87,3 +90,18 @@ def test_opm_rejects_a_channel_naming_a_missing_bundle(olm_tools: Path, tmp_path
     result = opm_validate(olm_tools, catalog)
     assert result.returncode != 0
     assert "ocp-gpu.v9.9.9" in result.stderr
+
+
+def test_opm_accepts_the_upgrade_test_catalog(olm_tools: Path, tmp_path: Path) -> None:
+    """The catalog the OLM upgrade test serves: the release's bundle, then hack/olm_upgrade.py's."""
+    subprocess.run(
+        [sys.executable, str(ROOT / "hack" / "olm_upgrade.py"), "--out", str(tmp_path / "olm")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    result = opm_validate(olm_tools, tmp_path / "olm")
+    assert result.returncode == 0, result.stderr
+    documents = list(yaml.safe_load_all((tmp_path / "olm" / "ocp-gpu" / "catalog.yaml").read_text()))
+    bundles = [doc["name"] for doc in documents if doc and doc["schema"] == "olm.bundle"]
+    assert len(bundles) == 2
