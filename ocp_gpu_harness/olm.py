@@ -13,7 +13,8 @@ What is simulated, and why (docs/testing.md, "What is proved where"):
   OLM then installs from the catalog's content instead of running an unpack Job that
   would pull the bundle image (no registry here).
 - OLM's two controllers bind fixed ports for metrics and health (:8080 HTTP; :8443 with
-  TLS); `catalog` gets a throwaway TLS pair so they do not collide.
+  TLS); `catalog` gets a throwaway TLS pair so they do not collide.  Nothing reads those
+  endpoints here, and a failed bind only logs (another program may hold :8080).
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ class OlmProcesses:
     def __init__(self, kubeconfig: Path, catalog_dir: Path, opm: Path, state_dir: Path) -> None:
         self.kubeconfig, self.catalog_dir, self.opm, self.state_dir = kubeconfig, catalog_dir, opm, state_dir
         self.catalog_port = 0
+        self.busy_ports: list[int] = []
         self._procs: list[_Proc] = []
 
     def __enter__(self) -> OlmProcesses:
@@ -147,11 +149,11 @@ class OlmProcesses:
         self.stop()
 
     def start(self) -> None:
-        for port in (8080, 8443):
-            if not port_is_free(port):
-                raise OlmUnavailableError(
-                    f"port {port} is taken: OLM's controllers bind :8080 and :8443 (fixed)"
-                )
+        # NB: OLM's controllers bind :8080 and :8443 (fixed) for health and metrics only; a
+        # failed bind is logged, not fatal (cmd/olm/main.go, cmd/catalog/main.go), and nothing
+        # here reads them: another program holding either port (a shared machine) is no reason
+        # to stop.  `busy_ports` names them for the log.
+        self.busy_ports = [port for port in (8080, 8443) if not port_is_free(port)]
         self.state_dir.mkdir(parents=True, exist_ok=True)
         bins = bin_dir()
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
@@ -208,6 +210,29 @@ class OlmProcesses:
                 env,
             )
         )
+
+    def serve_another(self, catalog_dir: Path) -> int:
+        """Serve `catalog_dir` on a new port, stop the old catalog server; returns the new port.
+
+        As a new catalog image does on a cluster (a new catalog pod, a new address): the test
+        then points the CatalogSource's `spec.address` at the port this returns.
+        """
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        old = [proc for proc in self._procs if proc.name == "opm-serve"]
+        served = _Proc(
+            "opm-serve",
+            [str(self.opm), "serve", str(catalog_dir), "-p", str(port)],
+            self.state_dir / f"opm-serve-{port}.log",
+            {**os.environ, "KUBECONFIG": str(self.kubeconfig)},
+        )
+        for proc in old:
+            proc.stop()
+            self._procs.remove(proc)
+        self._procs.insert(0, served)
+        self.catalog_dir, self.catalog_port = catalog_dir, port
+        return port
 
     def check(self) -> None:
         """Raise naming any process that exited, with its log tail."""
