@@ -56,3 +56,13 @@ def olm_tools() -> Path:
     if _missing():
         subprocess.run(["bash", str(SCRIPT)], check=True, timeout=3600)
     return tools_dir()
+
+
+@pytest.fixture(scope="module")
+def olm_bins() -> Path:
+    """OLM's `olm` and `catalog` (hack/build-olm.sh); skipped, saying how to get them, without its source."""
+    if olm.source_dir() is None:
+        pytest.skip(olm.SOURCE_HELP)
+    if not olm.is_built():
+        olm.build()
+    return olm.bin_dir()

@@ -129,15 +129,6 @@ def simulated_nfd_catalog() -> list[dict[str, Any]]:
     ]
 
 
-@pytest.fixture(scope="module")
-def olm_bins() -> Path:
-    if olm.source_dir() is None:
-        pytest.skip(olm.SOURCE_HELP)
-    if not olm.is_built():
-        olm.build()
-    return olm.bin_dir()
-
-
 class Timings:
     def __init__(self) -> None:
         self.start = time.monotonic()
@@ -152,7 +143,7 @@ def custom(kube: client.ApiClient) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(kube)
 
 
-def _phase(kube: client.ApiClient, name: str) -> str:
+def csv_phase(kube: client.ApiClient, name: str) -> str:
     try:
         obj = custom(kube).get_namespaced_custom_object(*OPS, NAMESPACE, "clusterserviceversions", name)
     except ApiException as error:
@@ -346,8 +337,8 @@ def test_olm_installs_the_bundle_and_the_operator_runs_under_its_service_account
             def succeeded() -> bool:
                 procs.check()
                 return (
-                    _phase(kube, "ocp-gpu.v0.1.0") == "Succeeded"
-                    and _phase(kube, "nfd.v4.16.0") == "Succeeded"
+                    csv_phase(kube, "ocp-gpu.v0.1.0") == "Succeeded"
+                    and csv_phase(kube, "nfd.v4.16.0") == "Succeeded"
                 )
 
             wait_for(succeeded, OLM_S, interval=1, what="CSVs ocp-gpu.v0.1.0 and nfd.v4.16.0 Succeeded")
