@@ -42,18 +42,19 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import urllib3
 import yaml
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.harness import crds, olm
-from ocp_gpu.harness import nodes as fake_nodes
-from ocp_gpu.harness import openshift as openshift_emulation
-from ocp_gpu.harness.chaos import IN_FLIGHT
-from ocp_gpu.harness.cluster import LocalControlPlane, unique_name
-from ocp_gpu.harness.operating import OperatorProcess
 from ocp_gpu.install import manifests
 from ocp_gpu.model import labels, releases
+from ocp_gpu_harness import crds, olm
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness import openshift as openshift_emulation
+from ocp_gpu_harness.chaos import IN_FLIGHT
+from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
+from ocp_gpu_harness.operating import OperatorProcess
 from tests.e2e.conftest import kubectl, wait_for
 from tests.olm.test_olm_install import (
     NAMESPACE,
@@ -116,16 +117,16 @@ class Rollout:
         self.failures: list[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        core = client.CoreV1Api(kube)
+        # NB: the client's own list methods: the watch reads their docstring to build typed objects
         self._threads = [
-            threading.Thread(target=self._follow, args=(self._list_nodes, self._see_node), daemon=True),
-            threading.Thread(target=self._follow, args=(self._list_pods, self._see_pod), daemon=True),
+            threading.Thread(target=self._follow, args=(core.list_node, {}, self._see_node), daemon=True),
+            threading.Thread(
+                target=self._follow,
+                args=(core.list_namespaced_pod, {"namespace": NAMESPACE}, self._see_pod),
+                daemon=True,
+            ),
         ]
-
-    def _list_nodes(self, **kwargs: Any) -> Any:
-        return client.CoreV1Api(self.kube).list_node(**kwargs)
-
-    def _list_pods(self, **kwargs: Any) -> Any:
-        return client.CoreV1Api(self.kube).list_namespaced_pod(NAMESPACE, **kwargs)
 
     def _see_node(self, kind: str, node: Any) -> None:
         name = node.metadata.name
@@ -173,8 +174,10 @@ class Rollout:
         with self._lock:
             return [dict(record) for record in self.pods.values() if record["deleted"]]
 
-    def _follow(self, lister: Callable[..., Any], see: Callable[[str, Any], None]) -> None:
-        listed = lister()
+    def _follow(
+        self, lister: Callable[..., Any], args: dict[str, Any], see: Callable[[str, Any], None]
+    ) -> None:
+        listed = lister(**args)
         version = listed.metadata.resource_version
         for item in listed.items:
             see("LISTED", item)
@@ -182,7 +185,7 @@ class Rollout:
         while not self._stop.is_set():
             try:
                 stream = watch.Watch().stream(
-                    lister, resource_version=version, timeout_seconds=2, allow_watch_bookmarks=True
+                    lister, **args, resource_version=version, timeout_seconds=2, allow_watch_bookmarks=True
                 )
                 for event in stream:
                     if event["type"] == "ERROR":
@@ -196,8 +199,11 @@ class Rollout:
                     self.failures.append(f"watch expired (410 Gone) at {version}")
                     return
                 self._stop.wait(0.2)  # refused under load: resume from the last version
-            except Exception:  # a cut connection: resume from the last version, nothing missed
+            except (urllib3.exceptions.HTTPError, OSError):  # a cut connection: resume, nothing missed
                 self._stop.wait(0.2)
+            except Exception as error:  # a bug here: fail loudly rather than record nothing
+                self.failures.append(f"watch stopped: {error!r}")
+                return
 
     def __enter__(self) -> Rollout:
         self._started = threading.Semaphore(0)
@@ -256,11 +262,12 @@ def _rolled_out(kube: client.ApiClient, name: str) -> bool:
     """Every scheduled pod of DaemonSet `name` is of its current template and Ready (none: true)."""
     ds = client.AppsV1Api(kube).read_namespaced_daemon_set(name, NAMESPACE)
     status = ds.status
+    # NB: the API leaves out a count of zero: the client reads None
     desired = status.desired_number_scheduled or 0
     return (
         (status.observed_generation or 0) >= ds.metadata.generation
-        and status.updated_number_scheduled == desired
-        and status.number_ready == desired
+        and (status.updated_number_scheduled or 0) == desired
+        and (status.number_ready or 0) == desired
     )
 
 
@@ -364,12 +371,30 @@ def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
                 return None
 
             def approve(csv_name: str) -> None:
+                """As an admin does: once OLM shows the plan RequiresApproval, approve it."""
+                # NB: approving earlier races OLM's own first writes of the new plan
                 plan = wait_for(
-                    lambda: plan_for(csv_name), 240, interval=1, what=f"an InstallPlan for {csv_name}"
+                    lambda: (
+                        (found := plan_for(csv_name))
+                        and (found.get("status") or {}).get("phase") == "RequiresApproval"
+                        and found
+                    ),
+                    240,
+                    interval=1,
+                    what=f"an InstallPlan for {csv_name} requiring approval",
                 )
                 assert plan["spec"]["approval"] == "Manual" and plan["spec"]["approved"] is False
                 api.patch_namespaced_custom_object(
                     *OPS, NAMESPACE, "installplans", plan["metadata"]["name"], {"spec": {"approved": True}}
+                )
+                wait_for(
+                    lambda: (
+                        ((plan_for(csv_name) or {}).get("status") or {}).get("phase")
+                        in ("Installing", "Complete")
+                    ),
+                    120,
+                    interval=1,
+                    what=f"the InstallPlan for {csv_name} approved and installing",
                 )
 
             def succeeded(csv_name: str) -> bool:
@@ -559,6 +584,7 @@ def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
 
     denied = forbidden_for(control_plane, audit_mark, SA_USER)
     assert not denied, f"the ServiceAccount was refused: {denied[:20]}"
-    print("[olm upgrade e2e] DaemonSets rolled:", json.dumps(sorted(changing)), "kept:", json.dumps(keeping))
+    print("[olm upgrade e2e] operand DaemonSets changed:", json.dumps(changing), "kept:", json.dumps(keeping))
+    print(f"[olm upgrade e2e] most nodes in flight {rollout.max_in_flight}, cordoned {rollout.max_cordoned}")
     print("[olm upgrade e2e] upgrade states:", json.dumps(rollout.states))
     print("[olm upgrade e2e] phases:", json.dumps(timings.marks))
