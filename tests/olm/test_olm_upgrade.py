@@ -18,7 +18,10 @@
   driver pod and no pod of the new image is ever deleted; every other DaemonSet whose images
   changed (device plugin, GFD, DCGM exporter, the validator and node status exporter: the
   operator's own image) rolls to its new images, and the DaemonSets whose images did not
-  change keep their pods; the policy is `ready` again and the ServiceAccount was never refused.
+  change keep their pods (none here: every operand runs the validator's init containers, on
+  the operator's image, so a new operator image rolls them all; the check stays for a table
+  change that leaves the operator's image); the policy is `ready` again and the ServiceAccount
+  was never refused.
 
 What is simulated: kwok runs the pods (nothing executes, so the operator runs as a local
 process standing in for the Deployment's pod, started with that pod's env and name; it runs
