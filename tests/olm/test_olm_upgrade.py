@@ -50,7 +50,7 @@ import yaml
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.install import manifests
+from ocp_gpu.install import install_manifests
 from ocp_gpu.model import labels, releases
 from ocp_gpu_harness import crds, olm
 from ocp_gpu_harness import nodes as fake_nodes
@@ -229,7 +229,7 @@ def _deployment_pod(kube: client.ApiClient, image: str) -> Any:
     pods = [
         pod
         for pod in client.CoreV1Api(kube)
-        .list_namespaced_pod(NAMESPACE, label_selector=f"app={manifests.NAME}")
+        .list_namespaced_pod(NAMESPACE, label_selector=f"app={install_manifests.NAME}")
         .items
         if pod.metadata.deletion_timestamp is None
         and pod.spec.containers[0].image == image
