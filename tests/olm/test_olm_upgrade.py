@@ -58,7 +58,7 @@ from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.chaos import IN_FLIGHT
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
-from tests.e2e.conftest import kubectl, wait_for
+from tests.e2e.conftest import READY_S, START_S, UPGRADE_S, kubectl, wait_for
 from tests.olm.test_olm_install import (
     NAMESPACE,
     OPS,
@@ -87,6 +87,10 @@ NODES_PER_RHCOS = 2
 # maxUnavailable 25% (of 4: one node) both allow one node at a time.
 ALLOWED_AT_ONCE = 1
 DRIVER_SELECTOR = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
+# One step of OLM: a catalog resolved into an InstallPlan, an approved plan installed, a CSV
+# Succeeded once its Deployment is available, a replaced CSV deleted.  Measured 8 to 30 s per
+# step at load averages 5 to 15; the rest is room for a loaded machine.
+OLM_S = 240
 
 
 def _load_hack(name: str) -> ModuleType:
@@ -382,7 +386,7 @@ def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
                         and (found.get("status") or {}).get("phase") == "RequiresApproval"
                         and found
                     ),
-                    240,
+                    OLM_S,
                     interval=1,
                     what=f"an InstallPlan for {csv_name} requiring approval",
                 )
@@ -395,7 +399,7 @@ def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
                         ((plan_for(csv_name) or {}).get("status") or {}).get("phase")
                         in ("Installing", "Complete")
                     ),
-                    120,
+                    OLM_S,
                     interval=1,
                     what=f"the InstallPlan for {csv_name} approved and installing",
                 )
@@ -407,7 +411,7 @@ def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
             approve(first)
             wait_for(
                 lambda: succeeded(first) and succeeded("nfd.v4.16.0"),
-                240,
+                OLM_S,
                 interval=1,
                 what=f"{first} Succeeded",
             )
@@ -416,7 +420,9 @@ def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
             # The operator as the Deployment's pod (kwok runs the pod; the process does the work).
             kubeconfig = service_account_kubeconfig(control_plane, kube, tmp_path / "gpu-operator.kubeconfig")
             audit_mark = control_plane.audit_line_count()
-            pod = wait_for(lambda: _deployment_pod(kube, releases.OPERATOR_IMAGE), 120, what="operator pod")
+            pod = wait_for(
+                lambda: _deployment_pod(kube, releases.OPERATOR_IMAGE), READY_S, what="operator pod"
+            )
             operator = OperatorProcess(
                 kubeconfig,
                 NAMESPACE,
@@ -426,7 +432,7 @@ def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
             ).start()
             operator.wait_http("/healthz")
             wait_for(
-                lambda: operator is not None and operator.role() == "leader", 60, what="operator leading"
+                lambda: operator is not None and operator.role() == "leader", START_S, what="operator leading"
             )
 
             gpu = [unique_name("gpu") for _ in RHCOS for _ in range(NODES_PER_RHCOS)]
@@ -469,7 +475,7 @@ def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
                     and policy_state() == "ready"
                 )
 
-            wait_for(stack_ready, 180, interval=1, what="GPU stack ready on release 1")
+            wait_for(stack_ready, READY_S + UPGRADE_S, interval=1, what="GPU stack ready on release 1")
             before = _daemonset_images(kube)
             (old_driver,) = before[driver_sets[0]] & set(changes)
             new_driver = changes[old_driver]
@@ -498,9 +504,9 @@ def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
                     {"spec": {"address": f"127.0.0.1:{port}"}},
                 )
                 approve(second)
-                wait_for(lambda: succeeded(second), 240, interval=1, what=f"{second} Succeeded")
+                wait_for(lambda: succeeded(second), OLM_S, interval=1, what=f"{second} Succeeded")
                 wait_for(
-                    lambda: csv_phase(kube, first) == "", 120, interval=1, what=f"{first} replaced and gone"
+                    lambda: csv_phase(kube, first) == "", OLM_S, interval=1, what=f"{first} replaced and gone"
                 )
                 csv_after = api.get_namespaced_custom_object(
                     *OPS, NAMESPACE, "clusterserviceversions", second
@@ -508,7 +514,7 @@ def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
                 assert csv_after["spec"]["replaces"] == first
                 new_pod = wait_for(
                     lambda: _deployment_pod(kube, upgrade.TEST_OPERATOR_IMAGE),
-                    120,
+                    READY_S,
                     what="the new operator pod Ready",
                 )
                 new_env = _pod_env(new_pod)
@@ -526,7 +532,7 @@ def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
                 operator.wait_http("/healthz")
                 wait_for(
                     lambda: operator is not None and operator.role() == "leader",
-                    90,
+                    START_S,
                     what="new operator leading",
                 )
                 timings.mark("the new operator leading")
@@ -548,7 +554,7 @@ def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
 
                 wait_for(
                     upgraded,
-                    420,
+                    OLM_S + UPGRADE_S,
                     interval=1,
                     what="drivers and operands on release 2, every node upgrade-done",
                 )
