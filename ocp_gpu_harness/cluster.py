@@ -57,6 +57,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ocp_gpu_harness import binaries as binaries_mod
+from ocp_gpu_harness import real_node as real_node_mod
 from ocp_gpu_harness import stages
 
 # The service network; the apiserver's own ClusterIP is its first address.
@@ -377,6 +378,8 @@ class LocalControlPlane:
         stop_grace: float = 5.0,
         keep_state: bool = False,
         node_lease_seconds: int = NODE_LEASE_SECONDS,
+        real_node: bool = False,
+        real_node_timeout: float = 600.0,
     ) -> None:
         """``state_dir``: where PKI, data and logs go (a new temp dir if None; removed
         by `stop` unless ``keep_state``, or kept when the start failed).
@@ -385,7 +388,10 @@ class LocalControlPlane:
         thousands of nodes on two cores lengthen it: kwok cannot renew 5,000 Leases every
         10 s there, and nodes it misses go NotReady.
         ``binaries``: default `binaries.find_binaries()` (never builds; the pytest
-        fixture calls `binaries.ensure_binaries` first)."""
+        fixture calls `binaries.ensure_binaries` first).
+        ``real_node``: also start one real node, containerd + runc + a kubelet running real
+        containers (`real_node.RealNode`; root only: `real_node.unavailable_reason` says why a
+        machine cannot), within ``real_node_timeout`` seconds of the rest being up."""
         self._owns_state_dir = state_dir is None
         self._state_dir = Path(state_dir) if state_dir is not None else None
         self._binaries = binaries
@@ -393,6 +399,9 @@ class LocalControlPlane:
         self._stop_grace = stop_grace
         self._keep_state = keep_state
         self._node_lease_seconds = node_lease_seconds
+        self._want_real_node = real_node
+        self._real_node_timeout = real_node_timeout
+        self.real_node: real_node_mod.RealNode | None = None
         self._procs: list[_Process] = []
         # Each process's command line by name, so a chaos test can start it again.
         self._commands: dict[str, list[str]] = {}
@@ -495,6 +504,12 @@ class LocalControlPlane:
             self._start_kwok(bins)
             self._wait_for_cluster(deadline)
             self._start_node_agent()
+            if self.real_node is not None:
+                self.real_node.start(
+                    self,
+                    self.state_dir / "kubeconfigs" / "kubelet.kubeconfig",
+                    time.monotonic() + self._real_node_timeout,
+                )
         except BaseException:
             # Keep the state dir: its logs are the only clue.
             self._keep_state = True
@@ -504,8 +519,13 @@ class LocalControlPlane:
 
     def stop(self) -> None:
         """Stop the processes in reverse order; remove a temp state dir."""
+        node = self.real_node
+        if node is not None and any(p.name == "kubelet" and p.popen.poll() is None for p in self._procs):
+            node.drain(self)
         while self._procs:
             _stop_process(self._procs.pop(), self._stop_grace)
+        if node is not None:
+            node.clean_up()
         if self._started and self._owns_state_dir and not self._keep_state and self._state_dir is not None:
             shutil.rmtree(self._state_dir, ignore_errors=True)
         self._started = False
@@ -660,6 +680,9 @@ class LocalControlPlane:
 
     def _write_pki(self) -> None:
         pki = self.state_dir / "pki"
+        if self._want_real_node:
+            # Before the serving certificate: pods reach the apiserver at the node's bridge address.
+            self.real_node = real_node_mod.RealNode(self.state_dir)
         self._ca = _CertificateAuthority.create()
         _write_cert(pki / "ca.crt", self._ca.cert)
         _write_key(pki / "ca.key", self._ca.key)
@@ -673,7 +696,11 @@ class LocalControlPlane:
                 "kubernetes.default.svc",
                 "kubernetes.default.svc.cluster.local",
             ],
-            ips=["127.0.0.1", KUBERNETES_SERVICE_IP],
+            ips=[
+                "127.0.0.1",
+                KUBERNETES_SERVICE_IP,
+                *([self.real_node.apiserver_host] if self.real_node is not None else []),
+            ],
         )
         _write_cert(pki / "apiserver.crt", cert)
         _write_key(pki / "apiserver.key", key)
@@ -692,6 +719,13 @@ class LocalControlPlane:
         self.make_kubeconfig(SCHEDULER_USER, name="kube-scheduler")
         # kwok patches node and pod status and node leases cluster-wide.
         self.make_kubeconfig(KWOK_USER, [MASTERS_GROUP], name="kwok")
+        if self.real_node is not None:
+            # The kubelet's own identity (the Node authorizer's), and the apiserver's for the
+            # kubelet's API (logs, exec), which the kubelet checks against the cluster CA.
+            self.make_kubeconfig(f"system:node:{real_node_mod.NODE_NAME}", ["system:nodes"], name="kubelet")
+            cert, key = self._ca.issue("kube-apiserver-kubelet-client", [MASTERS_GROUP])
+            _write_cert(pki / "apiserver-kubelet-client.crt", cert)
+            _write_key(pki / "apiserver-kubelet-client.key", key)
 
     def _component_kubeconfig(self, name: str) -> str:
         return str(self.state_dir / "kubeconfigs" / f"{name}.kubeconfig")
@@ -793,7 +827,8 @@ class LocalControlPlane:
                 str(bins.kube_apiserver),
                 f"--etcd-servers={etcd_url}",
                 f"--secure-port={self._apiserver_port}",
-                "--bind-address=127.0.0.1",
+                # With a real node, pods on its bridge reach the apiserver at the bridge's address.
+                f"--bind-address={'0.0.0.0' if self.real_node is not None else '127.0.0.1'}",
                 "--advertise-address=127.0.0.1",
                 # No kube-proxy or real endpoints: do not reconcile the kubernetes Service's endpoints.
                 "--endpoint-reconciler-type=none",
@@ -812,6 +847,14 @@ class LocalControlPlane:
                 # Each event is written before the next request proceeds: tests read promptly.
                 "--audit-log-mode=blocking",
                 "--profiling=false",
+                *(
+                    [
+                        f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+                        f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+                    ]
+                    if self.real_node is not None
+                    else []
+                ),
             ],
         )
         self._wait("kube-apiserver /readyz", self._apiserver_ready, deadline, "kube-apiserver")
@@ -871,6 +914,14 @@ class LocalControlPlane:
                 str(bins.kwok),
                 f"--kubeconfig={self._component_kubeconfig('kwok')}",
                 "--manage-all-nodes=true",
+                # The real node's kubelet reports its own status and runs its pods: kwok leaves
+                # both alone (NB: with --manage-nodes-with-label-selector=!<label> instead, kwok
+                # v0.8.0 never made a node Ready here).
+                *(
+                    [f"--disregard-status-with-label-selector={real_node_mod.LABEL}"]
+                    if self.real_node is not None
+                    else []
+                ),
                 f"--config={options}",
                 *(f"--config={f}" for f in stage_files),
                 f"--node-lease-duration-seconds={self._node_lease_seconds}",
