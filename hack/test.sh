@@ -6,7 +6,7 @@
 # plane runs on one of them, in order, on one control plane (tests/conftest.py groups them); the
 # tests that need none run on the other meanwhile.  The tools tests build on first use (helm, opm
 # and the bundle validators, the PromQL checker) are built here first, with their progress
-# shown: an xdist worker's output is not.
+# shown: an xdist worker's output is not; so are the real node's kubelet and ocp-gpu's image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/setup.sh
@@ -14,5 +14,7 @@ if [[ "${OCP_GPU_SKIP_E2E:-0}" != "1" ]]; then
   bash hack/build-helm.sh
   bash hack/build-olm-tools.sh
   bash hack/build-promql-check.sh
+  # The real node's kubelet and ocp-gpu's image (root only; elsewhere its tests skip, saying why).
+  bash hack/prepare-real-node.sh
 fi
 exec .venv/bin/pytest -n "${OCP_GPU_TEST_WORKERS:-2}" --dist loadgroup "$@"

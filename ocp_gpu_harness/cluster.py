@@ -851,6 +851,8 @@ class LocalControlPlane:
                     [
                         f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
                         f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+                        # The node's name does not resolve here; its InternalIP is the bridge's.
+                        "--kubelet-preferred-address-types=InternalIP",
                     ]
                     if self.real_node is not None
                     else []

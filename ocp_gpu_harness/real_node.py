@@ -237,6 +237,7 @@ class RealNode:
         self.dir = state_dir / "real-node"
         self.network = _pick_network()
         self.startup_seconds: float | None = None
+        self._netns_before: set[str] = set()
 
     @property
     def apiserver_host(self) -> str:
@@ -263,6 +264,7 @@ class RealNode:
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         self._write_containerd_config()
         self._write_cni_config()
+        self._netns_before = set(_netns_names())
         plane._spawn("containerd", ["containerd", "--config", str(self.dir / "containerd.toml")])
         plane._wait(
             "containerd's socket", lambda: True if self.socket.exists() else None, deadline, "containerd"
@@ -279,6 +281,7 @@ class RealNode:
         archive.unlink()
         self._write_kubelet_config(plane)
         self._make_cgroup_root()
+        self._make_bridge()
         plane._spawn(
             "kubelet",
             [
@@ -287,7 +290,8 @@ class RealNode:
                 f"--kubeconfig={kubelet_kubeconfig}",
                 f"--root-dir={self.dir / 'kubelet'}",
                 f"--hostname-override={NODE_NAME}",
-                "--node-ip=127.0.0.1",
+                # NB: the kubelet refuses a loopback node IP; the bridge's address is the node's.
+                f"--node-ip={self.network.gateway}",
                 f"--node-labels={LABEL}=true",
                 "--v=2",
             ],
@@ -303,6 +307,15 @@ class RealNode:
 
         plane._wait(f"the real node {NODE_NAME} to become Ready", ready, deadline, "kubelet")
         self.startup_seconds = time.monotonic() - began
+
+    def _make_bridge(self) -> None:
+        """The pod network's bridge with the node's address, before the kubelet needs that address
+        (CNI's bridge plugin takes the existing bridge as it is)."""
+        net = self.network
+        prefix = net.subnet.rsplit("/", 1)[1]
+        _run(["ip", "link", "add", "name", net.bridge, "type", "bridge"], "creating the bridge")
+        _run(["ip", "addr", "add", f"{net.gateway}/{prefix}", "dev", net.bridge], "addressing the bridge")
+        _run(["ip", "link", "set", net.bridge, "up"], "bringing the bridge up")
 
     def _make_cgroup_root(self) -> None:
         """The kubelet's ``cgroupRoot`` in every hierarchy (it must exist before the kubelet starts)."""
@@ -330,6 +343,10 @@ state = "{d / "state"}"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{PAUSE_IMAGE}"
   enable_selinux = false
+  # NB: root here lacks CAP_SYS_RESOURCE (a sandboxed machine): lowering a process's
+  # oom_score_adj is refused, and runc then failed every pod sandbox (-998) with "can't get
+  # final child's PID from pipe: EOF".  Never below containerd's own.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -378,7 +395,10 @@ state = "{d / "state"}"
             # Its own cgroup subtree, so two planes on one machine do not share kubepods.
             "cgroupRoot": f"/{self.network.bridge}",
             "containerRuntimeEndpoint": f"unix://{self.socket}",
-            "address": "127.0.0.1",
+            # The node's address: the apiserver reaches the kubelet's API (logs) here.
+            "address": self.network.gateway,
+            # Not below 0: see restrict_oom_score_adj in the containerd configuration.
+            "oomScoreAdj": 0,
             "port": _free_port(),
             "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1",
@@ -444,6 +464,12 @@ state = "{d / "state"}"
                 os.kill(pid, signal.SIGKILL)
         for mount_point in _mounts_under(self.dir):
             subprocess.run(["umount", "-l", mount_point], capture_output=True, check=False)
+        # Network namespaces of sandboxes containerd did not stop (containerd 1.6 keeps them in
+        # /var/run/netns): those made since the node started that no process is in any more.
+        for name in sorted(set(_netns_names()) - self._netns_before):
+            pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True, check=False)
+            if not pids.stdout.strip():
+                subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
         subprocess.run(["ip", "link", "del", self.network.bridge], capture_output=True, check=False)
         for controller in Path("/sys/fs/cgroup").iterdir():
             root = controller / self.network.bridge
@@ -460,6 +486,11 @@ def _free_port() -> int:
     from ocp_gpu_harness.cluster import _free_port as free
 
     return free()
+
+
+def _netns_names() -> list[str]:
+    directory = Path("/var/run/netns")
+    return [p.name for p in directory.iterdir() if p.name.startswith("cni-")] if directory.is_dir() else []
 
 
 def _pids_with_argument(argument: str) -> list[int]:
