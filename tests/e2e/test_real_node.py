@@ -1,0 +1,369 @@
+"""We test these aspects of ocp-gpu's image on a real node of the local control plane (containerd,
+runc and a kubelet: ocp_gpu_harness/real_node.py), where its pods run for real, not under kwok:
+
+- the node registers under its own identity, Ready and tainted, and kwok leaves it alone;
+- the operator Deployment as the Helm chart renders it (image: ours, imported into containerd)
+  runs: Running and Ready (its liveness and readiness probes answer), as its non-root user with a
+  read-only root filesystem, under the chart's ServiceAccount token; it leads and reconciles the
+  kwok GPU nodes (the driver DaemonSet); `kubectl logs deploy/gpu-operator` shows its log;
+- its container killed (SIGKILL from the host): the kubelet restarts it in the same pod, which
+  leads again;
+- a validator pod (our image, `ocp-gpu validate driver`) against a fake driver root on the node's
+  host path passes with a stand-in nvidia-smi and fails, with the message docs/commands.md
+  describes in its termination message, without;
+- `ocp-gpu must-gather` collects the operator pod's real log.
+
+Skipped, with the reason, where the machine cannot run the node (`real_node.unavailable_reason`:
+not root, no cgroups, containerd/runc/the kubelet/the image missing).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from ocp_gpu.model import labels
+from ocp_gpu_harness import binaries, real_node
+from ocp_gpu_harness import helm as helm_harness
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness.binaries import HelmTools
+from ocp_gpu_harness.cluster import LocalControlPlane
+
+from .conftest import wait_for
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = labels.HELM_NAMESPACE
+SKIP_E2E = os.environ.get("OCP_GPU_SKIP_E2E") == "1"
+
+
+@pytest.fixture(scope="module")
+def plane() -> Iterator[LocalControlPlane]:
+    if SKIP_E2E:
+        pytest.skip("OCP_GPU_SKIP_E2E=1: end-to-end tests skipped")
+    if reason := real_node.unavailable_reason():
+        pytest.skip(f"no real node on this machine: {reason}")
+    keep = os.environ.get("OCP_GPU_KEEP_STATE") == "1"
+    with LocalControlPlane(binaries=binaries.ensure_binaries(), real_node=True, keep_state=keep) as cp:
+        assert cp.real_node is not None
+        print(f"real node Ready {cp.real_node.startup_seconds:.1f} s after the control plane")
+        yield cp
+        cp.check_processes()
+
+
+@pytest.fixture(scope="module")
+def core(plane: LocalControlPlane) -> Iterator[client.CoreV1Api]:
+    with plane.api_client() as api:
+        yield client.CoreV1Api(api)
+
+
+def kubectl(plane: LocalControlPlane, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    result = subprocess.run(
+        ["kubectl", f"--kubeconfig={plane.kubeconfig}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {result.stderr}")
+    return result.stdout + result.stderr
+
+
+def test_the_node_registers_ready_tainted_and_kwok_leaves_it_alone(
+    plane: LocalControlPlane, core: client.CoreV1Api
+) -> None:
+    node = core.read_node(real_node.NODE_NAME)
+    assert node.status.node_info.kubelet_version == binaries.versions()[0]
+    assert node.status.node_info.container_runtime_version.startswith("containerd://")
+    assert any(t.key == real_node.TAINT["key"] and t.effect == "NoSchedule" for t in node.spec.taints or [])
+    # kwok annotates the nodes it manages; the kubelet posts its own status.
+    assert "kwok.x-k8s.io/node" not in (node.metadata.annotations or {})
+    assert node.status.daemon_endpoints.kubelet_endpoint.port > 0
+
+
+# --- the operator Deployment from the chart ---------------------------------------------------
+
+
+def _render_chart(helm_tools: HelmTools, plane: LocalControlPlane, tmp: Path) -> list[dict[str, Any]]:
+    assert plane.real_node is not None
+    chart = helm_harness.prepare_chart(helm_tools, tmp)
+    helm = helm_harness.Helm(helm_tools, None, tmp / "helm-home")
+    repository, tag = real_node.image_reference().rsplit(":", 1)
+    port = plane.server.rsplit(":", 1)[1]
+    values = {
+        "operator": {
+            "repository": repository.rsplit("/", 1)[0],
+            "image": repository.rsplit("/", 1)[1],
+            "version": tag,
+            # On the real node, not a kwok one (the chart's nodeSelector and tolerations values).
+            "nodeSelector": {real_node.LABEL: "true"},
+            "tolerations": [real_node.TOLERATION],
+            # No kube-proxy here: the kubernetes Service's ClusterIP leads nowhere, so the in-cluster
+            # client is pointed at the apiserver's address on the node's pod network (operator.env).
+            "env": [
+                {"name": "KUBERNETES_SERVICE_HOST", "value": plane.real_node.apiserver_host},
+                {"name": "KUBERNETES_SERVICE_PORT", "value": port},
+            ],
+        },
+        "nfd": {"enabled": False},
+    }
+    values_file = tmp / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    rendered = helm.template(
+        chart, "--include-crds", "--no-hooks", "-f", str(values_file), namespace=NAMESPACE
+    )
+    return [doc for doc in yaml.safe_load_all(rendered) if doc]
+
+
+@pytest.fixture(scope="module")
+def operator_pod(
+    plane: LocalControlPlane,
+    core: client.CoreV1Api,
+    helm_tools: HelmTools,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> client.V1Pod:
+    docs = _render_chart(helm_tools, plane, tmp_path_factory.mktemp("chart"))
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == real_node.image_reference()
+    kubectl(plane, "create", "namespace", NAMESPACE, check=False)
+    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    kubectl(plane, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(crds))
+    # NB: kubectl wait fails at once on a CRD whose status is not written yet: poll it.
+    wait_for(
+        lambda: (
+            subprocess.run(
+                [
+                    "kubectl",
+                    f"--kubeconfig={plane.kubeconfig}",
+                    "wait",
+                    "--for=condition=Established",
+                    "crd",
+                    "--all",
+                ],
+                capture_output=True,
+                timeout=60,
+                check=False,
+            ).returncode
+            == 0
+        ),
+        timeout=120,
+        what="the chart's CRDs Established",
+    )
+    rest = [d for d in docs if d["kind"] != "CustomResourceDefinition"]
+    kubectl(plane, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(rest))
+    for i in range(2):
+        core.create_node(fake_nodes.gpu_node(f"real-node-gpu-{i}"))
+
+    def ready_pod() -> client.V1Pod | None:
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector="app=gpu-operator").items
+        for pod in pods:
+            statuses = pod.status.container_statuses or []
+            if statuses and all(s.ready for s in statuses):
+                return pod
+        return None
+
+    try:
+        return wait_for(ready_pod, timeout=300, what="the operator pod Running and Ready on the real node")
+    except BaseException:
+        print(kubectl(plane, "-n", NAMESPACE, "describe", "pods", check=False))
+        print(kubectl(plane, "-n", NAMESPACE, "logs", "deploy/gpu-operator", "--tail=50", check=False))
+        raise
+
+
+def _container_pid(plane: LocalControlPlane, pod: client.V1Pod) -> int:
+    """The host pid of the pod's (only) container's process, through containerd."""
+    assert plane.real_node is not None
+    container_id = pod.status.container_statuses[0].container_id.split("://", 1)[1]
+    for line in plane.real_node.ctr("tasks", "ls").splitlines()[1:]:
+        fields = line.split()
+        if fields and fields[0] == container_id:
+            return int(fields[1])
+    raise AssertionError(f"no task for container {container_id}")
+
+
+def test_the_operator_runs_from_our_image_non_root_read_only(
+    plane: LocalControlPlane, core: client.CoreV1Api, operator_pod: client.V1Pod
+) -> None:
+    assert operator_pod.spec.node_name == real_node.NODE_NAME
+    assert operator_pod.status.phase == "Running"
+    pid = _container_pid(plane, operator_pod)
+    status = Path(f"/proc/{pid}/status").read_text()
+    uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
+    assert uid_line.split()[1:] == ["1001"] * 4, uid_line
+    root_mount = next(
+        line for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines() if line.split()[4] == "/"
+    )
+    assert "ro" in root_mount.split()[5].split(","), root_mount
+    # The projected ServiceAccount token is the chart's ServiceAccount's.
+    assert operator_pod.spec.service_account_name == "gpu-operator"
+
+
+def test_the_operator_leads_and_reconciles_the_kwok_gpu_nodes(
+    plane: LocalControlPlane, operator_pod: client.V1Pod
+) -> None:
+    with plane.api_client() as api:
+        coordination = client.CoordinationV1Api(api)
+        apps = client.AppsV1Api(api)
+        lease = wait_for(lambda: _lease_holder(coordination), timeout=120, what="the operator's leader Lease")
+        assert lease == operator_pod.metadata.name
+        wait_for(
+            lambda: (
+                [d for d in apps.list_namespaced_daemon_set(NAMESPACE).items if "driver" in d.metadata.name]
+                or None
+            ),
+            timeout=180,
+            what="the operator's driver DaemonSet",
+        )
+    logs = kubectl(plane, "-n", NAMESPACE, "logs", "deploy/gpu-operator")
+    assert logs.strip(), "kubectl logs deploy/gpu-operator printed nothing"
+
+
+def _lease_holder(coordination: client.CoordinationV1Api) -> str | None:
+    from ocp_gpu.kube import electing
+
+    try:
+        lease = coordination.read_namespaced_lease(electing.LEASE_NAME, NAMESPACE)
+    except client.ApiException:
+        return None
+    holder = lease.spec.holder_identity
+    return str(holder) if holder else None
+
+
+def test_a_killed_operator_container_restarts_in_the_same_pod_and_leads_again(
+    plane: LocalControlPlane, core: client.CoreV1Api, operator_pod: client.V1Pod
+) -> None:
+    pod = core.read_namespaced_pod(operator_pod.metadata.name, NAMESPACE)
+    restarts = pod.status.container_statuses[0].restart_count
+    os.kill(_container_pid(plane, pod), signal.SIGKILL)
+    began = time.monotonic()
+
+    def restarted_and_ready() -> client.V1Pod | None:
+        now = core.read_namespaced_pod(pod.metadata.name, NAMESPACE)
+        status = now.status.container_statuses[0]
+        return now if status.restart_count == restarts + 1 and status.ready else None
+
+    again = wait_for(restarted_and_ready, timeout=180, what="the container restarted and Ready")
+    assert again.metadata.uid == pod.metadata.uid
+    with plane.api_client() as api:
+        holder = wait_for(lambda: _lease_holder(client.CoordinationV1Api(api)), timeout=60, what="a leader")
+    assert holder == pod.metadata.name
+    print(f"restarted and Ready {time.monotonic() - began:.1f} s after SIGKILL")
+
+
+def test_must_gather_collects_the_operator_pods_real_log(
+    plane: LocalControlPlane, operator_pod: client.V1Pod, tmp_path: Path
+) -> None:
+    dest = tmp_path / "gather"
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ocp_gpu.cli",
+            "must-gather",
+            "--dest",
+            str(dest),
+            "--kubeconfig",
+            str(plane.kubeconfig),
+            "--namespace",
+            NAMESPACE,
+            "--client",
+            "kubernetes",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    logs = list(dest.rglob(f"operator/{operator_pod.metadata.name}*.log"))
+    assert logs, sorted(str(p.relative_to(dest)) for p in dest.rglob("*"))
+    gathered = "".join(p.read_text() for p in logs)
+    # What the kubelet serves of the running container (the same log `kubectl logs` shows).
+    served = kubectl(plane, "-n", NAMESPACE, "logs", operator_pod.metadata.name, "--tail=200").splitlines()
+    assert served and any(line in gathered for line in served if line.strip()), gathered[-2000:]
+
+
+# --- the validator against a fake driver root -------------------------------------------------
+
+
+def _validator_pod(name: str, driver_root: Path) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeName": real_node.NODE_NAME,
+            "tolerations": [real_node.TOLERATION],
+            "securityContext": {"runAsUser": 0},
+            "containers": [
+                {
+                    "name": "driver-validation",
+                    "image": real_node.image_reference(),
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["ocp-gpu", "validate", "driver"],
+                    "args": [
+                        "--host-root=/host",
+                        "--driver-root=/run/nvidia/driver",
+                        "--validations-dir=/run/nvidia/validations",
+                    ],
+                    "volumeMounts": [
+                        {"name": "driver", "mountPath": "/run/nvidia/driver", "readOnly": True},
+                        {"name": "validations", "mountPath": "/run/nvidia/validations"},
+                    ],
+                }
+            ],
+            "volumes": [
+                {"name": "driver", "hostPath": {"path": str(driver_root / "driver")}},
+                {"name": "validations", "hostPath": {"path": str(driver_root / "validations")}},
+            ],
+        },
+    }
+
+
+def _finished(core: client.CoreV1Api, name: str, namespace: str) -> client.V1Pod:
+    def finished() -> client.V1Pod | None:
+        pod = core.read_namespaced_pod(name, namespace)
+        return pod if pod.status.phase in ("Succeeded", "Failed") else None
+
+    return wait_for(finished, timeout=180, what=f"pod {name} to finish")
+
+
+def test_the_validator_passes_with_a_driver_root_and_fails_as_documented_without(
+    plane: LocalControlPlane, core: client.CoreV1Api, tmp_path: Path
+) -> None:
+    root = tmp_path / "node"
+    (root / "driver" / "usr" / "bin").mkdir(parents=True)
+    (root / "validations").mkdir()
+    smi = root / "driver" / "usr" / "bin" / "nvidia-smi"
+    smi.write_text('#!/bin/sh\necho "NVIDIA-SMI 595.91.07  Driver Version: 595.91.07"\n')
+    smi.chmod(0o755)
+    namespace = "real-node-validator"
+    core.create_namespace({"metadata": {"name": namespace}})
+    core.create_namespaced_pod(namespace, _validator_pod("driver-present", root))
+    passed = _finished(core, "driver-present", namespace)
+    assert passed.status.phase == "Succeeded", kubectl(plane, "-n", namespace, "logs", "driver-present")
+    marker = (root / "validations" / "driver-ready").read_text()
+    assert "NVIDIA_DRIVER_ROOT=/run/nvidia/driver" in marker
+
+    smi.unlink()
+    core.create_namespaced_pod(namespace, _validator_pod("driver-absent", root))
+    failed = _finished(core, "driver-absent", namespace)
+    assert failed.status.phase == "Failed"
+    message = failed.status.container_statuses[0].state.terminated.message or ""
+    assert "no nvidia-smi on the host" in message and "no driver is installed yet" in message, message
+    assert not (root / "validations" / "driver-ready").exists()
