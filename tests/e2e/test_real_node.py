@@ -34,6 +34,7 @@ from kubernetes import client
 
 from ocp_gpu.model import labels
 from ocp_gpu_harness import binaries, real_node
+from ocp_gpu_harness import crds as crd_harness
 from ocp_gpu_harness import helm as helm_harness
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.binaries import HelmTools
@@ -140,27 +141,8 @@ def operator_pod(
     kubectl(plane, "create", "namespace", NAMESPACE, check=False)
     crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
     kubectl(plane, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(crds))
-    # NB: kubectl wait fails at once on a CRD whose status is not written yet: poll it.
-    wait_for(
-        lambda: (
-            subprocess.run(
-                [
-                    "kubectl",
-                    f"--kubeconfig={plane.kubeconfig}",
-                    "wait",
-                    "--for=condition=Established",
-                    "crd",
-                    "--all",
-                ],
-                capture_output=True,
-                timeout=60,
-                check=False,
-            ).returncode
-            == 0
-        ),
-        timeout=120,
-        what="the chart's CRDs Established",
-    )
+    with plane.api_client() as api:
+        crd_harness.wait_until_served(api, [d["metadata"]["name"] for d in crds], timeout=120)
     rest = [d for d in docs if d["kind"] != "CustomResourceDefinition"]
     kubectl(plane, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(rest))
     for i in range(2):
