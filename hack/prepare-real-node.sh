@@ -15,8 +15,9 @@ bash hack/build-kubelet.sh
 CACHE_ROOT="${OCP_GPU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ocp-gpu}"
 OUT="${OCP_GPU_IMAGE_LAYOUT:+$(dirname "$OCP_GPU_IMAGE_LAYOUT")}"
 OUT="${OUT:-$CACHE_ROOT/image}"
-# The image holds the wheel of this checkout: its sources and the build script make the stamp.
-want="$(cat pyproject.toml hack/build-image.sh $(find ocp_gpu -type f -name '*' ! -name '*.pyc' | sort) | sha256sum | cut -c1-16)"
+# The image holds the wheel of this checkout (ocp_gpu/ and templates/, setup.py ships the latter):
+# its sources and the build script make the stamp.
+want="$(cat pyproject.toml setup.py hack/build-image.sh $(find ocp_gpu templates -type f ! -name '*.pyc' | sort) | sha256sum | cut -c1-16)"
 if [[ "$(cat "$OUT/.sources" 2>/dev/null)" == "$want" && -f "$OUT/oci/index.json" ]]; then
   say "ocp-gpu image: cached ($OUT/oci)"
 else
