@@ -358,6 +358,16 @@ def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
         control_plane.kubeconfig, catalogs["first"], olm_tools / "opm", tmp_path / "olm"
     ) as procs:
         try:
+            # NB: an earlier OLM test's namespace may still be terminating (OLM's finalizers, which
+            # need OLM running): its CSV would stand for ours, with no InstallPlan to approve
+            def namespace_gone() -> bool:
+                try:
+                    core.read_namespace(NAMESPACE)
+                except ApiException as error:
+                    return error.status == 404
+                return False
+
+            wait_for(namespace_gone, OLM_S, interval=1, what=f"namespace {NAMESPACE} gone")
             objects = readme_block("olm-install")
             for obj in objects:
                 if obj["kind"] == "CatalogSource":
