@@ -2,11 +2,11 @@
 # Sets up what is missing, then runs every test: pure unit tests, golden render
 # tests and end-to-end tests on the local control plane.  Extra arguments go to pytest.
 #
-# Two pytest-xdist workers (OCP_GPU_TEST_WORKERS, 0 for none): every test on the local control
-# plane runs on one of them, in order, on one control plane (tests/conftest.py groups them); the
-# tests that need none run on the other meanwhile.  The tools tests build on first use (helm, opm
+# Two pytest-xdist workers (OCP_GPU_TEST_WORKERS, 0 for none) share the tests; each starts its own
+# local control plane when it first runs a test that needs one (every end-to-end test uses its
+# own namespace and nodes, so they do not meet).  The tools tests build on first use (helm, opm
 # and the bundle validators, the PromQL checker) are built here first, with their progress
-# shown: an xdist worker's output is not; so are the real node's kubelet and ocp-gpu's image.
+# shown: an xdist worker's output is not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/setup.sh

@@ -39,15 +39,6 @@ def _needs_helm(item: pytest.Item) -> bool:
     return "helm_tools" in getattr(item, "fixturenames", ())
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`--dist loadgroup`, what hack/test.sh runs), every test on the local
-    control plane goes to one worker, in order, sharing one control plane; the tests that need
-    none run beside them on the other worker."""
-    for item in items:
-        if _needs_control_plane(item):
-            item.add_marker(pytest.mark.xdist_group("control-plane"))
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Build missing control plane binaries before any test runs.
 
