@@ -106,16 +106,31 @@ def kubectl_apply(plane: cluster.LocalControlPlane, path: Path) -> None:
 
 
 class Sampler(threading.Thread):
-    """Every 0.5 s: the nodes cordoned, the most driver pods on one node."""
+    """Every 0.5 s: the nodes cordoned, the most driver pods on one node, and per DaemonSet the
+    seconds (from `began`, once set) at which its rollout was last seen incomplete: what a slow
+    `ready` waits for."""
 
     def __init__(self, api: kubernetes.client.ApiClient, namespace: str) -> None:
         super().__init__(daemon=True)
         self.core = kubernetes.client.CoreV1Api(api)
+        self.apps = kubernetes.client.AppsV1Api(api)
         self.namespace = namespace
         self.cordoned: set[str] = set()
         self.most_drivers = 0
         self.samples = 0
+        self.began: float | None = None
+        # DaemonSet -> seconds since `began` it was last seen with pods not updated or not available
+        self.rolling_until: dict[str, float] = {}
         self._halt = threading.Event()
+
+    def sample_rollouts(self) -> None:
+        if self.began is None:
+            return
+        for ds in self.apps.list_namespaced_daemon_set(self.namespace).items:
+            status = ds.status
+            desired = status.desired_number_scheduled or 0
+            if (status.updated_number_scheduled or 0) < desired or (status.number_available or 0) < desired:
+                self.rolling_until[ds.metadata.name] = round(time.monotonic() - self.began, 1)
 
     def run(self) -> None:
         while not self._halt.wait(0.5):
@@ -128,6 +143,7 @@ class Sampler(threading.Thread):
                     if pod.spec.node_name:
                         counts[pod.spec.node_name] = counts.get(pod.spec.node_name, 0) + 1
                 self.most_drivers = max(self.most_drivers, max(counts.values(), default=0))
+                self.sample_rollouts()
                 self.samples += 1
             except Exception:  # a failed sample is retried
                 pass
@@ -284,6 +300,7 @@ def phase(
         assert not left.get("state"), f"the previous status stayed: {left}"
     mark = plane.audit_line_count()
     began = time.monotonic()
+    sampler.began = began
     start()
     ready_s = None
     while time.monotonic() - began < timeout:
@@ -303,6 +320,8 @@ def phase(
             last, quiet_since = now, time.monotonic()
     quiet = time.monotonic() - quiet_since >= QUIET_S
     sampler.stop()
+    final = (read_policy(api, policy) or {}).get("status") or {}
+    apps = kubernetes.client.AppsV1Api(api)
     drivers_after = driver_pods(core, namespace)
     done = writes(plane, user, mark)
     result = {
@@ -325,6 +344,23 @@ def phase(
         "writes_total": sum(done.values()),
         "writes": done,
         "loadavg": [round(x, 2) for x in os.getloadavg()],
+        # why a phase was slow or not ready: the status at its end, and each DaemonSet's rollout
+        "final_state": final.get("state"),
+        "final_conditions": [
+            {k: c.get(k) for k in ("type", "status", "reason", "message")}
+            for c in final.get("conditions") or ()
+            if c.get("type") not in ("Ready",) or c.get("status") != "True"
+        ],
+        "daemonsets_at_end": {
+            ds.metadata.name: {
+                "desired": ds.status.desired_number_scheduled,
+                "updated": ds.status.updated_number_scheduled,
+                "available": ds.status.number_available,
+                "strategy": ds.spec.update_strategy.type,
+            }
+            for ds in apps.list_namespaced_daemon_set(namespace).items
+        },
+        "daemonset_rolling_until_s": dict(sorted(sampler.rolling_until.items(), key=lambda kv: -kv[1])),
     }
     log(f"{name}: {json.dumps({k: v for k, v in result.items() if k != 'writes'})}")
     return result
