@@ -2,12 +2,18 @@
 """Capture what NVIDIA's GPU Operator leaves on a cluster, as fixtures for tests/e2e/test_takeover_nvidia.py.
 
 Runs NVIDIA's real operator (Go, built from its source OUTSIDE this repository) on the local control
-plane (ocp_gpu_harness) in OpenShift mode, with NVIDIA's OperatorHub example ClusterPolicy (the
-`alm-examples` of its bundle's CSV) on GPU nodes of two RHCOS versions, until every driver pod is
-Ready and the operator has written nothing for a while; stops it (as an OLM uninstall would) and
-writes every object it created, as the API serves them (managedFields, labels, ownerReferences),
-with the running pods and the DaemonSets' ControllerRevisions, to one YAML file naming the NVIDIA
-commit.  Nothing of NVIDIA's source or binary is written into the repository.
+plane (ocp_gpu_harness), until every driver pod is Ready and the operator has written nothing for a
+while; stops it (as an OLM uninstall would) and writes every object it created, as the API serves
+them (managedFields, labels, ownerReferences), with the running pods and the DaemonSets'
+ControllerRevisions, to one YAML file naming the NVIDIA commit.  Nothing of NVIDIA's source or
+binary is written into the repository.  Two platforms (--platform):
+- `openshift` (tests/e2e/data/nvidia-takeover.yaml): OpenShift mode, NVIDIA's OperatorHub example
+  ClusterPolicy (the `alm-examples` of its bundle's CSV), GPU nodes of two RHCOS versions: one
+  Driver Toolkit driver DaemonSet per version, in namespace nvidia-gpu-operator;
+- `vanilla` (tests/e2e/data/nvidia-takeover-vanilla.yaml): no OpenShift API, the ClusterPolicy
+  NVIDIA's Helm chart renders from its default values (tests/unit/data/nvidia-helm/expected/
+  nvidia-values.yaml, hack/nvidia_chart_fixtures.py), Ubuntu 22.04 GPU nodes: NVIDIA's single
+  `nvidia-driver-daemonset`, in the chart's namespace gpu-operator.
 
 Set-up (once), outside the repository:
   git clone https://github.com/NVIDIA/gpu-operator ~/nvidia-gpu-operator
@@ -18,6 +24,8 @@ Set-up (once), outside the repository:
 Then, from the root of an ocp-gpu checkout:
   .venv/bin/python hack/capture_nvidia_fixtures.py --nvidia-src ~/nvidia-gpu-operator \\
       --out tests/e2e/data/nvidia-takeover.yaml
+  .venv/bin/python hack/capture_nvidia_fixtures.py --nvidia-src ~/nvidia-gpu-operator \\
+      --platform vanilla --out tests/e2e/data/nvidia-takeover-vanilla.yaml
 """
 
 from __future__ import annotations
@@ -36,7 +44,13 @@ import yaml
 from ocp_gpu.kube import clients, requesting
 from ocp_gpu_harness import cluster, nodes, nvidia_operator, openshift
 
-NS = "nvidia-gpu-operator"
+ROOT = Path(__file__).resolve().parent.parent
+# The operator's namespace per platform: OLM's (NVIDIA's OpenShift docs) or the Helm chart's.
+NAMESPACES = {"openshift": "nvidia-gpu-operator", "vanilla": "gpu-operator"}
+# NVIDIA's chart's ClusterPolicy from its default values, as hack/nvidia_chart_fixtures.py rendered it.
+CHART_POLICY = ROOT / "tests" / "unit" / "data" / "nvidia-helm" / "expected" / "nvidia-values.yaml"
+VANILLA_NODES = 3
+NS = NAMESPACES["openshift"]
 NV_USER = "nvidia-gpu-operator"
 V1 = nodes.DEFAULT_RHCOS  # 416.94.202407030122-0
 V2 = "416.94.202407240000-0"
@@ -100,6 +114,14 @@ def items(api: clients.ApiClient, path: str) -> list[dict[str, Any]]:
         if error.status == 404:
             return []
         raise
+
+
+def chart_policy() -> dict[str, Any]:
+    """The ClusterPolicy of NVIDIA's chart with its default values (no status, no helm labels' meaning)."""
+    policy: dict[str, Any] = next(
+        doc for doc in yaml.safe_load_all(CHART_POLICY.read_text()) if doc and doc["kind"] == "ClusterPolicy"
+    )
+    return policy
 
 
 def driver_pods_ready(api: clients.ApiClient, expected: int) -> bool:
@@ -180,6 +202,7 @@ def main() -> int:
     parser.add_argument("--nvidia-bin", type=Path, help="its manager binary [<src>/bin/gpu-operator]")
     parser.add_argument("--optroot", type=Path, help="the image's /opt layout [<src>/optroot]")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--platform", choices=sorted(NAMESPACES), default="openshift")
     parser.add_argument("--timeout", type=float, default=600, help="seconds for NVIDIA's operator to settle")
     parser.add_argument(
         "--quiet", type=float, default=20, help="seconds without a change that count as settled"
@@ -194,24 +217,33 @@ def main() -> int:
     described = subprocess.run(
         ["git", "-C", str(src), "describe", "--tags"], capture_output=True, text=True
     ).stdout.strip()
+    global NS
+    NS = NAMESPACES[args.platform]
+    vanilla = args.platform == "vanilla"
     with cluster.LocalControlPlane(start_timeout=240) as plane:
         api = plane.api_client()
         raw = clients.load_api_client(plane.kubeconfig)
-        openshift.install_openshift_apis(api)
-        openshift.set_driver_toolkit_tags(api, {V1: DTK + "1" * 64, V2: DTK + "2" * 64})
+        if not vanilla:
+            openshift.install_openshift_apis(api)
+            openshift.set_driver_toolkit_tags(api, {V1: DTK + "1" * 64, V2: DTK + "2" * 64})
         ext = kubernetes.client.ApiextensionsV1Api(api)
-        crds = nvidia_operator.crds(src) + nvidia_operator.openshift_crds()
+        crds = nvidia_operator.crds(src) + ([] if vanilla else nvidia_operator.openshift_crds())
         for crd in crds:
             ext.create_custom_resource_definition(crd)
         wait_established(api, [crd["metadata"]["name"] for crd in crds])
         core = kubernetes.client.CoreV1Api(api)
         core.create_namespace({"metadata": {"name": NS}})
         names = []
-        for version in (V1, V2):
-            for i in range(NODES_PER_VERSION):
-                name = f"gpu-{version.split('.')[2][:12]}-{i}"
-                core.create_node(nodes.gpu_node(name, rhcos=version))
-                names.append(name)
+        if vanilla:
+            for i in range(VANILLA_NODES):
+                names.append(f"gpu-ubuntu2204-{i}")
+                core.create_node(nodes.vanilla_gpu_node(names[-1]))
+        else:
+            for version in (V1, V2):
+                for i in range(NODES_PER_VERSION):
+                    name = f"gpu-{version.split('.')[2][:12]}-{i}"
+                    core.create_node(nodes.gpu_node(name, rhcos=version))
+                    names.append(name)
         kubeconfig = plane.make_kubeconfig(NV_USER, ["system:masters"])
         log_path = args.out.with_suffix(".operator.log")
         log_path.unlink(missing_ok=True)
@@ -219,13 +251,13 @@ def main() -> int:
             src, kubeconfig, NS, log_path, binary=binary, optroot=optroot
         ).start()
         try:
-            policy = nvidia_operator.example_policy(src)
+            policy = chart_policy() if vanilla else nvidia_operator.example_policy(src)
             created = kubernetes.client.CustomObjectsApi(api).create_cluster_custom_object(
                 "nvidia.com", "v1", "clusterpolicies", policy
             )
             log(
                 f"NVIDIA's operator started, "
-                f"its OperatorHub example policy {policy['metadata']['name']} created"
+                f"{'its chart' if vanilla else 'OperatorHub example'}'s policy {policy['metadata']['name']}"
             )
             deadline = time.monotonic() + args.timeout
             while not driver_pods_ready(raw, len(names)):
@@ -254,7 +286,8 @@ def main() -> int:
         "captured": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": "hack/capture_nvidia_fixtures.py",
         "namespace": NS,
-        "rhcos": [V1, V2],
+        "platform": args.platform,
+        "rhcos": [] if vanilla else [V1, V2],
         "clusterPolicy": policy_now,
         "nodes": [
             {
@@ -269,9 +302,15 @@ def main() -> int:
     with args.out.open("w") as out:
         out.write(
             f"# What NVIDIA's GPU Operator ({described}, NVIDIA/gpu-operator commit {commit})\n"
-            "# leaves on a cluster: its OperatorHub example ClusterPolicy on GPU nodes of two RHCOS\n"
-            "# versions, every object it created as the API served them, the operator stopped.\n"
-            "# Captured by hack/capture_nvidia_fixtures.py on the local control plane;\n"
+            + (
+                "# leaves on a vanilla Kubernetes cluster: its Helm chart's default ClusterPolicy on\n"
+                "# Ubuntu 22.04 GPU nodes, every object it created as the API served them, the\n"
+                "# operator stopped.\n"
+                if vanilla
+                else "# leaves on a cluster: its OperatorHub example ClusterPolicy on GPU nodes of two\n"
+                "# RHCOS versions, every object it created as the API served them, the operator stopped.\n"
+            )
+            + "# Captured by hack/capture_nvidia_fixtures.py on the local control plane;\n"
             "# restored by tests/e2e/test_takeover_nvidia.py.\n"
         )
         yaml.safe_dump_all([header, *objects], out, sort_keys=True)

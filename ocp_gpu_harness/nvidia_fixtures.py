@@ -1,6 +1,6 @@
-"""Restore what NVIDIA's GPU Operator left on a cluster (hack/capture_nvidia_fixtures.py's YAML) on the
-local control plane, without NVIDIA's binary: the CI's stand-in for "NVIDIA's operator ran, then
-was stopped".
+"""Restore what NVIDIA's GPU Operator left on a cluster (hack/capture_nvidia_fixtures.py's YAML: on
+OpenShift or on vanilla Kubernetes) on the local control plane, without NVIDIA's binary: the CI's
+stand-in for "NVIDIA's operator ran, then was stopped".
 
 The objects go back as captured (labels, annotations, managedFields, specs), into a test's
 namespace and onto fresh nodes with the captured nodes' labels; owner references point at the new
@@ -183,9 +183,19 @@ def restore(api: kubernetes.client.ApiClient, raw: clients.ApiClient, path: Path
         deploy_labels[node_names[entry["name"]]] = {
             key: value for key, value in captured.items() if key.startswith("nvidia.com/gpu.deploy.")
         }
-        fake_nodes.create_nodes(
-            api, [fake_nodes.gpu_node(node_names[entry["name"]], rhcos=rhcos, extra_labels=extra)]
+        made_node = (
+            fake_nodes.gpu_node(node_names[entry["name"]], rhcos=rhcos, extra_labels=extra)
+            if rhcos
+            # a vanilla capture: the captured OS (NFD's labels), so osImage says the same
+            else fake_nodes.vanilla_gpu_node(
+                node_names[entry["name"]],
+                os_id=captured[labels.OS_ID],
+                os_version=captured[labels.OS_VERSION_ID],
+                kernel=captured[labels.KERNEL_VERSION_FULL],
+                extra_labels=extra,
+            )
         )
+        fake_nodes.create_nodes(api, [made_node])
     fake_nodes.wait_nodes_ready(api, node_names.values())
 
     captured_policy = header["clusterPolicy"]
