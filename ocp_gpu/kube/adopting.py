@@ -6,7 +6,10 @@ NVIDIA's GPU Operator, stopped, leaves its operands running under the names ocp-
 - an object whose fields other managers own: one PATCH of its managedFields, so the apply that
   follows leaves exactly what ocp-gpu renders (no field kept alive by NVIDIA's manager);
 - a DaemonSet whose immutable selector is not ours (an older NVIDIA release, NVIDIA's precompiled
-  or vanilla driver, ocp-gpu's own before its DTK selector became NVIDIA's): `replace_daemonset`.
+  driver, ocp-gpu's own before its DTK selector became NVIDIA's): `replace_daemonset`;
+- no object under the name of a driver DaemonSet, but another operator's driver pods on its nodes
+  (NVIDIA's single vanilla-Kubernetes `nvidia-driver-daemonset`, where ocp-gpu runs one per OS):
+  `hand_over_driver_pods` gives them to ours before it is created.
 
 Called by reconcilers/operands.apply_if_changed for an object the watches do not show as ours
 (one GET), and when an apply fails on an immutable selector.
@@ -60,7 +63,7 @@ def adopt(api: clients.ApiClient, manifest: Mapping[str, Any]) -> str:
     """
     live = _get(api, _path(manifest))
     if live is None:
-        return ""
+        return hand_over_driver_pods(api, manifest) if _is_driver_daemonset(manifest) else ""
     if manifest["kind"] == "DaemonSet" and takeover.selector_differs(live, manifest):
         return replace_daemonset(api, live, manifest)
     managed = (live.get("metadata") or {}).get("managedFields") or []
@@ -108,25 +111,7 @@ def replace_daemonset(api: clients.ApiClient, live: Mapping[str, Any], manifest:
     )
     old_selector = takeover.selector_of(live)
     path = _path({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": metadata})
-    try:
-        requesting.request(
-            api,
-            "DELETE",
-            path,
-            body={"propagationPolicy": "Orphan", "preconditions": {"uid": uid}},
-            resource="daemonsets",
-        )
-    except requesting.ApiException as error:
-        if error.status not in (404, 409):
-            raise
-    deadline = time.monotonic() + ORPHAN_WAIT_S
-    while True:
-        still = _get(api, path)
-        if still is None or (still.get("metadata") or {}).get("uid") != uid:
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"DaemonSet {name} deleted with propagationPolicy Orphan is still there")
-        time.sleep(_POLL_S)
+    _delete_orphaning(api, path, name, uid)
     selector = ",".join(f"{k}={v}" for k, v in (old_selector.get("matchLabels") or {}).items())
     pods = requesting.list_items(
         api, f"/api/v1/namespaces/{namespace}/pods", [("labelSelector", selector)] if selector else []
@@ -149,6 +134,88 @@ def replace_daemonset(api: clients.ApiClient, live: Mapping[str, Any], manifest:
         len(relabels),
     )
     return f"replaced (selector {old_selector}), {len(relabels)} running pods kept"
+
+
+def _is_driver_daemonset(manifest: Mapping[str, Any]) -> bool:
+    template = ((manifest.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    return (
+        manifest["kind"] == "DaemonSet"
+        and (template.get("labels") or {}).get(labels.COMPONENT) == labels.DRIVER_COMPONENT
+    )
+
+
+# Another operator's driver pods and DaemonSets: the driver component, not managed by ocp-gpu.
+_FOREIGN_DRIVERS: Final = (
+    f"{labels.COMPONENT}={labels.DRIVER_COMPONENT},{labels.MANAGED_BY}!={labels.MANAGED_BY_VALUE}"
+)
+
+
+def hand_over_driver_pods(api: clients.ApiClient, manifest: Mapping[str, Any]) -> str:
+    """Give another operator's running driver pods on the nodes of ocp-gpu's driver DaemonSet
+    `manifest` (about to be created) to it: relabelled for its selector, then their DaemonSet
+    deleted with propagationPolicy Orphan (planning/operands/takeover.plan_driver_handover).
+
+    One LIST when there is nothing to take (no foreign driver pod: every cluster ocp-gpu set up).
+    The caller then creates the DaemonSet, whose controller adopts the pods: no driver restarts.
+    """
+    namespace = str(manifest["metadata"]["namespace"])
+    pods = requesting.list_items(
+        api, f"/api/v1/namespaces/{namespace}/pods", [("labelSelector", _FOREIGN_DRIVERS)]
+    )
+    if not pods:
+        return ""
+    daemonsets = requesting.list_items(
+        api, f"/apis/apps/v1/namespaces/{namespace}/daemonsets", [("labelSelector", _FOREIGN_DRIVERS)]
+    )
+    node_selector = ((manifest["spec"]["template"].get("spec") or {}).get("nodeSelector")) or {}
+    nodes = requesting.list_items(
+        api, "/api/v1/nodes", [("labelSelector", ",".join(f"{k}={v}" for k, v in node_selector.items()))]
+    )
+    plan = takeover.plan_driver_handover(
+        manifest, daemonsets, pods, [str(n["metadata"]["name"]) for n in nodes]
+    )
+    if not plan.relabel and not plan.delete:
+        return ""
+    for relabel in plan.relabel:
+        # NB: first: the labels added leave the old selector's, so its DaemonSet (if any) keeps them
+        requesting.request(
+            api,
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{relabel.name}",
+            body={"metadata": {"labels": dict(relabel.labels)}},
+            content_type="application/merge-patch+json",
+            resource="pods",
+            verb="relabel",
+        )
+    for name, uid in plan.delete:
+        _delete_orphaning(api, f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}", name, uid)
+    described = plan.describe()
+    logger.info("handed over to %s: %s", manifest["metadata"]["name"], described)
+    return described
+
+
+def _delete_orphaning(api: clients.ApiClient, path: str, name: str, uid: str) -> None:
+    """Delete DaemonSet `name` (uid `uid`) with propagationPolicy Orphan and wait until it is gone:
+    the garbage collector has then orphaned its pods (it removes the orphan finalizer last)."""
+    try:
+        requesting.request(
+            api,
+            "DELETE",
+            path,
+            body={"propagationPolicy": "Orphan", "preconditions": {"uid": uid}},
+            resource="daemonsets",
+        )
+    except requesting.ApiException as error:
+        if error.status not in (404, 409):
+            raise
+    deadline = time.monotonic() + ORPHAN_WAIT_S
+    while True:
+        still = _get(api, path)
+        if still is None or (still.get("metadata") or {}).get("uid") != uid:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"DaemonSet {name} deleted with propagationPolicy Orphan is still there")
+        time.sleep(_POLL_S)
 
 
 def is_immutable_selector(error: BaseException) -> bool:

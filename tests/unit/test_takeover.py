@@ -6,6 +6,11 @@
 - a DaemonSet is replaced exactly when its selector is not the rendered one (order aside);
 - the pods to relabel are those the replaced DaemonSet left (no controller, or still it), missing
   a label of the new selector; a pod of another controller or one being deleted is left alone;
+- a driver DaemonSet of ours about to be created takes another operator's driver pods on its
+  nodes (NVIDIA's single vanilla `nvidia-driver-daemonset` split into ocp-gpu's per-OS ones): an
+  orphan or a pod of a foreign DaemonSet gets the missing selector labels, that DaemonSet is to be
+  deleted; pods on other nodes, being deleted or of another controller are left alone, and so is
+  a foreign DaemonSet under ocp-gpu's own name (adopted in place);
 - leftovers: deleted only when the ClusterPolicy owns them and ocp-gpu renders nothing of that
   name; never a driver DaemonSet (its pods are the drivers), never the user's own objects.
 """
@@ -140,6 +145,47 @@ def test_the_replaced_daemonsets_pods_get_the_new_selectors_labels() -> None:
         ("orphan", "node-orphan", {"app": "nvidia-driver-daemonset-k"}),
         ("still-owned", "node-still-owned", {"app": "nvidia-driver-daemonset-k"}),
     ]
+
+
+def test_a_new_driver_daemonset_takes_the_foreign_driver_pods_on_its_nodes() -> None:
+    nvidia = {"app": "nvidia-driver-daemonset", "app.kubernetes.io/component": "nvidia-driver"}
+    ours = {
+        "app": "nvidia-driver-daemonset",
+        "ocp-gpu.io/driver-strategy": "vanilla",
+        "ocp-gpu.io/driver-key": "ubuntu22.04",
+    }
+    rendered = {"metadata": {"name": "nvidia-driver-daemonset-ubuntu22.04"}, **ds(ours)}
+    foreign = [
+        {"metadata": {"name": "nvidia-driver-daemonset", "uid": "nv-uid"}},
+        # NVIDIA's DTK DaemonSet under our own name: adopted in place, never handed over
+        {"metadata": {"name": "nvidia-driver-daemonset-ubuntu22.04", "uid": "same-name"}},
+    ]
+    pods = [
+        pod("nv-a", nvidia, owner_uid="nv-uid"),
+        pod("orphan", nvidia),
+        pod("taken", {**nvidia, **ours}),
+        pod("elsewhere", nvidia, owner_uid="nv-uid"),
+        pod("going", nvidia, owner_uid="nv-uid", deleting=True),
+        pod("users", nvidia, owner_uid="a-users-daemonset"),
+        pod("same-name", nvidia, owner_uid="same-name"),
+    ]
+    nodes = [f"node-{name}" for name in ("nv-a", "orphan", "taken", "going", "users", "same-name")]
+    plan = takeover.plan_driver_handover(rendered, foreign, pods, nodes)
+    wanted = {k: v for k, v in ours.items() if k != "app"}
+    assert [(r.name, r.node, dict(r.labels)) for r in plan.relabel] == [
+        ("nv-a", "node-nv-a", wanted),
+        ("orphan", "node-orphan", wanted),
+    ]
+    assert plan.delete == (("nvidia-driver-daemonset", "nv-uid"),)
+    assert plan.describe() == (
+        "took 2 running driver pod(s) of DaemonSet nvidia-driver-daemonset (deleted leaving its pods)"
+    )
+    # NVIDIA's DaemonSet gone already (the first key's handover): the orphans on this key's nodes
+    later = takeover.plan_driver_handover(rendered, [], [pod("orphan", nvidia)], ["node-orphan"])
+    assert (len(later.relabel), later.delete) == (1, ())
+    # nothing foreign on the nodes: nothing to do
+    empty = takeover.plan_driver_handover(rendered, foreign, [pod("elsewhere", nvidia)], nodes)
+    assert (empty.relabel, empty.delete) == ((), ())
 
 
 def test_leftovers_owned_by_the_policy_and_not_rendered_go_the_rest_stay() -> None:

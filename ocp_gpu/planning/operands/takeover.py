@@ -14,7 +14,14 @@ Decides, from the live object and what ocp-gpu renders under the same name:
   (`selector_differs`), and which running pods to relabel so that ours adopts them
   (`pods_to_relabel`): the DaemonSet is deleted with propagationPolicy Orphan (its pods keep
   running), the orphans get the new selector's labels, then ours is created and adopts them, so
-  no driver restarts and a node never runs two driver pods.
+  no driver restarts and a node never runs two driver pods;
+- which running driver pods of another operator's driver DaemonSet under another name ocp-gpu's
+  new driver DaemonSet takes (`plan_driver_handover`): NVIDIA's single vanilla-Kubernetes
+  `nvidia-driver-daemonset` (one for every OS) where ocp-gpu runs one per OS key.  Its pods on the
+  new DaemonSet's nodes get that DaemonSet's selector labels, then NVIDIA's DaemonSet is deleted
+  with propagationPolicy Orphan, then ours is created and adopts them: no driver restarts, and
+  since NVIDIA's driver pods and ours repel each other (the same anti-affinity on
+  app.kubernetes.io/component=nvidia-driver), a node never runs two.
 
 Pure: no I/O (kube/adopting.py does it).
 """
@@ -147,6 +154,74 @@ def pods_to_relabel(
                 )
             )
     return sorted(found, key=lambda relabel: relabel.name)
+
+
+def _controller_uid(pod: Mapping[str, Any]) -> str | None:
+    """The uid of the pod's controller (its ownerReference with controller: true); None for an orphan."""
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or ()
+    return next((str(ref.get("uid", "")) for ref in refs if ref.get("controller")), None)
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverHandover:
+    """Before ocp-gpu's driver DaemonSet is first created: the running driver pods of another
+    operator's driver DaemonSets that it takes (relabelled), and those DaemonSets (deleted with
+    propagationPolicy Orphan after the relabel, so the pods stay and become orphans)."""
+
+    relabel: tuple[Relabel, ...]
+    # (name, uid) of each DaemonSet to delete leaving its pods.
+    delete: tuple[tuple[str, str], ...]
+
+    def describe(self) -> str:
+        gone = ", ".join(name for name, _ in self.delete)
+        return f"took {len(self.relabel)} running driver pod(s)" + (
+            f" of DaemonSet {gone} (deleted leaving its pods)" if gone else " left without a DaemonSet"
+        )
+
+
+def plan_driver_handover(
+    rendered: Mapping[str, Any],
+    foreign_daemonsets: Iterable[Mapping[str, Any]],
+    foreign_pods: Iterable[Mapping[str, Any]],
+    nodes: Iterable[str],
+) -> DriverHandover:
+    """What ocp-gpu's driver DaemonSet `rendered` (not created yet) takes over on `nodes` (those
+    its nodeSelector selects) from another operator's driver pods (`foreign_pods`) and driver
+    DaemonSets under other names (`foreign_daemonsets`).
+
+    A pod is taken when it runs on one of `nodes`, is not being deleted, and is an orphan or
+    controlled by one of `foreign_daemonsets`: it gets the labels of `rendered`'s selector it lacks
+    (a pod that has them all is already taken).  A DaemonSet is deleted when it controls a pod
+    taken.  NB: a pod on a node ours does not select is not taken: the DaemonSet controller would
+    delete it as misscheduled; one controlled by anything else (ours, a user's) is left alone.
+    """
+    wanted = {str(k): str(v) for k, v in (selector_of(rendered).get("matchLabels") or {}).items()}
+    name = str((rendered.get("metadata") or {}).get("name", ""))
+    by_uid = {
+        str(ds["metadata"].get("uid", "")): str(ds["metadata"].get("name", ""))
+        for ds in foreign_daemonsets
+        if ds["metadata"].get("name") != name
+    }
+    ours = set(nodes)
+    relabel: list[Relabel] = []
+    delete: set[tuple[str, str]] = set()
+    for pod in foreign_pods:
+        metadata = pod.get("metadata") or {}
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        if metadata.get("deletionTimestamp") or node not in ours:
+            # going, or on a node ours does not run on: not ours to take
+            continue
+        controller = _controller_uid(pod)
+        if controller is not None and controller not in by_uid:
+            # another controller's pod (ours already, or a user's): never touched
+            continue
+        if controller is not None:
+            delete.add((by_uid[controller], controller))
+        have = metadata.get("labels") or {}
+        missing = {key: value for key, value in wanted.items() if have.get(key) != value}
+        if missing:
+            relabel.append(Relabel(str(metadata.get("name", "")), node, missing))
+    return DriverHandover(tuple(sorted(relabel, key=lambda r: r.name)), tuple(sorted(delete)))
 
 
 # --- what another operator left that ocp-gpu renders nothing for -------------------------
