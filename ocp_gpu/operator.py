@@ -21,7 +21,7 @@ from typing import Any
 
 from ocp_gpu import memory, metrics, serving, watches
 from ocp_gpu.kube import clients, connecting, discovering, electing
-from ocp_gpu.model import apis, labels, releases
+from ocp_gpu.model import apis, labels, releases, resource_claims
 from ocp_gpu.reconcilers import cluster, runtime, upgrade_reconciler
 
 logger = logging.getLogger("ocp_gpu.operator")
@@ -95,6 +95,14 @@ async def run(options: RunOptions) -> int:
         apis.NVIDIA_DRIVER_GROUP,
         apis.NVIDIA_DRIVER_VERSION,
         apis.NVIDIA_DRIVER_PLURAL,
+    )
+    # NB: ResourceClaims are watched only when resource.k8s.io/v1 is served (Kubernetes >= 1.34).
+    rt.view.resource_claim_api = await asyncio.to_thread(
+        discovering.serves_resource,
+        api_client,
+        resource_claims.API_GROUP,
+        resource_claims.API_VERSION,
+        resource_claims.CLAIMS_PLURAL,
     )
 
     # Every watch logs in with the credentials our own client uses (one kubeconfig loader).

@@ -67,4 +67,8 @@ def build_watches(rt: runtime.Runtime, login: connecting.Login) -> dict[str, wat
         watches["nvidiadrivers"] = object_watches.nvidia_driver_watch(
             login, apis.NVIDIA_DRIVER_GROUP, apis.NVIDIA_DRIVER_VERSION, apis.NVIDIA_DRIVER_PLURAL, drivers
         )
+    if rt.view.resource_claim_api:
+        # NB: only when resource.k8s.io/v1 is served (discovery at start-up): pods holding GPUs
+        # through ResourceClaims (DRA) are GPU pods to the driver upgrade.
+        watches["resourceclaims"] = object_watches.claim_watch(login, object_views.ClaimView(rt))
     return watches

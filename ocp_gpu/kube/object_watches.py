@@ -1,9 +1,11 @@
 """The watches of every kind with few objects: owned objects, driver revisions, OpenShift
-singletons, ClusterPolicies and NVIDIADrivers (kube/watching.py's stream, one per kind).
+singletons, ClusterPolicies and NVIDIADrivers (kube/watching.py's stream, one per kind); and
+the ResourceClaims of every namespace, as small as a record gets (what each holds).
 
 Each event becomes one small record (never the whole body): an owned object's applied hash and
 owner (kube/owning.observed_object), a trimmed ControllerRevision, a singleton's metadata,
-spec and status without managedFields, a ClusterPolicy's or NVIDIADriver's record. Filters
+spec and status without managedFields, a ClusterPolicy's or NVIDIADriver's record, a
+claim's ClaimHold (one of three values, shared). Filters
 are the server's: owned kinds by our managed-by label, in the operand namespace when
 namespaced; revisions by the driver component label; singletons by name.
 
@@ -21,7 +23,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from ocp_gpu.kube import connecting, owning, reading, watching
-from ocp_gpu.model import custom_resources, labels, nvidia_driver_spec
+from ocp_gpu.model import custom_resources, labels, nvidia_driver_spec, resource_claims
 
 Login = connecting.Login
 
@@ -50,6 +52,23 @@ class RawFacts:
 
     name: str
     body: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimFacts:
+    """A ResourceClaim as the view keeps it: its key (namespace/name) and what it holds."""
+
+    name: str
+    hold: resource_claims.ClaimHold
+
+
+def claim_key(body: Mapping[str, Any]) -> str:
+    metadata = body.get("metadata") or {}
+    return resource_claims.claim_key(str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+
+
+def claim_facts(body: Mapping[str, Any]) -> ClaimFacts:
+    return ClaimFacts(claim_key(body), reading.claim_hold(body))
 
 
 def owned_facts(body: Mapping[str, Any]) -> OwnedFacts:
@@ -138,4 +157,20 @@ def nvidia_driver_watch(
         sink,
         what="nvidiadriver watch",
         cut_managed_fields=False,
+    )
+
+
+def claim_watch(login: Login, sink: watching.Sink[ClaimFacts]) -> watching.ObjectWatch[ClaimFacts]:
+    """Every ResourceClaim, in every namespace (GPU workloads live anywhere)."""
+    return watching.ObjectWatch(
+        login,
+        collection_path(
+            resource_claims.API_GROUP, resource_claims.API_VERSION, resource_claims.CLAIMS_PLURAL
+        ),
+        claim_facts,
+        sink,
+        what="resourceclaim watch",
+        # NB: a built-in kind (spec after metadata): its managedFields are cut before decoding.
+        cut_managed_fields=True,
+        ident=claim_key,
     )

@@ -14,6 +14,7 @@ from ocp_gpu.model import (
     nodes,
     nvidia_driver_spec,
     operand_catalog,
+    resource_claims,
     upgrade_observations,
 )
 from ocp_gpu.model.proxy import ClusterProxy
@@ -145,6 +146,27 @@ def operand_pod(body: Mapping[str, Any]) -> operand_catalog.OperandPod:
         node=sys.intern(str((body.get("spec") or {}).get("nodeName", ""))),
         ready=bool(ready),
     )
+
+
+def allocated_devices(claim: Mapping[str, Any]) -> tuple[resource_claims.AllocatedDevice, ...]:
+    """The devices a ResourceClaim's allocation holds (none when it is not allocated)."""
+    allocation = _dict(_dict(claim.get("status")).get("allocation"))
+    return tuple(
+        resource_claims.AllocatedDevice(
+            driver=_str(result.get("driver")),
+            pool=_str(result.get("pool")),
+            device=_str(result.get("device")),
+            admin_access=result.get("adminAccess") is True,
+        )
+        for result in _list(_dict(allocation.get("devices")).get("results"))
+        if isinstance(result, Mapping)
+    )
+
+
+def claim_hold(claim: Mapping[str, Any]) -> resource_claims.ClaimHold:
+    """What a ResourceClaim object holds (model/resource_claims.claim_hold)."""
+    allocated = bool(_dict(claim.get("status")).get("allocation"))
+    return resource_claims.claim_hold(allocated, allocated_devices(claim))
 
 
 def cluster_policy(body: Mapping[str, Any]) -> custom_resources.PolicyObject:

@@ -20,10 +20,11 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from ocp_gpu.kube import clients, reading, reporting, requesting
-from ocp_gpu.model import driver_snapshot, labels, upgrade_observations
+from ocp_gpu.model import driver_snapshot, labels, resource_claims, upgrade_observations
 from ocp_gpu.model.driver_install import DriverInstall
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy.policy_spec import UpgradePolicy
+from ocp_gpu.model.resource_claims import ClaimHold
 from ocp_gpu.model.upgrade_observations import (
     DriverPod,
     DriverRevision,
@@ -394,6 +395,23 @@ def _uses_gpu(spec: Mapping[str, Any]) -> bool:
     return False
 
 
+def claim_names(body: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of a pod's ResourceClaims, as NVIDIA's PodHasNVIDIAGPUClaim resolves them: the
+    entry's resourceClaimName, else (made from a template) the name its status entry gives;
+    an entry with neither has no claim object yet and is left out."""
+    made = {
+        str(entry.get("name")): str(entry["resourceClaimName"])
+        for entry in (body.get("status") or {}).get("resourceClaimStatuses") or ()
+        if entry.get("resourceClaimName")
+    }
+    names = []
+    for entry in (body.get("spec") or {}).get("resourceClaims") or ():
+        name = entry.get("resourceClaimName") or made.get(str(entry.get("name")))
+        if name:
+            names.append(str(name))
+    return tuple(names)
+
+
 def workload_pod(body: Mapping[str, Any]) -> WorkloadPod:
     """The WorkloadPod record of any pod object."""
     metadata = _meta(body)
@@ -405,6 +423,7 @@ def workload_pod(body: Mapping[str, Any]) -> WorkloadPod:
         labels=dict(metadata.get("labels") or {}),
         phase=str((body.get("status") or {}).get("phase") or "Pending"),
         requests_gpu=_uses_gpu(spec),
+        claims=claim_names(body),
         controller_kind=str(owner.get("kind", "")) if owner else None,
         uses_empty_dir=any("emptyDir" in volume for volume in spec.get("volumes") or ()),
         terminating=bool(metadata.get("deletionTimestamp")),
@@ -609,8 +628,33 @@ def read_upgrade_snapshot(
     if validator_deployed is None:
         validator_deployed = bool(validators) or validator_daemonset_exists(api, namespace)
     return upgrade_observations.upgrade_snapshot(
-        nodes, daemonsets, revisions, pods, validators, validator_deployed
+        nodes, daemonsets, revisions, pods, validators, validator_deployed, claims=read_claim_holds(api, pods)
     )
+
+
+def read_claim_holds(
+    api: clients.ApiClient, pods: Mapping[NodeName, Iterable[WorkloadPod]]
+) -> dict[str, ClaimHold]:
+    """What the ResourceClaims of these pods hold, one GET each, as NVIDIA's filter reads them.
+
+    A claim that cannot be read is left out: planning counts it as a GPU (planning/upgrades/pod_selection).
+    """
+    held: dict[str, ClaimHold] = {}
+    for node_pods in pods.values():
+        for pod in node_pods:
+            for name in pod.claims:
+                key = resource_claims.claim_key(pod.ref.namespace, name)
+                if key in held:
+                    continue
+                path = (
+                    f"/apis/{resource_claims.API_GROUP}/{resource_claims.API_VERSION}/namespaces/"
+                    f"{quote(pod.ref.namespace)}/{resource_claims.CLAIMS_PLURAL}/{quote(name)}"
+                )
+                try:
+                    held[key] = reading.claim_hold(requesting.request(api, "GET", path))
+                except requesting.ApiException as error:
+                    logger.warning("could not read ResourceClaim %s: %s", key, error.reason)
+    return held
 
 
 def busy_plans(plans: Sequence[upgrade_plan.NodePlan]) -> list[upgrade_plan.NodePlan]:

@@ -192,6 +192,7 @@ class ObjectWatch(Generic[F]):
         field_selector: str = "",
         cut_managed_fields: bool = True,
         watch_timeout_s: int = WATCH_TIMEOUT_S,
+        ident: Callable[[Mapping[str, Any]], str] | None = None,
     ) -> None:
         # NB: the User-Agent names the watch ("operand pod watch" -> ocp-gpu/operand-pod-watch).
         self._api = ApiSession(login, f"ocp-gpu/{what.replace(' ', '-')}")
@@ -206,6 +207,9 @@ class ObjectWatch(Generic[F]):
         # ControllerRevisions: no `spec` after metadata): `without_managed_fields` is for those.
         self._decode: Callable[[bytes | bytearray], Any] = decode if cut_managed_fields else json.loads
         self._watch_timeout_s = watch_timeout_s
+        # What `gone` is told: the object's name, or (a namespaced kind watched in every
+        # namespace) whatever its records are keyed by, as `ident` makes it from the body.
+        self._ident = ident or _object_name
         # The last resourceVersion seen; None: list (again) before watching.
         self.resource_version: str | None = None
         # Counters (tests and logs): complete listings, watch requests opened.
@@ -322,10 +326,14 @@ class ObjectWatch(Generic[F]):
         if step is Step.KEEP:
             self._sink.seen(self._parse(body))
         elif step is Step.FORGET:
-            self._sink.gone(str((body.get("metadata") or {}).get("name") or ""))
+            self._sink.gone(self._ident(body))
         version = (body.get("metadata") or {}).get("resourceVersion")
         if version:
             self.resource_version = str(version)
+
+
+def _object_name(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("name") or "")
 
 
 async def event_lines(

@@ -22,6 +22,7 @@ from typing import Final
 from ocp_gpu.model import driver_snapshot, labels, operand_catalog
 from ocp_gpu.model.driver_install import DriverInstall
 from ocp_gpu.model.nodes import NodeFacts, NodeName
+from ocp_gpu.model.resource_claims import ClaimHold
 
 # --- the state label ---------------------------------------------------------------
 
@@ -249,6 +250,10 @@ class WorkloadPod:
     phase: str = "Running"
     # A container requests or limits nvidia.com/gpu* or nvidia.com/mig-*.
     requests_gpu: bool = False
+    # The names of the ResourceClaims it holds, in its own namespace (spec.resourceClaims, or
+    # for a claim made from a template the name status.resourceClaimStatuses gives); a claim
+    # not created yet is left out (nothing can be allocated to it).
+    claims: tuple[str, ...] = ()
     # The kind of the controlling ownerReference (ReplicaSet, Job, DaemonSet, ...); None without one.
     controller_kind: str | None = None
     # The pod has an emptyDir volume (its data is lost on deletion).
@@ -293,6 +298,9 @@ class UpgradeSnapshot:
     validator_deployed: bool = False
     # Validator pods by node (nodes without any are absent).
     validator_pods: Mapping[NodeName, tuple[ValidatorPod, ...]] = field(default_factory=dict)
+    # What each ResourceClaim holds, by resource_claims.claim_key; None when the claims are not
+    # known (the API does not serve resource.k8s.io/v1): then every claim of a pod counts as a GPU.
+    claims: Mapping[str, ClaimHold] | None = None
 
 
 def upgrade_node(facts: NodeFacts, driver_pods: tuple[DriverPod, ...] = ()) -> UpgradeNode:
@@ -357,6 +365,7 @@ def upgrade_snapshot(
     pods: Mapping[NodeName, tuple[WorkloadPod, ...]],
     validator_pods: Iterable[ValidatorPod],
     validator_deployed: bool,
+    claims: Mapping[str, ClaimHold] | None = None,
 ) -> UpgradeSnapshot:
     """The snapshot one upgrade pass plans on (the watches' view and `ocp-gpu status` both build it here)."""
     by_node: dict[NodeName, list[ValidatorPod]] = {}
@@ -368,4 +377,5 @@ def upgrade_snapshot(
         pods=pods,
         validator_deployed=validator_deployed,
         validator_pods={name: tuple(group) for name, group in by_node.items()},
+        claims=claims,
     )

@@ -27,6 +27,7 @@ from ocp_gpu.model import (
     operand_catalog,
     upgrade_observations,
 )
+from ocp_gpu.model.resource_claims import ClaimHold
 from ocp_gpu.planning import delivery
 
 
@@ -60,6 +61,10 @@ class ClusterView:
     # NVIDIADrivers by name (watched only when their CRD is served: `nvidia_driver_api`).
     nvidia_drivers: dict[str, nvidia_driver_spec.NvidiaDriver] = dataclasses.field(default_factory=dict)
     nvidia_driver_api: bool = False
+    # What each ResourceClaim holds, by namespace/name (watched only when resource.k8s.io/v1
+    # is served: `resource_claim_api`); the upgrade's pod deletion reads it.
+    resource_claims: dict[str, ClaimHold] = dataclasses.field(default_factory=dict)
+    resource_claim_api: bool = False
     driver_daemonsets: dict[str, driver_snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)
     # Our other operand DaemonSets (container toolkit, ...), in the same record: counts and our annotations.
     operand_daemonsets: dict[str, driver_snapshot.DriverDaemonSet] = dataclasses.field(default_factory=dict)

@@ -10,7 +10,9 @@ keeps changed (a resync or a field the record leaves out wakes nothing):
   without them (absent);
 - ClusterPolicies (`policies`): the main pass; a change of the status alone (mostly our own
   status write coming back) is rollout progress (scheduling.Changes.progress_only);
-- NVIDIADrivers (`nvidia_drivers`): the main pass (which deploys the pools).
+- NVIDIADrivers (`nvidia_drivers`): the main pass (which deploys the pools);
+- ResourceClaims (`resource_claims`, what each holds): wake nothing. Only a node deleting its
+  GPU pods reads them, and it reads its pods again each pass anyway (no watch covers them).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from ocp_gpu.kube import object_watches, owning
-from ocp_gpu.model import custom_resources, nvidia_driver_spec
+from ocp_gpu.model import custom_resources, nvidia_driver_spec, resource_claims
 from ocp_gpu.planning import delivery
 from ocp_gpu.reconcilers import runtime, watched_view
 
@@ -139,3 +141,19 @@ class NvidiaDriverView(watched_view.WatchedView[nvidia_driver_spec.NvidiaDriver]
     def gone(self, name: str) -> None:
         self._view.nvidia_drivers.pop(name, None)
         self._scheduler.mark_policies()
+
+
+class ClaimView(watched_view.WatchedView[object_watches.ClaimFacts]):
+    """Keeps the view's `resource_claims`: what each claim holds, by namespace/name."""
+
+    def __init__(self, rt: runtime.Runtime) -> None:
+        super().__init__(rt, resource_claims.API_GROUP, resource_claims.CLAIMS_PLURAL)
+
+    def known(self) -> Iterable[str]:
+        return self._view.resource_claims
+
+    def seen(self, facts: object_watches.ClaimFacts) -> None:
+        self._view.resource_claims[facts.name] = facts.hold
+
+    def gone(self, name: str) -> None:
+        self._view.resource_claims.pop(name, None)

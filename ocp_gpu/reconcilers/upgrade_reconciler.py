@@ -23,6 +23,7 @@ import datetime
 import functools
 import logging
 import time
+import types
 from collections.abc import Mapping, Sequence
 
 from ocp_gpu import metrics
@@ -30,6 +31,7 @@ from ocp_gpu.kube import requesting, upgrade_gating, upgrading
 from ocp_gpu.model import labels, upgrade_observations
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy.policy_spec import UpgradePolicy
+from ocp_gpu.model.resource_claims import ClaimHold
 from ocp_gpu.model.upgrade_observations import UpgradeState
 from ocp_gpu.planning.drivers import driver_coverage
 from ocp_gpu.planning.upgrades import (
@@ -268,4 +270,18 @@ async def _snapshot(
         pods,
         rt.view.validator_pods.values(),
         deployed,
+        claims=_claims(rt),
     )
+
+
+def _claims(rt: runtime.Runtime) -> Mapping[str, ClaimHold] | None:
+    """What each ResourceClaim holds, as the claim watch shows it; None when resource.k8s.io/v1
+    is not served (every claim of a pod then counts as a GPU).
+
+    NB: a read-only window on the live view, not a copy: a node's task reads its pods again
+    later in the pass (reconcilers/upgrade_tasks.py) and their claims must be judged as they
+    are then; planning only looks claims up (`.get`), never iterates them.
+    """
+    if not rt.view.resource_claim_api:
+        return None
+    return types.MappingProxyType(rt.view.resource_claims)

@@ -21,6 +21,7 @@ from ocp_gpu.model.policy.policy_spec import (
     UpgradePolicy,
     WaitForCompletion,
 )
+from ocp_gpu.model.resource_claims import ClaimHold
 from ocp_gpu.model.upgrade_observations import (
     DriverPod,
     DriverRevision,
@@ -144,6 +145,7 @@ def pod(
     pod_labels: Mapping[str, str] | None = None,
     terminating: bool = False,
     namespace: str = "work",
+    claims: tuple[str, ...] = (),
 ) -> WorkloadPod:
     return WorkloadPod(
         ref=PodRef(namespace=namespace, name=name, uid=f"uid-{name}"),
@@ -151,6 +153,7 @@ def pod(
         labels=dict(pod_labels or {}),
         phase=phase,
         requests_gpu=gpu,
+        claims=claims,
         controller_kind=controller,
         uses_empty_dir=empty_dir,
         terminating=terminating,
@@ -170,8 +173,10 @@ def snapshot(
     pods: Iterable[WorkloadPod] = (),
     validators: Iterable[ValidatorPod] | None = None,
     read_pods: bool = True,
+    claims: Mapping[str, ClaimHold] | None = None,
 ) -> UpgradeSnapshot:
-    """`validators=None`: no validator deployed; `read_pods=False`: no node's pods were read."""
+    """`validators=None`: no validator deployed; `read_pods=False`: no node's pods were read;
+    `claims`: what each ResourceClaim holds (None: the claims are unknown)."""
     by_node: dict[NodeName, list[WorkloadPod]] = {n.name: [] for n in nodes} if read_pods else {}
     for p in pods:
         by_node.setdefault(p.node, []).append(p)
@@ -184,6 +189,7 @@ def snapshot(
         pods={name: tuple(group) for name, group in by_node.items()},
         validator_deployed=validators is not None,
         validator_pods={name: tuple(group) for name, group in by_validator.items()},
+        claims=claims,
     )
 
 

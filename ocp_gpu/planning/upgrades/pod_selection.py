@@ -1,8 +1,14 @@
 """Which pods an upgrade waits for, deletes or drains, and the label selectors that pick them.
 
 The pure half of apimachinery's labels.Selector (`selector_matches`), the drain selector with
-NVIDIA's opt-out, and why gpuPodDeletion or a drain may not touch a pod.  Never lists or
-deletes pods: the reconciler does, from the upgrade plan.
+NVIDIA's opt-out, which pods hold a GPU (by an `nvidia.com/gpu*` resource or through a
+ResourceClaim of NVIDIA's DRA driver, as NVIDIA's pod-deletion filter decides), and why
+gpuPodDeletion or a drain may not touch a pod.  Never lists or deletes pods: the reconciler
+does, from the upgrade plan.
+
+NB: as in NVIDIA's upgrade library, only gpuPodDeletion asks whether a pod holds a GPU;
+waitForCompletion and drain pick pods by their selectors, so a claim-holding pod is waited
+for or evicted exactly when its labels match, like any other.
 """
 
 from __future__ import annotations
@@ -10,9 +16,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 
-from ocp_gpu.model import upgrade_observations
+from ocp_gpu.model import resource_claims, upgrade_observations
 from ocp_gpu.model.policy import selectors
 from ocp_gpu.model.policy.policy_spec import UpgradePolicy
+from ocp_gpu.model.resource_claims import ClaimHold
 from ocp_gpu.model.upgrade_observations import WorkloadPod
 
 # --- label selectors (the pure half of apimachinery's labels.Selector) --------------------
@@ -94,9 +101,32 @@ def drain_selector(policy: UpgradePolicy) -> str:
 # --- which pods wait, deletion and drain touch ----------------------------------------------
 
 
-def gpu_pods(pods: Iterable[WorkloadPod]) -> tuple[WorkloadPod, ...]:
+def holds_gpu_claim(pod: WorkloadPod, claims: Mapping[str, ClaimHold] | None) -> bool:
+    """Whether one of the pod's ResourceClaims holds a device of NVIDIA's DRA driver.
+
+    `claims`: what each claim holds, by resource_claims.claim_key; None when unknown.
+    """
+    for name in pod.claims:
+        hold = claims.get(resource_claims.claim_key(pod.ref.namespace, name)) if claims is not None else None
+        if hold is None:
+            # A claim we cannot read counts as a GPU, as in NVIDIA's PodHasNVIDIAGPUClaim: waiting
+            # for (or deleting) one pod too many is recoverable, a driver restarted under a
+            # running GPU job is not.
+            return True
+        if hold is ClaimHold.GPU:
+            return True
+    return False
+
+
+def uses_gpu(pod: WorkloadPod, claims: Mapping[str, ClaimHold] | None) -> bool:
+    """Whether a pod holds a GPU: an nvidia.com/gpu* or mig-* resource, or a gpu.nvidia.com claim."""
+    # NB: the resources first: most GPU pods ask for nvidia.com/gpu and no claim is looked up.
+    return pod.requests_gpu or holds_gpu_claim(pod, claims)
+
+
+def gpu_pods(pods: Iterable[WorkloadPod], claims: Mapping[str, ClaimHold] | None) -> tuple[WorkloadPod, ...]:
     """Pending or Running pods that use a GPU: what gpuPodDeletion must remove."""
-    return tuple(pod for pod in pods if pod.active and pod.requests_gpu)
+    return tuple(pod for pod in pods if pod.active and uses_gpu(pod, claims))
 
 
 def why_not_deletable(pod: WorkloadPod, policy: UpgradePolicy) -> str | None:

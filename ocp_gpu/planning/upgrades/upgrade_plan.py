@@ -177,6 +177,7 @@ def node_context(node: UpgradeNode, driver: DriverStatus, shared: PassInputs) ->
         policy=policy,
         now=now,
         pods=snapshot.pods.get(node.name),
+        claims=snapshot.claims,
         validator_deployed=snapshot.validator_deployed,
         validators=snapshot.validator_pods.get(node.name, ()),
         granted=node.name in budget.starts,

@@ -17,6 +17,7 @@ from typing import Final
 from ocp_gpu.model import labels, upgrade_observations
 from ocp_gpu.model.policy import selectors
 from ocp_gpu.model.policy.policy_spec import DEFAULT_VALIDATION_TIMEOUT_SECONDS, UpgradePolicy
+from ocp_gpu.model.resource_claims import ClaimHold
 from ocp_gpu.model.upgrade_observations import PodRef, UpgradeNode, UpgradeState, ValidatorPod, WorkloadPod
 from ocp_gpu.planning.drivers.driver_check import DRIVER_RESTART_LIMIT, DriverCheck, DriverStatus
 from ocp_gpu.planning.upgrades.pod_selection import (
@@ -78,6 +79,8 @@ class Context:
     now: datetime.datetime
     # The node's pods; None when they were not read this pass.
     pods: tuple[WorkloadPod, ...] | None
+    # What each ResourceClaim holds (UpgradeSnapshot.claims); None: unknown.
+    claims: Mapping[str, ClaimHold] | None
     validator_deployed: bool
     validators: tuple[ValidatorPod, ...]
     # An upgrade slot was granted to this node this pass.
@@ -164,11 +167,11 @@ def _jobs_done(ctx: Context) -> bool:
 
 
 def _blocked_gpu_pods(ctx: Context) -> tuple[WorkloadPod, ...]:
-    return tuple(pod for pod in gpu_pods(ctx.pods or ()) if why_not_deletable(pod, ctx.policy))
+    return tuple(pod for pod in gpu_pods(ctx.pods or (), ctx.claims) if why_not_deletable(pod, ctx.policy))
 
 
 def _no_gpu_pods(ctx: Context) -> bool:
-    return ctx.pods is not None and not gpu_pods(ctx.pods)
+    return ctx.pods is not None and not gpu_pods(ctx.pods, ctx.claims)
 
 
 def _deletion_failed(ctx: Context) -> bool:
@@ -183,7 +186,7 @@ def _deletion_failed_drain_on(ctx: Context) -> bool:
 def _delete_gpu_pods(ctx: Context) -> tuple[Action, ...]:
     if ctx.pods is None or _blocked_gpu_pods(ctx):
         return ()
-    doomed = tuple(pod.ref for pod in gpu_pods(ctx.pods) if not pod.terminating)
+    doomed = tuple(pod.ref for pod in gpu_pods(ctx.pods, ctx.claims) if not pod.terminating)
     return (DeletePods(doomed),) if doomed else ()
 
 
@@ -329,7 +332,7 @@ def _wait_jobs(ctx: Context) -> str:
 def _wait_deletion(ctx: Context) -> str:
     if ctx.pods is None:
         return "the pods on this node were not read this pass"
-    left = gpu_pods(ctx.pods)
+    left = gpu_pods(ctx.pods, ctx.claims)
     note = _timeout_note(ctx, "gpuPodDeletion.timeoutSeconds")
     return f"deleting {len(left)} GPU pod(s): {_names(left)} {note}"
 
