@@ -31,6 +31,13 @@ operator) plays those parts, reading only what a node would see:
   MIG_STRATEGY); with MIG devices, under `single` the product is suffixed
   `-MIG-<profile>` and `.count`/`.memory` describe the MIG devices, under `mixed`
   `nvidia.com/mig-<profile>.count` is added; all removed when it goes.
+- **ResourceSlices when the DRA kubelet plugin is Ready** (dra_slices.py).  For a node with
+  `SIMULATED_GPUS` and a Ready `nvidia-dra-driver-kubelet-plugin` pod, the agent publishes
+  the node's one ResourceSlice of driver `gpu.nvidia.com` as NVIDIA's plugin would: a device
+  per GPU, or per MIG device once the simulated MIG manager made some, with the driver
+  version of the Ready driver pod's image tag; it is updated when they change and deleted
+  when the pod goes.  The plugin pod itself waits for driver-ready (its driver-validation
+  init container).  The real kube-scheduler allocates claims from these slices.
 - **The MIG manager's protocol, through labels** (NVIDIA's mig-parted
   `reconfigure`), on a node with a Ready `nvidia-mig-manager` pod whose
   `nvidia.com/mig.config` names a config it has not acted on yet: the config is read
@@ -73,8 +80,8 @@ from kubernetes.client import ApiClient
 from ocp_gpu.model import labels, mig_catalog, operand_catalog
 from ocp_gpu.planning.operands import mig_planning
 from ocp_gpu.rendering.operands import plugin_config
+from ocp_gpu_harness import dra_slices, stages
 from ocp_gpu_harness import nodes as nodes_mod
-from ocp_gpu_harness import stages
 from ocp_gpu_harness.mirror import Mirror
 
 logger = logging.getLogger("ocp_gpu_harness.node_agent")
@@ -136,6 +143,8 @@ MIG_PAUSED_OPERANDS: Final = (
     operand_catalog.DCGM,
 )
 RESOURCE_PREFIX: Final = "nvidia.com/"
+# The pods of NVIDIA's DRA kubelet plugin (its DaemonSet nvidia-dra-driver-kubelet-plugin).
+DRA_PLUGIN_APP: Final = stages.DRA_PLUGIN_APP
 PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
 # The operand pods whose readiness waits for a marker (their init containers would).
 GATED_APPS: Final = stages.GATED_APPS
@@ -176,6 +185,7 @@ class NodeAgent:
         self.api = api_client
         self.core = kubernetes.client.CoreV1Api(api_client)
         self.apps = kubernetes.client.AppsV1Api(api_client)
+        self.resource = kubernetes.client.ResourceV1Api(api_client)
         self.stop = stop or threading.Event()
         # Set by every watch event: the loop runs a pass when something changed.
         self.changed = threading.Event()
@@ -210,7 +220,16 @@ class NodeAgent:
             self.changed,
             self.stop,
         )
-        self._mirrors = (self.pods, self.daemonsets, self.nodes, self.config_maps)
+        # SIMULATION of NVIDIA's DRA kubelet plugin: the slices of its driver (dra_slices.py).
+        self.slices = Mirror(
+            "resourceslices",
+            self.resource.list_resource_slice,
+            _trim_slice,
+            self.changed,
+            self.stop,
+            field_selector=f"spec.driver={dra_slices.DRIVER}",
+        )
+        self._mirrors = (self.pods, self.daemonsets, self.nodes, self.config_maps, self.slices)
         # ("pod", uid) or ("node", name) -> (its resourceVersion when we wrote it, monotonic time):
         # written, and not yet seen back through the watch; left alone until then (`_unseen`).
         self._written: dict[tuple[str, str], tuple[str, float]] = {}
@@ -289,6 +308,9 @@ class NodeAgent:
         for pod in pods:
             pods_by_node.setdefault(str(pod["spec"].get("nodeName", "")), []).append(pod)
         self._config_maps = {}
+        slices_by_node: dict[str, list[dict[str, Any]]] = {}
+        for found in self.slices.items():
+            slices_by_node.setdefault(str(found["spec"].get("nodeName", "")), []).append(found)
         for name, node in nodes.items():
             if SIMULATED_GPUS in (node["metadata"].get("annotations") or {}) and not self._unseen(
                 "node", name, _version(node)
@@ -296,6 +318,7 @@ class NodeAgent:
                 writes = self._node_writes
                 self._node(name, node, pods_by_node.get(name, []))
                 self._mig(name, node, pods_by_node.get(name, []))
+                self._dra(name, node, pods_by_node.get(name, []), slices_by_node.get(name, []))
                 if self._node_writes != writes:
                     self._written[("node", name)] = (_version(node), time.monotonic())
         return len(pods), len(to_open)
@@ -312,7 +335,8 @@ class NodeAgent:
         namespace = str(metadata["namespace"])
         driver_ready = present(namespace, node, operand_catalog.DRIVER)
         toolkit_ready = driver_ready and present(namespace, node, operand_catalog.CONTAINER_TOOLKIT)
-        if app == operand_catalog.CONTAINER_TOOLKIT.app:
+        if app in (operand_catalog.CONTAINER_TOOLKIT.app, DRA_PLUGIN_APP):
+            # NVIDIA's DRA kubelet plugin waits for the driver alone (its driver-validation init container).
             return driver_ready
         if app == operand_catalog.OPERATOR_VALIDATOR.app:
             # NB: what the validator waits for is read from its own init containers, not from
@@ -376,6 +400,64 @@ class NodeAgent:
             patch.update(wanted_labels)
             self._write(self.core.patch_node, name, {"metadata": {"labels": patch}})
             logger.info("node %s: GFD labels %s", name, wanted_labels or "removed")
+
+    def _dra(
+        self, name: str, node: Mapping[str, Any], pods: list[dict[str, Any]], slices: list[dict[str, Any]]
+    ) -> None:
+        """SIMULATION of NVIDIA's DRA kubelet plugin on this node (module docstring; dra_slices.py);
+        `pods`: the operand pods on this node, `slices`: its gpu.nvidia.com ResourceSlices."""
+        metadata = node["metadata"]
+        annotations = metadata.get("annotations") or {}
+        on_node = [p for p in pods if p["spec"].get("nodeName") == name and _ready(p)]
+        plugin = any(_app(p) == DRA_PLUGIN_APP for p in on_node)
+        if not plugin:
+            # No plugin (any more): a kubelet removes the slices of a driver that unregistered.
+            for gone in slices:
+                self._write(self.resource.delete_resource_slice, gone["metadata"]["name"])
+                logger.info(
+                    "node %s: DRA kubelet plugin gone, ResourceSlice %s deleted",
+                    name,
+                    gone["metadata"]["name"],
+                )
+            return
+        driver = next((p for p in on_node if _app(p) == labels.DRIVER_APP), None)
+        version = next(
+            (
+                v
+                for c in (driver or {}).get("spec", {}).get("containers") or ()
+                if (v := dra_slices.driver_version_of(str(c.get("image", ""))))
+            ),
+            dra_slices.DEFAULT_DRIVER_VERSION,
+        )
+        wanted = dra_slices.devices(
+            name,
+            str(annotations.get(SIMULATED_PRODUCT, DEFAULT_PRODUCT)),
+            int(annotations.get(SIMULATED_GPUS, "0")),
+            _mig_devices(annotations),
+            version,
+        )
+        if len(slices) == 1 and slices[0]["spec"].get("devices") == wanted:
+            return
+        generation = 1 + max(
+            (int((s["spec"].get("pool") or {}).get("generation", 0)) for s in slices), default=0
+        )
+        if len(slices) == 1:
+            # NB: as the plugin's slice controller: the devices replaced, the pool's generation bumped.
+            body = {
+                "spec": {
+                    "devices": wanted,
+                    "pool": {"name": name, "generation": generation, "resourceSliceCount": 1},
+                }
+            }
+            self._write(self.resource.patch_resource_slice, slices[0]["metadata"]["name"], body)
+        else:
+            for extra in slices:
+                self._write(self.resource.delete_resource_slice, extra["metadata"]["name"])
+            body = dra_slices.resource_slice(name, str(metadata.get("uid", "")), wanted, generation)
+            self._write(self.resource.create_resource_slice, body)
+        logger.info(
+            "node %s: DRA kubelet plugin publishes %d device(s), driver %s", name, len(wanted), version
+        )
 
     def _mig(self, name: str, node: Mapping[str, Any], pods: list[dict[str, Any]]) -> None:
         """SIMULATION: one step of the MIG manager's protocol on this node (module docstring);
@@ -641,11 +723,17 @@ def _trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
             "initContainers": [{"name": c.get("name")} for c in spec.get("initContainers") or ()],
             "volumes": [v for v in spec.get("volumes") or () if "configMap" in v],
             "containers": [
-                {"name": c.get("name"), "env": c.get("env") or []} for c in spec.get("containers") or ()
+                {"name": c.get("name"), "image": c.get("image", ""), "env": c.get("env") or []}
+                for c in spec.get("containers") or ()
             ],
         },
         "status": {"conditions": [c for c in conditions if c.get("type") == "Ready"]},
     }
+
+
+def _trim_slice(found: Mapping[str, Any]) -> dict[str, Any]:
+    """What a pass reads of a ResourceSlice: its name and spec (node, pool, devices)."""
+    return {"metadata": _metadata(found), "spec": found.get("spec") or {}}
 
 
 def _trim_node(node: Mapping[str, Any]) -> dict[str, Any]:

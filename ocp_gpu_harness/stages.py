@@ -51,6 +51,8 @@ FATES: Final = (FATE_READY, FATE_CRASH_LOOPING, FATE_IMAGE_PULL_FAILING, FATE_SU
 # The termination message a "failed" pod's containers report.
 FAILED_MESSAGE: Final = "simulated failure (ocp-gpu harness pod fate: failed)"
 
+# The pods of NVIDIA's DRA kubelet plugin (manifests/state-dra-driver/0500_daemonset.yaml's app).
+DRA_PLUGIN_APP: Final = "nvidia-dra-driver-kubelet-plugin"
 # SIMULATION: the operand pods whose readiness waits for validation markers (node_agent.py).
 GATED_APPS: Final = (
     "nvidia-container-toolkit-daemonset",
@@ -60,6 +62,7 @@ GATED_APPS: Final = (
     "nvidia-dcgm",
     "nvidia-dcgm-exporter",
     "nvidia-mig-manager",
+    DRA_PLUGIN_APP,
 )
 
 # The restart count a crash-looping container reports (a kubelet would keep counting).
