@@ -416,6 +416,7 @@ def test_ocp_gpu_takes_over_nvidias_single_vanilla_driver_daemonset_without_a_dr
         started = time.monotonic()
         take_over(kube, start_operator, restored_vanilla.policy_name)
         print(f"vanilla takeover: ready {time.monotonic() - started:.1f} s after the operator started")
+        # The window: 30 s after the vanilla takeover, in which the operator writes nothing.
         writes = quiet_writes(control_plane, 30)
 
     after = driver_pods(kube, namespace)
