@@ -13,6 +13,7 @@ import datetime
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from _common import (
@@ -94,8 +95,16 @@ def _run(config: chaos.ChaosConfig, source: str) -> tuple[chaos.ChaosResult, dic
     return result, context
 
 
-def run_with_baseline(args: argparse.Namespace, faults: dict[str, Any], name: str) -> int:
-    """The baseline (unless --no-baseline), then the run with ``faults`` (ChaosConfig fields)."""
+def run_with_baseline(
+    args: argparse.Namespace,
+    faults: dict[str, Any],
+    name: str,
+    scenario: dict[str, Any] | None = None,
+    markdown: str = "",
+) -> int:
+    """The baseline (unless --no-baseline), then the run with ``faults`` (ChaosConfig fields);
+    ``scenario``: ChaosConfig fields of both runs. ``markdown``: also write both tables to
+    ``results/<name>.md`` under that heading, headed by the commit measured and the load."""
     stop_cleanly_on_signals()
     admin = args.admin_cordoned if args.admin_cordoned is not None else max(1, args.nodes // 50)
     base = chaos.ChaosConfig(
@@ -106,6 +115,7 @@ def run_with_baseline(args: argparse.Namespace, faults: dict[str, Any], name: st
         admin_cordoned=admin,
         seed=args.seed,
         timeout_s=args.timeout or 600 + 3.0 * args.nodes,
+        **(scenario or {}),
     )
     began = time.monotonic()
     output: dict[str, Any] = {
@@ -159,4 +169,46 @@ def run_with_baseline(args: argparse.Namespace, faults: dict[str, Any], name: st
         )
     )
     print_table(f"chaos, {args.nodes} nodes ({path})", rows)
+    if markdown:
+        write_markdown(name, markdown, output, rows)
     return 0 if result.ok else 1
+
+
+def write_markdown(name: str, heading: str, output: dict[str, Any], rows: list[tuple[str, str]]) -> Path:
+    """``results/<name>.md``: the commit measured, when and the load, then the fault run's
+    table (with the baseline beside it where a row has one) and the faults fired."""
+    chaos_run = output["chaos"]
+    baseline = output.get("baseline")
+    base_rows = dict(chaos.summary_rows(chaos.ChaosResult(**_result_fields(baseline)))) if baseline else {}
+    load = chaos_run["load_average_1m_during"]
+    lines = [
+        f"# {heading}",
+        "",
+        f"Commit measured: `{output['commit']}`; {output['measured_at']} UTC; "
+        f"{output['machine'].get('cpus', '?')} CPUs; whole run {output.get('total_s')} s.",
+        f"Load average (1 min) during the fault run: {load['min']} / {load['mean']} / {load['max']} "
+        f"(min / mean / max)"
+        + (
+            f"; during the baseline: {baseline['load_average_1m_during']['mean']} (mean)."
+            if baseline
+            else "."
+        ),
+        "",
+        "| | without faults | with faults |",
+        "|---|---|---|",
+        *(f"| {what} | {base_rows.get(what, '-')} | {value} |" for what, value in rows),
+        "",
+        "Faults fired (seconds after the version patch):",
+        "",
+        *(f"- {f['at_s']} s {f['kind']}: {f['detail']}" for f in chaos_run.get("faults_fired", [])),
+        "",
+    ]
+    path = RESULTS_DIR / f"{name}.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _result_fields(recorded: dict[str, Any]) -> dict[str, Any]:
+    """The ChaosResult fields of a recorded run (the JSON adds context beside them)."""
+    fields = {f.name for f in dataclasses.fields(chaos.ChaosResult)}
+    return {k: v for k, v in recorded.items() if k in fields}

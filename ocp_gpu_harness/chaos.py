@@ -35,6 +35,7 @@ cause, the most upgrades seen in flight.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import functools
@@ -54,6 +55,8 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu.model import apis, labels
+from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.planning.upgrades import upgrade_table
 from ocp_gpu_harness import crds, faults, nodes, openshift, polling
 from ocp_gpu_harness import rbac as operator_rbac
 from ocp_gpu_harness.cluster import LEASES, WRITE_VERBS, LocalControlPlane
@@ -70,6 +73,11 @@ VERSION_A: Final = "550.90.07"
 VERSION_B: Final = "510.85.02"
 RHCOS_OLD: Final = "416.94.202407030122-0"
 RHCOS_NEW: Final = "417.94.202410090854-0"
+# The OpenShift releases of RHCOS_OLD and RHCOS_NEW (the `openshift_upgrade` scenario).
+OPENSHIFT_FROM: Final = "4.16.20"
+OPENSHIFT_TO: Final = "4.17.3"
+# The MachineConfigPools' role labels (`node-role.kubernetes.io/<pool>`) of the multi-pool scenario.
+POOL_ROLE_PREFIX: Final = "node-role.kubernetes.io/"
 _DTK: Final = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
 DTK_TAGS: Final = {RHCOS_OLD: _DTK + "a" * 64, RHCOS_NEW: _DTK + "b" * 64}
 DRIVER_SELECTOR: Final = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
@@ -123,6 +131,18 @@ class ChaosConfig:
     mco: bool = True
     # The MCO's default: one node at a time (the upgrade then meets nodes on both RHCOS).
     mco_max_unavailable: int = 1
+    # Several MachineConfigPools (issue 24's upgrade day): the pool's nodes split into one
+    # MachineConfigPool per entry, each rolled side by side with that maxUnavailable; empty:
+    # one pool rolled with ``mco_max_unavailable``.
+    pool_max_unavailable: tuple[int, ...] = ()
+    # An OpenShift upgrade around it: until the version patch only the old RHCOS's Driver
+    # Toolkit tag exists; at the patch ClusterVersion starts applying OPENSHIFT_TO and the new
+    # RHCOS's tag appears (as the CVO does before the MCO rolls the pools); once every pool
+    # has moved, ClusterVersion says Completed.
+    openshift_upgrade: bool = False
+    # At the end, the rest of the stack too: every other operand DaemonSet rolled out and
+    # Ready on its nodes, the ClusterPolicy `ready` with no UpgradePreflight condition left.
+    stack_ready: bool = False
     admin_cordoned: int = 2
     replicas: int = 1
     operator_kills: int = 0
@@ -168,7 +188,27 @@ TWO_DRIVER_PODS: Final = "two driver pods on a node"
 OVER_BUDGET: Final = "upgrades in flight above maxParallelUpgrades"
 ADMIN_CORDON_LIFTED: Final = "admin cordon lifted"
 DUPLICATE_DAEMONSET: Final = "two driver DaemonSets for the same nodes"
-CONTINUOUS: Final = (TWO_DRIVER_PODS, OVER_BUDGET, ADMIN_CORDON_LIFTED, DUPLICATE_DAEMONSET)
+NODE_STUCK: Final = "node in one upgrade state longer than its timeout"
+CONTINUOUS: Final = (TWO_DRIVER_PODS, OVER_BUDGET, ADMIN_CORDON_LIFTED, DUPLICATE_DAEMONSET, NODE_STUCK)
+# The states a node waits in for pods, not for the operator (`InvariantMonitor.waits`):
+# validation waits for the validator pods; pod-restart-required waits for the DaemonSet
+# controller and the kubelet from the old driver pod's deletion to a new Ready one.
+WAITS_ON_PODS: Final = "validation-required"
+RESTART: Final = "pod-restart-required"
+
+
+def state_limits() -> dict[str, float]:
+    """How long a node may stay in each in-flight state: its timeout in the operator's upgrade
+    table for the policy these runs use (seed defaults), and for a state without one (a single
+    write: cordon, uncordon; jobs with no timeout) the longest of those timeouts."""
+    policy = policy_spec.UpgradePolicy()
+    timed = {
+        str(state): float(rule.timeout.seconds(policy))
+        for state, rule in upgrade_table.TABLE.items()
+        if rule.timeout is not None and rule.timeout.seconds(policy) > 0
+    }
+    longest = max(timed.values())
+    return {state: timed.get(state, longest) for state in IN_FLIGHT}
 
 
 class InvariantMonitor:
@@ -197,6 +237,16 @@ class InvariantMonitor:
         self.violation_counts: Counter[str] = Counter()
         self.max_in_flight = 0
         self.max_driver_pods_on_a_node = 0
+        # node -> [(seconds after t0, state)] at every change of its upgrade state
+        self.timeline: dict[str, list[tuple[float, str]]] = {}
+        # node -> [(seconds after t0, "deleting" | "ready")] of its driver pods (each pod once per mark)
+        self.pod_marks: dict[str, list[tuple[float, str]]] = {}
+        self._pod_marked: set[tuple[str, str]] = set()
+        self.limits = state_limits()
+        self._stuck_flagged: set[tuple[str, float]] = set()
+        # Node-seconds where a slot of maxParallelUpgrades was free while a node waited for one.
+        self.free_slot_node_s = 0.0
+        self._last_node_change = 0.0
         self.events = 0
         # Node events only: during an upgrade nearly all are the operator's label writes.
         self.node_events = 0
@@ -319,6 +369,10 @@ class InvariantMonitor:
             return
         state = str(((obj.get("metadata") or {}).get("labels") or {}).get(labels.UPGRADE_STATE, ""))
         unschedulable = bool((obj.get("spec") or {}).get("unschedulable"))
+        if self.node_state.get(name) != state:
+            now = round(time.monotonic() - self.t0, 3)
+            self._count_free_slots(now)
+            self.timeline.setdefault(name, []).append((now, state))
         self.node_state[name] = state
         self.node_unschedulable[name] = unschedulable
         if name in self.admin and not unschedulable:
@@ -336,6 +390,7 @@ class InvariantMonitor:
             self.pods.pop(uid, None)
             return
         self.pods[uid] = (node, name)
+        self._mark_pod(node, uid, obj)
         on_node = sorted(n for n_node, n in self.pods.values() if n_node == node)
         self.max_driver_pods_on_a_node = max(self.max_driver_pods_on_a_node, len(on_node))
         if len(on_node) > 1:
@@ -352,6 +407,69 @@ class InvariantMonitor:
         if len(same) > 1:
             self._violate(DUPLICATE_DAEMONSET, f"{same} select {selector}")
 
+    def _mark_pod(self, node: str, uid: str, obj: Mapping[str, Any]) -> None:
+        """When a driver pod on ``node`` began to terminate, or first turned Ready (caller holds the lock)."""
+        deleting = bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+        mark = "deleting" if deleting else "ready" if _ready(obj) else ""
+        if mark and (uid, mark) not in self._pod_marked:
+            self._pod_marked.add((uid, mark))
+            self.pod_marks.setdefault(node, []).append((round(time.monotonic() - self.t0, 3), mark))
+
+    def _count_free_slots(self, now: float) -> None:
+        """Add the node-seconds since the last state change in which a slot was free and a
+        node waited in upgrade-required (caller holds the lock)."""
+        waiting = sum(s == "upgrade-required" for s in self.node_state.values())
+        free = self.budget - sum(s in IN_FLIGHT for s in self.node_state.values())
+        if waiting and free > 0:
+            self.free_slot_node_s += (now - self._last_node_change) * min(waiting, free)
+        self._last_node_change = now
+
+    def check_stuck(self) -> None:
+        """Record every node that has stayed in an in-flight state longer than its limit
+        (`state_limits`), once per stay; called every second by the run."""
+        now = time.monotonic() - self.t0
+        with self.lock:
+            for name, timeline in self.timeline.items():
+                since, state = timeline[-1]
+                limit = self.limits.get(state)
+                if limit is not None and now - since > limit and (name, since) not in self._stuck_flagged:
+                    self._stuck_flagged.add((name, since))
+                    self._violate(
+                        NODE_STUCK, f"{name} in {state} for {now - since:.0f} s (limit {limit:.0f} s)"
+                    )
+
+    def waits(self) -> dict[str, float]:
+        """Where the nodes' in-flight time went (node-seconds): waiting on pods (the validator;
+        from the old driver pod's deletion to a new Ready one), the rest on the operator (its
+        label writes and actions, a restart after a kill); and the free-slot node-seconds."""
+        end = time.monotonic() - self.t0
+        in_flight = on_pods = 0.0
+        with self.lock:
+            for name, timeline in self.timeline.items():
+                marks = self.pod_marks.get(name, [])
+                for (began, state), (ended, _) in zip(timeline, [*timeline[1:], (end, "")], strict=True):
+                    if state not in IN_FLIGHT:
+                        continue
+                    in_flight += ended - began
+                    if state == WAITS_ON_PODS:
+                        on_pods += ended - began
+                    elif state == RESTART:
+                        deleted = next((t for t, m in marks if m == "deleting" and began <= t < ended), None)
+                        if deleted is not None:
+                            ready = next(
+                                (t for t, m in marks if m == "ready" and deleted <= t < ended), ended
+                            )
+                            on_pods += ready - deleted
+            free = self.free_slot_node_s
+        on_operator = in_flight - on_pods
+        return {
+            "in_flight_node_s": round(in_flight, 1),
+            "waiting_on_pods_node_s": round(on_pods, 1),
+            "waiting_on_operator_node_s": round(on_operator, 1),
+            "operator_share": round(on_operator / in_flight, 3) if in_flight else 0.0,
+            "free_slot_node_s": round(free, 1),
+        }
+
     # -- questions --
 
     def states(self) -> Counter[str]:
@@ -364,6 +482,7 @@ class InvariantMonitor:
         return len(states) >= count and all(s == DONE for s in states)
 
     def report(self) -> dict[str, Any]:
+        waits = self.waits()  # NB: takes the lock itself
         with self.lock:
             return {
                 "violations": {k: self.violation_counts[k] for k in CONTINUOUS},
@@ -372,9 +491,11 @@ class InvariantMonitor:
                 },
                 "max_in_flight": self.max_in_flight,
                 "max_driver_pods_on_a_node": self.max_driver_pods_on_a_node,
+                "state_limits_s": self.limits,
                 "watch_events": self.events,
                 "relists": dict(self.relists),
                 "watch_errors": dict(self.watch_errors),
+                "waits": waits,
             }
 
 
@@ -450,8 +571,11 @@ def final_problems(
     admin_cordoned: Iterable[str],
     operands_before: set[OperandObject],
     version: str = VERSION_B,
+    *,
+    stack: bool = False,
 ) -> list[str]:
-    """What is wrong with the cluster now, against the end invariants (empty: all hold)."""
+    """What is wrong with the cluster now, against the end invariants (empty: all hold);
+    ``stack``: also the rest of the stack (`stack_problems`)."""
     core = kubernetes.client.CoreV1Api(api)
     apps = kubernetes.client.AppsV1Api(api)
     custom = kubernetes.client.CustomObjectsApi(api)
@@ -552,6 +676,40 @@ def final_problems(
     )
     if lost:
         problems.append(f"operand objects missing: {lost}")
+    if stack:
+        problems += stack_problems(api, policy)
+    return problems
+
+
+def stack_problems(api: ApiClient, policy: Mapping[str, Any]) -> list[str]:
+    """Every operand DaemonSet but the drivers' rolled out (all its pods current) and Ready on
+    every node it targets, as its controller counts them; the ClusterPolicy `ready`, with no
+    UpgradePreflight condition (ClusterVersion says Completed by then)."""
+    problems: list[str] = []
+    apps = kubernetes.client.AppsV1Api(api)
+    behind = []
+    for ds in _raw_list(
+        apps.list_namespaced_daemon_set, namespace=NAMESPACE, label_selector=MANAGED_SELECTOR
+    ):
+        meta = ds["metadata"]
+        if (
+            meta.get("deletionTimestamp")
+            or (meta.get("labels") or {}).get(labels.COMPONENT) == labels.DRIVER_COMPONENT
+        ):
+            continue
+        status = ds.get("status") or {}
+        desired = status.get("desiredNumberScheduled", 0)
+        counts = (status.get("numberReady", 0), status.get("updatedNumberScheduled", 0))
+        # NB: 0 desired is fine (MIG manager: no MIG-capable node)
+        if counts != (desired, desired) or status.get("observedGeneration") != meta.get("generation"):
+            behind.append(f"{meta['name']} ready/updated/desired {counts[0]}/{counts[1]}/{desired}")
+    if behind:
+        problems.append(f"operand DaemonSets not rolled out and Ready ({len(behind)}): {sorted(behind)[:5]}")
+    status = policy.get("status") or {}
+    if status.get("state") != "ready":
+        problems.append(f"ClusterPolicy state {status.get('state')!r}, not 'ready'")
+    if any(c.get("type") == "UpgradePreflight" for c in status.get("conditions") or ()):
+        problems.append("ClusterPolicy still has an UpgradePreflight condition")
     return problems
 
 
@@ -662,6 +820,10 @@ class ChaosResult:
     kills_on_leader: int = 0
     mco_s: float | None = None
     mco_error: str = ""
+    # each MachineConfigPool: its nodes, maxUnavailable, seconds to roll
+    pools: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # when ClusterVersion said Completed (the openshift_upgrade scenario)
+    openshift_completed_s: float | None = None
     setup_s: float = 0.0
     notes: list[str] = dataclasses.field(default_factory=list)
 
@@ -905,14 +1067,26 @@ def run_chaos(
     scale = 1 + config.nodes / 200
     install_crd(api)
     create_namespace(api, NAMESPACE)
-    openshift.install_openshift_apis(api)
-    openshift.set_driver_toolkit_tags(api, DTK_TAGS)
+    if config.openshift_upgrade:
+        # the release of RHCOS_OLD, whose DTK tag alone exists until the upgrade begins
+        openshift.install_openshift_apis(api, version=OPENSHIFT_FROM)
+        openshift.set_driver_toolkit_tags(api, {RHCOS_OLD: DTK_TAGS[RHCOS_OLD]})
+    else:
+        openshift.install_openshift_apis(api)
+        openshift.set_driver_toolkit_tags(api, DTK_TAGS)
     names = [f"gpu-{i:05d}" for i in range(config.nodes)]
     admin = names[: config.admin_cordoned]
-    log(f"creating {config.nodes} GPU nodes on RHCOS {RHCOS_OLD}")
+    pools = machine_config_pools(names, config)
+    role = {n: pool for pool, members, _ in pools for n in members}
+    log(f"creating {config.nodes} GPU nodes on RHCOS {RHCOS_OLD} in {len(pools)} pool(s)")
     nodes.create_nodes(
         api,
-        [nodes.gpu_node(n, rhcos=RHCOS_OLD, unschedulable=n in admin) for n in names],
+        [
+            nodes.gpu_node(
+                n, rhcos=RHCOS_OLD, unschedulable=n in admin, extra_labels={POOL_ROLE_PREFIX + role[n]: ""}
+            )
+            for n in names
+        ],
         timeout=120 * scale,
         workers=16,
     )
@@ -929,7 +1103,9 @@ def run_chaos(
                 f"driver {VERSION_A} on every node, upgrade-done",
                 lambda: (
                     setup_watch.all_done(config.nodes)
-                    and not current_problems(api, names, admin, set(), version=VERSION_A)
+                    and not current_problems(
+                        api, names, admin, set(), version=VERSION_A, stack=config.stack_ready
+                    )
                 ),
                 # NB: at 500 nodes under load 15-19 the set-up (2,500 operand pods) took over 1,050 s.
                 600 * scale,
@@ -941,7 +1117,6 @@ def run_chaos(
             f"set up in {result.setup_s} s: {len(operands)} operand objects; "
             f"patching the driver to {VERSION_B}"
         )
-        pool = [n for n in names if n not in admin]
         plan = plan_faults(config)
         result.faults_planned = len(plan)
         audit = AuditWindow(cp.audit_log).start()
@@ -954,11 +1129,19 @@ def run_chaos(
                 POLICY,
                 {"spec": {"driver": {"version": VERSION_B}}},
             )
-            mco = _MCO(api, pool, config, t0, log) if config.mco else None
+            if config.openshift_upgrade:
+                # the CVO: the new release is being applied, its DTK tag appears before any node moves
+                openshift.start_cluster_update(api, OPENSHIFT_FROM, OPENSHIFT_TO)
+                openshift.set_driver_toolkit_tags(api, DTK_TAGS)
+            rolling = [
+                _MCO(api, name, [n for n in members if n not in admin], max_unavailable, config, t0, log)
+                for name, members, max_unavailable in (pools if config.mco else [])
+            ]
             runner = _FaultRunner(cp, api, supervisor, plan, config, t0, log, monitor)
             runner.start()
-            if mco is not None:
+            for mco in rolling:
                 mco.start()
+            cluster_version_pending = config.openshift_upgrade
             done_at: float | None = None
             stalled_since: float | None = None
             last_report = t0
@@ -966,20 +1149,31 @@ def run_chaos(
             try:
                 while time.monotonic() < deadline:
                     time.sleep(1.0)
+                    monitor.check_stuck()
+                    if cluster_version_pending and not any(m.is_alive() for m in rolling):
+                        # every pool has moved: the CVO says Completed (retried while the apiserver is down)
+                        with contextlib.suppress(Exception):
+                            openshift.set_cluster_version(api, OPENSHIFT_TO)
+                            cluster_version_pending = False
+                            result.openshift_completed_s = round(time.monotonic() - t0, 1)
                     if time.monotonic() - last_report > 30:
                         last_report = time.monotonic()
                         log(
                             f"  {time.monotonic() - t0:.0f} s: {dict(monitor.states())}, "
-                            f"faults {len(runner.fired)}/{len(plan)}, mco "
-                            f"{'done' if mco is None or not mco.is_alive() else 'running'}"
+                            f"faults {len(runner.fired)}/{len(plan)}, MCO pools rolling "
+                            f"{sum(m.is_alive() for m in rolling)}/{len(rolling)}"
                         )
                     if done_at is not None:
                         if not runner.is_alive():
                             break
                         continue
-                    if not monitor.all_done(config.nodes) or (mco is not None and mco.is_alive()):
+                    if (
+                        not monitor.all_done(config.nodes)
+                        or any(m.is_alive() for m in rolling)
+                        or cluster_version_pending
+                    ):
                         continue
-                    problems = current_problems(api, names, admin, operands)
+                    problems = current_problems(api, names, admin, operands, stack=config.stack_ready)
                     if not problems:
                         done_at = time.monotonic()
                         result.faults_before_done = len(runner.fired)
@@ -995,16 +1189,20 @@ def run_chaos(
             finally:
                 runner.stop_event.set()
                 runner.join(120)
-                if mco is not None:
+                for mco in rolling:
                     mco.join(max(1.0, deadline - time.monotonic()))
             # After the last fault, the cluster must (again) satisfy everything.
-            if stalled_since is None and not runner.is_alive() and (mco is None or not mco.is_alive()):
+            stack = config.stack_ready
+            if stalled_since is None and not runner.is_alive() and not any(m.is_alive() for m in rolling):
                 settle = time.monotonic() + max(60.0, 120 * scale)
-                while current_problems(api, names, admin, operands) and time.monotonic() < settle:
+                while (
+                    current_problems(api, names, admin, operands, stack=stack) and time.monotonic() < settle
+                ):
                     time.sleep(2.0)
             result.completed = done_at is not None
             result.wall_s = round((done_at or time.monotonic()) - t0, 1)
-            result.final_problems = current_problems(api, names, admin, operands)
+            monitor.check_stuck()
+            result.final_problems = current_problems(api, names, admin, operands, stack=stack)
             result.monitor = monitor.report()
         result.faults_fired = runner.fired
         if runner.error:
@@ -1012,9 +1210,18 @@ def run_chaos(
         result.compaction_410 = runner.compaction_410
         result.kills_mid_pass = runner.kills_mid_pass
         result.kills_on_leader = runner.kills_on_leader
-        if mco is not None:
-            result.mco_s = mco.seconds
-            result.mco_error = mco.error
+        if rolling:
+            result.mco_s = max((m.seconds or 0.0) for m in rolling)
+            result.mco_error = "; ".join(f"{m.pool}: {m.error}" for m in rolling if m.error)
+            result.pools = [
+                {
+                    "pool": m.pool,
+                    "nodes": len(m.pool_nodes),
+                    "max_unavailable": m.max_unavailable,
+                    "s": m.seconds,
+                }
+                for m in rolling
+            ]
         # The last kill can land just before the end: count its restart, not a race with it.
         if not supervisor.wait_restarted(10.0):
             result.notes.append("a replica was not running again 10 s after the end")
@@ -1048,28 +1255,53 @@ def run_chaos(
     return result
 
 
+def machine_config_pools(names: list[str], config: ChaosConfig) -> list[tuple[str, list[str], int]]:
+    """(pool, its nodes, maxUnavailable) of each MachineConfigPool: the nodes in contiguous
+    runs, one per entry of ``pool_max_unavailable`` (or one pool, `worker`)."""
+    limits = config.pool_max_unavailable or (config.mco_max_unavailable,)
+    if len(limits) == 1:
+        return [("worker", list(names), limits[0])]
+    size = -(-len(names) // len(limits))
+    return [(f"gpu-{i + 1}", names[i * size : (i + 1) * size], limit) for i, limit in enumerate(limits)]
+
+
 class _MCO(threading.Thread):
-    """The Machine Config Operator rolling the pool to RHCOS_NEW (`nodes.simulate_mco_update`)."""
+    """The Machine Config Operator rolling one pool to RHCOS_NEW (`nodes.simulate_mco_update`)."""
 
     def __init__(
-        self, api: ApiClient, pool: list[str], config: ChaosConfig, t0: float, log: Callable[[str], None]
+        self,
+        api: ApiClient,
+        pool: str,
+        pool_nodes: list[str],
+        max_unavailable: int,
+        config: ChaosConfig,
+        t0: float,
+        log: Callable[[str], None],
     ) -> None:
-        super().__init__(daemon=True, name="mco")
-        self.api, self.pool, self.config, self.t0, self.log = api, pool, config, t0, log
+        super().__init__(daemon=True, name=f"mco-{pool}")
+        self.api, self.pool, self.pool_nodes, self.config, self.t0, self.log = (
+            api,
+            pool,
+            pool_nodes,
+            config,
+            t0,
+            log,
+        )
+        self.max_unavailable = max_unavailable
         self.seconds: float | None = None
         self.error = ""
 
     def run(self) -> None:
         # Retried: the apiserver may be down in the middle of a node's update.
-        remaining = list(self.pool)
+        remaining = list(self.pool_nodes)
         while remaining and time.monotonic() - self.t0 < self.config.timeout_s:
-            batch = remaining[: self.config.mco_max_unavailable]
+            batch = remaining[: self.max_unavailable]
             try:
                 nodes.simulate_mco_update(
                     self.api,
                     batch,
                     RHCOS_NEW,
-                    max_unavailable=self.config.mco_max_unavailable,
+                    max_unavailable=self.max_unavailable,
                     drain_timeout=300,
                 )
                 remaining = remaining[len(batch) :]
@@ -1079,12 +1311,13 @@ class _MCO(threading.Thread):
         self.seconds = round(time.monotonic() - self.t0, 1)
         if remaining:
             self.error = f"{len(remaining)} nodes not moved"
-        self.log(f"  MCO: pool on {RHCOS_NEW} after {self.seconds} s")
+        self.log(f"  MCO: pool {self.pool} on {RHCOS_NEW} after {self.seconds} s")
 
 
 def summary_rows(result: ChaosResult) -> list[tuple[str, str]]:
     """One line per measured thing, for a printed table."""
     monitor = result.monitor
+    waits = monitor.get("waits") or {}
     return [
         ("completed (every end invariant held)", f"{result.completed}"),
         ("wall: version patch -> every node upgrade-done", f"{result.wall_s} s"),
@@ -1114,6 +1347,22 @@ def summary_rows(result: ChaosResult) -> list[tuple[str, str]]:
             f"{result.writes_total} ({result.writes_per_node} per node)",
         ),
         ("MCO pool migration", f"{result.mco_s} s {result.mco_error}".strip()),
+        *(
+            (f"  pool {p['pool']} ({p['nodes']} nodes, maxUnavailable {p['max_unavailable']})", f"{p['s']} s")
+            for p in result.pools
+            if len(result.pools) > 1
+        ),
+        *(
+            (("ClusterVersion Completed after", f"{result.openshift_completed_s} s"),)
+            if result.openshift_completed_s is not None
+            else ()
+        ),
+        (
+            "nodes' in-flight time: on the operator / on pods (node-s)",
+            f"{waits.get('waiting_on_operator_node_s')} / {waits.get('waiting_on_pods_node_s')} "
+            f"(operator's share {100 * waits.get('operator_share', 0):.1f}%)",
+        ),
+        ("free slot while a node waited (node-s)", f"{waits.get('free_slot_node_s')}"),
         (
             "monitor watch events / relists / errors",
             f"{monitor.get('watch_events')} / {monitor.get('relists')} / {monitor.get('watch_errors')}",

@@ -7,10 +7,15 @@ pool to a new RHCOS, two nodes cordoned by an admin beforehand, and
 - the operator SIGKILLed 5 times at random moments (and restarted, as a kubelet would);
 - kube-apiserver SIGKILLed and restarted once, and etcd compacted (with an apiserver
   restart, so that every watch resuming from before gets 410 Gone) once;
-- two replicas, the leader SIGKILLed 3 times (a standby takes over through the Lease).
+- two replicas, the leader SIGKILLed 3 times (a standby takes over through the Lease);
+- upgrade day in short (bench/upgrade_day.py): 12 nodes in three MachineConfigPools rolled side by
+  side (maxUnavailable 1, 2, 3) during an OpenShift upgrade (ClusterVersion applying a new release,
+  its DTK tag appearing), 3 operator SIGKILLs and an apiserver restart; at the end the rest of the
+  stack is rolled out and Ready too and the ClusterPolicy `ready` without UpgradePreflight.
 
 In each, the invariants hold at every watch event (never two driver pods on a node, in
-flight never above the budget, no admin cordon lifted, no duplicate DaemonSet) and at the
+flight never above the budget, no admin cordon lifted, no duplicate DaemonSet), every second (no
+node in one upgrade state longer than its timeout) and at the
 end (every node upgrade-done on a current Ready driver pod, no node left cordoned but the
 admin's, one DaemonSet per RHCOS owned by the policy, no operand object missing), and the
 operator never exits on its own but for a Lease it could not renew (apiserver down, or
@@ -82,3 +87,27 @@ def test_leader_killed_with_two_replicas(own_control_plane: LocalControlPlane) -
     result = chaos.run_chaos(own_control_plane, config)
     check(result)
     assert all(f["detail"].startswith("leader replica") for f in result.faults_fired), result.faults_fired
+
+
+def test_upgrade_day_three_pools_and_an_openshift_upgrade(own_control_plane: LocalControlPlane) -> None:
+    # bench/upgrade_day.py in short: ClusterVersion applies a new release (its DTK tag appears),
+    # three MachineConfigPools roll side by side, the driver changes, the operator is killed and
+    # the apiserver restarted; the rest of the stack must be Ready at the end too.
+    config = dataclasses.replace(
+        SHORT,
+        nodes=12,
+        admin_cordoned=1,
+        pool_max_unavailable=(1, 2, 3),
+        openshift_upgrade=True,
+        stack_ready=True,
+        operator_kills=3,
+        apiserver_restarts=1,
+        fault_window_s=20,
+    )
+    result = chaos.run_chaos(own_control_plane, config)
+    check(result)
+    assert [(p["pool"], p["nodes"]) for p in result.pools] == [("gpu-1", 3), ("gpu-2", 4), ("gpu-3", 4)]
+    assert all(p["s"] is not None for p in result.pools), result.pools
+    assert result.openshift_completed_s is not None
+    waits = result.monitor["waits"]
+    assert waits["in_flight_node_s"] > 0 and 0 < waits["operator_share"] < 1, waits
