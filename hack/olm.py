@@ -113,17 +113,10 @@ def _crd(root: Path, source: str = CRD_SOURCE) -> dict[str, Any]:
 def max_openshift_version(versions: str) -> str | None:
     """The newest OpenShift minor of a com.redhat.openshift.versions range: `v4.18-v4.22` -> `4.22`.
 
-    `=v4.18` is that one release (`4.18`); a lone `v4.18` means "4.18 and later": no maximum.
+    `=v4.18` is that one release (`4.18`); a lone `v4.18` means "4.18 and later": no maximum
+    (`releases.openshift_range`, which the driver branches' support table reads too).
     """
-    text = versions.strip()
-    if "-" in text:
-        # a range: its upper end
-        return text.rsplit("-", 1)[1].strip().removeprefix("v")
-    if text.startswith("="):
-        # exactly one release
-        return text[1:].strip().removeprefix("v")
-    # open-ended: nothing to gate
-    return None
+    return releases.openshift_range(versions)[1]
 
 
 def bundle_properties() -> list[dict[str, str]]:

@@ -78,6 +78,8 @@ OPENSHIFT_FROM: Final = "4.16.20"
 OPENSHIFT_TO: Final = "4.17.3"
 # The MachineConfigPools' role labels (`node-role.kubernetes.io/<pool>`) of the multi-pool scenario.
 POOL_ROLE_PREFIX: Final = "node-role.kubernetes.io/"
+# The operator's pre-pull DaemonSets' component (rendering/prepull_rendering.py).
+PREPULL_COMPONENT: Final = "nvidia-driver-prepull"
 _DTK: Final = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
 DTK_TAGS: Final = {RHCOS_OLD: _DTK + "a" * 64, RHCOS_NEW: _DTK + "b" * 64}
 DRIVER_SELECTOR: Final = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
@@ -683,8 +685,8 @@ def final_problems(
 
 def stack_problems(api: ApiClient, policy: Mapping[str, Any]) -> list[str]:
     """Every operand DaemonSet but the drivers' rolled out (all its pods current) and Ready on
-    every node it targets, as its controller counts them; the ClusterPolicy `ready`, with no
-    UpgradePreflight condition (ClusterVersion says Completed by then)."""
+    every node it targets, as its controller counts them, and no pre-pull DaemonSet left; the
+    ClusterPolicy `ready`, with no UpgradePreflight condition (ClusterVersion says Completed by then)."""
     problems: list[str] = []
     apps = kubernetes.client.AppsV1Api(api)
     behind = []
@@ -696,6 +698,10 @@ def stack_problems(api: ApiClient, policy: Mapping[str, Any]) -> list[str]:
             meta.get("deletionTimestamp")
             or (meta.get("labels") or {}).get(labels.COMPONENT) == labels.DRIVER_COMPONENT
         ):
+            continue
+        if (meta.get("labels") or {}).get(labels.COMPONENT) == PREPULL_COMPONENT:
+            # ClusterVersion says Completed by now: nothing is left to pull
+            problems.append(f"pre-pull DaemonSet {meta['name']} left after the upgrade")
             continue
         status = ds.get("status") or {}
         desired = status.get("desiredNumberScheduled", 0)

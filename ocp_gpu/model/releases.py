@@ -217,3 +217,72 @@ def driver_version_of(image: str) -> str | None:
         if branch.digest == image:
             return branch.version
     return None
+
+
+def driver_branch_of(image: str) -> str | None:
+    """The driver branch (`595`) of a driver image: its tag's first number, or the branch of
+    the release's digest; None when neither says (a digest of no release branch)."""
+    for branch in DRIVER_BRANCHES:
+        if branch.digest == image:
+            return branch.branch
+    name = image.rsplit("/", 1)[-1]
+    if "@" in name or ":" not in name:
+        return None
+    major = name.split(":", 1)[1].split(".", 1)[0].split("-", 1)[0]
+    return major if major.isdigit() else None
+
+
+def _minor_number(version: str) -> tuple[int, int] | None:
+    """`v4.18` or `4.18.3` -> (4, 18); None when it is not a version."""
+    parts = version.strip().removeprefix("v").split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def openshift_range(versions: str = OPENSHIFT_VERSIONS) -> tuple[str, str | None]:
+    """The oldest and the newest OpenShift minor of a com.redhat.openshift.versions value
+    (`v4.18-v4.22` -> 4.18, 4.22; `v4.18`: 4.18 and later, no newest; `=v4.18`: that one)."""
+    text = versions.strip()
+    if "-" in text:
+        low, high = text.split("-", 1)
+        return low.strip().removeprefix("v"), high.strip().removeprefix("v")
+    if text.startswith("="):
+        only = text[1:].strip().removeprefix("v")
+        return only, only
+    return text.removeprefix("v"), None
+
+
+# Which OpenShift minors each driver branch of this release supports: every branch the release
+# pins, over the release's OpenShift range (NVIDIA's bundle certifies its drivers for exactly
+# those).  Generated from the table above, so it cannot drift from it; a branch the release does
+# not pin is in no row: nothing is known about it here.
+DRIVER_BRANCH_OPENSHIFT: Final[Mapping[str, tuple[str, str | None]]] = {
+    branch.branch: openshift_range() for branch in DRIVER_BRANCHES
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class BranchSupport:
+    """Whether a driver branch supports an OpenShift release, by the table above."""
+
+    # None: the branch is in no row of the table (not pinned by this release).
+    supported: bool | None
+    note: str
+
+
+def driver_branch_support(branch: str | None, openshift_version: str) -> BranchSupport:
+    """Look ``branch`` and ``openshift_version`` (`4.20.3`) up in `DRIVER_BRANCH_OPENSHIFT`."""
+    pinned = ", ".join(sorted(DRIVER_BRANCH_OPENSHIFT))
+    if branch is None or branch not in DRIVER_BRANCH_OPENSHIFT:
+        what = f"driver branch {branch}" if branch else "the driver image's branch (no version in it)"
+        return BranchSupport(None, f"{what} is not in this release's support table (branches {pinned})")
+    low, high = DRIVER_BRANCH_OPENSHIFT[branch]
+    target, oldest = _minor_number(openshift_version), _minor_number(low)
+    newest = _minor_number(high) if high else None
+    span = f"OpenShift {low}-{high}" if high else f"OpenShift {low} and later"
+    if target is None or oldest is None:
+        return BranchSupport(None, f"OpenShift {openshift_version!r} is not a version to look up")
+    if target < oldest or (newest is not None and target > newest):
+        return BranchSupport(False, f"driver branch {branch} supports {span}, not {openshift_version}")
+    return BranchSupport(True, f"driver branch {branch} supports {span}")

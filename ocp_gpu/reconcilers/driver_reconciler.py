@@ -21,7 +21,7 @@ from typing import Any
 from ocp_gpu import metrics
 from ocp_gpu.desired import driver_manifests
 from ocp_gpu.kube import applying, fetching, owning, reading, reporting, requesting
-from ocp_gpu.model import driver_snapshot, nodes
+from ocp_gpu.model import driver_snapshot, imagestream_tags, labels, nodes
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.model.policy.policy_problems import PolicyProblem
 from ocp_gpu.planning import delivery, platforms
@@ -34,7 +34,9 @@ from ocp_gpu.planning.drivers import (
     dtk_images,
 )
 from ocp_gpu.planning.status import operator_health
+from ocp_gpu.planning.upgrades import upgrade_preflight
 from ocp_gpu.reconcilers import operand_reconciler, runtime
+from ocp_gpu.rendering import prepull_rendering
 
 logger = logging.getLogger("ocp_gpu.drivers")
 # How soon a missing ConfigMap named by the policy is looked for again.
@@ -107,7 +109,52 @@ async def reconcile_drivers(
         await operand_reconciler.apply_if_changed(rt, owner, manifest, errors)
     for stale in plan.stale:
         await _delete_stale(rt, stale, errors)
+    await _reconcile_prepulls(rt, owner, policy, platform, errors)
     return DriverOutcome(plan, errors=errors)
+
+
+async def _reconcile_prepulls(
+    rt: runtime.Runtime,
+    owner: Mapping[str, str],
+    policy: policy_spec.Policy,
+    platform: platforms.Platform,
+    errors: dict[str, str],
+) -> None:
+    """While OpenShift applies an upgrade, the pre-pull DaemonSets of its target builds
+    (planning/upgrades/upgrade_preflight.plan_prepulls); the others deleted, as the watch shows them
+    (so no request in steady state)."""
+    pulls: tuple[upgrade_preflight.PrePull, ...] = ()
+    cluster_version = delivery.present(rt.view.cluster_version)
+    if upgrade_preflight.upgrading_to(cluster_version) is not None:
+        settings = driver_strategy.settings_for_policy(policy, platform, rt.env)
+        if not isinstance(settings, PolicyProblem) and settings.strategy is driver_strategy.Strategy.DTK:
+            stream = reading.image_stream_singleton(rt.view.dtk_imagestream)
+            pulls = upgrade_preflight.plan_prepulls(
+                cluster_version,
+                stream if isinstance(stream, imagestream_tags.ImageStream) else None,
+                (
+                    str(facts.labels.get(labels.OSTREE_VERSION, ""))
+                    for facts in rt.view.node_facts.values()
+                    if facts.is_gpu_node and facts.labels.get(labels.OSTREE_VERSION)
+                ),
+                settings.driver_image,
+            )
+    wanted = {prepull_rendering.prepull_name(pull) for pull in pulls}
+    for pull in pulls:
+        manifest = prepull_rendering.render_prepull(pull, policy, rt.namespace)
+        await operand_reconciler.apply_if_changed(rt, owner, manifest, errors)
+    leftover = [
+        (namespace, name)
+        for (kind, namespace, name), seen in list(rt.view.owned.items())
+        if kind == "DaemonSet" and seen.component == prepull_rendering.COMPONENT and name not in wanted
+    ]
+    for namespace, name in leftover:
+        stub = {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        await operand_reconciler.delete_if_present(rt, stub, errors)
 
 
 async def read_driver_view(

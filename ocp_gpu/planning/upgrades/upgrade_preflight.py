@@ -10,6 +10,9 @@ yet are the upgrade's targets.  For each the condition says whether its DTK tag 
 which driver image its nodes will run (`-rhel9.6`, `-rhel10.1`), before any node moves; a
 floating tag whose image has no build tag is the problem the admin must hear about then
 (reason `DriverToolkitTagMissing`, also an Event), not when the first GPU node has rebooted.
+It also says whether the driver branch supports the target OpenShift release, by the release's
+support table (`model.releases.DRIVER_BRANCH_OPENSHIFT`): a branch that does not is reason
+`DriverBranchUnsupported` (an Event too); a branch the table does not know is said, not judged.
 
 Decides from ClusterVersion's JSON, the ImageStream record and the nodes' builds; it never
 reads, writes or looks at a clock.  No condition when no upgrade is in progress.
@@ -22,7 +25,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from ocp_gpu.model import images
+from ocp_gpu.model import images, releases
 from ocp_gpu.model.imagestream_tags import ImageStream
 from ocp_gpu.planning.drivers import dtk_images
 from ocp_gpu.planning.status import conditions
@@ -32,6 +35,8 @@ CONDITION: Final = "UpgradePreflight"
 READY: Final = "TargetReady"
 # a floating tag's image has no build tag: nodes rebooting into it would get no driver build
 TAG_MISSING: Final = "DriverToolkitTagMissing"
+# the driver branch does not support the target OpenShift release (the release's support table)
+BRANCH_UNSUPPORTED: Final = "DriverBranchUnsupported"
 # ClusterVersion's history entry of an update being applied
 PARTIAL: Final = "Partial"
 
@@ -87,6 +92,38 @@ def plan_preflight(
     if target is None or stream is None:
         # no upgrade running (or no Driver Toolkit stream: not OpenShift's DTK mode)
         return None
+    condition = _plan_tags(target, stream, node_builds, driver_image)
+    support = releases.driver_branch_support(releases.driver_branch_of(str(driver_image)), target)
+    if support.supported is False and condition.status:
+        # the tags are there, but the driver cannot follow: say so before any node moves
+        return conditions.Condition(
+            CONDITION,
+            False,
+            BRANCH_UNSUPPORTED,
+            f"OpenShift {target} is being applied; {support.note}: set driver.version to a branch that "
+            f"supports it before the Machine Config Operator reaches the GPU nodes. {condition.message}",
+        )
+    return dataclasses.replace(condition, message=f"{condition.message}; {support.note}")
+
+
+def os_tag_of_build(build: str) -> str | None:
+    """The driver image's OS suffix for an RHCOS build, as the driver DaemonSets tag it
+    (`model.driver_snapshot.GpuNode.driver_os_tag`): its RHEL, `rhel9.6`, and `rhel9.4` for the
+    old `416.94.…` scheme too (NFD's RHEL_VERSION of those nodes)."""
+    rhel = rhel_of_build(build)
+    return f"rhel{rhel}" if rhel else None
+
+
+def upgrade_targets(
+    stream: ImageStream,
+    node_builds: Iterable[str],
+    driver_image: images.ImageRef,
+    *,
+    running_too: bool = False,
+) -> tuple[list[TargetBuild], list[str]]:
+    """The builds the floating tags point at that no GPU node runs yet (``running_too``: also
+    those some already run), with their DTK and driver images; and the floating tags whose image
+    has no build tag."""
     tags = {tag.name: tag.from_name for tag in stream.spec_tags if tag.from_kind == "DockerImage"}
     running = set(node_builds)
     # the RHEL majors the GPU nodes run: only their streams' floating tags are theirs to move to
@@ -105,11 +142,19 @@ def plan_preflight(
             missing.append(name)
             continue
         for build in builds:
-            rhel = rhel_of_build(build)
-            if build in running or rhel is None:
+            os_tag = os_tag_of_build(build)
+            if (build in running and not running_too) or os_tag is None:
                 continue  # a build the GPU nodes already run is no target
-            driver = images.driver_image_for(driver_image, f"rhel{rhel}")
+            driver = images.driver_image_for(driver_image, os_tag)
             targets.append(TargetBuild(build, image, str(driver)))
+    return targets, missing
+
+
+def _plan_tags(
+    target: str, stream: ImageStream, node_builds: Iterable[str], driver_image: images.ImageRef
+) -> conditions.Condition:
+    """What the Driver Toolkit stream holds for the upgrade to ``target``."""
+    targets, missing = upgrade_targets(stream, node_builds, driver_image)
     described = "; ".join(
         f"RHCOS {t.build}: Driver Toolkit tag present, driver image {t.driver_image}" for t in targets
     )
@@ -128,3 +173,51 @@ def plan_preflight(
             CONDITION, True, READY, f"OpenShift {target}: no new RHCOS build for GPU nodes"
         )
     return conditions.Condition(CONDITION, True, READY, f"OpenShift {target}: {described}")
+
+
+# --- pulling the target's images ahead of the MCO ----------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class PrePull:
+    """One pre-pull DaemonSet: the GPU nodes of one RHEL major still on a build the upgrade
+    replaces pull that stream's target Driver Toolkit and driver images, so that the driver
+    build after the reboot into the new RHCOS waits for no download (the images stay in the
+    node's container storage across the reboot)."""
+
+    # `rhel9`, `rhel10`: the DaemonSet's name suffix
+    stream: str
+    # the RHCOS builds whose GPU nodes pull (those still to move), sorted
+    builds: tuple[str, ...]
+    # each target's DTK image, then its driver image, without repeats
+    images: tuple[str, ...]
+
+
+def plan_prepulls(
+    cluster_version: Mapping[str, Any] | None,
+    stream: ImageStream | None,
+    node_builds: Iterable[str],
+    driver_image: images.ImageRef,
+) -> tuple[PrePull, ...]:
+    """The pre-pull DaemonSets that should exist now: one per RHEL major that has a target build
+    and GPU nodes still on another build; none when no OpenShift upgrade is being applied (so
+    they go once ClusterVersion says Completed), and none for a major whose nodes have all moved."""
+    if upgrading_to(cluster_version) is None or stream is None:
+        return ()
+    running = sorted(set(node_builds))
+    # NB: a target stays one when the first nodes have moved to it: the others still pull it
+    targets, _ = upgrade_targets(stream, running, driver_image, running_too=True)
+    found: list[PrePull] = []
+    for major in sorted({_major(t.build) for t in targets} - {None}, key=lambda m: int(m or 0)):
+        aimed = [t for t in targets if _major(t.build) == major]
+        to_move = tuple(b for b in running if _major(b) == major and b not in {t.build for t in aimed})
+        if not to_move:
+            continue  # every GPU node of this stream runs a target build already
+        pulled = dict.fromkeys(image for t in aimed for image in (t.dtk_image, t.driver_image))
+        found.append(PrePull(f"rhel{major}", to_move, tuple(pulled)))
+    return tuple(found)
+
+
+def _major(build: str) -> str | None:
+    rhel = rhel_of_build(build)
+    return rhel.split(".")[0] if rhel else None
