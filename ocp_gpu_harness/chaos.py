@@ -145,6 +145,13 @@ class ChaosConfig:
     # At the end, the rest of the stack too: every other operand DaemonSet rolled out and
     # Ready on its nodes, the ClusterPolicy `ready` with no UpgradePreflight condition left.
     stack_ready: bool = False
+    # A killed replica comes back as the kubelet restarts a container: in the same pod, under
+    # the same Lease identity (it leads again at once, issue 24 item 1); False: as a new pod.
+    same_pod_restarts: bool = False
+    # The replicas' Lease: duration, renew deadline, retry period (seconds). The short default
+    # makes kills cheap for a new identity; controller-runtime's 15/10/2 (NVIDIA's) rides out a
+    # loaded machine's slow renewals.
+    lease_s: tuple[float, float, float] = (4.0, 3.0, 0.5)
     admin_cordoned: int = 2
     replicas: int = 1
     operator_kills: int = 0
@@ -890,10 +897,17 @@ def policy_body(max_parallel: int, version: str = VERSION_A) -> dict[str, Any]:
 
 
 def operator_factory(
-    cp: LocalControlPlane, index: int, cwd: Path | None, env: Mapping[str, str] | None = None
+    cp: LocalControlPlane,
+    index: int,
+    cwd: Path | None,
+    env: Mapping[str, str] | None = None,
+    *,
+    identity: str | None = None,
+    lease_s: tuple[float, float, float] = (4.0, 3.0, 0.5),
 ) -> Callable[[], OperatorProcess]:
     """`ocp-gpu run` as `OPERATOR_USER` under the shipped RBAC (every replica: the audit log sums them), short
-    Leases (4 s) and upgrade re-checks every second, as the e2e tests run it."""
+    Leases (4 s; ``lease_s``) and upgrade re-checks every second, as the e2e tests run it; ``identity``:
+    every start under that Lease identity (the same pod), else a new one each time."""
     # The RBAC the operator ships with, not an admin's (harness/rbac.py).
     kubeconfig = operator_rbac.operator_kubeconfig(cp, OPERATOR_USER, NAMESPACE, name=f"operator-{index}")
 
@@ -904,12 +918,13 @@ def operator_factory(
             cp.logs_dir / f"operator-{index}.log",
             extra_args=[
                 "--lease-duration",
-                "4",
+                f"{lease_s[0]:g}",
                 "--lease-renew-deadline",
-                "3",
+                f"{lease_s[1]:g}",
                 "--lease-retry-period",
-                "0.5",
+                f"{lease_s[2]:g}",
             ],
+            identity=identity,
             env={"OCP_GPU_UPGRADE_RECHECK_SECONDS": "1", **(env or {})},
             cwd=cwd,
         )
@@ -1100,7 +1115,17 @@ def run_chaos(
         apis.POLICY_GROUP, apis.POLICY_VERSION, apis.POLICY_PLURAL, policy_body(config.max_parallel)
     )
     replicas = [
-        faults.Replica(index=i, make=operator_factory(cp, i, operator_cwd)) for i in range(config.replicas)
+        faults.Replica(
+            index=i,
+            make=operator_factory(
+                cp,
+                i,
+                operator_cwd,
+                identity=f"ocp-gpu-operator-{i}" if config.same_pod_restarts else None,
+                lease_s=config.lease_s,
+            ),
+        )
+        for i in range(config.replicas)
     ]
     with faults.Supervisor(replicas) as supervisor:
         t_setup = time.monotonic()

@@ -103,6 +103,8 @@ def test_upgrade_day_three_pools_and_an_openshift_upgrade(own_control_plane: Loc
         operator_kills=3,
         apiserver_restarts=1,
         fault_window_s=20,
+        same_pod_restarts=True,
+        lease_s=(15.0, 10.0, 2.0),
     )
     result = chaos.run_chaos(own_control_plane, config)
     check(result)
