@@ -915,3 +915,19 @@ def test_nvidia_drivers_are_shown_with_their_nodes_daemonsets_and_problems() -> 
     (shown,) = status_command.report_json(report)["nvidiaDrivers"]
     assert shown["name"] == "pool-a" and shown["nodes"] == ["gpu-1", "gpu-2"]
     assert shown["driverDaemonSets"] == [f"nvidia-gpu-driver-pool-a-{RHCOS}"]
+
+
+def test_the_upgrade_preflight_is_a_line_under_the_policy() -> None:
+    # issue 24: while OpenShift applies an update, `ocp-gpu status` says what its new RHCOS builds find
+    preflight = status_command.ConditionView(
+        "UpgradePreflight",
+        "False",
+        "DriverBranchUnsupported",
+        "OpenShift 4.23.1 is being applied; driver branch 595 supports OpenShift 4.18-4.22, not 4.23.1",
+    )
+    snap = snapshot(node("n1", S.UPGRADE_DONE, driver=CURRENT))
+    lines = status_command.header_lines(report_of(snap, conditions=[preflight]))
+    assert (
+        "  UpgradePreflight=False DriverBranchUnsupported: OpenShift 4.23.1 is being applied; "
+        "driver branch 595 supports OpenShift 4.18-4.22, not 4.23.1"
+    ) in lines
