@@ -105,7 +105,7 @@ from ocp_gpu.model.upgrade_observations import (
 )
 from ocp_gpu.planning.upgrades import upgrade_plan
 from ocp_gpu_harness import binaries, nodes
-from ocp_gpu_harness.chaos import create_namespace, install_crd
+from ocp_gpu_harness.chaos import AuditWindow, create_namespace, install_crd
 from ocp_gpu_harness.cluster import LocalControlPlane
 from ocp_gpu_harness.operating import OperatorProcess
 
@@ -460,40 +460,6 @@ def wait_until(what: str, check: Callable[[], bool], timeout: float, interval: f
 
 
 # --- what the apiserver says ---
-
-
-class AuditWindow:
-    """The audit events written between `start` and `stop`, streamed from the file(s) at the end.
-
-    NB: the apiserver's audit log rotates at 100 MB (lumberjack's default: a renamed
-    file, a new audit.log); at 1,000 nodes kwok's Lease renewals alone log ~100
-    lines/s, so a long window spans files. We read the file the window started in
-    from its offset, then every newer file.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._inode = 0
-        self._offset = 0
-        self._started = 0.0
-
-    def start(self) -> None:
-        stat = self.path.stat()
-        self._inode, self._offset, self._started = stat.st_ino, stat.st_size, time.time()
-
-    def lines(self) -> Iterable[bytes]:
-        files = sorted(self.path.parent.glob("*.log"), key=lambda p: p.stat().st_mtime)
-        seen_start = False
-        for file in files:
-            stat = file.stat()
-            if stat.st_ino == self._inode:
-                seen_start = True
-                with file.open("rb") as f:
-                    f.seek(self._offset)
-                    yield from f
-            elif seen_start or stat.st_mtime >= self._started:
-                with file.open("rb") as f:
-                    yield from f
 
 
 @dataclasses.dataclass

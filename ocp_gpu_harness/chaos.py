@@ -734,8 +734,13 @@ current_problems = _never_raising(final_problems)
 
 
 class AuditWindow:
-    """Audit events written from `start` on, across the apiserver's log rotation (see
-    bench/upgrades_at_scale.py) and restarts (the apiserver appends)."""
+    """Audit events written from `start` on, across the apiserver's log rotation and restarts
+    (the apiserver appends); also bench/upgrades_at_scale.py's.
+
+    NB: the apiserver's audit log rotates at 100 MB (lumberjack's default: a renamed file, a new
+    audit.log); at 1,000 nodes kwok's Lease renewals alone log ~100 lines/s, so a long window
+    spans files. We read the file the window started in from its offset, then every newer file.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
