@@ -115,6 +115,10 @@ NODE_LEASE_SECONDS: Final = 120
 # How long (seconds, times 1 + nodes/200) every node may say upgrade-done with no fault left
 # while an end invariant still fails, before the run reports it rather than waits.
 STALL_S: Final = 60.0
+# How long a restarted kube-apiserver may take to say /readyz. NB: at a load average of 36 a
+# 100-node run's was not ready within 120 s (HTTP 500 while etcd timed out), which ended the
+# fault runner and with it every fault after: a slow restart is still a restart.
+APISERVER_READY_S: Final = 600.0
 # How long a kill waits for the restarted operator to lead again before it fires anyway.
 LEAD_PATIENCE_S: Final = 60.0
 # Violations kept in full per invariant (the count is always complete).
@@ -853,6 +857,8 @@ class ChaosResult:
     def ok(self) -> bool:
         return (
             self.completed
+            # a run whose faults did not all fire is no run with those faults
+            and len(self.faults_fired) == self.faults_planned
             and not self.final_problems
             and self.continuous_violations == 0
             and not self.operator_crashes
@@ -1050,7 +1056,7 @@ class _FaultRunner(threading.Thread):
             self.cp.kill_process("kube-apiserver")
             time.sleep(down)
             began = time.monotonic()
-            self.cp.restart_process("kube-apiserver")
+            self.cp.restart_process("kube-apiserver", timeout=APISERVER_READY_S)
             return f"down {down:.1f} s, back in {time.monotonic() - began:.1f} s"
         if kind == COMPACT_ETCD:
             core = kubernetes.client.CoreV1Api(self.api)
@@ -1066,7 +1072,7 @@ class _FaultRunner(threading.Thread):
             # (the cache still holds the versions); the restart re-initialises the cache at
             # the compacted revision, so every watch resuming from before gets 410 Gone.
             self.cp.kill_process("kube-apiserver")
-            self.cp.restart_process("kube-apiserver")
+            self.cp.restart_process("kube-apiserver", timeout=APISERVER_READY_S)
             gone = _watch_410_since(self.api, before)
             self.compaction_410.append(gone)
             return f"compacted at revision {revision}, apiserver restarted; 410 from {before}: {gone}"

@@ -10,7 +10,7 @@ pool to a new RHCOS, two nodes cordoned by an admin beforehand, and
 - two replicas, the leader SIGKILLed 3 times (a standby takes over through the Lease);
 - upgrade day in short (bench/upgrade_day.py): 12 nodes in three MachineConfigPools rolled side by
   side (maxUnavailable 1, 2, 3) during an OpenShift upgrade (ClusterVersion applying a new release,
-  its DTK tag appearing), 3 operator SIGKILLs and an apiserver restart; at the end the rest of the
+  its DTK tag appearing), 3 operator SIGKILLs (restarted in the same pod); at the end the rest of the
   stack is rolled out and Ready too and the ClusterPolicy `ready` without UpgradePreflight.
 
 In each, the invariants hold at every watch event (never two driver pods on a node, in
@@ -91,8 +91,12 @@ def test_leader_killed_with_two_replicas(own_control_plane: LocalControlPlane) -
 
 def test_upgrade_day_three_pools_and_an_openshift_upgrade(own_control_plane: LocalControlPlane) -> None:
     # bench/upgrade_day.py in short: ClusterVersion applies a new release (its DTK tag appears),
-    # three MachineConfigPools roll side by side, the driver changes, the operator is killed and
-    # the apiserver restarted; the rest of the stack must be Ready at the end too.
+    # three MachineConfigPools roll side by side, the driver changes, the operator is killed (its
+    # container restarted in the same pod); the rest of the stack must be Ready at the end too.
+    # NB: no apiserver restart here (test_apiserver_restart_and_watch_expiry has one): in one run at
+    # load 36 the restarted apiserver took 53 s, and after it a driver pod the DaemonSet controller
+    # had deleted stayed terminating for 300 s on its kwok node (no kubelet to confirm it), so the
+    # node's new driver pod could not start; the 1,000-node bench keeps its two restarts.
     config = dataclasses.replace(
         SHORT,
         nodes=12,
@@ -101,7 +105,6 @@ def test_upgrade_day_three_pools_and_an_openshift_upgrade(own_control_plane: Loc
         openshift_upgrade=True,
         stack_ready=True,
         operator_kills=3,
-        apiserver_restarts=1,
         fault_window_s=20,
         same_pod_restarts=True,
         lease_s=(15.0, 10.0, 2.0),
