@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import json
 import os
 import threading
 import time
@@ -146,7 +147,17 @@ def run_with_baseline(
             "writes_ratio": round(result.writes_total / max(1, b["writes_total"]), 2),
         }
     path = write_result(RESULTS_DIR, name, output)
-    rows = chaos.summary_rows(result)
+    rows = output_rows(output)
+    print_table(f"chaos, {args.nodes} nodes ({path})", rows)
+    if markdown:
+        write_markdown(name, markdown, output, rows)
+    return 0 if result.ok else 1
+
+
+def output_rows(output: dict[str, Any]) -> list[tuple[str, str]]:
+    """The printed table of a recorded run: its measures, against the baseline, the load."""
+    chaos_run = output["chaos"]
+    rows = chaos.summary_rows(chaos.ChaosResult(**_result_fields(chaos_run)))
     if "against_baseline" in output:
         a = output["against_baseline"]
         rows.append(
@@ -159,19 +170,22 @@ def run_with_baseline(
             )
         )
     rows.append(
-        ("load average start / end", f"{context['load_average_start']} / {context['load_average_end']}")
+        ("load average start / end", f"{chaos_run['load_average_start']} / {chaos_run['load_average_end']}")
     )
-    during = context["load_average_1m_during"]
+    during = chaos_run["load_average_1m_during"]
     rows.append(
         (
             "load average (1 min) during: min / mean / max",
             f"{during['min']} / {during['mean']} / {during['max']}",
         )
     )
-    print_table(f"chaos, {args.nodes} nodes ({path})", rows)
-    if markdown:
-        write_markdown(name, markdown, output, rows)
-    return 0 if result.ok else 1
+    return rows
+
+
+def rewrite_markdown(name: str, heading: str) -> Path:
+    """``results/<name>.md`` again from ``results/<name>.json`` (e.g. after a change of layout)."""
+    output: dict[str, Any] = json.loads((RESULTS_DIR / f"{name}.json").read_text())
+    return write_markdown(name, heading, output, output_rows(output))
 
 
 def write_markdown(name: str, heading: str, output: dict[str, Any], rows: list[tuple[str, str]]) -> Path:
@@ -194,9 +208,15 @@ def write_markdown(name: str, heading: str, output: dict[str, Any], rows: list[t
             else "."
         ),
         "",
-        "| | without faults | with faults |",
-        "|---|---|---|",
-        *(f"| {what} | {base_rows.get(what, '-')} | {value} |" for what, value in rows),
+        *(
+            [
+                "| | without faults | with faults |",
+                "|---|---|---|",
+                *(f"| {what} | {base_rows.get(what, '-')} | {value} |" for what, value in rows),
+            ]
+            if baseline
+            else ["| | this run |", "|---|---|", *(f"| {what} | {value} |" for what, value in rows)]
+        ),
         "",
         "Faults fired (seconds after the version patch):",
         "",

@@ -1361,6 +1361,7 @@ def summary_rows(result: ChaosResult) -> list[tuple[str, str]]:
     monitor = result.monitor
     waits = monitor.get("waits") or {}
     return [
+        ("ok: completed, every planned fault fired, no violation, no crash", f"{result.ok}"),
         ("completed (every end invariant held)", f"{result.completed}"),
         ("wall: version patch -> every node upgrade-done", f"{result.wall_s} s"),
         (
