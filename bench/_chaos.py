@@ -12,6 +12,7 @@ import dataclasses
 import datetime
 import json
 import os
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -196,7 +197,9 @@ def write_markdown(name: str, heading: str, output: dict[str, Any], rows: list[t
     base_rows = dict(chaos.summary_rows(chaos.ChaosResult(**_result_fields(baseline)))) if baseline else {}
     load = chaos_run["load_average_1m_during"]
     lines = [
-        f"# {heading}",
+        f"# {name}",
+        "",
+        heading,
         "",
         f"Commit measured: `{output['commit']}`; {output['measured_at']} UTC; "
         f"{output['machine'].get('cpus', '?')} CPUs; whole run {output.get('total_s')} s.",
@@ -223,8 +226,18 @@ def write_markdown(name: str, heading: str, output: dict[str, Any], rows: list[t
         *(f"- {f['at_s']} s {f['kind']}: {f['detail']}" for f in chaos_run.get("faults_fired", [])),
         "",
     ]
+    # prose within 120 characters (tests/unit/test_markdown_lines.py); tables stay one row a line
+    wrapped = [
+        wrapped_line
+        for line in lines
+        for wrapped_line in (
+            [line]
+            if line.startswith("|") or len(line) <= 118
+            else textwrap.wrap(line, 118, subsequent_indent="  " if line.startswith("- ") else "")
+        )
+    ]
     path = RESULTS_DIR / f"{name}.md"
-    path.write_text("\n".join(lines))
+    path.write_text("\n".join(wrapped))
     return path
 
 
