@@ -24,6 +24,9 @@ from ocp_gpu.planning.drivers import driver_fallback, driver_plan, driver_strate
 from ocp_gpu.planning.drivers.driver_plan import DesiredDriverDaemonSet
 from ocp_gpu.rendering import driver_rendering, templating
 
+# The field naming the vGPU topology ConfigMap; its one key is required (the pod mounts only it).
+VIRTUAL_TOPOLOGY_FIELD: Final = "spec.driver.virtualTopology.config"
+
 
 @dataclasses.dataclass(frozen=True)
 class DriverView:
@@ -169,6 +172,7 @@ def named_config_maps(policy: policy_spec.Policy) -> dict[str, str]:
         "spec.driver.repoConfig.configMapName": driver.repo_config_map,
         "spec.driver.certConfig.name": driver.cert_config_map,
         "spec.driver.kernelModuleConfig.name": driver.kernel_module_config_map,
+        VIRTUAL_TOPOLOGY_FIELD: driver.virtual_topology_config_map,
     }
     return {field: name for field, name in named.items() if name}
 
@@ -178,11 +182,17 @@ def config_map_problem(
 ) -> PolicyProblem | None:
     """Why the named ConfigMaps cannot be mounted, naming the field; None when they can."""
     named = named_config_maps(policy)
-    missing = config_maps.missing_config_map_problem(named, view.config_map_keys, view.namespace)
+    missing = config_maps.missing_config_map_problem(
+        named,
+        view.config_map_keys,
+        view.namespace,
+        {VIRTUAL_TOPOLOGY_FIELD: driver_rendering.VIRTUAL_TOPOLOGY_FILE},
+    )
     if missing is not None:
         return missing
     for field in named:
-        if field == "spec.driver.kernelModuleConfig.name":
+        if field in ("spec.driver.kernelModuleConfig.name", VIRTUAL_TOPOLOGY_FIELD):
+            # mounted where the driver container reads it on every OS
             continue
         for entry in desired:
             os_id = driver_rendering.os_id(entry.os_tag)

@@ -45,6 +45,7 @@ _SAME_AS_DRIVER: Final = (
     "readinessProbe",
     "rdma",
     "secretEnv",
+    "hostNetwork",
 )
 # NVIDIADriver pod fields that replace the ClusterPolicy's spec.daemonsets ones when set.
 _DAEMONSETS_REPLACED: Final = ("tolerations", "priorityClassName", "podSecurityContext")
@@ -52,6 +53,7 @@ _DAEMONSETS_REPLACED: Final = ("tolerations", "priorityClassName", "podSecurityC
 _PATHS: Final[tuple[tuple[str, str], ...]] = (
     ("spec.driver.repoConfig.configMapName", "spec.repoConfig.name"),
     ("spec.driver.licensingConfig.configMapName", "spec.licensingConfig.name"),
+    ("spec.driver.virtualTopology.config", "spec.virtualTopologyConfig.name"),
     *((f"spec.daemonsets.{key}", f"spec.{key}") for key in (*_DAEMONSETS_REPLACED, "labels", "annotations")),
     *((f"spec.{key}", f"spec.{key}") for key in ("gds", "gdrcopy")),
     *((f"spec.driver.{key}", f"spec.{key}") for key in (*_SAME_AS_DRIVER, "repoConfig", "licensingConfig")),
@@ -61,9 +63,7 @@ _PATHS: Final[tuple[tuple[str, str], ...]] = (
 # path -> what ocp-gpu does instead.  A value other than unset / false / "" / [] / {} is reported.
 REFUSED: Final[Mapping[str, str]] = {
     "spec.upgradePolicy": "the ClusterPolicy's spec.driver.upgradePolicy rules the upgrades of every pool",
-    "spec.virtualTopologyConfig": "no vGPU virtual topology configuration is mounted",
     "spec.nodeAffinity": "the pool is chosen by spec.nodeSelector only; no node affinity is added",
-    "spec.hostNetwork": "driver pods use the pod network",
 }
 # NVIDIA's driver types; ocp-gpu deploys the data-centre and vGPU guest drivers, never the host manager.
 DRIVER_TYPES: Final = ("gpu", "vgpu")
@@ -133,6 +133,9 @@ def cluster_policy_spec(
             **({"configMapName": licensing["name"]} if licensing.get("name") else {}),
             **{key: licensing[key] for key in ("secretName", "nlsEnabled") if key in licensing},
         }
+    topology = _mapping(nvidia_driver.get("virtualTopologyConfig"))
+    if topology.get("name"):
+        driver["virtualTopology"] = {"config": topology["name"]}
     base["driver"] = driver
     daemonsets = dict(_mapping(base.get("daemonsets")))
     for key in _DAEMONSETS_REPLACED:

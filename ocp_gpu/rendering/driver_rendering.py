@@ -75,6 +75,10 @@ _CERT_DIRS: Final[Mapping[str, str]] = {
 }
 # driver.kernelModuleConfig: module parameter files (nvidia.conf, …) where the driver container reads them.
 KERNEL_MODULE_CONFIG_DIR: Final = "/drivers"
+# driver.virtualTopology.config: the vGPU topology daemon's configuration, the one key NVIDIA
+# mounts of that ConfigMap (its consts.VGPUTopologyConfigFileName, ...MountPath).
+VIRTUAL_TOPOLOGY_FILE: Final = "nvidia-topologyd.conf"
+VIRTUAL_TOPOLOGY_PATH: Final = "/etc/nvidia/nvidia-topologyd.conf"
 # The ConfigMap holding the driver container's startup probe script (0430_startup_probe_configmap).
 STARTUP_PROBE_CONFIGMAP: Final = "nvidia-driver-startup-probe"
 # Env the templates or the operator own: a policy's env never replaces them.
@@ -310,6 +314,9 @@ def _daemonset(
         "liveness_probe": _probe(_LATER_PROBE, driver.liveness_probe) if driver.liveness_probe else None,
         "readiness_probe": _probe(_LATER_PROBE, driver.readiness_probe) if driver.readiness_probe else None,
         "licensing": _licensing(driver.licensing),
+        "virtual_topology": driver.virtual_topology_config_map or None,
+        "virtual_topology_file": VIRTUAL_TOPOLOGY_FILE,
+        "virtual_topology_path": VIRTUAL_TOPOLOGY_PATH,
         "config_files": _config_files(driver, os_id(entry.os_tag), inputs.config_map_keys),
     }
     sidecar = None
@@ -349,6 +356,7 @@ def _daemonset(
         },
         "node_selector": {labels.deploy_label("driver"): "true", **entry.node_selector},
         "tolerations": operand_common.tolerations(policy),
+        "host_network": driver.host_network,
         "priority_class_name": daemonsets.priority_class_name,
         # the driver's and the k8s-driver-manager's secrets: one pod pulls both images
         "image_pull_secrets": [

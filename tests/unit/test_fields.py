@@ -81,7 +81,7 @@ def test_operatorhub_example_reports_no_unimplemented_setting() -> None:
 @pytest.mark.parametrize(
     ("spec", "path", "words"),
     [
-        ({"driver": {"hostNetwork": True}}, "spec.driver.hostNetwork", "pod network"),
+        ({"gds": {"hostNetwork": True}}, "spec.gds.hostNetwork", "driver.hostNetwork"),
         ({"driver": {"useOpenKernelModules": True}}, "spec.driver.useOpenKernelModules", "kernelModuleType"),
         ({"psp": {"enabled": True}}, "spec.psp.enabled", "removed in Kubernetes 1.25"),
         (
@@ -96,6 +96,7 @@ def test_operatorhub_example_reports_no_unimplemented_setting() -> None:
         ),
         ({"vgpuManager": {"env": [{"name": "A", "value": "1"}]}}, "spec.vgpuManager.env", "vGPU"),
         ({"operator": {"labels": {"team": "gpu"}}}, "spec.operator.labels.team", "daemonsets.labels"),
+        ({"gds": {"args": ["-v"]}}, "spec.gds.args", "no container either"),
     ],
 )
 def test_a_set_unimplemented_field_is_named_with_what_happens_instead(
@@ -137,7 +138,7 @@ def test_the_every_field_policy_reports_every_refused_leaf_it_sets() -> None:
         if rule.support is fields.Support.HONOURED:
             assert concrete not in found, path
     assert {
-        "spec.driver.hostNetwork",
+        "spec.vgpuManager.hostNetwork",
         "spec.gds.args",
         "spec.psp.enabled",
         "spec.ccManager.defaultMode",

@@ -791,7 +791,13 @@ def test_nvidia_driver_pools_report_conflicts_refusals_and_bad_input_as_the_oper
 ) -> None:
     files = list(pool_files)
     clash = nvidia_driver_object(
-        "pool-c", {"version": "550.90.07", "nodeSelector": {POOL_LABEL: "a"}, "hostNetwork": True}, 3
+        "pool-c",
+        {
+            "version": "550.90.07",
+            "nodeSelector": {POOL_LABEL: "a"},
+            "upgradePolicy": {"maxParallelUpgrades": 2},
+        },
+        3,
     )
     bad = nvidia_driver_object(
         "pool-bad", {"version": "not a version!", "nodeSelector": {POOL_LABEL: "z"}}, 4
@@ -806,7 +812,7 @@ def test_nvidia_driver_pools_report_conflicts_refusals_and_bad_input_as_the_oper
     # The conflict as the NVIDIADrivers' condition says it, on both.
     assert "ConflictingNodeSelector: NVIDIADrivers pool-a and pool-c both select a-416, a-417" in result.err
     assert "so pool-c runs no driver there" in result.err
-    assert "UnsupportedSetting: spec.hostNetwork: not acted on" in result.err
+    assert "UnsupportedSetting: spec.upgradePolicy: not acted on" in result.err
     # The pool's own field path in a problem from the policy model (spec.version, not spec.driver.version).
     assert "spec.driver.version" not in result.err
 

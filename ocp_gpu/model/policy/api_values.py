@@ -342,6 +342,7 @@ def _host_paths(policy: policy_spec.Policy) -> Iterator[PolicyProblem]:
     for field, path in (
         ("spec.hostPaths.rootFS", policy.host_paths.root_fs),
         ("spec.toolkit.installDir", policy.toolkit.install_dir),
+        ("spec.hostPaths.kubeletRootDir", policy.host_paths.kubelet_root_dir),
     ):
         if not path:
             yield _problem(field, "is empty", "use an absolute path on the host, e.g. /")
@@ -456,13 +457,14 @@ def shared_host_namespaces(
     NB: tests/unit/test_api_values.py renders every operand to keep this in step with the
     templates (hostPID is not here: no sysctl belongs to the PID namespace).
     """
-    if operand is operand_catalog.DCGM and policy.dcgm.host_network:
-        # state-dcgm: hostNetwork from dcgm.hostNetwork
-        return {NET: "spec.dcgm.hostNetwork"}
+    shared: dict[str, str | None] = {}
+    if policy.components()[operand.section].host_network:
+        # every operand's template: hostNetwork from <section>.hostNetwork
+        shared[NET] = f"spec.{operand.section}.hostNetwork"
     if operand is operand_catalog.MIG_MANAGER:
         # state-mig-manager: hostIPC, always
-        return {IPC: None}
-    return {}
+        shared[IPC] = None
+    return shared
 
 
 def host_sysctl_problem(

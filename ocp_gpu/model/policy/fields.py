@@ -47,6 +47,14 @@ H, R, IGN = Support.HONOURED, Support.REFUSED, Support.IGNORED
 _NOT_DEPLOYED = "not deployed by ocp-gpu yet: no DaemonSet, and `state: ready` does not wait for it"
 _SANDBOX = "ocp-gpu runs container workloads only (no vGPU, passthrough, Kata or confidential computing)"
 _ON_OFF: tuple[object, ...] = (True, False)
+_HOST_NETWORK = (
+    "true: the pods share the host's network, with dnsPolicy ClusterFirstWithHostNet (as NVIDIA does)"
+)
+# NB: our CRD's field, not NVIDIA's (its v1 schema has no gds/gdrcopy hostNetwork).
+_MODULE_NETWORK = (
+    "the nvidia-fs and gdrcopy containers run in the driver pods, whose network is driver.hostNetwork's"
+    " (NVIDIA has no such field)"
+)
 
 RULES: tuple[Rule, ...] = (
     # --- operator
@@ -58,9 +66,22 @@ RULES: tuple[Rule, ...] = (
         {"": ("nvidia",)},
     ),
     Rule("spec.operator.use_ocp_driver_toolkit", H, "Driver Toolkit builds, one DaemonSet per RHCOS version"),
-    Rule("spec.operator.labels", R, "not applied: use spec.daemonsets.labels for operand pods"),
-    Rule("spec.operator.annotations", R, "not applied: use spec.daemonsets.annotations for operand pods"),
-    Rule("spec.operator.initContainer", R, "ocp-gpu's operands have no CUDA init container: not used"),
+    Rule(
+        "spec.operator.labels",
+        IGN,
+        "NVIDIA's operator (v26.7.0) reads it nowhere either: spec.daemonsets.labels label the operand pods",
+    ),
+    Rule(
+        "spec.operator.annotations",
+        IGN,
+        "NVIDIA's operator (v26.7.0) reads it nowhere either: spec.daemonsets.annotations annotate the"
+        " operand pods",
+    ),
+    Rule(
+        "spec.operator.initContainer",
+        IGN,
+        "deprecated: NVIDIA's operator (v26.7.0) runs no CUDA init container and reads it nowhere either",
+    ),
     Rule(
         "spec.operator.metrics",
         H,
@@ -135,7 +156,12 @@ RULES: tuple[Rule, ...] = (
         H,
         "each key of the ConfigMap (nvidia.conf, …) mounted under /drivers",
     ),
-    Rule("spec.driver.virtualTopology", R, "no vGPU virtual topology configuration is mounted"),
+    Rule(
+        "spec.driver.virtualTopology",
+        H,
+        "config: the ConfigMap's nvidia-topologyd.conf, mounted in the driver container at"
+        " /etc/nvidia/nvidia-topologyd.conf (vGPU topology daemon)",
+    ),
     Rule(
         "spec.driver.startupProbe", H, "timings of the driver container's startup probe (0 keeps ocp-gpu's)"
     ),
@@ -148,7 +174,7 @@ RULES: tuple[Rule, ...] = (
         "a readiness probe (nvidia-smi) on the driver container, these timings",
     ),
     Rule("spec.driver.secretEnv", H, "envFrom: every key of this Secret is env of the driver container"),
-    Rule("spec.driver.hostNetwork", R, "driver pods use the pod network"),
+    Rule("spec.driver.hostNetwork", H, _HOST_NETWORK),
     Rule(
         "spec.driver.rdma",
         H,
@@ -168,7 +194,7 @@ RULES: tuple[Rule, ...] = (
     ),
     # --- toolkit
     Rule("spec.toolkit", H, "the container toolkit DaemonSet", {"enabled": _ON_OFF}),
-    Rule("spec.toolkit.hostNetwork", R, "toolkit pods use the pod network"),
+    Rule("spec.toolkit.hostNetwork", H, _HOST_NETWORK),
     # --- the GPU stack (model/operand_catalog.py)
     Rule(
         "spec.devicePlugin",
@@ -222,14 +248,21 @@ RULES: tuple[Rule, ...] = (
         " else default-gpu-clients",
         {"enabled": _ON_OFF, "config.default": ("all-disabled",)},
     ),
-    Rule("spec.migManager.hostNetwork", R, "MIG manager pods use the pod network"),
+    Rule("spec.migManager.hostNetwork", H, _HOST_NETWORK),
     # --- features ocp-gpu does not have
     Rule(
-        "spec.hostPaths",
+        "spec.hostPaths.driverInstallDir",
         R,
-        "the validator and device plugin look for the driver at /run/nvidia/driver and the kubelet"
-        " at /var/lib/kubelet",
-        {"driverInstallDir": ("/run/nvidia/driver",), "kubeletRootDir": ("/var/lib/kubelet",)},
+        "ocp-gpu's operands find the driver where its driver DaemonSet installs it, /run/nvidia/driver;"
+        " a driver installed elsewhere by another tool is not supported yet",
+        {"": ("/run/nvidia/driver",)},
+    ),
+    Rule(
+        "spec.hostPaths.kubeletRootDir",
+        H,
+        "the kubelet's root on the host: the device plugin's device-plugins and the DCGM exporter's"
+        " pod-resources directories under it (NVIDIA moves the exporter's only)",
+        {"": ("/var/lib/kubelet",)},
     ),
     Rule(
         "spec.hostPaths.rootFS",
@@ -261,12 +294,18 @@ RULES: tuple[Rule, ...] = (
         "nvidia-gdrcopy-ctr in the driver pods (image <version>-<os>; GDRCOPY_IMAGE when unset),"
         " GDRCOPY_ENABLED for the driver and the DTK build",
     ),
-    Rule("spec.gds.args", R, "the nvidia-fs container runs NVIDIA's install command without extra arguments"),
-    Rule("spec.gds.hostNetwork", R, "driver pods use the pod network"),
     Rule(
-        "spec.gdrcopy.args", R, "the gdrcopy container runs NVIDIA's install command without extra arguments"
+        "spec.gds.args",
+        IGN,
+        "NVIDIA's operator (v26.7.0) passes it to no container either: nvidia-fs runs its install command",
     ),
-    Rule("spec.gdrcopy.hostNetwork", R, "driver pods use the pod network"),
+    Rule("spec.gds.hostNetwork", R, _MODULE_NETWORK),
+    Rule(
+        "spec.gdrcopy.args",
+        IGN,
+        "NVIDIA's operator (v26.7.0) passes it to no container either: gdrcopy runs its install command",
+    ),
+    Rule("spec.gdrcopy.hostNetwork", R, _MODULE_NETWORK),
     Rule(
         "spec.sandboxWorkloads",
         R,

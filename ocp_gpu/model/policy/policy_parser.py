@@ -19,6 +19,7 @@ from ocp_gpu.model.policy import resource_config
 from ocp_gpu.model.policy.policy_spec import (
     DEFAULT_DAEMONSET_MAX_UNAVAILABLE,
     DEFAULT_DCGM_HOST_PORT,
+    DEFAULT_KUBELET_ROOT_DIR,
     DEFAULT_PRIORITY_CLASS,
     DEFAULT_RUNTIME_CLASS,
     DEFAULT_TOOLKIT_INSTALL_DIR,
@@ -236,6 +237,7 @@ class _ComponentFields(TypedDict):
     env: tuple[EnvVar, ...]
     args: tuple[str, ...]
     resources: ResourceRequirements
+    host_network: bool
 
 
 def _component_fields(fields: _Fields, enabled_default: bool) -> _ComponentFields:
@@ -249,6 +251,7 @@ def _component_fields(fields: _Fields, enabled_default: bool) -> _ComponentField
         "resources": ResourceRequirements(
             limits=resources.quantity_map("limits"), requests=resources.quantity_map("requests")
         ),
+        "host_network": fields.flag("hostNetwork", False),
     }
 
 
@@ -383,6 +386,7 @@ def _driver(fields: _Fields) -> tuple[DriverSpec, tuple[AliasConflict, ...]]:
             nls_enabled=licensing.flag("nlsEnabled", True),
         ),
         kernel_module_config_map=ConfigMapName(fields.child("kernelModuleConfig").text("name")),
+        virtual_topology_config_map=ConfigMapName(fields.child("virtualTopology").text("config")),
         manager=DriverManagerSpec(image=_image(manager), env=_env(manager)),
         rdma=RdmaSpec(
             enabled=fields.child("rdma").flag("enabled", False),
@@ -491,7 +495,6 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
         dcgm=DcgmSpec(
             **_component_fields(fields.child("dcgm"), True),
             host_port=fields.child("dcgm").number("hostPort", DEFAULT_DCGM_HOST_PORT),
-            host_network=fields.child("dcgm").flag("hostNetwork", False),
         ),
         dcgm_exporter=_dcgm_exporter(fields.child("dcgmExporter")),
         gfd=ComponentSpec(**_component_fields(fields.child("gfd"), True)),
@@ -504,6 +507,8 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
             root_fs=fields.child("hostPaths").text("rootFS") or "/",
             driver_install_dir=fields.child("hostPaths").text("driverInstallDir")
             or DRIVER_ROOT_CONTAINERIZED,
+            kubelet_root_dir=fields.child("hostPaths").text("kubeletRootDir").rstrip("/")
+            or DEFAULT_KUBELET_ROOT_DIR,
         ),
         psa_enabled=fields.child("psa").flag("enabled", False),
         nvidia_mig_strategy=nvidia_mig_strategy,

@@ -132,6 +132,8 @@ DEFAULT_DCGM_HOST_PORT: Final = 5555
 # Not CRD defaults: derived from driver.enabled when devicePlugin.nvidiaDriverRoot is unset.
 DRIVER_ROOT_CONTAINERIZED: Final = "/run/nvidia/driver"
 DRIVER_ROOT_HOST: Final = "/"
+# NVIDIA's DefaultKubeletRootDir (controllers/object_controls.go).
+DEFAULT_KUBELET_ROOT_DIR: Final = "/var/lib/kubelet"
 # The wire paths of the same settings under NVIDIA's CRD name and the seed's (neither is wrong).
 POD_DELETION_ALIAS: Final = "spec.driver.upgradePolicy.podDeletion"
 GPU_POD_DELETION: Final = "spec.driver.upgradePolicy.gpuPodDeletion"
@@ -212,6 +214,9 @@ class ComponentSpec:
     env: tuple[EnvVar, ...] = ()
     args: tuple[str, ...] = ()
     resources: ResourceRequirements = dataclasses.field(default_factory=ResourceRequirements)
+    # hostNetwork: the pods share the host's network (and resolve with ClusterFirstWithHostNet),
+    # as NVIDIA's applyHostNetworkConfig does.
+    host_network: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -327,6 +332,9 @@ class HostPaths:
 
     root_fs: str = "/"  # rootFS
     driver_install_dir: str = DRIVER_ROOT_CONTAINERIZED  # driverInstallDir
+    # kubeletRootDir: the kubelet's root, whose device-plugins and pod-resources sockets the
+    # device plugin and the DCGM exporter mount (at the same paths inside the containers).
+    kubelet_root_dir: str = DEFAULT_KUBELET_ROOT_DIR
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -347,6 +355,8 @@ class DriverSpec(ComponentSpec):
     cert_config_map: ConfigMapName = ConfigMapName("")  # certConfig.name
     licensing: LicensingConfig = dataclasses.field(default_factory=LicensingConfig)  # licensingConfig
     kernel_module_config_map: ConfigMapName = ConfigMapName("")  # kernelModuleConfig.name
+    # virtualTopology.config: the vGPU topology daemon's nvidia-topologyd.conf, from this ConfigMap.
+    virtual_topology_config_map: ConfigMapName = ConfigMapName("")
     manager: DriverManagerSpec = dataclasses.field(default_factory=DriverManagerSpec)
     rdma: RdmaSpec = dataclasses.field(default_factory=RdmaSpec)
     secret_env: str = ""  # secretEnv: a Secret whose keys become the driver container's env
@@ -401,7 +411,6 @@ class DcgmSpec(ComponentSpec):
     """The standalone DCGM hostengine (`dcgm`)."""
 
     host_port: int = DEFAULT_DCGM_HOST_PORT  # hostPort
-    host_network: bool = False  # hostNetwork
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -29,7 +29,6 @@ def hostengine_args(port: int) -> list[str]:
 def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRenderInputs) -> dict[str, Any]:
     return {
         "host_port": policy.dcgm.host_port,
-        "host_network": policy.dcgm.host_network,
         "hostengine_args": hostengine_args(policy.dcgm.host_port),
         "wait_for_toolkit": operand_common.marker_wait("toolkit-ready", "the toolkit validation"),
     }

@@ -145,6 +145,8 @@ def operand_context(
         "env": [{"name": name, "value": value} for name, value in env.items()],
         "resources": spec.resources.as_wire(),
         "runtime_class_name": operand_common.runtime_class_name(policy, inputs.openshift),
+        "host_network": spec.host_network,
+        "kubelet_root_dir": policy.host_paths.kubelet_root_dir,
         "validations_dir": operand_common.VALIDATIONS_DIR,
         **extra,
     }
