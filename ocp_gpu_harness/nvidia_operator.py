@@ -138,6 +138,10 @@ class NvidiaOperator:
                     f"--leader-elect-namespace={self.namespace}",
                     f"--metrics-bind-address=127.0.0.1:{metrics}",
                     f"--health-probe-bind-address=127.0.0.1:{probes}",
+                    # NB: controller-runtime's default renew deadline (10 s) is lost at load 35 on 2
+                    # shared cores (seen: "leader election lost", the manager exits mid-install);
+                    # its main.go (v26.7.0) takes this flag and sets the lease 5 s longer
+                    "--leader-lease-renew-deadline=60s",
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
