@@ -256,3 +256,15 @@ def restore(api: kubernetes.client.ApiClient, raw: clients.ApiClient, path: Path
         skipped=skipped,
         nvidia_commit=str(header["nvidia"]["commit"]),
     )
+
+
+def recreate(
+    raw: clients.ApiClient, path: Path, namespace: str, restored: Restored, kind: str, name: str
+) -> None:
+    """One captured object made again as NVIDIA's operator made it (its field manager, owned by
+    the restored ClusterPolicy): what NVIDIA's operator renders again for the same policy when it
+    takes back."""
+    header, objects = load(path)
+    captured = next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
+    owners = {header["clusterPolicy"]["metadata"]["uid"]: restored.policy_uid}
+    _create(raw, _path(captured, namespace), _clean(captured, namespace, owners))
