@@ -39,6 +39,11 @@ operators run as processes, not as the Deployments OLM or helm would make:
   nothing.  NB: the operator's Deployment is orphaned too (its ReplicaSet and pod stay, and
   must be deleted by hand); here the process is stopped.
 The CRDs: as the README's commands apply them (helm install skips CRDs that exist).
+`--platform vanilla`: no OpenShift API, Ubuntu 22.04 GPU nodes, the ClusterPolicy NVIDIA's Helm
+chart renders from its default values (tests/unit/data/nvidia-helm/expected/nvidia-values.yaml):
+NVIDIA's single `nvidia-driver-daemonset`, ocp-gpu's one per OS.  Its hand back first deletes
+ocp-gpu's driver DaemonSets with propagationPolicy Orphan, as docs/migrating-from-nvidia.md says
+(`kubectl delete daemonset ... --cascade=orphan`).
 NB: the harness's node agent (a SIMULATION of kubelets and the NVIDIA stack) readies the pods;
 nothing simulates what a driver pod's deletion does to a GPU workload on a real node.
 
@@ -61,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes.client
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -75,10 +81,12 @@ OCP_USER = "ocp-gpu-operator"
 V1, V2 = nodes.DEFAULT_RHCOS, "416.94.202407240000-0"
 DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
 DRIVER_PODS = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
+OCP_GPU_DRIVER_DAEMONSETS = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE},{DRIVER_PODS}"
 WORKLOAD = "gpu-workload"
 # Seconds without a write that end a phase (NVIDIA's operator waits for its previous Lease first).
 QUIET_S = 20.0
 OCP_CRD = ROOT / "ocp_gpu" / "crds" / "clusterpolicies.nvidia.com.yaml"
+CHART_POLICY = ROOT / "tests" / "unit" / "data" / "nvidia-helm" / "expected" / "nvidia-values.yaml"
 SWITCHES = ("olm", "helm", "helm-orphan")
 # The namespace each style installs into: OLM's (NVIDIA's docs) or the chart's release namespace.
 NAMESPACES = {"olm": "nvidia-gpu-operator", "helm": "gpu-operator", "helm-orphan": "gpu-operator"}
@@ -366,18 +374,33 @@ def phase(
     return result
 
 
+def chart_policy() -> dict[str, Any]:
+    """The ClusterPolicy NVIDIA's chart renders from its default values (hack/nvidia_chart_fixtures.py)."""
+    policy: dict[str, Any] = next(
+        doc for doc in yaml.safe_load_all(CHART_POLICY.read_text()) if doc and doc["kind"] == "ClusterPolicy"
+    )
+    return policy
+
+
 def run_once(args: argparse.Namespace, src: Path, style: str, repetition: int) -> dict[str, Any]:
     """One switch style on a fresh control plane: install, take over, hand back."""
     namespace = NAMESPACES[style]
+    vanilla = args.platform == "vanilla"
     stem = args.out.with_suffix("")
     logs = Path(f"{stem}.{style}-{repetition}")
-    result: dict[str, Any] = {"switch": style, "repetition": repetition, "namespace": namespace}
+    result: dict[str, Any] = {
+        "switch": style,
+        "repetition": repetition,
+        "namespace": namespace,
+        "platform": args.platform,
+    }
     with cluster.LocalControlPlane(start_timeout=240) as plane:
         api = plane.api_client()
-        openshift.install_openshift_apis(api)
-        openshift.set_driver_toolkit_tags(api, {V1: DTK + "1" * 64, V2: DTK + "2" * 64})
+        if not vanilla:
+            openshift.install_openshift_apis(api)
+            openshift.set_driver_toolkit_tags(api, {V1: DTK + "1" * 64, V2: DTK + "2" * 64})
         ext = kubernetes.client.ApiextensionsV1Api(api)
-        created = nvidia_operator.crds(src) + nvidia_operator.openshift_crds()
+        created = nvidia_operator.crds(src) + ([] if vanilla else nvidia_operator.openshift_crds())
         for crd in created:
             ext.create_custom_resource_definition(crd)
         wait_for(
@@ -396,13 +419,17 @@ def run_once(args: argparse.Namespace, src: Path, style: str, repetition: int) -
         core.create_namespace({"metadata": {"name": namespace}})
         names = [f"gpu-{i:04d}" for i in range(args.nodes)]
         nodes.create_nodes(
-            api, [nodes.gpu_node(n, rhcos=V1 if i % 2 == 0 else V2) for i, n in enumerate(names)]
+            api,
+            [
+                nodes.vanilla_gpu_node(n) if vanilla else nodes.gpu_node(n, rhcos=V1 if i % 2 == 0 else V2)
+                for i, n in enumerate(names)
+            ],
         )
         nodes.wait_nodes_ready(api, names)
         nvidia = nvidia_operator.NvidiaOperator(
             src, plane.make_kubeconfig(NV_USER, ["system:masters"]), namespace, Path(f"{logs}.nvidia.log")
         )
-        policy = nvidia_operator.example_policy(src)
+        policy = chart_policy() if vanilla else nvidia_operator.example_policy(src)
         if style != "olm":
             policy["metadata"] = {"name": HELM_POLICY}
         name = policy["metadata"]["name"]
@@ -486,6 +513,19 @@ def run_once(args: argparse.Namespace, src: Path, style: str, repetition: int) -
                 result["takeover"]["migratedFrom"] = status.get("migratedFrom")
 
                 def to_nvidia() -> None:
+                    if vanilla:
+                        # ocp-gpu's per-OS driver DaemonSets leave their pods to NVIDIA's (the docs' command)
+                        apps = kubernetes.client.AppsV1Api(api)
+                        ours = OCP_GPU_DRIVER_DAEMONSETS
+                        apps.delete_collection_namespaced_daemon_set(
+                            namespace, label_selector=ours, propagation_policy="Orphan"
+                        )
+                        wait_for(
+                            lambda: not apps.list_namespaced_daemon_set(namespace, label_selector=ours).items,
+                            GC_S,
+                            what="ocp-gpu's driver DaemonSets gone",
+                            interval=1,
+                        )
                     for path in nvidia_operator.crd_paths(src):
                         kubectl_apply(plane, path)
                     result["nvidia_policy_created"] = switch.install_policy()
@@ -522,6 +562,7 @@ def main() -> int:
     )
     parser.add_argument("--timeout", type=float, default=300, help="seconds per phase")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--platform", choices=("openshift", "vanilla"), default="openshift")
     args = parser.parse_args()
     os.chdir(ROOT)
     args.out = args.out.resolve()
@@ -536,7 +577,9 @@ def main() -> int:
     results: dict[str, Any] = {
         "nodes": args.nodes,
         "nvidia_commit": commit(src),
-        "ocp_gpu_commit": commit(ROOT),
+        # NB: run from a `git archive` (no .git), OCP_GPU_COMMIT names the commit
+        "ocp_gpu_commit": commit(ROOT) or os.environ.get("OCP_GPU_COMMIT", ""),
+        "platform": args.platform,
         "started": datetime.datetime.now().isoformat(timespec="seconds"),
         "runs": [],
     }
