@@ -1,5 +1,6 @@
-"""Faults for chaos tests: etcd compaction, and operator replicas kept running the way a
-kubelet keeps a Deployment's pods running (restarted after they exit or are killed).
+"""Faults for chaos tests: etcd compaction, a pod left half deleted, and operator replicas kept
+running the way a kubelet keeps a Deployment's pods running (restarted after they exit or are
+killed).
 
 The apiserver itself is killed and restarted through `LocalControlPlane.kill_process` and
 `LocalControlPlane.restart_process`.
@@ -72,6 +73,44 @@ def compact_etcd(etcd_url: str) -> int:
     revision = etcd_revision(etcd_url)
     _etcd_post(etcd_url, "/v3/kv/compaction", {"revision": str(revision), "physical": True})
     return revision
+
+
+# Where kube-apiserver keeps its objects in etcd (its --etcd-prefix, left at the default).
+ETCD_PREFIX: Final = "/registry"
+
+
+def leave_pod_half_deleted(etcd_url: str, pod: dict[str, Any]) -> None:
+    """Store ``pod`` (as read from the API, JSON) as kube-apiserver leaves it when it is killed in
+    the middle of a grace-0 deletion: a deletion is two steps (the generic registry's
+    ``updateForGracefulDeletionAndFinalizers`` stores deletionTimestamp and
+    deletionGracePeriodSeconds 0, then ``Storage.Delete`` removes the object); killed between
+    them, the pod stays stored, terminating, with no further event (seen in test_chaos.py's
+    apiserver restart, issue 30).
+
+    Written to etcd directly, since no API request leaves that state: JSON, which the apiserver's
+    storage decoder reads beside protobuf; its watch cache then sends the change to every watcher
+    as a MODIFIED event, as after the real first step."""
+    metadata = pod["metadata"]
+    stored = {
+        **pod,
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            # NB: the apiserver never stores resourceVersion (it is the etcd revision).
+            **{k: v for k, v in metadata.items() if k != "resourceVersion"},
+            "deletionTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "deletionGracePeriodSeconds": 0,
+        },
+    }
+    key = f"{ETCD_PREFIX}/pods/{metadata['namespace']}/{metadata['name']}"
+    _etcd_post(
+        etcd_url,
+        "/v3/kv/put",
+        {
+            "key": base64.b64encode(key.encode()).decode(),
+            "value": base64.b64encode(json.dumps(stored).encode()).decode(),
+        },
+    )
 
 
 @dataclass

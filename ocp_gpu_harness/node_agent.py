@@ -54,6 +54,18 @@ operator) plays those parts, reading only what a node would see:
   `failed`, operands restored, geometry unchanged.  The agent's progress lives in
   node annotations (`MIG_*`), so a restarted agent carries on.
 
+- **A deletion the apiserver left half done is finished** (a kubelet's status manager).  A
+  deletion with a grace period of 0 (kwok's confirmation of a graceful one, or any grace-0
+  delete) is two steps in kube-apiserver: store deletionGracePeriodSeconds 0, then remove the
+  pod.  An apiserver killed between the two (tests/e2e/test_chaos.py kills it) leaves the pod
+  stored, terminating, for good: kwok's pod-delete stage leaves grace-0 pods alone
+  (`stages.patched_pod_delete`), and its own delete, cut by the kill ("connection reset by
+  peer"), is not retried (kwok v0.8.0 retries only refused connections, timeouts, 429 and 503).
+  A kubelet deletes a terminating pod of its node with a UID precondition until it is gone (the
+  apiserver removes a stored grace-0 pod on the next delete: `rest.BeforeDelete`); the agent
+  does so for a mirrored pod on a kwok node that stays so `HALF_DELETED_S` seconds (issue 30:
+  the chaos test's driver pods, their nodes left in pod-restart-required).
+
 It polls rather than watching: simple, and cheap at the node counts tests use.  Between
 passes it waits `--interval` seconds, or twice the CPU time the pass used, never more
 than `MAX_PASS_WAIT` (`pass_wait`); every request has a timeout (`REQUEST_TIMEOUT`), so
@@ -80,7 +92,7 @@ from kubernetes.client import ApiClient
 from ocp_gpu.model import labels, mig_catalog, operand_catalog
 from ocp_gpu.planning.operands import mig_planning
 from ocp_gpu.rendering.operands import plugin_config
-from ocp_gpu_harness import dra_slices, stages
+from ocp_gpu_harness import dra_slices, real_node, stages
 from ocp_gpu_harness import nodes as nodes_mod
 from ocp_gpu_harness.mirror import Mirror
 
@@ -103,6 +115,10 @@ SLOW_PASS: Final = 10.0
 # pass (logged, retried by the next one) instead of blocking the agent for good. The read
 # timeout is generous: the LIST of every operand pod at 1,000 nodes is tens of megabytes.
 REQUEST_TIMEOUT: Final = (10.0, 120.0)
+# Seconds a pod may stay stored with deletionGracePeriodSeconds 0 (and no finalizer) before the
+# agent deletes it: kube-apiserver removes such a pod milliseconds after storing it, unless it
+# was killed in between (`half_deleted`).
+HALF_DELETED_S: Final = 5.0
 # GPU memory (MiB) GFD reports per product; others get an 80 GB figure.
 PRODUCT_MEMORY: Final = {
     "NVIDIA-L40S": "46068",
@@ -164,6 +180,23 @@ def _ready(pod: Mapping[str, Any]) -> bool:
     return any(
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in (pod.get("status") or {}).get("conditions") or ()
+    )
+
+
+def half_deleted(pod: Mapping[str, Any]) -> bool:
+    """A pod on a kwok node that kube-apiserver left half deleted: deletionGracePeriodSeconds 0
+    stored, no finalizer left to wait for, yet not removed (see the module docstring).
+
+    NB: not a pod on the real node (its own kubelet confirms it) nor an unbound one (kube-
+    controller-manager's pod garbage collector removes a terminating pod without a node)."""
+    metadata = pod.get("metadata") or {}
+    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    return (
+        bool(metadata.get("deletionTimestamp"))
+        and metadata.get("deletionGracePeriodSeconds") == 0
+        and not metadata.get("finalizers")
+        and bool(node)
+        and node != real_node.NODE_NAME
     )
 
 
@@ -235,6 +268,8 @@ class NodeAgent:
         self._written: dict[tuple[str, str], tuple[str, float]] = {}
         # Writes to nodes so far (node passes run in this thread only).
         self._node_writes = 0
+        # pod uid -> monotonic time the agent first saw it `half_deleted`.
+        self._half_deleted_since: dict[str, float] = {}
         # (namespace, name) -> a ConfigMap's data read by a GET this pass, when the mirror did not
         # have it yet (None: absent).
         self._config_maps: dict[tuple[str, str], dict[str, str] | None] = {}
@@ -248,11 +283,11 @@ class NodeAgent:
             if not mirror.synced.wait(max(0.0, deadline - time.monotonic())):
                 raise TimeoutError(f"node agent: no LIST of {mirror.name} in {timeout:.0f} s")
 
-    def _write(self, call: Any, *args: Any) -> None:
+    def _write(self, call: Any, *args: Any, **kwargs: Any) -> None:
         """A write with the timeout, its answer read as bytes and dropped: it is unused, and the
         client's model deserialisation of thousands of pods cost much of a pass's CPU. NB: the
         body must be read, or the connection never goes back to the pool."""
-        call(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT).data  # noqa: B018
+        call(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs).data  # noqa: B018
         if call in (self.core.patch_node, self.core.patch_node_status, self.core.delete_namespaced_pod):
             self._node_writes += 1
 
@@ -290,6 +325,7 @@ class NodeAgent:
             """As `ready_on`, or the operand's DaemonSet does not exist: the host has it."""
             return (namespace, operand.app) not in deployed or ready_on(namespace, node, operand)
 
+        self._finish_half_deleted(pods)
         # The decisions in this thread (cheap, in memory); only the writes go to the workers.
         to_open = [
             pod
@@ -322,6 +358,38 @@ class NodeAgent:
                 if self._node_writes != writes:
                     self._written[("node", name)] = (_version(node), time.monotonic())
         return len(pods), len(to_open)
+
+    def _finish_half_deleted(self, pods: list[dict[str, Any]], now: float | None = None) -> None:
+        """Delete, as its kubelet would, every pod `half_deleted` for `HALF_DELETED_S` seconds."""
+        now = time.monotonic() if now is None else now
+        found = {str(p["metadata"].get("uid", "")): p for p in pods if half_deleted(p)}
+        for uid in set(self._half_deleted_since) - set(found):
+            del self._half_deleted_since[uid]
+        for uid, pod in found.items():
+            since = self._half_deleted_since.setdefault(uid, now)
+            if now - since < HALF_DELETED_S or self._unseen("pod", uid, _version(pod)):
+                continue
+            metadata = pod["metadata"]
+            try:
+                # The UID precondition: never a newer pod of the same name (stages.patched_pod_delete).
+                self._write(
+                    self.core.delete_namespaced_pod,
+                    metadata["name"],
+                    metadata["namespace"],
+                    body={"gracePeriodSeconds": 0, "preconditions": {"uid": uid}},
+                )
+            except kubernetes.client.ApiException as error:
+                if error.status not in (404, 409):  # gone already; another pod of that name
+                    raise
+            self._written[("pod", uid)] = (_version(pod), time.monotonic())
+            logger.info(
+                "%s/%s on %s: left half deleted by the apiserver (deletionGracePeriodSeconds 0, still "
+                "stored) for %.0f s: deleted as its kubelet would",
+                metadata["namespace"],
+                metadata["name"],
+                pod["spec"].get("nodeName", ""),
+                now - since,
+            )
 
     def _gate(self, pod: Mapping[str, Any], present: _MarkerCheck, ready_on: _MarkerCheck) -> bool:
         """The pod is to be given the fate "ready": its markers exist."""
@@ -717,7 +785,9 @@ def _trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     spec = pod.get("spec") or {}
     conditions = (pod.get("status") or {}).get("conditions") or ()
     return {
-        "metadata": _metadata(pod, "labels", "annotations", "deletionTimestamp"),
+        "metadata": _metadata(
+            pod, "labels", "annotations", "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers"
+        ),
         "spec": {
             "nodeName": spec.get("nodeName", ""),
             "initContainers": [{"name": c.get("name")} for c in spec.get("initContainers") or ()],

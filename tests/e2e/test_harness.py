@@ -15,12 +15,14 @@
   discoverable, carries the driver-toolkit tags, and uninstalling removes them;
 - ``count_writes`` attributes writes to a user made with ``make_kubeconfig``, and
   RBAC applies to a user without groups;
+- a pod the apiserver left half deleted (killed mid-deletion) is removed, as a kubelet would;
 - cascading deletion through ownerReferences (the garbage collector);
 - the committed ImageStream CRD is what its generator produces (not e2e).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -34,7 +36,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu.model import labels
-from ocp_gpu_harness import binaries, polling, stages
+from ocp_gpu_harness import binaries, faults, polling, stages
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import KWOK_USER, LocalControlPlane, unique_name
@@ -353,6 +355,40 @@ def test_kwok_confirms_graceful_deletions_and_leaves_a_recreated_pod_alone(
     wait_for(
         "the graceful deletion confirmed",
         lambda: not core.list_namespaced_pod(namespace, field_selector="metadata.name=graceful").items,
+        STEP_S,
+    )
+
+
+@pytest.mark.e2e
+def test_a_pod_the_apiserver_left_half_deleted_is_removed_as_its_kubelet_would(
+    kube: client.ApiClient,
+    control_plane: LocalControlPlane,
+    namespace: str,
+    run: Run,
+) -> None:
+    """SIMULATION (node_agent.half_deleted): a pod stored with deletionGracePeriodSeconds 0 yet not
+    removed (kube-apiserver killed between the two steps of a grace-0 deletion) is deleted, by its
+    UID, as its kubelet would; kwok's pod-delete stage leaves grace-0 pods alone, and such a pod
+    stayed terminating for good (issue 30: test_chaos.py's nodes left in pod-restart-required)."""
+    (node,) = run.gpu_nodes()
+    core = client.CoreV1Api(kube)
+    created = core.create_namespaced_pod(namespace, pod_on(node, "half", {"app": "half"}))
+    wait_for("the pod Ready", lambda: is_ready(core.read_namespaced_pod("half", namespace)))
+    pod = json.loads(core.read_namespaced_pod("half", namespace, _preload_content=False).data)
+    faults.leave_pod_half_deleted(control_plane.etcd_url, pod)
+    # What the killed apiserver leaves, as every client reads it.
+    left = wait_for(
+        "the pod stored half deleted",
+        lambda: (
+            (p := core.read_namespaced_pod("half", namespace)).metadata.deletion_grace_period_seconds == 0
+            and p
+        ),
+    )
+    assert left.metadata.uid == created.metadata.uid and left.metadata.deletion_timestamp
+    # Budget STEP_S: HALF_DELETED_S, then one agent pass (at most MAX_PASS_WAIT s apart) on a loaded machine.
+    wait_for(
+        "the half-deleted pod removed",
+        lambda: not core.list_namespaced_pod(namespace, field_selector="metadata.name=half").items,
         STEP_S,
     )
 

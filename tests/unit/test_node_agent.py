@@ -4,19 +4,22 @@ We test these aspects: the wait between passes follows the CPU a pass used, not 
 time, and is bounded, so a pass that spent minutes waiting on a busy apiserver is followed
 at once by the next one (at 1,000 nodes the wait was twice the wall time: ten silent
 minutes while 239 validators stayed Pending); every request has a bounded timeout; the
-validator waits for the operands its own init containers validate.
+validator waits for the operands its own init containers validate; a pod the apiserver left half
+deleted (killed mid-deletion) is deleted again, by its UID, as a kubelet would.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu.model import operand_catalog
 from ocp_gpu.rendering.operands import validator
-from ocp_gpu_harness import mirror, node_agent
+from ocp_gpu_harness import mirror, node_agent, real_node
 
 
 @pytest.mark.parametrize(
@@ -131,6 +134,11 @@ def test_a_trimmed_pod_reads_as_the_whole_pod() -> None:
     assert node_agent._ready(node_agent._trim_pod(full)) is False
     full["metadata"]["deletionTimestamp"] = "2026-11-24T00:00:00Z"  # type: ignore[index]
     assert node_agent._trim_pod(full)["metadata"]["deletionTimestamp"]
+    # Left half deleted by the apiserver: read so from the trimmed pod too.
+    full["metadata"]["deletionGracePeriodSeconds"] = 0  # type: ignore[index]
+    assert node_agent.half_deleted(node_agent._trim_pod(full)) is node_agent.half_deleted(full) is True
+    full["metadata"]["finalizers"] = ["example.com/keep"]  # type: ignore[index]
+    assert node_agent.half_deleted(node_agent._trim_pod(full)) is node_agent.half_deleted(full) is False
 
 
 def test_a_trimmed_node_and_daemonset_keep_what_a_pass_reads() -> None:
@@ -184,3 +192,78 @@ def test_a_change_outside_what_the_mirror_keeps_is_no_change() -> None:
     labelled = {**beat, "metadata": {**beat["metadata"], "labels": {"a": "c"}}}
     assert not mirror._same_but_version(node_agent._trim_node(node), node_agent._trim_node(labelled))
     assert not mirror._same_but_version(None, node_agent._trim_node(node))
+
+
+def _terminating(grace: int | None, node: str = "gpu-1", finalizers: tuple[str, ...] = ()) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": "p",
+        "namespace": "n",
+        "uid": "u-1",
+        "resourceVersion": "9",
+        "deletionTimestamp": "2026-11-28T08:01:18Z",
+        "finalizers": list(finalizers),
+    }
+    if grace is not None:
+        metadata["deletionGracePeriodSeconds"] = grace
+    return {"metadata": metadata, "spec": {"nodeName": node}}
+
+
+def test_half_deleted_is_a_stored_grace_0_deletion_of_a_kwok_nodes_pod() -> None:
+    """kube-apiserver killed between storing deletionGracePeriodSeconds 0 and removing the pod: a
+    kubelet would delete it again; kwok's pod-delete stage never plays on grace 0 (stages.py)."""
+    assert node_agent.half_deleted(_terminating(0))
+    # A graceful deletion: kwok's pod-delete stage confirms it, not the agent.
+    assert not node_agent.half_deleted(_terminating(30))
+    # Waiting for its finalizers: the apiserver removes it once they are gone.
+    assert not node_agent.half_deleted(_terminating(0, finalizers=("example.com/keep",)))
+    # Not bound (kube-controller-manager's pod GC removes it) or on the real node (its kubelet does).
+    assert not node_agent.half_deleted(_terminating(0, node=""))
+    assert not node_agent.half_deleted(_terminating(0, node=real_node.NODE_NAME))
+    # Not being deleted at all.
+    running = _terminating(0)
+    del running["metadata"]["deletionTimestamp"]
+    assert not node_agent.half_deleted(running)
+
+
+class _Deletes:
+    """CoreV1Api.delete_namespaced_pod as the agent calls it: records, answers with `status`."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+        self.status = status
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append((args, kwargs))
+        if self.status != 200:
+            raise ApiException(status=self.status)
+        return type("Answer", (), {"data": b"{}"})()
+
+
+def test_a_pod_half_deleted_for_a_while_is_deleted_once_by_its_uid() -> None:
+    agent = node_agent.NodeAgent(ApiClient())
+    deletes = _Deletes()
+    agent.core.delete_namespaced_pod = deletes  # type: ignore[method-assign]
+    pod = _terminating(0)
+    agent._finish_half_deleted([pod], now=100.0)
+    # The apiserver's own second step comes within milliseconds: not before HALF_DELETED_S.
+    agent._finish_half_deleted([pod], now=100.0 + node_agent.HALF_DELETED_S - 0.1)
+    assert deletes.calls == []
+    agent._finish_half_deleted([pod], now=100.0 + node_agent.HALF_DELETED_S)
+    ((args, kwargs),) = deletes.calls
+    assert args == ("p", "n")
+    # By UID: never a newer pod of the same name.
+    assert kwargs["body"] == {"gracePeriodSeconds": 0, "preconditions": {"uid": "u-1"}}
+    # Not again while the watch has not brought the deletion back.
+    agent._finish_half_deleted([pod], now=200.0)
+    assert len(deletes.calls) == 1
+    # Gone from the mirror: forgotten.
+    agent._finish_half_deleted([], now=201.0)
+    assert agent._half_deleted_since == {}
+
+
+@pytest.mark.parametrize("status", [404, 409])
+def test_a_half_deleted_pod_already_gone_or_replaced_is_no_error(status: int) -> None:
+    agent = node_agent.NodeAgent(ApiClient())
+    agent.core.delete_namespaced_pod = _Deletes(status)  # type: ignore[method-assign]
+    agent._finish_half_deleted([_terminating(0)], now=0.0)
+    agent._finish_half_deleted([_terminating(0)], now=node_agent.HALF_DELETED_S)
