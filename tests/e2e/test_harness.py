@@ -344,6 +344,8 @@ def test_kwok_confirms_graceful_deletions_and_leaves_a_recreated_pod_alone(
         if event.get("verb") == "delete"
         and event.get("user", {}).get("username") == KWOK_USER
         and event.get("objectRef", {}).get("name") == "same"
+        # This test's pods only: another namespace's "same" would be another test's.
+        and event.get("objectRef", {}).get("namespace") == namespace
     ]
     assert kwok_deletes == []
     # A graceful deletion (120 s: longer than this wait) is confirmed by kwok, not by the clock.
@@ -446,6 +448,8 @@ def test_mco_update_drains_through_eviction_and_honours_pdb(
             1
             for e in control_plane.read_audit_events(mark)
             if (e.get("objectRef") or {}).get("subresource") == "eviction"
+            # This test's namespace only: the audit log holds every test's evictions.
+            and (e.get("objectRef") or {}).get("namespace") == namespace
             and e.get("responseStatus", {}).get("code") == 429
         )
 
