@@ -54,17 +54,18 @@ operator) plays those parts, reading only what a node would see:
   `failed`, operands restored, geometry unchanged.  The agent's progress lives in
   node annotations (`MIG_*`), so a restarted agent carries on.
 
-- **A deletion the apiserver left half done is finished** (a kubelet's status manager).  A
-  deletion with a grace period of 0 (kwok's confirmation of a graceful one, or any grace-0
-  delete) is two steps in kube-apiserver: store deletionGracePeriodSeconds 0, then remove the
-  pod.  An apiserver killed between the two (tests/e2e/test_chaos.py kills it) leaves the pod
-  stored, terminating, for good: kwok's pod-delete stage leaves grace-0 pods alone
-  (`stages.patched_pod_delete`), and its own delete, cut by the kill ("connection reset by
-  peer"), is not retried (kwok v0.8.0 retries only refused connections, timeouts, 429 and 503).
-  A kubelet deletes a terminating pod of its node with a UID precondition until it is gone (the
-  apiserver removes a stored grace-0 pod on the next delete: `rest.BeforeDelete`); the agent
-  does so for a mirrored pod on a kwok node that stays so `HALF_DELETED_S` seconds (issue 30:
-  the chaos test's driver pods, their nodes left in pod-restart-required).
+- **An overdue deletion is finished** (a kubelet kills a terminating pod's containers at the
+  end of its grace period, then deletes it with its UID as precondition until it is gone).  kwok
+  confirms a deletion at once, on the pod's event, and never again, so a pod still stored past
+  its deletionTimestamp is one it missed: kube-apiserver killed in the middle of a grace-0
+  deletion (two steps: store deletionGracePeriodSeconds 0, then remove the pod; killed between
+  them, the pod stays with no further event, and kwok's pod-delete stage skips grace 0:
+  `stages.patched_pod_delete`), or kwok's own delete cut by that kill (kwok v0.8.0 retries a
+  failed stage only on a refused connection, a timeout, 429 or 503, not on "connection reset by
+  peer").  A mirrored pod on a kwok node overdue for `OVERDUE_S` seconds is deleted so (the
+  apiserver removes a stored grace-0 pod on the next delete: `rest.BeforeDelete`).  Issue 30:
+  test_chaos.py's apiserver restart left driver pods terminating for good, their nodes in
+  pod-restart-required.
 
 It polls rather than watching: simple, and cheap at the node counts tests use.  Between
 passes it waits `--interval` seconds, or twice the CPU time the pass used, never more
@@ -76,6 +77,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import datetime
 import functools
 import json
 import logging
@@ -115,10 +117,10 @@ SLOW_PASS: Final = 10.0
 # pass (logged, retried by the next one) instead of blocking the agent for good. The read
 # timeout is generous: the LIST of every operand pod at 1,000 nodes is tens of megabytes.
 REQUEST_TIMEOUT: Final = (10.0, 120.0)
-# Seconds a pod may stay stored with deletionGracePeriodSeconds 0 (and no finalizer) before the
-# agent deletes it: kube-apiserver removes such a pod milliseconds after storing it, unless it
-# was killed in between (`half_deleted`).
-HALF_DELETED_S: Final = 5.0
+# Seconds a pod may stay stored past its deletionTimestamp before the agent deletes it
+# (`deletion_overdue`): kwok confirms within milliseconds, kube-apiserver removes a grace-0 pod
+# within milliseconds of storing it; a loaded machine stretches both to a few seconds at most.
+OVERDUE_S: Final = 5.0
 # GPU memory (MiB) GFD reports per product; others get an 80 GB figure.
 PRODUCT_MEMORY: Final = {
     "NVIDIA-L40S": "46068",
@@ -183,17 +185,19 @@ def _ready(pod: Mapping[str, Any]) -> bool:
     )
 
 
-def half_deleted(pod: Mapping[str, Any]) -> bool:
-    """A pod on a kwok node that kube-apiserver left half deleted: deletionGracePeriodSeconds 0
-    stored, no finalizer left to wait for, yet not removed (see the module docstring).
+def deletion_overdue(pod: Mapping[str, Any], now: float) -> bool:
+    """A pod on a kwok node still stored at ``now`` (epoch seconds) past the end of its grace period
+    (its deletionTimestamp), with no finalizer left to wait for: kwok missed its deletion (see the
+    module docstring).
 
     NB: not a pod on the real node (its own kubelet confirms it) nor an unbound one (kube-
     controller-manager's pod garbage collector removes a terminating pod without a node)."""
     metadata = pod.get("metadata") or {}
+    stamp = str(metadata.get("deletionTimestamp") or "")
     node = str((pod.get("spec") or {}).get("nodeName") or "")
     return (
-        bool(metadata.get("deletionTimestamp"))
-        and metadata.get("deletionGracePeriodSeconds") == 0
+        bool(stamp)
+        and datetime.datetime.fromisoformat(stamp).timestamp() <= now
         and not metadata.get("finalizers")
         and bool(node)
         and node != real_node.NODE_NAME
@@ -268,8 +272,8 @@ class NodeAgent:
         self._written: dict[tuple[str, str], tuple[str, float]] = {}
         # Writes to nodes so far (node passes run in this thread only).
         self._node_writes = 0
-        # pod uid -> monotonic time the agent first saw it `half_deleted`.
-        self._half_deleted_since: dict[str, float] = {}
+        # pod uid -> monotonic time the agent first saw its deletion overdue (`deletion_overdue`).
+        self._overdue_since: dict[str, float] = {}
         # (namespace, name) -> a ConfigMap's data read by a GET this pass, when the mirror did not
         # have it yet (None: absent).
         self._config_maps: dict[tuple[str, str], dict[str, str] | None] = {}
@@ -325,7 +329,7 @@ class NodeAgent:
             """As `ready_on`, or the operand's DaemonSet does not exist: the host has it."""
             return (namespace, operand.app) not in deployed or ready_on(namespace, node, operand)
 
-        self._finish_half_deleted(pods)
+        self._finish_overdue_deletions(pods)
         # The decisions in this thread (cheap, in memory); only the writes go to the workers.
         to_open = [
             pod
@@ -359,15 +363,19 @@ class NodeAgent:
                     self._written[("node", name)] = (_version(node), time.monotonic())
         return len(pods), len(to_open)
 
-    def _finish_half_deleted(self, pods: list[dict[str, Any]], now: float | None = None) -> None:
-        """Delete, as its kubelet would, every pod `half_deleted` for `HALF_DELETED_S` seconds."""
+    def _finish_overdue_deletions(
+        self, pods: list[dict[str, Any]], now: float | None = None, wall: float | None = None
+    ) -> None:
+        """Delete, as its kubelet would, every pod whose deletion is overdue for `OVERDUE_S` s
+        (``now``: monotonic seconds, ``wall``: epoch seconds)."""
         now = time.monotonic() if now is None else now
-        found = {str(p["metadata"].get("uid", "")): p for p in pods if half_deleted(p)}
-        for uid in set(self._half_deleted_since) - set(found):
-            del self._half_deleted_since[uid]
+        wall = time.time() if wall is None else wall
+        found = {str(p["metadata"].get("uid", "")): p for p in pods if deletion_overdue(p, wall)}
+        for uid in set(self._overdue_since) - set(found):
+            del self._overdue_since[uid]
         for uid, pod in found.items():
-            since = self._half_deleted_since.setdefault(uid, now)
-            if now - since < HALF_DELETED_S or self._unseen("pod", uid, _version(pod)):
+            since = self._overdue_since.setdefault(uid, now)
+            if now - since < OVERDUE_S or self._unseen("pod", uid, _version(pod)):
                 continue
             metadata = pod["metadata"]
             try:
@@ -383,12 +391,14 @@ class NodeAgent:
                     raise
             self._written[("pod", uid)] = (_version(pod), time.monotonic())
             logger.info(
-                "%s/%s on %s: left half deleted by the apiserver (deletionGracePeriodSeconds 0, still "
-                "stored) for %.0f s: deleted as its kubelet would",
+                "%s/%s on %s: still stored %.0f s past its deletionTimestamp %s (grace %s): deleted as "
+                "its kubelet would",
                 metadata["namespace"],
                 metadata["name"],
                 pod["spec"].get("nodeName", ""),
                 now - since,
+                metadata.get("deletionTimestamp"),
+                metadata.get("deletionGracePeriodSeconds"),
             )
 
     def _gate(self, pod: Mapping[str, Any], present: _MarkerCheck, ready_on: _MarkerCheck) -> bool:

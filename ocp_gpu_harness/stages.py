@@ -13,7 +13,7 @@ source tree (see `binaries.KWOK_STAGE_FILES`), with two changes and four additio
   name (the validator re-creates its workload pod so). A kubelet confirms with the pod's UID;
   loaded with one extra selector, it leaves grace-0 deletions alone (`patched_pod_delete`; a
   grace-0 pod the API server did not remove, killed mid-deletion, is the node agent's:
-  `node_agent.half_deleted`).
+  `node_agent.deletion_overdue`).
 - ``pod-fate-crash-looping``, ``pod-fate-image-pull-failing`` and ``pod-fate-ready``
   turn a pod's `FATE_ANNOTATION` into the status a kubelet would report.
 - ``pod-ready-again`` (`ready_again_stage`): a running pod the node lifecycle controller

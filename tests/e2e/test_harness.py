@@ -368,9 +368,9 @@ def test_a_pod_the_apiserver_left_half_deleted_is_removed_as_its_kubelet_would(
     namespace: str,
     run: Run,
 ) -> None:
-    """SIMULATION (node_agent.half_deleted): a pod stored with deletionGracePeriodSeconds 0 yet not
-    removed (kube-apiserver killed between the two steps of a grace-0 deletion) is deleted, by its
-    UID, as its kubelet would; kwok's pod-delete stage leaves grace-0 pods alone, and such a pod
+    """SIMULATION (node_agent.deletion_overdue): a pod stored with deletionGracePeriodSeconds 0 yet
+    not removed (kube-apiserver killed between the two steps of a grace-0 deletion) is deleted, by
+    its UID, as its kubelet would; kwok's pod-delete stage leaves grace-0 pods alone, and such a pod
     stayed terminating for good (issue 30: test_chaos.py's nodes left in pod-restart-required)."""
     (node,) = run.gpu_nodes()
     core = client.CoreV1Api(kube)
@@ -387,7 +387,7 @@ def test_a_pod_the_apiserver_left_half_deleted_is_removed_as_its_kubelet_would(
         ),
     )
     assert left.metadata.uid == created.metadata.uid and left.metadata.deletion_timestamp
-    # Budget STEP_S: HALF_DELETED_S, then one agent pass (at most MAX_PASS_WAIT s apart) on a loaded machine.
+    # Budget STEP_S: OVERDUE_S, then one agent pass (at most MAX_PASS_WAIT s apart) on a loaded machine.
     wait_for(
         "the half-deleted pod removed",
         lambda: not core.list_namespaced_pod(namespace, field_selector="metadata.name=half").items,

@@ -5,7 +5,8 @@ time, and is bounded, so a pass that spent minutes waiting on a busy apiserver i
 at once by the next one (at 1,000 nodes the wait was twice the wall time: ten silent
 minutes while 239 validators stayed Pending); every request has a bounded timeout; the
 validator waits for the operands its own init containers validate; a pod the apiserver left half
-deleted (killed mid-deletion) is deleted again, by its UID, as a kubelet would.
+deleted (killed mid-deletion), still stored past its deletionTimestamp, is deleted again, by its
+UID, as a kubelet would.
 """
 
 from __future__ import annotations
@@ -134,11 +135,11 @@ def test_a_trimmed_pod_reads_as_the_whole_pod() -> None:
     assert node_agent._ready(node_agent._trim_pod(full)) is False
     full["metadata"]["deletionTimestamp"] = "2026-11-24T00:00:00Z"  # type: ignore[index]
     assert node_agent._trim_pod(full)["metadata"]["deletionTimestamp"]
-    # Left half deleted by the apiserver: read so from the trimmed pod too.
-    full["metadata"]["deletionGracePeriodSeconds"] = 0  # type: ignore[index]
-    assert node_agent.half_deleted(node_agent._trim_pod(full)) is node_agent.half_deleted(full) is True
+    # Overdue (kwok missed it), or waiting for a finalizer: read so from the trimmed pod too.
+    later = 1_800_000_000.0
+    assert node_agent.deletion_overdue(node_agent._trim_pod(full), later) is True
     full["metadata"]["finalizers"] = ["example.com/keep"]  # type: ignore[index]
-    assert node_agent.half_deleted(node_agent._trim_pod(full)) is node_agent.half_deleted(full) is False
+    assert node_agent.deletion_overdue(node_agent._trim_pod(full), later) is False
 
 
 def test_a_trimmed_node_and_daemonset_keep_what_a_pass_reads() -> None:
@@ -194,35 +195,45 @@ def test_a_change_outside_what_the_mirror_keeps_is_no_change() -> None:
     assert not mirror._same_but_version(None, node_agent._trim_node(node))
 
 
-def _terminating(grace: int | None, node: str = "gpu-1", finalizers: tuple[str, ...] = ()) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
-        "name": "p",
-        "namespace": "n",
-        "uid": "u-1",
-        "resourceVersion": "9",
-        "deletionTimestamp": "2026-11-28T08:01:18Z",
-        "finalizers": list(finalizers),
+# 2026-11-28T08:01:18Z, the stuck driver pod's deletionTimestamp (issue 30), in epoch seconds.
+DELETED_AT = 1795852878.0
+
+
+def _terminating(
+    grace: int, node: str = "gpu-1", finalizers: tuple[str, ...] = (), stamp: str = "2026-11-28T08:01:18Z"
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "p",
+            "namespace": "n",
+            "uid": "u-1",
+            "resourceVersion": "9",
+            "deletionTimestamp": stamp,
+            "deletionGracePeriodSeconds": grace,
+            "finalizers": list(finalizers),
+        },
+        "spec": {"nodeName": node},
     }
-    if grace is not None:
-        metadata["deletionGracePeriodSeconds"] = grace
-    return {"metadata": metadata, "spec": {"nodeName": node}}
 
 
-def test_half_deleted_is_a_stored_grace_0_deletion_of_a_kwok_nodes_pod() -> None:
-    """kube-apiserver killed between storing deletionGracePeriodSeconds 0 and removing the pod: a
-    kubelet would delete it again; kwok's pod-delete stage never plays on grace 0 (stages.py)."""
-    assert node_agent.half_deleted(_terminating(0))
-    # A graceful deletion: kwok's pod-delete stage confirms it, not the agent.
-    assert not node_agent.half_deleted(_terminating(30))
+def test_a_deletion_is_overdue_past_its_deletion_timestamp_on_a_kwok_node() -> None:
+    """kwok confirms a deletion at once and never again: a pod still stored past the end of its grace
+    period is one it missed (an apiserver killed mid-deletion); a kubelet would delete it."""
+    assert node_agent.deletion_overdue(_terminating(0), DELETED_AT)
+    assert node_agent.deletion_overdue(_terminating(0), DELETED_AT + 60)
+    assert not node_agent.deletion_overdue(_terminating(0), DELETED_AT - 1)
+    # A graceful deletion is kwok's until its grace period ends (the deletionTimestamp).
+    assert not node_agent.deletion_overdue(_terminating(30, stamp="2026-11-28T08:01:48Z"), DELETED_AT)
+    assert node_agent.deletion_overdue(_terminating(30, stamp="2026-11-28T08:01:48Z"), DELETED_AT + 30)
     # Waiting for its finalizers: the apiserver removes it once they are gone.
-    assert not node_agent.half_deleted(_terminating(0, finalizers=("example.com/keep",)))
+    assert not node_agent.deletion_overdue(_terminating(0, finalizers=("example.com/keep",)), DELETED_AT)
     # Not bound (kube-controller-manager's pod GC removes it) or on the real node (its kubelet does).
-    assert not node_agent.half_deleted(_terminating(0, node=""))
-    assert not node_agent.half_deleted(_terminating(0, node=real_node.NODE_NAME))
+    assert not node_agent.deletion_overdue(_terminating(0, node=""), DELETED_AT)
+    assert not node_agent.deletion_overdue(_terminating(0, node=real_node.NODE_NAME), DELETED_AT)
     # Not being deleted at all.
     running = _terminating(0)
     del running["metadata"]["deletionTimestamp"]
-    assert not node_agent.half_deleted(running)
+    assert not node_agent.deletion_overdue(running, DELETED_AT)
 
 
 class _Deletes:
@@ -239,31 +250,42 @@ class _Deletes:
         return type("Answer", (), {"data": b"{}"})()
 
 
-def test_a_pod_half_deleted_for_a_while_is_deleted_once_by_its_uid() -> None:
+def test_an_overdue_deletion_is_finished_once_by_uid_after_a_while() -> None:
     agent = node_agent.NodeAgent(ApiClient())
     deletes = _Deletes()
     agent.core.delete_namespaced_pod = deletes  # type: ignore[method-assign]
     pod = _terminating(0)
-    agent._finish_half_deleted([pod], now=100.0)
-    # The apiserver's own second step comes within milliseconds: not before HALF_DELETED_S.
-    agent._finish_half_deleted([pod], now=100.0 + node_agent.HALF_DELETED_S - 0.1)
+    agent._finish_overdue_deletions([pod], now=100.0, wall=DELETED_AT)
+    # kwok's confirmation (or the apiserver's own second step) comes within milliseconds: not
+    # before OVERDUE_S.
+    agent._finish_overdue_deletions([pod], now=100.0 + node_agent.OVERDUE_S - 0.1, wall=DELETED_AT + 4.9)
     assert deletes.calls == []
-    agent._finish_half_deleted([pod], now=100.0 + node_agent.HALF_DELETED_S)
+    agent._finish_overdue_deletions([pod], now=100.0 + node_agent.OVERDUE_S, wall=DELETED_AT + 5)
     ((args, kwargs),) = deletes.calls
     assert args == ("p", "n")
     # By UID: never a newer pod of the same name.
     assert kwargs["body"] == {"gracePeriodSeconds": 0, "preconditions": {"uid": "u-1"}}
     # Not again while the watch has not brought the deletion back.
-    agent._finish_half_deleted([pod], now=200.0)
+    agent._finish_overdue_deletions([pod], now=102.0 + node_agent.OVERDUE_S, wall=DELETED_AT + 7)
     assert len(deletes.calls) == 1
     # Gone from the mirror: forgotten.
-    agent._finish_half_deleted([], now=201.0)
-    assert agent._half_deleted_since == {}
+    agent._finish_overdue_deletions([], now=200.0, wall=DELETED_AT + 100)
+    assert agent._overdue_since == {}
+
+
+def test_a_graceful_deletion_in_its_grace_period_is_left_to_kwok() -> None:
+    agent = node_agent.NodeAgent(ApiClient())
+    deletes = _Deletes()
+    agent.core.delete_namespaced_pod = deletes  # type: ignore[method-assign]
+    pod = _terminating(30, stamp="2026-11-28T08:01:48Z")
+    for second in range(0, 30, 5):
+        agent._finish_overdue_deletions([pod], now=float(second), wall=DELETED_AT + second)
+    assert deletes.calls == []
 
 
 @pytest.mark.parametrize("status", [404, 409])
-def test_a_half_deleted_pod_already_gone_or_replaced_is_no_error(status: int) -> None:
+def test_an_overdue_pod_already_gone_or_replaced_is_no_error(status: int) -> None:
     agent = node_agent.NodeAgent(ApiClient())
     agent.core.delete_namespaced_pod = _Deletes(status)  # type: ignore[method-assign]
-    agent._finish_half_deleted([_terminating(0)], now=0.0)
-    agent._finish_half_deleted([_terminating(0)], now=node_agent.HALF_DELETED_S)
+    agent._finish_overdue_deletions([_terminating(0)], now=0.0, wall=DELETED_AT)
+    agent._finish_overdue_deletions([_terminating(0)], now=node_agent.OVERDUE_S, wall=DELETED_AT + 5)
