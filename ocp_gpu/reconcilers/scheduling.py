@@ -12,7 +12,6 @@ pass applied (reconcilers/applied_cache.py).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 from collections.abc import Callable
 
@@ -175,6 +174,25 @@ class Scheduler:
         return changes
 
 
+async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
+    """Wait until `event` is set, or `timeout` seconds (None: no limit); whether it is set.
+
+    NB: not `asyncio.wait_for`: on Python 3.11 it swallows a cancellation that arrives as the
+    awaited wait ends (CPython gh-86296, fixed in 3.12).  The upgrade loop of a leader that lost
+    its Lease, cancelled just as a node task woke it, went on planning from the stopped watches'
+    view and writing node labels and deleting driver pods for minutes, while the process waited
+    for it to end (issue 30: test_chaos under load)."""
+    if timeout is None:
+        await event.wait()
+        return True
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
 @dataclasses.dataclass
 class Coalescer:
     """Leading-edge coalescing: a pass at once after a quiet spell, at most one per window in a burst.
@@ -194,8 +212,7 @@ class Coalescer:
             return
         left = self._last_end + window_s - _loop_time()
         if left > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(substantive.wait(), left)
+            await wait_event(substantive, left)
 
     async def settle(self, urgent: asyncio.Event | None = None) -> None:
         """Wait out what is left of the window since the last pass ended (nothing after a quiet
@@ -208,8 +225,7 @@ class Coalescer:
         if urgent is None:
             await asyncio.sleep(left)
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(urgent.wait(), left)
+        await wait_event(urgent, left)
 
     def ended(self) -> None:
         """A pass just ended."""

@@ -17,7 +17,6 @@ done it goes quiet (zero writes, zero reads).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import datetime
 import functools
@@ -95,8 +94,7 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
     paused_seen: int | None = None
     try:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(rt.scheduler.upgrade_wake.wait(), recheck)
+            await scheduling.wait_event(rt.scheduler.upgrade_wake, recheck)
             # NB: while node tasks run, most wake-ups are their own writes coming back: a longer window.
             coalescer.window_s = upgrade_pipeline.BUSY_WINDOW_S if pipeline.active else coalesce_s
             await coalescer.settle(rt.scheduler.upgrade_urgent)

@@ -10,6 +10,9 @@ and that the coalescer's window ends as soon as one arrives (reconcilers/schedul
   upgrade wake-up carries the urgency and the next take of the marks clears it;
 - Coalescer.settle waits out the window, returns at once when the urgent event is already set,
   and returns as soon as it is set during the wait;
+- a cancellation that arrives as the awaited event is set ends the wait (scheduling.wait_event,
+  the loops' only timed wait: `asyncio.wait_for` swallows it on Python 3.11, and a deposed
+  leader's upgrade loop went on writing), and no module of the operator uses `asyncio.wait_for`;
 - rollout progress (a DaemonSet's ready/current/updated counts moving) is told apart from every
   other DaemonSet change, the current count reaching the desired one included (a handover waits
   on it) (planning/urgency.is_progress); operand pods and those counts mark progress only,
@@ -26,7 +29,11 @@ and that the coalescer's window ends as soon as one arrives (reconcilers/schedul
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from ocp_gpu.model import custom_resources, labels, nodes
 from ocp_gpu.model.driver_snapshot import DriverDaemonSet
@@ -383,3 +390,69 @@ def test_a_policy_whose_status_alone_changed_is_the_same_policy() -> None:
         dataclasses.replace(written, name="other"),
     ):
         assert not policy.is_same_but_status(other), other
+
+
+def _cancelled_as_woken(wait: Callable[[asyncio.Event], Awaitable[object]]) -> tuple[bool, int]:
+    """A loop around `wait`, cancelled in the same turn of the event loop as its event is set (a
+    node task ending as the operator stops): (whether the loop ended, passes it ran after)."""
+
+    async def scenario() -> tuple[bool, int]:
+        event = asyncio.Event()
+        passes = 0
+
+        async def loop() -> None:
+            nonlocal passes
+            while True:
+                await wait(event)
+                event.clear()
+                passes += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.ensure_future(loop())
+        await asyncio.sleep(0.01)
+        event.set()
+        task.cancel()
+        await asyncio.sleep(0.1)
+        ended = task.done()
+        task.cancel()  # a second cancel ends the scenario either way
+        await asyncio.gather(task, return_exceptions=True)
+        return ended, passes
+
+    return asyncio.run(scenario())
+
+
+def test_a_cancellation_as_the_event_is_set_ends_the_wait() -> None:
+    assert _cancelled_as_woken(lambda event: scheduling.wait_event(event, 10.0)) == (True, 0)
+    assert _cancelled_as_woken(lambda event: scheduling.wait_event(event, None)) == (True, 0)
+
+    async def settle(event: asyncio.Event) -> None:
+        coalescer = scheduling.Coalescer(10.0)
+        coalescer.ended()
+        await coalescer.settle(event)
+
+    assert _cancelled_as_woken(settle) == (True, 0)
+
+
+def test_asyncio_wait_for_swallows_that_cancellation_on_this_python() -> None:
+    """Why `wait_event`: the same loop on `asyncio.wait_for` runs on after its cancellation
+    (Python 3.11; 3.12 reimplemented wait_for on asyncio.timeout)."""
+
+    async def wait_for(event: asyncio.Event) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), 10.0)
+
+    ended, passes = _cancelled_as_woken(wait_for)
+    if sys.version_info < (3, 12):
+        assert (ended, passes) == (False, 1)
+    else:
+        assert (ended, passes) == (True, 0)
+
+
+def test_no_module_of_the_operator_uses_asyncio_wait_for() -> None:
+    package = Path(scheduling.__file__).resolve().parents[1]
+    users = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "asyncio.wait_for(" in path.read_text()
+    )
+    assert users == []
