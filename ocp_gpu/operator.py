@@ -26,6 +26,9 @@ from ocp_gpu.reconcilers import cluster, runtime, upgrade_reconciler
 
 logger = logging.getLogger("ocp_gpu.operator")
 
+# Seconds the tasks have to end once cancelled; past that the process exits anyway (`stop_tasks`).
+STOP_GRACE_S = 10.0
+
 
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
@@ -47,6 +50,21 @@ class RunOptions:
 def default_namespace(env: Mapping[str, str]) -> str:
     """The operator's namespace: OPERATOR_NAMESPACE (downward API), else the OpenShift default."""
     return env.get("OPERATOR_NAMESPACE") or labels.OPENSHIFT_NAMESPACE
+
+
+async def stop_tasks(tasks: Mapping[asyncio.Future[Any], str], grace_s: float) -> set[str]:
+    """Cancel `tasks` (future -> name) and wait at most `grace_s` for them to end; the names of
+    those still running.
+
+    NB: a task that swallows its cancellation runs on (asyncio.wait_for did so on Python 3.11:
+    reconcilers/scheduling.wait_event); awaited without a bound, it kept a leader that had lost
+    its Lease writing node labels and deleting driver pods for minutes (issue 30)."""
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+    done, pending = await asyncio.wait(tasks, timeout=grace_s)
+    await asyncio.gather(*done, return_exceptions=True)
+    return {tasks[task] for task in pending}
 
 
 async def run(options: RunOptions) -> int:
@@ -122,10 +140,15 @@ async def run(options: RunOptions) -> int:
     done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     ended = {tasks[task] for task in done}
     logger.info("stopping: %s ended", ", ".join(sorted(ended)))
-    for task in tasks:
-        if not task.done():
-            task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    if stuck := await stop_tasks(tasks, STOP_GRACE_S):
+        # A deposed leader must never write again; nor may a stopping one go on.
+        logger.error(
+            "stopping: %s did not end within %.0f s of being cancelled; exiting now",
+            ", ".join(sorted(stuck)),
+            STOP_GRACE_S,
+        )
+        logging.shutdown()
+        os._exit(1)
     metrics.is_leader.set(0)
     if "lease" in ended:
         # Deposed: exit non-zero so the Deployment restarts us as a standby.
