@@ -5,7 +5,8 @@
 # OCP_GPU_TEST_WORKERS=2 shares the tests between two pytest-xdist workers, each with its own local
 # control plane: about 15 minutes instead of 28 here, but on 2 cores the chaos tests then failed in
 # one of two full runs (nodes stuck in pod-restart-required behind driver pods kwok never finished
-# deleting after the apiserver restart), so the default is one process.  The tools the tests build
+# deleting after the apiserver restart; fixed since, see docs/testing.md), and no full two-worker run
+# has passed since, so the default is one process.  The tools the tests build
 # on first use (helm, opm and the bundle validators, the PromQL checker) are built here first, with
 # their progress shown: an xdist worker's output is not.
 set -euo pipefail
