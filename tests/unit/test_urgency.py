@@ -406,7 +406,6 @@ def _cancelled_as_woken(wait: Callable[[asyncio.Event], Awaitable[object]]) -> t
                 await wait(event)
                 event.clear()
                 passes += 1
-                await asyncio.sleep(0)
 
         task = asyncio.ensure_future(loop())
         await asyncio.sleep(0.01)
