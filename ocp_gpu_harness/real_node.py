@@ -9,8 +9,9 @@ the rest of the control plane:
   default route, so a pod reaches only its node) for pods that are not on the host network;
 - the **pause image** every pod sandbox needs (registry.k8s.io is out of reach here): a static
   `pause` built with gcc from the few lines below and packed with umoci, once, into the cache;
-- **ocp-gpu's image** (hack/build-image.sh's OCI layout) imported as `IMAGE` (`ctr images
-  import`), so pods name it with `imagePullPolicy: IfNotPresent` and nothing is pulled;
+- **ocp-gpu's image** (hack/build-image.sh's OCI layout) imported as `image_reference()` (`ctr
+  images import`), so pods name it with `imagePullPolicy: IfNotPresent` and nothing is pulled;
+  `RealNode.tag_image` gives it another name too (the release image the CSV names);
 - a **kubelet** (k8s.io/kubernetes/cmd/kubelet at the control plane's version, built from Go
   modules by hack/build-kubelet.sh into the cache) registered as `NODE_NAME` under its own client
   certificate (system:node:<name>, group system:nodes), labelled `LABEL` and tainted `TAINT` so
@@ -253,6 +254,12 @@ class RealNode:
         return _run(
             ["ctr", "--address", str(self.socket), "--namespace", CRI_NAMESPACE, *args], "ctr", timeout
         )
+
+    def tag_image(self, reference: str) -> None:
+        """ocp-gpu's image (`image_reference`) under another name too, e.g. the release image a
+        ClusterServiceVersion names, so a pod that names it runs ours (nothing is pulled with
+        `imagePullPolicy: IfNotPresent`; containerd's CRI plugin learns the name from the event)."""
+        self.ctr("images", "tag", "--force", image_reference(), reference)
 
     # -- start --
 

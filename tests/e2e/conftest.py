@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Self
 
@@ -348,19 +348,34 @@ def patch_policy(kube: client.ApiClient, spec: dict[str, Any], name: str = "clus
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
 
 
-def operator_writes(control_plane: LocalControlPlane, since_line: int) -> list[str]:
-    """The operator's completed writes in the audit log since `since_line`, but its Lease renewals."""
+def operator_writes(
+    control_plane: LocalControlPlane,
+    since_line: int,
+    user: str = OPERATOR_USER,
+    namespaces: Collection[str] | None = None,
+) -> list[str]:
+    """The operator's completed writes in the audit log since `since_line`, but its Lease renewals.
+
+    `user`: the operator's identity (a pod's is its ServiceAccount's); `namespaces`: only writes to
+    objects in these ("" for cluster-scoped objects), when other tests write to the same audit log."""
     return [
         f"{e['verb']} {e.get('objectRef')}"
         for e in control_plane.read_audit_events(since_line=since_line)
-        if e.get("user", {}).get("username") == OPERATOR_USER
+        if e.get("user", {}).get("username") == user
         and e.get("stage") == "ResponseComplete"
         and e.get("verb") in WRITES
         and e.get("objectRef", {}).get("resource") != "leases"
+        and (namespaces is None or e.get("objectRef", {}).get("namespace", "") in namespaces)
     ]
 
 
-def settle_writes(control_plane: LocalControlPlane, quiet_s: float = 2, timeout: float = 90) -> int:
+def settle_writes(
+    control_plane: LocalControlPlane,
+    quiet_s: float = 2,
+    timeout: float = 90,
+    user: str = OPERATOR_USER,
+    namespaces: Collection[str] | None = None,
+) -> int:
     """Wait until the operator has written nothing (but its Lease) for `quiet_s`; returns an
     audit mark taken then (what follows is a window of its own).
 
@@ -373,7 +388,7 @@ def settle_writes(control_plane: LocalControlPlane, quiet_s: float = 2, timeout:
     def quiet() -> tuple[int] | None:
         mark = control_plane.audit_line_count()
         time.sleep(quiet_s)  # the quiet window: no operator write may land in it
-        last[:] = operator_writes(control_plane, mark)
+        last[:] = operator_writes(control_plane, mark, user, namespaces)
         return None if last else (control_plane.audit_line_count(),)
 
     try:
