@@ -35,6 +35,7 @@ its own configuration (it says it will stop doing that in 1.37).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import random
@@ -43,7 +44,7 @@ import signal
 import subprocess
 import tarfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -202,6 +203,15 @@ def pause_layout(env: Mapping[str, str] | None = None) -> Path:
     return layout
 
 
+@contextlib.contextmanager
+def _reading(layout: Path) -> Iterator[None]:
+    """Hold hack/build-image.sh off the layout while it is read: the script rebuilds under an
+    exclusive flock of `<OUT>.lock` (OUT holds the layout at OUT/oci); this takes it shared."""
+    with open(f"{layout.parent}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        yield
+
+
 def _oci_archive(layout: Path, archive: Path) -> Path:
     """The layout as the tar `ctr images import` reads."""
     with tarfile.open(archive, "w") as tar:
@@ -283,7 +293,8 @@ class RealNode:
             PAUSE_IMAGE.rsplit(":", 1)[0],
             str(_oci_archive(pause_layout(), self.dir / "pause.tar")),
         )
-        archive = _oci_archive(image_layout(), self.dir / "ocp-gpu-image.tar")
+        with _reading(image_layout()):
+            archive = _oci_archive(image_layout(), self.dir / "ocp-gpu-image.tar")
         self.ctr("images", "import", "--base-name", IMAGE_REPOSITORY, str(archive))
         archive.unlink()
         self._write_kubelet_config(plane)
