@@ -104,6 +104,11 @@ KWOK_CONFIGURATION: Final = {
         "nodeLeaseParallelism": 64,
     },
 }
+# Seconds a control plane may take to come up (it returns as soon as it is up: ~4 s idle).
+# NB: at load 30-36 on 2 cores, etcd and kube-apiserver took over 180 s to serve /readyz (issue
+# 30: a chaos test's own control plane, 2026-11-28 09:25; the apiserver's rbac/bootstrap-roles
+# hook timed out at the same moment).
+START_TIMEOUT_S: Final = 600.0
 # Name of the throwaway node used to check that kwok makes nodes Ready.
 _PROBE_NODE: Final = "ocp-gpu-harness-probe"
 
@@ -374,7 +379,7 @@ class LocalControlPlane:
         state_dir: Path | str | None = None,
         *,
         binaries: binaries_mod.ControlPlaneBinaries | None = None,
-        start_timeout: float = 120.0,
+        start_timeout: float = START_TIMEOUT_S,
         stop_grace: float = 5.0,
         keep_state: bool = False,
         node_lease_seconds: int = NODE_LEASE_SECONDS,

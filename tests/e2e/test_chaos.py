@@ -33,10 +33,11 @@ import pytest
 from ocp_gpu_harness import binaries, chaos
 from ocp_gpu_harness.cluster import LocalControlPlane
 
-# NB: above pytest's 300 s default: each test starts a control plane of its own (at most 180 s),
-# sets up 20 nodes (bounded at 660 s by the harness), runs the scenario (SHORT.timeout_s) and
-# lets it settle (at most 132 s); each phase has its own bound, this is the last resort.
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+# NB: above pytest's 300 s default: each test starts a control plane of its own (at most
+# cluster.START_TIMEOUT_S, 600 s), sets up 20 nodes (bounded at 660 s by the harness), runs the
+# scenario (SHORT.timeout_s) and lets it settle (at most 132 s); each phase has its own bound,
+# this is the last resort.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1920)]
 
 SHORT = chaos.ChaosConfig(nodes=20, max_parallel=10, admin_cordoned=2, timeout_s=300)
 
@@ -46,7 +47,7 @@ def own_control_plane(control_plane: LocalControlPlane) -> Iterator[LocalControl
     """A control plane for this test alone (``control_plane`` is requested only so the
     session's skip and build logic applies)."""
     with LocalControlPlane(
-        binaries=binaries.ensure_binaries(), start_timeout=180, node_lease_seconds=chaos.NODE_LEASE_SECONDS
+        binaries=binaries.ensure_binaries(), node_lease_seconds=chaos.NODE_LEASE_SECONDS
     ) as plane:
         yield plane
 

@@ -73,7 +73,7 @@ class Recorder:
 def own_control_plane(control_plane: LocalControlPlane) -> Iterator[LocalControlPlane]:
     """A control plane for this test alone (``control_plane`` is requested only so the
     session's skip and build logic applies)."""
-    with LocalControlPlane(binaries=binaries.ensure_binaries(), start_timeout=180) as plane:
+    with LocalControlPlane(binaries=binaries.ensure_binaries()) as plane:
         yield plane
 
 
