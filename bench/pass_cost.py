@@ -41,7 +41,7 @@ from ocp_gpu.model import apis, driver_snapshot, releases
 from ocp_gpu.model.policy import policy_parser
 from ocp_gpu.planning import platforms
 from ocp_gpu.planning.drivers import driver_plan, dtk_images
-from ocp_gpu.rendering import driver_rendering
+from ocp_gpu.rendering.operands import driver_rendering
 from ocp_gpu_harness import nodes as fake_nodes
 
 NAMESPACE: Final = "nvidia-gpu-operator"

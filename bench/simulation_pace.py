@@ -27,7 +27,8 @@ import _proc
 import kubernetes
 
 import ocp_gpu
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels, operand_types
+from ocp_gpu.rendering.operands import operand_catalog
 from ocp_gpu_harness import cluster, nodes
 
 NAMESPACE: Final = "gpu-operator"
@@ -35,7 +36,7 @@ SAMPLE_S: Final = 5.0
 APPS: Final = (operand_catalog.DRIVER, operand_catalog.CONTAINER_TOOLKIT, operand_catalog.OPERATOR_VALIDATOR)
 
 
-def daemonset(operand: operand_catalog.Operand, init_containers: tuple[str, ...] = ()) -> dict[str, Any]:
+def daemonset(operand: operand_types.Operand, init_containers: tuple[str, ...] = ()) -> dict[str, Any]:
     pod_labels = {labels.APP: operand.app}
     return {
         "apiVersion": "apps/v1",

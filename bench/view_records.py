@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from list_pages import RHCOS, kwok_node
 
 from ocp_gpu.kube import pod_watch, reading
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels
+from ocp_gpu.rendering.operands import operand_catalog
 
 NAMESPACE = "nvidia-gpu-operator"
 DRIVER_DAEMONSET = f"nvidia-driver-daemonset-{RHCOS}"

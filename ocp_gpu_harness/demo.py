@@ -48,7 +48,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ocp_gpu.model import apis, labels, operand_catalog
+from ocp_gpu.model import apis, labels, operand_types
+from ocp_gpu.rendering.operands import operand_catalog
 from ocp_gpu_harness import binaries, crds, openshift
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane
@@ -680,9 +681,7 @@ def _render(api: client.ApiClient, operator: OperatorProcess, narrator: Narrator
         key=lambda d: d.metadata.name,
     ):
         lbl = ds.metadata.labels or {}
-        sidecar = [
-            c.image for c in ds.spec.template.spec.containers if c.name == operand_catalog.DTK_CONTAINER
-        ]
+        sidecar = [c.image for c in ds.spec.template.spec.containers if c.name == operand_types.DTK_CONTAINER]
         dtk = (
             Text("tag missing", style="red")
             if lbl.get(labels.DTK_IMAGE_MISSING) == "true"

@@ -91,9 +91,9 @@ import kubernetes
 import yaml
 from kubernetes.client import ApiClient
 
-from ocp_gpu.model import labels, mig_catalog, operand_catalog
+from ocp_gpu.model import labels, mig_catalog, operand_types
 from ocp_gpu.planning.operands import mig_planning
-from ocp_gpu.rendering.operands import plugin_config
+from ocp_gpu.rendering.operands import operand_catalog, plugin_config
 from ocp_gpu_harness import dra_slices, real_node, stages
 from ocp_gpu_harness import nodes as nodes_mod
 from ocp_gpu_harness.mirror import Mirror
@@ -172,8 +172,8 @@ VALIDATED_CONTAINERS: Final = {
     "plugin-validation": operand_catalog.DEVICE_PLUGIN,
 }
 # (namespace, node, operand) -> whether the operand's marker exists on the node.
-_MarkerCheck = Callable[[str, str, operand_catalog.Operand], bool]
-_APPS_SELECTOR: Final = operand_catalog.OPERAND_POD_SELECTOR
+_MarkerCheck = Callable[[str, str, operand_types.Operand], bool]
+_APPS_SELECTOR: Final = operand_types.OPERAND_POD_SELECTOR
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
@@ -204,7 +204,7 @@ def deletion_overdue(pod: Mapping[str, Any], now: float) -> bool:
     )
 
 
-def validated_operands(pod: Mapping[str, Any]) -> tuple[operand_catalog.Operand, ...]:
+def validated_operands(pod: Mapping[str, Any]) -> tuple[operand_types.Operand, ...]:
     """The operands (toolkit, device plugin) whose markers a validator pod's init containers wait
     for: the operator leaves a validation out when its operand is disabled."""
     containers = {str(c.get("name")) for c in (pod.get("spec") or {}).get("initContainers") or ()}
@@ -212,7 +212,7 @@ def validated_operands(pod: Mapping[str, Any]) -> tuple[operand_catalog.Operand,
 
 
 def _app(obj: Mapping[str, Any]) -> str:
-    return operand_catalog.pod_app((obj.get("metadata") or {}).get("labels") or {})
+    return operand_types.pod_app((obj.get("metadata") or {}).get("labels") or {})
 
 
 class NodeAgent:
@@ -319,13 +319,13 @@ class NodeAgent:
                     (str(pod["metadata"]["namespace"]), str(pod["spec"].get("nodeName", "")), _app(pod))
                 )
 
-        def ready_on(namespace: str, node: str, operand: operand_catalog.Operand) -> bool:
+        def ready_on(namespace: str, node: str, operand: operand_types.Operand) -> bool:
             """The operand's marker exists on the node: its pod is Ready there, or the node is not
             labelled to run it (an admin's "false", the MIG manager's pause): the host has it."""
             node_labels = ((nodes.get(node) or {}).get("metadata") or {}).get("labels") or {}
             return (namespace, node, operand.app) in ready or node_labels.get(operand.deploy_label) != "true"
 
-        def present(namespace: str, node: str, operand: operand_catalog.Operand) -> bool:
+        def present(namespace: str, node: str, operand: operand_types.Operand) -> bool:
             """As `ready_on`, or the operand's DaemonSet does not exist: the host has it."""
             return (namespace, operand.app) not in deployed or ready_on(namespace, node, operand)
 
@@ -843,7 +843,7 @@ def _daemonset_app(daemonset: Mapping[str, Any]) -> str:
     template_labels = (((daemonset.get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
         "labels"
     ) or {}
-    return operand_catalog.pod_app(template_labels)
+    return operand_types.pod_app(template_labels)
 
 
 def main(argv: list[str] | None = None) -> int:

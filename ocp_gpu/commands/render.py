@@ -91,7 +91,6 @@ from ocp_gpu.model import (
     labels,
     nodes,
     nvidia_driver_spec,
-    operand_catalog,
     releases,
 )
 from ocp_gpu.model.policy import api_values, policy_checks, policy_parser, policy_spec, structural
@@ -101,7 +100,7 @@ from ocp_gpu.planning.drivers import driver_coverage, driver_plan, driver_pools,
 from ocp_gpu.planning.operands import monitoring_planning
 from ocp_gpu.planning.status import policies
 from ocp_gpu.rendering import monitoring_rendering
-from ocp_gpu.rendering.operands import operand_common, operand_rendering
+from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering
 
 EXIT_RENDERED: Final = 0
 EXIT_UNREADABLE: Final = 1
@@ -398,7 +397,7 @@ def operand_manifests(
             problems.append(image)
             continue
         clash = api_values.host_sysctl_problem(
-            policy, operand.daemonset, api_values.shared_host_namespaces(operand, policy)
+            policy, operand.daemonset, operand_rendering.shared_host_namespaces(operand, policy)
         )
         if clash is not None:
             # the API server would refuse its pods' sysctls: the operator applies nothing of it

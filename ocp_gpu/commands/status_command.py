@@ -83,7 +83,7 @@ from ocp_gpu.model import (
     driver_snapshot,
     labels,
     nvidia_driver_spec,
-    operand_catalog,
+    operand_types,
     releases,
 )
 from ocp_gpu.model.nodes import NodeFacts, NodeName
@@ -94,6 +94,7 @@ from ocp_gpu.planning.drivers import driver_plan
 from ocp_gpu.planning.operands import mig_planning, operand_planning
 from ocp_gpu.planning.status import policies
 from ocp_gpu.planning.upgrades import pod_selection, upgrade_plan
+from ocp_gpu.rendering.operands import operand_catalog
 
 EXIT_SHOWN: Final = 0
 EXIT_UNREADABLE: Final = 1
@@ -194,7 +195,7 @@ class StatusInputs:
     # Driver DaemonSets by name -> their pod template's nodeSelector.
     daemonset_selectors: Mapping[str, Mapping[str, str]]
     # The pods of the other operands (toolkit, validator, device plugin, GFD).
-    operand_pods: tuple[operand_catalog.OperandPod, ...] = ()
+    operand_pods: tuple[operand_types.OperandPod, ...] = ()
     # Every NVIDIADriver (none when their CRD is not installed).
     nvidia_drivers: tuple[NvidiaDriverView, ...] = ()
 
@@ -330,7 +331,7 @@ def operand_cells(
     policy: policy_spec.Policy | None,
     node_labels: Mapping[str, str],
     node: str,
-    pods: Sequence[operand_catalog.OperandPod],
+    pods: Sequence[operand_types.OperandPod],
 ) -> dict[str, str]:
     """One cell per operand but the driver: is it Ready on this node (planning.operands.operand_planning'
     rule)?"""
@@ -411,11 +412,11 @@ def status_rows(
     daemonset_selectors: Mapping[str, Mapping[str, str]],
     halted: str = "",
     policy: policy_spec.Policy | None = None,
-    operand_pods: Sequence[operand_catalog.OperandPod] = (),
+    operand_pods: Sequence[operand_types.OperandPod] = (),
 ) -> tuple[StatusRow, ...]:
     """One row per GPU node of the snapshot, by name."""
     plans = plan.by_node()
-    by_node: dict[str, list[operand_catalog.OperandPod]] = {}
+    by_node: dict[str, list[operand_types.OperandPod]] = {}
     for pod in operand_pods:
         by_node.setdefault(pod.node, []).append(pod)
     rows = (

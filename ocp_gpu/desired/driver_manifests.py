@@ -22,7 +22,8 @@ from ocp_gpu.model.policy.policy_problems import PolicyProblem
 from ocp_gpu.planning import config_maps, delivery, platforms
 from ocp_gpu.planning.drivers import driver_fallback, driver_plan, driver_strategy, dtk_images
 from ocp_gpu.planning.drivers.driver_plan import DesiredDriverDaemonSet
-from ocp_gpu.rendering import driver_rendering, templating
+from ocp_gpu.rendering import templating
+from ocp_gpu.rendering.operands import driver_rendering
 
 # The field naming the vGPU topology ConfigMap; its one key is required (the pod mounts only it).
 VIRTUAL_TOPOLOGY_FIELD: Final = "spec.driver.virtualTopology.config"
@@ -213,7 +214,7 @@ def config_map_problem(
 # node joined a version, a status moved); a node on a new RHCOS version adds one desired entry,
 # and only that DaemonSet is rendered, so its creation does not wait for the others'.  One
 # cache per context (policy, inputs, templates), the most recent few: the ClusterPolicy's and
-# each NVIDIADriver pool's.  The pure rendering is `rendering/driver_rendering.py`; the cache
+# each NVIDIADriver pool's.  The pure rendering is `rendering/operands/driver_rendering.py`; the cache
 # only remembers its results (kept out of rendering/, which holds no state).
 
 CACHED_CONTEXTS: Final = 4

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ocp_gpu.kube import applying
-from ocp_gpu.model import operand_catalog
+from ocp_gpu.model import operand_types
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.rendering import monitoring_rendering, templating
 from ocp_gpu.rendering.operands import operand_common, operand_rendering
@@ -55,7 +55,7 @@ def _kept(slot: str, key: object, render: Any) -> tuple[Rendered, ...]:
 
 
 def operand_manifests(
-    operand: operand_catalog.Operand, policy: policy_spec.Policy, inputs: operand_common.OperandRenderInputs
+    operand: operand_types.Operand, policy: policy_spec.Policy, inputs: operand_common.OperandRenderInputs
 ) -> tuple[Rendered, ...]:
     """`rendering.operands.operand_rendering.render_operand`, rendered again only when its inputs changed."""
     key = (policy, inputs, templating.templates_dir())

@@ -14,22 +14,22 @@ is kube/watching.py's, shared with the node watch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
 from ocp_gpu.kube import connecting, reading, upgrading, watching
-from ocp_gpu.model import operand_catalog, pods
+from ocp_gpu.model import labels, operand_types, pods
 from ocp_gpu.planning.upgrades import pod_selection
 
 # Every operand's pods (readiness per node for the status), driver and validator pods included.
-OPERAND_POD_SELECTOR: Final = operand_catalog.OPERAND_POD_SELECTOR
+OPERAND_POD_SELECTOR: Final = operand_types.OPERAND_POD_SELECTOR
 
 
 def pod_facts(body: Mapping[str, Any]) -> pods.PodFacts:
     """Every fact the operator keeps of one operand pod, from its JSON (one pass per event)."""
     operand = reading.operand_pod(body)
-    if operand.app == operand_catalog.OPERATOR_VALIDATOR.app:
+    if operand.app == labels.VALIDATOR_APP:
         return pods.PodFacts(operand.name, operand, validator=upgrading.validator_pod(body))
     # NB: driver pods of either mode are kept; the upgrade picks its mode's (rt.cache.nvidia_driver_mode).
     if pod_selection.is_any_driver_pod((body.get("metadata") or {}).get("labels") or {}):
@@ -43,24 +43,23 @@ def pod_facts(body: Mapping[str, Any]) -> pods.PodFacts:
 PodSink = watching.Sink[pods.PodFacts]
 
 
-_OPERAND_APPS: Final = frozenset(operand_catalog.POD_APPS)
-
-
 class OperandsOnly:
-    """A sink that passes on operand pods only.
+    """A sink that passes on operand pods only: those whose app (operand_types.pod_app) is in `apps`
+    (every operand's: rendering/operands/operand_catalog.POD_APPS, handed in by watches.py).
 
     NB: the watch's selector (`app` exists) cannot name a DTK driver pod's app (its DaemonSet's
     name), so the server sends every pod with an `app` label; the others stop here.
     """
 
-    def __init__(self, sink: PodSink) -> None:
+    def __init__(self, sink: PodSink, apps: Collection[str]) -> None:
         self.sink = sink
+        self.apps = frozenset(apps)
 
     def listed(self, facts: Sequence[pods.PodFacts]) -> None:
-        self.sink.listed([f for f in facts if f.operand.app in _OPERAND_APPS])
+        self.sink.listed([f for f in facts if f.operand.app in self.apps])
 
     def seen(self, facts: pods.PodFacts) -> None:
-        if facts.operand.app in _OPERAND_APPS:
+        if facts.operand.app in self.apps:
             self.sink.seen(facts)
         else:
             # relabelled away from an operand, or never one: gone as far as the operator cares
@@ -79,6 +78,7 @@ class PodWatch(watching.ObjectWatch[pods.PodFacts]):
         namespace: str,
         sink: PodSink,
         *,
+        apps: Collection[str],
         selector: str = OPERAND_POD_SELECTOR,
         watch_timeout_s: int = watching.WATCH_TIMEOUT_S,
     ) -> None:
@@ -86,7 +86,7 @@ class PodWatch(watching.ObjectWatch[pods.PodFacts]):
             login,
             f"/api/v1/namespaces/{quote(namespace)}/pods",
             pod_facts,
-            OperandsOnly(sink),
+            OperandsOnly(sink, apps),
             what="operand pod watch",
             selector=selector,
             watch_timeout_s=watch_timeout_s,

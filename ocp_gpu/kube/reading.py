@@ -13,7 +13,7 @@ from ocp_gpu.model import (
     labels,
     nodes,
     nvidia_driver_spec,
-    operand_catalog,
+    operand_types,
     resource_claims,
     upgrade_observations,
 )
@@ -62,9 +62,7 @@ def driver_daemonset(body: Mapping[str, Any]) -> driver_snapshot.DriverDaemonSet
     pod_spec = ((body.get("spec") or {}).get("template") or {}).get("spec") or {}
     containers = pod_spec.get("containers") or []
     images = {str(c.get("name", "")): str(c.get("image", "")) for c in containers}
-    driver_image = next(
-        (image for name, image in images.items() if name != operand_catalog.DTK_CONTAINER), ""
-    )
+    driver_image = next((image for name, image in images.items() if name != operand_types.DTK_CONTAINER), "")
     return driver_snapshot.DriverDaemonSet(
         name=str(metadata.get("name", "")),
         labels=dict(metadata.get("labels") or {}),
@@ -72,7 +70,7 @@ def driver_daemonset(body: Mapping[str, Any]) -> driver_snapshot.DriverDaemonSet
             k: v for k, v in (metadata.get("annotations") or {}).items() if k.startswith("ocp-gpu.io/")
         },
         image=driver_image,
-        dtk_image=images.get(operand_catalog.DTK_CONTAINER),
+        dtk_image=images.get(operand_types.DTK_CONTAINER),
         node_selector={str(k): str(v) for k, v in (pod_spec.get("nodeSelector") or {}).items()},
         generation=int(metadata.get("generation", 1)),
         observed_generation=int(status.get("observedGeneration", 0)),
@@ -105,7 +103,7 @@ def driver_pod_pull(body: Mapping[str, Any]) -> driver_snapshot.DriverPodPull:
     pod_labels = metadata.get("labels") or {}
     containers = (body.get("spec") or {}).get("containers") or []
     image = next(
-        (str(c.get("image", "")) for c in containers if c.get("name") == operand_catalog.DRIVER_CONTAINER), ""
+        (str(c.get("image", "")) for c in containers if c.get("name") == operand_types.DRIVER_CONTAINER), ""
     )
     statuses = [
         *((body.get("status") or {}).get("initContainerStatuses") or ()),
@@ -114,7 +112,7 @@ def driver_pod_pull(body: Mapping[str, Any]) -> driver_snapshot.DriverPodPull:
     failing = any(
         ((status.get("state") or {}).get("waiting") or {}).get("reason") in PULL_FAILURES
         for status in statuses
-        if status.get("name") == operand_catalog.DRIVER_CONTAINER
+        if status.get("name") == operand_types.DRIVER_CONTAINER
     )
     return driver_snapshot.DriverPodPull(
         name=str(metadata.get("name", "")),
@@ -131,7 +129,7 @@ def _interned(value: object) -> str | None:
     return None if value is None else sys.intern(str(value))
 
 
-def operand_pod(body: Mapping[str, Any]) -> operand_catalog.OperandPod:
+def operand_pod(body: Mapping[str, Any]) -> operand_types.OperandPod:
     """The OperandPod record of an operand pod: Ready means running with every container ready."""
     metadata = body.get("metadata") or {}
     status = body.get("status") or {}
@@ -139,10 +137,10 @@ def operand_pod(body: Mapping[str, Any]) -> operand_catalog.OperandPod:
         condition.get("type") == "Ready" and condition.get("status") == "True"
         for condition in status.get("conditions") or ()
     )
-    return operand_catalog.OperandPod(
+    return operand_types.OperandPod(
         name=str(metadata.get("name", "")),
         # NB: interned: a handful of apps and one name per node, repeated by thousands of pods.
-        app=sys.intern(operand_catalog.pod_app(metadata.get("labels") or {})),
+        app=sys.intern(operand_types.pod_app(metadata.get("labels") or {})),
         node=sys.intern(str((body.get("spec") or {}).get("nodeName", ""))),
         ready=bool(ready),
     )

@@ -66,9 +66,13 @@ DTK_IMAGE_MISSING: Final = "openshift.driver-toolkit.rhcos-image-missing"
 # pod on COMPONENT=DRIVER_COMPONENT).
 APP: Final = "app"
 DRIVER_APP: Final = "nvidia-driver-daemonset"
+# The validator's DaemonSet and pods' app (rendering/operands/validator.py): the driver upgrade
+# waits for its pods (model/upgrade_observations.py), below the layer that declares operands.
+VALIDATOR_APP: Final = "nvidia-operator-validator"
 # The component a DaemonSet belongs to, e.g. nvidia-driver.
 COMPONENT: Final = "app.kubernetes.io/component"
-# NVIDIA's selectors of the validator and GPU feature discovery include it (model/operand_catalog.py).
+# NVIDIA's selectors of the validator and GPU feature discovery include it
+# (rendering/operands/validator.py, gfd.py).
 PART_OF: Final = "app.kubernetes.io/part-of"
 # The driver key (RHCOS version, OS, kernel+OS) of a driver DaemonSet.
 DRIVER_KEY: Final = "ocp-gpu.io/driver-key"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ocp_gpu.model import driver_snapshot, operand_catalog, upgrade_observations
+from ocp_gpu.model import driver_snapshot, operand_types, upgrade_observations
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -17,7 +17,7 @@ class PodFacts:
     """One operand pod's every fact the watches keep (None where the pod is not of that kind)."""
 
     name: str
-    operand: operand_catalog.OperandPod
+    operand: operand_types.OperandPod
     # Only for the validator's pods.
     validator: upgrade_observations.ValidatorPod | None = None
     # Only for driver pods (planning.upgrades.pod_selection.is_any_driver_pod), with their image pull.

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from ocp_gpu.model import driver_snapshot, labels, operand_catalog
+from ocp_gpu.model import driver_snapshot, labels
 from ocp_gpu.model.driver_install import DriverInstall
 from ocp_gpu.model.nodes import NodeFacts, NodeName
 from ocp_gpu.model.resource_claims import ClaimHold
@@ -100,7 +100,7 @@ TIMER_ANNOTATIONS: Final = (
 # The DaemonSet controller's pod label naming the ControllerRevision a pod was made from.
 POD_REVISION_LABEL: Final = "controller-revision-hash"
 # The validator pods that gate validation-required (NVIDIA's operator-validator).
-VALIDATOR_SELECTOR: Final = f"{labels.APP}={operand_catalog.OPERATOR_VALIDATOR.app}"
+VALIDATOR_SELECTOR: Final = f"{labels.APP}={labels.VALIDATOR_APP}"
 # The driver pods of the ClusterPolicy's own driver DaemonSets: NB not `app=nvidia-driver-daemonset`,
 # which a DTK driver pod lacks (its app is its DaemonSet's name, as NVIDIA's selector needs), nor an
 # NVIDIADriver pool's (labelled with its NVIDIADriver).

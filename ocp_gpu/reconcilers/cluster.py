@@ -43,6 +43,7 @@ from ocp_gpu.reconcilers import (
     runtime,
     scheduling,
 )
+from ocp_gpu.rendering.operands import operand_catalog
 
 logger = logging.getLogger("ocp_gpu.reconcile")
 
@@ -330,7 +331,9 @@ async def _reconcile_node_labels(
         facts = seen.node_facts.get(name)
         if facts is None:
             continue
-        label_patch = node_labels.plan_node_labels(facts.labels, mig_default) or {}
+        label_patch = (
+            node_labels.plan_node_labels(facts.labels, operand_catalog.DEPLOY_LABELS, mig_default) or {}
+        )
         annotation_patch = (
             node_labels.plan_upgrade_annotation(facts.labels, facts.annotations, auto_upgrade) or {}
         )

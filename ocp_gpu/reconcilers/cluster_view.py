@@ -24,7 +24,7 @@ from ocp_gpu.model import (
     labels,
     nodes,
     nvidia_driver_spec,
-    operand_catalog,
+    operand_types,
     upgrade_observations,
 )
 from ocp_gpu.model.resource_claims import ClaimHold
@@ -82,7 +82,7 @@ class ClusterView:
     validator_pods: dict[str, upgrade_observations.ValidatorPod] = dataclasses.field(default_factory=dict)
     driver_revisions: dict[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     # Every operand pod (driver, toolkit, validator, device plugin, GFD) in the operand namespace.
-    operand_pods: dict[str, operand_catalog.OperandPod] = dataclasses.field(default_factory=dict)
+    operand_pods: dict[str, operand_types.OperandPod] = dataclasses.field(default_factory=dict)
     # Every owned object the watches see (kube/owning.OWNED_KINDS): applied hash and owner.
     # NB: never a memory of what this process applied: a deleted object must be re-applied.
     # A pass writes through what it applied or deleted (reconcilers/operand_reconciler.py): the next pass

@@ -2,7 +2,7 @@
 
 Read: GPU node facts, our driver DaemonSets, the driver-toolkit ImageStream,
 ClusterVersion and Proxy from the in-memory view.  Plan and render:
-desired.driver_manifests (planning.drivers.driver_plan, rendering.driver_rendering; shared with
+desired.driver_manifests (planning.drivers.driver_plan, rendering.operands.driver_rendering; shared with
 `ocp-gpu render`).  Apply: kube.applying (server-side apply, skipped
 when the applied hash is unchanged) and deletion of stale DaemonSets (no GPU node in
 the view carries their key) after a targeted re-read confirms no node matches their

@@ -1,5 +1,5 @@
-"""The operand mechanism: every operand of model/operand_catalog.py rendered, applied, removed and judged
-alike.
+"""The operand mechanism: every operand of rendering/operands/operand_catalog.py rendered, applied,
+removed and judged alike.
 
 `apply_if_changed` is how every rendered manifest reaches the cluster: server-side
 apply, skipped when the watched object (kube/owning: every owned kind is watched)
@@ -26,13 +26,13 @@ from typing import Any, Final
 
 from ocp_gpu.desired import operand_render_cache
 from ocp_gpu.kube import adopting, applying, fetching, labelling, owning, requesting
-from ocp_gpu.model import images, operand_catalog
+from ocp_gpu.model import images, operand_types
 from ocp_gpu.model.policy import api_values, policy_spec
 from ocp_gpu.model.policy.policy_problems import PolicyProblem
 from ocp_gpu.planning import config_maps, platforms
 from ocp_gpu.planning.operands import monitoring_planning, operand_planning
 from ocp_gpu.reconcilers import runtime
-from ocp_gpu.rendering.operands import operand_common, operand_rendering
+from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering
 
 logger = logging.getLogger("ocp_gpu.operands")
 
@@ -153,16 +153,10 @@ async def reconcile_prerequisites(
     return errors
 
 
-# Operands whose templates may render a ServiceMonitor named as their DaemonSet.
-SERVICE_MONITORED: Final = frozenset(
-    {operand_catalog.DCGM_EXPORTER.name, operand_catalog.NODE_STATUS_EXPORTER.name}
-)
-
-
 async def reconcile_operand(
     rt: runtime.Runtime,
     owner: Mapping[str, str],
-    operand: operand_catalog.Operand,
+    operand: operand_types.Operand,
     policy: policy_spec.Policy,
     platform: platforms.Platform,
 ) -> OperandOutcome:
@@ -191,7 +185,7 @@ async def reconcile_operand(
         # NB: nothing is applied or deleted: what runs keeps running.
         return OperandOutcome(enabled=True, problem=image)
     clash = api_values.host_sysctl_problem(
-        policy, operand.daemonset, api_values.shared_host_namespaces(operand, policy)
+        policy, operand.daemonset, operand_rendering.shared_host_namespaces(operand, policy)
     )
     if clash is not None:
         # NB: the API server would refuse its pods' sysctls (422): nothing applied or deleted.
@@ -219,7 +213,7 @@ async def reconcile_operand(
 async def remove_unrendered(
     rt: runtime.Runtime,
     owner: Mapping[str, str],
-    operand: operand_catalog.Operand,
+    operand: operand_types.Operand,
     rendered: Sequence[Mapping[str, Any]],
     errors: dict[str, str],
 ) -> None:
@@ -244,7 +238,7 @@ async def remove_unrendered(
 
 
 async def _config_map_problem(
-    rt: runtime.Runtime, operand: operand_catalog.Operand, policy: policy_spec.Policy
+    rt: runtime.Runtime, operand: operand_types.Operand, policy: policy_spec.Policy
 ) -> tuple[PolicyProblem | None, dict[str, str]]:
     """Why the ConfigMaps the operand's section names cannot be mounted (the driver's rule); errors by read.
 
@@ -270,7 +264,7 @@ def _monitoring_api(rt: runtime.Runtime) -> bool:
 
 async def _remove_unrendered_service_monitor(
     rt: runtime.Runtime,
-    operand: operand_catalog.Operand,
+    operand: operand_types.Operand,
     rendered: Sequence[Mapping[str, Any]],
     errors: dict[str, str],
 ) -> None:
@@ -278,7 +272,7 @@ async def _remove_unrendered_service_monitor(
 
     NB: only where the API is served; once per process when this process never made it.
     """
-    if not _monitoring_api(rt) or operand.name not in SERVICE_MONITORED:
+    if not _monitoring_api(rt) or not operand_catalog.RENDERINGS[operand.name].service_monitored:
         return
     if any(manifest["kind"] == "ServiceMonitor" for manifest in rendered):
         return

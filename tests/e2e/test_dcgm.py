@@ -26,7 +26,8 @@ from typing import Any, Final
 import pytest
 from kubernetes import client
 
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels
+from ocp_gpu.rendering.operands import operand_catalog
 from ocp_gpu_harness.cluster import LocalControlPlane
 
 from . import conftest as e2e

@@ -33,7 +33,8 @@ import pytest
 from kubernetes import client, watch
 from prometheus_client.parser import text_string_to_metric_families
 
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels
+from ocp_gpu.rendering.operands import operand_catalog
 from ocp_gpu_harness import node_agent
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name

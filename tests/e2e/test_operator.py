@@ -19,7 +19,8 @@ from collections.abc import Callable
 import pytest
 from kubernetes import client
 
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels
+from ocp_gpu.rendering.operands import operand_catalog
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess

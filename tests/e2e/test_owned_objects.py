@@ -16,8 +16,7 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.model import labels
-from ocp_gpu.rendering import driver_rendering
-from ocp_gpu.rendering.operands import toolkit
+from ocp_gpu.rendering.operands import driver_rendering, toolkit
 from ocp_gpu_harness.cluster import LocalControlPlane
 
 from .conftest import (

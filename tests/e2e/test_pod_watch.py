@@ -30,7 +30,8 @@ import pytest
 from kubernetes import client
 
 from ocp_gpu.kube import applying, clients, connecting, daemonset_watch, node_watch, pod_watch, watching
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels
+from ocp_gpu.rendering.operands import operand_catalog
 from ocp_gpu_harness import binaries, faults
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane
@@ -132,7 +133,11 @@ def test_list_watch_resume_and_relist_after_compaction(
     api = clients.load_api_client(plane.kubeconfig)
     recorder = Recorder()
     watch = pod_watch.PodWatch(
-        lambda renew: connecting.connection_info(api), "operands", recorder, watch_timeout_s=2
+        lambda renew: connecting.connection_info(api),
+        "operands",
+        recorder,
+        apps=operand_catalog.POD_APPS,
+        watch_timeout_s=2,
     )
     node_recorder = Recorder()
     nodes = node_watch.NodeWatch(lambda renew: connecting.connection_info(api), node_recorder)

@@ -30,10 +30,10 @@ import pytest
 import yaml
 from kubernetes import client
 
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels, operand_types
 from ocp_gpu.model.images import ImageRef
 from ocp_gpu.model.policy import policy_parser, policy_spec
-from ocp_gpu.rendering.operands import operand_common, operand_rendering
+from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
@@ -361,7 +361,7 @@ def test_each_operand_switches_alone_and_steady_state_is_quiet(
     assert quiet_writes(control_plane) == []
 
 
-def _names_of(operand: operand_catalog.Operand) -> set[str]:
+def _names_of(operand: operand_types.Operand) -> set[str]:
     """The names of the objects the operand renders (what enabled: false must remove)."""
     inputs = operand_common.OperandRenderInputs("x", False, ImageRef("x:1"))
     return {

@@ -27,10 +27,9 @@ import yaml
 from kubernetes import client
 
 from ocp_gpu.desired import driver_manifests
-from ocp_gpu.model import operand_catalog
 from ocp_gpu.model.policy import fields, policy_parser
 from ocp_gpu.model.policy.policy_spec import Policy
-from ocp_gpu.rendering.operands import operand_rendering
+from ocp_gpu.rendering.operands import operand_catalog, operand_rendering
 from ocp_gpu.rendering.operands import toolkit as toolkit_rendering
 from ocp_gpu_harness.cluster import LocalControlPlane
 from ocp_gpu_harness.operating import OperatorProcess

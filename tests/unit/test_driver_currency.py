@@ -27,7 +27,7 @@ from ocp_gpu.model.driver_install import DriverInstall
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.upgrade_observations import DriverPod, DriverRevision, PodRef, UpgradeNode, UpgradeSnapshot
 from ocp_gpu.planning.drivers import driver_check, driver_currency
-from ocp_gpu.rendering import driver_rendering
+from ocp_gpu.rendering.operands import driver_rendering
 from tests.unit.test_driver_rendering import MODULE_IMAGES, SCENARIOS, daemonsets, render
 
 DTK_IMAGE = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + "1" * 64

@@ -18,7 +18,8 @@ import pytest
 from ocp_gpu.desired import driver_manifests
 from ocp_gpu.model import labels
 from ocp_gpu.model.policy import policy_parser
-from ocp_gpu.rendering import driver_rendering, templating
+from ocp_gpu.rendering import templating
+from ocp_gpu.rendering.operands import driver_rendering
 from tests.unit._drivers import V416, V417, plan, rhcos_node
 
 INPUTS = driver_rendering.DriverRenderInputs(

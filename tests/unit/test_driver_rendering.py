@@ -26,14 +26,14 @@ from hypothesis import strategies as st
 
 from ocp_gpu.model import images, labels
 from ocp_gpu.model.driver_snapshot import DriverDaemonSet, DriverKey
-from ocp_gpu.model.operand_catalog import DRIVER_CONTAINER
+from ocp_gpu.model.operand_types import DRIVER_CONTAINER
 from ocp_gpu.model.policy import policy_checks, policy_parser
 from ocp_gpu.model.proxy import ClusterProxy
 from ocp_gpu.planning.drivers import driver_fallback
 from ocp_gpu.planning.drivers.driver_plan import DesiredDriverDaemonSet
 from ocp_gpu.planning.drivers.driver_strategy import Strategy
 from ocp_gpu.rendering import templating
-from ocp_gpu.rendering.driver_rendering import DriverRenderInputs, render_driver_state
+from ocp_gpu.rendering.operands.driver_rendering import DriverRenderInputs, render_driver_state
 from tests.unit._drivers import (
     DTK_416,
     DTK_417,

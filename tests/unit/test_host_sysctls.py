@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from ocp_gpu.model import operand_catalog
+from ocp_gpu.model import operand_types
 from ocp_gpu.model.images import ImageRef
 from ocp_gpu.model.policy import api_values, policy_parser
 from ocp_gpu.rendering import templating
-from ocp_gpu.rendering.operands import operand_common, operand_rendering
+from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering
 
 SYSCTLS = "spec.daemonsets.podSecurityContext.sysctls"
 
@@ -60,9 +60,9 @@ def policy(*sysctls: str, host_network: bool = False) -> Any:
     )
 
 
-def check(operand: operand_catalog.Operand, spec: Any) -> api_values.PolicyProblem | None:
+def check(operand: operand_types.Operand, spec: Any) -> api_values.PolicyProblem | None:
     return api_values.host_sysctl_problem(
-        spec, operand.daemonset, api_values.shared_host_namespaces(operand, spec)
+        spec, operand.daemonset, operand_rendering.shared_host_namespaces(operand, spec)
     )
 
 
@@ -80,10 +80,10 @@ CASES = {
 @pytest.mark.parametrize(("sysctls", "host_network", "held"), CASES.values(), ids=CASES.keys())
 @pytest.mark.parametrize("operand", operand_catalog.GENERIC, ids=lambda o: o.name)
 def test_only_a_clashing_operand_is_held_back(
-    operand: operand_catalog.Operand,
+    operand: operand_types.Operand,
     sysctls: tuple[str, ...],
     host_network: bool,
-    held: operand_catalog.Operand | None,
+    held: operand_types.Operand | None,
 ) -> None:
     problem = check(operand, policy(*sysctls, host_network=host_network))
     assert (problem is not None) == (operand is held)
@@ -112,7 +112,7 @@ def test_the_mig_manager_always_shares_ipc_so_the_fix_is_the_sysctl() -> None:
 
 @pytest.mark.parametrize("host_network", [False, True])
 @pytest.mark.parametrize("operand", operand_catalog.GENERIC, ids=lambda o: o.name)
-def test_the_table_agrees_with_the_templates(operand: operand_catalog.Operand, host_network: bool) -> None:
+def test_the_table_agrees_with_the_templates(operand: operand_types.Operand, host_network: bool) -> None:
     spec = policy(host_network=host_network)
     inputs = operand_common.OperandRenderInputs("gpu-operator", True, ImageRef("example.com/operand:1"))
     (daemonset,) = [
@@ -120,11 +120,12 @@ def test_the_table_agrees_with_the_templates(operand: operand_catalog.Operand, h
     ]
     pod = daemonset["spec"]["template"]["spec"]
     rendered = {space for space, field in api_values.HOST_FIELD.items() if pod.get(field)}
-    assert rendered == set(api_values.shared_host_namespaces(operand, spec))
+    assert rendered == set(operand_rendering.shared_host_namespaces(operand, spec))
 
 
 def test_the_driver_template_shares_neither_namespace() -> None:
-    # The driver's DaemonSets are rendered apart (rendering/driver_rendering.py): their template is read.
+    # The driver's DaemonSets are rendered apart (rendering/operands/driver_rendering.py): their
+    # template is read.
     template = (templating.templates_dir() / "state-driver" / "0500_daemonset.yaml.j2").read_text()
     # NB: the host's network only with driver.hostNetwork (then a network sysctl is refused by the
     # API server when the DaemonSet is applied, and the driver reconciler reports that).

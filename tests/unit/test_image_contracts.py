@@ -31,9 +31,9 @@ from typing import Any
 import pytest
 
 from ocp_gpu import cli
-from ocp_gpu.model import image_contracts, images, operand_catalog, releases
+from ocp_gpu.model import image_contracts, images, operand_types, releases
 from ocp_gpu.model.policy import policy_parser
-from ocp_gpu.rendering.operands import operand_common, operand_rendering
+from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering
 from tests.unit import test_driver_rendering, test_operand_rendering
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -315,12 +315,12 @@ def check(manifests: list[dict[str, Any]], admin: Admin) -> list[str]:
     return found
 
 
-def release_image(operand: operand_catalog.Operand) -> str:
+def release_image(operand: operand_types.Operand) -> str:
     return releases.with_release_defaults({})[operand.image_env]
 
 
 def render_operand(
-    operand: operand_catalog.Operand, spec: dict[str, Any], openshift: bool
+    operand: operand_types.Operand, spec: dict[str, Any], openshift: bool
 ) -> list[dict[str, Any]]:
     policy = policy_parser.parse_policy(spec)
     env = releases.with_release_defaults({})

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from ocp_gpu.model import images, labels, mig_catalog, operand_catalog
+from ocp_gpu.model import images, labels, mig_catalog
 from ocp_gpu.model.policy import policy_parser
 from ocp_gpu.planning.operands import mig_planning
-from ocp_gpu.rendering.operands import mig_manager, operand_common, operand_rendering
+from ocp_gpu.rendering.operands import mig_manager, operand_catalog, operand_common, operand_rendering
 
 A100_80 = "0x20B210DE"
 A100_40 = "0x20B010DE"

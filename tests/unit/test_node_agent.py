@@ -18,8 +18,7 @@ import pytest
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from ocp_gpu.model import operand_catalog
-from ocp_gpu.rendering.operands import validator
+from ocp_gpu.rendering.operands import operand_catalog, validator
 from ocp_gpu_harness import mirror, node_agent, real_node
 
 

@@ -21,10 +21,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels
 from ocp_gpu.planning.operands import node_labels
+from ocp_gpu.rendering.operands import operand_catalog
 
 GPU = {labels.NFD_NVIDIA_PCI: "true"}
+DEPLOY = operand_catalog.DEPLOY_LABELS
 DEPLOY_ALL = {operand.deploy_label: "true" for operand in operand_catalog.EVERY_GPU_NODE}
 LABELLED_GPU = {**GPU, labels.GPU_PRESENT: "true", **DEPLOY_ALL}
 FOREIGN = {"kubernetes.io/hostname": "n1", "node-role.kubernetes.io/worker": ""}
@@ -83,7 +85,7 @@ PLANS: dict[str, tuple[dict[str, str], dict[str, str | None] | None]] = {
 
 @pytest.mark.parametrize(("node", "expected"), PLANS.values(), ids=PLANS.keys())
 def test_plan(node: dict[str, str], expected: dict[str, str | None] | None) -> None:
-    assert node_labels.plan_node_labels(node) == expected
+    assert node_labels.plan_node_labels(node, DEPLOY) == expected
 
 
 _OUR_KEYS = [labels.GPU_PRESENT, labels.GPU_DEPLOY_OPERANDS, *DEPLOY_ALL, labels.NFD_NVIDIA_PCI]
@@ -97,20 +99,20 @@ _NODES = st.dictionaries(
 
 @given(_NODES)
 def test_planning_again_after_the_patch_gives_none(node: dict[str, str]) -> None:
-    patched = apply(node, node_labels.plan_node_labels(node))
-    assert node_labels.plan_node_labels(patched) is None
+    patched = apply(node, node_labels.plan_node_labels(node, DEPLOY))
+    assert node_labels.plan_node_labels(patched, DEPLOY) is None
 
 
 @given(_NODES)
 def test_cpu_nodes_are_never_touched(node: dict[str, str]) -> None:
     ours = {labels.GPU_PRESENT, *DEPLOY_ALL}
     cpu_node = {k: v for k, v in node.items() if k not in ours and k != labels.NFD_NVIDIA_PCI}
-    assert node_labels.plan_node_labels(cpu_node) is None
+    assert node_labels.plan_node_labels(cpu_node, DEPLOY) is None
 
 
 @given(_NODES)
 def test_only_our_labels_are_touched_and_admin_false_is_kept(node: dict[str, str]) -> None:
-    patch = node_labels.plan_node_labels(node) or {}
+    patch = node_labels.plan_node_labels(node, DEPLOY) or {}
     assert set(patch) <= {labels.GPU_PRESENT, *DEPLOY_ALL, MIG_MANAGER}
     for key, value in node.items():
         if key in DEPLOY_ALL and value == "false":
@@ -171,7 +173,7 @@ MIG_PLANS: dict[str, tuple[dict[str, str], str | None, dict[str, str | None] | N
 
 @pytest.mark.parametrize(("node", "default", "expected"), MIG_PLANS.values(), ids=MIG_PLANS.keys())
 def test_mig_plan(node: dict[str, str], default: str | None, expected: dict[str, str | None] | None) -> None:
-    assert node_labels.plan_node_labels(node, default) == expected
+    assert node_labels.plan_node_labels(node, DEPLOY, default) == expected
 
 
 _MIG_NODES = st.dictionaries(
@@ -187,8 +189,8 @@ _MIG_NODES = st.dictionaries(
 def test_mig_labelling_is_idempotent_and_never_resets_a_pause(
     node: dict[str, str], default: str | None
 ) -> None:
-    patch = node_labels.plan_node_labels(node, default)
-    assert node_labels.plan_node_labels(apply(node, patch), default) is None
+    patch = node_labels.plan_node_labels(node, DEPLOY, default)
+    assert node_labels.plan_node_labels(apply(node, patch), DEPLOY, default) is None
     for key, value in node.items():
         if value == labels.PAUSED_FOR_MIG_CHANGE and key.startswith(labels.GPU_DEPLOY_PREFIX):
             assert key not in (patch or {})
@@ -239,5 +241,5 @@ def test_an_opted_out_node_loses_an_idle_upgrade_state(
 ) -> None:
     node = {**GPU, **{k: "true" for k in DEPLOY_ALL}, labels.GPU_PRESENT: "true", **opt_out}
     node[labels.UPGRADE_STATE] = state
-    patch = node_labels.plan_node_labels(node) or {}
+    patch = node_labels.plan_node_labels(node, DEPLOY) or {}
     assert (labels.UPGRADE_STATE in patch and patch[labels.UPGRADE_STATE] is None) is removed

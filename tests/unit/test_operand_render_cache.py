@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from ocp_gpu.desired import operand_render_cache
 from ocp_gpu.kube import applying
-from ocp_gpu.model import operand_catalog
 from ocp_gpu.model.images import ImageRef
 from ocp_gpu.model.policy import policy_parser
 from ocp_gpu.planning import platforms
 from ocp_gpu.planning.operands import monitoring_planning, operand_planning
 from ocp_gpu.rendering import monitoring_rendering
-from ocp_gpu.rendering.operands import operand_common, operand_rendering
+from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering
 
 IMAGE = ImageRef("nvcr.io/nvidia/k8s-device-plugin:v0.17.0")
 

@@ -1,4 +1,4 @@
-"""We test the operand mechanism's pure parts (model/operand_catalog.py,
+"""We test the operand mechanism's pure parts (rendering/operands/operand_catalog.py,
 rendering/operands/operand_rendering.py,
 planning/operands.unready_nodes), no server:
 
@@ -25,13 +25,19 @@ import pytest
 import yaml
 from hypothesis import strategies as st
 
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels, operand_types
 from ocp_gpu.model.images import ImageRef
 from ocp_gpu.model.policy import policy_checks, policy_parser
 from ocp_gpu.model.policy.policy_problems import Severity
 from ocp_gpu.planning.operands import operand_planning
 from ocp_gpu.rendering import templating
-from ocp_gpu.rendering.operands import device_plugin, operand_common, operand_rendering, validator
+from ocp_gpu.rendering.operands import (
+    device_plugin,
+    operand_catalog,
+    operand_common,
+    operand_rendering,
+    validator,
+)
 from tests.unit._hostile import swapped
 from tests.unit.test_driver_rendering import hostile, token
 
@@ -40,7 +46,7 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 
 
 def render(
-    operand: operand_catalog.Operand,
+    operand: operand_types.Operand,
     spec: dict[str, Any],
     openshift: bool = True,
     image: str = IMAGE,
@@ -80,7 +86,7 @@ all_generic = pytest.mark.parametrize("operand", operand_catalog.GENERIC, ids=la
 
 
 @all_generic
-def test_every_generic_operand_is_declared_and_rendered(operand: operand_catalog.Operand) -> None:
+def test_every_generic_operand_is_declared_and_rendered(operand: operand_types.Operand) -> None:
     assert operand.name in operand_rendering.covered()
     assert (templating.templates_dir() / operand.component).is_dir()
     assert operand.image_env  # a default image in the operator's environment
@@ -116,7 +122,7 @@ def test_order_and_names_follow_the_design() -> None:
 
 
 @all_generic
-def test_policy_tolerations_follow_ours_without_duplicates(operand: operand_catalog.Operand) -> None:
+def test_policy_tolerations_follow_ours_without_duplicates(operand: operand_types.Operand) -> None:
     spec = {
         "daemonsets": {
             "tolerations": [
@@ -145,7 +151,7 @@ FULL_PLUGIN = {
         "resourceConfig": "gpu:sharedgpu:4,mig-3g.20gb:small:2",
     }
 }
-GOLDEN: dict[str, tuple[operand_catalog.Operand, dict[str, Any], bool]] = {
+GOLDEN: dict[str, tuple[operand_types.Operand, dict[str, Any], bool]] = {
     **{f"{o.name}/openshift": (o, {}, True) for o in operand_catalog.GENERIC},
     **{f"{o.name}/vanilla": (o, {}, False) for o in operand_catalog.GENERIC},
     "device-plugin/every-option": (operand_catalog.DEVICE_PLUGIN, FULL_PLUGIN, False),
@@ -302,7 +308,7 @@ METRICS_MAP = {"dcgmExporter": {"config": {"name": "my-metrics"}}}
     ],
 )
 def test_a_named_config_map_that_cannot_serve_the_operand_is_a_problem_naming_the_field(
-    operand: operand_catalog.Operand, spec: dict[str, Any], keys: dict[str, Any], field: str, words: str
+    operand: operand_types.Operand, spec: dict[str, Any], keys: dict[str, Any], field: str, words: str
 ) -> None:
     from ocp_gpu.planning import config_maps
 
@@ -426,7 +432,7 @@ def _without_config(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @all_generic
-def test_hostile_strings_render_verbatim_as_values(operand: operand_catalog.Operand) -> None:
+def test_hostile_strings_render_verbatim_as_values(operand: operand_types.Operand) -> None:
     benign = render(operand, _spec(token), openshift=False, image=token(18), ns=token(19))
     attacked = render(operand, _spec(hostile), openshift=False, image=hostile(18), ns=hostile(19))
     mapping = {hostile(i): token(i) for i in range(19, 0, -1)}  # longest index first
@@ -469,9 +475,9 @@ def test_unready_nodes_per_operand() -> None:
     }
     app = operand_catalog.DEVICE_PLUGIN.app
     pods = [
-        operand_catalog.OperandPod("p-a", app, "gpu-a", ready=True),
-        operand_catalog.OperandPod("p-b", app, "gpu-b", ready=False),
-        operand_catalog.OperandPod("t-b", operand_catalog.CONTAINER_TOOLKIT.app, "gpu-b", ready=True),
+        operand_types.OperandPod("p-a", app, "gpu-a", ready=True),
+        operand_types.OperandPod("p-b", app, "gpu-b", ready=False),
+        operand_types.OperandPod("t-b", operand_catalog.CONTAINER_TOOLKIT.app, "gpu-b", ready=True),
     ]
     # gpu-b's plugin pod is not Ready; gpu-off opted out; the CPU node never counts.
     assert operand_planning.unready_nodes(operand_catalog.DEVICE_PLUGIN, nodes, pods) == ["gpu-b"]
@@ -483,7 +489,7 @@ def test_unready_nodes_per_operand() -> None:
     assert operand_planning.unready_nodes(
         operand_catalog.CONTAINER_TOOLKIT,
         nodes,
-        [*pods, operand_catalog.OperandPod("t-a", pods[2].app, "gpu-a", True)],
+        [*pods, operand_types.OperandPod("t-a", pods[2].app, "gpu-a", True)],
     ) == ["gpu-off"]
 
 
@@ -502,15 +508,15 @@ def _node_labels(draw: st.DrawFn) -> dict[str, str]:
 @hypothesis.given(
     nodes=st.dictionaries(_NODE_NAMES, _node_labels(), max_size=6),
     pods=st.lists(
-        st.builds(operand_catalog.OperandPod, st.text(max_size=3), _APPS, _NODE_NAMES, st.booleans()),
+        st.builds(operand_types.OperandPod, st.text(max_size=3), _APPS, _NODE_NAMES, st.booleans()),
         max_size=12,
     ),
     enabled=st.lists(st.sampled_from(operand_catalog.OPERANDS), unique=True),
 )
 def test_unready_by_operand_is_unready_nodes_of_each(
     nodes: dict[str, dict[str, str]],
-    pods: list[operand_catalog.OperandPod],
-    enabled: list[operand_catalog.Operand],
+    pods: list[operand_types.OperandPod],
+    enabled: list[operand_types.Operand],
 ) -> None:
     # The status judges every operand in one walk (planning/operands.unready_by_operand): the
     # same answer as each operand's own unready_nodes, operands ready everywhere left out.

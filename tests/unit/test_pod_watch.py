@@ -28,10 +28,11 @@ from typing import Any
 import pytest
 
 from ocp_gpu.kube import pod_watch, watching
-from ocp_gpu.model import labels, nodes, operand_catalog
+from ocp_gpu.model import labels, nodes, operand_types
 from ocp_gpu.planning import watch_resumption
 from ocp_gpu.planning.watch_resumption import Step
 from ocp_gpu.reconcilers import pod_view, runtime
+from ocp_gpu.rendering.operands import operand_catalog
 
 
 def pod(
@@ -82,7 +83,7 @@ def pod(
 
 def test_an_operand_pod_is_only_an_operand_pod() -> None:
     facts = pod_watch.pod_facts(pod("p1", operand_catalog.DEVICE_PLUGIN.app, "n7", ready=True))
-    assert facts.operand == operand_catalog.OperandPod("p1", operand_catalog.DEVICE_PLUGIN.app, "n7", True)
+    assert facts.operand == operand_types.OperandPod("p1", operand_catalog.DEVICE_PLUGIN.app, "n7", True)
     assert (facts.validator, facts.driver, facts.pull) == (None, None, None)
 
 
@@ -344,7 +345,7 @@ class _FailingOnce:
 
 def test_a_bug_on_one_event_lists_again_instead_of_ending_the_watch(monkeypatch: pytest.MonkeyPatch) -> None:
     sink = _FailingOnce()
-    watch = pod_watch.PodWatch(lambda renew: None, "ns", sink)  # type: ignore[arg-type,return-value]
+    watch = pod_watch.PodWatch(lambda renew: None, "ns", sink, apps=operand_catalog.POD_APPS)  # type: ignore[arg-type,return-value]
     lists = 0
 
     async def fake_list() -> None:
@@ -367,7 +368,7 @@ def test_a_bug_on_one_event_lists_again_instead_of_ending_the_watch(monkeypatch:
 
 
 def test_a_watch_ending_at_once_with_nothing_backs_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    watch = pod_watch.PodWatch(lambda renew: None, "ns", _FailingOnce())  # type: ignore[arg-type,return-value]
+    watch = pod_watch.PodWatch(lambda renew: None, "ns", _FailingOnce(), apps=operand_catalog.POD_APPS)  # type: ignore[arg-type,return-value]
     watch.resource_version = "1"
     delays: list[int] = []
     ends = iter([0, 0, 0, 5, 0])
@@ -489,7 +490,7 @@ class Recorded:
 def test_only_operand_pods_reach_the_sink_a_dtk_driver_pod_among_them() -> None:
     # the watch's selector (`app` exists) lets every pod with an app label through
     recorded = Recorded()
-    only = pod_watch.OperandsOnly(recorded)
+    only = pod_watch.OperandsOnly(recorded, operand_catalog.POD_APPS)
     dtk = {
         labels.APP: "nvidia-driver-daemonset-416.94.202407030122-0",
         labels.COMPONENT: labels.DRIVER_COMPONENT,

@@ -34,10 +34,11 @@ from ocp_gpu import cli
 from ocp_gpu.commands import render
 from ocp_gpu.desired import driver_manifests
 from ocp_gpu.kube import adopting, applying, labelling, reading, reporting
-from ocp_gpu.model import apis, labels, operand_catalog, releases
+from ocp_gpu.model import apis, labels, releases
 from ocp_gpu.model.policy import policy_parser, policy_spec
 from ocp_gpu.planning import platforms
 from ocp_gpu.reconcilers import driver_reconciler, nvidia_drivers, runtime
+from ocp_gpu.rendering.operands import operand_catalog
 from ocp_gpu_harness import nodes as fake_nodes
 from tests.unit._drivers import DTK_416, DTK_417, V416, V417
 

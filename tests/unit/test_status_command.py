@@ -36,11 +36,12 @@ from ocp_gpu import cli
 from ocp_gpu.commands import status_command
 from ocp_gpu.kube import clients, requesting, upgrading
 from ocp_gpu.kube.requesting import ApiException
-from ocp_gpu.model import labels, operand_catalog, upgrade_observations
+from ocp_gpu.model import labels, operand_types, upgrade_observations
 from ocp_gpu.model.nodes import NodeFacts, NodeName
 from ocp_gpu.model.policy import policy_parser
 from ocp_gpu.model.upgrade_observations import UpgradeNode, UpgradeSnapshot
 from ocp_gpu.planning.upgrades import upgrade_plan
+from ocp_gpu.rendering.operands import operand_catalog
 from tests.unit._upgrades import (
     CURRENT,
     CURRENT_HASH,
@@ -825,8 +826,8 @@ def test_one_cell_per_operand_says_whether_it_is_ready_on_the_node() -> None:
         labels.deploy_label("gpu-feature-discovery"): "false",
     }
     pods = [
-        operand_catalog.OperandPod("t", operand_catalog.CONTAINER_TOOLKIT.app, "n1", ready=True),
-        operand_catalog.OperandPod("p", operand_catalog.DEVICE_PLUGIN.app, "n1", ready=False),
+        operand_types.OperandPod("t", operand_catalog.CONTAINER_TOOLKIT.app, "n1", ready=True),
+        operand_types.OperandPod("p", operand_catalog.DEVICE_PLUGIN.app, "n1", ready=False),
     ]
     policy = policy_parser.parse_policy({"validator": {}, "devicePlugin": {}})
     assert status_command.operand_cells(policy, node_labels, "n1", pods) == {

@@ -20,11 +20,11 @@ import yaml
 
 from ocp_gpu.kube import requesting
 from ocp_gpu.kube.requesting import ApiException
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels
 from ocp_gpu.model.images import ImageRef
 from ocp_gpu.model.policy import policy_parser, policy_spec
 from ocp_gpu.model.policy.policy_spec import ContainerRuntime
-from ocp_gpu.rendering.operands import operand_common, operand_rendering, toolkit
+from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering, toolkit
 from tests.unit._hostile import swapped
 from tests.unit.test_driver_rendering import _spec as driver_spec
 from tests.unit.test_driver_rendering import hostile, token

@@ -129,7 +129,7 @@ def test_a_singleton_keeps_no_managed_fields() -> None:
 
 
 def test_a_refusal_is_logged_by_its_reason_and_message() -> None:
-    long_message = "imagestreams.image.openshift.io \"driver-toolkit\" is forbidden: " + "x" * 300
+    long_message = 'imagestreams.image.openshift.io "driver-toolkit" is forbidden: ' + "x" * 300
     body = json.dumps({"kind": "Status", "message": long_message, "reason": "Forbidden", "code": 403})
     assert str(watching.StatusError(403, body)).startswith("403: Forbidden: imagestreams.image.openshift.io")
     assert str(watching.StatusError(502, "<html>bad gateway</html>")) == "502: <html>bad gateway</html>"

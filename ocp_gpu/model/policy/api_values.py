@@ -21,7 +21,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Final
 
-from ocp_gpu.model import operand_catalog
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.model.policy.policy_problems import PolicyProblem, Severity
 
@@ -446,25 +445,6 @@ def sysctl_namespace(name: str) -> str | None:
     if name in _IPC_SYSCTLS:
         return IPC
     return next((space for prefix, space in _SYSCTL_PREFIXES if name.startswith(prefix)), None)
-
-
-def shared_host_namespaces(
-    operand: operand_catalog.Operand, policy: policy_spec.Policy
-) -> dict[str, str | None]:
-    """The host namespaces (NET, IPC) the operand's pods share, as its template renders them,
-    each with the ClusterPolicy field that turns it on (None: the template always does).
-
-    NB: tests/unit/test_api_values.py renders every operand to keep this in step with the
-    templates (hostPID is not here: no sysctl belongs to the PID namespace).
-    """
-    shared: dict[str, str | None] = {}
-    if policy.components()[operand.section].host_network:
-        # every operand's template: hostNetwork from <section>.hostNetwork
-        shared[NET] = f"spec.{operand.section}.hostNetwork"
-    if operand is operand_catalog.MIG_MANAGER:
-        # state-mig-manager: hostIPC, always
-        shared[IPC] = None
-    return shared
 
 
 def host_sysctl_problem(

@@ -195,7 +195,7 @@ RULES: tuple[Rule, ...] = (
     # --- toolkit
     Rule("spec.toolkit", H, "the container toolkit DaemonSet", {"enabled": _ON_OFF}),
     Rule("spec.toolkit.hostNetwork", H, _HOST_NETWORK),
-    # --- the GPU stack (model/operand_catalog.py)
+    # --- the GPU stack (rendering/operands/operand_catalog.py)
     Rule(
         "spec.devicePlugin",
         H,

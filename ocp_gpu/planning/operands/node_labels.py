@@ -26,10 +26,11 @@ and its operand pods with them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Final
 
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels
 from ocp_gpu.planning.operands import mig_planning
 
 # The value the operator writes; only labels with this value are ours to remove.
@@ -44,8 +45,14 @@ _IDLE_STATES: Final = frozenset({"upgrade-done", "upgrade-required"})
 LabelPatch = dict[str, str | None]
 
 
-_DEPLOY_LABELS: Final = tuple(operand.deploy_label for operand in operand_catalog.EVERY_GPU_NODE)
-_MIG_MANAGER_LABEL: Final = operand_catalog.MIG_MANAGER.deploy_label
+@dataclasses.dataclass(frozen=True)
+class DeployLabels:
+    """The operands' deploy labels (nvidia.com/gpu.deploy.<name>) the operator sets, by which GPU
+    nodes get them: rendering/operands/operand_catalog.DEPLOY_LABELS, from each operand's `deploy_on`."""
+
+    every_gpu_node: tuple[str, ...]
+    # The MIG manager's.
+    mig_capable: tuple[str, ...] = ()
 
 
 def is_gpu_node(node_labels: Mapping[str, str]) -> bool:
@@ -54,20 +61,21 @@ def is_gpu_node(node_labels: Mapping[str, str]) -> bool:
 
 
 def plan_node_labels(
-    node_labels: Mapping[str, str], mig_config_default: str | None = None
+    node_labels: Mapping[str, str], deploy: DeployLabels, mig_config_default: str | None = None
 ) -> LabelPatch | None:
     """The label patch for one node, or None when its labels are already right.
+
+    `deploy`: the operands' deploy labels (rendering/operands/operand_catalog.DEPLOY_LABELS).
 
     `mig_config_default`: migManager.config.default when the MIG manager is enabled
     (and the policy valid), else None.
     """
     patch: LabelPatch = {}
-    ours = [key for key in _DEPLOY_LABELS if node_labels.get(key) == TRUE]
-    if node_labels.get(_MIG_MANAGER_LABEL) == TRUE and (
-        labels.GPU_PRESENT in node_labels or is_gpu_node(node_labels)
-    ):
-        # NB: ours only on a node we labelled (gpu.present): a CPU node is never touched.
-        ours.append(_MIG_MANAGER_LABEL)
+    ours = [key for key in deploy.every_gpu_node if node_labels.get(key) == TRUE]
+    for key in deploy.mig_capable:
+        if node_labels.get(key) == TRUE and (labels.GPU_PRESENT in node_labels or is_gpu_node(node_labels)):
+            # NB: ours only on a node we labelled (gpu.present): a CPU node is never touched.
+            ours.append(key)
     if not is_gpu_node(node_labels):
         # Not (or no longer) a GPU node: take back what we set, nothing else.
         if labels.GPU_PRESENT in node_labels:
@@ -82,11 +90,11 @@ def plan_node_labels(
         patch.update(dict.fromkeys(ours))
     else:
         # Add the missing deploy labels; keep whatever value an admin chose.
-        patch.update({key: TRUE for key in _DEPLOY_LABELS if key not in node_labels})
-        if mig_planning.is_mig_capable(node_labels) and _MIG_MANAGER_LABEL not in node_labels:
+        patch.update({key: TRUE for key in deploy.every_gpu_node if key not in node_labels})
+        if mig_planning.is_mig_capable(node_labels):
             # NB: never removed when the GPU stops looking MIG-capable (GFD's labels come and
             # go with its pod), as NVIDIA's: the MIG manager must not vanish mid-change.
-            patch[_MIG_MANAGER_LABEL] = TRUE
+            patch.update({key: TRUE for key in deploy.mig_capable if key not in node_labels})
         patch.update(mig_planning.plan_mig_config_label(node_labels, mig_config_default))
     # NB: the only rule that reads the upgrade state (reads_upgrade_state; planning/urgency).
     if reads_upgrade_state(node_labels) and node_labels.get(labels.UPGRADE_STATE) in _IDLE_STATES:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels, operand_types
 
 
-def should_run(operand: operand_catalog.Operand, node_labels: Mapping[str, str]) -> bool:
+def should_run(operand: operand_types.Operand, node_labels: Mapping[str, str]) -> bool:
     """The operand belongs on this node: a GPU node labelled nvidia.com/gpu.deploy.<name>=true."""
     return (
         node_labels.get(labels.NFD_NVIDIA_PCI) == "true" and node_labels.get(operand.deploy_label) == "true"
@@ -21,9 +21,9 @@ def should_run(operand: operand_catalog.Operand, node_labels: Mapping[str, str])
 
 
 def unready_nodes(
-    operand: operand_catalog.Operand,
+    operand: operand_types.Operand,
     node_labels: Mapping[str, Mapping[str, str]],
-    pods: Iterable[operand_catalog.OperandPod],
+    pods: Iterable[operand_types.OperandPod],
 ) -> list[str]:
     """The nodes that should run `operand` but have no Ready pod of it, sorted.
 
@@ -38,9 +38,9 @@ def unready_nodes(
 
 
 def unready_by_operand(
-    enabled: Sequence[operand_catalog.Operand],
+    enabled: Sequence[operand_types.Operand],
     node_labels: Iterable[tuple[str, Mapping[str, str]]],
-    pods: Iterable[operand_catalog.OperandPod],
+    pods: Iterable[operand_types.OperandPod],
 ) -> dict[str, list[str]]:
     """`unready_nodes` of every operand in `enabled` at once: operand name -> its unready nodes,
     sorted; operands Ready everywhere left out; in the order of `enabled`.

@@ -9,11 +9,19 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ocp_gpu.model import operand_catalog
+from ocp_gpu.model import operand_types
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.rendering.operands import operand_common
 
-DAEMONSET: Final = operand_catalog.DCGM.daemonset
+# The operand, declared (model/operand_types.Operand says what each field means).
+OPERAND: Final = operand_types.Operand(
+    "dcgm",
+    "dcgm",
+    "nvidia-dcgm",
+    images=("dcgm", "validator"),
+    kinds=("ServiceAccount", "RoleBinding", "DaemonSet"),
+)
+DAEMONSET: Final = OPERAND.daemonset
 IDENTITY: Final = operand_common.Identity(
     component="nvidia-dcgm",
     service_account="nvidia-dcgm",
@@ -32,3 +40,6 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
         "hostengine_args": hostengine_args(policy.dcgm.host_port),
         "wait_for_toolkit": operand_common.marker_wait("toolkit-ready", "the toolkit validation"),
     }
+
+
+RENDERING: Final = operand_common.OwnRendering(IDENTITY, extra_context)

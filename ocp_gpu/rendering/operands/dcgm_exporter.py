@@ -13,11 +13,20 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels, operand_types
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.rendering.operands import operand_common
 
-DAEMONSET: Final = operand_catalog.DCGM_EXPORTER.daemonset
+# The operand, declared (model/operand_types.Operand says what each field means).
+OPERAND: Final = operand_types.Operand(
+    "dcgm-exporter",
+    "dcgmExporter",
+    "nvidia-dcgm-exporter",
+    reads=("dcgm",),
+    images=("dcgmExporter", "validator"),
+    kinds=("ServiceAccount", "Service", "ServiceMonitor", "RoleBinding", "DaemonSet"),
+)
+DAEMONSET: Final = OPERAND.daemonset
 IDENTITY: Final = operand_common.Identity(
     component="nvidia-dcgm-exporter",
     service_account="nvidia-dcgm-exporter",
@@ -84,3 +93,8 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
         "metrics_config_map": config_map,
         "metrics_config_dir": METRICS_CONFIG_DIR,
     }
+
+
+RENDERING: Final = operand_common.OwnRendering(
+    IDENTITY, extra_context, named_config_maps=named_config_maps, service_monitored=True
+)

@@ -20,11 +20,19 @@ from typing import Any, Final
 
 import yaml
 
-from ocp_gpu.model import operand_catalog
+from ocp_gpu.model import operand_types
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.rendering.operands import operand_common, plugin_config
 
-DAEMONSET: Final = operand_catalog.DEVICE_PLUGIN.daemonset
+# The operand, declared (model/operand_types.Operand says what each field means).
+OPERAND: Final = operand_types.Operand(
+    "device-plugin",
+    "devicePlugin",
+    "nvidia-device-plugin-daemonset",
+    images=("devicePlugin", "validator"),
+    kinds=("ServiceAccount", "ConfigMap", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "DaemonSet"),
+)
+DAEMONSET: Final = OPERAND.daemonset
 IDENTITY: Final = operand_common.Identity(
     component="nvidia-device-plugin",
     service_account="nvidia-device-plugin",
@@ -98,3 +106,6 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+RENDERING: Final = operand_common.OwnRendering(IDENTITY, extra_context, named_config_maps=named_config_maps)

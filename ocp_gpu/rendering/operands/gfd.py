@@ -9,11 +9,21 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ocp_gpu.model import operand_catalog
+from ocp_gpu.model import labels, operand_types
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.rendering.operands import operand_common
 
-DAEMONSET: Final = operand_catalog.GPU_FEATURE_DISCOVERY.daemonset
+# The operand, declared (model/operand_types.Operand says what each field means).
+OPERAND: Final = operand_types.Operand(
+    "gpu-feature-discovery",
+    "gfd",
+    "gpu-feature-discovery",
+    reads=("devicePlugin",),
+    images=("gfd", "validator"),
+    kinds=("ServiceAccount", "RoleBinding", "DaemonSet"),
+    nvidia_selector_extra=((labels.PART_OF, "nvidia-gpu"),),
+)
+DAEMONSET: Final = OPERAND.daemonset
 IDENTITY: Final = operand_common.Identity(
     component="gpu-feature-discovery",
     service_account="nvidia-gpu-feature-discovery",
@@ -35,3 +45,6 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
         "wait_for_toolkit": operand_common.marker_wait("toolkit-ready", "the toolkit validation"),
         "features_dir": FEATURES_DIR,
     }
+
+
+RENDERING: Final = operand_common.OwnRendering(IDENTITY, extra_context)

@@ -21,11 +21,29 @@ from typing import Any, Final
 
 import yaml
 
-from ocp_gpu.model import mig_catalog, operand_catalog
-from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.model import mig_catalog, operand_types
+from ocp_gpu.model.policy import api_values, policy_spec
 from ocp_gpu.rendering.operands import operand_common
 
-DAEMONSET: Final = operand_catalog.MIG_MANAGER.daemonset
+# The operand, declared (model/operand_types.Operand says what each field means).
+OPERAND: Final = operand_types.Operand(
+    "mig-manager",
+    "migManager",
+    "nvidia-mig-manager",
+    reads=("hostPaths",),
+    images=("migManager", "validator"),
+    deploy_on=operand_types.DeployOn.MIG_CAPABLE,
+    kinds=(
+        "ServiceAccount",
+        "ConfigMap",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "DaemonSet",
+    ),
+)
+DAEMONSET: Final = OPERAND.daemonset
 IDENTITY: Final = operand_common.Identity(
     component="nvidia-mig-manager",
     service_account="nvidia-mig-manager",
@@ -89,6 +107,11 @@ def gpu_clients_text() -> str:
     return yaml.safe_dump({"version": "v1", "systemd-services": list(HOST_GPU_CLIENTS)}, sort_keys=False)
 
 
+def shared_host_namespaces(policy: policy_spec.Policy) -> dict[str, str | None]:
+    """hostIPC, always (its template)."""
+    return {api_values.IPC: None}
+
+
 def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRenderInputs) -> dict[str, Any]:
     manager = policy.mig_manager
     return {
@@ -113,3 +136,11 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
         "driver_root": policy.host_paths.driver_install_dir,
         "host_root": policy.host_paths.root_fs,
     }
+
+
+RENDERING: Final = operand_common.OwnRendering(
+    IDENTITY,
+    extra_context,
+    named_config_maps=named_config_maps,
+    shared_host_namespaces=shared_host_namespaces,
+)

@@ -10,11 +10,27 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels, operand_types
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.rendering.operands import operand_common
 
-DAEMONSET: Final = operand_catalog.NODE_STATUS_EXPORTER.daemonset
+# The operand, declared (model/operand_types.Operand says what each field means).
+OPERAND: Final = operand_types.Operand(
+    "node-status-exporter",
+    "nodeStatusExporter",
+    "nvidia-node-status-exporter",
+    images=("nodeStatusExporter",),
+    kinds=(
+        "ServiceAccount",
+        "Service",
+        "ServiceMonitor",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "DaemonSet",
+    ),
+)
+DAEMONSET: Final = OPERAND.daemonset
 IDENTITY: Final = operand_common.Identity(
     component="nvidia-node-status-exporter",
     service_account="nvidia-node-status-exporter",
@@ -45,3 +61,6 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
         "service_selector": service_selector,
         "service_monitor": inputs.monitoring_api,
     }
+
+
+RENDERING: Final = operand_common.OwnRendering(IDENTITY, extra_context, service_monitored=True)

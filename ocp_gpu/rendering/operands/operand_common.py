@@ -1,7 +1,8 @@
-"""What every operand's rendering shares: its inputs, its names, tolerations, RuntimeClass, marker waits.
+"""What every operand's rendering shares: its inputs, its names, tolerations, RuntimeClass, marker waits,
+and the shape of what an operand's own module adds to the common rendering (`OwnRendering`).
 
-Used by rendering/operands/operand_rendering.py (the generic renderer) and by each operand's own context
-module (rendering/operands/toolkit.py, validator.py, device_plugin.py, gfd.py).  Pure.
+Used by rendering/operands/operand_rendering.py (the generic renderer) and by each operand's own
+module (rendering/operands/toolkit.py, validator.py, device_plugin.py, gfd.py, ...).  Pure.
 """
 
 from __future__ import annotations
@@ -61,6 +62,35 @@ class Identity:
 
 
 ExtraContext = Callable[[policy_spec.Policy, OperandRenderInputs], dict[str, Any]]
+# The admin's ConfigMaps an operand mounts (field -> name) and the key its pod reads (field -> key).
+NamedConfigMaps = Callable[[policy_spec.Policy], tuple[dict[str, str], dict[str, str]]]
+# The host namespaces (api_values.NET, IPC) its pods share besides <section>.hostNetwork, each with the
+# field turning it on (None: always).
+SharedHostNamespaces = Callable[[policy_spec.Policy], dict[str, str | None]]
+
+
+def no_config_maps(policy: policy_spec.Policy) -> tuple[dict[str, str], dict[str, str]]:
+    """An operand that mounts no admin ConfigMap."""
+    return {}, {}
+
+
+def no_host_namespaces(policy: policy_spec.Policy) -> dict[str, str | None]:
+    """An operand whose pods share no host namespace a sysctl belongs to."""
+    return {}
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnRendering:
+    """What one operand's module adds to the common rendering (operand_rendering.operand_context)."""
+
+    identity: Identity
+    # Its templates' own context.
+    context: ExtraContext
+    named_config_maps: NamedConfigMaps = no_config_maps
+    # NB: tests/unit/test_host_sysctls.py renders every operand to keep this in step with its templates.
+    shared_host_namespaces: SharedHostNamespaces = no_host_namespaces
+    # Its templates may render a ServiceMonitor named as its DaemonSet (removed once switched off).
+    service_monitored: bool = False
 
 
 def marker_wait(marker: str, what: str) -> str:

@@ -1,4 +1,4 @@
-"""Render any operand declared in model/operand_catalog.py: one common context plus the operand's own.
+"""Render any operand of rendering/operands/operand_catalog.py: one common context plus the operand's own.
 
 Every operand's templates (`templates/state-<name>/`) get the same common context:
 the namespace, the DaemonSet's name and identity labels, its ServiceAccount and SCC
@@ -6,7 +6,7 @@ binding, the update strategy, the node selector on `nvidia.com/gpu.deploy.<name>
 the tolerations (`nvidia.com/gpu` Exists NoSchedule first, then
 `daemonsets.tolerations`), the priority class, the image and its pull settings, the
 args, env and resources of the policy section, and the RuntimeClass to run under.
-What an operand's templates need beyond that comes from its own module (`_OWN`).
+What an operand's templates need beyond that comes from its own module (its `RENDERING`).
 
 Also the pre-requisites every operand shares (templates/state-pre-requisites): the
 RuntimeClass `operator.runtimeClass`.
@@ -17,50 +17,16 @@ Pure: no I/O; every value reaches YAML through `templating.render_state`.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import Any
 
-from ocp_gpu.model import images, labels, operand_catalog
+from ocp_gpu.model import images, labels, operand_types
 from ocp_gpu.model.images import ImageRef
-from ocp_gpu.model.policy import policy_spec
+from ocp_gpu.model.policy import api_values, policy_spec
 from ocp_gpu.model.policy.policy_problems import PolicyProblem
 from ocp_gpu.rendering import templating
-from ocp_gpu.rendering.operands import (
-    dcgm,
-    dcgm_exporter,
-    device_plugin,
-    gfd,
-    mig_manager,
-    node_status_exporter,
-    operand_common,
-    toolkit,
-    validator,
-)
+from ocp_gpu.rendering.operands import operand_catalog, operand_common
 from ocp_gpu.rendering.operands.operand_common import OperandRenderInputs
-
-# Each generic operand's names and own context, by operand name.
-_OWN: Final[Mapping[str, tuple[operand_common.Identity, operand_common.ExtraContext]]] = {
-    operand_catalog.CONTAINER_TOOLKIT.name: (toolkit.IDENTITY, toolkit.extra_context),
-    operand_catalog.OPERATOR_VALIDATOR.name: (validator.IDENTITY, validator.extra_context),
-    operand_catalog.DEVICE_PLUGIN.name: (device_plugin.IDENTITY, device_plugin.extra_context),
-    operand_catalog.GPU_FEATURE_DISCOVERY.name: (gfd.IDENTITY, gfd.extra_context),
-    operand_catalog.DCGM.name: (dcgm.IDENTITY, dcgm.extra_context),
-    operand_catalog.DCGM_EXPORTER.name: (dcgm_exporter.IDENTITY, dcgm_exporter.extra_context),
-    operand_catalog.MIG_MANAGER.name: (mig_manager.IDENTITY, mig_manager.extra_context),
-    operand_catalog.NODE_STATUS_EXPORTER.name: (
-        node_status_exporter.IDENTITY,
-        node_status_exporter.extra_context,
-    ),
-}
-
-# The operands that mount an admin's ConfigMap named in the policy: their (field -> name, field -> key).
-_NAMED_CONFIG_MAPS: Final[
-    Mapping[str, Callable[[policy_spec.Policy], tuple[dict[str, str], dict[str, str]]]]
-] = {
-    operand_catalog.DEVICE_PLUGIN.name: device_plugin.named_config_maps,
-    operand_catalog.DCGM_EXPORTER.name: dcgm_exporter.named_config_maps,
-    operand_catalog.MIG_MANAGER.name: mig_manager.named_config_maps,
-}
 
 
 def update_strategy(daemonsets: policy_spec.DaemonsetsSpec) -> dict[str, Any]:
@@ -81,28 +47,27 @@ def update_strategy(daemonsets: policy_spec.DaemonsetsSpec) -> dict[str, Any]:
     return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": limit}}
 
 
-def component(operand: operand_catalog.Operand) -> str:
+def component(operand: operand_types.Operand) -> str:
     """The app.kubernetes.io/component label of every object `operand` renders."""
-    return _OWN[operand.name][0].component
+    return operand_catalog.RENDERINGS[operand.name].identity.component
 
 
 def named_config_maps(
-    operand: operand_catalog.Operand, policy: policy_spec.Policy
+    operand: operand_types.Operand, policy: policy_spec.Policy
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The admin's ConfigMaps an operand mounts (field -> name), and the key its pod reads (field -> key).
 
-    The operator checks them before applying the operand (planning/config_maps); operands
-    not listed mount no admin ConfigMap.
+    The operator checks them before applying the operand (planning/config_maps).
     """
-    named = _NAMED_CONFIG_MAPS.get(operand.name)
-    return named(policy) if named is not None else ({}, {})
+    return operand_catalog.RENDERINGS[operand.name].named_config_maps(policy)
 
 
 def operand_context(
-    operand: operand_catalog.Operand, policy: policy_spec.Policy, inputs: OperandRenderInputs
+    operand: operand_types.Operand, policy: policy_spec.Policy, inputs: OperandRenderInputs
 ) -> dict[str, Any]:
     """The template context of one operand: the common part, then its own."""
-    identity, own = _OWN[operand.name]
+    own_rendering = operand_catalog.RENDERINGS[operand.name]
+    identity, own = own_rendering.identity, own_rendering.context
     spec = policy.components()[operand.section]
     daemonsets = policy.daemonsets
     common_labels = {labels.MANAGED_BY: labels.MANAGED_BY_VALUE, labels.COMPONENT: identity.component}
@@ -159,9 +124,27 @@ def wait_image(policy: policy_spec.Policy, env: Mapping[str, str]) -> ImageRef |
     return None if isinstance(resolved, PolicyProblem) else resolved
 
 
+def shared_host_namespaces(
+    operand: operand_types.Operand, policy: policy_spec.Policy
+) -> dict[str, str | None]:
+    """The host namespaces (NET, IPC) the operand's pods share, as its template renders them,
+    each with the ClusterPolicy field that turns it on (None: the template always does).
+
+    NB: tests/unit/test_host_sysctls.py renders every operand to keep this in step with the
+    templates (hostPID is not here: no sysctl belongs to the PID namespace).
+    """
+    shared: dict[str, str | None] = {}
+    if policy.components()[operand.section].host_network:
+        # every operand's template: hostNetwork from <section>.hostNetwork
+        shared[api_values.NET] = f"spec.{operand.section}.hostNetwork"
+    # and what its own templates share besides (the MIG manager: hostIPC); the driver renders apart
+    own = operand_catalog.RENDERINGS.get(operand.name)
+    return {**shared, **(own.shared_host_namespaces(policy) if own is not None else {})}
+
+
 def covered() -> frozenset[str]:
     """The operands this module renders (a unit test checks: every generic one)."""
-    return frozenset(_OWN)
+    return frozenset(operand_catalog.RENDERINGS)
 
 
 # NB: every reconcile pass renders every operand, and most passes (an operand pod became
@@ -171,7 +154,7 @@ _last_render: dict[str, tuple[object, tuple[dict[str, Any], ...]]] = {}
 
 
 def render_operand(
-    operand: operand_catalog.Operand, policy: policy_spec.Policy, inputs: OperandRenderInputs
+    operand: operand_types.Operand, policy: policy_spec.Policy, inputs: OperandRenderInputs
 ) -> list[dict[str, Any]]:
     """Every manifest of one generic operand, in apply (file name) order (a copy: the caller's own)."""
     key = (policy, inputs, templating.templates_dir())

@@ -9,13 +9,21 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ocp_gpu.model import operand_catalog
+from ocp_gpu.model import operand_types
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.model.policy.policy_spec import ContainerRuntime
 from ocp_gpu.rendering.operands import operand_common
 
-DAEMONSET: Final = operand_catalog.CONTAINER_TOOLKIT.daemonset
-APP: Final = operand_catalog.CONTAINER_TOOLKIT.app
+# The operand, declared (model/operand_types.Operand says what each field means).
+OPERAND: Final = operand_types.Operand(
+    "container-toolkit",
+    "toolkit",
+    "nvidia-container-toolkit-daemonset",
+    images=("toolkit", "validator"),
+    kinds=("ServiceAccount", "RoleBinding", "DaemonSet"),
+)
+DAEMONSET: Final = OPERAND.daemonset
+APP: Final = OPERAND.app
 IDENTITY: Final = operand_common.Identity(
     component="nvidia-container-toolkit",
     service_account="nvidia-container-toolkit",
@@ -55,3 +63,6 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
         "runtime_config_dir": config_dir,
         "runtime_socket_dir": socket_dir,
     }
+
+
+RENDERING: Final = operand_common.OwnRendering(IDENTITY, extra_context)

@@ -13,11 +13,21 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ocp_gpu.model import operand_catalog
+from ocp_gpu.model import labels, operand_types
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.rendering.operands import operand_common
 
-DAEMONSET: Final = operand_catalog.OPERATOR_VALIDATOR.daemonset
+# The operand, declared (model/operand_types.Operand says what each field means).
+OPERAND: Final = operand_types.Operand(
+    "operator-validator",
+    "validator",
+    labels.VALIDATOR_APP,
+    reads=("toolkit", "devicePlugin"),
+    images=("validator",),
+    kinds=("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "DaemonSet"),
+    nvidia_selector_extra=((labels.PART_OF, "gpu-operator"),),
+)
+DAEMONSET: Final = OPERAND.daemonset
 IDENTITY: Final = operand_common.Identity(
     component="nvidia-operator-validator",
     service_account="nvidia-operator-validator",
@@ -54,3 +64,6 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
         ],
         "cluster_role": CLUSTER_ROLE,
     }
+
+
+RENDERING: Final = operand_common.OwnRendering(IDENTITY, extra_context)

@@ -1,5 +1,9 @@
-"""The state-driver manifests: RBAC, the trusted CA ConfigMap and one DaemonSet per driver key.
+"""The driver operand: its declaration, and its manifests: RBAC, the trusted CA ConfigMap and one
+DaemonSet per driver key.
 
+Unlike the other operands (rendered alike by rendering/operands/operand_rendering.py), the
+driver plans its own DaemonSets (planning/drivers/driver_plan.py: one per driver key, each with
+its strategy, DTK sidecar and OS-suffixed image); this module renders them.
 Input: the planner's desired DaemonSets, the policy and what the reconciler read
 from the cluster (`DriverRenderInputs`).  Output: manifest dicts in apply order.
 Pure: no I/O; every value reaches the templates through the injection-proof
@@ -14,7 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ocp_gpu.model import images, labels, operand_catalog
+from ocp_gpu.model import images, labels, operand_types
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.model.proxy import ClusterProxy
 from ocp_gpu.planning.drivers.driver_plan import DesiredDriverDaemonSet
@@ -22,7 +26,27 @@ from ocp_gpu.planning.drivers.driver_strategy import Strategy
 from ocp_gpu.rendering import templating
 from ocp_gpu.rendering.operands import operand_common
 
-COMPONENT: Final = "state-driver"
+# The operand, declared (model/operand_types.Operand says what each field means).  NB: `daemonset` is
+# the name the per-key DaemonSets' names start from (planning/drivers/driver_names.py); the DTK
+# sidecar's image comes from the cluster's driver-toolkit ImageStream, not from an environment variable.
+OPERAND: Final = operand_types.Operand(
+    "driver",
+    "driver",
+    "nvidia-driver-daemonset",
+    reads=("gds", "gdrcopy", "hostPaths"),
+    images=("driver", "driver.manager", "gds", "gdrcopy"),
+    kinds=(
+        "ServiceAccount",
+        "ConfigMap",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "DaemonSet",
+    ),
+    generic=False,
+)
+COMPONENT: Final = OPERAND.component
 # The driver pods' ServiceAccount (and Role, RoleBinding); the ClusterRole is namespaced by name.
 SERVICE_ACCOUNT: Final = "nvidia-driver"
 CLUSTER_ROLE: Final = "ocp-gpu-nvidia-driver"
@@ -229,8 +253,8 @@ def driver_state_context(
         "service_account": inputs.service_account,
         "cluster_role": inputs.cluster_role,
         "scc_cluster_role": operand_common.SCC_CLUSTER_ROLE,
-        "driver_container": operand_catalog.DRIVER_CONTAINER,
-        "dtk_container": operand_catalog.DTK_CONTAINER,
+        "driver_container": operand_types.DRIVER_CONTAINER,
+        "dtk_container": operand_types.DTK_CONTAINER,
         "scc_role_binding": SCC_ROLE_BINDING,
         "common_labels": common_labels,
         "startup_probe_configmap": STARTUP_PROBE_CONFIGMAP,
@@ -352,7 +376,7 @@ def _daemonset(
         "pod_labels": {**daemonsets.labels, **identity},
         "pod_annotations": {
             **daemonsets.annotations,
-            operand_common.DEFAULT_CONTAINER_ANNOTATION: operand_catalog.DRIVER_CONTAINER,
+            operand_common.DEFAULT_CONTAINER_ANNOTATION: operand_types.DRIVER_CONTAINER,
         },
         "node_selector": {labels.deploy_label("driver"): "true", **entry.node_selector},
         "tolerations": operand_common.tolerations(policy),

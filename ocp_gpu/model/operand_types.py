@@ -1,0 +1,120 @@
+"""The shape of an operand's declaration, and of its pods: what every layer may know of operands.
+
+An operand is a node agent the operator deploys as one DaemonSet (the driver as one per
+key).  Each one is declared once, in its own module under `rendering/operands/` (as
+NVIDIA's `internal/state` has one `State` per operand): its name and template folder
+(`templates/state-<name>/`), the ClusterPolicy sections it reads, its deploy label, its
+images, its readiness and its watch sources, beside its template context.  The ordered
+list of them is `rendering/operands/operand_catalog.py`.  This module holds only the types
+(and the names the layers below rendering need: the driver's containers, the validator's
+app in model/labels.py), so that planning and kube judge any operand handed to them
+without knowing which ones exist.
+
+Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Final
+
+from ocp_gpu.model import images, labels
+
+
+class Readiness(enum.StrEnum):
+    """How an operand's readiness is judged."""
+
+    # A Ready pod (label app=<app>) on every GPU node labelled nvidia.com/gpu.deploy.<name>=true.
+    POD_ON_EVERY_NODE = "pod-on-every-node"
+
+
+class DeployOn(enum.StrEnum):
+    """Which GPU nodes the operator gives the operand's deploy label (planning/operands/node_labels.py)."""
+
+    EVERY_GPU_NODE = "every-gpu-node"
+    # NB: only MIG-capable GPU nodes, and never taken back when the GPU stops looking so.
+    MIG_CAPABLE = "mig-capable"
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    # The deploy label suffix and template folder (state-<name>), e.g. "device-plugin".
+    name: str
+    # Its field under `spec`, e.g. "devicePlugin": its `enabled` switches it; its image, env,
+    # args and resources are the operand's.
+    section: str
+    # The DaemonSet's name; its pods carry app=<daemonset>.
+    daemonset: str
+    # The other `spec` sections its templates read (besides `section` and what every operand
+    # reads: `daemonsets`, `operator`), e.g. the DCGM exporter reads `dcgm`.
+    reads: tuple[str, ...] = ()
+    # The images its pods run, as keys of `images.DEFAULT_IMAGE_ENV` (the section whose image it
+    # is): its own section's, and "validator" when its init containers wait for a validation
+    # marker (they run the validator's image: rendering/operands/operand_common.OperandRenderInputs).
+    images: tuple[str, ...] = ()
+    readiness: Readiness = Readiness.POD_ON_EVERY_NODE
+    deploy_on: DeployOn = DeployOn.EVERY_GPU_NODE
+    # Its watch sources: the kinds its templates render (kube/owning.OWNED_KINDS watches each of
+    # them by the managed-by label); its pods are the pod watch's (`app`).
+    kinds: tuple[str, ...] = ()
+    # False for the driver: it plans its own DaemonSets (one per key, planning/drivers/driver_plan.py).
+    generic: bool = True
+    # Pod labels NVIDIA's DaemonSet selects on besides app=<app> (its assets/*/0500_daemonset.yaml
+    # at the release we pin): the selector is immutable, so an equal one updates NVIDIA's in place.
+    nvidia_selector_extra: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def component(self) -> str:
+        """The template folder."""
+        return f"state-{self.name}"
+
+    @property
+    def app(self) -> str:
+        """The `app` label of its pods."""
+        return labels.DRIVER_APP if self.name == "driver" else self.daemonset
+
+    @property
+    def selector(self) -> dict[str, str]:
+        """The DaemonSet's pod selector: NVIDIA's for the same DaemonSet (DESIGN §4)."""
+        return {labels.APP: self.app, **dict(self.nvidia_selector_extra)}
+
+    @property
+    def deploy_label(self) -> str:
+        return labels.deploy_label(self.name)
+
+    @property
+    def image_env(self) -> str:
+        """The operator's environment variable holding its default image."""
+        return images.DEFAULT_IMAGE_ENV[self.section]
+
+
+# The driver pods' containers: the driver image's (`kubectl logs`/`exec` pick it by default)
+# and the Driver Toolkit sidecar's, which builds the driver on DTK keys.
+# NB: here, not in rendering/operands/driver_rendering.py: kube/reading.py reads driver pods by them.
+DRIVER_CONTAINER: Final = "nvidia-driver-ctr"
+DTK_CONTAINER: Final = "openshift-driver-toolkit-ctr"
+
+# A label selector that every operand pod matches, for the pod watches: NB not `app in (<apps>)`,
+# since a DTK driver pod's app is its DaemonSet's name (NVIDIA's selector); `pod_app` sorts them.
+OPERAND_POD_SELECTOR: Final = labels.APP
+
+
+def pod_app(pod_labels: Mapping[str, str]) -> str:
+    """The operand app of a pod's labels: DRIVER_APP for every driver pod (app.kubernetes.io/
+    component=nvidia-driver, whatever its app), else its `app` label ("" without one)."""
+    if pod_labels.get(labels.COMPONENT) == labels.DRIVER_COMPONENT:
+        return labels.DRIVER_APP
+    return str(pod_labels.get(labels.APP, ""))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OperandPod:
+    """One operand pod as the status needs it: whose it is, where, and whether it is Ready."""
+
+    name: str
+    # Its `app` label (Operand.app).
+    app: str
+    node: str
+    ready: bool = False

@@ -1,0 +1,90 @@
+"""Every operand, in deploy order: the list of the operand modules of this folder.
+
+Each operand is declared in its own module (rendering/operands/<operand>.py: `OPERAND`, the
+facts every layer may use, model/operand_types.Operand; `RENDERING`, what it adds to the common
+rendering) beside its template folder (templates/state-<name>/), as NVIDIA's `internal/state`
+has one `State` per operand.  Adding an operand is a template folder, a module declaring both,
+and a row here.  The layers below rendering never see this list: planning judges the operands
+handed to it, the pod watch watches the apps `watches.py` hands it, the node labels are the
+deploy labels handed in (`DEPLOY_LABELS`).
+
+Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from ocp_gpu.model import operand_types
+from ocp_gpu.model.operand_types import Operand
+from ocp_gpu.planning.operands import node_labels
+from ocp_gpu.rendering.operands import (
+    dcgm,
+    dcgm_exporter,
+    device_plugin,
+    driver_rendering,
+    gfd,
+    mig_manager,
+    node_status_exporter,
+    operand_common,
+    toolkit,
+    validator,
+)
+
+DRIVER: Final = driver_rendering.OPERAND
+CONTAINER_TOOLKIT: Final = toolkit.OPERAND
+OPERATOR_VALIDATOR: Final = validator.OPERAND
+DEVICE_PLUGIN: Final = device_plugin.OPERAND
+GPU_FEATURE_DISCOVERY: Final = gfd.OPERAND
+DCGM: Final = dcgm.OPERAND
+DCGM_EXPORTER: Final = dcgm_exporter.OPERAND
+MIG_MANAGER: Final = mig_manager.OPERAND
+NODE_STATUS_EXPORTER: Final = node_status_exporter.OPERAND
+
+# Deploy order (DESIGN §4).  NB: order decides apply order only; a not-ready operand never
+# stops a later one from being applied (on each node, marker files order the pods).
+OPERANDS: Final = (
+    DRIVER,
+    CONTAINER_TOOLKIT,
+    OPERATOR_VALIDATOR,
+    DEVICE_PLUGIN,
+    DCGM,
+    DCGM_EXPORTER,
+    GPU_FEATURE_DISCOVERY,
+    MIG_MANAGER,
+    NODE_STATUS_EXPORTER,
+)
+# The operands whose `nvidia.com/gpu.deploy.<name>` label every GPU node gets
+# (planning/operands/node_labels.py).
+# NB: not the MIG manager's: only MIG-capable GPU nodes get that one.
+EVERY_GPU_NODE: Final = tuple(o for o in OPERANDS if o.deploy_on is operand_types.DeployOn.EVERY_GPU_NODE)
+# The deploy labels the operator sets, as planning/operands/node_labels.plan_node_labels takes them.
+DEPLOY_LABELS: Final = node_labels.DeployLabels(
+    every_gpu_node=tuple(operand.deploy_label for operand in EVERY_GPU_NODE),
+    mig_capable=tuple(o.deploy_label for o in OPERANDS if o.deploy_on is operand_types.DeployOn.MIG_CAPABLE),
+)
+# The operands rendered by the generic mechanism from templates/state-<name>/.
+GENERIC: Final = tuple(operand for operand in OPERANDS if operand.generic)
+# The `app` label values of every operand pod (a DTK driver pod's is its DaemonSet's name:
+# operand_types.pod_app): what the pod watch passes on (watches.py).
+POD_APPS: Final = tuple(operand.app for operand in OPERANDS)
+# What each generic operand's module adds to the common rendering, by operand name.
+RENDERINGS: Final[Mapping[str, operand_common.OwnRendering]] = {
+    toolkit.OPERAND.name: toolkit.RENDERING,
+    validator.OPERAND.name: validator.RENDERING,
+    device_plugin.OPERAND.name: device_plugin.RENDERING,
+    gfd.OPERAND.name: gfd.RENDERING,
+    dcgm.OPERAND.name: dcgm.RENDERING,
+    dcgm_exporter.OPERAND.name: dcgm_exporter.RENDERING,
+    mig_manager.OPERAND.name: mig_manager.RENDERING,
+    node_status_exporter.OPERAND.name: node_status_exporter.RENDERING,
+}
+
+
+def by_name(name: str) -> Operand:
+    """The operand declared with this name; KeyError names the known ones."""
+    for operand in OPERANDS:
+        if operand.name == name:
+            return operand
+    raise KeyError(f"no operand {name!r}; known: {', '.join(o.name for o in OPERANDS)}")
