@@ -66,7 +66,7 @@ class DriverManifests:
     plan: driver_plan.DriverPlan
     # Apply order; without ownership metadata (kube.applying.owned adds it at apply time).
     manifests: tuple[dict[str, Any], ...]
-    settings: driver_strategy.DriverSettings
+    settings: driver_plan.DriverSettings
     # Precompiled keys that fall back to a DTK build at these times unless their pull recovers.
     fallback_pending: Mapping[driver_snapshot.DriverKey, datetime.datetime] = dataclasses.field(
         default_factory=dict
@@ -87,7 +87,7 @@ def desired_driver_manifests(
     NB: `policy.driver.enabled` is the caller's to check first: with drivers disabled the
     operator deletes its DaemonSets, which is not a rendering.
     """
-    settings = driver_strategy.settings_for_policy(
+    settings = driver_plan.settings_for_policy(
         policy, platform, view.env, dtk_fallback=driver_fallback.fallbacks_in_effect(view.daemonsets)
     )
     if isinstance(settings, PolicyProblem):
@@ -129,7 +129,7 @@ def desired_driver_manifests(
             failures=view.pull_failures,
             current=driver_fallback.fallbacks_in_effect(view.daemonsets),
             now=view.now,
-            grace=driver_strategy.fallback_grace(policy),
+            grace=driver_plan.fallback_grace(policy),
         )
         settings = dataclasses.replace(settings, dtk_fallback=dict(fallback.keys))
         pending = fallback.pending

@@ -249,7 +249,7 @@ def _preflight(
     """UpgradePreflight while OpenShift applies an upgrade (DTK mode only; planning/upgrade_preflight)."""
     if upgrade_preflight.upgrading_to(delivery.present(seen.cluster_version)) is None:
         return None  # the usual case: nothing more to look at
-    settings = driver_strategy.settings_for_policy(applied.policy, applied.detected, rt.env)
+    settings = driver_plan.settings_for_policy(applied.policy, applied.detected, rt.env)
     if (
         isinstance(settings, policy_problems.PolicyProblem)
         or settings.strategy is not driver_strategy.Strategy.DTK

@@ -19,7 +19,7 @@ from ocp_gpu.model.driver_snapshot import (
     RhcosVersion,
     StreamState,
 )
-from ocp_gpu.planning.drivers import driver_plan, driver_strategy
+from ocp_gpu.planning.drivers import driver_plan
 from ocp_gpu.planning.drivers.driver_strategy import Strategy
 
 V416 = "416.94.202407030122-0"
@@ -84,10 +84,10 @@ def stream_with(*tags: tuple[str, str], state: StreamState = StreamState.PRESENT
 FULL_STREAM = stream_with((V416, DTK_416), (V417, DTK_417))
 
 
-def driver_settings(strategy: Strategy, **overrides: Any) -> driver_strategy.DriverSettings:
+def driver_settings(strategy: Strategy, **overrides: Any) -> driver_plan.DriverSettings:
     image = PRECOMPILED_DRIVER if strategy is Strategy.PRECOMPILED else DRIVER
     values: dict[str, Any] = {"strategy": strategy, "driver_image": image, "dtk_available": True}
-    return driver_strategy.DriverSettings(**(values | overrides))
+    return driver_plan.DriverSettings(**(values | overrides))
 
 
 def existing(

@@ -934,7 +934,7 @@ def gpu_nodes(draw: st.DrawFn, index: int, kinds: tuple[str, ...] = ("rhcos", "u
 
 
 @st.composite
-def clusters(draw: st.DrawFn) -> tuple[DriverSnapshot, driver_strategy.DriverSettings]:
+def clusters(draw: st.DrawFn) -> tuple[DriverSnapshot, driver_plan.DriverSettings]:
     count = draw(st.integers(min_value=0, max_value=8))
     # mostly one OS family per cluster, sometimes a mix with unlabelled nodes
     kinds = draw(st.sampled_from([("rhcos",), ("ubuntu",), ("rhcos", "ubuntu", "bare")]))
@@ -1006,7 +1006,7 @@ hypothesis_settings = settings(max_examples=300, deadline=None, suppress_health_
 @hypothesis_settings
 @given(clusters())
 def test_no_node_is_ever_left_without_a_driver_daemonset(
-    cluster: tuple[DriverSnapshot, driver_strategy.DriverSettings],
+    cluster: tuple[DriverSnapshot, driver_plan.DriverSettings],
 ) -> None:
     snapshot, driver_settings_ = cluster
     result = driver_plan.plan_driver_daemonsets(snapshot, driver_settings_)
@@ -1026,7 +1026,7 @@ def test_no_node_is_ever_left_without_a_driver_daemonset(
 @hypothesis_settings
 @given(clusters())
 def test_same_strategy_daemonsets_with_nodes_are_never_stale(
-    cluster: tuple[DriverSnapshot, driver_strategy.DriverSettings],
+    cluster: tuple[DriverSnapshot, driver_plan.DriverSettings],
 ) -> None:
     snapshot, driver_settings_ = cluster
     result = driver_plan.plan_driver_daemonsets(snapshot, driver_settings_)
@@ -1042,7 +1042,7 @@ def test_same_strategy_daemonsets_with_nodes_are_never_stale(
 
 @hypothesis_settings
 @given(clusters())
-def test_plan_shape(cluster: tuple[DriverSnapshot, driver_strategy.DriverSettings]) -> None:
+def test_plan_shape(cluster: tuple[DriverSnapshot, driver_plan.DriverSettings]) -> None:
     snapshot, driver_settings_ = cluster
     result = driver_plan.plan_driver_daemonsets(snapshot, driver_settings_)
     identities = [(entry.strategy, entry.key) for entry in result.desired]
@@ -1067,7 +1067,7 @@ def test_plan_shape(cluster: tuple[DriverSnapshot, driver_strategy.DriverSetting
 @hypothesis_settings
 @given(clusters(), st.randoms(use_true_random=False))
 def test_plan_is_independent_of_input_order(
-    cluster: tuple[DriverSnapshot, driver_strategy.DriverSettings], shuffler: random.Random
+    cluster: tuple[DriverSnapshot, driver_plan.DriverSettings], shuffler: random.Random
 ) -> None:
     snapshot, driver_settings_ = cluster
     nodes, daemonsets = list(snapshot.nodes), list(snapshot.daemonsets)
@@ -1153,10 +1153,10 @@ SETTINGS_CASES = {
 def test_settings_for_policy(
     where: platform.Platform, spec: dict[str, Any], strategy: Strategy, image: str, fallback: bool
 ) -> None:
-    result = driver_strategy.settings_for_policy(
+    result = driver_plan.settings_for_policy(
         policy_parser.parse_policy(spec), where, DRIVER_ENV, dtk_fallback={DriverKey("k"): "img"}
     )
-    assert isinstance(result, driver_strategy.DriverSettings)
+    assert isinstance(result, driver_plan.DriverSettings)
     assert result.strategy is strategy and result.driver_image == image
     assert result.dtk_available is fallback
     assert dict(result.dtk_fallback) == ({DriverKey("k"): "img"} if fallback else {})
@@ -1164,11 +1164,11 @@ def test_settings_for_policy(
 
 
 def test_settings_for_an_unresolvable_image_is_the_problem() -> None:
-    result = driver_strategy.settings_for_policy(policy_parser.parse_policy({}), OPENSHIFT_PLATFORM, {})
+    result = driver_plan.settings_for_policy(policy_parser.parse_policy({}), OPENSHIFT_PLATFORM, {})
     assert isinstance(result, PolicyProblem)
     assert result.field.startswith("spec.driver")
 
 
 def test_fallback_grace_comes_from_the_policy() -> None:
     spec = {"driver": {"precompiledFallback": {"imagePullTimeoutSeconds": 90}}}
-    assert driver_strategy.fallback_grace(policy_parser.parse_policy(spec)) == datetime.timedelta(seconds=90)
+    assert driver_plan.fallback_grace(policy_parser.parse_policy(spec)) == datetime.timedelta(seconds=90)

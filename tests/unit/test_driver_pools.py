@@ -197,7 +197,7 @@ def _plan(existing: tuple[driver_snapshot.DriverDaemonSet, ...] = ()) -> driver_
         for v in ("416.94.1-0", "416.94.2-0")
     )
     stream = driver_snapshot.DriverToolkitStream(driver_snapshot.StreamState.PRESENT, tags)
-    settings = driver_strategy.DriverSettings(
+    settings = driver_plan.DriverSettings(
         driver_strategy.Strategy.DTK, driver_image=images.ImageRef("nvcr.io/nvidia/driver:550.90.07")
     )
     return driver_plan.plan_driver_daemonsets(
@@ -244,7 +244,7 @@ def test_a_key_that_left_the_pool_is_stale_at_once_whatever_its_counters() -> No
         driver_snapshot.ImageStreamTag(driver_snapshot.RhcosVersion(v), f"dtk@{v}")
         for v in ("416.94.1-0", "416.94.2-0")
     )
-    settings = driver_strategy.DriverSettings(
+    settings = driver_plan.DriverSettings(
         driver_strategy.Strategy.DTK, driver_image=images.ImageRef("nvcr.io/nvidia/driver:550.90.07")
     )
     left = driver_plan.plan_driver_daemonsets(

@@ -6,8 +6,9 @@ and every key gets exactly one DaemonSet that selects the nodes carrying it.
 
 Decides: the desired DaemonSets (name, key, selector, images), which existing ones
 to delete, and findings for status, events and metrics (missing DTK tags, stale NFD
-labels, nodes without key labels, a broken or absent ImageStream).  The strategy and
-its settings (driver_strategy.py), keys (driver_keys.py), names (driver_names.py), the
+labels, nodes without key labels, a broken or absent ImageStream).  Also the settings it
+runs with (`settings_for_policy`: the driver image `driver.version` tags, resolved here).  The
+strategy (driver_strategy.py), keys (driver_keys.py), names (driver_names.py), the
 finding records (driver_findings.py) and the precompiled fallback (driver_fallback.py)
 each have their own module.  Also decides (the last section) which nodes keep a driver newer
 than the release default while `driver.version` is unset, and what their DaemonSets run then.
@@ -24,6 +25,7 @@ their labels, never by their names.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -43,7 +45,9 @@ from ocp_gpu.model.driver_snapshot import (
 )
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import policy_spec
-from ocp_gpu.planning.drivers import driver_downgrades
+from ocp_gpu.model.policy.policy_problems import PolicyProblem
+from ocp_gpu.planning import platforms
+from ocp_gpu.planning.drivers import driver_downgrades, driver_strategy
 from ocp_gpu.planning.drivers.driver_findings import (
     DeferredDaemonSet,
     DriverNewerThanDefault,
@@ -63,7 +67,77 @@ from ocp_gpu.planning.drivers.driver_keys import (
     node_selector,
 )
 from ocp_gpu.planning.drivers.driver_names import daemonset_name, hashed_name, key_label_value
-from ocp_gpu.planning.drivers.driver_strategy import DriverSettings, Strategy
+from ocp_gpu.planning.drivers.driver_strategy import Strategy
+
+# --- the settings a plan runs with -------------------------------------------
+
+
+@dataclass(frozen=True)
+class DriverSettings:
+    """The policy and platform inputs of driver planning, already resolved by the caller."""
+
+    strategy: Strategy
+    # The driver image without its OS suffix (images.resolve_image for `driver`); each key adds
+    # `-<os>` (or `-<kernel>-<os>` when precompiled) with images.driver_image_for.
+    driver_image: images.ImageRef
+    # Precompiled keys may fall back to DTK builds here: OpenShift with the Driver Toolkit and
+    # `driver.precompiledFallback` enabled with a version.
+    dtk_available: bool = False
+    # Precompiled keys whose nodes are built with DTK instead, with the precompiled image that
+    # failed (from `plan_precompiled_fallback(...).keys`).
+    dtk_fallback: Mapping[DriverKey, str] = dataclasses.field(default_factory=dict)
+    # NB: precompiled images are tagged by driver *branch* (570) while DTK builds need a full
+    # version (570.124.06); the base image for fallback builds, `driver_image` when None.
+    fallback_driver_image: images.ImageRef | None = None
+
+
+def settings_for_policy(
+    policy: policy_spec.Policy,
+    platform: platforms.Platform,
+    env: Mapping[str, str],
+    *,
+    dtk_fallback: Mapping[DriverKey, str] | None = None,
+) -> DriverSettings | PolicyProblem:
+    """DriverSettings from the ClusterPolicy, the platform and the operator's environment.
+
+    A driver image that cannot be resolved is returned as the problem (for status), so no
+    DaemonSet is ever rendered with a broken image.
+    """
+    driver = policy.driver
+    base = images.resolve_image(driver.image, component="driver", env=env)
+    # the image cannot be resolved: nothing to plan with, say which field is at fault
+    if isinstance(base, PolicyProblem):
+        return base
+    fallback = driver.precompiled_fallback
+    # NB: an enabled fallback without a version is a policy error (validate_policy); it
+    # must not build `<branch>-<os>` images that do not exist.
+    dtk_available = (
+        driver_strategy.driver_toolkit_allowed(platform, policy)
+        and fallback.enabled
+        and bool(fallback.version)
+    )
+    fallback_image: images.ImageRef | None = None
+    if driver.use_precompiled and dtk_available:
+        # fallback builds need the full version: the driver image, retagged
+        resolved = images.resolve_image(
+            replace(driver.image, version=fallback.version), component="driver", env=env
+        )
+        if isinstance(resolved, PolicyProblem):
+            return resolved
+        fallback_image = resolved
+    return DriverSettings(
+        strategy=driver_strategy.select_strategy(platform, policy),
+        driver_image=base,
+        dtk_available=dtk_available,
+        dtk_fallback=dict(dtk_fallback or {}) if dtk_available else {},
+        fallback_driver_image=fallback_image,
+    )
+
+
+def fallback_grace(policy: policy_spec.Policy) -> datetime.timedelta:
+    """How long a precompiled image may fail to pull before its key falls back to a DTK build."""
+    return datetime.timedelta(seconds=policy.driver.precompiled_fallback.image_pull_timeout_seconds)
+
 
 # --- the plan ---------------------------------------------------------------
 
