@@ -26,6 +26,7 @@ import yaml
 from ocp_gpu.kube import clients, requesting
 from ocp_gpu.model import labels
 from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness import nvidia_operator
 from ocp_gpu_harness.cluster import unique_name
 
 # The order objects are created in (kinds not listed go last, pods and DaemonSets are separate).
@@ -44,31 +45,9 @@ ORDER = (
 )
 # OpenShift serves SecurityContextConstraints, the harness's emulation does not: a schemaless
 # stand-in for restoring NVIDIA's (the real one's schema is not needed to hold them).
-SCC_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "securitycontextconstraints.security.openshift.io"},
-    "spec": {
-        "group": "security.openshift.io",
-        "scope": "Cluster",
-        "names": {
-            "kind": "SecurityContextConstraints",
-            "plural": "securitycontextconstraints",
-            "singular": "securitycontextconstraints",
-            "listKind": "SecurityContextConstraintsList",
-        },
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
+SCC_CRD: dict[str, Any] = nvidia_operator.minimal_crd(
+    "security.openshift.io", "SecurityContextConstraints", "securitycontextconstraints", "Cluster"
+)
 # NVIDIA's operator's field manager (controller-runtime names it after the binary).
 NVIDIA_MANAGER = "gpu-operator"
 _SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "selfLink", "deletionTimestamp")
