@@ -90,6 +90,12 @@ class Operand:
         return images.DEFAULT_IMAGE_ENV[self.section]
 
 
+# What every operand's templates render (the `kinds` of each declaration start with these): its
+# ServiceAccount, the RoleBinding of it to the privileged SCC, and its DaemonSet(s).
+BASE_KINDS: Final = ("ServiceAccount", "RoleBinding", "DaemonSet")
+# A cluster-scoped read (nodes, ...) for its ServiceAccount.
+CLUSTER_RBAC: Final = ("ClusterRole", "ClusterRoleBinding")
+
 # The driver pods' containers: the driver image's (`kubectl logs`/`exec` pick it by default)
 # and the Driver Toolkit sidecar's, which builds the driver on DTK keys.
 # NB: here, not in rendering/operands/driver_rendering.py: kube/reading.py reads driver pods by them.

@@ -19,7 +19,7 @@ OPERAND: Final = operand_types.Operand(
     "dcgm",
     "nvidia-dcgm",
     images=("dcgm", "validator"),
-    kinds=("ServiceAccount", "RoleBinding", "DaemonSet"),
+    kinds=operand_types.BASE_KINDS,
 )
 DAEMONSET: Final = OPERAND.daemonset
 IDENTITY: Final = operand_common.Identity(

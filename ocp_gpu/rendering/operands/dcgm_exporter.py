@@ -24,7 +24,7 @@ OPERAND: Final = operand_types.Operand(
     "nvidia-dcgm-exporter",
     reads=("dcgm",),
     images=("dcgmExporter", "validator"),
-    kinds=("ServiceAccount", "Service", "ServiceMonitor", "RoleBinding", "DaemonSet"),
+    kinds=(*operand_types.BASE_KINDS, "Service", "ServiceMonitor"),
 )
 DAEMONSET: Final = OPERAND.daemonset
 IDENTITY: Final = operand_common.Identity(

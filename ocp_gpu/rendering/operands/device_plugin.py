@@ -30,7 +30,7 @@ OPERAND: Final = operand_types.Operand(
     "devicePlugin",
     "nvidia-device-plugin-daemonset",
     images=("devicePlugin", "validator"),
-    kinds=("ServiceAccount", "ConfigMap", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "DaemonSet"),
+    kinds=(*operand_types.BASE_KINDS, "ConfigMap", *operand_types.CLUSTER_RBAC),
 )
 DAEMONSET: Final = OPERAND.daemonset
 IDENTITY: Final = operand_common.Identity(

@@ -35,15 +35,7 @@ OPERAND: Final = operand_types.Operand(
     "nvidia-driver-daemonset",
     reads=("gds", "gdrcopy", "hostPaths"),
     images=("driver", "driver.manager", "gds", "gdrcopy"),
-    kinds=(
-        "ServiceAccount",
-        "ConfigMap",
-        "Role",
-        "RoleBinding",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "DaemonSet",
-    ),
+    kinds=(*operand_types.BASE_KINDS, "ConfigMap", "Role", *operand_types.CLUSTER_RBAC),
     generic=False,
 )
 COMPONENT: Final = OPERAND.component

@@ -20,7 +20,7 @@ OPERAND: Final = operand_types.Operand(
     "gpu-feature-discovery",
     reads=("devicePlugin",),
     images=("gfd", "validator"),
-    kinds=("ServiceAccount", "RoleBinding", "DaemonSet"),
+    kinds=operand_types.BASE_KINDS,
     nvidia_selector_extra=((labels.PART_OF, "nvidia-gpu"),),
 )
 DAEMONSET: Final = OPERAND.daemonset

@@ -33,15 +33,7 @@ OPERAND: Final = operand_types.Operand(
     reads=("hostPaths",),
     images=("migManager", "validator"),
     deploy_on=operand_types.DeployOn.MIG_CAPABLE,
-    kinds=(
-        "ServiceAccount",
-        "ConfigMap",
-        "Role",
-        "RoleBinding",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "DaemonSet",
-    ),
+    kinds=(*operand_types.BASE_KINDS, "ConfigMap", "Role", *operand_types.CLUSTER_RBAC),
 )
 DAEMONSET: Final = OPERAND.daemonset
 IDENTITY: Final = operand_common.Identity(

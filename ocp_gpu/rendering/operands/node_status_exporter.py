@@ -20,15 +20,7 @@ OPERAND: Final = operand_types.Operand(
     "nodeStatusExporter",
     "nvidia-node-status-exporter",
     images=("nodeStatusExporter",),
-    kinds=(
-        "ServiceAccount",
-        "Service",
-        "ServiceMonitor",
-        "RoleBinding",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "DaemonSet",
-    ),
+    kinds=(*operand_types.BASE_KINDS, "Service", "ServiceMonitor", *operand_types.CLUSTER_RBAC),
 )
 DAEMONSET: Final = OPERAND.daemonset
 IDENTITY: Final = operand_common.Identity(

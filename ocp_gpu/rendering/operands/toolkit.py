@@ -20,7 +20,7 @@ OPERAND: Final = operand_types.Operand(
     "toolkit",
     "nvidia-container-toolkit-daemonset",
     images=("toolkit", "validator"),
-    kinds=("ServiceAccount", "RoleBinding", "DaemonSet"),
+    kinds=operand_types.BASE_KINDS,
 )
 DAEMONSET: Final = OPERAND.daemonset
 APP: Final = OPERAND.app

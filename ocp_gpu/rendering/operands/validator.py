@@ -24,7 +24,7 @@ OPERAND: Final = operand_types.Operand(
     labels.VALIDATOR_APP,
     reads=("toolkit", "devicePlugin"),
     images=("validator",),
-    kinds=("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "DaemonSet"),
+    kinds=(*operand_types.BASE_KINDS, "Role", *operand_types.CLUSTER_RBAC),
     nvidia_selector_extra=((labels.PART_OF, "gpu-operator"),),
 )
 DAEMONSET: Final = OPERAND.daemonset
