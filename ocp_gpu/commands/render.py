@@ -662,7 +662,7 @@ def _change(manifest: Mapping[str, Any] | None, existing: driver_snapshot.Driver
     """What the operator would do to this DaemonSet: the same applied-hash test it makes."""
     if existing is None:
         return " [new]"
-    if manifest is not None and existing.annotations.get(applying.APPLIED_HASH) == applying.applied_hash(
+    if manifest is not None and existing.annotations.get(labels.APPLIED_HASH) == applying.applied_hash(
         manifest
     ):
         return " [unchanged]"

@@ -11,7 +11,7 @@ NVIDIA's GPU Operator, stopped, leaves its operands running under the names ocp-
   (NVIDIA's single vanilla-Kubernetes `nvidia-driver-daemonset`, where ocp-gpu runs one per OS):
   `hand_over_driver_pods` gives them to ours before it is created.
 
-Called by reconcilers/operands.apply_if_changed for an object the watches do not show as ours
+Called by kube/applying.apply_if_changed for an object the watches do not show as ours
 (one GET), and when an apply fails on an immutable selector.
 """
 
@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from ocp_gpu.kube import applying, clients, owning, requesting
+from ocp_gpu.kube import clients, owning, requesting
 from ocp_gpu.model import labels
 from ocp_gpu.planning.operands import takeover
 
@@ -251,9 +251,3 @@ def list_foreign(
                 )
             )
     return found
-
-
-def delete_foreign(api: clients.ApiClient, item: takeover.Foreign, kinds: Iterable[owning.OwnedKind]) -> None:
-    """Delete one leftover (background propagation, as applying.delete)."""
-    kind = next(k for k in kinds if k.kind == item.kind)
-    applying.delete(api, kind.api_version, item.kind, item.name, item.namespace or None)

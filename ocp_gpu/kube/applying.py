@@ -4,20 +4,48 @@ Every object gets the field manager `ocp-gpu`, `app.kubernetes.io/managed-by=ocp
 an ownerReference to the ClusterPolicy (so deleting the policy cascades through
 the garbage collector) and an annotation with the hash of what we applied, so an
 unchanged object is never re-applied: zero writes in steady state.
+
+`apply_if_changed` is how every rendered manifest reaches the cluster: server-side
+apply, skipped when the watched object (kube/owning: every owned kind is watched)
+carries the same applied hash and belongs to the active policy.  So a quiet cluster
+sees no writes, a restarted operator re-applies only what changed, and an owned
+object deleted by hand (or garbage-collected with an old policy) comes back.  What it
+decides from and writes through is the caller's `Ledger` (the reconcilers' view and cache).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+import logging
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ocp_gpu.kube import clients, requesting
+from ocp_gpu.kube import adopting, clients, owning, requesting
 from ocp_gpu.model import labels
+from ocp_gpu.planning.operands import takeover
 
-APPLIED_HASH = "ocp-gpu.io/applied-hash"
+# NB: the operand mechanism's logger, as before these moved here (`applied DaemonSet ...` lines).
+logger = logging.getLogger("ocp_gpu.operands")
+
+
+@dataclasses.dataclass(frozen=True)
+class Ledger:
+    """What apply_if_changed and delete_if_present decide from, and write through: the caller's
+    records (reconcilers/runtime.Runtime.ledger), shared, never copied."""
+
+    # Every owned object the watches see (reconcilers/cluster_view.ClusterView.owned).  NB: written
+    # through on apply and delete, so that the next pass does not write again before the watch shows it.
+    owned: dict[owning.ObjectIdent, owning.ObservedObject]
+    # Objects of kinds no watch covers that this process applied (reconcilers/applied_cache.py).
+    applied: dict[owning.ObjectIdent, str]
+    # Objects of disabled operands this process deleted: not deleted again.
+    removed: set[owning.ObjectIdent]
+    # Objects another operator made that this process adopted ("Kind ns/name").
+    adopted: set[str]
 
 
 def applied_hash(manifest: Mapping[str, Any]) -> str:
@@ -30,7 +58,7 @@ def owned(manifest: Mapping[str, Any], owner: Mapping[str, str]) -> dict[str, An
     result = copy.deepcopy(dict(manifest))
     metadata = result.setdefault("metadata", {})
     metadata.setdefault("labels", {})[labels.MANAGED_BY] = labels.MANAGED_BY_VALUE
-    metadata.setdefault("annotations", {})[APPLIED_HASH] = applied_hash(manifest)
+    metadata.setdefault("annotations", {})[labels.APPLIED_HASH] = applied_hash(manifest)
     metadata["ownerReferences"] = [
         {
             "apiVersion": owner["apiVersion"],
@@ -78,3 +106,83 @@ def delete(
             return False
         raise
     return True
+
+
+def delete_foreign(api: clients.ApiClient, item: takeover.Foreign, kinds: Iterable[owning.OwnedKind]) -> None:
+    """Delete one leftover another operator made (background propagation, as `delete`)."""
+    kind = next(k for k in kinds if k.kind == item.kind)
+    delete(api, kind.api_version, item.kind, item.name, item.namespace or None)
+
+
+async def apply_if_changed(
+    api_client: clients.ApiClient,
+    ledger: Ledger,
+    owner: Mapping[str, str],
+    manifest: Mapping[str, Any],
+    errors: dict[str, str],
+    wanted: str | None = None,
+) -> None:
+    """Server-side apply `manifest` unless the watched object is already as rendered; errors to `errors`.
+
+    `wanted`: the manifest's applied hash when the caller kept it (desired/operand_render_cache).
+    """
+    ident = owning.manifest_ident(manifest)
+    if wanted is None:
+        wanted = applied_hash(manifest)
+    if owning.is_current(ledger.owned.get(ident), wanted, owner.get("uid", "")):
+        # The watch shows it applied as rendered, owned by this policy: no write.
+        return
+    try:
+        if ledger.owned.get(ident) is None:
+            # Not known as ours: NVIDIA's operator (or someone) may have made it; one GET says
+            # (kube/adopting: its other field managers' fields become ours, a foreign selector
+            # means replacing the DaemonSet without touching its pods).
+            adopted = await asyncio.to_thread(adopting.adopt, api_client, manifest)
+            if adopted:
+                logger.info("adopting %s %s/%s: %s", *ident, adopted)
+                ledger.adopted.add(f"{ident[0]} {ident[1] + '/' if ident[1] else ''}{ident[2]}")
+        try:
+            applied = await asyncio.to_thread(apply, api_client, owned(manifest, owner))
+        except requesting.ApiException as error:
+            if not adopting.is_immutable_selector(error):
+                raise
+            # Ours from before a selector change (or made between the GET and the apply): replace it.
+            live = await asyncio.to_thread(adopting.get_object, api_client, manifest)
+            if live is None:
+                raise
+            replaced = await asyncio.to_thread(adopting.replace_daemonset, api_client, live, manifest)
+            logger.info("adopting %s %s/%s: %s", *ident, replaced)
+            applied = await asyncio.to_thread(apply, api_client, owned(manifest, owner))
+        # The response is the object as stored: the watch will confirm the same record.
+        ledger.owned[ident] = owning.observed_object(applied or {})
+        ledger.removed.discard(ident)
+        logger.info("applied %s %s/%s", *ident)
+    except Exception as error:  # per object: one failure never blocks the others
+        errors[f"{ident[0]} {ident[2]}"] = requesting.describe_error(error)
+        logger.warning("could not apply %s %s: %s", ident[0], ident[2], requesting.describe_error(error))
+
+
+async def delete_if_present(
+    api_client: clients.ApiClient, ledger: Ledger, manifest: Mapping[str, Any], errors: dict[str, str]
+) -> None:
+    """Delete one of our objects unless this process knows it is gone; errors go to `errors`."""
+    metadata = manifest["metadata"]
+    ident = (manifest["kind"], str(metadata.get("namespace", "")), str(metadata["name"]))
+    kind, namespace, name = ident
+    if owning.is_owned_kind(kind):
+        # Watched (kube/owning): present exactly when the watch shows it.
+        present = ident in ledger.owned
+    else:
+        present = ident in ledger.applied or ident not in ledger.removed
+    if not present:
+        # Gone (watched), or deleted by this process already: no write.
+        return
+    try:
+        await asyncio.to_thread(delete, api_client, manifest["apiVersion"], kind, name, namespace or None)
+        ledger.applied.pop(ident, None)
+        ledger.removed.add(ident)
+        # Until the watch reports it gone: no second DELETE from the next pass (or this one).
+        ledger.owned.pop(ident, None)
+        logger.info("deleted %s %s", kind, name)
+    except Exception as error:
+        errors[f"{kind} {name}"] = requesting.describe_error(error)

@@ -4,7 +4,7 @@ Every object the operator applies carries `app.kubernetes.io/managed-by=ocp-gpu`
 and the hash of what was applied (kube/applying.py).  watches.py watches each
 kind below with that label selector (server-side filtered: tens of objects, not
 every ConfigMap of the cluster) and keeps only (applied hash, owner uid) per
-object.  `reconcilers/operands.apply_if_changed` decides from that observed record,
+object.  `kube/applying.apply_if_changed` decides from that observed record,
 so an object deleted by hand or garbage-collected with an old ClusterPolicy is
 re-applied within seconds, and a restarted operator re-applies nothing unchanged.
 
@@ -19,7 +19,6 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from ocp_gpu.kube import applying
 from ocp_gpu.model import labels
 
 
@@ -96,7 +95,7 @@ def observed_object(body: Mapping[str, Any]) -> ObservedObject:
         (ref for ref in metadata.get("ownerReferences") or () if ref.get("controller")), {}
     )
     return ObservedObject(
-        applied_hash=str((metadata.get("annotations") or {}).get(applying.APPLIED_HASH, "")),
+        applied_hash=str((metadata.get("annotations") or {}).get(labels.APPLIED_HASH, "")),
         owner_uid=str(controller.get("uid", "")),
         component=str((metadata.get("labels") or {}).get(labels.COMPONENT, "")),
     )

@@ -65,6 +65,9 @@ DTK_IMAGE_MISSING: Final = "openshift.driver-toolkit.rhcos-image-missing"
 # a DTK one app=<its DaemonSet's name>, as NVIDIA's, whose selector that is (select every driver
 # pod on COMPONENT=DRIVER_COMPONENT).
 APP: Final = "app"
+# The hash of the manifest as rendered, on every object the operator applies (kube/applying.py):
+# the watched object carries the same one -> nothing to apply (kube/owning.is_current).
+APPLIED_HASH: Final = "ocp-gpu.io/applied-hash"
 DRIVER_APP: Final = "nvidia-driver-daemonset"
 # The validator's DaemonSet and pods' app (rendering/operands/validator.py): the driver upgrade
 # waits for its pods (model/upgrade_observations.py), below the layer that declares operands.

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping
 
 from ocp_gpu import metrics
-from ocp_gpu.kube import adopting, labelling, owning, reading, reporting, requesting, upgrading
+from ocp_gpu.kube import adopting, applying, labelling, owning, reading, reporting, requesting, upgrading
 from ocp_gpu.model import (
     custom_resources,
     imagestream_tags,
@@ -384,7 +384,7 @@ async def _take_stock_of_leftovers(rt: runtime.Runtime, owner: Mapping[str, str]
     kept = list(plan.keep)
     for item in plan.delete:
         try:
-            await asyncio.to_thread(adopting.delete_foreign, rt.api_client, item, kinds)
+            await asyncio.to_thread(applying.delete_foreign, rt.api_client, item, kinds)
             deleted.append(item.describe())
         except Exception as error:
             kept.append((item, f"could not delete it: {requesting.describe_error(error)}"))

@@ -106,7 +106,7 @@ async def reconcile_drivers(
     for manifest in manifests:
         if manifest["kind"] == "DaemonSet":
             await _say_if_downgrade(rt, owner, manifest)
-        await operand_reconciler.apply_if_changed(rt, owner, manifest, errors)
+        await applying.apply_if_changed(rt.api_client, rt.ledger, owner, manifest, errors)
     for stale in plan.stale:
         await _delete_stale(rt, stale, errors)
     await _reconcile_prepulls(rt, owner, policy, platform, errors)

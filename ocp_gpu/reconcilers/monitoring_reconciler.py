@@ -2,7 +2,7 @@
 
 Read: the API groups (at leadership), the operator namespace's labels (once per process).
 Plan: planning/operands/monitoring_planning.py.  Render: rendering/monitoring_rendering.py.  Apply:
-operands.apply_if_changed (zero writes when nothing changed), kube.labelling for the
+kube.applying.apply_if_changed (zero writes when nothing changed), kube.labelling for the
 namespace label, kube.applying.delete for a ServiceMonitor switched off (once per process).
 """
 
@@ -18,7 +18,7 @@ from ocp_gpu.kube import applying, labelling, requesting
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.planning import platforms
 from ocp_gpu.planning.operands import monitoring_planning
-from ocp_gpu.reconcilers import operand_reconciler, runtime
+from ocp_gpu.reconcilers import runtime
 from ocp_gpu.rendering import monitoring_rendering
 
 logger = logging.getLogger("ocp_gpu.monitoring")
@@ -66,7 +66,9 @@ async def reconcile_monitoring(
             errors[f"Namespace {rt.namespace}"] = requesting.describe_error(error)
     inputs = monitoring_rendering.MonitoringRenderInputs(rt.namespace, plan)
     for kept in operand_render_cache.monitoring_manifests(policy, inputs):
-        await operand_reconciler.apply_if_changed(rt, owner, kept.manifest, errors, kept.applied_hash)
+        await applying.apply_if_changed(
+            rt.api_client, rt.ledger, owner, kept.manifest, errors, kept.applied_hash
+        )
     for kind in plan.remove:
         await _remove(rt, kind, errors)
     return MonitoringOutcome(plan.problems, errors)

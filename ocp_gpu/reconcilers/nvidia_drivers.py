@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ocp_gpu.desired import driver_manifests, pool_manifests
-from ocp_gpu.kube import fetching, labelling, owning, reporting, requesting
+from ocp_gpu.kube import applying, fetching, labelling, owning, reporting, requesting
 from ocp_gpu.model import driver_snapshot, labels, nvidia_driver_spec
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy import policy_spec
@@ -153,13 +153,13 @@ async def _reconcile_pool(
     for manifest in desired.manifests:
         if manifest["kind"] == "DaemonSet":
             # the pool's DaemonSets: owned by its NVIDIADriver, collected with it
-            await operand_reconciler.apply_if_changed(rt, driver.ref(), manifest, errors)
+            await applying.apply_if_changed(rt.api_client, rt.ledger, driver.ref(), manifest, errors)
             continue
         ident = owning.manifest_ident(manifest)
         if ident not in shared_applied:
             # the driver pods' RBAC and ConfigMaps, one set for every pool: the ClusterPolicy's
             shared_applied.add(ident)
-            await operand_reconciler.apply_if_changed(rt, policy_owner, manifest, errors)
+            await applying.apply_if_changed(rt.api_client, rt.ledger, policy_owner, manifest, errors)
     for stale in desired.plan.stale:
         await _delete_stale(rt, stale, value, errors)
     return PoolOutcome(driver, plan=desired.plan, errors=errors)

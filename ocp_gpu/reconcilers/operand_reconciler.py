@@ -1,11 +1,8 @@
 """The operand mechanism: every operand of rendering/operands/operand_catalog.py rendered, applied,
 removed and judged alike.
 
-`apply_if_changed` is how every rendered manifest reaches the cluster: server-side
-apply, skipped when the watched object (kube/owning: every owned kind is watched)
-carries the same applied hash and belongs to the active policy.  So a quiet cluster
-sees no writes, a restarted operator re-applies only what changed, and an owned
-object deleted by hand (or garbage-collected with an old policy) comes back.
+Every rendered manifest reaches the cluster through kube/applying.apply_if_changed (server-side
+apply, skipped when the watched object carries the same applied hash), the driver's too.
 
 One pass (`reconcile_operands`): the pre-requisites (RuntimeClass, namespace pod
 security labels), then each generic operand in order (container toolkit, validator,
@@ -25,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ocp_gpu.desired import operand_render_cache
-from ocp_gpu.kube import adopting, applying, fetching, labelling, owning, requesting
+from ocp_gpu.kube import applying, fetching, labelling, owning, requesting
 from ocp_gpu.model import images, operand_types
 from ocp_gpu.model.policy import api_values, policy_spec
 from ocp_gpu.model.policy.policy_problems import PolicyProblem
@@ -57,90 +54,13 @@ class OperandOutcome:
     errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
-def _ident(manifest: Mapping[str, Any]) -> tuple[str, str, str]:
-    metadata = manifest["metadata"]
-    return (manifest["kind"], str(metadata.get("namespace", "")), str(metadata["name"]))
-
-
-async def apply_if_changed(
-    rt: runtime.Runtime,
-    owner: Mapping[str, str],
-    manifest: Mapping[str, Any],
-    errors: dict[str, str],
-    wanted: str | None = None,
-) -> None:
-    """Server-side apply `manifest` unless the watched object is already as rendered; errors to `errors`.
-
-    `wanted`: the manifest's applied hash when the caller kept it (desired/operand_render_cache).
-    """
-    ident = owning.manifest_ident(manifest)
-    if wanted is None:
-        wanted = applying.applied_hash(manifest)
-    if owning.is_current(rt.view.owned.get(ident), wanted, owner.get("uid", "")):
-        # The watch shows it applied as rendered, owned by this policy: no write.
-        return
-    try:
-        if rt.view.owned.get(ident) is None:
-            # Not known as ours: NVIDIA's operator (or someone) may have made it; one GET says
-            # (kube/adopting: its other field managers' fields become ours, a foreign selector
-            # means replacing the DaemonSet without touching its pods).
-            adopted = await asyncio.to_thread(adopting.adopt, rt.api_client, manifest)
-            if adopted:
-                logger.info("adopting %s %s/%s: %s", *ident, adopted)
-                rt.cache.adopted.add(f"{ident[0]} {ident[1] + '/' if ident[1] else ''}{ident[2]}")
-        try:
-            applied = await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
-        except requesting.ApiException as error:
-            if not adopting.is_immutable_selector(error):
-                raise
-            # Ours from before a selector change (or made between the GET and the apply): replace it.
-            live = await asyncio.to_thread(adopting.get_object, rt.api_client, manifest)
-            if live is None:
-                raise
-            replaced = await asyncio.to_thread(adopting.replace_daemonset, rt.api_client, live, manifest)
-            logger.info("adopting %s %s/%s: %s", *ident, replaced)
-            applied = await asyncio.to_thread(applying.apply, rt.api_client, applying.owned(manifest, owner))
-        # The response is the object as stored: the watch will confirm the same record.
-        rt.view.owned[ident] = owning.observed_object(applied or {})
-        rt.cache.removed.discard(ident)
-        logger.info("applied %s %s/%s", *ident)
-    except Exception as error:  # per object: one failure never blocks the others
-        errors[f"{ident[0]} {ident[2]}"] = requesting.describe_error(error)
-        logger.warning("could not apply %s %s: %s", ident[0], ident[2], requesting.describe_error(error))
-
-
-async def delete_if_present(rt: runtime.Runtime, manifest: Mapping[str, Any], errors: dict[str, str]) -> None:
-    """Delete one of our objects unless this process knows it is gone; errors go to `errors`."""
-    ident = _ident(manifest)
-    kind, namespace, name = ident
-    if owning.is_owned_kind(kind):
-        # Watched (kube/owning): present exactly when the watch shows it.
-        present = ident in rt.view.owned
-    else:
-        present = ident in rt.cache.applied or ident not in rt.cache.removed
-    if not present:
-        # Gone (watched), or deleted by this process already: no write.
-        return
-    try:
-        await asyncio.to_thread(
-            applying.delete, rt.api_client, manifest["apiVersion"], kind, name, namespace or None
-        )
-        rt.cache.applied.pop(ident, None)
-        rt.cache.removed.add(ident)
-        # Until the watch reports it gone: no second DELETE from the next pass (or this one).
-        rt.view.owned.pop(ident, None)
-        logger.info("deleted %s %s", kind, name)
-    except Exception as error:
-        errors[f"{kind} {name}"] = requesting.describe_error(error)
-
-
 async def reconcile_prerequisites(
     rt: runtime.Runtime, owner: Mapping[str, str], policy: policy_spec.Policy
 ) -> dict[str, str]:
     """The RuntimeClass and, with psa.enabled, the namespace's pod security labels; errors by object."""
     errors: dict[str, str] = {}
     for manifest in operand_rendering.render_prerequisites(policy, rt.namespace):
-        await apply_if_changed(rt, owner, manifest, errors)
+        await applying.apply_if_changed(rt.api_client, rt.ledger, owner, manifest, errors)
     if policy.psa_enabled and rt.cache.namespace_labelled != dict(PSA_LABELS):
         # NB: a label patch, never an apply with an owner: deleting the policy must not delete the namespace.
         try:
@@ -175,7 +95,7 @@ async def reconcile_operand(
         rendered = [kept.manifest for kept in operand_render_cache.operand_manifests(operand, policy, inputs)]
         await _remove_unrendered_service_monitor(rt, operand, rendered, errors)
         for manifest in reversed(rendered):
-            await delete_if_present(rt, manifest, errors)
+            await applying.delete_if_present(rt.api_client, rt.ledger, manifest, errors)
         # And what an earlier setting rendered that this one does not (e.g. our default ConfigMap
         # after migManager.config.name was set); the rendered ones went just above.
         await remove_unrendered(rt, owner, operand, rendered, errors)
@@ -203,7 +123,9 @@ async def reconcile_operand(
     )
     kept = operand_render_cache.operand_manifests(operand, policy, inputs)
     for one in kept:
-        await apply_if_changed(rt, owner, one.manifest, errors, one.applied_hash)
+        await applying.apply_if_changed(
+            rt.api_client, rt.ledger, owner, one.manifest, errors, one.applied_hash
+        )
     rendered = [one.manifest for one in kept]
     await _remove_unrendered_service_monitor(rt, operand, rendered, errors)
     await remove_unrendered(rt, owner, operand, rendered, errors)
@@ -234,7 +156,7 @@ async def remove_unrendered(
             "kind": kind,
             "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
         }
-        await delete_if_present(rt, stub, errors)
+        await applying.delete_if_present(rt.api_client, rt.ledger, stub, errors)
 
 
 async def _config_map_problem(
@@ -281,7 +203,7 @@ async def _remove_unrendered_service_monitor(
         "kind": "ServiceMonitor",
         "metadata": {"name": operand.daemonset, "namespace": rt.namespace},
     }
-    await delete_if_present(rt, monitor, errors)
+    await applying.delete_if_present(rt.api_client, rt.ledger, monitor, errors)
 
 
 async def reconcile_operands(

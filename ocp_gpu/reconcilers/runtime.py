@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar, cast
 
 from ocp_gpu import memory
-from ocp_gpu.kube import clients
+from ocp_gpu.kube import applying, clients
 from ocp_gpu.reconcilers import applied_cache, cluster_view, scheduling
 
 T = TypeVar("T")
@@ -37,6 +37,12 @@ class Runtime:
     cache: applied_cache.AppliedCache = dataclasses.field(default_factory=applied_cache.AppliedCache)
     # Gives memory back once the process is idle after a burst of passes.
     trimmer: memory.Trimmer = dataclasses.field(default_factory=memory.Trimmer)
+
+    @property
+    def ledger(self) -> applying.Ledger:
+        """What kube/applying.apply_if_changed decides from and writes through: the watched owned
+        objects (view) and what this process applied, removed and adopted (cache)."""
+        return applying.Ledger(self.view.owned, self.cache.applied, self.cache.removed, self.cache.adopted)
 
 
 async def in_threads(calls: Iterable[Callable[[], T]], limit: int = WRITE_CONCURRENCY) -> list[T | Exception]:

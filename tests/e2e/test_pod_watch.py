@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.kube import applying, clients, connecting, daemonset_watch, node_watch, pod_watch, watching
+from ocp_gpu.kube import clients, connecting, daemonset_watch, node_watch, pod_watch, watching
 from ocp_gpu.model import labels
 from ocp_gpu.rendering.operands import operand_catalog
 from ocp_gpu_harness import binaries, faults
@@ -89,7 +89,7 @@ def make_pod(core: client.CoreV1Api, namespace: str, name: str, app: str | None 
 def make_daemonset(apps: client.AppsV1Api, namespace: str, name: str, *, ours: bool = True) -> None:
     """A DaemonSet whose pods fit no node (the watch is the point, not its pods)."""
     selector = {"app": name}
-    metadata: dict[str, Any] = {"name": name, "annotations": {applying.APPLIED_HASH: "h1"}}
+    metadata: dict[str, Any] = {"name": name, "annotations": {labels.APPLIED_HASH: "h1"}}
     if ours:
         metadata["labels"] = {labels.MANAGED_BY: labels.MANAGED_BY_VALUE}
     pod_spec = {
@@ -165,7 +165,7 @@ def test_list_watch_resume_and_relist_after_compaction(
         wait_for(lambda: ds_recorder.listings, what="the first DaemonSet listing")
         assert ds_recorder.listings == [{"ds-0", "ds-1", "ds-2"}]
         apps.patch_namespaced_daemon_set(
-            "ds-0", "operands", {"metadata": {"annotations": {applying.APPLIED_HASH: "edited"}}}
+            "ds-0", "operands", {"metadata": {"annotations": {labels.APPLIED_HASH: "edited"}}}
         )
         apps.delete_namespaced_daemon_set("ds-1", "operands")
         wait_for(

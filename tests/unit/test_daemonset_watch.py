@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ocp_gpu.kube import applying, daemonset_watch, owning
+from ocp_gpu.kube import daemonset_watch, owning
 from ocp_gpu.model import labels
 from ocp_gpu.reconcilers import daemonset_view, runtime
 
@@ -39,7 +39,7 @@ def daemonset(
             "namespace": "ns",
             "generation": 1,
             "labels": {labels.COMPONENT: component, labels.MANAGED_BY: labels.MANAGED_BY_VALUE},
-            "annotations": {applying.APPLIED_HASH: applied},
+            "annotations": {labels.APPLIED_HASH: applied},
             "ownerReferences": [{"kind": "ClusterPolicy", "name": "p", "uid": "u1", "controller": True}],
             "managedFields": [{"manager": "kube-controller-manager"}],
         },

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ocp_gpu.kube import applying, owning, requesting
+from ocp_gpu.kube import owning, requesting
+from ocp_gpu.model import labels
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 # A top-level `kind:` (not a roleRef's or subject's, which are indented).
@@ -53,7 +54,7 @@ def test_rows_of_unserved_groups_are_not_watched() -> None:
 def body(hash_: str | None, uid: str | None) -> dict[str, object]:
     metadata: dict[str, object] = {"name": "x"}
     if hash_ is not None:
-        metadata["annotations"] = {applying.APPLIED_HASH: hash_}
+        metadata["annotations"] = {labels.APPLIED_HASH: hash_}
     if uid is not None:
         metadata["ownerReferences"] = [
             {"uid": "other", "controller": False},

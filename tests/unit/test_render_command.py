@@ -296,7 +296,7 @@ def test_the_owner_reference_needs_the_policys_uid(
     # the operator's label and applied hash are there all the same
     for manifest in without.manifests:
         assert manifest["metadata"]["labels"][labels.MANAGED_BY] == labels.MANAGED_BY_VALUE
-        assert applying.APPLIED_HASH in manifest["metadata"]["annotations"]
+        assert labels.APPLIED_HASH in manifest["metadata"]["annotations"]
 
     files = list(dtk_files)
     files[1] = write("owned.yaml", {**POLICY_OBJECT, "metadata": {"name": "cluster-policy", "uid": UID}})
