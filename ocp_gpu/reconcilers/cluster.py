@@ -210,18 +210,18 @@ async def _apply_policy(
         if policy.driver.enabled and rt.cache.nvidia_driver_mode:
             # driver.useNvidiaDriverCRD: each NVIDIADriver deploys its pool's drivers
             outcome = await nvidia_drivers.reconcile_nvidia_drivers(
-                rt, active.ref(), active.spec, policy, detected, now
+                rt, seen, active.ref(), active.spec, policy, detected, now
             )
         else:
-            outcome = await driver_reconciler.reconcile_drivers(rt, active.ref(), policy, detected, now)
+            outcome = await driver_reconciler.reconcile_drivers(rt, seen, active.ref(), policy, detected, now)
             await nvidia_drivers.report_disabled(rt, active.name, now)
         if outcome.problem is not None:
             problems = [*problems, outcome.problem]
     label_errors = await _reconcile_node_labels(rt, seen, changes, auto_upgrade, mig_default)
     if not errors:
-        stack = await operand_reconciler.reconcile_operands(rt, active.ref(), policy, detected)
+        stack = await operand_reconciler.reconcile_operands(rt, seen, active.ref(), policy, detected)
         problems = [*problems, *(o.problem for o in stack.values() if o.problem is not None)]
-        watching = await monitoring_reconciler.reconcile_monitoring(rt, active.ref(), policy, detected)
+        watching = await monitoring_reconciler.reconcile_monitoring(rt, seen, active.ref(), policy, detected)
         # The monitoring objects' write failures are reported with the others'.
         label_errors = {**label_errors, **watching.errors}
     # NB: upgrades run in their own loop (reconcilers/upgrade_reconciler.py), off this pass's latency path.
@@ -292,7 +292,7 @@ async def _report(
         coverage=coverage,
         summary=policy_status.plan_driver_summary(plan, coverage, seen.driver_daemonsets),
         # Per operand, the GPU nodes that should run it and have no Ready pod of it yet.
-        unready_nodes=operand_reconciler.unready_operands(rt, applied.policy) if stack else {},
+        unready_nodes=operand_reconciler.unready_operands(rt, seen, applied.policy) if stack else {},
         gpu_nodes=sum(1 for facts in seen.node_facts.values() if facts.is_gpu_node),
         monitoring_problems=[problem.message for problem in watching.problems] if watching else [],
         unsupported=applied.unsupported,

@@ -31,12 +31,18 @@ from ocp_gpu.model.resource_claims import ClaimHold
 from ocp_gpu.planning import delivery
 
 
+def _empty() -> Mapping[Any, Any]:
+    return types.MappingProxyType({})
+
+
 @dataclasses.dataclass(frozen=True)
 class ViewSnapshot:
     """What a pass plans from, as the watches showed it when the pass took it (read-only copies).
 
-    NB: only what the main pass plans its writes from; the pods it judges readiness by are read
-    from the view at the moment it judges (`ClusterView.operand_pods`, ...).
+    NB: not the operand pods the status judges readiness by (9,000 at 1,000 nodes: read from the
+    view at the moment it judges, in one step without an await), nor `ClusterView.owned`, which
+    the applies write through (kube/applying.Ledger).  The upgrade's pods and revisions only
+    when asked (`snapshot(upgrade=True)`): the main pass does not read them.
     """
 
     node_facts: Mapping[nodes.NodeName, nodes.NodeFacts]
@@ -48,6 +54,15 @@ class ViewSnapshot:
     dtk_imagestream: delivery.Singleton
     cluster_version: delivery.Singleton
     cluster_proxy: delivery.Singleton
+    # Driver pods' image pulls, and since when each failing one fails (the precompiled fallback).
+    driver_pod_pulls: Mapping[str, driver_snapshot.DriverPodPull] = dataclasses.field(default_factory=_empty)
+    pull_failing_since: Mapping[str, datetime.datetime] = dataclasses.field(default_factory=_empty)
+    # The upgrade loop's (reconcilers/upgrade_reconciler.py): empty unless asked for.
+    driver_pods: Mapping[str, upgrade_observations.DriverPod] = dataclasses.field(default_factory=_empty)
+    validator_pods: Mapping[str, upgrade_observations.ValidatorPod] = dataclasses.field(
+        default_factory=_empty
+    )
+    driver_revisions: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=_empty)
 
 
 @dataclasses.dataclass
@@ -112,8 +127,16 @@ class ClusterView:
         facts = self.node_facts.get(node)
         return facts.labels.get(labels.UPGRADE_STATE) if facts is not None else None
 
-    def snapshot(self) -> ViewSnapshot:
-        """What a pass plans from, frozen now (the watches go on changing the view meanwhile)."""
+    def snapshot(self, *, upgrade: bool = False) -> ViewSnapshot:
+        """What a pass plans from, frozen now (the watches go on changing the view meanwhile);
+        `upgrade`: with the driver and validator pods and the driver revisions."""
+        upgrade_parts: dict[str, Any] = {}
+        if upgrade:
+            upgrade_parts = {
+                "driver_pods": types.MappingProxyType(dict(self.driver_pods)),
+                "validator_pods": types.MappingProxyType(dict(self.validator_pods)),
+                "driver_revisions": types.MappingProxyType(dict(self.driver_revisions)),
+            }
         return ViewSnapshot(
             node_facts=types.MappingProxyType(dict(self.node_facts)),
             policies=types.MappingProxyType(dict(self.policies)),
@@ -124,4 +147,7 @@ class ClusterView:
             dtk_imagestream=self.dtk_imagestream,
             cluster_version=self.cluster_version,
             cluster_proxy=self.cluster_proxy,
+            driver_pod_pulls=types.MappingProxyType(dict(self.driver_pod_pulls)),
+            pull_failing_since=types.MappingProxyType(dict(self.pull_failing_since)),
+            **upgrade_parts,
         )

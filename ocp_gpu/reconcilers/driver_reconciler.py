@@ -1,7 +1,7 @@
 """Driver DaemonSets: one per RHCOS version (or OS, or kernel), applied and garbage-collected.
 
 Read: GPU node facts, our driver DaemonSets, the driver-toolkit ImageStream,
-ClusterVersion and Proxy from the in-memory view.  Plan and render:
+ClusterVersion, Proxy and the driver pods' pulls from the pass's snapshot of the view.  Plan and render:
 desired.driver_manifests (planning.drivers.driver_plan, rendering.operands.driver_rendering; shared with
 `ocp-gpu render`).  Apply: kube.applying (server-side apply, skipped
 when the applied hash is unchanged) and deletion of stale DaemonSets (no GPU node in
@@ -35,7 +35,7 @@ from ocp_gpu.planning.drivers import (
 )
 from ocp_gpu.planning.status import operator_health
 from ocp_gpu.planning.upgrades import upgrade_preflight
-from ocp_gpu.reconcilers import operand_reconciler, runtime
+from ocp_gpu.reconcilers import cluster_view, operand_reconciler, runtime
 from ocp_gpu.rendering import prepull_rendering
 
 logger = logging.getLogger("ocp_gpu.drivers")
@@ -55,6 +55,7 @@ class DriverOutcome:
 
 async def reconcile_drivers(
     rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
     owner: Mapping[str, str],
     policy: policy_spec.Policy,
     platform: platforms.Platform,
@@ -62,14 +63,14 @@ async def reconcile_drivers(
 ) -> DriverOutcome:
     if not policy.driver.enabled:
         # driver.enabled: false: the admin removes our drivers (e.g. drivers preinstalled on the host).
-        _record_driver_toolkit_gauges(rt, policy, platform)
-        return DriverOutcome(None, errors=await _delete_all(rt))
+        _record_driver_toolkit_gauges(seen, policy, platform)
+        return DriverOutcome(None, errors=await _delete_all(rt, seen))
     pending = [
         name
         for name, singleton in (
-            ("the driver-toolkit ImageStream", rt.view.dtk_imagestream),
-            ("ClusterVersion", rt.view.cluster_version),
-            ("Proxy", rt.view.cluster_proxy),
+            ("the driver-toolkit ImageStream", seen.dtk_imagestream),
+            ("ClusterVersion", seen.cluster_version),
+            ("Proxy", seen.cluster_proxy),
         )
         if not delivery.is_delivered(singleton)
     ]
@@ -79,12 +80,13 @@ async def reconcile_drivers(
         return DriverOutcome(None, errors={"watches": f"not listed yet: {', '.join(pending)}"})
     view = await read_driver_view(
         rt,
+        seen,
         policy,
         now,
-        tuple(rt.view.node_facts.values()),
+        tuple(seen.node_facts.values()),
         # NB: an NVIDIADriver's DaemonSets are its own, never the ClusterPolicy's to plan or collect.
-        tuple(d for d in rt.view.driver_daemonsets.values() if driver_pools.pool_of(d) is None),
-        _pull_failures(rt),
+        tuple(d for d in seen.driver_daemonsets.values() if driver_pools.pool_of(d) is None),
+        _pull_failures(seen),
     )
     if isinstance(view, str):  # a failed read changes nothing; the pass is retried
         return DriverOutcome(None, errors={"configmaps": view})
@@ -101,20 +103,21 @@ async def reconcile_drivers(
         # A key falls back when its grace period ends, even if nothing else changes by then.
         due = min(desired.fallback_pending.values())
         rt.scheduler.poke_after(max(0.5, (due - now).total_seconds() + 0.5))
-    _record_driver_toolkit_gauges(rt, policy, platform)
+    _record_driver_toolkit_gauges(seen, policy, platform)
     errors: dict[str, str] = {}
     for manifest in manifests:
         if manifest["kind"] == "DaemonSet":
-            await _say_if_downgrade(rt, owner, manifest)
+            await _say_if_downgrade(rt, seen, owner, manifest)
         await applying.apply_if_changed(rt.api_client, rt.ledger, owner, manifest, errors)
     for stale in plan.stale:
-        await _delete_stale(rt, stale, errors)
-    await _reconcile_prepulls(rt, owner, policy, platform, errors)
+        await _delete_stale(rt, seen, stale, errors)
+    await _reconcile_prepulls(rt, seen, owner, policy, platform, errors)
     return DriverOutcome(plan, errors=errors)
 
 
 async def _reconcile_prepulls(
     rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
     owner: Mapping[str, str],
     policy: policy_spec.Policy,
     platform: platforms.Platform,
@@ -124,17 +127,17 @@ async def _reconcile_prepulls(
     (planning/upgrades/upgrade_preflight.plan_prepulls); the others deleted, as the watch shows them
     (so no request in steady state)."""
     pulls: tuple[upgrade_preflight.PrePull, ...] = ()
-    cluster_version = delivery.present(rt.view.cluster_version)
+    cluster_version = delivery.present(seen.cluster_version)
     if upgrade_preflight.upgrading_to(cluster_version) is not None:
-        settings = driver_strategy.settings_for_policy(policy, platform, rt.env)
+        settings = driver_plan.settings_for_policy(policy, platform, rt.env)
         if not isinstance(settings, PolicyProblem) and settings.strategy is driver_strategy.Strategy.DTK:
-            stream = reading.image_stream_singleton(rt.view.dtk_imagestream)
+            stream = reading.image_stream_singleton(seen.dtk_imagestream)
             pulls = upgrade_preflight.plan_prepulls(
                 cluster_version,
                 stream if isinstance(stream, imagestream_tags.ImageStream) else None,
                 (
                     str(facts.labels.get(labels.OSTREE_VERSION, ""))
-                    for facts in rt.view.node_facts.values()
+                    for facts in seen.node_facts.values()
                     if facts.is_gpu_node and facts.labels.get(labels.OSTREE_VERSION)
                 ),
                 settings.driver_image,
@@ -142,11 +145,12 @@ async def _reconcile_prepulls(
     wanted = {prepull_rendering.prepull_name(pull) for pull in pulls}
     for pull in pulls:
         manifest = prepull_rendering.render_prepull(pull, policy, rt.namespace)
-        await operand_reconciler.apply_if_changed(rt, owner, manifest, errors)
+        await applying.apply_if_changed(rt.api_client, rt.ledger, owner, manifest, errors)
+    # NB: `owned` live, not from the snapshot: the applies of this pass write through it.
     leftover = [
         (namespace, name)
-        for (kind, namespace, name), seen in list(rt.view.owned.items())
-        if kind == "DaemonSet" and seen.component == prepull_rendering.COMPONENT and name not in wanted
+        for (kind, namespace, name), record in list(rt.view.owned.items())
+        if kind == "DaemonSet" and record.component == prepull_rendering.COMPONENT and name not in wanted
     ]
     for namespace, name in leftover:
         stub = {
@@ -154,18 +158,19 @@ async def _reconcile_prepulls(
             "kind": "DaemonSet",
             "metadata": {"name": name, "namespace": namespace},
         }
-        await operand_reconciler.delete_if_present(rt, stub, errors)
+        await applying.delete_if_present(rt.api_client, rt.ledger, stub, errors)
 
 
 async def read_driver_view(
     rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
     policy: policy_spec.Policy,
     now: datetime.datetime,
     node_facts: tuple[nodes.NodeFacts, ...],
     daemonsets: tuple[driver_snapshot.DriverDaemonSet, ...],
     pull_failures: tuple[driver_fallback.PullFailure, ...] = (),
 ) -> driver_manifests.DriverView | str:
-    """The DriverView of these nodes and DaemonSets from the in-memory view, with the keys of
+    """The DriverView of these nodes and DaemonSets from the pass's snapshot, with the keys of
     the ConfigMaps the policy names read now (they decide the driver pods' mounts); the
     error's description when that read fails."""
     named = driver_manifests.named_config_maps(policy).values()
@@ -183,9 +188,9 @@ async def read_driver_view(
         env=rt.env,
         node_facts=node_facts,
         daemonsets=daemonsets,
-        dtk_imagestream=rt.view.dtk_imagestream,
-        cluster_version=rt.view.cluster_version,
-        cluster_proxy=rt.view.cluster_proxy,
+        dtk_imagestream=seen.dtk_imagestream,
+        cluster_version=seen.cluster_version,
+        cluster_proxy=seen.cluster_proxy,
         pull_failures=pull_failures,
         now=now,
         config_map_keys=config_map_keys,
@@ -193,13 +198,16 @@ async def read_driver_view(
 
 
 async def _delete_stale(
-    rt: runtime.Runtime, stale: driver_plan.StaleDriverDaemonSet, errors: dict[str, str]
+    rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
+    stale: driver_plan.StaleDriverDaemonSet,
+    errors: dict[str, str],
 ) -> None:
     # NB: a last, targeted read of the nodes before an irreversible step: if the watch
     # missed a node the DaemonSet still selects, we keep the DaemonSet (the node's event,
     # when it arrives, plans it again).
     # (A superseded DaemonSet's nodes keep its key by design: the replacement proved itself there.)
-    daemonset = rt.view.driver_daemonsets.get(stale.name)
+    daemonset = seen.driver_daemonsets.get(stale.name)
     if (
         daemonset is not None
         and not stale.superseded
@@ -211,15 +219,13 @@ async def _delete_stale(
 
 
 def _record_driver_toolkit_gauges(
-    rt: runtime.Runtime, policy: policy_spec.Policy, platform: platforms.Platform
+    seen: cluster_view.ViewSnapshot, policy: policy_spec.Policy, platform: platforms.Platform
 ) -> None:
     """NVIDIA's gpu_operator_openshift_driver_toolkit_* gauges and ours per RHCOS version."""
     gauges = operator_health.plan_driver_toolkit_gauges(
         requested=driver_strategy.should_use_driver_toolkit(platform, policy),
-        stream=dtk_images.resolve_driver_toolkit_stream(
-            reading.image_stream_singleton(rt.view.dtk_imagestream)
-        ),
-        gpu_node_labels=[facts.labels for facts in rt.view.node_facts.values() if facts.is_gpu_node],
+        stream=dtk_images.resolve_driver_toolkit_stream(reading.image_stream_singleton(seen.dtk_imagestream)),
+        gpu_node_labels=[facts.labels for facts in seen.node_facts.values() if facts.is_gpu_node],
     )
     metrics.driver_toolkit_enabled.set(gauges.enabled)
     metrics.driver_toolkit_nfd_too_old.set(gauges.nfd_too_old)
@@ -233,7 +239,10 @@ def _record_driver_toolkit_gauges(
 
 
 async def _say_if_downgrade(
-    rt: runtime.Runtime, owner: Mapping[str, str], manifest: Mapping[str, Any]
+    rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
+    owner: Mapping[str, str],
+    manifest: Mapping[str, Any],
 ) -> None:
     """A driver DaemonSet about to be re-applied with an older driver: log it and a Warning Event.
 
@@ -241,8 +250,9 @@ async def _say_if_downgrade(
     said once, when the change is applied (the next pass finds it current).
     """
     name = str(manifest["metadata"]["name"])
-    existing = rt.view.driver_daemonsets.get(name)
+    existing = seen.driver_daemonsets.get(name)
     wanted = applying.applied_hash(manifest)
+    # NB: `owned` live, not from the snapshot: the applies of this pass write through it.
     if existing is None or owning.is_current(
         rt.view.owned.get(owning.manifest_ident(manifest)), wanted, owner["uid"]
     ):
@@ -258,11 +268,11 @@ async def _say_if_downgrade(
     )
 
 
-def _pull_failures(rt: runtime.Runtime) -> tuple[driver_fallback.PullFailure, ...]:
+def _pull_failures(seen: cluster_view.ViewSnapshot) -> tuple[driver_fallback.PullFailure, ...]:
     """Per precompiled key and image, since when its driver pods fail to pull (the earliest pod)."""
     earliest: dict[tuple[str, str], datetime.datetime] = {}
-    for name, since in rt.view.pull_failing_since.items():
-        pull = rt.view.driver_pod_pulls.get(name)
+    for name, since in seen.pull_failing_since.items():
+        pull = seen.driver_pod_pulls.get(name)
         if pull is None or pull.key is None or pull.strategy != driver_strategy.Strategy.PRECOMPILED:
             continue
         ident = (pull.key, pull.image)
@@ -273,8 +283,8 @@ def _pull_failures(rt: runtime.Runtime) -> tuple[driver_fallback.PullFailure, ..
     )
 
 
-async def _delete_all(rt: runtime.Runtime) -> dict[str, str]:
+async def _delete_all(rt: runtime.Runtime, seen: cluster_view.ViewSnapshot) -> dict[str, str]:
     errors: dict[str, str] = {}
-    for name in list(rt.view.driver_daemonsets):
+    for name in seen.driver_daemonsets:
         await operand_reconciler.delete_daemonset(rt, name, errors)
     return errors

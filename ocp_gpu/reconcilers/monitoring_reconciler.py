@@ -18,7 +18,7 @@ from ocp_gpu.kube import applying, labelling, requesting
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.planning import platforms
 from ocp_gpu.planning.operands import monitoring_planning
-from ocp_gpu.reconcilers import runtime
+from ocp_gpu.reconcilers import cluster_view, runtime
 from ocp_gpu.rendering import monitoring_rendering
 
 logger = logging.getLogger("ocp_gpu.monitoring")
@@ -36,6 +36,7 @@ class MonitoringOutcome:
 
 async def reconcile_monitoring(
     rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
     owner: Mapping[str, str],
     policy: policy_spec.Policy,
     platform: platforms.Platform,
@@ -51,9 +52,7 @@ async def reconcile_monitoring(
             )
         except Exception as error:
             errors[f"Namespace {rt.namespace}"] = requesting.describe_error(error)
-    plan = monitoring_planning.plan_operator_monitoring(
-        policy, platform, rt.view.api_groups, namespace_labels
-    )
+    plan = monitoring_planning.plan_operator_monitoring(policy, platform, seen.api_groups, namespace_labels)
     if platform.is_openshift and rt.cache.applied.get(namespace_key) != _LABELLED and not errors:
         try:
             if plan.namespace_labels:

@@ -35,7 +35,7 @@ from ocp_gpu.planning import platforms
 from ocp_gpu.planning.drivers import driver_findings, driver_plan, driver_pools
 from ocp_gpu.planning.status import conditions
 from ocp_gpu.planning.status.policy_status import finding_conditions
-from ocp_gpu.reconcilers import operand_reconciler, runtime
+from ocp_gpu.reconcilers import cluster_view, operand_reconciler, runtime
 from ocp_gpu.reconcilers.driver_reconciler import DriverOutcome, read_driver_view
 
 logger = logging.getLogger("ocp_gpu.nvidia_drivers")
@@ -62,6 +62,7 @@ class PoolOutcome:
 
 async def reconcile_nvidia_drivers(
     rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
     policy_owner: Mapping[str, str],
     cluster_policy_spec: Mapping[str, Any],
     policy: policy_spec.Policy,
@@ -70,10 +71,10 @@ async def reconcile_nvidia_drivers(
 ) -> DriverOutcome:
     """One pass over every NVIDIADriver; the outcome sums them up for the ClusterPolicy's status."""
     selection = pool_manifests.select_pools(
-        rt.view.nvidia_drivers.values(),
+        seen.nvidia_drivers.values(),
         cluster_policy_spec,
         rt.env,
-        {name: facts.labels for name, facts in rt.view.node_facts.items()},
+        {name: facts.labels for name, facts in seen.node_facts.items()},
     )
     owners = selection.owners
     errors = await _write_owner_labels(rt, owners.label_changes)
@@ -87,7 +88,15 @@ async def reconcile_nvidia_drivers(
             continue
         extra = selection.default_problems(driver)
         outcome = await _reconcile_pool(
-            rt, policy_owner, driver, selection.policies[driver.name], platform, owners, now, shared_applied
+            rt,
+            seen,
+            policy_owner,
+            driver,
+            selection.policies[driver.name],
+            platform,
+            owners,
+            now,
+            shared_applied,
         )
         outcomes.append(dataclasses.replace(outcome, problems=(*extra, *outcome.problems)))
         errors |= dict(outcome.errors)
@@ -95,18 +104,17 @@ async def reconcile_nvidia_drivers(
     # The ClusterPolicy's own driver DaemonSets go once the pools own all their nodes.
     planned = [driver_pools.owner_label_value(o.driver.name) for o in outcomes if o.plan is not None]
     gpu_nodes = tuple(
-        driver_snapshot.GpuNode.from_facts(facts)
-        for facts in rt.view.node_facts.values()
-        if facts.is_gpu_node
+        driver_snapshot.GpuNode.from_facts(facts) for facts in seen.node_facts.values() if facts.is_gpu_node
     )
     handover = driver_pools.plan_policy_handover(
-        rt.view.driver_daemonsets.values(), gpu_nodes, owners.owners, planned
+        seen.driver_daemonsets.values(), gpu_nodes, owners.owners, planned
     )
     for name in handover.delete:
         await operand_reconciler.delete_daemonset(rt, name, errors)
         logger.info("deleted the ClusterPolicy's driver DaemonSet %s: NVIDIADrivers own its nodes", name)
 
     for outcome in outcomes:
+        # NB: the statuses count Ready driver pods after this pass's writes: from the view as it is now.
         await _report(rt, outcome, owners, now)
 
     findings: list[driver_findings.Finding] = [f for o in outcomes if o.plan for f in o.plan.findings]
@@ -125,6 +133,7 @@ async def reconcile_nvidia_drivers(
 
 async def _reconcile_pool(
     rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
     policy_owner: Mapping[str, str],
     driver: nvidia_driver_spec.NvidiaDriver,
     policy: policy_spec.Policy,
@@ -135,9 +144,9 @@ async def _reconcile_pool(
 ) -> PoolOutcome:
     value = driver_pools.owner_label_value(driver.name)
     facts, daemonsets = pool_manifests.pool_members(
-        driver, owners, rt.view.node_facts.values(), rt.view.driver_daemonsets.values()
+        driver, owners, seen.node_facts.values(), seen.driver_daemonsets.values()
     )
-    view = await read_driver_view(rt, policy, now, facts, daemonsets)
+    view = await read_driver_view(rt, seen, policy, now, facts, daemonsets)
     if isinstance(view, str):  # a failed read changes nothing; the pass is retried
         return PoolOutcome(driver, errors={"configmaps": view})
     desired = pool_manifests.desired_pool_manifests(driver, policy, platform, view)
@@ -161,15 +170,19 @@ async def _reconcile_pool(
             shared_applied.add(ident)
             await applying.apply_if_changed(rt.api_client, rt.ledger, policy_owner, manifest, errors)
     for stale in desired.plan.stale:
-        await _delete_stale(rt, stale, value, errors)
+        await _delete_stale(rt, seen, stale, value, errors)
     return PoolOutcome(driver, plan=desired.plan, errors=errors)
 
 
 async def _delete_stale(
-    rt: runtime.Runtime, stale: driver_plan.StaleDriverDaemonSet, pool: str, errors: dict[str, str]
+    rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
+    stale: driver_plan.StaleDriverDaemonSet,
+    pool: str,
+    errors: dict[str, str],
 ) -> None:
     # NB: the planner saw no node of this pool with the key; one targeted read agrees first.
-    daemonset = rt.view.driver_daemonsets.get(stale.name)
+    daemonset = seen.driver_daemonsets.get(stale.name)
     if daemonset is not None and not stale.superseded:
         # Its nodeSelector names the pool (the owner label); without one, its RHCOS build in this pool.
         rhcos = daemonset.labels.get(labels.DTK_RHCOS)

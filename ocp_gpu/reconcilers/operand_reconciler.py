@@ -28,7 +28,7 @@ from ocp_gpu.model.policy import api_values, policy_spec
 from ocp_gpu.model.policy.policy_problems import PolicyProblem
 from ocp_gpu.planning import config_maps, platforms
 from ocp_gpu.planning.operands import monitoring_planning, operand_planning
-from ocp_gpu.reconcilers import runtime
+from ocp_gpu.reconcilers import cluster_view, runtime
 from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering
 
 logger = logging.getLogger("ocp_gpu.operands")
@@ -75,6 +75,7 @@ async def reconcile_prerequisites(
 
 async def reconcile_operand(
     rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
     owner: Mapping[str, str],
     operand: operand_types.Operand,
     policy: policy_spec.Policy,
@@ -84,16 +85,17 @@ async def reconcile_operand(
     spec = policy.components()[operand.section]
     if not spec.enabled:
         # <section>.enabled: false: remove this operand's objects, nothing else.
+        # NB: `owned` live, not from the snapshot: the applies and deletions write through it.
         if not operand_planning.has_objects(
-            (seen.component for seen in rt.view.owned.values()), operand_rendering.component(operand)
+            (record.component for record in rt.view.owned.values()), operand_rendering.component(operand)
         ):
             # Nothing of it exists (the usual case: never enabled): no render, no request.
             return OperandOutcome(enabled=False)
         inputs = operand_common.OperandRenderInputs(
-            rt.namespace, platform.is_openshift, _NAMES_ONLY_IMAGE, monitoring_api=_monitoring_api(rt)
+            rt.namespace, platform.is_openshift, _NAMES_ONLY_IMAGE, monitoring_api=_monitoring_api(seen)
         )
         rendered = [kept.manifest for kept in operand_render_cache.operand_manifests(operand, policy, inputs)]
-        await _remove_unrendered_service_monitor(rt, operand, rendered, errors)
+        await _remove_unrendered_service_monitor(rt, seen, operand, rendered, errors)
         for manifest in reversed(rendered):
             await applying.delete_if_present(rt.api_client, rt.ledger, manifest, errors)
         # And what an earlier setting rendered that this one does not (e.g. our default ConfigMap
@@ -118,7 +120,7 @@ async def reconcile_operand(
         rt.namespace,
         platform.is_openshift,
         image,
-        monitoring_api=_monitoring_api(rt),
+        monitoring_api=_monitoring_api(seen),
         wait_image=operand_rendering.wait_image(policy, rt.env),
     )
     kept = operand_render_cache.operand_manifests(operand, policy, inputs)
@@ -127,7 +129,7 @@ async def reconcile_operand(
             rt.api_client, rt.ledger, owner, one.manifest, errors, one.applied_hash
         )
     rendered = [one.manifest for one in kept]
-    await _remove_unrendered_service_monitor(rt, operand, rendered, errors)
+    await _remove_unrendered_service_monitor(rt, seen, operand, rendered, errors)
     await remove_unrendered(rt, owner, operand, rendered, errors)
     return OperandOutcome(enabled=True, errors=errors)
 
@@ -142,9 +144,11 @@ async def remove_unrendered(
     """Delete the operand's owned objects (as the watch shows them) that `rendered` no longer has.
 
     NB: decided from the watch alone: in steady state nothing is unrendered, so no request.
+    The live record (`ClusterView.owned`), not the pass's snapshot: this pass's applies and
+    deletions write through it (kube/applying.Ledger), and an object it just applied is no orphan.
     """
     stale = operand_planning.unrendered_owned(
-        ((ident, seen.component, seen.owner_uid) for ident, seen in list(rt.view.owned.items())),
+        ((ident, record.component, record.owner_uid) for ident, record in list(rt.view.owned.items())),
         operand_rendering.component(operand),
         owner.get("uid", ""),
         (owning.manifest_ident(manifest) for manifest in rendered),
@@ -180,12 +184,13 @@ async def _config_map_problem(
     return problem, {}
 
 
-def _monitoring_api(rt: runtime.Runtime) -> bool:
-    return monitoring_planning.MONITORING_GROUP in rt.view.api_groups
+def _monitoring_api(seen: cluster_view.ViewSnapshot) -> bool:
+    return monitoring_planning.MONITORING_GROUP in seen.api_groups
 
 
 async def _remove_unrendered_service_monitor(
     rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
     operand: operand_types.Operand,
     rendered: Sequence[Mapping[str, Any]],
     errors: dict[str, str],
@@ -194,7 +199,7 @@ async def _remove_unrendered_service_monitor(
 
     NB: only where the API is served; once per process when this process never made it.
     """
-    if not _monitoring_api(rt) or not operand_catalog.RENDERINGS[operand.name].service_monitored:
+    if not _monitoring_api(seen) or not operand_catalog.RENDERINGS[operand.name].service_monitored:
         return
     if any(manifest["kind"] == "ServiceMonitor" for manifest in rendered):
         return
@@ -208,6 +213,7 @@ async def _remove_unrendered_service_monitor(
 
 async def reconcile_operands(
     rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
     owner: Mapping[str, str],
     policy: policy_spec.Policy,
     platform: platforms.Platform,
@@ -219,19 +225,24 @@ async def reconcile_operands(
         )
     }
     for operand in operand_catalog.GENERIC:
-        outcomes[operand.name] = await reconcile_operand(rt, owner, operand, policy, platform)
+        outcomes[operand.name] = await reconcile_operand(rt, seen, owner, operand, policy, platform)
     return outcomes
 
 
-def unready_operands(rt: runtime.Runtime, policy: policy_spec.Policy) -> dict[str, list[str]]:
-    """Every enabled operand (the driver included) with the GPU nodes it is not Ready on yet."""
+def unready_operands(
+    rt: runtime.Runtime, seen: cluster_view.ViewSnapshot, policy: policy_spec.Policy
+) -> dict[str, list[str]]:
+    """Every enabled operand (the driver included) with the GPU nodes (of `seen`, the snapshot
+    the status is judged from) it is not Ready on yet."""
     # NB: each operand looks at its own pods only: at 1,000 nodes, every operand scanning every
     # operand pod on every pass was 14% of the operator's CPU during a driver upgrade (py-spy).
     components = policy.components()
     enabled = [operand for operand in operand_catalog.OPERANDS if components[operand.section].enabled]
     return operand_planning.unready_by_operand(
         enabled,
-        ((name, facts.labels) for name, facts in rt.view.node_facts.items()),
+        ((name, facts.labels) for name, facts in seen.node_facts.items()),
+        # NB: the pods live, not copied into every snapshot (9,000 at 1,000 nodes): read here in
+        # one step with no await, so the watches cannot change them under the judgement.
         rt.view.operand_pods.values(),
     )
 

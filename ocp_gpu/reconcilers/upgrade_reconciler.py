@@ -1,10 +1,11 @@
 """Driver upgrades, node by node: build the upgrade snapshot, plan one pass, apply it, record metrics.
 
 Runs in its own loop, beside the main pass (reconcilers/cluster.py), so that its
-work never delays a driver DaemonSet's creation.  The snapshot comes from the
-watches' in-memory view (node facts, driver and validator pods, ControllerRevisions,
-driver DaemonSets); the only reads a pass makes are the pods of the few nodes
-whose state needs them (wait, pod deletion, drain) and no task of their own reads.  A pass
+work never delays a driver DaemonSet's creation.  A pass plans from one frozen snapshot of
+the watches' view (node facts, driver and validator pods, ControllerRevisions, driver
+DaemonSets: reconcilers/cluster_view.ClusterView.snapshot), taken as it begins; the only
+reads a pass makes are the pods of the few nodes whose state needs them (wait, pod
+deletion, drain) and no task of their own reads.  A pass
 starts its nodes' writes as tasks (reconcilers/upgrade_tasks) and does not wait for them: the
 next pass plans every node but those still in flux (planning/upgrade_pipeline).  A pass runs only when
 something can need it: a driver DaemonSet has outdated pods
@@ -40,7 +41,7 @@ from ocp_gpu.planning.upgrades import (
     upgrade_pipeline,
     upgrade_plan,
 )
-from ocp_gpu.reconcilers import runtime, scheduling, upgrade_tasks
+from ocp_gpu.reconcilers import cluster_view, runtime, scheduling, upgrade_tasks
 
 logger = logging.getLogger(labels.UPGRADE_LOGGER)
 
@@ -60,7 +61,11 @@ POLL_S = 0.25
 
 
 def is_pass_needed(rt: runtime.Runtime) -> bool:
-    """Whether anything in the in-memory view can make an upgrade pass do something (autoUpgrade on)."""
+    """Whether anything in the in-memory view can make an upgrade pass do something (autoUpgrade on).
+
+    NB: from the live view, not a snapshot: it decides whether to take one (and a pass), in one
+    step with no await, so the watches cannot change what it reads meanwhile.
+    """
     daemonsets = rt.view.driver_daemonsets.values()
     if any(ds.updated_number_scheduled < ds.desired_number_scheduled for ds in daemonsets):
         # Some driver pod runs an outdated template.
@@ -148,7 +153,10 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
 
 
 def plan_upgradeable(rt: runtime.Runtime) -> upgrade_gate.Upgradeable:
-    """OLM's Upgradeable from the watches' view: the node labels and the driver DaemonSets' counters."""
+    """OLM's Upgradeable from the watches' view: the node labels and the driver DaemonSets' counters.
+
+    NB: the live view, after the pass (its writes included), read in one step with no await.
+    """
     return upgrade_gate.plan_upgradeable(
         {name: facts.labels for name, facts in rt.view.node_facts.items()},
         (
@@ -191,7 +199,8 @@ async def reconcile_upgrades(
     rules = _with_env_timeouts(rules, rt.env)
     began = time.monotonic()
     in_flux = pipeline.in_flux()
-    snap = await _snapshot(rt, rules, frozenset(in_flux))
+    seen = rt.view.snapshot(upgrade=True)
+    snap = await _snapshot(rt, seen, rules, frozenset(in_flux))
     plan = upgrade_chain.plan_chained_upgrades(snap, rules, now, in_flux)
     planned = time.monotonic()
     started = pipeline.start(plan, snap, upgrade_plan.PassInputs(snap, rules, now, plan.budget))
@@ -216,14 +225,14 @@ async def reconcile_upgrades(
 
 
 async def _list_pods(
-    rt: runtime.Runtime, wanted: Sequence[NodeName]
+    rt: runtime.Runtime, seen: cluster_view.ViewSnapshot, wanted: Sequence[NodeName]
 ) -> dict[NodeName, tuple[upgrade_observations.WorkloadPod, ...]]:
     """The pods of these nodes; a node whose list failed is left out (it alone waits for the next pass).
 
     Most of the nodes (an upgrade with no parallel limit, at scale): one paged LIST of every
     bound pod instead of a LIST per node; if it fails, every wanted node waits.
     """
-    if upgrade_chain.reads_every_pod(len(wanted), len(rt.view.node_facts)):
+    if upgrade_chain.reads_every_pod(len(wanted), len(seen.node_facts)):
         try:
             return await asyncio.to_thread(upgrading.list_pods_on_nodes, rt.api_client, wanted)
         except Exception as error:
@@ -244,29 +253,29 @@ async def _list_pods(
 
 
 async def _snapshot(
-    rt: runtime.Runtime, rules: UpgradePolicy, frozen: frozenset[NodeName]
+    rt: runtime.Runtime, seen: cluster_view.ViewSnapshot, rules: UpgradePolicy, frozen: frozenset[NodeName]
 ) -> upgrade_observations.UpgradeSnapshot:
-    """The upgrade snapshot from the watches' view, plus the pods of the nodes that need them
-    (but the `frozen` ones: not planned this pass)."""
+    """The upgrade snapshot from the pass's snapshot of the view, plus the pods of the nodes that
+    need them (but the `frozen` ones: not planned this pass)."""
     mine = (
         pod
-        for pod in rt.view.driver_pods.values()
+        for pod in seen.driver_pods.values()
         if pod_selection.is_driver_pod(dict(pod.selector_labels), rt.cache.nvidia_driver_mode)
     )
-    nodes = upgrade_observations.upgrade_nodes(rt.view.node_facts.values(), mine)
+    nodes = upgrade_observations.upgrade_nodes(seen.node_facts.values(), mine)
     pods = await _list_pods(
-        rt, tuple(name for name in upgrade_plan.nodes_needing_pods(nodes, rules) if name not in frozen)
+        rt, seen, tuple(name for name in upgrade_plan.nodes_needing_pods(nodes, rules) if name not in frozen)
     )
     # NB: a validator DaemonSet whose pods are not created yet still means "validation is coming".
-    deployed = bool(rt.view.validator_pods) or await asyncio.to_thread(
+    deployed = bool(seen.validator_pods) or await asyncio.to_thread(
         upgrading.validator_daemonset_exists, rt.api_client, rt.namespace
     )
     return upgrade_observations.upgrade_snapshot(
         nodes,
-        rt.view.driver_daemonsets.values(),
-        upgrading.current_revisions(rt.view.driver_revisions.values()),
+        seen.driver_daemonsets.values(),
+        upgrading.current_revisions(seen.driver_revisions.values()),
         pods,
-        rt.view.validator_pods.values(),
+        seen.validator_pods.values(),
         deployed,
         claims=_claims(rt),
     )

@@ -11,6 +11,9 @@ pass, with a gate of their own so that they never queue in front of a node under
 While a task runs, and after it until the watches show its writes, the node is "in flux":
 the next pass counts it as planning/upgrade_pipeline.counted says and does not plan it.
 A task that ends wakes the upgrade loop.
+
+NB: the tasks read the live view (`rt.view`), not the pass's snapshot: a task outlives its pass
+and goes on as the watches show its own writes coming back and its node's pods turning Ready.
 """
 
 from __future__ import annotations

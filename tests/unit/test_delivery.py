@@ -95,7 +95,9 @@ def test_a_driver_pass_before_delivery_changes_nothing() -> None:
     rt.view.dtk_imagestream = delivery.NOT_DELIVERED
     openshift = platforms.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
     outcome = asyncio.run(
-        driver_reconciler.reconcile_drivers(rt, {}, policy_parser.parse_policy({}), openshift, NOW)
+        driver_reconciler.reconcile_drivers(
+            rt, rt.view.snapshot(), {}, policy_parser.parse_policy({}), openshift, NOW
+        )
     )
     assert outcome.plan is None and outcome.problem is None
     assert outcome.errors == {"watches": "not listed yet: the driver-toolkit ImageStream"}

@@ -372,7 +372,9 @@ def test_the_output_is_what_the_driver_reconciler_applies(
     owner = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "name": "cluster-policy", "uid": UID}
     openshift = platforms.detect_platform({apis.CONFIG_GROUP, apis.IMAGE_GROUP})
     policy = policy_parser.parse_policy(SPEC)
-    outcome = asyncio.run(driver_reconciler.reconcile_drivers(rt, owner, policy, openshift, NOW))
+    outcome = asyncio.run(
+        driver_reconciler.reconcile_drivers(rt, rt.view.snapshot(), owner, policy, openshift, NOW)
+    )
 
     assert outcome.errors == {} and applied
     # compared as printed: the same YAML stream, not just equal dicts
@@ -393,7 +395,11 @@ def test_the_reconciler_renders_through_the_shared_function(monkeypatch: pytest.
     monkeypatch.setattr(adopting, "adopt", lambda *_: "")
     rt = runtime.Runtime(api_client=None, namespace="ns", env=releases.with_release_defaults({}))
     kubernetes = platforms.detect_platform(set())
-    asyncio.run(driver_reconciler.reconcile_drivers(rt, {}, policy_parser.parse_policy({}), kubernetes, NOW))
+    asyncio.run(
+        driver_reconciler.reconcile_drivers(
+            rt, rt.view.snapshot(), {}, policy_parser.parse_policy({}), kubernetes, NOW
+        )
+    )
     assert len(calls) == 1 and calls[0].namespace == "ns"
 
 
@@ -779,7 +785,7 @@ def test_nvidia_driver_pools_render_what_the_reconciler_applies(
     spec = POOL_POLICY["spec"]
     outcome = asyncio.run(
         nvidia_drivers.reconcile_nvidia_drivers(
-            rt, owner, spec, policy_parser.parse_policy(spec), openshift, NOW
+            rt, rt.view.snapshot(), owner, spec, policy_parser.parse_policy(spec), openshift, NOW
         )
     )
     assert outcome.errors == {} and sum(m["kind"] == "DaemonSet" for m in applied) == 4
