@@ -202,6 +202,18 @@ SOURCES = (
             ProgramSource("nvidia-ctk", (), alias_of=""),
         ),
     ),
+    ImageSource(
+        env="DRA_DRIVER_IMAGE",
+        repo="kubernetes-sigs/dra-driver-nvidia-gpu",
+        # NB: NVIDIA's DRA driver moved from NVIDIA/k8s-dra-driver-gpu to kubernetes-sigs.
+        ref="95932046683719c43b6a0dd9613c2e5aad5d6703",
+        note="the image's tag v0.5.0 is not in the mirror: main at VERSION v0.5.0-dev, its newest source "
+        "(the names read are the same at v0.4.1)",
+        dockerfile="deployments/container/Dockerfile",
+        base=BUSYBOX,
+        base_note="distroless/cc:debug (busybox under /busybox) plus a static bash",
+        programs=(ProgramSource("gpu-kubelet-plugin", ("cmd/gpu-kubelet-plugin", "pkg/flags")),),
+    ),
 )
 
 

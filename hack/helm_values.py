@@ -78,7 +78,7 @@ TEMPLATE = """\
 # unchanged (docs/helm.md).  values.schema.json checks them.
 #
 # Two kinds of keys:
-# - the chart's own (clusterPolicy, platform, nfd, node-feature-discovery, gpuCluster, draDriver,
+# - the chart's own (clusterPolicy, platform, nfd, node-feature-discovery, gpuCluster,
 #   extraObjects, most of `operator`, driver.nvidiaDriverCRD, the create/data of the config
 #   sections): they shape the chart's objects (the operator Deployment, ConfigMaps, hooks) and
 #   never reach the ClusterPolicy;
@@ -468,11 +468,15 @@ clusterPolicy:
   deployCR: true
 
 # NVIDIA's GPUCluster (DRA) CR: ocp-gpu does not serve that API, so deployCR: true is refused
-# with a message.  draDriver (its settings) is accepted and unused.
+# with a message.  Its draDriver settings are the ClusterPolicy's draDriver (docs/dra.md).
 gpuCluster:
   deployCR: false
 
+# NVIDIA's DRA driver (ClusterPolicy draDriver): off unless enabled; its image is the operator's
+# DRA_DRIVER_IMAGE (repository, image, version and gpus, computeDomains: NVIDIA's GPUCluster's,
+# not written to the ClusterPolicy).
 draDriver:
+  # enabled: true deploys it
   <<DRA_DRIVER_IMAGE>>
   imagePullPolicy: IfNotPresent
   imagePullSecrets: []

@@ -56,6 +56,7 @@ SHIPPED = (
     "DCGM_EXPORTER_IMAGE",
     "GFD_IMAGE",
     "MIG_MANAGER_IMAGE",
+    "DRA_DRIVER_IMAGE",
 )
 # NVIDIA's per-branch driver images: DRIVER_IMAGE-580 and so on.
 BRANCH_ENV = re.compile(r"^DRIVER_IMAGE-(?P<branch>[0-9]+)$")

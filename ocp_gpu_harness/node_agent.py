@@ -36,8 +36,9 @@ operator) plays those parts, reading only what a node would see:
   the node's one ResourceSlice of driver `gpu.nvidia.com` as NVIDIA's plugin would: a device
   per GPU, or per MIG device once the simulated MIG manager made some, with the driver
   version of the Ready driver pod's image tag; it is updated when they change and deleted
-  when the pod goes.  The plugin pod itself waits for driver-ready (its driver-validation
-  init container).  The real kube-scheduler allocates claims from these slices.
+  when the pod goes.  The plugin pod itself waits for toolkit-ready, as the device plugin's
+  (its toolkit-validation init container).  The real kube-scheduler allocates claims from
+  these slices.
 - **The MIG manager's protocol, through labels** (NVIDIA's mig-parted
   `reconfigure`), on a node with a Ready `nvidia-mig-manager` pod whose
   `nvidia.com/mig.config` names a config it has not acted on yet: the config is read
@@ -413,8 +414,7 @@ class NodeAgent:
         namespace = str(metadata["namespace"])
         driver_ready = present(namespace, node, operand_catalog.DRIVER)
         toolkit_ready = driver_ready and present(namespace, node, operand_catalog.CONTAINER_TOOLKIT)
-        if app in (operand_catalog.CONTAINER_TOOLKIT.app, DRA_PLUGIN_APP):
-            # NVIDIA's DRA kubelet plugin waits for the driver alone (its driver-validation init container).
+        if app == operand_catalog.CONTAINER_TOOLKIT.app:
             return driver_ready
         if app == operand_catalog.OPERATOR_VALIDATOR.app:
             # NB: what the validator waits for is read from its own init containers, not from

@@ -381,6 +381,10 @@ def validate_workload(
     try:
         if component is Component.CUDA:
             message = run_workload(api_client, component, settings, timeout, validation.judge_cuda_pod)
+        elif (
+            skip := validation.plugin_not_on_node(validating.read_node_labels(api_client, settings.node))
+        ) is not None:
+            message = f"plugin validation not needed: {skip}"
         else:
             resource = wait_for_gpu_resource(api_client, settings, timeout)
             message = run_workload(

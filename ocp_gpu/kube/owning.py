@@ -48,6 +48,22 @@ OWNED_KINDS: tuple[OwnedKind, ...] = (
     OwnedKind("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
     OwnedKind("apps", "v1", "daemonsets", "DaemonSet", True),
     OwnedKind("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False),
+    # The DRA driver's (templates/state-dra-driver).
+    OwnedKind("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
+    OwnedKind(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicy",
+        False,
+    ),
+    OwnedKind(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        False,
+    ),
     OwnedKind("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", True),
     OwnedKind("monitoring.coreos.com", "v1", "prometheusrules", "PrometheusRule", True),
 )

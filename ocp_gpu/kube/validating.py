@@ -25,6 +25,12 @@ def read_node_allocatable(api_client: clients.ApiClient, node: str) -> dict[str,
     return {str(name): str(value) for name, value in allocatable.items()}
 
 
+def read_node_labels(api_client: clients.ApiClient, node: str) -> dict[str, str]:
+    """The node's labels."""
+    body = requesting.request(api_client, "GET", requesting.object_path("v1", "Node", node))
+    return {str(k): str(v) for k, v in ((body.get("metadata") or {}).get("labels") or {}).items()}
+
+
 def read_pod(api_client: clients.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
     """The pod, or None when it does not exist."""
     try:

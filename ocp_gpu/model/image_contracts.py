@@ -394,4 +394,59 @@ CONTRACTS: Final = {
             ),
         ),
     ),
+    "DRA_DRIVER_IMAGE": ImageContract(
+        env="DRA_DRIVER_IMAGE",
+        source="kubernetes-sigs/dra-driver-nvidia-gpu@95932046683719c43b6a0dd9613c2e5aad5d6703",
+        commit="95932046683719c43b6a0dd9613c2e5aad5d6703",
+        note="the image's tag v0.5.0 is not in the mirror: main at VERSION v0.5.0-dev, its newest source (the names read are the same at v0.4.1)",
+        dockerfile="deployments/container/Dockerfile",
+        entrypoint=tuple([]),
+        base=frozenset("[ cat cp echo env grep ln ls mkdir rm sh sleep test".split()),
+        base_note="distroless/cc:debug (busybox under /busybox) plus a static bash",
+        programs=(
+            Program(
+                executable="gpu-kubelet-plugin",
+                alias_of="",
+                flags=frozenset(
+                    "additional-xids-to-ignore cdi-root consumable-shares container-driver-root feature-gates healthcheck-port host-root host_driver-root http-endpoint image-name image-pull-policy image-pull-secrets kube-api-burst kube-api-qps kubeconfig kubelet-plugins-directory-path kubelet-registrar-directory-path leader-election-enabled leader-election-lease-duration leader-election-lease-lock-name leader-election-lease-lock-namespace leader-election-renew-deadline leader-election-retry-period metrics-path namespace node-name nvidia-cdi-hook-path nvidia-driver-root service-account-name".split()
+                ),
+                env=frozenset(
+                    "- ADDITIONAL_XIDS_TO_IGNORE CDI_ROOT CONSUMABLE_SHARES DRIVER_ROOT_CTR_PATH HEALTHCHECK_PORT HOST_DRIVER_ROOT HOST_ROOT HTTP_ENDPOINT IMAGE_NAME IMAGE_PULL_POLICY IMAGE_PULL_SECRETS KUBECONFIG KUBELET_PLUGINS_DIRECTORY_PATH KUBELET_REGISTRAR_DIRECTORY_PATH KUBE_API_BURST KUBE_API_QPS LEADER_ELECTION_ENABLED LEADER_ELECTION_LEASE_DURATION LEADER_ELECTION_LEASE_LOCK_NAME LEADER_ELECTION_LEASE_LOCK_NAMESPACE LEADER_ELECTION_RENEW_DEADLINE LEADER_ELECTION_RETRY_PERIOD METRICS_PATH NAMESPACE NODE_NAME NVIDIA_CDI_HOOK_PATH NVIDIA_DRA_TEST_FORCE_GPU_ARCH NVIDIA_DRIVER_ROOT SERVICE_ACCOUNT_NAME _".split()
+                ),
+                subcommands=frozenset(),
+                read_from=tuple(
+                    [
+                        "cmd/gpu-kubelet-plugin/allocatable.go",
+                        "cmd/gpu-kubelet-plugin/cdi.go",
+                        "cmd/gpu-kubelet-plugin/cdioptions.go",
+                        "cmd/gpu-kubelet-plugin/checkpoint.go",
+                        "cmd/gpu-kubelet-plugin/checkpointv.go",
+                        "cmd/gpu-kubelet-plugin/cleanup.go",
+                        "cmd/gpu-kubelet-plugin/consumable_shares.go",
+                        "cmd/gpu-kubelet-plugin/device_health.go",
+                        "cmd/gpu-kubelet-plugin/device_state.go",
+                        "cmd/gpu-kubelet-plugin/deviceinfo.go",
+                        "cmd/gpu-kubelet-plugin/driver.go",
+                        "cmd/gpu-kubelet-plugin/health.go",
+                        "cmd/gpu-kubelet-plugin/main.go",
+                        "cmd/gpu-kubelet-plugin/mig.go",
+                        "cmd/gpu-kubelet-plugin/mps_capability.go",
+                        "cmd/gpu-kubelet-plugin/nvlib.go",
+                        "cmd/gpu-kubelet-plugin/partitions.go",
+                        "cmd/gpu-kubelet-plugin/prepared.go",
+                        "cmd/gpu-kubelet-plugin/root.go",
+                        "cmd/gpu-kubelet-plugin/sharing.go",
+                        "cmd/gpu-kubelet-plugin/types.go",
+                        "cmd/gpu-kubelet-plugin/vfio-cdi.go",
+                        "cmd/gpu-kubelet-plugin/vfio-device.go",
+                        "pkg/flags/featuregates.go",
+                        "pkg/flags/kubeclient.go",
+                        "pkg/flags/leaderelection.go",
+                        "pkg/flags/logging.go",
+                        "pkg/flags/utils.go",
+                    ]
+                ),
+            ),
+        ),
+    ),
 }

@@ -47,6 +47,7 @@ DEFAULT_IMAGE_ENV: Final[Mapping[str, str]] = {
     "gfd": "GFD_IMAGE",
     "validator": "VALIDATOR_IMAGE",
     "migManager": "MIG_MANAGER_IMAGE",
+    "draDriver": "DRA_DRIVER_IMAGE",
     "nodeStatusExporter": "VALIDATOR_IMAGE",
     # NB: no release default yet: spec.gds / spec.gdrcopy name the image, or these variables do.
     "gds": "GDS_IMAGE",

@@ -36,6 +36,9 @@ class DeployOn(enum.StrEnum):
     EVERY_GPU_NODE = "every-gpu-node"
     # NB: only MIG-capable GPU nodes, and never taken back when the GPU stops looking so.
     MIG_CAPABLE = "mig-capable"
+    # Every GPU node while the operand is enabled (taken back when it is not): the DRA driver,
+    # which then owns the node's GPUs instead of the device plugin.
+    WHILE_ENABLED = "while-enabled"
 
 
 @dataclasses.dataclass(frozen=True)

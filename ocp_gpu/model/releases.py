@@ -125,6 +125,14 @@ OPERAND_IMAGES: Final = (
             "@sha256:cab2cf9deafc9602da69d0832a82958a7687f22f4a2f19674099dc9a5c4ea8e2"
         ),
     ),
+    OperandImage(
+        env="DRA_DRIVER_IMAGE",
+        tag="nvcr.io/nvidia/dra-driver-nvidia-gpu:v0.5.0",
+        digest=(
+            "nvcr.io/nvidia/dra-driver-nvidia-gpu"
+            "@sha256:9b46984c0eb18def60e2b9817b874275f4b5b08d12d491de4f1a7b91b51d706c"
+        ),
+    ),
 )
 # The driver branches the release pins (the default one is DRIVER_IMAGE).
 DRIVER_BRANCHES: Final = (

@@ -26,6 +26,7 @@ from ocp_gpu.model import (
     labels,
     nodes,
     nvidia_driver_spec,
+    operand_types,
     upgrade_observations,
 )
 from ocp_gpu.model.policy import fields, policy_checks, policy_parser, policy_problems, policy_spec
@@ -199,6 +200,17 @@ async def _apply_policy(
     errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
     auto_upgrade = policy.driver.upgrade_policy.auto_upgrade if not errors and policy.driver.enabled else None
     mig_default = policy.mig_manager.config_default if not errors and policy.mig_manager.enabled else None
+    # The deploy labels of the operands enabled that take every GPU node (the DRA driver's).
+    enabled_labels = (
+        None
+        if errors
+        else frozenset(
+            operand.deploy_label
+            for operand in operand_catalog.OPERANDS
+            if operand.deploy_on is operand_types.DeployOn.WHILE_ENABLED
+            and policy.components()[operand.section].enabled
+        )
+    )
     outcome: driver_reconciler.DriverOutcome | None = None
     stack: dict[str, operand_reconciler.OperandOutcome] = {}
     watching: monitoring_reconciler.MonitoringOutcome | None = None
@@ -217,7 +229,7 @@ async def _apply_policy(
             await nvidia_drivers.report_disabled(rt, active.name, now)
         if outcome.problem is not None:
             problems = [*problems, outcome.problem]
-    label_errors = await _reconcile_node_labels(rt, seen, changes, auto_upgrade, mig_default)
+    label_errors = await _reconcile_node_labels(rt, seen, changes, auto_upgrade, mig_default, enabled_labels)
     if not errors:
         stack = await operand_reconciler.reconcile_operands(rt, seen, active.ref(), policy, detected)
         problems = [*problems, *(o.problem for o in stack.values() if o.problem is not None)]
@@ -323,6 +335,7 @@ async def _reconcile_node_labels(
     changes: scheduling.Changes,
     auto_upgrade: bool | None,
     mig_default: str | None,
+    enabled_labels: frozenset[str] | None,
 ) -> dict[str, str]:
     """Patch the labels (and upgrade annotation) of every changed node that needs it; errors by node."""
     names = seen.node_facts.keys() if (changes.everything or changes.policies) else changes.nodes
@@ -332,7 +345,10 @@ async def _reconcile_node_labels(
         if facts is None:
             continue
         label_patch = (
-            node_labels.plan_node_labels(facts.labels, operand_catalog.DEPLOY_LABELS, mig_default) or {}
+            node_labels.plan_node_labels(
+                facts.labels, operand_catalog.DEPLOY_LABELS, mig_default, enabled_labels
+            )
+            or {}
         )
         annotation_patch = (
             node_labels.plan_upgrade_annotation(facts.labels, facts.annotations, auto_upgrade) or {}

@@ -83,8 +83,16 @@ SHELL_BUILTINS = frozenset(
     }
 )
 # Set on containers for NVIDIA's container runtime (its hook reads them, not the program):
-# NVIDIA/nvidia-container-toolkit@v1.20.0 internal/config/image/cuda_image.go.
-RUNTIME_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_DISABLE_REQUIRE"})
+# NVIDIA/nvidia-container-toolkit@v1.20.0 internal/config/image/cuda_image.go and envvars.go.
+RUNTIME_ENV = frozenset(
+    # NB: NVIDIA_MIG_CONFIG_DEVICES lets a container (the DRA kubelet plugin) manage MIG devices.
+    {
+        "NVIDIA_VISIBLE_DEVICES",
+        "NVIDIA_DRIVER_CAPABILITIES",
+        "NVIDIA_DISABLE_REQUIRE",
+        "NVIDIA_MIG_CONFIG_DEVICES",
+    }
+)
 # The OpenShift Driver Toolkit image (openshift/driver-toolkit: RHEL with the kernel's build
 # tools, bash and coreutils); the sidecar runs the driver image's entrypoint copied into the
 # shared directory, so its programs are the driver image's.

@@ -43,6 +43,7 @@ def test_environment_names_are_nvidias() -> None:
         "gfd": "GFD_IMAGE",
         "validator": "VALIDATOR_IMAGE",
         "migManager": "MIG_MANAGER_IMAGE",
+        "draDriver": "DRA_DRIVER_IMAGE",
         "nodeStatusExporter": "VALIDATOR_IMAGE",
         "gds": "GDS_IMAGE",
         "gdrcopy": "GDRCOPY_IMAGE",

@@ -88,7 +88,8 @@ def test_declared_images_and_sections_exist(operand: operand_types.Operand) -> N
 def test_deploy_labels_by_declaration() -> None:
     deploy = operand_catalog.DEPLOY_LABELS
     assert deploy.mig_capable == (operand_catalog.MIG_MANAGER.deploy_label,)
-    assert set(deploy.every_gpu_node) | set(deploy.mig_capable) == {
+    assert deploy.while_enabled == (operand_catalog.DRA_DRIVER.deploy_label,)
+    assert set(deploy.every_gpu_node) | set(deploy.mig_capable) | set(deploy.while_enabled) == {
         operand.deploy_label for operand in operand_catalog.OPERANDS
     }
 

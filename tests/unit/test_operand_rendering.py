@@ -80,6 +80,8 @@ NVIDIA_SELECTORS = {
     "nvidia-dcgm-exporter": {"app": "nvidia-dcgm-exporter"},
     "nvidia-mig-manager": {"app": "nvidia-mig-manager"},
     "nvidia-node-status-exporter": {"app": "nvidia-node-status-exporter"},
+    # manifests/state-dra-driver/0500_daemonset.yaml (GPUCluster's stack)
+    "nvidia-dra-driver-kubelet-plugin": {"app": "nvidia-dra-driver-kubelet-plugin"},
 }
 
 all_generic = pytest.mark.parametrize("operand", operand_catalog.GENERIC, ids=lambda o: o.name)
@@ -109,6 +111,7 @@ def test_order_and_names_follow_the_design() -> None:
         "container-toolkit",
         "operator-validator",
         "device-plugin",
+        "dra-driver",
         "dcgm",
         "dcgm-exporter",
         "gpu-feature-discovery",
@@ -117,8 +120,13 @@ def test_order_and_names_follow_the_design() -> None:
     ]
     assert operand_catalog.OPERATOR_VALIDATOR.app == "nvidia-operator-validator"
     assert operand_catalog.DRIVER.app == labels.DRIVER_APP
-    # Every operand's deploy label is one the node labeller writes (the MIG manager's on MIG-capable nodes).
-    assert set(operand_catalog.OPERANDS) == {*operand_catalog.EVERY_GPU_NODE, operand_catalog.MIG_MANAGER}
+    # Every operand's deploy label is one the node labeller writes (the MIG manager's on MIG-capable
+    # nodes, the DRA driver's while it is enabled).
+    assert set(operand_catalog.OPERANDS) == {
+        *operand_catalog.EVERY_GPU_NODE,
+        operand_catalog.MIG_MANAGER,
+        operand_catalog.DRA_DRIVER,
+    }
 
 
 @all_generic
@@ -409,6 +417,7 @@ def _spec(text: Any) -> dict[str, Any]:
         "dcgm": component,
         "dcgmExporter": {**component, "config": {"name": text(12)}},
         "nodeStatusExporter": {**component, "enabled": True},
+        "draDriver": {**component, "enabled": True},
         "migManager": {**component, "config": {"name": text(18)}, "gpuClientsConfig": {"name": text(19)}},
         "validator": {
             **component,
@@ -438,7 +447,11 @@ def test_hostile_strings_render_verbatim_as_values(operand: operand_types.Operan
     mapping = {hostile(i): token(i) for i in range(19, 0, -1)}  # longest index first
     seen: set[str] = set()
     assert swapped(_without_config(attacked), mapping, seen) == _without_config(benign)
-    assert {hostile(1), hostile(2), hostile(9), hostile(18), hostile(19)} <= seen
+    expected = {hostile(1), hostile(2), hostile(9), hostile(18), hostile(19)}
+    if operand is operand_catalog.DRA_DRIVER:
+        # NVIDIA's DRA kubelet plugin runs without the nvidia RuntimeClass (NVIDIA_VISIBLE_DEVICES=void).
+        expected.discard(hostile(1))
+    assert expected <= seen
 
 
 def test_hostile_strings_in_the_plugin_config_load_back() -> None:

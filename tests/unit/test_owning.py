@@ -47,8 +47,13 @@ def test_rows_of_unserved_groups_are_not_watched() -> None:
     assert monitoring, "the ServiceMonitor and PrometheusRule rows"
     assert not monitoring & set(owning.watched_kinds(frozenset({"apps"})))
     assert monitoring <= set(owning.watched_kinds(frozenset({"monitoring.coreos.com"})))
-    # The core, apps and RBAC groups are always watched (discovery does not list the core group).
-    assert len(owning.watched_kinds(frozenset())) == len(owning.OWNED_KINDS) - len(monitoring)
+    # The core, apps and RBAC groups are always watched (discovery does not list the core group);
+    # the DRA driver's kinds (resource.k8s.io, admissionregistration.k8s.io) where served.
+    dra = {
+        row for row in owning.OWNED_KINDS if row.group in ("resource.k8s.io", "admissionregistration.k8s.io")
+    }
+    assert len(dra) == 3
+    assert len(owning.watched_kinds(frozenset())) == len(owning.OWNED_KINDS) - len(monitoring) - len(dra)
 
 
 def body(hash_: str | None, uid: str | None) -> dict[str, object]:

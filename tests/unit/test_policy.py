@@ -324,6 +324,8 @@ ENABLED_BY_DEFAULT = {
     "migManager": True,
     "nodeStatusExporter": False,
     "validator": True,
+    # Not in NVIDIA's ClusterPolicy (its GPUCluster's DRA driver): off unless asked for.
+    "draDriver": False,
 }
 
 

@@ -656,7 +656,12 @@ def test_drivers_disabled_renders_no_driver_and_says_why(
         o.daemonset
         for o in operand_catalog.GENERIC
         if o
-        not in (operand_catalog.GPU_FEATURE_DISCOVERY, operand_catalog.NODE_STATUS_EXPORTER)  # off by default
+        not in (
+            operand_catalog.GPU_FEATURE_DISCOVERY,
+            # off by default
+            operand_catalog.NODE_STATUS_EXPORTER,
+            operand_catalog.DRA_DRIVER,
+        )
     }
 
 
@@ -1014,7 +1019,10 @@ def test_every_image_rendered_under_the_csvs_env_is_in_its_related_images(
     assert dtk <= images
     assert images - dtk <= related, sorted(images - dtk - related)
     # Every operand image the CSV pins is used by the example (nothing rendered by tag instead).
-    operand_images = {value for name, value in csv_env().items() if name.endswith("_IMAGE")}
+    # NB: but the DRA driver's: off unless draDriver.enabled (its image is in relatedImages).
+    operand_images = {
+        value for name, value in csv_env().items() if name.endswith("_IMAGE") and name != "DRA_DRIVER_IMAGE"
+    }
     assert operand_images <= images, sorted(operand_images - images)
     # Without --env, render's defaults are the same images: the output is the same.
     by_default = run(*files)
@@ -1038,6 +1046,8 @@ def test_each_digest_is_commented_with_its_release_tag_and_tags_on_request(
     assert tagged.status == 0, tagged.err
     assert "by tag (--tags)" in tagged.err
     assert not set(tags) & rendered_images(tagged.all_manifests)
-    assert set(releases.RELEASE_IMAGES.values()) - {releases.RELEASE_IMAGES["DRIVER_IMAGE"]} <= (
-        rendered_images(tagged.all_manifests)
-    )
+    # NB: the DRA driver is off by default: its image is not rendered.
+    assert set(releases.RELEASE_IMAGES.values()) - {
+        releases.RELEASE_IMAGES["DRIVER_IMAGE"],
+        releases.RELEASE_IMAGES["DRA_DRIVER_IMAGE"],
+    } <= (rendered_images(tagged.all_manifests))

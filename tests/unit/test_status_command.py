@@ -834,6 +834,8 @@ def test_one_cell_per_operand_says_whether_it_is_ready_on_the_node() -> None:
         "container-toolkit": "yes",
         "operator-validator": "no",
         "device-plugin": "no",
+        # off unless draDriver.enabled
+        "dra-driver": "off",
         "dcgm": "no",
         "dcgm-exporter": "no",
         "gpu-feature-discovery": "-",

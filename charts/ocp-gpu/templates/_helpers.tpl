@@ -4,7 +4,7 @@ each is a top-level value of the same name.  tests/unit/test_helm_chart.py fails
 and the CRD differ.
 */}}
 {{- define "ocp-gpu.policySections" -}}
-operator daemonsets driver toolkit devicePlugin dcgm dcgmExporter gfd nodeStatusExporter validator hostPaths cdi psa psp gds gdrcopy migManager sandboxWorkloads vgpuManager vgpuDeviceManager vfioManager kataManager sandboxDevicePlugin kataSandboxDevicePlugin ccManager mig
+operator daemonsets driver toolkit devicePlugin draDriver dcgm dcgmExporter gfd nodeStatusExporter validator hostPaths cdi psa psp gds gdrcopy migManager sandboxWorkloads vgpuManager vgpuDeviceManager vfioManager kataManager sandboxDevicePlugin kataSandboxDevicePlugin ccManager mig
 {{- end -}}
 
 {{/*
@@ -73,6 +73,13 @@ devicePlugin:
   {{- toYaml $image | nindent 2 }}
   config: devicePluginConfig
   mps: dropped
+draDriver:
+  {{- range $key := list "featureGates" "imagePullSecrets" }}
+  {{ $key }}: set
+  {{- end }}
+  {{- range $key := list "repository" "image" "version" "imagePullPolicy" "gpus" "computeDomains" }}
+  {{ $key }}: dropped
+  {{- end }}
 dcgm:
   {{- toYaml $image | nindent 2 }}
 dcgmExporter:

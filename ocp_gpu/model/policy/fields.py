@@ -208,6 +208,14 @@ RULES: tuple[Rule, ...] = (
         "no MPS control daemon: GPUs are shared by time-slicing (resourceConfig) only",
         {"root": ("/run/nvidia/mps",)},
     ),
+    Rule(
+        "spec.draDriver",
+        H,
+        "NVIDIA's DRA driver: the kubelet plugin DaemonSet (nvidia-dra-driver-kubelet-plugin), its "
+        "DeviceClasses gpu.nvidia.com, mig.nvidia.com and vfio.gpu.nvidia.com, RBAC and slice policy; "
+        "it owns the GPUs of the nodes not labelled nvidia.com/gpu.deploy.dra-driver=false",
+        {"enabled": _ON_OFF},
+    ),
     Rule("spec.mig", H, "spec.mig.strategy: the device plugin's and GFD's MIG strategy"),
     Rule("spec.gfd", H, "the GPU feature discovery DaemonSet (gpu-feature-discovery)", {"enabled": _ON_OFF}),
     Rule(

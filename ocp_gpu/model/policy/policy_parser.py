@@ -38,6 +38,7 @@ from ocp_gpu.model.policy.policy_spec import (
     DeviceIDStrategy,
     DeviceListStrategy,
     DevicePluginSpec,
+    DraDriverSpec,
     Drain,
     DriverManagerSpec,
     DriverSpec,
@@ -460,6 +461,14 @@ def _mig_manager(fields: _Fields) -> MigManagerSpec:
     )
 
 
+def _dra_driver(fields: _Fields) -> DraDriverSpec:
+    gates = fields.child("featureGates")
+    return DraDriverSpec(
+        **_component_fields(fields, False),
+        feature_gates={name: gates.flag(name, False) for name in sorted(fields.raw_object("featureGates"))},
+    )
+
+
 def _validator(fields: _Fields) -> ValidatorSpec:
     component = _component_fields(fields, True)
     # The validator has no switch: it gates every other operand.
@@ -500,6 +509,7 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
         gfd=ComponentSpec(**_component_fields(fields.child("gfd"), True)),
         node_status_exporter=ComponentSpec(**_component_fields(fields.child("nodeStatusExporter"), False)),
         mig_manager=_mig_manager(fields.child("migManager")),
+        dra_driver=_dra_driver(fields.child("draDriver")),
         validator=_validator(fields.child("validator")),
         gds=ComponentSpec(**_component_fields(fields.child("gds"), False)),
         gdrcopy=ComponentSpec(**_component_fields(fields.child("gdrcopy"), False)),

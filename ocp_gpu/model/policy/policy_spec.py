@@ -435,6 +435,17 @@ class MigManagerSpec(ComponentSpec):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class DraDriverSpec(ComponentSpec):
+    """NVIDIA's DRA driver for GPUs (`draDriver`, the fields of NVIDIA's GPUCluster.spec.draDriver
+    that apply here): off unless enabled; enabled, it owns the GPUs of every GPU node but those
+    an admin labels `nvidia.com/gpu.deploy.dra-driver=false`, which keep the device plugin."""
+
+    enabled: bool = False
+    # featureGates: rendered as FEATURE_GATES (`Name=true,...`), as NVIDIA renders them.
+    feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ValidatorSpec(ComponentSpec):
     """The validator always runs (`enabled` stays true); env per validation."""
 
@@ -470,6 +481,7 @@ class Policy:
         default_factory=lambda: ComponentSpec(enabled=False)
     )
     mig_manager: MigManagerSpec = dataclasses.field(default_factory=MigManagerSpec)  # migManager
+    dra_driver: DraDriverSpec = dataclasses.field(default_factory=DraDriverSpec)  # draDriver
     validator: ValidatorSpec = dataclasses.field(default_factory=ValidatorSpec)
     host_paths: HostPaths = dataclasses.field(default_factory=HostPaths)  # hostPaths
     # psa.enabled: label the operand namespace for the privileged pod security level.
@@ -490,6 +502,7 @@ class Policy:
             "toolkit": self.toolkit,
             "validator": self.validator,
             "devicePlugin": self.device_plugin,
+            "draDriver": self.dra_driver,
             "dcgm": self.dcgm,
             "dcgmExporter": self.dcgm_exporter,
             "gfd": self.gfd,

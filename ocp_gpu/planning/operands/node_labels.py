@@ -16,6 +16,12 @@ nothing changes (so steady state costs no write).  The rules (DESIGN §2):
 - MIG (as NVIDIA's node labelling): a MIG-capable GPU node (planning/mig.is_mig_capable)
   also gets `nvidia.com/gpu.deploy.mig-manager=true`, and, with the MIG manager enabled,
   `nvidia.com/mig.config=<migManager.config.default>` when it has no config label.
+- DRA (Dynamic Resource Allocation): while the DRA driver is enabled, every GPU node gets
+  `nvidia.com/gpu.deploy.dra-driver=true` (an admin's "false" is kept: that node keeps the
+  device plugin); once it is disabled, the "true" ones are removed.  On a node where it is
+  "true" the DRA driver owns the GPUs: the device plugin's "true" is removed and not added
+  again (an admin's "false" stays), so never both plugins on one node.  NB: the GPU pods the
+  device plugin gave GPUs keep running (a kubelet never evicts them for it) until they end.
 - NB: a deploy label that is neither "true" nor "false" is left as it is: the MIG
   manager sets `paused-for-mig-change` while it repartitions a node and restores it.
 
@@ -27,7 +33,7 @@ and its operand pods with them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Final
 
 from ocp_gpu.model import labels
@@ -53,6 +59,11 @@ class DeployLabels:
     every_gpu_node: tuple[str, ...]
     # The MIG manager's.
     mig_capable: tuple[str, ...] = ()
+    # The DRA driver's: on every GPU node while its operand is enabled.
+    while_enabled: tuple[str, ...] = ()
+    # (owner, yielding): on a node where the owner's label is "true" the yielding one is not
+    # set (the DRA driver's and the device plugin's).
+    exclusive: tuple[tuple[str, str], ...] = ()
 
 
 def is_gpu_node(node_labels: Mapping[str, str]) -> bool:
@@ -61,7 +72,10 @@ def is_gpu_node(node_labels: Mapping[str, str]) -> bool:
 
 
 def plan_node_labels(
-    node_labels: Mapping[str, str], deploy: DeployLabels, mig_config_default: str | None = None
+    node_labels: Mapping[str, str],
+    deploy: DeployLabels,
+    mig_config_default: str | None = None,
+    enabled: Collection[str] | None = None,
 ) -> LabelPatch | None:
     """The label patch for one node, or None when its labels are already right.
 
@@ -69,9 +83,12 @@ def plan_node_labels(
 
     `mig_config_default`: migManager.config.default when the MIG manager is enabled
     (and the policy valid), else None.
+
+    `enabled`: which of `deploy.while_enabled` belong to an enabled operand; None (no valid
+    policy): those labels are left as they are.
     """
     patch: LabelPatch = {}
-    ours = [key for key in deploy.every_gpu_node if node_labels.get(key) == TRUE]
+    ours = [key for key in (*deploy.every_gpu_node, *deploy.while_enabled) if node_labels.get(key) == TRUE]
     for key in deploy.mig_capable:
         if node_labels.get(key) == TRUE and (labels.GPU_PRESENT in node_labels or is_gpu_node(node_labels)):
             # NB: ours only on a node we labelled (gpu.present): a CPU node is never touched.
@@ -96,12 +113,38 @@ def plan_node_labels(
             # go with its pod), as NVIDIA's: the MIG manager must not vanish mid-change.
             patch.update({key: TRUE for key in deploy.mig_capable if key not in node_labels})
         patch.update(mig_planning.plan_mig_config_label(node_labels, mig_config_default))
+        patch.update(_while_enabled(node_labels, deploy, enabled))
+        for owner, yielding in deploy.exclusive:
+            if patch.get(owner, node_labels.get(owner)) == TRUE:
+                # The owner (the DRA driver) has the node's GPUs: the other plugin goes, or never comes.
+                if node_labels.get(yielding) == TRUE:
+                    patch[yielding] = None
+                elif patch.get(yielding) == TRUE:
+                    del patch[yielding]
     # NB: the only rule that reads the upgrade state (reads_upgrade_state; planning/urgency).
     if reads_upgrade_state(node_labels) and node_labels.get(labels.UPGRADE_STATE) in _IDLE_STATES:
         # No driver here: an upgrade-done (or -required) label would lie; the upgrade
         # controller leaves such nodes alone (planning/upgrade.is_unmanaged).
         patch[labels.UPGRADE_STATE] = None
     return patch or None
+
+
+def _while_enabled(
+    node_labels: Mapping[str, str], deploy: DeployLabels, enabled: Collection[str] | None
+) -> LabelPatch:
+    """The labels of operands that take every GPU node while enabled (the DRA driver's)."""
+    if enabled is None:
+        # No valid policy: nothing is known of the switch; leave them.
+        return {}
+    patch: LabelPatch = {}
+    for key in deploy.while_enabled:
+        if key in enabled and key not in node_labels:
+            # Enabled: the node gets it (an admin's "false" keeps the node out).
+            patch[key] = TRUE
+        elif key not in enabled and node_labels.get(key) == TRUE:
+            # Switched off: the node goes back to the others.
+            patch[key] = None
+    return patch
 
 
 def reads_upgrade_state(node_labels: Mapping[str, str]) -> bool:

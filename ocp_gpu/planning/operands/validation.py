@@ -23,6 +23,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ocp_gpu.model import labels
 from ocp_gpu.model.policy import resource_config
 
 
@@ -183,3 +184,15 @@ def select_gpu_resource(allocatable: Mapping[str, object], wanted: str = "") -> 
     mig = [name for name in ours if name.startswith(_MIG_PREFIX)]
     candidates = mig or ours
     return candidates[0] if candidates else None
+
+
+def plugin_not_on_node(node_labels: Mapping[str, str]) -> str | None:
+    """Why the plugin validation has nothing to check on a node (its marker is written at once),
+    or None: the DRA driver owns the node's GPUs (`nvidia.com/gpu.deploy.dra-driver=true`), so
+    no device plugin runs there and no `nvidia.com/gpu` is advertised to request."""
+    if node_labels.get(labels.deploy_label("dra-driver")) == "true":
+        return (
+            "the DRA driver owns this node's GPUs (nvidia.com/gpu.deploy.dra-driver=true): "
+            "no device plugin runs here"
+        )
+    return None

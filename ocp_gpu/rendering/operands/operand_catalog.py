@@ -23,6 +23,7 @@ from ocp_gpu.rendering.operands import (
     dcgm,
     dcgm_exporter,
     device_plugin,
+    dra_driver,
     driver_rendering,
     gfd,
     mig_manager,
@@ -36,6 +37,7 @@ DRIVER: Final = driver_rendering.OPERAND
 CONTAINER_TOOLKIT: Final = toolkit.OPERAND
 OPERATOR_VALIDATOR: Final = validator.OPERAND
 DEVICE_PLUGIN: Final = device_plugin.OPERAND
+DRA_DRIVER: Final = dra_driver.OPERAND
 GPU_FEATURE_DISCOVERY: Final = gfd.OPERAND
 DCGM: Final = dcgm.OPERAND
 DCGM_EXPORTER: Final = dcgm_exporter.OPERAND
@@ -49,6 +51,7 @@ OPERANDS: Final = (
     CONTAINER_TOOLKIT,
     OPERATOR_VALIDATOR,
     DEVICE_PLUGIN,
+    DRA_DRIVER,
     DCGM,
     DCGM_EXPORTER,
     GPU_FEATURE_DISCOVERY,
@@ -63,6 +66,11 @@ EVERY_GPU_NODE: Final = tuple(o for o in OPERANDS if o.deploy_on is operand_type
 DEPLOY_LABELS: Final = node_labels.DeployLabels(
     every_gpu_node=tuple(operand.deploy_label for operand in EVERY_GPU_NODE),
     mig_capable=tuple(o.deploy_label for o in OPERANDS if o.deploy_on is operand_types.DeployOn.MIG_CAPABLE),
+    while_enabled=tuple(
+        o.deploy_label for o in OPERANDS if o.deploy_on is operand_types.DeployOn.WHILE_ENABLED
+    ),
+    # Per node either the DRA driver or the device plugin has the GPUs, never both.
+    exclusive=((DRA_DRIVER.deploy_label, DEVICE_PLUGIN.deploy_label),),
 )
 # The operands rendered by the generic mechanism from templates/state-<name>/.
 GENERIC: Final = tuple(operand for operand in OPERANDS if operand.generic)
@@ -74,6 +82,7 @@ RENDERINGS: Final[Mapping[str, operand_common.OwnRendering]] = {
     toolkit.OPERAND.name: toolkit.RENDERING,
     validator.OPERAND.name: validator.RENDERING,
     device_plugin.OPERAND.name: device_plugin.RENDERING,
+    dra_driver.OPERAND.name: dra_driver.RENDERING,
     gfd.OPERAND.name: gfd.RENDERING,
     dcgm.OPERAND.name: dcgm.RENDERING,
     dcgm_exporter.OPERAND.name: dcgm_exporter.RENDERING,
