@@ -8,9 +8,9 @@ writes its marker; the next operands' init containers wait for those files:
 | validation | checks | marker |
 |---|---|---|
 | driver | `nvidia-smi` of a driver installed on the host (its / mounted at `--host-root`, /host), else of the driver container's root (`--driver-root`, /run/nvidia/driver), runs and exits 0 | driver-ready |
-| toolkit | `nvidia-smi` found on PATH runs: the NVIDIA runtime injected the driver's utilities into this container (run it with the toolkit's RuntimeClass and NVIDIA_VISIBLE_DEVICES=all) | toolkit-ready |
+| toolkit | `nvidia-smi` found on PATH runs: the NVIDIA runtime injected the driver's utilities into this container (run it with the toolkit's RuntimeClass and NVIDIA_VISIBLE_DEVICES=all); with `$CDI_ENABLED=true`, also the toolkit's management CDI spec (`/var/run/cdi/management.nvidia.com-gpu.yaml` on the host) declares device `all` and every hook it runs (nvidia-cdi-hook under the toolkit's install dir) is on the host | toolkit-ready |
 | cuda | a vectorAdd pod (image `$CUDA_VALIDATION_IMAGE`) placed on this node (`$NODE_NAME`) runs to completion | cuda-ready |
-| plugin | the node advertises a GPU resource (nvidia.com/gpu, a MIG or a renamed one; `--resource` to name it), and a pod requesting one is scheduled on this node and starts | plugin-ready |
+| plugin | the node advertises a GPU resource (nvidia.com/gpu, a MIG or a renamed one; `--resource` to name it), and a pod requesting one is scheduled on this node and starts; with `$CDI_ENABLED=true` (the plugin's CDI strategies), first the plugin's CDI spec (`/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json` on the host) declares a device | plugin-ready |
 
 A failure says what failed and what to check, in the log and in the container's
 termination message (`--termination-log`, /dev/termination-log, which `kubectl
@@ -45,6 +45,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+import yaml
+
 from ocp_gpu.kube import clients, requesting, validating
 from ocp_gpu.planning.operands import validation
 from ocp_gpu.planning.operands.validation import Component, Verdict
@@ -63,6 +65,16 @@ NVIDIA_SMI_DIRS: Final = ("usr/bin", "usr/sbin", "bin", "sbin", "usr/local/bin")
 # Where it keeps libnvidia-ml, which nvidia-smi loads.
 NVML_DIRS: Final = ("usr/lib64", "usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu", "usr/lib", "lib64")
 NVML: Final = "libnvidia-ml.so.1"
+# Where CDI specs are on the host (the toolkit's --cdi-output-dir, the plugin's cdiRoot), and
+# the two this validator reads: the toolkit's for management containers (its --cdi-kind, as the
+# CDI library names a spec file: <vendor>-<class>.yaml) and the device plugin's (its vendor,
+# k8s.device-plugin.nvidia.com, written as JSON).  NVIDIA/nvidia-container-toolkit@v1.20.0
+# cmd/nvidia-ctk-installer/toolkit/toolkit.go; NVIDIA/k8s-device-plugin@v0.20.0 internal/cdi.
+CDI_SPEC_DIR: Final = "var/run/cdi"
+MANAGEMENT_CDI_KIND: Final = "management.nvidia.com/gpu"
+MANAGEMENT_CDI_SPEC: Final = "management.nvidia.com-gpu.yaml"
+PLUGIN_CDI_KIND: Final = "k8s.device-plugin.nvidia.com/gpu"
+PLUGIN_CDI_SPEC: Final = "k8s.device-plugin.nvidia.com-gpu.json"
 # Kubernetes keeps at most this much of a termination message.
 TERMINATION_MESSAGE_LIMIT: Final = 4096
 # How often a workload pod is looked at.
@@ -89,7 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--host-root",
         type=Path,
         default=Path(DEFAULT_HOST_ROOT),
-        help="driver: where the host's / is mounted",
+        help="driver, and CDI specs (toolkit, plugin): where the host's / is mounted",
     )
     parser.add_argument("--nvidia-smi", default="nvidia-smi", help="toolkit: the command the runtime injects")
     parser.add_argument("--timeout", type=float, default=None, help="seconds one attempt may take")
@@ -226,8 +238,88 @@ def validate_driver(host_root: Path, root: Path, timeout: float, env: Mapping[st
     )
 
 
-def validate_toolkit(command: str, timeout: float, env: Mapping[str, str]) -> str:
-    """nvidia-smi is in this container and runs: the NVIDIA runtime injected the driver into it."""
+def _cdi_enabled(env: Mapping[str, str]) -> bool:
+    return env.get("CDI_ENABLED", "").lower() == "true"
+
+
+def read_cdi_spec(host_root: Path, name: str, kind: str, check: str) -> Mapping[str, Any]:
+    """The CDI spec file `name` in the host's CDI directory, of `kind` and declaring a device."""
+    path = host_root / CDI_SPEC_DIR / name
+    if not path.is_file():
+        raise ValidationFailed(f"no CDI spec /{CDI_SPEC_DIR}/{name} on the host ({path} here); {check}")
+    try:
+        # NB: JSON is YAML: one parser reads both spec formats.
+        spec = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise ValidationFailed(f"the CDI spec {path} cannot be read: {error}; {check}") from None
+    if not isinstance(spec, Mapping) or spec.get("kind") != kind:
+        found = spec.get("kind") if isinstance(spec, Mapping) else type(spec).__name__
+        raise ValidationFailed(f"the CDI spec {path} is of kind {found!r}, not {kind!r}; {check}")
+    devices = [d for d in spec.get("devices") or () if isinstance(d, Mapping) and d.get("name")]
+    if not devices:
+        raise ValidationFailed(f"the CDI spec {path} declares no device; {check}")
+    return spec
+
+
+def _hook_paths(spec: Mapping[str, Any]) -> list[str]:
+    """Every hook program a CDI spec runs (its own edits' and each device's)."""
+    edits = [spec.get("containerEdits") or {}]
+    edits += [(d.get("containerEdits") or {}) for d in spec.get("devices") or () if isinstance(d, Mapping)]
+    return sorted(
+        {
+            str(h["path"])
+            for e in edits
+            for h in e.get("hooks") or ()
+            if isinstance(h, Mapping) and h.get("path")
+        }
+    )
+
+
+def validate_management_cdi_spec(host_root: Path) -> None:
+    """CDI mode: the toolkit's management spec declares `all` and its hooks are on the host."""
+    check = (
+        "check the container-toolkit pod on this node (kubectl get pods -l "
+        "app=nvidia-container-toolkit-daemonset -o wide, then its log: it generates the spec with "
+        "CDI_ENABLED=true) and that it mounts the host's /var/run/cdi"
+    )
+    spec = read_cdi_spec(host_root, MANAGEMENT_CDI_SPEC, MANAGEMENT_CDI_KIND, check)
+    names = {str(d.get("name")) for d in spec.get("devices") or () if isinstance(d, Mapping)}
+    if "all" not in names:
+        raise ValidationFailed(
+            f"the CDI spec /{CDI_SPEC_DIR}/{MANAGEMENT_CDI_SPEC} has no device 'all' (it has "
+            f"{', '.join(sorted(names))}): operand pods ask for {MANAGEMENT_CDI_KIND}=all; {check}"
+        )
+    for hook in _hook_paths(spec):
+        found = _in_root(host_root, hook.lstrip("/"))
+        if found is None or not os.access(found, os.X_OK):
+            raise ValidationFailed(
+                f"the CDI spec /{CDI_SPEC_DIR}/{MANAGEMENT_CDI_SPEC} runs {hook}, which is not an "
+                f"executable on the host: the runtime would fail every GPU container; check "
+                f"spec.toolkit.installDir and the container-toolkit pod's log"
+            )
+
+
+def validate_plugin_cdi_spec(host_root: Path) -> None:
+    """CDI strategies: the device plugin wrote its spec for the devices it hands out."""
+    read_cdi_spec(
+        host_root,
+        PLUGIN_CDI_SPEC,
+        PLUGIN_CDI_KIND,
+        "check the device plugin pod on this node (kubectl get pods -l app=nvidia-device-plugin-daemonset "
+        "-o wide, then its log) and that it mounts the host's /var/run/cdi",
+    )
+
+
+def validate_toolkit(
+    command: str, timeout: float, env: Mapping[str, str], host_root: Path | None = None
+) -> str:
+    """nvidia-smi is in this container and runs: the NVIDIA runtime injected the driver into it.
+
+    With CDI_ENABLED=true the toolkit's management CDI spec is checked first: without it the
+    `nvidia` runtime in CDI mode injects nothing.
+    """
+    if _cdi_enabled(env):
+        validate_management_cdi_spec(host_root or Path(DEFAULT_HOST_ROOT))
     check = (
         "check the container-toolkit pod on this node (kubectl get pods -l "
         "app=nvidia-container-toolkit-daemonset -o wide, then its log), that the RuntimeClass "
@@ -386,6 +478,8 @@ def validate_workload(
         ) is not None:
             message = f"plugin validation not needed: {skip}"
         else:
+            if _cdi_enabled(env):
+                validate_plugin_cdi_spec(args.host_root)
             resource = wait_for_gpu_resource(api_client, settings, timeout)
             message = run_workload(
                 api_client, component, settings, timeout, validation.judge_plugin_pod, resource=resource
@@ -416,7 +510,7 @@ def check(component: Component, args: argparse.Namespace, env: Mapping[str, str]
     if component is Component.DRIVER:
         return validate_driver(args.host_root, args.driver_root, args.timeout or 30.0, env)
     if component is Component.TOOLKIT:
-        return validate_toolkit(args.nvidia_smi, args.timeout or 30.0, env)
+        return validate_toolkit(args.nvidia_smi, args.timeout or 30.0, env, args.host_root)
     return validate_workload(component, args, env, args.timeout or 300.0)
 
 

@@ -1,4 +1,5 @@
-"""Targeted reads beside the watches: the ConfigMaps a ClusterPolicy names, a last look at the nodes.
+"""Targeted reads beside the watches: the ConfigMaps a ClusterPolicy names, a last look at the nodes,
+whether a RuntimeClass is ours.
 
 NB: ConfigMaps are read on each reconcile pass that renders drivers (a GET per named
 ConfigMap); they are few and small, and a watch on every ConfigMap of the namespace
@@ -59,3 +60,15 @@ def any_node(api_client: clients.ApiClient, label_selector: str) -> bool:
         api_client, "GET", "/api/v1/nodes", query=[("labelSelector", label_selector), ("limit", "1")]
     )
     return bool(found.get("items"))
+
+
+def is_ours(api_client: clients.ApiClient, api_version: str, kind: str, name: str) -> bool:
+    """A cluster-scoped object of this name exists and carries our managed-by label (one GET)."""
+    try:
+        found = requesting.request(api_client, "GET", requesting.object_path(api_version, kind, name, None))
+    except requesting.ApiException as error:
+        if error.status != 404:
+            raise
+        return False
+    found_labels = (found.get("metadata") or {}).get("labels") or {}
+    return bool(found_labels.get(labels.MANAGED_BY) == labels.MANAGED_BY_VALUE)

@@ -59,8 +59,10 @@ async def reconcile_prerequisites(
 ) -> dict[str, str]:
     """The RuntimeClass and, with psa.enabled, the namespace's pod security labels; errors by object."""
     errors: dict[str, str] = {}
-    for manifest in operand_rendering.render_prerequisites(policy, rt.namespace):
+    rendered = operand_rendering.render_prerequisites(policy, rt.namespace)
+    for manifest in rendered:
         await applying.apply_if_changed(rt.api_client, rt.ledger, owner, manifest, errors)
+    await _remove_stale_runtime_classes(rt, policy, rendered, errors)
     if policy.psa_enabled and rt.cache.namespace_labelled != dict(PSA_LABELS):
         # NB: a label patch, never an apply with an owner: deleting the policy must not delete the namespace.
         try:
@@ -71,6 +73,41 @@ async def reconcile_prerequisites(
         except Exception as error:
             errors[f"Namespace {rt.namespace}"] = requesting.describe_error(error)
     return errors
+
+
+async def _remove_stale_runtime_classes(
+    rt: runtime.Runtime,
+    policy: policy_spec.Policy,
+    rendered: Sequence[Mapping[str, Any]],
+    errors: dict[str, str],
+) -> None:
+    """Delete our RuntimeClasses this policy no longer renders (`nvidia-cdi`, `nvidia-legacy` after
+    cdi.enabled went false; all of them with the NRI plugin), as NVIDIA's pre-requisites state does.
+
+    NB: RuntimeClasses are not watched: one GET per stale name per process (then remembered as
+    removed), and only one carrying our managed-by label is deleted.
+    """
+    wanted = {str(manifest["metadata"]["name"]) for manifest in rendered}
+    candidates = [policy.operator.runtime_class, *operand_common.CDI_RUNTIME_CLASSES]
+    for name in dict.fromkeys(candidates):
+        ident = ("RuntimeClass", "", name)
+        if name in wanted or ident in rt.ledger.removed:
+            continue
+        try:
+            ours = await asyncio.to_thread(
+                fetching.is_ours, rt.api_client, RUNTIME_CLASS_API, "RuntimeClass", name
+            )
+        except Exception as error:  # a failed read changes nothing; the pass is retried
+            errors[f"RuntimeClass {name}"] = requesting.describe_error(error)
+            continue
+        if not ours:
+            rt.ledger.removed.add(ident)
+            continue
+        stub = {"apiVersion": RUNTIME_CLASS_API, "kind": "RuntimeClass", "metadata": {"name": name}}
+        await applying.delete_if_present(rt.api_client, rt.ledger, stub, errors)
+
+
+RUNTIME_CLASS_API: Final = "node.k8s.io/v1"
 
 
 async def reconcile_operand(

@@ -207,7 +207,7 @@ def test_golden_prerequisites(update_golden: bool, golden_dir: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump_all(rendered, sort_keys=False, width=120))
     assert rendered == list(yaml.safe_load_all(path.read_text()))
-    (runtime_class,) = rendered
+    runtime_class = rendered[0]
     assert (runtime_class["kind"], runtime_class["metadata"]["name"], runtime_class["handler"]) == (
         "RuntimeClass",
         "nvidia",
@@ -230,6 +230,11 @@ def test_every_seed_option_reaches_the_plugin() -> None:
         "NVIDIA_DRIVER_ROOT": "/",
         "PASS_DEVICE_SPECS": "true",
         "CONFIG_FILE": "x",
+        "MPS_ROOT": "/run/nvidia/mps",
+        # CDI is on (NVIDIA's default): the hook and the annotation prefix; the seed's
+        # deviceListStrategy, written, wins over CDI's strategies.
+        "NVIDIA_CDI_HOOK_PATH": "/usr/local/nvidia/toolkit/nvidia-cdi-hook",
+        "CDI_ANNOTATION_PREFIX": "cdi.k8s.io/",
     }
     assert plugin["securityContext"] == {"privileged": True}
     assert pod["runtimeClassName"] == "nvidia"
@@ -257,9 +262,106 @@ def test_an_admin_configmap_is_mounted_with_its_default() -> None:
     (volume,) = [v for v in pod["volumes"] if v["name"] == "available-configs"]
     assert volume["configMap"]["name"] == "plugin-configs"
     assert env_of(pod["containers"][1])["DEFAULT_CONFIG"] == "a100"
-    # Under cri-o (OpenShift) no RuntimeClass is named; the plugin is not privileged by default.
-    assert "runtimeClassName" not in pod
+    # The plugin is not privileged by default.
     assert pod["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+# --- CDI: RuntimeClasses, runtimeClassName, NRI annotations (NVIDIA's object_controls.go) -----
+
+# The operands whose pods need the GPUs (NVIDIA's setNRIPluginAnnotation) and their container.
+GPU_CONTAINERS = {
+    operand_catalog.DEVICE_PLUGIN: "nvidia-device-plugin",
+    operand_catalog.GPU_FEATURE_DISCOVERY: "gpu-feature-discovery",
+    operand_catalog.DCGM: "nvidia-dcgm-ctr",
+    operand_catalog.DCGM_EXPORTER: "nvidia-dcgm-exporter",
+    operand_catalog.MIG_MANAGER: "nvidia-mig-manager",
+    operand_catalog.OPERATOR_VALIDATOR: "toolkit-validation",
+}
+
+
+@pytest.mark.parametrize(
+    ("cdi", "openshift", "runtime_class"),
+    [
+        # CDI on (the default): every runtime names the RuntimeClass (cri-o gets the handler).
+        ({}, True, "nvidia"),
+        ({}, False, "nvidia"),
+        # CDI off: cri-o's OCI hook injects GPUs into every pod; containerd needs the class.
+        ({"enabled": False}, True, None),
+        ({"enabled": False}, False, "nvidia"),
+        # The NRI plugin injects by annotation: no RuntimeClass anywhere.
+        ({"nriPluginEnabled": True}, True, None),
+        ({"nriPluginEnabled": True}, False, None),
+    ],
+)
+@pytest.mark.parametrize("operand", list(GPU_CONTAINERS), ids=lambda o: o.name)
+def test_runtime_class_and_nri_annotation_follow_cdi(
+    operand: operand_catalog.Operand, cdi: dict[str, Any], openshift: bool, runtime_class: str | None
+) -> None:
+    template = the(render(operand, {"cdi": cdi}, openshift=openshift), "DaemonSet")["spec"]["template"]
+    assert template["spec"].get("runtimeClassName") == runtime_class
+    annotations = template["metadata"].get("annotations") or {}
+    nri = {k: v for k, v in annotations.items() if k.startswith("nvidia.cdi.k8s.io/")}
+    if cdi.get("nriPluginEnabled"):
+        assert nri == {
+            f"nvidia.cdi.k8s.io/container.{GPU_CONTAINERS[operand]}": "management.nvidia.com/gpu=all"
+        }
+    else:
+        assert nri == {}
+
+
+@pytest.mark.parametrize(
+    ("cdi", "expected"),
+    [
+        ({}, [("nvidia", "nvidia"), ("nvidia-cdi", "nvidia-cdi"), ("nvidia-legacy", "nvidia-legacy")]),
+        ({"enabled": False}, [("nvidia", "nvidia")]),
+        ({"nriPluginEnabled": True}, []),
+    ],
+)
+def test_runtime_classes_follow_cdi(cdi: dict[str, Any], expected: list[tuple[str, str]]) -> None:
+    rendered = operand_rendering.render_prerequisites(policy_parser.parse_policy({"cdi": cdi}), "gpu")
+    assert [(m["metadata"]["name"], m["handler"]) for m in rendered] == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "strategy", "cdi_env"),
+    [
+        ({}, "cdi-annotations,cdi-cri", True),
+        ({"cdi": {"enabled": False}}, "envvar", False),
+        ({"devicePlugin": {"deviceListStrategy": "envvar"}}, "envvar", True),
+    ],
+)
+def test_device_plugin_cdi_settings(spec: dict[str, Any], strategy: str, cdi_env: bool) -> None:
+    pod = the(render(operand_catalog.DEVICE_PLUGIN, spec), "DaemonSet")["spec"]["template"]["spec"]
+    env = env_of(pod["containers"][0])
+    assert env["DEVICE_LIST_STRATEGY"] == strategy
+    assert ("CDI_ANNOTATION_PREFIX" in env, "NVIDIA_CDI_HOOK_PATH" in env) == (cdi_env, cdi_env)
+    # NB: NVIDIA sets CDI_ENABLED here too; the plugin (v0.20.0) reads no such variable.
+    assert "CDI_ENABLED" not in env
+    volumes = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    assert volumes["cdi-root"] == "/var/run/cdi"
+
+
+def test_the_cdi_hook_follows_the_toolkit_install_dir() -> None:
+    spec = {"toolkit": {"installDir": "/opt/nvidia"}}
+    pod = the(render(operand_catalog.MIG_MANAGER, spec), "DaemonSet")["spec"]["template"]["spec"]
+    env = env_of(pod["containers"][0])
+    assert env["NVIDIA_CDI_HOOK_PATH"] == "/opt/nvidia/toolkit/nvidia-cdi-hook"
+    assert env["CDI_ENABLED"] == "true"
+    # Without our toolkit there is no hook of ours to name.
+    pod = the(render(operand_catalog.MIG_MANAGER, {"toolkit": {"enabled": False}}), "DaemonSet")
+    assert "NVIDIA_CDI_HOOK_PATH" not in env_of(pod["spec"]["template"]["spec"]["containers"][0])
+
+
+@pytest.mark.parametrize(("cdi", "checks"), [({}, True), ({"enabled": False}, False)])
+def test_the_validator_checks_cdi_specs_in_cdi_mode(cdi: dict[str, Any], checks: bool) -> None:
+    pod = the(render(operand_catalog.OPERATOR_VALIDATOR, {"cdi": cdi}), "DaemonSet")["spec"]["template"][
+        "spec"
+    ]
+    by_name = {c["name"]: env_of(c) for c in pod["initContainers"]}
+    assert ("CDI_ENABLED" in by_name["toolkit-validation"]) is checks
+    assert ("CDI_ENABLED" in by_name["plugin-validation"]) is checks
+    # The workload pods run under the operands' RuntimeClass ("" for none: cri-o's hook).
+    assert by_name["cuda-validation"]["VALIDATOR_RUNTIME_CLASS"] == ("nvidia" if checks else "")
 
 
 def test_config_problems_name_the_field() -> None:
@@ -462,7 +564,7 @@ def test_hostile_strings_in_the_plugin_config_load_back() -> None:
 
 def test_hostile_runtime_class_renders_verbatim() -> None:
     for text in (token, hostile):
-        (runtime_class,) = operand_rendering.render_prerequisites(
+        runtime_class, *_ = operand_rendering.render_prerequisites(
             policy_parser.parse_policy({"operator": {"runtimeClass": text(1)}}), text(2)
         )
         assert runtime_class["metadata"]["name"] == text(1)

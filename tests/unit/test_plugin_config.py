@@ -56,7 +56,11 @@ SEED_OPTIONS = {
     "migStrategy default": ({}, "flags.migStrategy", "none"),
     "migStrategy single": ({"migStrategy": "single"}, "flags.migStrategy", "single"),
     "migStrategy mixed": ({"migStrategy": "mixed"}, "flags.migStrategy", "mixed"),
-    "deviceListStrategy default": ({}, "flags.plugin.deviceListStrategy", "envvar"),
+    "deviceListStrategy default (CDI)": (
+        {},
+        "flags.plugin.deviceListStrategy",
+        ["cdi-annotations", "cdi-cri"],
+    ),
     "deviceListStrategy volume-mounts": (
         {"deviceListStrategy": "volume-mounts"},
         "flags.plugin.deviceListStrategy",

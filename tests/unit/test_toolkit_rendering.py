@@ -87,7 +87,7 @@ def test_runtime(configured: ContainerRuntime | None, openshift: bool, runtime: 
     spec = {"operator": {"defaultRuntime": configured.value}} if configured else {}
     ds = the_daemonset(render(spec, openshift=openshift))
     pod = ds["spec"]["template"]["spec"]
-    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["RUNTIME"] == runtime.value
     paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
     assert (paths["runtime-config"], paths["runtime-socket"]) == toolkit.RUNTIME_PATHS[runtime][:2]
@@ -107,7 +107,7 @@ def test_daemonset_identity_selector_and_owned_env() -> None:
     assert ds["spec"]["template"]["metadata"]["labels"]["team"] == "gpu"
     pod = ds["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {labels.deploy_label("container-toolkit"): "true"}
-    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["RUNTIME"] == "crio" and env["EXTRA"] == "1"
     assert [i["name"] for i in pod["initContainers"]] == ["driver-validation"]
     assert toolkit.DRIVER_READY_MARKER in pod["initContainers"][0]["args"][0]
@@ -132,8 +132,9 @@ def _spec(text: Any) -> dict[str, Any]:
 
 
 def test_hostile_strings_render_verbatim_as_values() -> None:
-    benign = render(_spec(token), image=token(18))
-    attacked = render(_spec(hostile), image=hostile(18))
+    # NB: vanilla (containerd): the runtime class reaches CONTAINERD_RUNTIME_CLASS only there.
+    benign = render(_spec(token), openshift=False, image=token(18))
+    attacked = render(_spec(hostile), openshift=False, image=hostile(18))
     mapping = {hostile(i): token(i) for i in range(18, 0, -1)}  # longest index first: 18 before 1
     seen: set[str] = set()
     assert swapped(yaml.safe_load(yaml.safe_dump(attacked)), mapping, seen) == benign
@@ -155,3 +156,56 @@ def test_api_errors_are_described_without_headers() -> None:
     )
     assert requesting.describe_error(ApiException(status=500, reason="Boom")) == "HTTP 500 Boom"
     assert requesting.describe_error(TimeoutError()) == "TimeoutError"
+
+
+# --- CDI (NVIDIA's transformToolkitCtrForCDI, transformForRuntime) ---------------------------
+
+
+def _env_and_volumes(spec: dict[str, Any], openshift: bool) -> tuple[dict[str, Any], dict[str, str]]:
+    pod = the_daemonset(render(spec, openshift=openshift))["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    return env, {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
+
+
+@pytest.mark.parametrize("openshift", [True, False])
+def test_cdi_is_on_by_default_and_the_runtime_gets_cdi_mode(openshift: bool) -> None:
+    env, volumes = _env_and_volumes({}, openshift)
+    assert env["CDI_ENABLED"] == "true"
+    assert env["NVIDIA_CONTAINER_RUNTIME_MODE"] == "cdi"
+    assert env["NVIDIA_RUNTIME_SET_AS_DEFAULT"] == "false"
+    # cri-o gets the nvidia runtime handlers in its config (NVIDIA sets it for every runtime).
+    assert env["CRIO_CONFIG_MODE"] == "config"
+    assert "ENABLE_NRI_PLUGIN" not in env
+    assert volumes["cdi-root"] == "/var/run/cdi"
+
+
+def test_cdi_off_on_crio_installs_the_oci_hook() -> None:
+    env, volumes = _env_and_volumes({"cdi": {"enabled": False}}, openshift=True)
+    assert env["CRIO_CONFIG_MODE"] == "hook"
+    assert "CDI_ENABLED" not in env and "NVIDIA_CONTAINER_RUNTIME_MODE" not in env
+    # OpenShift's cri-o reads hooks from /run/containers/oci/hooks.d, the installer writes the default.
+    assert volumes["crio-hooks"] == toolkit.OPENSHIFT_CRIO_HOOKS_DIR
+
+
+def test_cdi_off_on_containerd_registers_the_runtime_class() -> None:
+    env, volumes = _env_and_volumes({"cdi": {"enabled": False}}, openshift=False)
+    assert "CRIO_CONFIG_MODE" not in env and "CDI_ENABLED" not in env
+    assert env["CONTAINERD_RUNTIME_CLASS"] == "nvidia"
+    assert "crio-hooks" not in volumes
+
+
+def test_the_nri_plugin_mounts_the_nri_socket_and_no_runtime_config() -> None:
+    env, volumes = _env_and_volumes({"cdi": {"nriPluginEnabled": True}}, openshift=False)
+    assert env["ENABLE_NRI_PLUGIN"] == "true"
+    assert env["NRI_SOCKET"] == "/runtime/nri-sock-dir/nri.sock"
+    assert volumes["nri-socket"] == "/var/run/nri"
+    assert "runtime-config" not in volumes and "RUNTIME_CONFIG" not in env
+    assert "CONTAINERD_RUNTIME_CLASS" not in env
+
+
+def test_toolkit_env_overrides_the_cdi_settings() -> None:
+    env, _ = _env_and_volumes(
+        {"toolkit": {"env": [{"name": "NVIDIA_RUNTIME_SET_AS_DEFAULT", "value": "true"}]}}, openshift=True
+    )
+    # NVIDIA's documented escape hatch: toolkit.env wins.
+    assert env["NVIDIA_RUNTIME_SET_AS_DEFAULT"] == "true"

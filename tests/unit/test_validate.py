@@ -4,7 +4,10 @@ end to end in tests/e2e/test_validate.py):
 - driver: against a fake driver root whose `usr/bin/nvidia-smi` is a shell script:
   success, missing binary, non-zero exit, hang (timeout), not executable, an absolute
   symlink inside the root, libnvidia-ml preloaded from the root;
-- toolkit: `nvidia-smi` found on PATH (as the runtime injects it) or not;
+- toolkit: `nvidia-smi` found on PATH (as the runtime injects it) or not; in CDI mode
+  (CDI_ENABLED=true) the toolkit's management CDI spec under a fake host root: present,
+  of its kind, with device `all`, its hooks executable on the host; each failure named;
+- plugin in CDI mode: the device plugin's CDI spec under the fake host root;
 - markers: success writes the component's marker (atomically, with content for the
   driver); a failure removes its marker and every later one, keeps earlier ones, writes
   the termination message (what failed, what to check) and exits 1;
@@ -19,11 +22,13 @@ end to end in tests/e2e/test_validate.py):
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ocp_gpu import cli
 from ocp_gpu.commands import validate
@@ -204,6 +209,96 @@ def test_toolkit_without_nvidia_smi_names_the_runtime(dirs: dict[str, Path]) -> 
     assert "nvidia-smi is not in this container" in termination
     assert "the NVIDIA runtime did not inject" in termination
     assert "container-toolkit pod on this node" in termination
+
+
+# --- toolkit and plugin in CDI mode: the specs under a fake host root ------------------------
+
+HOOK = "/usr/local/nvidia/toolkit/nvidia-cdi-hook"
+
+
+def _management_spec(
+    host: Path, devices: tuple[str, ...] = ("all",), kind: str = "management.nvidia.com/gpu"
+) -> Path:
+    """What nvidia-ctk-installer writes with CDI_ENABLED (the shape of a v0.8 CDI spec)."""
+    spec = {
+        "cdiVersion": "0.5.0",
+        "kind": kind,
+        "devices": [
+            {"name": name, "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}} for name in devices
+        ],
+        "containerEdits": {
+            "hooks": [{"hookName": "createContainer", "path": HOOK, "args": ["nvidia-cdi-hook"]}]
+        },
+    }
+    path = host / "var/run/cdi/management.nvidia.com-gpu.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _cdi_run(dirs: dict[str, Path]) -> int:
+    injected = dirs["tmp"] / "injected-bin"
+    _script(injected / "nvidia-smi", SMI_OK)
+    return _run("toolkit", dirs, env={"PATH": f"{injected}:/usr/bin:/bin", "CDI_ENABLED": "true"})
+
+
+def test_toolkit_in_cdi_mode_checks_the_management_spec_and_its_hook(dirs: dict[str, Path]) -> None:
+    _management_spec(dirs["host"])
+    _script(dirs["host"] / HOOK.lstrip("/"), "exit 0\n")
+    assert _cdi_run(dirs) == 0
+    assert _markers(dirs) == {"driver-ready", "toolkit-ready"}
+
+
+@pytest.mark.parametrize(
+    ("plant", "message"),
+    [
+        ("no spec", "no CDI spec /var/run/cdi/management.nvidia.com-gpu.yaml on the host"),
+        ("wrong kind", "is of kind 'nvidia.com/gpu', not 'management.nvidia.com/gpu'"),
+        ("no all", "has no device 'all'"),
+        ("no hook", f"runs {HOOK}, which is not an executable on the host"),
+        ("hook not executable", f"runs {HOOK}, which is not an executable on the host"),
+        ("not yaml", "cannot be read"),
+    ],
+)
+def test_toolkit_in_cdi_mode_names_what_is_missing(dirs: dict[str, Path], plant: str, message: str) -> None:
+    if plant != "no spec":
+        path = _management_spec(
+            dirs["host"],
+            devices=("0",) if plant == "no all" else ("all",),
+            kind="nvidia.com/gpu" if plant == "wrong kind" else "management.nvidia.com/gpu",
+        )
+        if plant == "not yaml":
+            path.write_text("devices: [unclosed")
+    if plant != "no hook":
+        _script(dirs["host"] / HOOK.lstrip("/"), "exit 0\n", executable=plant != "hook not executable")
+    assert _cdi_run(dirs) == 1
+    assert _markers(dirs) == {"driver-ready"}
+    assert message in dirs["termination"].read_text()
+
+
+def test_toolkit_without_cdi_does_not_look_for_a_spec(dirs: dict[str, Path]) -> None:
+    injected = dirs["tmp"] / "injected-bin"
+    _script(injected / "nvidia-smi", SMI_OK)
+    # The legacy hook: no spec anywhere, and valid.
+    assert _run("toolkit", dirs, env={"PATH": f"{injected}:/usr/bin:/bin", "CDI_ENABLED": "false"}) == 0
+
+
+def test_plugin_in_cdi_mode_needs_the_plugins_spec(dirs: dict[str, Path]) -> None:
+    with pytest.raises(
+        validate.ValidationFailed,
+        match=re.escape("no CDI spec /var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json"),
+    ):
+        validate.validate_plugin_cdi_spec(dirs["host"])
+    path = dirs["host"] / "var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"cdiVersion": "0.5.0", "kind": "k8s.device-plugin.nvidia.com/gpu", "devices": []}')
+    with pytest.raises(validate.ValidationFailed, match="declares no device"):
+        validate.validate_plugin_cdi_spec(dirs["host"])
+    path.write_text(
+        '{"cdiVersion": "0.5.0", "kind": "k8s.device-plugin.nvidia.com/gpu", '
+        '"devices": [{"name": "GPU-0", "containerEdits": {}}]}'
+    )
+    validate.validate_plugin_cdi_spec(dirs["host"])
 
 
 def test_toolkit_failing_nvidia_smi(dirs: dict[str, Path]) -> None:

@@ -205,7 +205,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "spec.devicePlugin.mps",
         R,
-        "no MPS control daemon: GPUs are shared by time-slicing (resourceConfig) only",
+        "no MPS control daemon: GPUs are shared by time-slicing (resourceConfig, devicePlugin.config) only",
         {"root": ("/run/nvidia/mps",)},
     ),
     Rule(
@@ -280,10 +280,13 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "spec.cdi",
-        R,
-        "the toolkit configures the runtime's hook, without CDI specifications",
-        {"enabled": _ON_OFF},
+        H,
+        "enabled (default true): the toolkit generates CDI specifications and the device plugin hands"
+        " GPUs over as CDI devices (cdi-annotations,cdi-cri), operand pods run under the RuntimeClass;"
+        " false: the runtime hook (cri-o: the OCI hook). nriPluginEnabled: the toolkit's NRI plugin"
+        " injects operand pods' GPUs by annotation, no RuntimeClass",
     ),
+    Rule("spec.cdi.default", IGN, "deprecated by NVIDIA, which ignores it: cdi.enabled decides"),
     Rule(
         "spec.psa",
         H,

@@ -20,6 +20,7 @@ from ocp_gpu.model.policy.policy_spec import (
     DEFAULT_DAEMONSET_MAX_UNAVAILABLE,
     DEFAULT_DCGM_HOST_PORT,
     DEFAULT_KUBELET_ROOT_DIR,
+    DEFAULT_MPS_ROOT,
     DEFAULT_PRIORITY_CLASS,
     DEFAULT_RUNTIME_CLASS,
     DEFAULT_TOOLKIT_INSTALL_DIR,
@@ -29,6 +30,7 @@ from ocp_gpu.model.policy.policy_spec import (
     GPU_POD_DELETION,
     POD_DELETION_ALIAS,
     AliasConflict,
+    CdiSpec,
     ComponentSpec,
     ConfigMapName,
     ContainerRuntime,
@@ -418,17 +420,23 @@ def _probe(fields: _Fields) -> ProbeTiming:
 
 
 def _device_plugin(
-    fields: _Fields, nvidia_mig_strategy: MigStrategy | None, driver_enabled: bool
+    fields: _Fields, nvidia_mig_strategy: MigStrategy | None, driver_enabled: bool, cdi_enabled: bool
 ) -> DevicePluginSpec:
     mig_strategy = fields.opt_choice("migStrategy", MigStrategy) or nvidia_mig_strategy or MigStrategy.NONE
+    written = fields.opt_choice("deviceListStrategy", DeviceListStrategy)
+    if written is not None:
+        # The seed's field, set: it wins, as NVIDIA's devicePlugin.env DEVICE_LIST_STRATEGY would.
+        strategies: tuple[DeviceListStrategy, ...] = (written,)
+    elif cdi_enabled:
+        strategies = (DeviceListStrategy.CDI_ANNOTATIONS, DeviceListStrategy.CDI_CRI)
+    else:
+        strategies = (DeviceListStrategy.ENVVAR,)
     # The operator's driver lives under /run/nvidia/driver; a host driver under /.
     derived_root = DRIVER_ROOT_CONTAINERIZED if driver_enabled else DRIVER_ROOT_HOST
     return DevicePluginSpec(
         **_component_fields(fields, True),
         mig_strategy=mig_strategy,
-        device_list_strategy=fields.choice(
-            "deviceListStrategy", DeviceListStrategy, DeviceListStrategy.ENVVAR
-        ),
+        device_list_strategies=strategies,
         device_id_strategy=fields.choice("deviceIDStrategy", DeviceIDStrategy, DeviceIDStrategy.UUID),
         fail_on_init_error=fields.flag("failOnInitError", True),
         compat_with_cpu_manager=fields.flag("compatWithCPUManager", False),
@@ -436,6 +444,7 @@ def _device_plugin(
         resource_config=resource_config.read_resource_config(fields.text("resourceConfig")),
         config_name=ConfigMapName(fields.child("config").text("name")),
         config_default=fields.child("config").text("default"),
+        mps_root=fields.child("mps").text("root") or DEFAULT_MPS_ROOT,
     )
 
 
@@ -492,6 +501,10 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
     nvidia_mig_strategy = fields.child("mig").opt_choice("strategy", MigStrategy)
     driver, alias_conflicts = _driver(fields.child("driver"))
     toolkit_fields = fields.child("toolkit")
+    cdi = CdiSpec(
+        enabled=fields.child("cdi").flag("enabled", True),
+        nri_plugin_enabled=fields.child("cdi").flag("nriPluginEnabled", False),
+    )
     return Policy(
         operator=_operator(fields.child("operator")),
         daemonsets=_daemonsets(fields.child("daemonsets")),
@@ -500,7 +513,9 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
             **_component_fields(toolkit_fields, True),
             install_dir=toolkit_fields.text("installDir", DEFAULT_TOOLKIT_INSTALL_DIR),
         ),
-        device_plugin=_device_plugin(fields.child("devicePlugin"), nvidia_mig_strategy, driver.enabled),
+        device_plugin=_device_plugin(
+            fields.child("devicePlugin"), nvidia_mig_strategy, driver.enabled, cdi.enabled
+        ),
         dcgm=DcgmSpec(
             **_component_fields(fields.child("dcgm"), True),
             host_port=fields.child("dcgm").number("hostPort", DEFAULT_DCGM_HOST_PORT),
@@ -520,6 +535,7 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
             kubelet_root_dir=fields.child("hostPaths").text("kubeletRootDir").rstrip("/")
             or DEFAULT_KUBELET_ROOT_DIR,
         ),
+        cdi=cdi,
         psa_enabled=fields.child("psa").flag("enabled", False),
         nvidia_mig_strategy=nvidia_mig_strategy,
         alias_conflicts=alias_conflicts,

@@ -20,6 +20,7 @@ from typing import Final, NewType
 from ocp_gpu.model.policy.resource_config import ResourceConfig, ResourceRename
 
 __all__ = [
+    "CdiSpec",
     "ComponentSpec",
     "ContainerRuntime",
     "DaemonsetsSpec",
@@ -127,6 +128,8 @@ DEFAULT_POD_RESTART_TIMEOUT_SECONDS: Final = 600
 # NVIDIA's fixed validation timeout (k8s-operator-libs); the operator's env may change ours.
 DEFAULT_VALIDATION_TIMEOUT_SECONDS: Final = 600
 DEFAULT_TOOLKIT_INSTALL_DIR: Final = "/usr/local/nvidia"
+# Where the MPS control daemon keeps its pipes and logs on the host (devicePlugin.mps.root).
+DEFAULT_MPS_ROOT: Final = "/run/nvidia/mps"
 # The standalone DCGM hostengine's port (NVIDIA's default); the exporter connects to it.
 DEFAULT_DCGM_HOST_PORT: Final = 5555
 # Not CRD defaults: derived from driver.enabled when devicePlugin.nvidiaDriverRoot is unset.
@@ -338,6 +341,21 @@ class HostPaths:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class CdiSpec:
+    """spec.cdi: how GPUs reach containers (NVIDIA's CDIConfigSpec and its defaults).
+
+    `enabled` (NVIDIA's default since v25.10: true): the toolkit generates CDI specifications
+    and the runtime injects GPUs through them; false: the legacy runtime hook.
+    `nri_plugin_enabled` (nriPluginEnabled): the toolkit's NRI plugin injects the management
+    CDI device into operand pods named by annotation, instead of a RuntimeClass.
+    NVIDIA's `cdi.default` is deprecated and ignored (by NVIDIA too).
+    """
+
+    enabled: bool = True
+    nri_plugin_enabled: bool = False  # nriPluginEnabled
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PrecompiledFallback:
     """Build with the Driver Toolkit for kernels whose precompiled image cannot be pulled."""
 
@@ -376,7 +394,12 @@ class ToolkitSpec(ComponentSpec):
 class DevicePluginSpec(ComponentSpec):
     # devicePlugin.migStrategy, else NVIDIA's spec.mig.strategy, else none.
     mig_strategy: MigStrategy = MigStrategy.NONE
-    device_list_strategy: DeviceListStrategy = DeviceListStrategy.ENVVAR
+    # deviceListStrategy as written; unset: cdi-annotations and cdi-cri with cdi.enabled (NVIDIA's
+    # transformDevicePluginCtrForCDI), envvar without.
+    device_list_strategies: tuple[DeviceListStrategy, ...] = (
+        DeviceListStrategy.CDI_ANNOTATIONS,
+        DeviceListStrategy.CDI_CRI,
+    )
     device_id_strategy: DeviceIDStrategy = DeviceIDStrategy.UUID  # deviceIDStrategy
     fail_on_init_error: bool = True
     compat_with_cpu_manager: bool = False  # compatWithCPUManager
@@ -388,6 +411,8 @@ class DevicePluginSpec(ComponentSpec):
     # used on nodes without a nvidia.com/device-plugin.config label (default).
     config_name: ConfigMapName = ConfigMapName("")  # config.name
     config_default: str = ""  # config.default
+    # mps.root: the host directory the MPS control daemon and the plugin share.
+    mps_root: str = DEFAULT_MPS_ROOT
 
     @property
     def resource_renames(self) -> tuple[ResourceRename, ...]:
@@ -484,6 +509,7 @@ class Policy:
     dra_driver: DraDriverSpec = dataclasses.field(default_factory=DraDriverSpec)  # draDriver
     validator: ValidatorSpec = dataclasses.field(default_factory=ValidatorSpec)
     host_paths: HostPaths = dataclasses.field(default_factory=HostPaths)  # hostPaths
+    cdi: CdiSpec = dataclasses.field(default_factory=CdiSpec)
     # psa.enabled: label the operand namespace for the privileged pod security level.
     psa_enabled: bool = False
     # GPUDirect Storage (nvidia-fs) and GDRCopy (gdrdrv) modules, containers of the driver pods.

@@ -26,6 +26,7 @@ IDENTITY: Final = operand_common.Identity(
     component="nvidia-dcgm",
     service_account="nvidia-dcgm",
     container="nvidia-dcgm-ctr",
+    gpu_container="nvidia-dcgm-ctr",
 )
 
 

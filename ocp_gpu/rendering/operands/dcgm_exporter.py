@@ -32,6 +32,7 @@ IDENTITY: Final = operand_common.Identity(
     service_account="nvidia-dcgm-exporter",
     container="nvidia-dcgm-exporter",
     owned_env=frozenset({"DCGM_EXPORTER_LISTEN", "DCGM_EXPORTER_KUBERNETES", "DCGM_EXPORTER_COLLECTORS"}),
+    gpu_container="nvidia-dcgm-exporter",
 )
 # DESIGN §4: Service nvidia-dcgm-exporter, port gpu-metrics 9400.
 PORT: Final = 9400

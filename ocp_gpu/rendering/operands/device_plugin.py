@@ -38,6 +38,7 @@ IDENTITY: Final = operand_common.Identity(
     service_account="nvidia-device-plugin",
     container="nvidia-device-plugin",
     owned_env=frozenset({"CONFIG_FILE", "NODE_NAME", "PASS_DEVICE_SPECS"}),
+    gpu_container="nvidia-device-plugin",
 )
 # The ConfigMap the operator renders from the policy, and its one key.
 CONFIG_MAP: Final = "nvidia-device-plugin-config"
@@ -49,6 +50,8 @@ CONFIGS_DIR: Final = "/available-configs"
 CONFIG_FILE: Final = "/config/config.yaml"
 # Pod template annotation: a digest of our config, so a new config rolls the pods.
 CONFIG_DIGEST_ANNOTATION: Final = "ocp-gpu.io/plugin-config-digest"
+# The prefix of the CDI annotations the plugin sets for the runtime (NVIDIA's value).
+CDI_ANNOTATION_PREFIX: Final = "cdi.k8s.io/"
 # The cluster-scoped read of nodes the config-manager needs (its node's label).
 CLUSTER_ROLE: Final = "ocp-gpu-nvidia-device-plugin"
 
@@ -80,16 +83,27 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
         "default_env": {
             "MIG_STRATEGY": plugin.mig_strategy.value,
             "FAIL_ON_INIT_ERROR": json.dumps(plugin.fail_on_init_error),
-            "DEVICE_LIST_STRATEGY": plugin.device_list_strategy.value,
+            "DEVICE_LIST_STRATEGY": ",".join(strategy.value for strategy in plugin.device_list_strategies),
             "DEVICE_ID_STRATEGY": plugin.device_id_strategy.value,
             "NVIDIA_DRIVER_ROOT": plugin.nvidia_driver_root,
             "PASS_DEVICE_SPECS": json.dumps(plugin.compat_with_cpu_manager),
             "CONFIG_FILE": CONFIG_FILE,
+            # Where the MPS control daemon's pipes are (the plugin hands them to MPS clients);
+            # NB: MPS sharing fails to start without it, so NVIDIA sets it always.
+            "MPS_ROOT": plugin.mps_root,
+            **operand_common.cdi_env(policy, reads_cdi_enabled=False),
+            # The annotation prefix of the cdi-annotations strategy (NVIDIA's value).
+            **({"CDI_ANNOTATION_PREFIX": CDI_ANNOTATION_PREFIX} if policy.cdi.enabled else {}),
         },
         "wait_for_toolkit": operand_common.marker_wait("toolkit-ready", "the toolkit validation"),
         "privileged": plugin.compat_with_cpu_manager,
         # NB: volume-mounts hands devices to the runtime as mounts under this path.
-        "volume_mounts_strategy": plugin.device_list_strategy is policy_spec.DeviceListStrategy.VOLUME_MOUNTS,
+        "volume_mounts_strategy": policy_spec.DeviceListStrategy.VOLUME_MOUNTS
+        in plugin.device_list_strategies,
+        # The plugin writes its own CDI spec there with the cdi-cri strategy.
+        "cdi_spec_dir": operand_common.CDI_SPEC_DIR,
+        "mps_root": plugin.mps_root,
+        "mps_shm": f"{plugin.mps_root.rstrip('/')}/shm",
         "driver_root": plugin.nvidia_driver_root,
         "config_map": CONFIG_MAP,
         "config_data": {DEFAULT_CONFIG_KEY: text},

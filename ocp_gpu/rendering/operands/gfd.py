@@ -29,6 +29,7 @@ IDENTITY: Final = operand_common.Identity(
     service_account="nvidia-gpu-feature-discovery",
     container="gpu-feature-discovery",
     owned_env=frozenset({"GFD_SLEEP_INTERVAL", "GFD_OUTPUT_FILE", "NODE_NAME"}),
+    gpu_container="gpu-feature-discovery",
 )
 # Where NFD's worker reads feature files (hostPath), and GFD's file in it.
 FEATURES_DIR: Final = "/etc/kubernetes/node-feature-discovery/features.d"

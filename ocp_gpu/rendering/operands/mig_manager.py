@@ -41,6 +41,7 @@ IDENTITY: Final = operand_common.Identity(
     service_account="nvidia-mig-manager",
     container="nvidia-mig-manager",
     owned_env=frozenset({"CONFIG_FILE", "GPU_CLIENTS_FILE", "DEFAULT_GPU_CLIENTS_NAMESPACE", "NODE_NAME"}),
+    gpu_container="nvidia-mig-manager",
 )
 # NVIDIA's names for the ConfigMaps the operator creates when the policy names none.
 CONFIG_MAP: Final = "default-mig-parted-config"
@@ -112,6 +113,8 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
             "WITH_REBOOT": "false",
             "CONFIG_FILE": f"{CONFIG_DIR}/{mig_catalog.CONFIG_KEY}",
             "GPU_CLIENTS_FILE": f"{GPU_CLIENTS_DIR}/{GPU_CLIENTS_KEY}",
+            # mig-parted regenerates the CDI spec after a MIG change (NVIDIA's TransformMIGManager).
+            **operand_common.cdi_env(policy, reads_cdi_enabled=True),
         },
         "wait_for_toolkit": operand_common.marker_wait("toolkit-ready", "the toolkit validation"),
         "entrypoint": ENTRYPOINT,

@@ -18,6 +18,9 @@ from ocp_gpu.model.policy.policy_spec import ContainerRuntime
 PREREQUISITES: Final = "state-pre-requisites"
 # The RuntimeClass handler NVIDIA's toolkit configures in containerd and cri-o.
 RUNTIME_HANDLER: Final = "nvidia"
+# With CDI, the toolkit also registers these runtimes (one per mode); NVIDIA's pre-requisites
+# state makes a RuntimeClass of each, named as its handler.
+CDI_RUNTIME_CLASSES: Final = ("nvidia-cdi", "nvidia-legacy")
 # OpenShift's ClusterRole granting `use` of the built-in privileged SCC.
 SCC_CLUSTER_ROLE: Final = "system:openshift:scc:privileged"
 DEFAULT_CONTAINER_ANNOTATION: Final = "kubectl.kubernetes.io/default-container"
@@ -29,6 +32,16 @@ GPU_TOLERATION: Final[Mapping[str, str]] = {
 }
 # Where the validations leave their markers on the host (DESIGN §4).
 VALIDATIONS_DIR: Final = "/run/nvidia/validations"
+# With cdi.nriPluginEnabled, the toolkit's NRI plugin injects the CDI device an operand pod's
+# annotation `<domain>/container.<container>` names (NVIDIA's setNRIPluginAnnotation).
+NRI_ANNOTATION_DOMAIN: Final = "nvidia.cdi.k8s.io"
+# The CDI device of every GPU for management containers (the toolkit's spec, kind
+# management.nvidia.com/gpu: nvidia-ctk-installer's --cdi-kind default).
+MANAGEMENT_CDI_DEVICE: Final = "management.nvidia.com/gpu=all"
+# Where the toolkit installs nvidia-cdi-hook under its install dir (nvidia-ctk-installer's toolkitRoot).
+CDI_HOOK: Final = "toolkit/nvidia-cdi-hook"
+# Where CDI specifications live on the host (the toolkit's --cdi-output-dir, the plugin's cdiRoot).
+CDI_SPEC_DIR: Final = "/var/run/cdi"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +72,9 @@ class Identity:
     container: str
     # Env names the template owns: the policy's env never replaces them.
     owned_env: frozenset[str] = frozenset()
+    # The container that needs the GPUs (NVIDIA's list): with cdi.nriPluginEnabled its pod is
+    # annotated for the management CDI device.  "": none.
+    gpu_container: str = ""
 
 
 ExtraContext = Callable[[policy_spec.Policy, OperandRenderInputs], dict[str, Any]]
@@ -111,9 +127,36 @@ def tolerations(policy: policy_spec.Policy) -> list[dict[str, object]]:
 def runtime_class_name(policy: policy_spec.Policy, openshift: bool) -> str | None:
     """The RuntimeClass GPU-using operand pods run under; None where the runtime needs none.
 
-    NB: cri-o (OpenShift) injects GPUs through the toolkit's OCI hook for every pod,
-    so a RuntimeClass is only needed where the toolkit registers a separate runtime
-    (containerd, docker), as NVIDIA's operator does.
+    As NVIDIA's setRuntimeClassName: with the NRI plugin, none (the plugin injects GPUs by
+    annotation, `nri_annotations`); without CDI on cri-o (OpenShift), none: the toolkit's OCI
+    hook injects GPUs into every pod.  Otherwise the toolkit registers the `nvidia` runtime
+    (in CDI mode, cri-o's too) and GPU operand pods name it.
     """
     runtime = policy_spec.container_runtime(policy.operator.default_runtime, openshift)
-    return None if runtime is ContainerRuntime.CRIO else policy.operator.runtime_class
+    if policy.cdi.nri_plugin_enabled:
+        return None
+    if not policy.cdi.enabled and runtime is ContainerRuntime.CRIO:
+        return None
+    return policy.operator.runtime_class
+
+
+def nri_annotations(policy: policy_spec.Policy, container: str) -> dict[str, str]:
+    """The pod annotation that has the NRI plugin inject every GPU into `container` ({} without NRI)."""
+    if not policy.cdi.nri_plugin_enabled or not container:
+        return {}
+    return {f"{NRI_ANNOTATION_DOMAIN}/container.{container}": MANAGEMENT_CDI_DEVICE}
+
+
+def cdi_env(policy: policy_spec.Policy, *, reads_cdi_enabled: bool) -> dict[str, str]:
+    """The env NVIDIA's operator gives CDI-aware operands (device plugin, MIG manager) with CDI on.
+
+    NB: NVIDIA also sets CDI_ENABLED on the device plugin, which no program of
+    NVIDIA/k8s-device-plugin@v0.20.0 reads (model/image_contracts.py): only where it is read.
+    """
+    if not policy.cdi.enabled:
+        return {}
+    env = {"CDI_ENABLED": "true"} if reads_cdi_enabled else {}
+    if policy.toolkit.enabled:
+        # The toolkit installs the hook the generated specifications run.
+        env["NVIDIA_CDI_HOOK_PATH"] = f"{policy.toolkit.install_dir.rstrip('/')}/{CDI_HOOK}"
+    return env

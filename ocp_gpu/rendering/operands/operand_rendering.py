@@ -77,6 +77,7 @@ def operand_context(
     env = dict(extra.pop("default_env", {}))
     pod_annotations = {
         **daemonsets.annotations,
+        **operand_common.nri_annotations(policy, identity.gpu_container),
         **extra.pop("pod_annotations", {}),
         operand_common.DEFAULT_CONTAINER_ANNOTATION: identity.container,
     }
@@ -167,14 +168,33 @@ def render_operand(
     return copy.deepcopy(list(last[1]))
 
 
+def runtime_classes(policy: policy_spec.Policy) -> list[tuple[str, str]]:
+    """The RuntimeClasses (name, handler) NVIDIA's pre-requisites state creates for this policy.
+
+    `operator.runtimeClass` (handler nvidia); with CDI also `nvidia-cdi` and `nvidia-legacy`,
+    the runtimes the toolkit registers for each mode (NVIDIA deletes them with CDI off); none
+    with the NRI plugin, which needs no runtime (NVIDIA disables the state).
+    """
+    if policy.cdi.nri_plugin_enabled:
+        return []
+    classes = [(policy.operator.runtime_class, operand_common.RUNTIME_HANDLER)]
+    if policy.cdi.enabled:
+        classes += [(name, name) for name in operand_common.CDI_RUNTIME_CLASSES]
+    return classes
+
+
 def render_prerequisites(policy: policy_spec.Policy, namespace: str) -> list[dict[str, Any]]:
-    """The objects every operand needs first: the RuntimeClass."""
-    return templating.render_state(
-        operand_common.PREREQUISITES,
-        {
-            "namespace": namespace,
-            "runtime_class": policy.operator.runtime_class,
-            "handler": operand_common.RUNTIME_HANDLER,
-            "common_labels": {labels.MANAGED_BY: labels.MANAGED_BY_VALUE, labels.COMPONENT: "nvidia-runtime"},
-        },
-    )
+    """The objects every operand needs first: the RuntimeClasses."""
+    common_labels = {labels.MANAGED_BY: labels.MANAGED_BY_VALUE, labels.COMPONENT: "nvidia-runtime"}
+    manifests: list[dict[str, Any]] = []
+    for name, handler in runtime_classes(policy):
+        manifests += templating.render_state(
+            operand_common.PREREQUISITES,
+            {
+                "namespace": namespace,
+                "runtime_class": name,
+                "handler": handler,
+                "common_labels": common_labels,
+            },
+        )
+    return manifests

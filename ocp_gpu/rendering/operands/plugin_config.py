@@ -10,7 +10,7 @@ k8s-device-plugin's `api/config/v1`, which the plugin reads from `--config-file`
 | `failOnInitError` | `flags.failOnInitError` |
 | `nvidiaDriverRoot` | `flags.nvidiaDriverRoot` |
 | `compatWithCPUManager` | `flags.plugin.passDeviceSpecs` (the DaemonSet also runs privileged) |
-| `deviceListStrategy` (envvar, volume-mounts, ...) | `flags.plugin.deviceListStrategy` |
+| `deviceListStrategy` (unset: cdi-annotations, cdi-cri with CDI) | `flags.plugin.deviceListStrategy` |
 | `deviceIDStrategy` (uuid, index) | `flags.plugin.deviceIDStrategy` |
 | `resourceConfig` entry with replicas >= 2 | `sharing.timeSlicing.resources[]`: `{name, rename, replicas}` |
 | `resourceConfig` entry, replicas 1 (a rename) | `resources.gpus[]`, `resources.mig[]`: `{pattern, name}` |
@@ -133,7 +133,7 @@ def render_plugin_config(plugin: DevicePluginSpec) -> dict[str, Any]:
             "plugin": {
                 # The static CPU manager needs the device nodes in the allocation response.
                 "passDeviceSpecs": plugin.compat_with_cpu_manager,
-                "deviceListStrategy": plugin.device_list_strategy.value,
+                "deviceListStrategy": _strategies(plugin),
                 "deviceIDStrategy": plugin.device_id_strategy.value,
             },
         },
@@ -161,6 +161,12 @@ def render_plugin_config(plugin: DevicePluginSpec) -> dict[str, Any]:
         unique = list({entry["name"]: entry for entry in shared}.values())
         config["sharing"] = {"timeSlicing": {"resources": unique}}
     return config
+
+
+def _strategies(plugin: DevicePluginSpec) -> str | list[str]:
+    """deviceListStrategy as the plugin's config reads it: one name, or a list (CDI's two)."""
+    values = [strategy.value for strategy in plugin.device_list_strategies]
+    return values[0] if len(values) == 1 else values
 
 
 def _matches(pattern: str, text: str) -> bool:

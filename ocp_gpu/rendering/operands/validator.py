@@ -40,10 +40,32 @@ CLUSTER_ROLE: Final = "ocp-gpu-nvidia-operator-validator"
 VALIDATIONS: Final = ("driver", "toolkit", "cuda", "plugin")
 
 
-def _validation_env(policy: policy_spec.Policy, name: str) -> list[dict[str, str]]:
-    """validator.<name>.env as written (the program's own variables come first in the template)."""
-    env: tuple[policy_spec.EnvVar, ...] = getattr(policy.validator, f"{name}_env")
-    return [{"name": item.name, "value": item.value} for item in env if item.name not in IDENTITY.owned_env]
+def _own_env(policy: policy_spec.Policy, name: str, openshift: bool) -> dict[str, str]:
+    """What `ocp-gpu validate <name>` needs to know of the policy (commands/validate.py)."""
+    plugin = policy.device_plugin
+    cdi_strategies = {policy_spec.DeviceListStrategy.CDI_ANNOTATIONS, policy_spec.DeviceListStrategy.CDI_CRI}
+    if name == "toolkit" and policy.cdi.enabled:
+        # Check the toolkit's management CDI spec too.
+        return {"CDI_ENABLED": "true"}
+    if name == "plugin" and cdi_strategies & set(plugin.device_list_strategies):
+        # The plugin writes its own CDI spec with a CDI strategy.
+        return {"CDI_ENABLED": "true", **_workload_runtime(policy, openshift)}
+    if name in ("cuda", "plugin"):
+        return _workload_runtime(policy, openshift)
+    return {}
+
+
+def _workload_runtime(policy: policy_spec.Policy, openshift: bool) -> dict[str, str]:
+    # The workload pods' RuntimeClass: the operands' ("" for none: cri-o's hook, the NRI plugin).
+    return {"VALIDATOR_RUNTIME_CLASS": operand_common.runtime_class_name(policy, openshift) or ""}
+
+
+def _validation_env(policy: policy_spec.Policy, name: str, openshift: bool) -> list[dict[str, str]]:
+    """The program's env from the policy, then validator.<name>.env as written (which may override it)."""
+    env = _own_env(policy, name, openshift)
+    written: tuple[policy_spec.EnvVar, ...] = getattr(policy.validator, f"{name}_env")
+    env.update({item.name: item.value for item in written if item.name not in IDENTITY.owned_env})
+    return [{"name": key, "value": value} for key, value in env.items()]
 
 
 def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRenderInputs) -> dict[str, Any]:
@@ -58,11 +80,19 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
     return {
         "default_env": {},
         "validations": [
-            {"name": name, "container": f"{name}-validation", "env": _validation_env(policy, name)}
+            {
+                "name": name,
+                "container": f"{name}-validation",
+                "env": _validation_env(policy, name, inputs.openshift),
+            }
             for name in VALIDATIONS
             if enabled[name]
         ],
         "cluster_role": CLUSTER_ROLE,
+        # The toolkit validation runs nvidia-smi: with the NRI plugin it is given the GPUs by annotation.
+        "pod_annotations": operand_common.nri_annotations(
+            policy, "toolkit-validation" if enabled["toolkit"] else ""
+        ),
     }
 
 
