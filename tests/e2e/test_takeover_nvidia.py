@@ -10,7 +10,8 @@ on every GPU node; then ocp-gpu starts, and:
   is deleted or evicted, no node is cordoned, and no node ever runs two driver pods (sampled);
 - every GPU node reads upgrade-done, and `DriverPodsOnPreviousTemplate` counts NVIDIA's driver pods;
 - status.migratedFrom lists what was adopted, and what NVIDIA's operator left that ocp-gpu renders
-  nothing for and the policy owns (the MPS control daemon, the `nvidia-cdi` RuntimeClass) is gone;
+  nothing for and the policy owns (the MPS control daemon) is gone; the `nvidia-cdi` and
+  `nvidia-legacy` RuntimeClasses are ocp-gpu's (CDI on, as the example says);
 - every object ocp-gpu renders that NVIDIA's operator had made is ocp-gpu's alone (no other field
   manager owns a field of it: the live object is what ocp-gpu applies);
 - in the next 30 s ocp-gpu writes nothing.
@@ -279,7 +280,11 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
     assert f"DaemonSet {namespace}/nvidia-driver-daemonset-{header_rhcos[0]}" in migrated["adopted"]
     assert f"DaemonSet {namespace}/nvidia-device-plugin-mps-control-daemon" in migrated["deleted"]
     assert f"ServiceAccount {namespace}/nvidia-device-plugin-mps-control-daemon" in migrated["deleted"]
-    assert "RuntimeClass nvidia-cdi" in migrated["deleted"]
+    # With CDI on (the example's), ocp-gpu renders nvidia-cdi and nvidia-legacy as NVIDIA does: kept.
+    assert not [item for item in migrated["deleted"] if item.startswith("RuntimeClass ")]
+    for name in ("nvidia", "nvidia-cdi", "nvidia-legacy"):
+        runtime_class = client.NodeV1Api(kube).read_runtime_class(name)
+        assert runtime_class.metadata.labels.get(labels.MANAGED_BY) == labels.MANAGED_BY_VALUE, name
     assert migrated["left"] == []
     for gone in ("nvidia-device-plugin-mps-control-daemon",):
         with pytest.raises(client.exceptions.ApiException):
