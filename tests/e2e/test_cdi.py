@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.model import labels, operand_catalog
+from ocp_gpu.model import labels
+from ocp_gpu.rendering.operands import operand_catalog
 
 from . import test_stack
 from .conftest import READY_S, STEP_S, patch_policy, policy_state, wait_for
