@@ -81,8 +81,18 @@ def test_cdi_on_by_default_and_off_goes_back_to_the_runtime(
     wait_for(
         lambda: _runtime_classes(kube) == {"nvidia"}, STEP_S, what="nvidia-cdi and nvidia-legacy deleted"
     )
+    # NB: the RuntimeClasses go first (pre-requisites), the DaemonSets in the same pass after them.
+    wait_for(
+        lambda: (
+            _env(
+                _daemonset(kube, namespace, operand_catalog.DEVICE_PLUGIN.daemonset), "nvidia-device-plugin"
+            )["DEVICE_LIST_STRATEGY"]
+            == "envvar"
+        ),
+        STEP_S,
+        what="the plugin back on envvar",
+    )
     plugin = _daemonset(kube, namespace, operand_catalog.DEVICE_PLUGIN.daemonset)
-    assert _env(plugin, "nvidia-device-plugin")["DEVICE_LIST_STRATEGY"] == "envvar"
     assert "CDI_ANNOTATION_PREFIX" not in _env(plugin, "nvidia-device-plugin")
     # containerd: the toolkit registers the `nvidia` runtime, the operands keep naming it.
     assert plugin.spec.template.spec.runtime_class_name == "nvidia"
