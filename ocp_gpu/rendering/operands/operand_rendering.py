@@ -59,7 +59,9 @@ def named_config_maps(
 
     The operator checks them before applying the operand (planning/config_maps).
     """
-    return operand_catalog.RENDERINGS[operand.name].named_config_maps(policy)
+    # NB: the driver renders apart (its ConfigMaps: desired/driver_manifests.named_config_maps): none here.
+    own = operand_catalog.RENDERINGS.get(operand.name)
+    return own.named_config_maps(policy) if own is not None else ({}, {})
 
 
 def operand_context(
