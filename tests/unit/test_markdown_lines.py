@@ -5,7 +5,8 @@
 - what is not prose is left out: fenced code blocks (commands are copied as they are), table rows
   (a row is one line by Markdown's syntax), and the reports bench/stress_e2e.py writes (GENERATED);
   the documents hack/gen_*.py generate are held to the rule (their generators wrap);
-- the rule itself finds a long prose line and skips a long table row and a long code line.
+- the rule itself finds a long prose line and skips a long table row and a long code line;
+- the README stays a page for users (at most README_LINES lines): the rest belongs in docs/.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 120
+README_LINES = 150
 
 # bench/stress_e2e.py's reports quote each failure's assertion message verbatim: a record, not prose.
 GENERATED = re.compile(r"bench/results/stress-e2e-[^/]*\.md$")
@@ -75,3 +77,10 @@ def test_no_prose_line_is_over_120_characters() -> None:
 )
 def test_the_rule_finds_long_prose_and_skips_code_and_tables(text: str, long_lines: list[int]) -> None:
     assert [number for number, _ in long_prose_lines(text)] == long_lines
+
+
+def test_the_readme_is_at_most_150_lines() -> None:
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_LINES, (
+        f"README.md has {len(lines)} lines (at most {README_LINES}): move detail to docs/ and link it"
+    )
