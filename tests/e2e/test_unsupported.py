@@ -177,26 +177,29 @@ def test_every_nvidia_field_is_reported_or_honoured(
     assert "spec.driver.version" not in message and "spec.driver.rdma" not in message
     event = wait_for_event(kube, "UnsupportedSetting", "spec.ccManager.{args")
     assert event.type == "Warning"
-    # The DCGM exporter and the device plugin are honoured now: the every-field policy deploys them.
-    # Not DCGM itself: this policy's network sysctl (daemonsets.podSecurityContext) with its
-    # dcgm.hostNetwork would be refused by the API server, so nvidia-dcgm is held back and the
-    # status names both fields before anything is applied (no 422 from an apply).
-    honoured = {"nvidia-dcgm-exporter", "nvidia-device-plugin-daemonset"}
-    wait_for(
-        lambda: honoured <= daemonset_names(kube, namespace), STEP_S, what=f"DaemonSets {sorted(honoured)}"
-    )
+    # This policy sets every operand's hostNetwork (all honoured) and a network sysctl
+    # (daemonsets.podSecurityContext), which the API server refuses together: each such operand is
+    # held back and the status names both fields before anything is applied (no 422 from an apply).
+    held_back = ("toolkit", "validator", "devicePlugin", "dcgm", "dcgmExporter")
     error = wait_for(
         lambda: (
             (found := condition(read_policy(kube), "Error"))
-            and "spec.dcgm.hostNetwork" in found.get("message", "")
+            and all(f"spec.{section}.hostNetwork" in found.get("message", "") for section in held_back)
             and found
         ),
         REACT_S,
-        what="an Error naming spec.dcgm.hostNetwork",
+        what="an Error naming each operand's hostNetwork",
     )
     assert error["reason"] == "InvalidSpec", error
     assert "spec.daemonsets.podSecurityContext.sysctls[0].name" in error["message"]
-    assert "spec.dcgm.hostNetwork" in error["message"]
     names = daemonset_names(kube, namespace)
     assert operand_catalog.DCGM.daemonset not in names, names
+    assert operand_catalog.DEVICE_PLUGIN.daemonset not in names, names
+    # The admin takes the fix the message names: the honoured operands deploy, DCGM among them.
+    patch_policy(kube, {"daemonsets": {"podSecurityContext": {"sysctls": None}}})
+    honoured = {"nvidia-dcgm", "nvidia-dcgm-exporter", "nvidia-device-plugin-daemonset"}
+    wait_for(
+        lambda: honoured <= daemonset_names(kube, namespace), STEP_S, what=f"DaemonSets {sorted(honoured)}"
+    )
+    names = daemonset_names(kube, namespace)
     assert not any(word in name for name in names for word in ("peermem", "gds", "gdrcopy", "vgpu")), names
