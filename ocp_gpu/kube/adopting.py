@@ -118,15 +118,7 @@ def replace_daemonset(api: clients.ApiClient, live: Mapping[str, Any], manifest:
     )
     relabels = takeover.pods_to_relabel(pods, uid, takeover.selector_of(manifest))
     for relabel in relabels:
-        requesting.request(
-            api,
-            "PATCH",
-            f"/api/v1/namespaces/{namespace}/pods/{relabel.name}",
-            body={"metadata": {"labels": dict(relabel.labels)}},
-            content_type="application/merge-patch+json",
-            resource="pods",
-            verb="relabel",
-        )
+        _relabel_pod(api, namespace, relabel)
     logger.info(
         "replaced DaemonSet %s (selector %s): deleted leaving its pods, relabelled %d for ours to adopt",
         name,
@@ -178,15 +170,7 @@ def hand_over_driver_pods(api: clients.ApiClient, manifest: Mapping[str, Any]) -
         return ""
     for relabel in plan.relabel:
         # NB: first: the labels added leave the old selector's, so its DaemonSet (if any) keeps them
-        requesting.request(
-            api,
-            "PATCH",
-            f"/api/v1/namespaces/{namespace}/pods/{relabel.name}",
-            body={"metadata": {"labels": dict(relabel.labels)}},
-            content_type="application/merge-patch+json",
-            resource="pods",
-            verb="relabel",
-        )
+        _relabel_pod(api, namespace, relabel)
     for name, uid in plan.delete:
         _delete_orphaning(api, f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}", name, uid)
     described = plan.describe()
@@ -251,3 +235,16 @@ def list_foreign(
                 )
             )
     return found
+
+
+def _relabel_pod(api: clients.ApiClient, namespace: str, relabel: takeover.Relabel) -> None:
+    """Merge-patch one pod's labels (a takeover's relabel: the pod moves under our selector)."""
+    requesting.request(
+        api,
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}/pods/{relabel.name}",
+        body={"metadata": {"labels": dict(relabel.labels)}},
+        content_type="application/merge-patch+json",
+        resource="pods",
+        verb="relabel",
+    )

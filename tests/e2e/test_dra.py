@@ -36,6 +36,7 @@ from ocp_gpu_harness.cluster import unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import REACT_S, READY_S, patch_policy, policy_state, wait_for
+from .test_dra_simulation import claim_template
 
 pytestmark = pytest.mark.e2e
 
@@ -74,24 +75,7 @@ def slices_of(api: clients.ApiClient, node: str) -> list[dict[str, Any]]:
 
 
 def template(api: clients.ApiClient, namespace: str, name: str, expression: str) -> None:
-    body = {
-        "metadata": {"name": name},
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": "gpu",
-                            "exactly": {
-                                "deviceClassName": "gpu.nvidia.com",
-                                "selectors": [{"cel": {"expression": expression}}],
-                            },
-                        }
-                    ]
-                }
-            }
-        },
-    }
+    body = claim_template(name, expression)
     requesting.request(
         api, "POST", f"{RESOURCE}/namespaces/{quote(namespace)}/resourceclaimtemplates", body=body
     )

@@ -149,6 +149,29 @@ def _render_chart(helm_tools: HelmTools, plane: LocalControlPlane, tmp: Path) ->
     return [doc for doc in yaml.safe_load_all(rendered) if doc]
 
 
+def ready_operator_pod(
+    plane: LocalControlPlane, core: client.CoreV1Api, namespace: str, what: str
+) -> client.V1Pod:
+    """The operator's pod in `namespace` once every container is Ready; on a timeout, what
+    `kubectl describe` and the pod's log say (the real node's reasons are there)."""
+
+    def ready_pod() -> client.V1Pod | None:
+        pods = core.list_namespaced_pod(namespace, label_selector="app=gpu-operator").items
+        for pod in pods:
+            statuses = pod.status.container_statuses or []
+            if statuses and all(s.ready for s in statuses):
+                return pod
+        return None
+
+    try:
+        found: client.V1Pod = wait_for(ready_pod, timeout=POD_S, what=what)
+    except BaseException:
+        print(kubectl(plane, "-n", namespace, "describe", "pods", check=False))
+        print(kubectl(plane, "-n", namespace, "logs", "deploy/gpu-operator", "--tail=50", check=False))
+        raise
+    return found
+
+
 @pytest.fixture(scope="module")
 def operator_pod(
     plane: LocalControlPlane,
@@ -169,20 +192,7 @@ def operator_pod(
     for i in range(2):
         core.create_node(fake_nodes.gpu_node(f"real-node-gpu-{i}"))
 
-    def ready_pod() -> client.V1Pod | None:
-        pods = core.list_namespaced_pod(NAMESPACE, label_selector="app=gpu-operator").items
-        for pod in pods:
-            statuses = pod.status.container_statuses or []
-            if statuses and all(s.ready for s in statuses):
-                return pod
-        return None
-
-    try:
-        return wait_for(ready_pod, timeout=POD_S, what="the operator pod Running and Ready on the real node")
-    except BaseException:
-        print(kubectl(plane, "-n", NAMESPACE, "describe", "pods", check=False))
-        print(kubectl(plane, "-n", NAMESPACE, "logs", "deploy/gpu-operator", "--tail=50", check=False))
-        raise
+    return ready_operator_pod(plane, core, NAMESPACE, "the operator pod Running and Ready on the real node")
 
 
 def _container_pid(plane: LocalControlPlane, pod: client.V1Pod) -> int:
@@ -396,22 +406,7 @@ def test_the_csvs_install_strategy_runs_from_our_image_ready_and_leading(
         kubectl(plane, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(condition))
         kubectl(plane, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects))
 
-        def ready_pod() -> client.V1Pod | None:
-            pods = core.list_namespaced_pod(CSV_NAMESPACE, label_selector="app=gpu-operator").items
-            for pod in pods:
-                statuses = pod.status.container_statuses or []
-                if statuses and all(s.ready for s in statuses):
-                    return pod
-            return None
-
-        try:
-            pod = wait_for(ready_pod, timeout=POD_S, what="the CSV's operator pod Running and Ready")
-        except BaseException:
-            print(kubectl(plane, "-n", CSV_NAMESPACE, "describe", "pods", check=False))
-            print(
-                kubectl(plane, "-n", CSV_NAMESPACE, "logs", "deploy/gpu-operator", "--tail=50", check=False)
-            )
-            raise
+        pod = ready_operator_pod(plane, core, CSV_NAMESPACE, "the CSV's operator pod Running and Ready")
         assert pod.spec.node_name == real_node.NODE_NAME
         assert pod.spec.service_account_name == install_manifests.NAME
         # The very image the chart's pod ran (ours, imported), under the CSV's name.

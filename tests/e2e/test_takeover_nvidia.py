@@ -173,6 +173,30 @@ def restarts(pod: Any) -> int:
     return sum(s.restart_count for s in pod.status.container_statuses or ())
 
 
+def assert_undisturbed(
+    kube: client.ApiClient,
+    namespace: str,
+    nodes: list[str],
+    before: dict[str, Any],
+    invariants: Invariants,
+    writes: list[str],
+) -> dict[str, Any]:
+    """After a takeover: the same driver pods, none restarted, never two on a node, none cordoned, no
+    GPU workload lost, nothing written in the quiet window, every node upgrade-done. Returns the pods."""
+    after = driver_pods(kube, namespace)
+    assert set(after) == set(before), "a driver pod was replaced"
+    assert {uid: restarts(p) for uid, p in after.items()} == {uid: restarts(p) for uid, p in before.items()}
+    assert invariants.samples > 0
+    assert invariants.most_drivers == 1
+    assert invariants.cordoned == set()
+    assert invariants.workloads_lost == set()
+    assert writes == [], writes
+    core = client.CoreV1Api(kube)
+    for node in nodes:
+        assert core.read_node(node).metadata.labels.get(labels.UPGRADE_STATE) == "upgrade-done"
+    return after
+
+
 def nvidias_driver_pods_running(kube: client.ApiClient, namespace: str, nodes: list[str]) -> dict[str, Any]:
     """NVIDIA's pods run again, adopted by NVIDIA's DaemonSets, one driver pod per GPU node."""
     pods: dict[str, Any] = wait_for(
@@ -250,7 +274,6 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
     header_rhcos = nvidia_fixtures.load(FIXTURE)[0]["rhcos"]
     assert restored.skipped == [], restored.skipped
     before = nvidias_driver_pods_running(kube, namespace, nodes)
-    restarts_before = {uid: restarts(p) for uid, p in before.items()}
     # the driver NVIDIA's operator ran is the one ocp-gpu's release defaults to: the same driver
     assert nvidia_fixtures.driver_image(FIXTURE) == releases.with_release_defaults({})["DRIVER_IMAGE"]
     workloads = gpu_workloads(kube, namespace, nodes)
@@ -264,16 +287,7 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
         # The window: 30 s of nothing changing after the takeover, in which nothing is written.
         writes = quiet_writes(control_plane, 30)
 
-    after = driver_pods(kube, namespace)
-    assert set(after) == set(before), "a driver pod was replaced"
-    assert {uid: restarts(p) for uid, p in after.items()} == restarts_before
-    assert invariants.samples > 0
-    assert invariants.most_drivers == 1
-    assert invariants.cordoned == set()
-    assert invariants.workloads_lost == set()
-    assert writes == [], writes
-    for node in nodes:
-        assert core.read_node(node).metadata.labels.get(labels.UPGRADE_STATE) == "upgrade-done"
+    assert_undisturbed(kube, namespace, nodes, before, invariants, writes)
     status = read_policy(kube, restored.policy_name)["status"]
     # what NVIDIA's operator left that ocp-gpu renders nothing for, owned by the policy: deleted
     migrated = status["migratedFrom"]
@@ -425,12 +439,11 @@ def test_ocp_gpu_takes_over_nvidias_vanilla_driver_daemonset_and_hands_it_back_w
     start_operator: Callable[..., OperatorProcess],
     control_plane: LocalControlPlane,
 ) -> None:
-    core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
+    apps = client.AppsV1Api(kube)
     nodes = sorted(restored_vanilla.nodes.values())
     assert restored_vanilla.skipped == [], restored_vanilla.skipped
     assert ("DaemonSet", labels.DRIVER_APP) in restored_vanilla.objects  # NVIDIA's one driver DaemonSet
     before = nvidias_driver_pods_running(kube, namespace, nodes)
-    restarts_before = {uid: restarts(p) for uid, p in before.items()}
     workloads = gpu_workloads(kube, namespace, nodes)
 
     with Invariants(kube, namespace, nodes, workloads) as invariants:
@@ -440,16 +453,7 @@ def test_ocp_gpu_takes_over_nvidias_vanilla_driver_daemonset_and_hands_it_back_w
         # The window: 30 s after the vanilla takeover, in which the operator writes nothing.
         writes = quiet_writes(control_plane, 30)
 
-    after = driver_pods(kube, namespace)
-    assert set(after) == set(before), "a driver pod was replaced"
-    assert {uid: restarts(p) for uid, p in after.items()} == restarts_before
-    assert invariants.samples > 0
-    assert invariants.most_drivers == 1
-    assert invariants.cordoned == set()
-    assert invariants.workloads_lost == set()
-    assert writes == [], writes
-    for node in nodes:
-        assert core.read_node(node).metadata.labels.get(labels.UPGRADE_STATE) == "upgrade-done"
+    after = assert_undisturbed(kube, namespace, nodes, before, invariants, writes)
     # NVIDIA's DaemonSet is gone; ocp-gpu's per-OS one controls every one of NVIDIA's driver pods
     ours = apps.read_namespaced_daemon_set(f"{labels.DRIVER_DAEMONSET_PREFIX}ubuntu22.04", namespace)
     with pytest.raises(client.exceptions.ApiException):

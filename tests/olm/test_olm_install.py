@@ -251,9 +251,12 @@ def cleanup(kube: client.ApiClient) -> Iterator[list[str]]:
         except ApiException as error:
             if error.status != 404:
                 raise
-    core = client.CoreV1Api(kube)
+    delete_namespace_if_present(kube, NAMESPACE)
+
+
+def delete_namespace_if_present(kube: client.ApiClient, name: str) -> None:
     try:
-        core.delete_namespace(NAMESPACE)
+        client.CoreV1Api(kube).delete_namespace(name)
     except ApiException as error:
         if error.status != 404:
             raise

@@ -35,13 +35,10 @@ Timings of each phase are printed (pytest -s).
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -58,6 +55,7 @@ from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.chaos import IN_FLIGHT
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
+from tests import hack_scripts
 from tests.e2e.conftest import READY_S, START_S, UPGRADE_S, kubectl, wait_for
 from tests.olm.test_olm_install import (
     NAMESPACE,
@@ -66,6 +64,7 @@ from tests.olm.test_olm_install import (
     Timings,
     csv_phase,
     custom,
+    delete_namespace_if_present,
     forbidden_for,
     service_account_kubeconfig,
     simulated_nfd_catalog,
@@ -91,17 +90,6 @@ DRIVER_SELECTOR = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
 # Succeeded once its Deployment is available, a replaced CSV deleted.  Measured 8 to 30 s per
 # step at load averages 5 to 15; the rest is room for a loaded machine.
 OLM_S = 240
-
-
-def _load_hack(name: str) -> ModuleType:
-    sys.path.insert(0, str(ROOT / "hack"))
-    sys.path.insert(0, str(ROOT))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 class Rollout:
@@ -300,11 +288,7 @@ def cleanup(kube: client.ApiClient) -> Iterator[list[str]]:
         if error.status != 404:
             raise
     openshift_emulation.uninstall_openshift_apis(kube)
-    try:
-        client.CoreV1Api(kube).delete_namespace(NAMESPACE)
-    except ApiException as error:
-        if error.status != 404:
-            raise
+    delete_namespace_if_present(kube, NAMESPACE)
 
 
 def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
@@ -317,8 +301,8 @@ def test_olm_upgrades_ocp_gpu_and_the_drivers_roll_node_by_node(
 ) -> None:
     del olm_bins  # built: OlmProcesses runs them
     timings = Timings()
-    release = _load_hack("olm")
-    upgrade = _load_hack("olm_upgrade")
+    release = hack_scripts.load("olm", on_path=True)
+    upgrade = hack_scripts.load("olm_upgrade", on_path=True)
     first, second = release.CSV_NAME, upgrade.TEST_CSV_NAME
     changes: dict[str, str] = upgrade.image_changes()
 

@@ -15,33 +15,19 @@
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ocp_gpu.model import releases
+from tests import hack_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str) -> Any:
-    sys.path.insert(0, str(ROOT / "hack"))
-    sys.path.insert(0, str(ROOT))
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-olm = _load("olm")
-upgrade = _load("olm_upgrade")
+olm = hack_scripts.load("olm", on_path=True)
+upgrade = hack_scripts.load("olm_upgrade", on_path=True)
 
 
 def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
