@@ -19,4 +19,6 @@ if [[ "${OCP_GPU_SKIP_E2E:-0}" != "1" ]]; then
   # The real node's kubelet and ocp-gpu's image (root only; elsewhere its tests skip, saying why).
   bash hack/prepare-real-node.sh
 fi
-exec .venv/bin/pytest -n "${OCP_GPU_TEST_WORKERS:-0}" "$@"
+# worksteal: with xdist's default (load) one worker sat idle for the last ~20 minutes while the other
+# held the slow end-to-end tail; an idle worker takes tests from the busy one's queue instead.
+exec .venv/bin/pytest -n "${OCP_GPU_TEST_WORKERS:-0}" --dist worksteal "$@"

@@ -230,6 +230,9 @@ class _Network:
     gateway: str
 
 
+BRIDGE_PREFIX: Final = "ocpgpu"
+
+
 def _pick_network() -> _Network:
     """A bridge name and a /24 no route on this machine uses yet (planes may run side by side)."""
     used = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True, check=False).stdout
@@ -237,7 +240,7 @@ def _pick_network() -> _Network:
         third = random.randint(0, 255)
         subnet = f"10.245.{third}.0/24"
         if subnet not in used:
-            return _Network(bridge=f"ocpgpu{third}", subnet=subnet, gateway=f"10.245.{third}.1")
+            return _Network(bridge=f"{BRIDGE_PREFIX}{third}", subnet=subnet, gateway=f"10.245.{third}.1")
     raise RealNodeError("no free 10.245.x.0/24 subnet for the real node's pod network")
 
 
@@ -277,6 +280,7 @@ class RealNode:
         began = time.monotonic()
         if reason := unavailable_reason():
             raise RealNodeError(reason)
+        sweep_dead_nodes()
         for sub in ("root", "state", "cni", "cni-ipam", "kubelet", "opt"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         self._write_containerd_config()
@@ -337,11 +341,7 @@ class RealNode:
 
     def _make_cgroup_root(self) -> None:
         """The kubelet's ``cgroupRoot`` in every hierarchy (it must exist before the kubelet starts)."""
-        base = Path("/sys/fs/cgroup")
-        hierarchies = (
-            [base] if (base / "cgroup.controllers").is_file() else [d for d in base.iterdir() if d.is_dir()]
-        )
-        for hierarchy in hierarchies:
+        for hierarchy in _cgroup_hierarchies():
             root = hierarchy / self.network.bridge
             root.mkdir(exist_ok=True)
             # NB: a new v1 cpuset has no CPUs or memory nodes until given its parent's.
@@ -488,16 +488,90 @@ state = "{d / "state"}"
             pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True, check=False)
             if not pids.stdout.strip():
                 subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
-        subprocess.run(["ip", "link", "del", self.network.bridge], capture_output=True, check=False)
-        for controller in Path("/sys/fs/cgroup").iterdir():
-            root = controller / self.network.bridge
+        _remove_node_network_and_cgroups(self.network.bridge)
+
+
+def _cgroup_hierarchies() -> list[Path]:
+    """cgroup v2's one hierarchy, or v1's one per controller."""
+    base = Path("/sys/fs/cgroup")
+    if not base.is_dir():
+        return []
+    return [base] if (base / "cgroup.controllers").is_file() else [d for d in base.iterdir() if d.is_dir()]
+
+
+def _cgroup_roots(name: str) -> list[Path]:
+    """The directories named ``name`` at the top of every cgroup hierarchy."""
+    return [h / name for h in _cgroup_hierarchies() if (h / name).is_dir()]
+
+
+def _remove_node_network_and_cgroups(bridge: str) -> None:
+    """Kill every process still in the node's cgroups, then remove its bridge and its cgroups.
+
+    A container whose shim died (the test run killed, so ``clean_up`` never ran, or the shim killed
+    first) is reparented to init and runs on: last session found our operator's container still
+    serving :8080 two hours after its run. Its cgroup is the one thing that still names the node."""
+    roots = _cgroup_roots(bridge)
+    for root in roots:
+        for procs in root.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                for pid in procs.read_text().split():
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(int(pid), signal.SIGKILL)
+    subprocess.run(["ip", "link", "del", bridge], capture_output=True, check=False)
+    for root in roots:
+        deadline = time.monotonic() + 10
+        # NB: a killed process leaves its cgroup only once the kernel reaped it: rmdir says EBUSY until then.
+        while root.is_dir() and time.monotonic() < deadline:
+            for sub in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+                if sub.is_dir():
+                    with contextlib.suppress(OSError):
+                        sub.rmdir()
+            with contextlib.suppress(OSError):
+                root.rmdir()
             if root.is_dir():
-                for sub in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-                    if sub.is_dir():
-                        with contextlib.suppress(OSError):
-                            sub.rmdir()
-                with contextlib.suppress(OSError):
-                    root.rmdir()
+                time.sleep(0.2)
+
+
+def dead_node_bridges(bridges: list[str], command_lines: list[list[str]]) -> list[str]:
+    """The real nodes (by bridge name) whose kubelet no longer runs: a node's kubelet is started with
+    ``--node-ip=`` its bridge's gateway (``ocpgpu<N>`` -> 10.245.<N>.1), so no such process means the
+    run that made it is gone and left it behind."""
+    live_ips = {
+        arg.removeprefix("--node-ip=")
+        for line in command_lines
+        for arg in line
+        if arg.startswith("--node-ip=")
+    }
+    dead = []
+    for bridge in bridges:
+        suffix = bridge.removeprefix(BRIDGE_PREFIX)
+        if bridge.startswith(BRIDGE_PREFIX) and suffix.isdigit() and f"10.245.{suffix}.1" not in live_ips:
+            dead.append(bridge)
+    return dead
+
+
+def sweep_dead_nodes() -> list[str]:
+    """Remove what killed runs left of their real nodes (processes, bridges, cgroups); returns their names."""
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=False).stdout
+    names = {w.rstrip(":").split("@")[0] for w in links.split() if w.startswith(BRIDGE_PREFIX)}
+    for hierarchy in _cgroup_hierarchies():
+        names.update(p.name for p in hierarchy.iterdir() if p.is_dir() and p.name.startswith(BRIDGE_PREFIX))
+    # A node starting beside us (another xdist worker) makes its cgroups and bridge just before its
+    # kubelet: anything made in the last minute is left alone.
+    young = {
+        name for name in names for root in _cgroup_roots(name) if time.time() - root.stat().st_mtime < 60
+    }
+    command_lines = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                command_lines.append(
+                    [a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0")]
+                )
+    dead = dead_node_bridges(sorted(names - young), command_lines)
+    for bridge in dead:
+        _remove_node_network_and_cgroups(bridge)
+    return dead
 
 
 def _free_port() -> int:
