@@ -26,6 +26,8 @@ OS_OPENSHIFT_VERSION: Final = "feature.node.kubernetes.io/system-os_release.OPEN
 GPU_PRESENT: Final = "nvidia.com/gpu.present"
 # Prefix of the per-operand opt-in labels the operand DaemonSets select on.
 GPU_DEPLOY_PREFIX: Final = "nvidia.com/gpu.deploy."
+# The workload a GPU node runs (NVIDIA's, set by the admin): container, vm-passthrough, vm-vgpu.
+GPU_WORKLOAD_CONFIG: Final = "nvidia.com/gpu.workload.config"
 # `nvidia.com/gpu.deploy.operands=false` opts a node out of every operand.
 GPU_DEPLOY_OPERANDS: Final = "nvidia.com/gpu.deploy.operands"
 # The node's driver upgrade state (see planning/upgrade).

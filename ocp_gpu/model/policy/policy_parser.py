@@ -46,6 +46,7 @@ from ocp_gpu.model.policy.policy_spec import (
     DriverSpec,
     EnvVar,
     GpuPodDeletion,
+    GpuWorkload,
     HostPaths,
     ImagePullPolicy,
     ImageSpec,
@@ -61,6 +62,8 @@ from ocp_gpu.model.policy.policy_spec import (
     ProbeTiming,
     RdmaSpec,
     ResourceRequirements,
+    SandboxMode,
+    SandboxWorkloadsSpec,
     ServiceMonitorSpec,
     Toleration,
     ToolkitSpec,
@@ -536,6 +539,13 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
             or DEFAULT_KUBELET_ROOT_DIR,
         ),
         cdi=cdi,
+        sandbox_workloads=SandboxWorkloadsSpec(
+            enabled=fields.child("sandboxWorkloads").flag("enabled", False),
+            default_workload=fields.child("sandboxWorkloads").choice(
+                "defaultWorkload", GpuWorkload, GpuWorkload.CONTAINER
+            ),
+            mode=fields.child("sandboxWorkloads").choice("mode", SandboxMode, SandboxMode.KUBEVIRT),
+        ),
         psa_enabled=fields.child("psa").flag("enabled", False),
         nvidia_mig_strategy=nvidia_mig_strategy,
         alias_conflicts=alias_conflicts,

@@ -340,6 +340,36 @@ class HostPaths:
     kubelet_root_dir: str = DEFAULT_KUBELET_ROOT_DIR
 
 
+class GpuWorkload(enum.StrEnum):
+    """What a GPU node runs (NVIDIA's nvidia.com/gpu.workload.config values)."""
+
+    CONTAINER = "container"
+    VM_PASSTHROUGH = "vm-passthrough"
+    VM_VGPU = "vm-vgpu"
+
+
+class SandboxMode(enum.StrEnum):
+    """spec.sandboxWorkloads.mode: which sandbox runs the VM workloads."""
+
+    KUBEVIRT = "kubevirt"
+    # NB: NVIDIA's Kata device plugin; refused here (model/policy/fields.py).
+    KATA = "kata"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SandboxWorkloadsSpec:
+    """spec.sandboxWorkloads: GPUs for virtual machines (OpenShift Virtualization, KubeVirt).
+
+    `enabled`: nodes may run VM workloads, chosen per node by nvidia.com/gpu.workload.config
+    (planning/operands/workloads.py); off, every GPU node runs containers and the VM operands
+    (vfioManager, sandboxDevicePlugin, the sandbox validator) are not deployed, as NVIDIA's.
+    """
+
+    enabled: bool = False
+    default_workload: GpuWorkload = GpuWorkload.CONTAINER  # defaultWorkload
+    mode: SandboxMode = SandboxMode.KUBEVIRT
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CdiSpec:
     """spec.cdi: how GPUs reach containers (NVIDIA's CDIConfigSpec and its defaults).
@@ -510,6 +540,9 @@ class Policy:
     validator: ValidatorSpec = dataclasses.field(default_factory=ValidatorSpec)
     host_paths: HostPaths = dataclasses.field(default_factory=HostPaths)  # hostPaths
     cdi: CdiSpec = dataclasses.field(default_factory=CdiSpec)
+    sandbox_workloads: SandboxWorkloadsSpec = dataclasses.field(  # sandboxWorkloads
+        default_factory=SandboxWorkloadsSpec
+    )
     # psa.enabled: label the operand namespace for the privileged pod security level.
     psa_enabled: bool = False
     # GPUDirect Storage (nvidia-fs) and GDRCopy (gdrdrv) modules, containers of the driver pods.

@@ -24,6 +24,12 @@ nothing changes (so steady state costs no write).  The rules (DESIGN §2):
   device plugin gave GPUs keep running (a kubelet never evicts them for it) until they end.
 - NB: a deploy label that is neither "true" nor "false" is left as it is: the MIG
   manager sets `paused-for-mig-change` while it repartitions a node and restores it.
+- Workloads (planning/operands/workloads.py, NVIDIA's gpuStateLabels): a node gets the deploy
+  labels of its workload's stack only.  Container: the labels above.  A VM workload: its
+  stack's labels (`DeployLabels.vm`), and every label of the container stack and of the other
+  VM stack that is not an admin's "false" is removed (NVIDIA removes those too), so a node
+  never carries two stacks.  No workload (a bad workload label): the deploy labels stay as
+  they are, nothing running there is taken away.
 
 It never reads or writes a Node.  NB: the caller must not plan from a partial
 or failed read: a node whose labels are missing would lose its deploy labels,
@@ -38,6 +44,7 @@ from typing import Final
 
 from ocp_gpu.model import labels
 from ocp_gpu.planning.operands import mig_planning
+from ocp_gpu.planning.operands.workloads import Workload
 
 # The value the operator writes; only labels with this value are ours to remove.
 TRUE: Final = "true"
@@ -64,6 +71,23 @@ class DeployLabels:
     # (owner, yielding): on a node where the owner's label is "true" the yielding one is not
     # set (the DRA driver's and the device plugin's).
     exclusive: tuple[tuple[str, str], ...] = ()
+    # The deploy labels of each VM workload's stack (NVIDIA's gpuStateLabels for vm-passthrough
+    # and vm-vgpu, of the operands ocp-gpu deploys); the other labels above are the container's.
+    vm: Mapping[Workload, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def container_stack(self) -> tuple[str, ...]:
+        """Every deploy label of the container stack."""
+        return (*self.every_gpu_node, *self.mig_capable, *self.while_enabled)
+
+    @property
+    def vm_stacks(self) -> tuple[str, ...]:
+        """Every deploy label of either VM stack, once each."""
+        return tuple(dict.fromkeys(key for keys in self.vm.values() for key in keys))
+
+    def stack(self, workload: Workload) -> tuple[str, ...]:
+        """The deploy labels of `workload`'s stack."""
+        return self.container_stack if workload is Workload.CONTAINER else self.vm.get(workload, ())
 
 
 def is_gpu_node(node_labels: Mapping[str, str]) -> bool:
@@ -76,6 +100,7 @@ def plan_node_labels(
     deploy: DeployLabels,
     mig_config_default: str | None = None,
     enabled: Collection[str] | None = None,
+    workload: Workload | None = Workload.CONTAINER,
 ) -> LabelPatch | None:
     """The label patch for one node, or None when its labels are already right.
 
@@ -86,9 +111,15 @@ def plan_node_labels(
 
     `enabled`: which of `deploy.while_enabled` belong to an enabled operand; None (no valid
     policy): those labels are left as they are.
+
+    `workload`: the node's (workloads.select_workload); None: its deploy labels stay as they are.
     """
     patch: LabelPatch = {}
-    ours = [key for key in (*deploy.every_gpu_node, *deploy.while_enabled) if node_labels.get(key) == TRUE]
+    ours = [
+        key
+        for key in (*deploy.every_gpu_node, *deploy.while_enabled, *deploy.vm_stacks)
+        if node_labels.get(key) == TRUE
+    ]
     for key in deploy.mig_capable:
         if node_labels.get(key) == TRUE and (labels.GPU_PRESENT in node_labels or is_gpu_node(node_labels)):
             # NB: ours only on a node we labelled (gpu.present): a CPU node is never touched.
@@ -105,7 +136,13 @@ def plan_node_labels(
     if node_labels.get(labels.GPU_DEPLOY_OPERANDS) == FALSE:
         # The admin opted the node out of every operand: remove the deploy labels we set.
         patch.update(dict.fromkeys(ours))
+    elif workload is None:
+        # A workload label we cannot follow: what runs there stays (workloads.select_workload).
+        pass
+    elif workload is not Workload.CONTAINER:
+        patch.update(_vm_stack(node_labels, deploy, workload))
     else:
+        patch.update(_take_back(node_labels, deploy.vm_stacks))
         # Add the missing deploy labels; keep whatever value an admin chose.
         patch.update({key: TRUE for key in deploy.every_gpu_node if key not in node_labels})
         if mig_planning.is_mig_capable(node_labels):
@@ -127,6 +164,21 @@ def plan_node_labels(
         # controller leaves such nodes alone (planning/upgrade.is_unmanaged).
         patch[labels.UPGRADE_STATE] = None
     return patch or None
+
+
+def _take_back(node_labels: Mapping[str, str], keys: Collection[str]) -> LabelPatch:
+    """Remove the labels of a stack the node no longer runs; an admin's "false" stays."""
+    return {key: None for key in keys if key in node_labels and node_labels[key] != FALSE}
+
+
+def _vm_stack(node_labels: Mapping[str, str], deploy: DeployLabels, workload: Workload) -> LabelPatch:
+    """A VM workload's labels: its stack's added, every other stack's taken back."""
+    wanted = deploy.stack(workload)
+    others = [key for key in (*deploy.container_stack, *deploy.vm_stacks) if key not in wanted]
+    patch = _take_back(node_labels, others)
+    # Add the missing ones; keep whatever value an admin chose.
+    patch.update({key: TRUE for key in wanted if key not in node_labels})
+    return patch
 
 
 def _while_enabled(
