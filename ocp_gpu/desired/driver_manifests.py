@@ -16,12 +16,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from ocp_gpu.kube import reading
-from ocp_gpu.model import driver_snapshot, images, nodes
+from ocp_gpu.model import driver_snapshot, images, imagestream_tags, nodes
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.model.policy.policy_problems import PolicyProblem
 from ocp_gpu.planning import config_maps, delivery, platforms
 from ocp_gpu.planning.drivers import driver_fallback, driver_plan, driver_strategy, dtk_images
 from ocp_gpu.planning.drivers.driver_plan import DesiredDriverDaemonSet
+from ocp_gpu.planning.upgrades import upgrade_preflight
 from ocp_gpu.rendering import templating
 from ocp_gpu.rendering.operands import driver_rendering
 
@@ -133,7 +134,17 @@ def desired_driver_manifests(
         )
         settings = dataclasses.replace(settings, dtk_fallback=dict(fallback.keys))
         pending = fallback.pending
-    plan = driver_plan.plan_driver_daemonsets(observed, settings)
+    ahead: tuple[driver_snapshot.GpuNode, ...] = ()
+    if platform.is_openshift and settings.strategy is driver_strategy.Strategy.DTK:
+        # an OpenShift upgrade in progress: its target builds' DaemonSets before their nodes
+        record = reading.image_stream_singleton(view.dtk_imagestream)
+        ahead = upgrade_preflight.ahead_nodes(
+            delivery.present(view.cluster_version),
+            record if isinstance(record, imagestream_tags.ImageStream) else None,
+            (str(node.ostree_version) for node in gpu_nodes if node.ostree_version),
+            settings.driver_image,
+        )
+    plan = driver_plan.plan_driver_daemonsets(observed, settings, ahead)
     if not driver_plan.is_version_pinned(policy):
         # driver.version unset: nodes already on a newer driver keep it (no silent downgrade)
         plan, _ = driver_plan.plan_keep_newer(

@@ -7,8 +7,13 @@ OpenShift emulation (ClusterVersion, the driver-toolkit ImageStream) and RHCOS 9
 - once the build's tag appears it says True, naming the build and its driver image (`-rhel9.6`)
   and whether the driver branch supports the target (the release's table), and a pre-pull
   DaemonSet pulls the target's DTK and driver images on the GPU nodes still on the old build;
+- the target build's driver DaemonSet exists before any node carries the build (no nodes, its DTK
+  image), so the first node the simulated Machine Config Operator moves gets its driver pod from
+  it, with no change to the DaemonSet (same object, same generation);
 - as the simulated Machine Config Operator moves the nodes, the pre-pull DaemonSet follows them and
   is deleted once the last GPU node has moved;
+- an upgrade abandoned before any node moved (ClusterVersion back to Completed on the current
+  release) takes its driver DaemonSet ahead with it;
 - once the update has completed the condition is gone;
 - an update to an OpenShift release the driver branch does not support is
   `UpgradePreflight=False` (DriverBranchUnsupported) and a Warning Event, before any node moves.
@@ -22,6 +27,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from ocp_gpu.model import labels
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import unique_name
@@ -31,9 +37,10 @@ from .conftest import REACT_S, READY_S, condition, read_policy, wait_for, wait_f
 
 pytestmark = pytest.mark.e2e
 
-OLD, NEW = "9.6.20250909-0", "9.6.20251021-0"
+OLD, NEW, NEXT = "9.6.20250909-0", "9.6.20251021-0", "9.6.20251111-0"
 DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
-IMAGES = {OLD: DTK + "6" * 64, NEW: DTK + "7" * 64}
+IMAGES = {OLD: DTK + "6" * 64, NEW: DTK + "7" * 64, NEXT: DTK + "8" * 64}
+OSTREE = labels.OSTREE_VERSION
 
 
 @pytest.fixture
@@ -104,8 +111,34 @@ def test_upgrade_preflight_names_the_target_build_before_any_node_moves(
         what="a Ready pre-pull pod on each GPU node",
     )
 
-    # The MCO (simulated) moves the nodes one by one: the pre-pull is gone once the last has moved.
+    # The target's driver DaemonSet is there before any node carries NEW, with no pod.
+    ahead = wait_for(lambda: driver_daemonset(kube, namespace, NEW), REACT_S, what="the DaemonSet ahead")
+    assert ahead.spec.template.spec.node_selector[OSTREE] == NEW
+    assert any(c.image == IMAGES[NEW] for c in ahead.spec.template.spec.containers)
+    assert any(c.image.endswith("-rhel9.6") for c in ahead.spec.template.spec.containers)
+    assert not [n for n in rhcos9_nodes if node_build(kube, n) == NEW]
+    wait_for(
+        lambda: (
+            (found := driver_daemonset(kube, namespace, NEW))
+            and found.status.observed_generation == found.metadata.generation
+        ),
+        REACT_S,
+        what="the DaemonSet controller to have seen it",
+    )
+    assert driver_daemonset(kube, namespace, NEW).status.desired_number_scheduled == 0
+
+    # The MCO (simulated) moves the nodes one by one: the first gets its driver pod from the
+    # DaemonSet made ahead, unchanged; the pre-pull is gone once the last has moved.
     fake_nodes.simulate_mco_update(kube, rhcos9_nodes[:1], NEW)
+    pod = wait_for(
+        lambda: driver_pod_on(kube, namespace, rhcos9_nodes[0], ahead.metadata.uid),
+        REACT_S,
+        what="the first moved node's driver pod from the DaemonSet ahead",
+    )
+    assert pod.metadata.owner_references[0].name == ahead.metadata.name
+    after = driver_daemonset(kube, namespace, NEW)
+    assert after.metadata.uid == ahead.metadata.uid
+    assert after.metadata.generation == ahead.metadata.generation, "the DaemonSet ahead was changed"
     assert prepull(kube, namespace) is not None  # one node still to move
     fake_nodes.simulate_mco_update(kube, rhcos9_nodes[1:], NEW)
     wait_for(lambda: prepull(kube, namespace) is None, REACT_S, what="the pre-pull DaemonSet deleted")
@@ -113,6 +146,16 @@ def test_upgrade_preflight_names_the_target_build_before_any_node_moves(
     # The update completes: nothing to say any more.
     openshift_emulation.set_cluster_version(openshift, "4.20.3")
     wait_for(lambda: preflight(kube) is None, REACT_S, what="UpgradePreflight gone")
+
+    # An update abandoned before any node moved: its DaemonSet ahead goes with it.
+    openshift_emulation.start_cluster_update(openshift, "4.20.3", "4.20.5")
+    openshift_emulation.set_driver_toolkit_tags(openshift, {NEW: IMAGES[NEW], NEXT: IMAGES[NEXT]})
+    wait_for(lambda: driver_daemonset(kube, namespace, NEXT), REACT_S, what="the DaemonSet ahead of 4.20.5")
+    openshift_emulation.set_cluster_version(openshift, "4.20.3")
+    wait_for(
+        lambda: driver_daemonset(kube, namespace, NEXT) is None, REACT_S, what="the abandoned one collected"
+    )
+    assert driver_daemonset(kube, namespace, NEW) is not None  # the nodes' own stays
 
     # An update to a release the driver branch does not support: said before any node moves.
     openshift_emulation.start_cluster_update(openshift, "4.20.3", "4.23.1")
@@ -135,3 +178,26 @@ def prepull(kube: client.ApiClient, namespace: str) -> client.V1DaemonSet | None
     )
     live = [d for d in found if d.metadata.deletion_timestamp is None]
     return live[0] if live else None
+
+
+def driver_daemonset(kube: client.ApiClient, namespace: str, build: str) -> client.V1DaemonSet | None:
+    """The driver DaemonSet of an RHCOS build (by its Driver Toolkit label), None when there is none."""
+    found = (
+        client.AppsV1Api(kube)
+        .list_namespaced_daemon_set(namespace, label_selector=f"{labels.DTK_RHCOS}={build}")
+        .items
+    )
+    live = [d for d in found if d.metadata.deletion_timestamp is None]
+    return live[0] if live else None
+
+
+def node_build(kube: client.ApiClient, name: str) -> str | None:
+    found: dict[str, str] = client.CoreV1Api(kube).read_node(name).metadata.labels or {}
+    return found.get(OSTREE)
+
+
+def driver_pod_on(kube: client.ApiClient, namespace: str, node: str, owner_uid: str) -> client.V1Pod | None:
+    """The pod of the DaemonSet `owner_uid` on `node`, None when there is none."""
+    pods = client.CoreV1Api(kube).list_namespaced_pod(namespace, field_selector=f"spec.nodeName={node}").items
+    owned = [p for p in pods if any(o.uid == owner_uid for o in p.metadata.owner_references or ())]
+    return owned[0] if owned else None

@@ -204,8 +204,17 @@ class DriverPlan:
         return tuple(finding for finding in self.findings if isinstance(finding, kind))
 
 
-def plan_driver_daemonsets(snapshot: DriverSnapshot, settings: DriverSettings) -> DriverPlan:
-    """The desired and stale driver DaemonSets for one snapshot; pure and deterministic."""
+def plan_driver_daemonsets(
+    snapshot: DriverSnapshot, settings: DriverSettings, ahead: Sequence[GpuNode] = ()
+) -> DriverPlan:
+    """The desired and stale driver DaemonSets for one snapshot; pure and deterministic.
+
+    `ahead`: stand-ins for the nodes of RHCOS builds an OpenShift upgrade brings and no node runs
+    yet (planning/upgrades/upgrade_preflight.ahead_nodes): in DTK mode each such build whose DTK
+    tag is there gets its DaemonSet now, with no nodes, so the first node that reboots into it
+    gets its driver pod at once; once no upgrade names it, no node and no stand-in keeps it and
+    it is collected like any DaemonSet without nodes.
+    """
     findings: list[Finding] = []
     findings.extend(_stale_nfd_labels(snapshot.nodes))
 
@@ -267,6 +276,17 @@ def plan_driver_daemonsets(snapshot: DriverSnapshot, settings: DriverSettings) -
         else:
             # the key's DaemonSet cannot be rendered correctly this pass
             findings.append(outcome)
+
+    # 4b. the upgrade's target builds, ahead of their nodes (only what nodes already want otherwise)
+    for stand_in in ahead:
+        key = node_key(stand_in, Strategy.DTK)
+        if settings.strategy is not Strategy.DTK or key is None or (Strategy.DTK, key) in groups:
+            continue
+        present = existing.get((Strategy.DTK, key_label_value(key)), [])
+        outcome = _desired(Strategy.DTK, key, [stand_in], present, snapshot.stream, settings, {})
+        if isinstance(outcome, DesiredDriverDaemonSet) and not outcome.image_missing:
+            # NB: no tag, no DaemonSet ahead: it would only stand there without a Driver Toolkit
+            desired.append(replace(outcome, nodes=()))
 
     desired = _unique_names(desired, existing)
 

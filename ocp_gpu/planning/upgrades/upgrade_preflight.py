@@ -14,6 +14,11 @@ It also says whether the driver branch supports the target OpenShift release, by
 support table (`model.releases.DRIVER_BRANCH_OPENSHIFT`): a branch that does not is reason
 `DriverBranchUnsupported` (an Event too); a branch the table does not know is said, not judged.
 
+Also decides which driver DaemonSets go ahead of their nodes (`ahead_nodes`): while the upgrade
+is applied, each target build gets its driver DaemonSet before any node carries it, so the
+first GPU node that reboots into it gets its driver pod at once; it goes with the upgrade if
+the upgrade is abandoned (driver_plan collects a DaemonSet no node and no target keeps).
+
 Decides from ClusterVersion's JSON, the ImageStream record and the nodes' builds; it never
 reads, writes or looks at a clock.  No condition when no upgrade is in progress.
 """
@@ -26,7 +31,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from ocp_gpu.model import images, releases
+from ocp_gpu.model.driver_snapshot import GpuNode, RhcosVersion
 from ocp_gpu.model.imagestream_tags import ImageStream
+from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.planning.drivers import dtk_images
 from ocp_gpu.planning.status import conditions
 
@@ -43,6 +50,8 @@ PARTIAL: Final = "Partial"
 # 416.94.202407030122-0: RHEL 9.4; 9.6.20250909-0 and 10.1.20251015-0: RHEL 9.6, 10.1
 _LEGACY_BUILD = re.compile(r"^4\d+\.(\d)(\d+)\.")
 _RHEL_BUILD = re.compile(r"^(\d+)\.(\d+)\.\d{8}")
+# 417.94.…: OpenShift 4.17
+_LEGACY_OPENSHIFT = re.compile(r"^4(\d+)\.\d+\.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,6 +225,53 @@ def plan_prepulls(
         pulled = dict.fromkeys(image for t in aimed for image in (t.dtk_image, t.driver_image))
         found.append(PrePull(f"rhel{major}", to_move, tuple(pulled)))
     return tuple(found)
+
+
+# --- the target's driver DaemonSet ahead of its nodes ------------------------------------------
+
+
+def ahead_nodes(
+    cluster_version: Mapping[str, Any] | None,
+    stream: ImageStream | None,
+    node_builds: Iterable[str],
+    driver_image: images.ImageRef,
+) -> tuple[GpuNode, ...]:
+    """Stand-ins for the GPU nodes each target build will have, for the driver plan: one per
+    build the floating tags point at, that carries its DTK tag and no GPU node runs yet, while
+    an upgrade is being applied; none otherwise (the DaemonSet is then collected as empty).
+
+    Each carries the NFD labels a node of that build has (so its DaemonSet renders exactly as
+    it will once nodes arrive: the first one's pod is not restarted by a template change)."""
+    if upgrading_to(cluster_version) is None or stream is None:
+        return ()
+    targets, _ = upgrade_targets(stream, node_builds, driver_image)
+    return tuple(node for node in map(stand_in_node, (t.build for t in targets)) if node is not None)
+
+
+def stand_in_node(build: str) -> GpuNode | None:
+    """A nameless GPU node of an RHCOS build, with NFD's os_release labels for it: the old scheme
+    (`417.94.…`) says ID=rhcos, VERSION_ID and OPENSHIFT_VERSION 4.17, RHEL_VERSION 9.4; a
+    RHEL-numbered build (`9.6.…`, `10.1.…`) says ID=rhel and VERSION_ID=RHEL_VERSION."""
+    rhel = rhel_of_build(build)
+    if rhel is None:
+        return None
+    if match := _LEGACY_OPENSHIFT.match(build):
+        openshift = f"4.{match[1]}"
+        return GpuNode(
+            name=NodeName(""),
+            ostree_version=RhcosVersion(build),
+            os_id="rhcos",
+            os_version_id=openshift,
+            rhel_version=rhel,
+            openshift_version=openshift,
+        )
+    return GpuNode(
+        name=NodeName(""),
+        ostree_version=RhcosVersion(build),
+        os_id="rhel",
+        os_version_id=rhel,
+        rhel_version=rhel,
+    )
 
 
 def _major(build: str) -> str | None:
