@@ -18,6 +18,7 @@ from typing import Any
 from ocp_gpu.kube import connecting, daemonset_watch, node_watch, object_watches, owning, pod_watch, watching
 from ocp_gpu.model import apis, labels
 from ocp_gpu.reconcilers import daemonset_view, node_view, object_views, pod_view, runtime
+from ocp_gpu.rendering import prepull_rendering
 from ocp_gpu.rendering.operands import operand_catalog
 
 
@@ -27,7 +28,12 @@ def build_watches(rt: runtime.Runtime, login: connecting.Login) -> dict[str, wat
     watches: dict[str, watching.ObjectWatch[Any]] = {
         # The kinds with thousands of objects or events (issue 13).
         # Every operand's pods (its watch sources: rendering/operands/operand_catalog.POD_APPS).
-        "pods": pod_watch.PodWatch(login, namespace, pod_view.PodView(rt), apps=operand_catalog.POD_APPS),
+        "pods": pod_watch.PodWatch(
+            login,
+            namespace,
+            pod_view.PodView(rt),
+            apps=(*operand_catalog.POD_APPS, *prepull_rendering.POD_APPS),
+        ),
         "nodes": node_watch.NodeWatch(login, node_view.NodeView(rt)),
         "daemonsets": daemonset_watch.DaemonSetWatch(login, namespace, daemonset_view.DaemonSetView(rt)),
     }

@@ -135,14 +135,16 @@ def desired_driver_manifests(
         settings = dataclasses.replace(settings, dtk_fallback=dict(fallback.keys))
         pending = fallback.pending
     ahead: tuple[driver_snapshot.GpuNode, ...] = ()
-    if platform.is_openshift and settings.strategy is driver_strategy.Strategy.DTK:
+    if platform.is_openshift and settings.strategy is not driver_strategy.Strategy.VANILLA:
         # an OpenShift upgrade in progress: its target builds' DaemonSets before their nodes
         record = reading.image_stream_singleton(view.dtk_imagestream)
+        precompiled = settings.strategy is driver_strategy.Strategy.PRECOMPILED
         ahead = upgrade_preflight.ahead_nodes(
             delivery.present(view.cluster_version),
             record if isinstance(record, imagestream_tags.ImageStream) else None,
             (str(node.ostree_version) for node in gpu_nodes if node.ostree_version),
             settings.driver_image,
+            kernels=upgrade_preflight.kernels_of_nodes(view.node_facts) if precompiled else None,
         )
     plan = driver_plan.plan_driver_daemonsets(observed, settings, ahead)
     if not driver_plan.is_version_pinned(policy):

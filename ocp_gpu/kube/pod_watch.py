@@ -31,6 +31,9 @@ def pod_facts(body: Mapping[str, Any]) -> pods.PodFacts:
     operand = reading.operand_pod(body)
     if operand.app == labels.VALIDATOR_APP:
         return pods.PodFacts(operand.name, operand, validator=upgrading.validator_pod(body))
+    if ((body.get("metadata") or {}).get("labels") or {}).get(labels.COMPONENT) == labels.PREPULL_COMPONENT:
+        # an OpenShift upgrade's pre-pull: whether its images can be pulled (the preflight says)
+        return pods.PodFacts(operand.name, operand, pull=reading.prepull_pod_pull(body))
     # NB: driver pods of either mode are kept; the upgrade picks its mode's (rt.cache.nvidia_driver_mode).
     if pod_selection.is_any_driver_pod((body.get("metadata") or {}).get("labels") or {}):
         return pods.PodFacts(

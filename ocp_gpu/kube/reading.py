@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from ocp_gpu.model import (
     custom_resources,
@@ -122,6 +122,34 @@ def driver_pod_pull(body: Mapping[str, Any]) -> driver_snapshot.DriverPodPull:
         image=sys.intern(image),
         pull_failing=failing,
     )
+
+
+def prepull_pod_pull(body: Mapping[str, Any]) -> driver_snapshot.DriverPodPull:
+    """A pre-pull pod's pull (strategy `PREPULL_PULL`): the image of its first container whose
+    kubelet cannot pull it (init containers first, as the kubelet pulls them), else its first."""
+    metadata = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    images = {
+        str(c.get("name", "")): str(c.get("image", ""))
+        for c in (*(spec.get("initContainers") or ()), *(spec.get("containers") or ()))
+    }
+    status = body.get("status") or {}
+    failing = [
+        images.get(str(s.get("name", "")), "")
+        for s in (*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ()))
+        if ((s.get("state") or {}).get("waiting") or {}).get("reason") in PULL_FAILURES
+    ]
+    return driver_snapshot.DriverPodPull(
+        name=str(metadata.get("name", "")),
+        key=None,
+        strategy=PREPULL_PULL,
+        image=sys.intern(failing[0] if failing else next(iter(images.values()), "")),
+        pull_failing=bool(failing),
+    )
+
+
+# The `strategy` of a pre-pull pod's DriverPodPull (no driver strategy's: never a fallback's).
+PREPULL_PULL: Final = "prepull"
 
 
 def _interned(value: object) -> str | None:

@@ -87,6 +87,8 @@ DRIVER_STRATEGY: Final = "ocp-gpu.io/driver-strategy"
 PRECOMPILED: Final = "nvidia.com/precompiled"
 # app.kubernetes.io/component of every driver DaemonSet; driver pods repel each other on it.
 DRIVER_COMPONENT: Final = "nvidia-driver"
+# The pre-pull DaemonSets of an OpenShift upgrade (rendering/prepull_rendering.py) and their pods.
+PREPULL_COMPONENT: Final = "nvidia-driver-prepull"
 # The NVIDIADriver a pool driver DaemonSet (and its pods) belongs to; absent on the ClusterPolicy's.
 NVIDIA_DRIVER: Final = "ocp-gpu.io/nvidia-driver"
 # Prefix of every driver DaemonSet name: nvidia-driver-daemonset-<key>.

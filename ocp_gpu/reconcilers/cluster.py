@@ -258,15 +258,17 @@ async def _apply_policy(
 def _preflight(
     rt: runtime.Runtime, seen: cluster_view.ViewSnapshot, applied: AppliedPass
 ) -> conditions.Condition | None:
-    """UpgradePreflight while OpenShift applies an upgrade (DTK mode only; planning/upgrade_preflight)."""
+    """UpgradePreflight while OpenShift applies an upgrade (DTK and precompiled modes on OpenShift;
+    planning/upgrade_preflight)."""
     if upgrade_preflight.upgrading_to(delivery.present(seen.cluster_version)) is None:
         return None  # the usual case: nothing more to look at
     settings = driver_plan.settings_for_policy(applied.policy, applied.detected, rt.env)
     if (
         isinstance(settings, policy_problems.PolicyProblem)
-        or settings.strategy is not driver_strategy.Strategy.DTK
+        or settings.strategy is driver_strategy.Strategy.VANILLA
     ):
         return None
+    precompiled = settings.strategy is driver_strategy.Strategy.PRECOMPILED
     stream = reading.image_stream_singleton(seen.dtk_imagestream)
     return upgrade_preflight.plan_preflight(
         delivery.present(seen.cluster_version),
@@ -277,6 +279,12 @@ def _preflight(
             if facts.is_gpu_node
         ),
         settings.driver_image,
+        kernels=upgrade_preflight.kernels_of_nodes(seen.node_facts.values()) if precompiled else None,
+        unpullable={
+            pull.image
+            for pull in seen.driver_pod_pulls.values()
+            if pull.strategy == reading.PREPULL_PULL and pull.pull_failing
+        },
     )
 
 

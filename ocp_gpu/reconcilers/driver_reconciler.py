@@ -130,7 +130,11 @@ async def _reconcile_prepulls(
     cluster_version = delivery.present(seen.cluster_version)
     if upgrade_preflight.upgrading_to(cluster_version) is not None:
         settings = driver_plan.settings_for_policy(policy, platform, rt.env)
-        if not isinstance(settings, PolicyProblem) and settings.strategy is driver_strategy.Strategy.DTK:
+        if (
+            not isinstance(settings, PolicyProblem)
+            and settings.strategy is not driver_strategy.Strategy.VANILLA
+        ):
+            precompiled = settings.strategy is driver_strategy.Strategy.PRECOMPILED
             stream = reading.image_stream_singleton(seen.dtk_imagestream)
             pulls = upgrade_preflight.plan_prepulls(
                 cluster_version,
@@ -141,6 +145,7 @@ async def _reconcile_prepulls(
                     if facts.is_gpu_node and facts.labels.get(labels.OSTREE_VERSION)
                 ),
                 settings.driver_image,
+                kernels=upgrade_preflight.kernels_of_nodes(seen.node_facts.values()) if precompiled else None,
             )
     wanted = {prepull_rendering.prepull_name(pull) for pull in pulls}
     for pull in pulls:

@@ -18,8 +18,10 @@ from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.planning.upgrades import upgrade_preflight
 from ocp_gpu.rendering.operands import operand_common
 
-COMPONENT: Final = "nvidia-driver-prepull"
+COMPONENT: Final = labels.PREPULL_COMPONENT
 NAME_PREFIX: Final = "nvidia-driver-prepull-"
+# Their pods' apps, for the pod watch (a pull that fails is the preflight's to say): RHCOS 9's, 10's.
+POD_APPS: Final = (NAME_PREFIX + "rhel9", NAME_PREFIX + "rhel10")
 # The requests of each container: the kubelet pulls, nothing works.
 _REQUESTS: Final = {"cpu": "1m", "memory": "8Mi"}
 

@@ -16,7 +16,13 @@ OpenShift emulation (ClusterVersion, the driver-toolkit ImageStream) and RHCOS 9
   release) takes its driver DaemonSet ahead with it;
 - once the update has completed the condition is gone;
 - an update to an OpenShift release the driver branch does not support is
-  `UpgradePreflight=False` (DriverBranchUnsupported) and a Warning Event, before any node moves.
+  `UpgradePreflight=False` (DriverBranchUnsupported) and a Warning Event, before any node moves;
+- with `driver.usePrecompiled`: the condition says the target's precompiled image is not named
+  while no node runs the build; once a node of another pool (a CPU worker here) boots it, it
+  names NVIDIA's `<branch>-<kernel>-<os>` image for that kernel, the pre-pull pulls it on the GPU
+  nodes and its DaemonSet is made ahead selecting that kernel; when the pre-pull's kubelets
+  cannot pull it, `UpgradePreflight=False` (TargetImageMissing) and a Warning Event say so,
+  before any GPU node moves.
 """
 
 from __future__ import annotations
@@ -167,6 +173,89 @@ def test_upgrade_preflight_names_the_target_build_before_any_node_moves(
     assert unsupported["status"] == "False" and "not 4.23.1" in unsupported["message"]
     wait_for_event(kube, "DriverBranchUnsupported", "OpenShift 4.23.1")
     openshift_emulation.set_cluster_version(openshift, "4.23.1")
+
+
+KERNEL_NEW = "5.14.0-570.60.1.el9_6.x86_64"
+
+
+def test_upgrade_preflight_names_pulls_and_checks_the_precompiled_image_of_the_target_kernel(
+    kube: client.ApiClient,
+    openshift: client.ApiClient,
+    rhcos9_nodes: list[str],
+    apply_policy: Callable[..., dict[str, Any]],
+    start_operator: Callable[..., OperatorProcess],
+    namespace: str,
+) -> None:
+    worker = unique_name("cpu")
+    fake_nodes.create_nodes(kube, [fake_nodes.cpu_node(worker, rhcos=OLD)])
+    try:
+        openshift_emulation.set_driver_toolkit_tags(openshift, {OLD: IMAGES[OLD]})
+        apply_policy(spec={"driver": {"usePrecompiled": True, "version": "595"}})
+        start_operator()
+        wait_for(lambda: condition(read_policy(kube), "Ready"), READY_S, what="the policy's status")
+
+        openshift_emulation.start_cluster_update(openshift, "4.19.9", "4.20.3")
+        openshift_emulation.set_driver_toolkit_tags(openshift, {OLD: IMAGES[OLD], NEW: IMAGES[NEW]})
+        unnamed = wait_for(
+            lambda: (found := preflight(kube)) and found["status"] == "True" and found,
+            REACT_S,
+            what="UpgradePreflight=True",
+        )
+        assert (
+            f"RHCOS {NEW}: Driver Toolkit tag present, precompiled driver image not named yet"
+            in (unnamed["message"])
+        )
+        assert prepull(kube, namespace) is None  # nothing to pull yet
+
+        # A CPU worker's pool moves first: its kernel names the GPU nodes' precompiled image.
+        fake_nodes.simulate_mco_update(kube, [worker], NEW, new_kernel=KERNEL_NEW)
+        image = f"nvcr.io/nvidia/driver:595-{KERNEL_NEW}-rhel9.6"
+        wait_for(
+            lambda: (found := preflight(kube)) and f"precompiled driver image {image}" in found["message"],
+            REACT_S,
+            what="the precompiled image named",
+        )
+        pull = wait_for(lambda: prepull(kube, namespace), REACT_S, what="the pre-pull DaemonSet")
+        assert [c.image for c in pull.spec.template.spec.init_containers] == [image]
+        ahead = wait_for(
+            lambda: [
+                d
+                for d in client.AppsV1Api(kube)
+                .list_namespaced_daemon_set(namespace, label_selector=f"{labels.DRIVER_STRATEGY}=precompiled")
+                .items
+                if d.spec.template.spec.node_selector.get(labels.KERNEL_VERSION_FULL) == KERNEL_NEW
+            ],
+            REACT_S,
+            what="the precompiled DaemonSet ahead of its nodes",
+        )
+        assert [c.image for c in ahead[0].spec.template.spec.containers if c.image == image] == [image]
+
+        # The registry has no such image: the pre-pull's kubelets say so, and so does the condition.
+        pods = wait_for(
+            lambda: (
+                client.CoreV1Api(kube)
+                .list_namespaced_pod(namespace, label_selector=f"app={pull.metadata.name}")
+                .items
+            ),
+            REACT_S,
+            what="the pre-pull pods",
+        )
+        for pod in pods:
+            fake_nodes.set_pod_fate(kube, namespace, pod.metadata.name, "image-pull-failing")
+        missing = wait_for(
+            lambda: (found := preflight(kube)) and found["reason"] == "TargetImageMissing" and found,
+            REACT_S,
+            what="UpgradePreflight=False (TargetImageMissing)",
+        )
+        assert (
+            missing["status"] == "False"
+            and f"GPU nodes cannot pull {image} (RHCOS {NEW})" in missing["message"]
+        )
+        wait_for_event(kube, "TargetImageMissing", image)
+        assert all(node_build(kube, n) == OLD for n in rhcos9_nodes)  # said before any GPU node moved
+        openshift_emulation.set_cluster_version(openshift, "4.20.3")
+    finally:
+        fake_nodes.delete_nodes(kube, [worker])
 
 
 def prepull(kube: client.ApiClient, namespace: str) -> client.V1DaemonSet | None:

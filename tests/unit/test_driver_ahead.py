@@ -8,7 +8,14 @@
 - the DaemonSet ahead is planned exactly as it is once nodes carry the build (same name, labels,
   selector, images, OPENSHIFT_VERSION), so the first node's pod is never restarted by a change;
 - it is never collected while the upgrade goes on, and collected (no GPU node has its key) once
-  the upgrade is abandoned.
+  the upgrade is abandoned;
+- usePrecompiled: the target build's kernel comes from any node that boots it (a control-plane
+  node without NFD labels too); the condition names NVIDIA's precompiled image for it
+  (`<branch>-<kernel>-<os>`), the pre-pull pulls it (and no Driver Toolkit), its DaemonSet is made
+  ahead selecting that kernel; while no node runs the build the condition says the image is not
+  named yet, and nothing is pulled or made for it;
+- an image of a target that the pre-pull pods' kubelets cannot pull (read from the pod: the
+  first container waiting in a pull failure) makes the condition False (TargetImageMissing).
 """
 
 from __future__ import annotations
@@ -18,9 +25,11 @@ from typing import Any
 
 import pytest
 
-from ocp_gpu.model import labels
+from ocp_gpu.kube import reading
+from ocp_gpu.model import images, labels
 from ocp_gpu.model.driver_snapshot import DriverSnapshot, GpuNode
 from ocp_gpu.model.imagestream_tags import ImageStream, SpecTag
+from ocp_gpu.model.nodes import NodeFacts, NodeName
 from ocp_gpu.planning.drivers import driver_plan
 from ocp_gpu.planning.drivers.driver_strategy import Strategy
 from ocp_gpu.planning.upgrades import upgrade_preflight
@@ -162,3 +171,120 @@ def test_stand_in_nodes_carry_nfd_labels_of_their_build() -> None:
     rhel10 = upgrade_preflight.stand_in_node(NEW10)
     assert rhel10 is not None and rhel10.driver_os_tag == "rhel10.1" and rhel10.openshift_version is None
     assert upgrade_preflight.stand_in_node("not-a-build") is None
+
+
+# --- usePrecompiled: the target build's kernel, its image name, its pre-pull and its DaemonSet ahead
+
+PRECOMPILED = images.ImageRef("nvcr.io/nvidia/driver:595")
+KERNEL_NEW9 = "5.14.0-570.49.1.el9_6.x86_64"
+
+
+def control_plane_node(build: str, kernel: str) -> NodeFacts:
+    """A control-plane node without NFD labels (NFD's worker does not run there): only the
+    kubelet's osImage and kernel say what it boots."""
+    return NodeFacts(
+        name=NodeName("master-0"),
+        labels={},
+        os_image=f"Red Hat Enterprise Linux CoreOS {build} (Plow)",
+        kernel_version=kernel,
+        unschedulable=False,
+        gpus=0,
+    )
+
+
+def test_a_build_kernel_is_known_from_any_node_that_boots_it() -> None:
+    gpu = NodeFacts(
+        NodeName("gpu-0"),
+        {labels.OSTREE_VERSION: OLD9, labels.KERNEL_VERSION_FULL: "5.14.0-570.1.1.el9_6.x86_64"},
+        "",
+        "",
+        False,
+        1,
+    )
+    kernels = upgrade_preflight.kernels_of_nodes([gpu, control_plane_node(NEW9, KERNEL_NEW9)])
+    assert kernels == {OLD9: "5.14.0-570.1.1.el9_6.x86_64", NEW9: KERNEL_NEW9}
+    # the most common kernel of a build's nodes (a realtime pool shows its own when it boots)
+    assert upgrade_preflight.build_kernels([(NEW9, "a"), (NEW9, "b"), (NEW9, "b"), ("", "c")]) == {NEW9: "b"}
+
+
+def test_the_precompiled_image_of_the_target_kernel_is_named_pulled_and_its_daemonset_made_ahead() -> None:
+    tags = image_stream(OLD9, NEW9, latest=NEW9)
+    known = {NEW9: KERNEL_NEW9}
+    image = f"nvcr.io/nvidia/driver:595-{KERNEL_NEW9}-rhel9.6"  # <branch>-<kernel>-<os>
+    condition = upgrade_preflight.plan_preflight(cluster_version(), tags, [OLD9], PRECOMPILED, kernels=known)
+    assert condition is not None and condition.status
+    assert f"precompiled driver image {image} (kernel {KERNEL_NEW9})" in condition.message
+    # only the precompiled image is pulled: no Driver Toolkit build runs
+    (pull,) = upgrade_preflight.plan_prepulls(cluster_version(), tags, [OLD9], PRECOMPILED, kernels=known)
+    assert pull.images == (image,) and pull.builds == (OLD9,)
+    # its DaemonSet ahead selects the kernel and OS its nodes will carry
+    ahead = upgrade_preflight.ahead_nodes(cluster_version(), tags, [OLD9], PRECOMPILED, kernels=known)
+    gpu_old = dataclasses.replace(node_of("a", OLD9), kernel="5.14.0-570.1.1.el9_6.x86_64")
+    snapshot = DriverSnapshot(nodes=(gpu_old,), stream=stream_with((OLD9, IMAGE[OLD9]), (NEW9, IMAGE[NEW9])))
+    settings = driver_settings(Strategy.PRECOMPILED)
+    result = driver_plan.plan_driver_daemonsets(snapshot, settings, ahead)
+    (entry,) = [e for e in result.desired if not e.nodes]
+    assert entry.driver_image == f"{settings.driver_image}-{KERNEL_NEW9}-rhel9.6"
+    assert entry.node_selector == {
+        labels.OS_ID: "rhel",
+        labels.OS_VERSION_ID: "9.6",
+        labels.KERNEL_VERSION_FULL: KERNEL_NEW9,
+    }
+    # the first node arrives: the same DaemonSet
+    arrived = dataclasses.replace(node_of("b", NEW9), kernel=KERNEL_NEW9)
+    then = driver_plan.plan_driver_daemonsets(
+        dataclasses.replace(
+            snapshot, nodes=(gpu_old, arrived), daemonsets=tuple(existing(e) for e in result.desired)
+        ),
+        settings,
+        (),
+    )
+    (same,) = [e for e in then.desired if e.nodes == ("b",)]
+    assert dataclasses.replace(same, nodes=(), exists=False) == entry and then.stale == ()
+
+
+def test_a_target_kernel_no_node_runs_yet_is_said_and_nothing_is_pulled_or_made_for_it() -> None:
+    tags = image_stream(OLD9, NEW9, latest=NEW9)
+    condition = upgrade_preflight.plan_preflight(cluster_version(), tags, [OLD9], PRECOMPILED, kernels={})
+    assert condition is not None and "precompiled driver image not named yet" in condition.message
+    assert upgrade_preflight.plan_prepulls(cluster_version(), tags, [OLD9], PRECOMPILED, kernels={}) == ()
+    assert upgrade_preflight.ahead_nodes(cluster_version(), tags, [OLD9], PRECOMPILED, kernels={}) == ()
+
+
+def test_an_image_the_pre_pull_cannot_pull_is_said_before_any_node_moves() -> None:
+    tags = image_stream(OLD9, NEW9, latest=NEW9)
+    known = {NEW9: KERNEL_NEW9}
+    image = f"nvcr.io/nvidia/driver:595-{KERNEL_NEW9}-rhel9.6"
+    condition = upgrade_preflight.plan_preflight(
+        cluster_version(), tags, iter([OLD9]), PRECOMPILED, kernels=known, unpullable={image}
+    )
+    assert condition is not None and not condition.status and condition.reason == "TargetImageMissing"
+    assert f"GPU nodes cannot pull {image} (RHCOS {NEW9})" in condition.message
+    # another image failing (an old build's) is not the target's
+    other = upgrade_preflight.plan_preflight(
+        cluster_version(), tags, [OLD9], PRECOMPILED, kernels=known, unpullable={"elsewhere:1"}
+    )
+    assert other is not None and other.status
+
+
+def test_a_pre_pull_pod_names_the_image_its_kubelet_cannot_pull() -> None:
+    body = {
+        "metadata": {"name": "nvidia-driver-prepull-rhel9-x"},
+        "spec": {
+            "initContainers": [
+                {"name": "pull-0", "image": "dtk@sha256:1"},
+                {"name": "pull-1", "image": "drv:1"},
+            ],
+            "containers": [{"name": "hold", "image": "drv:1"}],
+        },
+        "status": {
+            "initContainerStatuses": [
+                {"name": "pull-0", "state": {"terminated": {"exitCode": 0}}},
+                {"name": "pull-1", "state": {"waiting": {"reason": "ImagePullBackOff"}}},
+            ]
+        },
+    }
+    pull = reading.prepull_pod_pull(body)
+    assert pull.pull_failing and pull.image == "drv:1" and pull.strategy == reading.PREPULL_PULL
+    body["status"] = {}
+    assert not reading.prepull_pod_pull(body).pull_failing

@@ -211,9 +211,9 @@ def plan_driver_daemonsets(
 
     `ahead`: stand-ins for the nodes of RHCOS builds an OpenShift upgrade brings and no node runs
     yet (planning/upgrades/upgrade_preflight.ahead_nodes): in DTK mode each such build whose DTK
-    tag is there gets its DaemonSet now, with no nodes, so the first node that reboots into it
-    gets its driver pod at once; once no upgrade names it, no node and no stand-in keeps it and
-    it is collected like any DaemonSet without nodes.
+    tag is there (precompiled: whose kernel is known) gets its DaemonSet now, with no nodes, so
+    the first node that reboots into it gets its driver pod at once; once no upgrade names it,
+    no node and no stand-in keeps it and it is collected like any DaemonSet without nodes.
     """
     findings: list[Finding] = []
     findings.extend(_stale_nfd_labels(snapshot.nodes))
@@ -278,12 +278,13 @@ def plan_driver_daemonsets(
             findings.append(outcome)
 
     # 4b. the upgrade's target builds, ahead of their nodes (only what nodes already want otherwise)
-    for stand_in in ahead:
-        key = node_key(stand_in, Strategy.DTK)
-        if settings.strategy is not Strategy.DTK or key is None or (Strategy.DTK, key) in groups:
+    strategy = settings.strategy
+    for stand_in in ahead if strategy is not Strategy.VANILLA else ():
+        key = node_key(stand_in, strategy)
+        if key is None or (strategy, key) in groups or key in settings.dtk_fallback:
             continue
-        present = existing.get((Strategy.DTK, key_label_value(key)), [])
-        outcome = _desired(Strategy.DTK, key, [stand_in], present, snapshot.stream, settings, {})
+        present = existing.get((strategy, key_label_value(key)), [])
+        outcome = _desired(strategy, key, [stand_in], present, snapshot.stream, settings, {})
         if isinstance(outcome, DesiredDriverDaemonSet) and not outcome.image_missing:
             # NB: no tag, no DaemonSet ahead: it would only stand there without a Driver Toolkit
             desired.append(replace(outcome, nodes=()))
