@@ -30,6 +30,9 @@ class AppliedCache:
     label_echoes: dict[nodes.NodeName, tuple[Mapping[str, str | None], Mapping[str, str | None]]] = (
         dataclasses.field(default_factory=dict)
     )
+    # Nodes whose GPUs wait to change hands (device plugin <-> DRA) until their GPU pods are done:
+    # planned again each pass (reconcilers/cluster.py, planning/operands/gpu_handover.py).
+    handovers_waiting: set[nodes.NodeName] = dataclasses.field(default_factory=set)
     # Objects another operator made that adopt() took over this process ("Kind ns/name"), and the
     # ClusterPolicy uid whose leftovers were dealt with, and its status.migratedFrom.
     adopted: set[str] = dataclasses.field(default_factory=set)

@@ -32,7 +32,7 @@ from ocp_gpu.model import (
 from ocp_gpu.model.policy import fields, policy_checks, policy_parser, policy_problems, policy_spec
 from ocp_gpu.planning import delivery, platforms
 from ocp_gpu.planning.drivers import driver_check, driver_coverage, driver_plan, driver_strategy
-from ocp_gpu.planning.operands import mig_planning, node_labels, takeover
+from ocp_gpu.planning.operands import gpu_handover, mig_planning, node_labels, takeover
 from ocp_gpu.planning.status import conditions, operator_health, policies, policy_status, status_writes
 from ocp_gpu.planning.upgrades import upgrade_preflight
 from ocp_gpu.reconcilers import (
@@ -49,6 +49,8 @@ from ocp_gpu.rendering.operands import operand_catalog
 logger = logging.getLogger("ocp_gpu.reconcile")
 
 RETRY_FAILED_WRITES_S = 30.0
+# How often a node waiting to hand its GPUs over (device plugin <-> DRA) has its pods read again.
+HANDOVER_RECHECK_S = 5.0
 
 
 async def reconcile_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
@@ -231,7 +233,9 @@ async def _apply_policy(
             problems = [*problems, outcome.problem]
     label_errors = await _reconcile_node_labels(rt, seen, changes, auto_upgrade, mig_default, enabled_labels)
     if not errors:
-        stack = await operand_reconciler.reconcile_operands(rt, seen, active.ref(), policy, detected)
+        stack = await operand_reconciler.reconcile_operands(
+            rt, seen, active.ref(), _still_deployed(policy, seen, enabled_labels), detected
+        )
         problems = [*problems, *(o.problem for o in stack.values() if o.problem is not None)]
         watching = await monitoring_reconciler.reconcile_monitoring(rt, seen, active.ref(), policy, detected)
         # The monitoring objects' write failures are reported with the others'.
@@ -345,24 +349,50 @@ async def _reconcile_node_labels(
     mig_default: str | None,
     enabled_labels: frozenset[str] | None,
 ) -> dict[str, str]:
-    """Patch the labels (and upgrade annotation) of every changed node that needs it; errors by node."""
-    names = seen.node_facts.keys() if (changes.everything or changes.policies) else changes.nodes
+    """Patch the labels (and upgrade annotation) of every changed node that needs it; errors by node.
+
+    A node whose GPUs change hands (device plugin <-> DRA) has its pods read first, and is planned
+    again every HANDOVER_RECHECK_S until its GPU pods are done (planning/operands/gpu_handover.py:
+    no watch covers workload pods)."""
+    names = set(seen.node_facts.keys() if (changes.everything or changes.policies) else changes.nodes)
+    names |= rt.cache.handovers_waiting
+    moving = {
+        name: node_labels.handovers(facts.labels, operand_catalog.DEPLOY_LABELS, enabled_labels)
+        for name in names
+        if (facts := seen.node_facts.get(name)) is not None
+    }
+    pods = await _gpu_pods(rt, [name for name, moves in moving.items() if moves])
     patches: dict[nodes.NodeName, tuple[node_labels.LabelPatch, node_labels.LabelPatch]] = {}
-    for name in list(names):
+    waiting: set[nodes.NodeName] = set()
+    for name in names:
         facts = seen.node_facts.get(name)
         if facts is None:
             continue
         label_patch = (
             node_labels.plan_node_labels(
-                facts.labels, operand_catalog.DEPLOY_LABELS, mig_default, enabled_labels
+                facts.labels,
+                operand_catalog.DEPLOY_LABELS,
+                mig_default,
+                enabled_labels,
+                gpu_pods=pods.get(name),
             )
             or {}
         )
+        if any(gpu_handover.is_held(move, pods.get(name)) for move in moving.get(name, ())):
+            # Still held by its GPU pods: planned again later.
+            waiting.add(name)
         annotation_patch = (
             node_labels.plan_upgrade_annotation(facts.labels, facts.annotations, auto_upgrade) or {}
         )
         if label_patch or annotation_patch:
             patches[name] = (label_patch, annotation_patch)
+    for name in waiting - rt.cache.handovers_waiting:
+        logger.info(
+            "node %s: the GPUs change hands once its GPU pods are done (%s)", name, pods.get(name, "unread")
+        )
+    rt.cache.handovers_waiting = waiting
+    if waiting:
+        rt.scheduler.poke_after(HANDOVER_RECHECK_S)
     # NB: before the writes: a node's echo can arrive before its patch's answer.
     rt.cache.label_echoes.update(patches)
     results = await runtime.in_threads(
@@ -376,6 +406,44 @@ async def _reconcile_node_labels(
             errors[node] = requesting.describe_error(result)
             logger.warning("could not label node %s: %s", node, errors[node])
     return errors
+
+
+def _still_deployed(
+    policy: policy_spec.Policy, seen: cluster_view.ViewSnapshot, enabled_labels: frozenset[str] | None
+) -> policy_spec.Policy:
+    """The policy the operands are applied from: the DRA driver switched off stays deployed while a
+    node still waits for its claims to end (planning/operands/gpu_handover.owners_still_holding).
+
+    NB: only the operands are applied from it; the status judges readiness by the policy itself,
+    so a switched-off DRA driver is never waited for."""
+    holding = gpu_handover.owners_still_holding(
+        operand_catalog.DEPLOY_LABELS.exclusive,
+        enabled_labels,
+        (facts.labels for facts in seen.node_facts.values()),
+    )
+    if operand_catalog.DRA_DRIVER.deploy_label not in holding:
+        return policy
+    return dataclasses.replace(policy, dra_driver=dataclasses.replace(policy.dra_driver, enabled=True))
+
+
+async def _gpu_pods(
+    rt: runtime.Runtime, names: list[nodes.NodeName]
+) -> dict[nodes.NodeName, gpu_handover.GpuPods]:
+    """The GPU pods of each node named (one LIST per node); a node whose pods could not be read
+    is left out (its handover waits)."""
+    if not names:
+        return {}
+    listed = await runtime.in_threads(
+        functools.partial(upgrading.list_pods_on_node, rt.api_client, name) for name in names
+    )
+    claims = rt.view.resource_claims if rt.view.resource_claim_api else None
+    found: dict[nodes.NodeName, gpu_handover.GpuPods] = {}
+    for name, result in zip(names, listed, strict=True):
+        if isinstance(result, Exception):
+            logger.warning("could not list the pods of node %s: %s", name, requesting.describe_error(result))
+        else:
+            found[name] = gpu_handover.gpu_pods(result, claims)
+    return found
 
 
 def _coverage(

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from ocp_gpu.model import labels
 from ocp_gpu.model.policy import policy_parser
-from ocp_gpu.planning.operands import node_labels, validation
+from ocp_gpu.planning.operands import gpu_handover, node_labels, validation
 from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering
 
 DEPLOY = operand_catalog.DEPLOY_LABELS
@@ -40,7 +40,8 @@ OFF: frozenset[str] = frozenset()
 
 def after(node: Mapping[str, str], enabled: frozenset[str] | None) -> dict[str, str]:
     """The node's labels once the patch is applied."""
-    patch = node_labels.plan_node_labels(node, DEPLOY, None, enabled) or {}
+    # No GPU pod on the node: nothing holds a switch (tests/unit/test_gpu_handover.py).
+    patch = node_labels.plan_node_labels(node, DEPLOY, None, enabled, gpu_pods=gpu_handover.IDLE) or {}
     result = dict(node)
     for key, value in patch.items():
         if value is None:

@@ -20,8 +20,10 @@ nothing changes (so steady state costs no write).  The rules (DESIGN §2):
   `nvidia.com/gpu.deploy.dra-driver=true` (an admin's "false" is kept: that node keeps the
   device plugin); once it is disabled, the "true" ones are removed.  On a node where it is
   "true" the DRA driver owns the GPUs: the device plugin's "true" is removed and not added
-  again (an admin's "false" stays), so never both plugins on one node.  NB: the GPU pods the
-  device plugin gave GPUs keep running (a kubelet never evicts them for it) until they end.
+  again (an admin's "false" stays), so never both plugins on one node.  The switch waits for
+  the pods using the node's GPUs (planning/operands/gpu_handover.py): the DRA label is added
+  once no device-plugin GPU pod runs there, and removed once no pod holds a GPU claim there;
+  those pods are never evicted or restarted for it.
 - NB: a deploy label that is neither "true" nor "false" is left as it is: the MIG
   manager sets `paused-for-mig-change` while it repartitions a node and restores it.
 - Workloads (planning/operands/workloads.py, NVIDIA's gpuStateLabels): a node gets the deploy
@@ -43,7 +45,7 @@ from collections.abc import Collection, Mapping
 from typing import Final
 
 from ocp_gpu.model import labels
-from ocp_gpu.planning.operands import mig_planning
+from ocp_gpu.planning.operands import gpu_handover, mig_planning
 from ocp_gpu.planning.operands.workloads import Workload
 
 # The value the operator writes; only labels with this value are ours to remove.
@@ -101,6 +103,7 @@ def plan_node_labels(
     mig_config_default: str | None = None,
     enabled: Collection[str] | None = None,
     workload: Workload | None = Workload.CONTAINER,
+    gpu_pods: gpu_handover.GpuPods | None = None,
 ) -> LabelPatch | None:
     """The label patch for one node, or None when its labels are already right.
 
@@ -113,6 +116,9 @@ def plan_node_labels(
     policy): those labels are left as they are.
 
     `workload`: the node's (workloads.select_workload); None: its deploy labels stay as they are.
+
+    `gpu_pods`: the node's GPU pods, read for a node `handovers` names; None (not read): a
+    handover there waits (gpu_handover.is_held).
     """
     patch: LabelPatch = {}
     ours = [
@@ -158,6 +164,12 @@ def plan_node_labels(
                     patch[yielding] = None
                 elif patch.get(yielding) == TRUE:
                     del patch[yielding]
+        held = [
+            move for move in _handovers(node_labels, patch, deploy) if gpu_handover.is_held(move, gpu_pods)
+        ]
+        if held:
+            # The pods using the node's GPUs through the old owner are not done: the new one waits.
+            patch = gpu_handover.hold_handovers(patch, held, node_labels)
     # NB: the only rule that reads the upgrade state (reads_upgrade_state; planning/urgency).
     if reads_upgrade_state(node_labels) and node_labels.get(labels.UPGRADE_STATE) in _IDLE_STATES:
         # No driver here: an upgrade-done (or -required) label would lie; the upgrade
@@ -179,6 +191,30 @@ def _vm_stack(node_labels: Mapping[str, str], deploy: DeployLabels, workload: Wo
     # Add the missing ones; keep whatever value an admin chose.
     patch.update({key: TRUE for key in wanted if key not in node_labels})
     return patch
+
+
+def handovers(
+    node_labels: Mapping[str, str],
+    deploy: DeployLabels,
+    enabled: Collection[str] | None,
+    workload: Workload | None = Workload.CONTAINER,
+) -> tuple[gpu_handover.Handover, ...]:
+    """The owner changes (device plugin <-> DRA) `plan_node_labels` would make on this node if no
+    pod held its GPUs: the nodes whose pods the caller must read first."""
+    if not is_gpu_node(node_labels) or node_labels.get(labels.GPU_DEPLOY_OPERANDS) == FALSE:
+        # Ours go at once there: nothing waits.
+        return ()
+    if workload is not Workload.CONTAINER:
+        # A VM stack (or a workload we cannot follow): no device plugin, no DRA driver to hand over.
+        return ()
+    patch = plan_node_labels(node_labels, deploy, None, enabled, workload, gpu_pods=gpu_handover.IDLE) or {}
+    return _handovers(node_labels, patch, deploy)
+
+
+def _handovers(
+    node_labels: Mapping[str, str], patch: Mapping[str, str | None], deploy: DeployLabels
+) -> tuple[gpu_handover.Handover, ...]:
+    return gpu_handover.handovers(node_labels, patch, deploy.exclusive)
 
 
 def _while_enabled(
