@@ -16,7 +16,6 @@ standing in for the device plugin's and NVIDIA's DRA kubelet plugin's advertisin
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +26,7 @@ from ocp_gpu.kube import clients
 from ocp_gpu.rendering.operands import operand_catalog
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import READY_S, patch_policy, wait_for
+from .conftest import READY_S, holds_for, patch_policy, wait_for
 from .test_dra import (
     A100,
     DRA,
@@ -74,15 +73,6 @@ def node_labels_of(kube: client.ApiClient, node: str) -> dict[str, str]:
     return dict(client.CoreV1Api(kube).read_node(node).metadata.labels or {})
 
 
-def held_for(seconds: float, check: Callable[[], None]) -> None:
-    """`check` holds throughout (polled every second)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        check()
-        time.sleep(1.0)
-    check()
-
-
 def delete_pod(kube: client.ApiClient, namespace: str, name: str) -> None:
     core = client.CoreV1Api(kube)
     core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
@@ -116,14 +106,16 @@ def test_gpus_change_hands_once_their_pods_are_done(
     template(api, namespace, "a100", A100)
     claim_pod(kube, namespace, "train", {"resourceClaimTemplateName": "a100"})
 
-    def still_the_device_plugins() -> None:
-        assert DRA not in node_labels_of(kube, node)
-        assert slices_of(api, node) == []
-        assert operand_catalog.DRA_DRIVER.app not in operand_pods_on(kube, namespace, node)
-        assert running_as(kube, namespace, "legacy") == before
-        assert node_of(kube, namespace, "train") is None
+    def still_the_device_plugins() -> bool:
+        return (
+            DRA not in node_labels_of(kube, node)
+            and slices_of(api, node) == []
+            and operand_catalog.DRA_DRIVER.app not in operand_pods_on(kube, namespace, node)
+            and running_as(kube, namespace, "legacy") == before
+            and node_of(kube, namespace, "train") is None
+        )
 
-    held_for(HELD_S, still_the_device_plugins)
+    holds_for(still_the_device_plugins, HELD_S, what="no DRA while the device-plugin pod runs, it untouched")
 
     # "legacy" ends: DRA takes the node, the claim is allocated there.
     delete_pod(kube, namespace, "legacy")
@@ -136,15 +128,18 @@ def test_gpus_change_hands_once_their_pods_are_done(
     # DRA -> device plugin while "train" holds an allocated claim.
     patch_policy(kube, {"draDriver": {"enabled": False}})
 
-    def still_dras() -> None:
-        assert node_labels_of(kube, node).get(DRA) == "true"
-        assert PLUGIN not in node_labels_of(kube, node)
-        assert len(slices_of(api, node)) == 1
-        assert operand_catalog.DRA_DRIVER.app in operand_pods_on(kube, namespace, node)
-        assert nvidia_gpus(kube, node) is None
-        assert running_as(kube, namespace, "train") == train
+    def still_dras() -> bool:
+        node_labels = node_labels_of(kube, node)
+        return (
+            node_labels.get(DRA) == "true"
+            and PLUGIN not in node_labels
+            and len(slices_of(api, node)) == 1
+            and operand_catalog.DRA_DRIVER.app in operand_pods_on(kube, namespace, node)
+            and nvidia_gpus(kube, node) is None
+            and running_as(kube, namespace, "train") == train
+        )
 
-    held_for(HELD_S, still_dras)
+    holds_for(still_dras, HELD_S, what="DRA kept while the claim pod runs, it untouched")
 
     # "train" ends: the node goes back to the device plugin.
     delete_pod(kube, namespace, "train")
