@@ -25,12 +25,19 @@ operator) plays those parts, reading only what a node would see:
   mounted as the pod's `available-configs` volume, the key named by the node's
   `nvidia.com/device-plugin.config` label or the config-manager's DEFAULT_CONFIG),
   through `rendering.operands.plugin_config.advertised_resources`.  No Ready plugin pod: none.
+- **MPS.**  With a plugin config that shares GPUs with MPS (`sharing.mps`), the plugin
+  advertises only once the node's MPS control daemon pod is Ready (the real plugin waits
+  for the daemon's health); that pod is gated on toolkit-ready like the plugin's.
 - **GFD labels.**  A Ready GFD pod on such a node: `nvidia.com/gpu.product`,
   `.count`, `.memory`, `nvidia.com/cuda.driver.major/minor/rev`, `nvidia.com/mig.capable`
   (the product is in model/mig.FAMILIES) and `nvidia.com/mig.strategy` (the pod's
   MIG_STRATEGY); with MIG devices, under `single` the product is suffixed
   `-MIG-<profile>` and `.count`/`.memory` describe the MIG devices, under `mixed`
-  `nvidia.com/mig-<profile>.count` is added; all removed when it goes.
+  `nvidia.com/mig-<profile>.count` is added; with the plugin config mounted in the GFD
+  pod, the sharing labels of full GPUs (`gfd_sharing_labels`: `nvidia.com/gpu.replicas`,
+  `.sharing-strategy`, a `-SHARED` product, `nvidia.com/mps.capable`), but for a config
+  NVIDIA's parser refuses (replicas < 2, MPS with mixed MIG: GFD exits at reload, and NFD keeps
+  its last features file) the labels stay as they were; all removed when it goes.
 - **ResourceSlices when the DRA kubelet plugin is Ready** (dra_slices.py).  For a node with
   `SIMULATED_GPUS` and a Ready `nvidia-dra-driver-kubelet-plugin` pod, the agent publishes
   the node's one ResourceSlice of driver `gpu.nvidia.com` as NVIDIA's plugin would: a device
@@ -93,6 +100,7 @@ import yaml
 from kubernetes.client import ApiClient
 
 from ocp_gpu.model import labels, mig_catalog, operand_types
+from ocp_gpu.planning import config_maps
 from ocp_gpu.planning.operands import mig_planning
 from ocp_gpu.rendering.operands import operand_catalog, plugin_config
 from ocp_gpu_harness import dra_slices, real_node, stages
@@ -141,6 +149,8 @@ GFD_LABELS: Final = (
     labels.MIG_CAPABLE,
     labels.MIG_STRATEGY,
 )
+# GFD's sharing labels, written when GFD reads the plugin config (gfd_sharing_labels).
+GFD_SHARING_LABELS: Final = (labels.GPU_REPLICAS, labels.GPU_SHARING_STRATEGY, labels.MPS_CAPABLE)
 # GFD's per-profile label under the mixed strategy: nvidia.com/mig-<profile>.count.
 _MIG_COUNT_PREFIX: Final = "nvidia.com/mig-"
 _MIG_COUNT_SUFFIX: Final = ".count"
@@ -451,10 +461,13 @@ class NodeAgent:
         whole = 0 if mig_devices is not None else gpus
         on_node = [p for p in pods if p["spec"].get("nodeName") == name and _ready(p)]
         plugin = next((p for p in on_node if _app(p) == operand_catalog.DEVICE_PLUGIN.app), None)
+        mps_daemon = any(_app(p) == operand_catalog.MPS_CONTROL_DAEMON.app for p in on_node)
         wanted: dict[str, int] = {}
         if plugin is not None:
             config = self._plugin_config(plugin, metadata.get("labels") or {})
-            if config is not None:
+            if config is not None and (sharing_strategy(config) != "mps" or mps_daemon):
+                # NB: with MPS sharing the plugin starts serving only once the node's MPS control
+                # daemon is healthy (k8s-device-plugin internal/plugin/mps.go waitForDaemon).
                 wanted = plugin_config.advertised_resources(config, whole, mig_devices or {})
         status = node.get("status") or {}
         current = {
@@ -472,6 +485,18 @@ class NodeAgent:
         node_labels = metadata.get("labels") or {}
         product = str(annotations.get(SIMULATED_PRODUCT, DEFAULT_PRODUCT))
         wanted_labels = _gfd_labels(product, gpus, mig_devices, _env_of(gfd, "MIG_STRATEGY")) if gfd else {}
+        if gfd is not None and _volume_config_map(gfd, "available-configs"):
+            # GFD reads the plugin config (as the operator mounts it): the sharing labels.
+            gfd_config = self._plugin_config(gfd, node_labels)
+            if gfd_config is not None and _refused(gfd_config, _env_of(gfd, "MIG_STRATEGY")):
+                # NB: GFD refuses it at (re)start and exits; NFD keeps its last features file, so
+                # the node keeps the labels GFD wrote last.
+                wanted_labels = {key: value for key, value in node_labels.items() if _is_gfd_label(key)}
+            elif gfd_config is not None and mig_devices is None:
+                wanted_labels.update(gfd_sharing_labels(gfd_config, product, mig_enabled=False))
+            elif gfd_config is not None:
+                # NB: MIG devices: only mps.capable (false: MPS does not share MIG devices).
+                wanted_labels[labels.MPS_CAPABLE] = "false"
         have = {key: value for key, value in node_labels.items() if _is_gfd_label(key)}
         if have != wanted_labels:
             patch: dict[str, str | None] = dict.fromkeys(have)
@@ -738,7 +763,61 @@ def _env_of(pod: Mapping[str, Any] | None, name: str) -> str:
 
 
 def _is_gfd_label(key: str) -> bool:
-    return key in GFD_LABELS or (key.startswith(_MIG_COUNT_PREFIX) and key.endswith(_MIG_COUNT_SUFFIX))
+    return (
+        key in GFD_LABELS
+        or key in GFD_SHARING_LABELS
+        or (key.startswith(_MIG_COUNT_PREFIX) and key.endswith(_MIG_COUNT_SUFFIX))
+    )
+
+
+def _refused(config: Mapping[str, Any], mig_strategy: str) -> bool:
+    """NVIDIA's parser (k8s-device-plugin's api/config/v1, which GFD, the plugin and the MPS
+    daemon share) refuses this config: ocp-gpu's own check, which tests/unit/
+    test_plugin_config_upstream.py holds to that parser's verdicts."""
+    text = yaml.safe_dump(dict(config))
+    return config_maps.plugin_config_problem("", {"config": text}, mig_strategy or "none") is not None
+
+
+def sharing_strategy(config: Mapping[str, Any] | None) -> str:
+    """The plugin config's sharing strategy, as k8s-device-plugin's api/config/v1 `SharingStrategy`
+    decides it: mps when `sharing.mps` replicates a resource (replicas > 1), else time-slicing
+    when `sharing.timeSlicing` does, else none."""
+    sharing = (config or {}).get("sharing") or {}
+    for key, strategy in (("mps", "mps"), ("timeSlicing", "time-slicing")):
+        entries = (sharing.get(key) or {}).get("resources") or ()
+        if any(isinstance(e, Mapping) and int(e.get("replicas", 0) or 0) > 1 for e in entries):
+            return strategy
+    return "none"
+
+
+def gfd_sharing_labels(config: Mapping[str, Any] | None, product: str, mig_enabled: bool) -> dict[str, str]:
+    """SIMULATION of GFD's sharing labels for full GPUs (k8s-device-plugin v0.20.0 internal/lm:
+    resource.go `baseLabeler`, nvml.go `newSharingLabeler`): `nvidia.com/gpu.replicas` (the
+    replicas of the entry sharing nvidia.com/gpu, else 1), `.sharing-strategy` (the config's
+    strategy when shared, else none), the product with `-SHARED` when shared and not renamed,
+    and `nvidia.com/mps.capable` (true with MPS sharing on GPUs without MIG devices)."""
+    strategy = sharing_strategy(config)
+    sharing = (config or {}).get("sharing") or {}
+    # NB: as `ReplicatedResources()`: the MPS entries whenever sharing.mps is set, else time-slicing's.
+    replicated = sharing.get("mps") if sharing.get("mps") is not None else sharing.get("timeSlicing") or {}
+    entry = next(
+        (
+            e
+            for e in (replicated or {}).get("resources") or ()
+            if isinstance(e, Mapping) and plugin_config.qualified(str(e.get("name", ""))) == "nvidia.com/gpu"
+        ),
+        None,
+    )
+    replicas = int(entry.get("replicas", 1)) if entry else 1
+    shared = replicas > 1
+    return {
+        labels.GPU_REPLICAS: str(replicas),
+        labels.GPU_SHARING_STRATEGY: strategy if shared else "none",
+        "nvidia.com/gpu.product": f"{product}-SHARED"
+        if shared and not (entry or {}).get("rename")
+        else product,
+        labels.MPS_CAPABLE: str(strategy == "mps" and not mig_enabled).lower(),
+    }
 
 
 def _gfd_labels(

@@ -60,6 +60,7 @@ GATED_APPS: Final = (
     "nvidia-container-toolkit-daemonset",
     "nvidia-operator-validator",
     "nvidia-device-plugin-daemonset",
+    "nvidia-device-plugin-mps-control-daemon",
     "gpu-feature-discovery",
     "nvidia-dcgm",
     "nvidia-dcgm-exporter",

@@ -406,7 +406,12 @@ def operand_manifests(
         named, required = operand_rendering.named_config_maps(operand, policy)
         if inputs.view.config_map_keys is None:
             # Offline: whether the admin's ConfigMaps exist cannot be known; say what must.
-            problems += config_maps.unchecked_config_map_notes(named, namespace, required)
+            # NB: once each: the plugin's ConfigMap is also the MPS daemon's and GFD's.
+            problems += [
+                note
+                for note in config_maps.unchecked_config_map_notes(named, namespace, required)
+                if note not in problems
+            ]
         else:
             # Live: the operator's own check; it applies nothing of the operand then.
             missing = config_maps.missing_config_map_problem(

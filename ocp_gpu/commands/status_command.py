@@ -654,6 +654,7 @@ OPERAND_COLUMNS: Final = {
     operand_catalog.DEVICE_PLUGIN.name: "PLUGIN",
     # NVIDIA's DRA driver: per node it or the device plugin owns the GPUs.
     operand_catalog.DRA_DRIVER.name: "DRA",
+    operand_catalog.MPS_CONTROL_DAEMON.name: "MPS",
     operand_catalog.DCGM.name: "DCGM",
     operand_catalog.DCGM_EXPORTER.name: "EXPORTER",
     operand_catalog.GPU_FEATURE_DISCOVERY.name: "GFD",

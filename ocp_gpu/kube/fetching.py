@@ -72,3 +72,16 @@ def is_ours(api_client: clients.ApiClient, api_version: str, kind: str, name: st
         return False
     found_labels = (found.get("metadata") or {}).get("labels") or {}
     return bool(found_labels.get(labels.MANAGED_BY) == labels.MANAGED_BY_VALUE)
+
+
+def config_map_data(api_client: clients.ApiClient, namespace: str, name: str) -> dict[str, str] | None:
+    """A ConfigMap's data (None when it does not exist): one GET."""
+    try:
+        found = requesting.request(
+            api_client, "GET", f"/api/v1/namespaces/{quote(namespace)}/configmaps/{quote(name)}"
+        )
+    except requesting.ApiException as error:
+        if error.status != 404:
+            raise
+        return None
+    return {str(key): str(value) for key, value in (found.get("data") or {}).items()}

@@ -35,6 +35,12 @@ UPGRADE_STATE: Final = "nvidia.com/gpu-driver-upgrade-state"
 # --- MIG (NVIDIA's names: GFD, the operator's node labelling and the MIG manager) ---
 # GFD: the node's GPUs support MIG ("true"/"false").
 MIG_CAPABLE: Final = "nvidia.com/mig.capable"
+# GFD: "true" when the node's plugin config shares its GPUs with MPS (and they can be); the MPS
+# control daemon's DaemonSet selects on it (NVIDIA's assets/state-mps-control-daemon).
+MPS_CAPABLE: Final = "nvidia.com/mps.capable"
+# GFD: per GPU, how many pods may share it and how (none, time-slicing, mps).
+GPU_REPLICAS: Final = "nvidia.com/gpu.replicas"
+GPU_SHARING_STRATEGY: Final = "nvidia.com/gpu.sharing-strategy"
 # GFD: the MIG strategy the node's GPUs are advertised under (none, single, mixed).
 MIG_STRATEGY: Final = "nvidia.com/mig.strategy"
 # GFD: the node's GPU model (MIG-capable when it names an A100, A30 or H100, as NVIDIA reads it).

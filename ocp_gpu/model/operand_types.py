@@ -39,6 +39,9 @@ class DeployOn(enum.StrEnum):
     # Every GPU node while the operand is enabled (taken back when it is not): the DRA driver,
     # which then owns the node's GPUs instead of the device plugin.
     WHILE_ENABLED = "while-enabled"
+    # None of its own: it selects on another operand's deploy label (`deploy_as`) and on labels
+    # others set (the MPS control daemon: the device plugin's, and GFD's nvidia.com/mps.capable).
+    ANOTHER_OPERANDS = "another-operands"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +70,12 @@ class Operand:
     # Pod labels NVIDIA's DaemonSet selects on besides app=<app> (its assets/*/0500_daemonset.yaml
     # at the release we pin): the selector is immutable, so an equal one updates NVIDIA's in place.
     nvidia_selector_extra: tuple[tuple[str, str], ...] = ()
+    # The deploy label it shares with another operand ("": its own, nvidia.com/gpu.deploy.<name>),
+    # e.g. the MPS control daemon's is the device plugin's (NVIDIA's nodeSelector).
+    deploy_as: str = ""
+    # Node labels it needs besides its deploy label (NVIDIA's nodeSelector), e.g. the MPS control
+    # daemon's nvidia.com/mps.capable=true, which GFD sets.
+    node_selector_extra: tuple[tuple[str, str], ...] = ()
 
     @property
     def component(self) -> str:
@@ -85,7 +94,12 @@ class Operand:
 
     @property
     def deploy_label(self) -> str:
-        return labels.deploy_label(self.name)
+        return labels.deploy_label(self.deploy_as or self.name)
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        """The node labels a node needs for this operand to run there (its DaemonSet's nodeSelector)."""
+        return {self.deploy_label: "true", **dict(self.node_selector_extra)}
 
     @property
     def image_env(self) -> str:

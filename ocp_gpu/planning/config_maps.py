@@ -13,7 +13,9 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
+
+import yaml
 
 from ocp_gpu.model.policy.policy_problems import PolicyProblem, Severity
 
@@ -94,3 +96,76 @@ def unchecked_config_map_notes(
             )
         )
     return notes
+
+
+# The field naming the admin's device plugin configs (NVIDIA's devicePlugin.config.name).
+PLUGIN_CONFIG_FIELD: Final = "spec.devicePlugin.config.name"
+_SHARING_FIX: Final = (
+    "write sharing.timeSlicing or sharing.mps as resources of {name, replicas >= 2}, e.g. "
+    "sharing: {mps: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}"
+)
+
+
+def plugin_config_problem(name: str, data: Mapping[str, str], mig_strategy: str) -> PolicyProblem | None:
+    """The first config in the admin's device plugin ConfigMap (key -> YAML) that NVIDIA's plugin,
+    its MPS control daemon or GFD would refuse at start (k8s-device-plugin v0.20.0 api/config/v1
+    and cmd/nvidia-device-plugin/main.go), or None.
+
+    Refused as they are: a file that is not a v1 config; a shared resource without a name or
+    with replicas < 2; MPS sharing under the mixed MIG strategy (the config's, else the policy's
+    `mig_strategy`, which the operator passes as MIG_STRATEGY).  tests/unit/
+    test_plugin_config_upstream.py checks these verdicts against NVIDIA's own parser.
+    """
+    for key, text in sorted(data.items()):
+        where = f"ConfigMap {name!r} key {key!r}"
+        try:
+            config: Any = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            return PolicyProblem(
+                field=PLUGIN_CONFIG_FIELD,
+                message=f"{where} is not YAML: {str(error).splitlines()[0]}",
+                fix="write a device plugin config (version: v1) under each key",
+            )
+        if not isinstance(config, Mapping) or str(config.get("version", "v1")) != "v1":
+            return PolicyProblem(
+                field=PLUGIN_CONFIG_FIELD,
+                message=f"{where} is not a device plugin config of version v1",
+                fix="write a device plugin config (version: v1) under each key",
+            )
+        sharing = config.get("sharing") or {}
+        for strategy in ("timeSlicing", "mps"):
+            replicated = sharing.get(strategy) if isinstance(sharing, Mapping) else None
+            if replicated is None:
+                continue
+            resources = replicated.get("resources") if isinstance(replicated, Mapping) else None
+            if not isinstance(resources, list) or not resources:
+                return PolicyProblem(
+                    field=PLUGIN_CONFIG_FIELD,
+                    message=f"{where}: sharing.{strategy} names no resources",
+                    fix=_SHARING_FIX,
+                )
+            for entry in resources:
+                replicas = entry.get("replicas") if isinstance(entry, Mapping) else None
+                if not isinstance(entry, Mapping) or not entry.get("name"):
+                    return PolicyProblem(
+                        field=PLUGIN_CONFIG_FIELD,
+                        message=f"{where}: a sharing.{strategy} resource has no name",
+                        fix=_SHARING_FIX,
+                    )
+                if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 2:
+                    return PolicyProblem(
+                        field=PLUGIN_CONFIG_FIELD,
+                        message=f"{where}: sharing.{strategy} shares {entry.get('name')} {replicas!r} ways; "
+                        "the device plugin needs replicas >= 2",
+                        fix=_SHARING_FIX,
+                    )
+        flags = config.get("flags") or {}
+        strategy = str((flags.get("migStrategy") if isinstance(flags, Mapping) else None) or mig_strategy)
+        if isinstance(sharing, Mapping) and sharing.get("mps") and strategy == "mixed":
+            return PolicyProblem(
+                field=PLUGIN_CONFIG_FIELD,
+                message=f"{where}: MPS sharing with the mixed MIG strategy, which the device plugin refuses "
+                "(MPS does not share MIG devices)",
+                fix="share with sharing.timeSlicing on this config, or use migStrategy none or single",
+            )
+    return None

@@ -236,7 +236,8 @@ async def _apply_policy(
         stack = await operand_reconciler.reconcile_operands(
             rt, seen, active.ref(), _still_deployed(policy, seen, enabled_labels), detected
         )
-        problems = [*problems, *(o.problem for o in stack.values() if o.problem is not None)]
+        # NB: once each: the device plugin, the MPS control daemon and GFD read one ConfigMap.
+        problems = [*problems, *dict.fromkeys(o.problem for o in stack.values() if o.problem is not None)]
         watching = await monitoring_reconciler.reconcile_monitoring(rt, seen, active.ref(), policy, detected)
         # The monitoring objects' write failures are reported with the others'.
         label_errors = {**label_errors, **watching.errors}

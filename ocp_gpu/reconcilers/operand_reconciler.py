@@ -215,6 +215,18 @@ async def _config_map_problem(
     except Exception as error:  # a failed read changes nothing; the pass is retried
         return None, {"configmaps": requesting.describe_error(error)}
     problem = config_maps.missing_config_map_problem(named, keys, rt.namespace, required)
+    plugin_configs = named.get(config_maps.PLUGIN_CONFIG_FIELD)
+    if problem is None and plugin_configs:
+        # The plugin, the MPS daemon and GFD would refuse a bad config at start: say which, and why.
+        try:
+            data = await asyncio.to_thread(
+                fetching.config_map_data, rt.api_client, rt.namespace, plugin_configs
+            )
+        except Exception as error:  # a failed read changes nothing; the pass is retried
+            return None, {"configmaps": requesting.describe_error(error)}
+        problem = config_maps.plugin_config_problem(
+            plugin_configs, data or {}, policy.device_plugin.mig_strategy.value
+        )
     if problem is not None:
         # Look again soon for the ConfigMap the admin creates or fixes.
         rt.scheduler.poke_after(CONFIG_MAP_RECHECK_S)

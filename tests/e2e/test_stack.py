@@ -56,11 +56,13 @@ pytestmark = pytest.mark.e2e
 
 APPS = f"{labels.APP} in ({','.join(operand_catalog.POD_APPS)})"
 # The operands an empty ClusterPolicy deploys (nodeStatusExporter is off by default, as NVIDIA's).
-# NB: the MIG manager runs only on MIG-capable nodes; the simulated GPUs here are L40S (test_mig.py).
+# NB: the MIG manager runs only on MIG-capable nodes; the simulated GPUs here are L40S (test_mig.py);
+# the MPS control daemon only where the plugin config shares with MPS (test_mps.py).
 DEFAULT_APPS = {
     o.app
     for o in operand_catalog.OPERANDS
-    if policy_spec.Policy().components()[o.section].enabled and o is not operand_catalog.MIG_MANAGER
+    if policy_spec.Policy().components()[o.section].enabled
+    and o not in (operand_catalog.MIG_MANAGER, operand_catalog.MPS_CONTROL_DAEMON)
 }
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 

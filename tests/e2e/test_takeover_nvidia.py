@@ -9,9 +9,10 @@ on every GPU node; then ocp-gpu starts, and:
 - no driver pod is restarted or replaced (same uids, restart counts unchanged), no GPU workload pod
   is deleted or evicted, no node is cordoned, and no node ever runs two driver pods (sampled);
 - every GPU node reads upgrade-done, and `DriverPodsOnPreviousTemplate` counts NVIDIA's driver pods;
-- status.migratedFrom lists what was adopted, and what NVIDIA's operator left that ocp-gpu renders
-  nothing for and the policy owns (the MPS control daemon) is gone; the `nvidia-cdi` and
-  `nvidia-legacy` RuntimeClasses are ocp-gpu's (CDI on, as the example says);
+- status.migratedFrom lists what was adopted (the MPS control daemon and the `nvidia-cdi`
+  RuntimeClass among them: ocp-gpu renders them as NVIDIA's operator does), and what NVIDIA's
+  operator left that ocp-gpu renders nothing for and the policy owns (its `nvidia-*` ClusterRoles)
+  is gone;
 - every object ocp-gpu renders that NVIDIA's operator had made is ocp-gpu's alone (no other field
   manager owns a field of it: the live object is what ocp-gpu applies);
 - in the next 30 s ocp-gpu writes nothing.
@@ -289,20 +290,21 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
 
     assert_undisturbed(kube, namespace, nodes, before, invariants, writes)
     status = read_policy(kube, restored.policy_name)["status"]
-    # what NVIDIA's operator left that ocp-gpu renders nothing for, owned by the policy: deleted
     migrated = status["migratedFrom"]
     assert f"DaemonSet {namespace}/nvidia-driver-daemonset-{header_rhcos[0]}" in migrated["adopted"]
-    assert f"DaemonSet {namespace}/nvidia-device-plugin-mps-control-daemon" in migrated["deleted"]
-    assert f"ServiceAccount {namespace}/nvidia-device-plugin-mps-control-daemon" in migrated["deleted"]
-    # With CDI on (the example's), ocp-gpu renders nvidia-cdi and nvidia-legacy as NVIDIA does: kept.
-    assert not [item for item in migrated["deleted"] if item.startswith("RuntimeClass ")]
+    # ocp-gpu renders the MPS control daemon and, with CDI on (the example's), the nvidia-cdi and
+    # nvidia-legacy RuntimeClasses as NVIDIA's operator does: adopted, not deleted.
+    assert f"DaemonSet {namespace}/nvidia-device-plugin-mps-control-daemon" in migrated["adopted"]
+    assert f"ServiceAccount {namespace}/nvidia-device-plugin-mps-control-daemon" in migrated["adopted"]
+    assert not [item for item in migrated["deleted"] if item.startswith(("RuntimeClass ", "DaemonSet "))]
+    node_api = client.NodeV1Api(kube)
     for name in ("nvidia", "nvidia-cdi", "nvidia-legacy"):
-        runtime_class = client.NodeV1Api(kube).read_runtime_class(name)
+        runtime_class = node_api.read_runtime_class(name)
         assert runtime_class.metadata.labels.get(labels.MANAGED_BY) == labels.MANAGED_BY_VALUE, name
+    # what NVIDIA's operator left that ocp-gpu renders nothing for, owned by the policy: deleted
+    # (NVIDIA's ClusterRoles where ocp-gpu's are ocp-gpu-nvidia-*)
+    assert any(item.startswith("ClusterRole ") for item in migrated["deleted"]), migrated["deleted"]
     assert migrated["left"] == []
-    for gone in ("nvidia-device-plugin-mps-control-daemon",):
-        with pytest.raises(client.exceptions.ApiException):
-            apps.read_namespaced_daemon_set(gone, namespace)
     previous = next(c for c in status["conditions"] if c["type"] == "DriverPodsOnPreviousTemplate")
     assert previous["message"].startswith(f"{len(nodes)} driver pod(s) run an older template")
     # Everything ocp-gpu applies under a name NVIDIA's operator had used is ocp-gpu's alone.

@@ -75,6 +75,8 @@ NVIDIA_SELECTORS = {
         "app.kubernetes.io/part-of": "gpu-operator",
     },
     "nvidia-device-plugin-daemonset": {"app": "nvidia-device-plugin-daemonset"},
+    # assets/state-mps-control-daemon/0400_daemonset.yaml
+    "nvidia-device-plugin-mps-control-daemon": {"app": "nvidia-device-plugin-mps-control-daemon"},
     "gpu-feature-discovery": {"app": "gpu-feature-discovery", "app.kubernetes.io/part-of": "nvidia-gpu"},
     "nvidia-dcgm": {"app": "nvidia-dcgm"},
     "nvidia-dcgm-exporter": {"app": "nvidia-dcgm-exporter"},
@@ -100,7 +102,12 @@ def test_every_generic_operand_is_declared_and_rendered(operand: operand_types.O
         ds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
     )
     pod = ds["spec"]["template"]["spec"]
-    assert pod["nodeSelector"] == {labels.deploy_label(operand.name): "true"}
+    # NVIDIA's nodeSelector: the deploy label (the MPS control daemon shares the plugin's, on
+    # nodes GFD labels MPS-capable).
+    expected = {labels.deploy_label(operand.name): "true"}
+    if operand is operand_catalog.MPS_CONTROL_DAEMON:
+        expected = {labels.deploy_label("device-plugin"): "true", labels.MPS_CAPABLE: "true"}
+    assert pod["nodeSelector"] == expected
     assert pod["tolerations"][0] == GPU_TOLERATION
     assert pod["priorityClassName"] == "system-node-critical"
 
@@ -111,6 +118,7 @@ def test_order_and_names_follow_the_design() -> None:
         "container-toolkit",
         "operator-validator",
         "device-plugin",
+        "mps-control-daemon",
         "dra-driver",
         "dcgm",
         "dcgm-exporter",
@@ -121,12 +129,17 @@ def test_order_and_names_follow_the_design() -> None:
     assert operand_catalog.OPERATOR_VALIDATOR.app == "nvidia-operator-validator"
     assert operand_catalog.DRIVER.app == labels.DRIVER_APP
     # Every operand's deploy label is one the node labeller writes (the MIG manager's on MIG-capable
-    # nodes, the DRA driver's while it is enabled).
+    # nodes, the DRA driver's while it is enabled; the MPS control daemon's is the device plugin's).
     assert set(operand_catalog.OPERANDS) == {
         *operand_catalog.EVERY_GPU_NODE,
         operand_catalog.MIG_MANAGER,
         operand_catalog.DRA_DRIVER,
+        operand_catalog.MPS_CONTROL_DAEMON,
     }
+    assert operand_catalog.MPS_CONTROL_DAEMON.deploy_label == operand_catalog.DEVICE_PLUGIN.deploy_label
+    # ... and it adds no label of its own: the plugin's appears once among those the labeller writes.
+    assert operand_catalog.MPS_CONTROL_DAEMON not in operand_catalog.EVERY_GPU_NODE
+    assert operand_catalog.DEPLOY_LABELS.every_gpu_node.count(operand_catalog.DEVICE_PLUGIN.deploy_label) == 1
 
 
 @all_generic
@@ -182,6 +195,34 @@ GOLDEN: dict[str, tuple[operand_types.Operand, dict[str, Any], bool]] = {
     "operator-validator/without-toolkit-and-plugin": (
         operand_catalog.OPERATOR_VALIDATOR,
         {"toolkit": {"enabled": False}, "devicePlugin": {"enabled": False}},
+        True,
+    ),
+    # CDI off (the OCI hook on cri-o) and the NRI plugin: the toolkit's other modes, so the image
+    # contract checks their env too (tests/unit/test_image_contracts.py renders every scenario).
+    "container-toolkit/openshift-cdi-off": (
+        operand_catalog.CONTAINER_TOOLKIT,
+        {"cdi": {"enabled": False}},
+        True,
+    ),
+    "container-toolkit/vanilla-nri": (
+        operand_catalog.CONTAINER_TOOLKIT,
+        {"cdi": {"nriPluginEnabled": True}},
+        False,
+    ),
+    "device-plugin/openshift-cdi-off": (operand_catalog.DEVICE_PLUGIN, {"cdi": {"enabled": False}}, True),
+    "mps-control-daemon/admin-configmap": (
+        operand_catalog.MPS_CONTROL_DAEMON,
+        {
+            "devicePlugin": {
+                "config": {"name": "plugin-configs", "default": "mps"},
+                "mps": {"root": "/var/mps"},
+            }
+        },
+        True,
+    ),
+    "gpu-feature-discovery/admin-configmap": (
+        operand_catalog.GPU_FEATURE_DISCOVERY,
+        {"devicePlugin": {"config": {"name": "plugin-configs", "default": "mps"}}},
         True,
     ),
 }

@@ -415,3 +415,11 @@ def test_any_resource_config_text_renders_and_checks_without_raising(text: str, 
     assert plugin_config.advertised_resources(config, 2, {"3g.20gb": 1}) is not None
     if not text:
         assert problems == []
+
+
+@pytest.mark.parametrize("text", ["gpu:sharedgpu:4:mps", "gpu:sharedgpu:mps"])
+def test_resource_config_refuses_mps_by_name(text: str) -> None:
+    # The seed's entries cannot say MPS: an entry asking for it is named, with where MPS goes.
+    (problem,) = resource_config.resource_config_problems(text, "none")
+    assert problem.field == "spec.devicePlugin.resourceConfig"
+    assert "asks for MPS" in problem.message and "spec.devicePlugin.config.name" in problem.message

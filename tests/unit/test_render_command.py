@@ -432,8 +432,8 @@ def test_the_stream_is_in_apply_order_with_sorted_keys_and_stable(
         assert top == sorted(top)
     assert f"manifests: {len(first.all_manifests)} on stdout" in first.err
     assert (
-        "operands: container-toolkit, operator-validator, device-plugin, dcgm, dcgm-exporter,"
-        " gpu-feature-discovery" in first.err
+        "operands: container-toolkit, operator-validator, device-plugin, mps-control-daemon, dcgm,"
+        " dcgm-exporter, gpu-feature-discovery" in first.err
     )
 
 

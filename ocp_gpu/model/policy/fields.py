@@ -204,9 +204,11 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "spec.devicePlugin.mps",
-        R,
-        "no MPS control daemon: GPUs are shared by time-slicing (resourceConfig, devicePlugin.config) only",
-        {"root": ("/run/nvidia/mps",)},
+        H,
+        "root: the host directory of the MPS control daemon's pipes and shared memory (<root>/shm),"
+        " mounted by the MPS control daemon (nvidia-device-plugin-mps-control-daemon, on nodes GFD"
+        " labels nvidia.com/mps.capable) and the device plugin (MPS_ROOT); MPS sharing itself is a"
+        " plugin config with sharing.mps (devicePlugin.config)",
     ),
     Rule(
         "spec.draDriver",

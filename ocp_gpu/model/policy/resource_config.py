@@ -14,7 +14,9 @@ entries into the plugin's config file.
 `read_resource_config` parses the text once, when the policy is read (policy_parser.py); the
 rest of a pass reads the parsed `ResourceConfig`.  `config_problems` refuses what the plugin
 cannot do or would do silently wrong, naming the entry (the token) at fault:
-- an entry that is not `<resource>:<newname>:<replicas>` (which part, and why);
+- an entry that is not `<resource>:<newname>:<replicas>` (which part, and why); one that
+  asks for MPS (`gpu:sharedgpu:4:mps`) by name: the seed's entries share by time-slicing only,
+  MPS is a plugin config with `sharing.mps` (`spec.devicePlugin.config.name`);
 - a resource the plugin never advertises (a typo such as `gpus`: it would match nothing);
 - a new name Kubernetes or the plugin would refuse (the plugin qualifies it as
   `nvidia.com/<newname>`, at most 63 characters, a DNS subdomain);
@@ -125,6 +127,13 @@ def _why_malformed(entry: str) -> str:
     if entry != entry.strip():
         return f"{entry!r} has spaces around it"
     parts = entry.split(":")
+    if "mps" in parts:
+        # NB: the seed's syntax has no way to say MPS: every shared entry is time-slicing.
+        return (
+            f"{entry!r} asks for MPS, which resourceConfig cannot say (its entries share by "
+            "time-slicing); for MPS, put a plugin config with sharing.mps in a ConfigMap named by "
+            "spec.devicePlugin.config.name"
+        )
     if len(parts) != 3:
         return f"{entry!r} has {len(parts)} part(s); an entry is <resource>:<newname>:<replicas>"
     resource, new_name, replicas = parts

@@ -14,9 +14,10 @@ from ocp_gpu.model import labels, operand_types
 
 
 def should_run(operand: operand_types.Operand, node_labels: Mapping[str, str]) -> bool:
-    """The operand belongs on this node: a GPU node labelled nvidia.com/gpu.deploy.<name>=true."""
-    return (
-        node_labels.get(labels.NFD_NVIDIA_PCI) == "true" and node_labels.get(operand.deploy_label) == "true"
+    """The operand belongs on this node: a GPU node labelled nvidia.com/gpu.deploy.<name>=true
+    (and with whatever else its DaemonSet selects on, e.g. nvidia.com/mps.capable=true)."""
+    return node_labels.get(labels.NFD_NVIDIA_PCI) == "true" and all(
+        node_labels.get(key) == value for key, value in operand.node_selector.items()
     )
 
 
@@ -52,14 +53,17 @@ def unready_by_operand(
     for pod in pods:
         if pod.ready:
             ready.setdefault(pod.app, set()).add(pod.node)
-    checks = [(operand.name, operand.deploy_label, ready.get(operand.app, set())) for operand in enabled]
+    checks = [
+        (operand.name, tuple(operand.node_selector.items()), ready.get(operand.app, set()))
+        for operand in enabled
+    ]
     found: dict[str, list[str]] = {operand.name: [] for operand in enabled}
     for name, node in node_labels:
         if node.get(labels.NFD_NVIDIA_PCI) != "true":
             # Not a GPU node: no operand belongs on it (should_run).
             continue
-        for operand_name, deploy_label, ready_on in checks:
-            if node.get(deploy_label) == "true" and name not in ready_on:
+        for operand_name, selector, ready_on in checks:
+            if name not in ready_on and all(node.get(key) == value for key, value in selector):
                 found[operand_name].append(name)
     return {operand_name: sorted(unready) for operand_name, unready in found.items() if unready}
 

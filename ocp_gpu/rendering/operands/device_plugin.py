@@ -122,4 +122,9 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def config_digest(policy: policy_spec.Policy) -> str:
+    """The digest of our config (the pod annotation that rolls the pods reading it)."""
+    return _digest(config_text(policy))
+
+
 RENDERING: Final = operand_common.OwnRendering(IDENTITY, extra_context, named_config_maps=named_config_maps)

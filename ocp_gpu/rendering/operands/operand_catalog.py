@@ -27,6 +27,7 @@ from ocp_gpu.rendering.operands import (
     driver_rendering,
     gfd,
     mig_manager,
+    mps_control_daemon,
     node_status_exporter,
     operand_common,
     toolkit,
@@ -37,6 +38,7 @@ DRIVER: Final = driver_rendering.OPERAND
 CONTAINER_TOOLKIT: Final = toolkit.OPERAND
 OPERATOR_VALIDATOR: Final = validator.OPERAND
 DEVICE_PLUGIN: Final = device_plugin.OPERAND
+MPS_CONTROL_DAEMON: Final = mps_control_daemon.OPERAND
 DRA_DRIVER: Final = dra_driver.OPERAND
 GPU_FEATURE_DISCOVERY: Final = gfd.OPERAND
 DCGM: Final = dcgm.OPERAND
@@ -51,6 +53,7 @@ OPERANDS: Final = (
     CONTAINER_TOOLKIT,
     OPERATOR_VALIDATOR,
     DEVICE_PLUGIN,
+    MPS_CONTROL_DAEMON,
     DRA_DRIVER,
     DCGM,
     DCGM_EXPORTER,
@@ -60,7 +63,8 @@ OPERANDS: Final = (
 )
 # The operands whose `nvidia.com/gpu.deploy.<name>` label every GPU node gets
 # (planning/operands/node_labels.py).
-# NB: not the MIG manager's: only MIG-capable GPU nodes get that one.
+# NB: not the MIG manager's: only MIG-capable GPU nodes get that one; the MPS control daemon has
+# none of its own (the device plugin's, and nvidia.com/mps.capable from GFD).
 EVERY_GPU_NODE: Final = tuple(o for o in OPERANDS if o.deploy_on is operand_types.DeployOn.EVERY_GPU_NODE)
 # The deploy labels the operator sets, as planning/operands/node_labels.plan_node_labels takes them.
 DEPLOY_LABELS: Final = node_labels.DeployLabels(
@@ -82,6 +86,7 @@ RENDERINGS: Final[Mapping[str, operand_common.OwnRendering]] = {
     toolkit.OPERAND.name: toolkit.RENDERING,
     validator.OPERAND.name: validator.RENDERING,
     device_plugin.OPERAND.name: device_plugin.RENDERING,
+    mps_control_daemon.OPERAND.name: mps_control_daemon.RENDERING,
     dra_driver.OPERAND.name: dra_driver.RENDERING,
     gfd.OPERAND.name: gfd.RENDERING,
     dcgm.OPERAND.name: dcgm.RENDERING,

@@ -75,6 +75,9 @@ class Identity:
     # The container that needs the GPUs (NVIDIA's list): with cdi.nriPluginEnabled its pod is
     # annotated for the management CDI device.  "": none.
     gpu_container: str = ""
+    # Its section's env and args are its own (False: the section is another operand's, e.g. the
+    # MPS control daemon's devicePlugin, whose env and args NVIDIA gives the plugin only).
+    section_env: bool = True
 
 
 ExtraContext = Callable[[policy_spec.Policy, OperandRenderInputs], dict[str, Any]]

@@ -83,7 +83,7 @@ def operand_context(
         **extra.pop("pod_annotations", {}),
         operand_common.DEFAULT_CONTAINER_ANNOTATION: identity.container,
     }
-    for item in spec.env:
+    for item in spec.env if identity.section_env else ():
         if item.name not in identity.owned_env:
             env[item.name] = item.value
     return {
@@ -100,7 +100,7 @@ def operand_context(
         "pod_labels": {**daemonsets.labels, **pod_identity},
         "pod_annotations": pod_annotations,
         "priority_class_name": daemonsets.priority_class_name,
-        "node_selector": {operand.deploy_label: "true"},
+        "node_selector": operand.node_selector,
         "tolerations": operand_common.tolerations(policy),
         # NB: once each: server-side apply refuses a list with two entries of one name.
         "image_pull_secrets": [{"name": name} for name in dict.fromkeys(spec.image.pull_secrets)],
@@ -109,7 +109,7 @@ def operand_context(
         "wait_image": inputs.wait_image or inputs.image,
         "pull_policy": spec.image.pull_policy.value,
         "container": identity.container,
-        "args": list(spec.args),
+        "args": list(spec.args) if identity.section_env else [],
         "env": [{"name": name, "value": value} for name, value in env.items()],
         "resources": spec.resources.as_wire(),
         "runtime_class_name": operand_common.runtime_class_name(policy, inputs.openshift),
