@@ -169,9 +169,32 @@ def start_operator(
     assert not refused, "requests refused under the shipped RBAC:\n" + "\n".join(refused[:20])
 
 
+def owned_cluster_objects(kube: client.ApiClient, owner_uids: Collection[str]) -> list[str]:
+    """The cluster-scoped objects of ours (RuntimeClasses, ClusterRoles and their bindings) that
+    an ownerReference ties to one of `owner_uids`, as `Kind name`."""
+    selector = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
+    rbac = client.RbacAuthorizationV1Api(kube)
+    listed = (
+        ("RuntimeClass", client.NodeV1Api(kube).list_runtime_class(label_selector=selector).items),
+        ("ClusterRole", rbac.list_cluster_role(label_selector=selector).items),
+        ("ClusterRoleBinding", rbac.list_cluster_role_binding(label_selector=selector).items),
+    )
+    return [
+        f"{kind} {item.metadata.name}"
+        for kind, items in listed
+        for item in items
+        if any(ref.uid in owner_uids for ref in item.metadata.owner_references or ())
+    ]
+
+
 @pytest.fixture
 def apply_policy(kube: client.ApiClient) -> Iterator[Callable[..., dict[str, Any]]]:
+    """Creates ClusterPolicies; deletes them afterwards and waits until the garbage collector has
+    also deleted the cluster-scoped objects they own (RuntimeClasses, ClusterRoles, bindings), so
+    the next test, in this process or not, starts without them (a `nvidia` RuntimeClass left over
+    made the NVIDIA takeover test's restore fail with HTTP 409)."""
     created: list[str] = []
+    uids: set[str] = set()
     api = client.CustomObjectsApi(kube)
 
     def apply(name: str = "cluster-policy", spec: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -183,6 +206,7 @@ def apply_policy(kube: client.ApiClient) -> Iterator[Callable[..., dict[str, Any
         }
         obj: dict[str, Any] = api.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", body)
         created.append(name)
+        uids.add(obj["metadata"]["uid"])
         return obj
 
     yield apply
@@ -196,6 +220,11 @@ def apply_policy(kube: client.ApiClient) -> Iterator[Callable[..., dict[str, Any
         lambda: not api.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies")["items"],
         REACT_S,
         what="ClusterPolicies deleted",
+    )
+    wait_for(
+        lambda: not owned_cluster_objects(kube, uids),
+        REACT_S,
+        what="the deleted ClusterPolicies' cluster-scoped objects garbage-collected",
     )
 
 
