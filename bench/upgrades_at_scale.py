@@ -1015,6 +1015,9 @@ class E2ERun:
     node_after_ready: dict[str, float] = dataclasses.field(default_factory=dict)
     node_overhead: dict[str, float] = dataclasses.field(default_factory=dict)
     profile: str = ""
+    # The write floor (issue 24 item 6, `write_floor`): the upgrade's unavoidable writes at the
+    # apiserver's measured write rate, and wall / that floor.
+    write_floor: dict[str, Any] = dataclasses.field(default_factory=dict)
     load_average_upgrade_start: list[float] = dataclasses.field(default_factory=list)
     load_average_upgrade_end: list[float] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
@@ -1268,6 +1271,62 @@ def measure_upgrade(
         run.wall_beyond_floor_s = round(run.wall_s - run.floor_s, 1)
 
 
+# The operator's writes every node upgrade needs: eight state labels, their eight Events, the old
+# driver pod's deletion (and the GPU workload pod's eviction, when there is one).
+UNAVOIDABLE_OPERATOR_WRITES = 8 + 8 + 1
+
+
+def pods_replaced_in_floor(run: E2ERun) -> int:
+    """How many driver pods the floor measurement replaced (all at once, or the batches of P)."""
+    if run.max_parallel_upgrades == 0:
+        return run.nodes
+    return min(run.nodes, len(run.floor_batch_s) * run.max_parallel_upgrades)
+
+
+def measured_write_rate(runs: Sequence[E2ERun]) -> float:
+    """The apiserver's write rate as measured in this invocation: the highest non-Lease writes per
+    second of every user together, over the floors and the upgrades of every run (what it
+    demonstrably served on this machine at this load)."""
+    rates = [
+        found.get("non_lease_writes_per_s") or 0.0
+        for run in runs
+        for found in (run.floor_writes, run.upgrade_writes)
+        if found
+    ]
+    return max(rates, default=0.0)
+
+
+def write_floor(run: E2ERun, rate: float) -> dict[str, Any]:
+    """The upgrade's unavoidable writes at the measured write rate, and wall / that floor.
+
+    Unavoidable: per node the operator's `UNAVOIDABLE_OPERATOR_WRITES` (+1 with a GPU workload
+    pod), and the other users' writes to bring each replaced pod back (the DaemonSet or
+    ReplicaSet controller's create, the scheduler's binding, the kubelet's status), counted per
+    pod in this run's floor measurement (no operator running: every non-Lease write there is
+    one of those, or the bench's own deletion) and applied to the driver pod and, when there
+    is one, the workload pod of every node (NB: a workload pod's replacement is taken to cost
+    what a driver pod's does)."""
+    replaced = pods_replaced_in_floor(run)
+    floor = run.floor_writes or {}
+    if not floor or replaced == 0 or rate <= 0:
+        return {}
+    non_lease = floor["writes"] - floor["lease_writes"]
+    per_pod = non_lease / replaced
+    pods_per_node = 2 if run.gpu_workload_pods else 1
+    operator = UNAVOIDABLE_OPERATOR_WRITES + (1 if run.gpu_workload_pods else 0)
+    unavoidable = run.nodes * (operator + per_pod * pods_per_node)
+    floor_s = unavoidable / rate
+    return {
+        "unavoidable_writes": round(unavoidable),
+        "operator_writes_per_node": operator,
+        "others_writes_per_replaced_pod": round(per_pod, 2),
+        "pods_replaced_per_node": pods_per_node,
+        "write_rate_per_s": rate,
+        "floor_s": round(floor_s, 1),
+        "wall_over_floor": round(run.wall_s / floor_s, 2) if floor_s > 0 else None,
+    }
+
+
 def keep_log(args: argparse.Namespace, op: OperatorProcess, name: str) -> None:
     if args.keep_operator_log:
         args.keep_operator_log.mkdir(parents=True, exist_ok=True)
@@ -1383,6 +1442,7 @@ def _writers(found: Mapping[str, Any]) -> str:
 
 
 def e2e_rows(run: E2ERun) -> list[tuple[str, str]]:
+    floor = run.write_floor
     writes = ", ".join(
         f"{k} {v}" for k, v in sorted(run.writes_per_node_by_kind.items(), key=lambda kv: -kv[1])
     )
@@ -1396,6 +1456,11 @@ def e2e_rows(run: E2ERun) -> list[tuple[str, str]]:
         ("wall: version patch -> every node upgrade-done", f"{run.wall_s:.1f} s"),
         ("readiness floor (no operator)", f"{run.floor_s} s ({run.floor_how})"),
         ("wall beyond the readiness floor", f"{run.wall_beyond_floor_s} s"),
+        (
+            "write floor (unavoidable writes / write rate)",
+            f"{floor.get('floor_s')} s ({floor.get('unavoidable_writes')} writes at "
+            f"{floor.get('write_rate_per_s')}/s): wall / floor {floor.get('wall_over_floor')}",
+        ),
         ("patch -> first node upgrade-required", f"{run.first_upgrade_required_s} s"),
         ("label transitions / largest in flight", f"{run.transitions} / {run.max_in_flight}"),
         (
@@ -1492,12 +1557,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = bench_planner(args)
         print(f"-> {write_result(args.results, 'planner', result)}")
     if "e2e" in args.parts:
+        runs: list[E2ERun] = []
         for parallel in args.parallel:
             log(f"=== end to end: {args.nodes} GPU nodes, maxParallelUpgrades {parallel} ===")
             run = run_e2e(parallel, args)
-            path = write_result(args.results, f"e2e-parallel-{parallel}", dataclasses.asdict(run))
+            runs.append(run)
+            write_result(args.results, f"e2e-parallel-{parallel}", dataclasses.asdict(run))
+        # NB: the write rate is the highest any run of this invocation measured: both floors use it
+        rate = measured_write_rate(runs)
+        for run in runs:
+            run.write_floor = write_floor(run, rate)
+            path = write_result(
+                args.results, f"e2e-parallel-{run.max_parallel_upgrades}", dataclasses.asdict(run)
+            )
             print_table(
-                f"end to end, {args.nodes} GPU nodes, maxParallelUpgrades {parallel} ({path})", e2e_rows(run)
+                f"end to end, {args.nodes} GPU nodes, P={run.max_parallel_upgrades} ({path})", e2e_rows(run)
             )
     return 0
 
