@@ -27,6 +27,11 @@ Usage::
   is for scripts (one document; one per line with `--watch`).  `--watch` refreshes
   every 2 s until Ctrl-C.
 
+GPUS: which plugin owns the node's GPUs (planning/operands/gpu_handover.gpu_owner): `plugin`,
+`dra <allocated>/<published>` (the gpu.nvidia.com devices the ResourceClaims' allocations hold
+on the node, of those its ResourceSlices publish), or `-` (neither, e.g. while a switch to DRA
+waits for the device plugin's pods).
+
 MIG: the column MIG says whether the MIG manager is Ready on the node ("-" on a node
 that is not MIG-capable); MIG CONFIG shows `nvidia.com/mig.config` and, in brackets,
 the MIG manager's `nvidia.com/mig.config.state` (pending, success, failed); a line
@@ -85,13 +90,14 @@ from ocp_gpu.model import (
     nvidia_driver_spec,
     operand_types,
     releases,
+    resource_claims,
 )
 from ocp_gpu.model.nodes import NodeFacts, NodeName
 from ocp_gpu.model.policy import policy_parser, policy_spec
 from ocp_gpu.model.policy.policy_spec import UpgradePolicy
 from ocp_gpu.model.upgrade_observations import UpgradeNode, UpgradeSnapshot, UpgradeState
 from ocp_gpu.planning.drivers import driver_plan
-from ocp_gpu.planning.operands import mig_planning, operand_planning
+from ocp_gpu.planning.operands import gpu_handover, mig_planning, operand_planning
 from ocp_gpu.planning.status import policies
 from ocp_gpu.planning.upgrades import pod_selection, upgrade_plan
 from ocp_gpu.rendering.operands import operand_catalog
@@ -198,6 +204,9 @@ class StatusInputs:
     operand_pods: tuple[operand_types.OperandPod, ...] = ()
     # Every NVIDIADriver (none when their CRD is not installed).
     nvidia_drivers: tuple[NvidiaDriverView, ...] = ()
+    # Per node, NVIDIA's DRA driver's devices: published in ResourceSlices, held by claims
+    # (none when resource.k8s.io/v1 is not served).
+    dra_devices: Mapping[str, resource_claims.NodeDevices] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,6 +248,11 @@ class StatusRow:
     # nvidia.com/mig.config and nvidia.com/mig.config.state ("" when absent).
     mig_config: str = ""
     mig_state: str = ""
+    # Which plugin owns the node's GPUs (planning/operands/gpu_handover.GpuOwner value: "dra",
+    # "plugin", "-"), and through DRA how many devices its slices publish and claims hold.
+    gpu_owner: str = gpu_handover.GpuOwner.NONE.value
+    dra_published: int = 0
+    dra_allocated: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -355,6 +369,7 @@ def status_row(
     daemonset_selectors: Mapping[str, Mapping[str, str]],
     halted: str = "",
     operand_row: Mapping[str, str] | None = None,
+    dra_devices: resource_claims.NodeDevices | None = None,
 ) -> StatusRow:
     """The row of one GPU node, from the planner's verdict on it."""
     gpu = driver_snapshot.GpuNode.from_labels(
@@ -402,6 +417,11 @@ def status_row(
         operands=dict(operand_row or {}),
         mig_config=view.labels.get(labels.MIG_CONFIG, "") if view else "",
         mig_state=view.labels.get(labels.MIG_CONFIG_STATE, "") if view else "",
+        gpu_owner=gpu_handover.gpu_owner(
+            view.labels if view else {}, operand_catalog.DEPLOY_LABELS.exclusive
+        ).value,
+        dra_published=dra_devices.published if dra_devices else 0,
+        dra_allocated=dra_devices.allocated if dra_devices else 0,
     )
 
 
@@ -413,6 +433,7 @@ def status_rows(
     halted: str = "",
     policy: policy_spec.Policy | None = None,
     operand_pods: Sequence[operand_types.OperandPod] = (),
+    dra_devices: Mapping[str, resource_claims.NodeDevices] | None = None,
 ) -> tuple[StatusRow, ...]:
     """One row per GPU node of the snapshot, by name."""
     plans = plan.by_node()
@@ -433,6 +454,7 @@ def status_rows(
                 node.name,
                 by_node.get(node.name, []),
             ),
+            (dra_devices or {}).get(node.name),
         )
         for node in snapshot.nodes
     )
@@ -477,6 +499,7 @@ def status_report(inputs: StatusInputs, now: datetime.datetime) -> StatusReport:
             halted,
             _parsed(inputs.policy),
             inputs.operand_pods,
+            inputs.dra_devices,
         ),
         time=now,
         nvidia_drivers=inputs.nvidia_drivers,
@@ -642,6 +665,13 @@ def _mig_cell(row: StatusRow) -> str:
     return f"{row.mig_config or _UNKNOWN} ({row.mig_state or _UNKNOWN})"
 
 
+def _gpus_cell(row: StatusRow) -> str:
+    # Through DRA: devices held by claims / published in its slices.
+    if row.gpu_owner == gpu_handover.GpuOwner.DRA.value:
+        return f"{row.gpu_owner} {row.dra_allocated}/{row.dra_published}"
+    return row.gpu_owner
+
+
 def _current_cell(row: StatusRow) -> str:
     # No pod: "-"; a pod whose DaemonSet revision is unknown: "?".
     return _yes_no(row.current, _NONE if row.driver_pod is None else _UNKNOWN)
@@ -671,6 +701,8 @@ COLUMNS: Final = (
     "STATE",
     # One column per operand but the driver: Ready on this node? (operand_cells)
     *OPERAND_COLUMNS.values(),
+    # Which plugin owns the GPUs: "plugin", "dra <allocated>/<published>", "-" (_gpus_cell).
+    "GPUS",
     # nvidia.com/mig.config (nvidia.com/mig.config.state)
     "MIG CONFIG",
     "WAITING / NEXT",
@@ -692,6 +724,7 @@ def row_cells(row: StatusRow, wide: bool = False) -> tuple[str, ...]:
         _yes_no(row.ready),
         _state_cell(row),
         *(row.operands.get(name, _NONE) for name in OPERAND_COLUMNS),
+        _gpus_cell(row),
         _mig_cell(row),
     )
     if wide:
@@ -726,7 +759,7 @@ _STATE_STYLES: Final = {
 
 
 # Columns whose cells are a few characters: never wrapped.
-_SHORT_COLUMNS: Final = frozenset({"NODE", "CURRENT", "READY", "CHECK", *OPERAND_COLUMNS.values()})
+_SHORT_COLUMNS: Final = frozenset({"NODE", "CURRENT", "READY", "CHECK", "GPUS", *OPERAND_COLUMNS.values()})
 
 
 def rich_table(report: StatusReport, wide: bool = False) -> RenderableType:
@@ -850,6 +883,7 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
         # the NVIDIADriver CRD is not installed: there are none
         pools = []
     return StatusInputs(
+        dra_devices=_dra_devices(api, server),
         policy=policy,
         namespace=where,
         snapshot=snap,
@@ -860,6 +894,32 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
         },
         operand_pods=tuple(reading.operand_pod(pod) for pod in stack_pods),
         nvidia_drivers=tuple(nvidia_driver_view(item) for item in pools if isinstance(item, Mapping)),
+    )
+
+
+def _dra_devices(api: Any, server: str) -> dict[str, resource_claims.NodeDevices]:
+    """Per node, the gpu.nvidia.com devices the ResourceSlices publish and the ResourceClaims' allocations
+    hold; none when resource.k8s.io/v1 is not served.  Raises StatusError."""
+    resource = f"/apis/{resource_claims.API_GROUP}/{resource_claims.API_VERSION}"
+    try:
+        slices = requesting.list_items(
+            api,
+            f"{resource}/resourceslices",
+            [("fieldSelector", f"spec.driver={resource_claims.GPU_DRIVER}")],
+        )
+        claims = requesting.list_items(api, f"{resource}/{resource_claims.CLAIMS_PLURAL}")
+    except requesting.ApiException as error:
+        if error.status == 404:
+            # No DRA API served: no devices through it.
+            return {}
+        raise StatusError(
+            f"cannot list ResourceSlices and ResourceClaims on {server}: {error.status} {error.reason}"
+        ) from None
+    except Exception as error:  # connection lost midway
+        raise StatusError(f"cannot list ResourceSlices and ResourceClaims on {server}: {error}") from None
+    return resource_claims.devices_by_node(
+        map(reading.published_pool, slices),
+        (device for claim in claims for device in reading.allocated_devices(claim)),
     )
 
 

@@ -189,6 +189,18 @@ def allocated_devices(claim: Mapping[str, Any]) -> tuple[resource_claims.Allocat
     )
 
 
+def published_pool(resource_slice: Mapping[str, Any]) -> resource_claims.PublishedPool:
+    """A ResourceSlice: its node, pool and device names."""
+    spec = _dict(resource_slice.get("spec"))
+    return resource_claims.PublishedPool(
+        node=_str(spec.get("nodeName")),
+        pool=_str(_dict(spec.get("pool")).get("name")),
+        devices=tuple(
+            _str(device.get("name")) for device in _list(spec.get("devices")) if isinstance(device, Mapping)
+        ),
+    )
+
+
 def claim_hold(claim: Mapping[str, Any]) -> resource_claims.ClaimHold:
     """What a ResourceClaim object holds (model/resource_claims.claim_hold)."""
     allocated = bool(_dict(claim.get("status")).get("allocation"))

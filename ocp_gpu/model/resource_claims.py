@@ -29,9 +29,12 @@ class ClaimHold(enum.Enum):
 
     # Not allocated (yet): no device is held (NVIDIA: `Status.Allocation == nil`).
     UNALLOCATED = "unallocated"
-    # Allocated, but no device of gpu.nvidia.com except with adminAccess (a monitoring view
-    # that consumes nothing: NVIDIA's pod-deletion filter passes includeAdminAccess=false).
+    # Allocated, but no device of gpu.nvidia.com.
     OTHER = "other"
+    # Allocated gpu.nvidia.com devices with adminAccess only: a monitoring view that consumes
+    # nothing (NVIDIA's pod-deletion filter passes includeAdminAccess=false), but whose devices
+    # the DRA kubelet plugin still has to unprepare (its teardown ordering counts them).
+    GPU_ADMIN_ACCESS = "gpu-admin-access"
     # Allocated with at least one gpu.nvidia.com device: its pods are GPU pods.
     GPU = "gpu"
 
@@ -52,13 +55,59 @@ def claim_hold(allocated: bool, devices: Iterable[AllocatedDevice]) -> ClaimHold
     if not allocated:
         # No allocation: nothing prepared on any node for it.
         return ClaimHold.UNALLOCATED
+    admin_view = False
     for device in devices:
         if device.driver == GPU_DRIVER and not device.admin_access:
             # A GPU consumed through the claim.
             return ClaimHold.GPU
-    return ClaimHold.OTHER
+        admin_view = admin_view or device.driver == GPU_DRIVER
+    return ClaimHold.GPU_ADMIN_ACCESS if admin_view else ClaimHold.OTHER
 
 
 def claim_key(namespace: str, name: str) -> str:
     """The key of a claim in the operator's view: claims are namespaced, names are not unique."""
     return f"{namespace}/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedPool:
+    """One ResourceSlice of NVIDIA's DRA driver: the node it is for, its pool and device names."""
+
+    node: str
+    pool: str
+    devices: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDevices:
+    """A node's GPU devices through DRA: how many its slices publish, how many claims hold."""
+
+    published: int = 0
+    allocated: int = 0
+
+
+def devices_by_node(
+    slices: Iterable[PublishedPool], allocations: Iterable[AllocatedDevice]
+) -> dict[str, NodeDevices]:
+    """Per node, the gpu.nvidia.com devices published and allocated (`ocp-gpu status`).
+
+    A device is counted once however many claims share it; an allocation with adminAccess
+    consumes nothing and is not counted; one whose pool no slice names any more is counted on
+    the node the pool is named after (NVIDIA's DRA driver names each node's pool after it).
+    """
+    pool_node: dict[str, str] = {}
+    published: dict[str, set[str]] = {}
+    for found in slices:
+        pool_node[found.pool] = found.node
+        published.setdefault(found.node, set()).update(f"{found.pool}/{name}" for name in found.devices)
+    allocated: dict[str, set[str]] = {}
+    for device in allocations:
+        if device.driver != GPU_DRIVER or device.admin_access:
+            # Another driver's, or a monitoring view that consumes nothing.
+            continue
+        node = pool_node.get(device.pool, device.pool)
+        allocated.setdefault(node, set()).add(f"{device.pool}/{device.device}")
+    return {
+        node: NodeDevices(len(published.get(node, ())), len(allocated.get(node, ())))
+        for node in published.keys() | allocated.keys()
+    }

@@ -11,12 +11,15 @@ standing in for the device plugin's and NVIDIA's DRA kubelet plugin's advertisin
 - DRA -> device plugin (`enabled` turned off) while a pod holds an allocated GPU claim there:
   the DRA label, its kubelet plugin pod and the slice stay, the device plugin stays away and
   the claim pod keeps running; once it has ended the DRA label and slice go and the node
-  advertises its 2 GPUs through the device plugin again.
+  advertises its 2 GPUs through the device plugin again;
+- `ocp-gpu status` says who owns the node's GPUs at each step: `plugin`, `-` while the switch to
+  DRA waits, `dra` with 1 of its 2 published devices allocated, `plugin` again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,9 +27,10 @@ from kubernetes import client
 
 from ocp_gpu.kube import clients
 from ocp_gpu.rendering.operands import operand_catalog
+from ocp_gpu_harness.cluster import LocalControlPlane
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import READY_S, holds_for, patch_policy, wait_for
+from .conftest import READY_S, holds_for, patch_policy, status_json, wait_for
 from .test_dra import (
     A100,
     DRA,
@@ -73,6 +77,12 @@ def node_labels_of(kube: client.ApiClient, node: str) -> dict[str, str]:
     return dict(client.CoreV1Api(kube).read_node(node).metadata.labels or {})
 
 
+def owner_in_status(kubeconfig: Path, node: str) -> tuple[str, int, int]:
+    """(gpu_owner, dra_allocated, dra_published) of the node's row in `ocp-gpu status -o json`."""
+    (row,) = [row for row in status_json(kubeconfig)["nodes"] if row["node"] == node]
+    return row["gpu_owner"], row["dra_allocated"], row["dra_published"]
+
+
 def delete_pod(kube: client.ApiClient, namespace: str, name: str) -> None:
     core = client.CoreV1Api(kube)
     core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
@@ -87,17 +97,20 @@ def test_gpus_change_hands_once_their_pods_are_done(
     kube: client.ApiClient,
     api: clients.ApiClient,
     namespace: str,
+    control_plane: LocalControlPlane,
     make_nodes: Callable[..., list[str]],  # noqa: F811
     start_operator: Callable[..., OperatorProcess],
     apply_policy: Callable[..., dict[str, Any]],
 ) -> None:
     (node,) = make_nodes(1, gpus=2)
+    kubeconfig = control_plane.make_kubeconfig("dra-status", ["system:masters"])
     apply_policy(spec={"draDriver": {"enabled": False}})
     start_operator()
     wait_for(lambda: nvidia_gpus(kube, node) == "2", READY_S, what="the device plugin's GPUs")
     gpu_pod(kube, namespace, "legacy")
     wait_for(lambda: node_of(kube, namespace, "legacy"), READY_S, what="the device-plugin GPU pod running")
     before = running_as(kube, namespace, "legacy")
+    assert owner_in_status(kubeconfig, node) == ("plugin", 0, 0)
 
     # Device plugin -> DRA while "legacy" holds a GPU.
     patch_policy(kube, {"draDriver": {"enabled": True}})
@@ -117,6 +130,8 @@ def test_gpus_change_hands_once_their_pods_are_done(
 
     holds_for(still_the_device_plugins, HELD_S, what="no DRA while the device-plugin pod runs, it untouched")
 
+    assert owner_in_status(kubeconfig, node) == ("-", 0, 0)
+
     # "legacy" ends: DRA takes the node, the claim is allocated there.
     delete_pod(kube, namespace, "legacy")
     wait_for(lambda: node_labels_of(kube, node).get(DRA) == "true", READY_S, what="the DRA label")
@@ -124,6 +139,7 @@ def test_gpus_change_hands_once_their_pods_are_done(
     assert wait_for(lambda: node_of(kube, namespace, "train"), READY_S, what="the claim pod running") == node
     assert PLUGIN not in node_labels_of(kube, node) and nvidia_gpus(kube, node) is None
     train = running_as(kube, namespace, "train")
+    assert owner_in_status(kubeconfig, node) == ("dra", 1, 2)
 
     # DRA -> device plugin while "train" holds an allocated claim.
     patch_policy(kube, {"draDriver": {"enabled": False}})
@@ -146,3 +162,4 @@ def test_gpus_change_hands_once_their_pods_are_done(
     wait_for(lambda: DRA not in node_labels_of(kube, node), READY_S, what="the DRA label gone")
     wait_for(lambda: slices_of(api, node) == [], READY_S, what="the slice gone")
     wait_for(lambda: nvidia_gpus(kube, node) == "2", READY_S, what="the device plugin's GPUs back")
+    assert owner_in_status(kubeconfig, node) == ("plugin", 0, 0)

@@ -1,7 +1,7 @@
 """We test these aspects of pods that hold GPUs through ResourceClaims (DRA), no API:
 
 - what a claim holds, from its JSON: unallocated, a gpu.nvidia.com device, only admin-access
-  gpu.nvidia.com devices, another driver's devices (NVIDIA's PodHasNVIDIAGPUClaim with
+  gpu.nvidia.com devices (their own value), another driver's devices (NVIDIA's PodHasNVIDIAGPUClaim with
   includeAdminAccess=false, as its pod-deletion filter calls it);
 - a pod's claim names as NVIDIA resolves them: resourceClaimName, the status entry of a claim
   made from a template, none while the claim is not created;
@@ -12,7 +12,9 @@
   on once only non-GPU pods are left; drain and waitForCompletion pick claim pods by their
   selectors, like any pod (NVIDIA's library does the same);
 - the claim watch: only when resource.k8s.io/v1 is served, every namespace, keyed by
-  namespace/name (a deletion forgets the right one), one of three shared values per claim.
+  namespace/name (a deletion forgets the right one), one of four shared values per claim;
+- a claim with admin-access GPU devices only is no GPU pod's for deletion, but counts where
+  NVIDIA's includeAdminAccess=true does (the DRA kubelet plugin's teardown order).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import pytest
 
 from ocp_gpu import watches
 from ocp_gpu.kube import object_watches, reading, upgrading
-from ocp_gpu.model import resource_claims
+from ocp_gpu.model import resource_claims, upgrade_observations
+from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.resource_claims import ClaimHold
 from ocp_gpu.model.upgrade_observations import UpgradeState
 from ocp_gpu.planning.upgrades import pod_selection
@@ -64,7 +67,7 @@ def result(driver: str = "gpu.nvidia.com", admin: bool | None = None) -> dict[st
         (None, ClaimHold.UNALLOCATED),
         ([result()], ClaimHold.GPU),
         ([result(admin=False)], ClaimHold.GPU),
-        ([result(admin=True)], ClaimHold.OTHER),
+        ([result(admin=True)], ClaimHold.GPU_ADMIN_ACCESS),
         ([result("net.example.com")], ClaimHold.OTHER),
         ([result("net.example.com"), result()], ClaimHold.GPU),
         ([result(admin=True), result()], ClaimHold.GPU),
@@ -274,3 +277,16 @@ def test_the_claim_view_keys_by_namespace() -> None:
     # a re-list without it forgets it
     view.listed([])
     assert rt.view.resource_claims == {}
+
+
+def test_admin_access_counts_only_for_the_plugins_teardown() -> None:
+    pod = upgrade_observations.WorkloadPod(
+        ref=upgrade_observations.PodRef(namespace="work", name="monitor"),
+        node=NodeName("n1"),
+        claims=("view",),
+    )
+    held = {resource_claims.claim_key("work", "view"): ClaimHold.GPU_ADMIN_ACCESS}
+    assert not pod_selection.holds_gpu_claim(pod, held)
+    assert pod_selection.holds_gpu_claim(pod, held, admin_access=True)
+    other = {resource_claims.claim_key("work", "view"): ClaimHold.OTHER}
+    assert not pod_selection.holds_gpu_claim(pod, other, admin_access=True)

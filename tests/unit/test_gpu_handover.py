@@ -5,7 +5,8 @@ driver (planning/operands/gpu_handover.py, through planning/operands/node_labels
   Pending or Running pod on the node requests `nvidia.com/gpu*` / `nvidia.com/mig-*`, and comes
   once none does (finished pods do not count); claim-holding pods do not hold this way;
 - DRA -> device plugin: the DRA label stays, and the device plugin's is not added, while a pod
-  holds an allocated claim with a gpu.nvidia.com device (an unreadable claim counts); an
+  holds an allocated claim with a gpu.nvidia.com device (an unreadable claim, an adminAccess
+  one, a terminating pod whatever its phase count, as NVIDIA's nodeHasDRAClaimPods); an
   unallocated or non-GPU claim does not hold; then both move in one patch;
 - pods not read (None) hold either way; an admin's "false" on the DRA label, an opted-out node
   and a node no longer a GPU node are not held (ours go at once);
@@ -17,6 +18,7 @@ driver (planning/operands/gpu_handover.py, through planning/operands/node_labels
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import pytest
@@ -133,8 +135,17 @@ def pod(
 
 
 def test_counting_a_nodes_gpu_pods() -> None:
-    held = {"work/gpu": ClaimHold.GPU, "work/nic": ClaimHold.OTHER, "work/later": ClaimHold.UNALLOCATED}
+    held = {
+        "work/gpu": ClaimHold.GPU,
+        "work/nic": ClaimHold.OTHER,
+        "work/later": ClaimHold.UNALLOCATED,
+        "work/view": ClaimHold.GPU_ADMIN_ACCESS,
+    }
     pods = [
+        # a monitoring pod with an adminAccess view: the kubelet plugin still unprepares it
+        pod(claims=("view",), name="monitor"),
+        # terminating after it finished: its claims are not unprepared yet
+        dataclasses.replace(pod("Succeeded", claims=("gpu",), name="leaving"), terminating=True),
         pod(requests_gpu=True, name="a"),
         pod("Pending", requests_gpu=True, name="b"),
         pod("Succeeded", requests_gpu=True, name="done"),
@@ -145,9 +156,9 @@ def test_counting_a_nodes_gpu_pods() -> None:
         pod(name="cpu"),
     ]
     # An unreadable claim ("unknown") counts as a GPU, as for the driver upgrade.
-    assert gpu_handover.gpu_pods(pods, held) == GpuPods(device_plugin=2, claims=2)
+    assert gpu_handover.gpu_pods(pods, held) == GpuPods(device_plugin=2, claims=4)
     # Claims not watched (resource.k8s.io not served): every claim counts.
-    assert gpu_handover.gpu_pods(pods, None) == GpuPods(device_plugin=2, claims=3)
+    assert gpu_handover.gpu_pods(pods, None) == GpuPods(device_plugin=2, claims=5)
     assert gpu_handover.gpu_pods([], held) == gpu_handover.IDLE
 
 

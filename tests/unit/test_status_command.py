@@ -36,7 +36,7 @@ from ocp_gpu import cli
 from ocp_gpu.commands import status_command
 from ocp_gpu.kube import clients, requesting, upgrading
 from ocp_gpu.kube.requesting import ApiException
-from ocp_gpu.model import labels, operand_types, upgrade_observations
+from ocp_gpu.model import labels, operand_types, resource_claims, upgrade_observations
 from ocp_gpu.model.nodes import NodeFacts, NodeName
 from ocp_gpu.model.policy import policy_parser
 from ocp_gpu.model.upgrade_observations import UpgradeNode, UpgradeSnapshot
@@ -385,6 +385,9 @@ ROW_KEYS = {
     "waiting",
     "skipped",
     "unschedulable",
+    "gpu_owner",
+    "dra_published",
+    "dra_allocated",
 }
 
 
@@ -510,7 +513,7 @@ def test_the_rich_table_renders_the_same_cells_and_folds_rather_than_crops() -> 
     assert "waiting for an upgrade slot: 1 of maxParallelUpgrades 1 taken (n1)" in text
     assert "auto_upgrade_enabled=1" in text
     # On a narrow terminal every character of every cell is still there, folded onto more lines.
-    # NB: 16 columns (one per operand): below ~180 characters the last header itself folds.
+    # NB: 17 columns (one per operand, GPUS): below ~180 characters the last header itself folds.
     for width in (180, 240):
         narrow = io.StringIO()
         Console(file=narrow, width=width, force_terminal=False).print(status_command.rich_table(report))
@@ -581,10 +584,10 @@ def test_no_policy_or_an_unknown_name_is_an_error_naming_what_exists() -> None:
 NS = "gpu-ns"
 
 
-def node_object(name: str) -> dict[str, Any]:
+def node_object(name: str, extra_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     view = node_view(name)
     return {
-        "metadata": {"name": name, "labels": dict(view.labels), "annotations": {}},
+        "metadata": {"name": name, "labels": {**view.labels, **(extra_labels or {})}, "annotations": {}},
         "spec": {},
         "status": {
             "nodeInfo": {"osImage": view.os_image},
@@ -627,6 +630,10 @@ class FakeApi:
         )
         self.requests: list[tuple[str, str]] = []
         self.fail_after: int | None = None
+        # ResourceSlices and ResourceClaims by plural; None: resource.k8s.io/v1 not served.
+        self.dra: dict[str, list[dict[str, Any]]] | None = {"resourceslices": [], "resourceclaims": []}
+        # Extra labels per node.
+        self.node_labels: dict[str, dict[str, str]] = {}
 
     def request(
         self, api: Any, method: str, path: str, *, query: Sequence[tuple[str, str]] = (), **_: Any
@@ -642,7 +649,11 @@ class FakeApi:
             return {"items": self.policies}
         if path == "/api/v1/nodes":
             assert selector == upgrading.GPU_NODE_SELECTOR
-            return {"items": [node_object("n1"), node_object("n2")]}
+            return {"items": [node_object(name, self.node_labels.get(name)) for name in ("n1", "n2")]}
+        if path.startswith("/apis/resource.k8s.io/v1/"):
+            if self.dra is None:
+                raise ApiException(status=404, reason="Not Found")
+            return {"items": self.dra[path.rsplit("/", 1)[1]]}
         if path == f"/api/v1/namespaces/{NS}/pods" and selector == upgrading.DRIVER_SELECTOR:
             return {"items": [driver_pod_object("n1", CURRENT_HASH), driver_pod_object("n2", "old")]}
         if path == f"/apis/apps/v1/namespaces/{NS}/controllerrevisions":
@@ -936,3 +947,88 @@ def test_the_upgrade_preflight_is_a_line_under_the_policy() -> None:
         "  UpgradePreflight=False DriverBranchUnsupported: OpenShift 4.23.1 is being applied; "
         "driver branch 595 supports OpenShift 4.18-4.22, not 4.23.1"
     ) in lines
+
+
+def resource_slice(node: str, *devices: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"{node}-gpu.nvidia.com-x"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": device} for device in devices],
+        },
+    }
+
+
+def allocated_claim(*results: tuple[str, str, str], admin: bool = False) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "c", "namespace": "work"},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "driver": driver,
+                            "pool": pool,
+                            "device": device,
+                            **({"adminAccess": True} if admin else {}),
+                        }
+                        for driver, pool, device in results
+                    ]
+                }
+            }
+        },
+    }
+
+
+def test_devices_through_dra_are_counted_per_node() -> None:
+    slices = [
+        resource_claims.PublishedPool("n1", "n1", ("gpu-0", "gpu-1")),
+        resource_claims.PublishedPool("n3", "n3", ("gpu-0",)),
+    ]
+    held = [
+        # gpu-0 of n1 shared by two claims counts once; adminAccess and other drivers not at all
+        resource_claims.AllocatedDevice("gpu.nvidia.com", "n1", "gpu-0"),
+        resource_claims.AllocatedDevice("gpu.nvidia.com", "n1", "gpu-0"),
+        resource_claims.AllocatedDevice("gpu.nvidia.com", "n1", "gpu-1", admin_access=True),
+        resource_claims.AllocatedDevice("nic.example.com", "n1", "eth0"),
+        # a pool no slice publishes any more: counted on the node it is named after
+        resource_claims.AllocatedDevice("gpu.nvidia.com", "n2", "gpu-3"),
+    ]
+    assert resource_claims.devices_by_node(slices, held) == {
+        "n1": resource_claims.NodeDevices(published=2, allocated=1),
+        "n2": resource_claims.NodeDevices(published=0, allocated=1),
+        "n3": resource_claims.NodeDevices(published=1, allocated=0),
+    }
+
+
+def test_which_plugin_owns_each_nodes_gpus(fake_api: FakeApi) -> None:
+    dra = operand_catalog.DRA_DRIVER.deploy_label
+    plugin = operand_catalog.DEVICE_PLUGIN.deploy_label
+    fake_api.node_labels = {"n1": {dra: "true"}, "n2": {plugin: "true"}}
+    fake_api.dra = {
+        "resourceslices": [resource_slice("n1", "gpu-0", "gpu-1")],
+        "resourceclaims": [
+            allocated_claim(("gpu.nvidia.com", "n1", "gpu-1")),
+            allocated_claim(("gpu.nvidia.com", "n1", "gpu-0"), admin=True),
+        ],
+    }
+    code, out, err = run("-o", "json")
+    assert code == 0, err
+    rows = {row["node"]: row for row in json.loads(out)["nodes"]}
+    assert (rows["n1"]["gpu_owner"], rows["n1"]["dra_allocated"], rows["n1"]["dra_published"]) == (
+        "dra",
+        1,
+        2,
+    )
+    assert (rows["n2"]["gpu_owner"], rows["n2"]["dra_published"]) == ("plugin", 0)
+    code, out, _ = run("-o", "wide")
+    header, *lines = [line for line in out.splitlines() if line.startswith(("NODE", "n1", "n2"))]
+    at = header.index("GPUS")
+    assert [line[at:].split()[0:2] for line in lines] == [["dra", "1/2"], ["plugin", "-"]]
+    # No DRA API served (before Kubernetes 1.34, or switched off): no devices through it, no error.
+    fake_api.dra = None
+    code, out, err = run("-o", "json")
+    assert code == 0, err
+    assert {row["dra_published"] for row in json.loads(out)["nodes"]} == {0}

@@ -11,10 +11,12 @@ may be written now or must wait for the pods that hold the node's GPUs through t
   device plugin handed out, so a claim could be given a GPU a running pod already uses.  The
   running pods are never evicted or restarted: they finish, then DRA takes the node.
 - **DRA -> device plugin**: the DRA label (its kubelet plugin) stays until no pod on the node
-  holds an allocated ResourceClaim with a `gpu.nvidia.com` device: the kubelet calls the plugin to
-  unprepare a claim's devices when its pod ends, and the device plugin would advertise GPUs those
-  claims still hold.  NB: while it waits its slices stay published, so new claims can still be
-  allocated on the node; the handover ends when the last claim-holding pod has ended.
+  holds an allocated ResourceClaim with a `gpu.nvidia.com` device (adminAccess ones too, and
+  terminating pods whatever their phase, as NVIDIA's node labelling controller decides at
+  v26.7.0, `nodeHasDRAClaimPods`): the kubelet calls the plugin to unprepare a claim's devices
+  when its pod ends, and the device plugin would advertise GPUs those claims still hold.  NB:
+  while it waits its slices stay published, so new claims can still be allocated on the node;
+  the handover ends when the last claim-holding pod has ended.
 
 What is not held: an admin's own "false" on either label (the admin's decision, applied at once),
 an opted-out node (`nvidia.com/gpu.deploy.operands=false`) and a node that is no longer a GPU
@@ -65,12 +67,33 @@ class GpuPods:
 
     # Pending or Running, requesting nvidia.com/gpu* or nvidia.com/mig-* (the device plugin's).
     device_plugin: int = 0
-    # Pending or Running, holding an allocated ResourceClaim with a gpu.nvidia.com device.
+    # Pending, Running or terminating, holding an allocated ResourceClaim with a gpu.nvidia.com
+    # device (adminAccess too).
     claims: int = 0
 
 
 # No pod holds a GPU of the node.
 IDLE = GpuPods()
+
+
+class GpuOwner(enum.Enum):
+    """Which plugin owns a node's GPUs, by its deploy labels (`ocp-gpu status`)."""
+
+    DRA = "dra"
+    DEVICE_PLUGIN = "plugin"
+    # Neither (a handover waiting for device-plugin pods, an opted-out node, the admin's "false").
+    NONE = "-"
+
+
+def gpu_owner(node_labels: Mapping[str, str], exclusive: Iterable[tuple[str, str]]) -> GpuOwner:
+    """The owner of a node's GPUs: the plugin whose deploy label is "true" (the DRA driver's first:
+    planning/operands/node_labels.py never leaves both)."""
+    for owner, yielding in exclusive:
+        if node_labels.get(owner) == _TRUE:
+            return GpuOwner.DRA
+        if node_labels.get(yielding) == _TRUE:
+            return GpuOwner.DEVICE_PLUGIN
+    return GpuOwner.NONE
 
 
 def gpu_pods(pods: Iterable[WorkloadPod], claims: Mapping[str, ClaimHold] | None) -> GpuPods:
@@ -79,10 +102,17 @@ def gpu_pods(pods: Iterable[WorkloadPod], claims: Mapping[str, ClaimHold] | None
     `claims`: what each ResourceClaim holds (resource_claims.claim_key); None when unknown, and
     then every claim counts as a GPU.
     """
-    active = [pod for pod in pods if pod.active]
+    pods = tuple(pods)
     return GpuPods(
-        device_plugin=sum(1 for pod in active if pod.requests_gpu),
-        claims=sum(1 for pod in active if pod_selection.holds_gpu_claim(pod, claims)),
+        device_plugin=sum(1 for pod in pods if pod.active and pod.requests_gpu),
+        # As NVIDIA's nodeHasDRAClaimPods: a terminating pod counts whatever its phase (unpreparing
+        # its claims is what still needs the kubelet plugin), and so do adminAccess claims.
+        claims=sum(
+            1
+            for pod in pods
+            if (pod.active or pod.terminating)
+            and pod_selection.holds_gpu_claim(pod, claims, admin_access=True)
+        ),
     )
 
 

@@ -101,10 +101,14 @@ def drain_selector(policy: UpgradePolicy) -> str:
 # --- which pods wait, deletion and drain touch ----------------------------------------------
 
 
-def holds_gpu_claim(pod: WorkloadPod, claims: Mapping[str, ClaimHold] | None) -> bool:
+def holds_gpu_claim(
+    pod: WorkloadPod, claims: Mapping[str, ClaimHold] | None, *, admin_access: bool = False
+) -> bool:
     """Whether one of the pod's ResourceClaims holds a device of NVIDIA's DRA driver.
 
     `claims`: what each claim holds, by resource_claims.claim_key; None when unknown.
+    `admin_access`: devices allocated with adminAccess count too (NVIDIA's includeAdminAccess:
+    for the DRA kubelet plugin's teardown order, not for pod deletion).
     """
     for name in pod.claims:
         hold = claims.get(resource_claims.claim_key(pod.ref.namespace, name)) if claims is not None else None
@@ -113,7 +117,7 @@ def holds_gpu_claim(pod: WorkloadPod, claims: Mapping[str, ClaimHold] | None) ->
             # for (or deleting) one pod too many is recoverable, a driver restarted under a
             # running GPU job is not.
             return True
-        if hold is ClaimHold.GPU:
+        if hold is ClaimHold.GPU or (admin_access and hold is ClaimHold.GPU_ADMIN_ACCESS):
             return True
     return False
 
