@@ -212,7 +212,15 @@ SOURCES = (
         dockerfile="deployments/container/Dockerfile",
         base=BUSYBOX,
         base_note="distroless/cc:debug (busybox under /busybox) plus a static bash",
-        programs=(ProgramSource("gpu-kubelet-plugin", ("cmd/gpu-kubelet-plugin", "pkg/flags")),),
+        programs=(
+            ProgramSource("gpu-kubelet-plugin", ("cmd/gpu-kubelet-plugin", "pkg/flags")),
+            # ComputeDomains (draDriver.computeDomains.enabled): the kubelet plugin's second
+            # container and the controller Deployment.
+            ProgramSource(
+                "compute-domain-kubelet-plugin", ("cmd/compute-domain-kubelet-plugin", "pkg/flags")
+            ),
+            ProgramSource("compute-domain-controller", ("cmd/compute-domain-controller", "pkg/flags")),
+        ),
     ),
 )
 

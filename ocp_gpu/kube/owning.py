@@ -47,6 +47,8 @@ OWNED_KINDS: tuple[OwnedKind, ...] = (
     OwnedKind("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     OwnedKind("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
     OwnedKind("apps", "v1", "daemonsets", "DaemonSet", True),
+    # The DRA driver's compute-domain controller (templates/state-dra-driver, ComputeDomains only).
+    OwnedKind("apps", "v1", "deployments", "Deployment", True),
     OwnedKind("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False),
     # The DRA driver's (templates/state-dra-driver).
     OwnedKind("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),

@@ -447,6 +447,76 @@ CONTRACTS: Final = {
                     ]
                 ),
             ),
+            Program(
+                executable="compute-domain-kubelet-plugin",
+                alias_of="",
+                flags=frozenset(
+                    "cdi-root container-driver-root feature-gates gpu-clique-label-enabled healthcheck-port host_driver-root http-endpoint imex-host-socket-path imex-isolation imex-mode kube-api-burst kube-api-qps kubeconfig kubelet-plugins-directory-path kubelet-registrar-directory-path leader-election-enabled leader-election-lease-duration leader-election-lease-lock-name leader-election-lease-lock-namespace leader-election-renew-deadline leader-election-retry-period metrics-path namespace node-name nvidia-cdi-hook-path nvidia-driver-root".split()
+                ),
+                env=frozenset(
+                    "- CDI_ROOT DRIVER_ROOT_CTR_PATH GPU_CLIQUE_LABEL_ENABLED HEALTHCHECK_PORT HOST_DRIVER_ROOT HTTP_ENDPOINT IMEX_HOST_SOCKET_PATH IMEX_ISOLATION IMEX_MODE KUBECONFIG KUBELET_PLUGINS_DIRECTORY_PATH KUBELET_REGISTRAR_DIRECTORY_PATH KUBE_API_BURST KUBE_API_QPS LEADER_ELECTION_ENABLED LEADER_ELECTION_LEASE_DURATION LEADER_ELECTION_LEASE_LOCK_NAME LEADER_ELECTION_LEASE_LOCK_NAMESPACE LEADER_ELECTION_RENEW_DEADLINE LEADER_ELECTION_RETRY_PERIOD METRICS_PATH NAMESPACE NODE_NAME NVIDIA_CDI_HOOK_PATH NVIDIA_DRIVER_ROOT _".split()
+                ),
+                subcommands=frozenset(),
+                read_from=tuple(
+                    [
+                        "cmd/compute-domain-kubelet-plugin/allocatable.go",
+                        "cmd/compute-domain-kubelet-plugin/cdi.go",
+                        "cmd/compute-domain-kubelet-plugin/cdioptions.go",
+                        "cmd/compute-domain-kubelet-plugin/checkpoint.go",
+                        "cmd/compute-domain-kubelet-plugin/checkpoint_legacy.go",
+                        "cmd/compute-domain-kubelet-plugin/checkpointv.go",
+                        "cmd/compute-domain-kubelet-plugin/cleanup.go",
+                        "cmd/compute-domain-kubelet-plugin/computedomain.go",
+                        "cmd/compute-domain-kubelet-plugin/device_state.go",
+                        "cmd/compute-domain-kubelet-plugin/deviceinfo.go",
+                        "cmd/compute-domain-kubelet-plugin/driver.go",
+                        "cmd/compute-domain-kubelet-plugin/health.go",
+                        "cmd/compute-domain-kubelet-plugin/indexers.go",
+                        "cmd/compute-domain-kubelet-plugin/main.go",
+                        "cmd/compute-domain-kubelet-plugin/nvlib.go",
+                        "cmd/compute-domain-kubelet-plugin/prepared.go",
+                        "cmd/compute-domain-kubelet-plugin/root.go",
+                        "cmd/compute-domain-kubelet-plugin/types.go",
+                        "pkg/flags/featuregates.go",
+                        "pkg/flags/kubeclient.go",
+                        "pkg/flags/leaderelection.go",
+                        "pkg/flags/logging.go",
+                        "pkg/flags/utils.go",
+                    ]
+                ),
+            ),
+            Program(
+                executable="compute-domain-controller",
+                alias_of="",
+                flags=frozenset(
+                    "additional-namespaces cd-daemon-image-pull-secret-names feature-gates http-endpoint image-name imex-isolation imex-mode kube-api-burst kube-api-qps kubeconfig leader-election-enabled leader-election-lease-duration leader-election-lease-lock-name leader-election-lease-lock-namespace leader-election-renew-deadline leader-election-retry-period log-verbosity-cd-daemon max-nodes-per-imex-domain metrics-path namespace pod-name pprof-path".split()
+                ),
+                env=frozenset(
+                    "- ADDITIONAL_NAMESPACES CD_DAEMON_IMAGE_PULL_SECRET_NAMES HTTP_ENDPOINT IMAGE_NAME IMEX_ISOLATION IMEX_MODE KUBECONFIG KUBE_API_BURST KUBE_API_QPS LEADER_ELECTION_ENABLED LEADER_ELECTION_LEASE_DURATION LEADER_ELECTION_LEASE_LOCK_NAME LEADER_ELECTION_LEASE_LOCK_NAMESPACE LEADER_ELECTION_RENEW_DEADLINE LEADER_ELECTION_RETRY_PERIOD LOG_VERBOSITY_CD_DAEMON MAX_NODES_PER_IMEX_DOMAIN METRICS_PATH NAMESPACE POD_NAME PPROF_PATH _".split()
+                ),
+                subcommands=frozenset(),
+                read_from=tuple(
+                    [
+                        "cmd/compute-domain-controller/cdclique.go",
+                        "cmd/compute-domain-controller/cdstatus.go",
+                        "cmd/compute-domain-controller/cleanup.go",
+                        "cmd/compute-domain-controller/computedomain.go",
+                        "cmd/compute-domain-controller/controller.go",
+                        "cmd/compute-domain-controller/daemonset.go",
+                        "cmd/compute-domain-controller/daemonsetpods.go",
+                        "cmd/compute-domain-controller/indexers.go",
+                        "cmd/compute-domain-controller/main.go",
+                        "cmd/compute-domain-controller/mnsdaemonset.go",
+                        "cmd/compute-domain-controller/node.go",
+                        "cmd/compute-domain-controller/resourceclaimtemplate.go",
+                        "pkg/flags/featuregates.go",
+                        "pkg/flags/kubeclient.go",
+                        "pkg/flags/leaderelection.go",
+                        "pkg/flags/logging.go",
+                        "pkg/flags/utils.go",
+                    ]
+                ),
+            ),
         ),
     ),
 }

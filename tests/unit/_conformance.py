@@ -295,6 +295,10 @@ def _normal(value: object) -> object:
     return None if value in ([], {}, "", False) else value
 
 
+def _toleration_order(toleration: object) -> str:
+    return repr(sorted(toleration.items())) if isinstance(toleration, Mapping) else repr(toleration)
+
+
 def compare_daemonsets(
     case: str, operand: str, ours: Mapping[str, Any] | None, nvidia: Mapping[str, Any] | None
 ) -> Iterator[Difference]:
@@ -305,8 +309,9 @@ def compare_daemonsets(
     for field in POD_FIELDS:
         mine, theirs = _normal(my_pod.get(field)), _normal(their_pod.get(field))
         if field == "tolerations":
-            mine = sorted(mine or [], key=repr) or None  # type: ignore[arg-type]
-            theirs = sorted(theirs or [], key=repr) or None  # type: ignore[arg-type]
+            # NB: by content, whatever the order of each toleration's keys.
+            mine = sorted(mine or [], key=_toleration_order) or None  # type: ignore[arg-type]
+            theirs = sorted(theirs or [], key=_toleration_order) or None  # type: ignore[arg-type]
         if mine != theirs:
             yield Difference(Key(operand, POD, field), case, mine, theirs)
     if ours["spec"]["selector"] != nvidia["spec"]["selector"] and operand != DRIVER:

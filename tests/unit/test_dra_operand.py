@@ -12,6 +12,9 @@
   init container waiting for the toolkit marker, the feature gates as the plugin's flag, the
   privileged SCC binding on OpenShift only;
 - the policy section: off by default, on with featureGates parsed;
+- ComputeDomains only with `computeDomains.enabled`: the controller Deployment (labelled with the
+  operand's component, so switching them off deletes it), its and the daemon's RBAC, the two
+  DeviceClasses, the plugin's compute-domains container; NVIDIA's MPS Role with MPSSupport;
 - the plugin validation has nothing to check on a node the DRA driver owns.
 """
 
@@ -180,7 +183,17 @@ def test_feature_gates_and_a_host_driver() -> None:
         },
         openshift=False,
     )
-    assert "RoleBinding" not in [o["kind"] for o in objects]
+    # No SCC binding off OpenShift; with MPS, NVIDIA's Role for the MPS control daemons.
+    bindings = [o["metadata"]["name"] for o in objects if o["kind"] == "RoleBinding"]
+    assert bindings == ["nvidia-dra-driver-kubeletplugin-mps"]
+    (role,) = [o for o in objects if o["kind"] == "Role"]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["apps"],
+            "resources": ["deployments"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        }
+    ]
     (gpus,) = objects[-1]["spec"]["template"]["spec"]["containers"]
     assert gpus["args"] == ["--feature-gates=IMEXDaemonsWithDNSNames=false,MPSSupport=true"]
     env = {e["name"]: e.get("value") for e in gpus["env"]}
@@ -191,3 +204,42 @@ def test_plugin_validation_on_a_dra_node() -> None:
     assert validation.plugin_not_on_node({DRA: "true"}) is not None
     assert validation.plugin_not_on_node({DRA: "false"}) is None
     assert validation.plugin_not_on_node({}) is None
+
+
+def test_compute_domains_only_when_enabled() -> None:
+    plain = render({"draDriver": {"enabled": True}}, openshift=False)
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in plain]
+    assert not [k for k in kinds if k[0] in ("Deployment", "Role")]
+    assert not [k for k in kinds if "compute-domain" in k[1]]
+    rules = next(o for o in plain if o["kind"] == "ClusterRole")["rules"]
+    assert "resource.nvidia.com" not in [group for rule in rules for group in rule["apiGroups"]]
+    domains = render({"draDriver": {"enabled": True, "computeDomains": {"enabled": True}}}, openshift=False)
+    names = {(o["kind"], o["metadata"]["name"]) for o in domains}
+    assert {
+        ("Deployment", "nvidia-dra-driver-controller"),
+        ("ServiceAccount", "nvidia-dra-driver-controller"),
+        ("ServiceAccount", "compute-domain-daemon-service-account"),
+        ("ClusterRole", "compute-domain-daemon"),
+        ("Role", "nvidia-dra-driver-kubeletplugin"),
+        ("DeviceClass", "compute-domain-daemon.nvidia.com"),
+        ("DeviceClass", "compute-domain-default-channel.nvidia.com"),
+    } <= names
+    plugin = next(o for o in domains if o["kind"] == "DaemonSet")
+    gpus, compute = plugin["spec"]["template"]["spec"]["containers"]
+    assert (gpus["name"], compute["name"], compute["command"]) == (
+        "gpus",
+        "compute-domains",
+        ["compute-domain-kubelet-plugin"],
+    )
+    env = {e["name"]: e.get("value") for e in compute["env"]}
+    assert (env["HTTP_ENDPOINT"], env["HEALTHCHECK_PORT"], env["GPU_CLIQUE_LABEL_ENABLED"]) == (
+        ":8081",
+        "51515",
+        "true",
+    )
+    # The Deployment carries the operand's component: switching ComputeDomains off deletes it.
+    controller = next(o for o in domains if o["kind"] == "Deployment")
+    assert (
+        controller["metadata"]["labels"]["app.kubernetes.io/component"] == "nvidia-dra-driver-kubelet-plugin"
+    )
+    assert controller["spec"]["template"]["metadata"]["labels"]["app"] == "nvidia-dra-driver-controller"

@@ -26,8 +26,12 @@ from tests.unit.test_driver_rendering import SCENARIOS
 
 OWN_IMAGE = ImageRef("registry.example.com/own/operand:1")
 WAIT_IMAGE = ImageRef("registry.example.com/validator/wait:1")
-# Every switch that adds objects on: both ServiceMonitors (with monitoring.coreos.com served).
-EVERYTHING_ON: dict[str, Any] = {"dcgmExporter": {"serviceMonitor": {"enabled": True}}}
+# Every switch that adds objects on: both ServiceMonitors (with monitoring.coreos.com served), the
+# DRA driver's ComputeDomains.
+EVERYTHING_ON: dict[str, Any] = {
+    "dcgmExporter": {"serviceMonitor": {"enabled": True}},
+    "draDriver": {"computeDomains": {"enabled": True}},
+}
 
 all_generic = pytest.mark.parametrize("operand", operand_catalog.GENERIC, ids=lambda o: o.name)
 

@@ -192,6 +192,29 @@ GOLDEN: dict[str, tuple[operand_types.Operand, dict[str, Any], bool]] = {
         },
         True,
     ),
+    # NVIDIA's GPUCluster full-spec golden (internal/state/testdata/golden/gpucluster-dra-driver-full-spec
+    # .yaml at v26.7.0) in ClusterPolicy terms: ComputeDomains with extra env and resources.
+    "dra-driver/compute-domains": (
+        operand_catalog.DRA_DRIVER,
+        {
+            "draDriver": {
+                "enabled": True,
+                "featureGates": {"MPSSupport": True},
+                "computeDomains": {
+                    "enabled": True,
+                    "controller": {"env": [{"name": "CD_CONTROLLER_EXTRA", "value": "1"}]},
+                    "kubeletPlugin": {
+                        "env": [{"name": "CD_PLUGIN_EXTRA", "value": "1"}],
+                        "resources": {
+                            "limits": {"cpu": "300m", "memory": "512Mi"},
+                            "requests": {"cpu": "200m", "memory": "64Mi"},
+                        },
+                    },
+                },
+            }
+        },
+        True,
+    ),
     "operator-validator/without-toolkit-and-plugin": (
         operand_catalog.OPERATOR_VALIDATOR,
         {"toolkit": {"enabled": False}, "devicePlugin": {"enabled": False}},

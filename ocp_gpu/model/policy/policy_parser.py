@@ -32,8 +32,10 @@ from ocp_gpu.model.policy.policy_spec import (
     AliasConflict,
     CdiSpec,
     ComponentSpec,
+    ComputeDomainsSpec,
     ConfigMapName,
     ContainerRuntime,
+    ContainerSettings,
     DaemonsetsSpec,
     DcgmExporterSpec,
     DcgmSpec,
@@ -475,9 +477,25 @@ def _mig_manager(fields: _Fields) -> MigManagerSpec:
 
 def _dra_driver(fields: _Fields) -> DraDriverSpec:
     gates = fields.child("featureGates")
+    domains = fields.child("computeDomains")
     return DraDriverSpec(
         **_component_fields(fields, False),
         feature_gates={name: gates.flag(name, False) for name in sorted(fields.raw_object("featureGates"))},
+        compute_domains=ComputeDomainsSpec(
+            enabled=domains.flag("enabled", False),
+            controller=_container_settings(domains.child("controller")),
+            kubelet_plugin=_container_settings(domains.child("kubeletPlugin")),
+        ),
+    )
+
+
+def _container_settings(fields: _Fields) -> ContainerSettings:
+    resources = fields.child("resources")
+    return ContainerSettings(
+        env=_env(fields),
+        resources=ResourceRequirements(
+            limits=resources.quantity_map("limits"), requests=resources.quantity_map("requests")
+        ),
     )
 
 

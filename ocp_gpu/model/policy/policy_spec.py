@@ -490,6 +490,25 @@ class MigManagerSpec(ComponentSpec):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ContainerSettings:
+    """The env and resources of one more container of an operand (NVIDIA's
+    DRADriverKubeletPluginSpec / DRADriverControllerSpec without the health check)."""
+
+    env: tuple[EnvVar, ...] = ()
+    resources: ResourceRequirements = dataclasses.field(default_factory=ResourceRequirements)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ComputeDomainsSpec:
+    """NVIDIA's ComputeDomains (multi-node NVLink, `draDriver.computeDomains`, NVIDIA's
+    GPUCluster.spec.draDriver.computeDomains): off unless enabled."""
+
+    enabled: bool = False
+    controller: ContainerSettings = dataclasses.field(default_factory=ContainerSettings)
+    kubelet_plugin: ContainerSettings = dataclasses.field(default_factory=ContainerSettings)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DraDriverSpec(ComponentSpec):
     """NVIDIA's DRA driver for GPUs (`draDriver`, the fields of NVIDIA's GPUCluster.spec.draDriver
     that apply here): off unless enabled; enabled, it owns the GPUs of every GPU node but those
@@ -498,6 +517,7 @@ class DraDriverSpec(ComponentSpec):
     enabled: bool = False
     # featureGates: rendered as FEATURE_GATES (`Name=true,...`), as NVIDIA renders them.
     feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+    compute_domains: ComputeDomainsSpec = dataclasses.field(default_factory=ComputeDomainsSpec)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
