@@ -125,7 +125,9 @@ _SAMPLES: dict[str, object] = {
     "priorityClassName": "system-node-critical",
     "operator.runtimeClass": "nvidia",
     "hostPaths.rootFS": "/host",
-    "hostPaths.driverInstallDir": "/run/nvidia/custom-driver",
+    # NB: the operator's driver root: another path with driver.enabled (every boolean here is
+    # true) is an Error, the driver installing into /run/nvidia/driver (api_values._host_paths).
+    "hostPaths.driverInstallDir": "/run/nvidia/driver",
     "hostPaths.kubeletRootDir": "/var/lib/kubelet",
     "toolkit.installDir": "/usr/local/nvidia",
     "devicePlugin.mps.root": "/run/nvidia/mps",

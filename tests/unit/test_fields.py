@@ -89,11 +89,6 @@ def test_operatorhub_example_reports_no_unimplemented_setting() -> None:
             "spec.sandboxWorkloads.enabled",
             "container workloads only",
         ),
-        (
-            {"hostPaths": {"driverInstallDir": "/opt"}},
-            "spec.hostPaths.driverInstallDir",
-            "/run/nvidia/driver",
-        ),
         ({"vgpuManager": {"env": [{"name": "A", "value": "1"}]}}, "spec.vgpuManager.env", "vGPU"),
         ({"operator": {"labels": {"team": "gpu"}}}, "spec.operator.labels.team", "daemonsets.labels"),
         ({"gds": {"args": ["-v"]}}, "spec.gds.args", "no container either"),

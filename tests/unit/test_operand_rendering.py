@@ -215,6 +215,23 @@ GOLDEN: dict[str, tuple[operand_types.Operand, dict[str, Any], bool]] = {
         },
         True,
     ),
+    # A driver installed elsewhere (hostPaths.driverInstallDir): the mounts and roots the operands
+    # get, and the driver validation's flag (checked against the program by the image contract).
+    "operator-validator/driver-elsewhere": (
+        operand_catalog.OPERATOR_VALIDATOR,
+        {"driver": {"enabled": False}, "hostPaths": {"driverInstallDir": "/home/kubernetes/bin/nvidia"}},
+        False,
+    ),
+    "container-toolkit/driver-elsewhere": (
+        operand_catalog.CONTAINER_TOOLKIT,
+        {"driver": {"enabled": False}, "hostPaths": {"driverInstallDir": "/home/kubernetes/bin/nvidia"}},
+        False,
+    ),
+    "device-plugin/driver-elsewhere": (
+        operand_catalog.DEVICE_PLUGIN,
+        {"driver": {"enabled": False}, "hostPaths": {"driverInstallDir": "/home/kubernetes/bin/nvidia"}},
+        False,
+    ),
     "operator-validator/without-toolkit-and-plugin": (
         operand_catalog.OPERATOR_VALIDATOR,
         {"toolkit": {"enabled": False}, "devicePlugin": {"enabled": False}},
@@ -740,3 +757,76 @@ def test_only_our_unrendered_objects_of_the_operand_and_policy_are_deleted() -> 
     assert operand_planning.unrendered_owned(owned, "nvidia-mig-manager", "uid-1", [*rendered, ours]) == []
     # No owner known yet: nothing is deleted.
     assert operand_planning.unrendered_owned(owned, "nvidia-mig-manager", "", rendered) == []
+
+
+# --- hostPaths.driverInstallDir ----------------------------------------------------------
+
+
+ELSEWHERE = {"driver": {"enabled": False}, "hostPaths": {"driverInstallDir": "/home/kubernetes/bin/nvidia"}}
+
+
+def _host_paths(pod: dict[str, Any]) -> dict[str, str]:
+    return {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+
+
+def _mounts(container: dict[str, Any]) -> dict[str, str]:
+    return {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+
+
+def test_a_driver_installed_elsewhere_is_where_the_operands_look() -> None:
+    # As NVIDIA's transformForDriverInstallDir: the driver-install-dir volumes, and the driver
+    # validation mounted at the same path and told so; the roots the operands are given.
+    where = "/home/kubernetes/bin/nvidia"
+    validator = the(render(operand_catalog.OPERATOR_VALIDATOR, ELSEWHERE), "DaemonSet")["spec"]["template"][
+        "spec"
+    ]
+    assert _host_paths(validator)["driver-install-dir"] == where
+    driver_validation = validator["initContainers"][0]
+    assert driver_validation["name"] == "driver-validation"
+    assert driver_validation["args"] == ["--driver-root", where]
+    assert _mounts(driver_validation)["driver-install-dir"] == where
+    assert "args" not in validator["initContainers"][1]
+    toolkit = the(render(operand_catalog.CONTAINER_TOOLKIT, ELSEWHERE), "DaemonSet")["spec"]["template"][
+        "spec"
+    ]
+    assert env_of(toolkit["containers"][0])["NVIDIA_DRIVER_ROOT"] == where
+    assert _host_paths(toolkit)["driver-install-dir"] == where
+    assert _mounts(toolkit["containers"][0])["driver-install-dir"] == where
+    plugin = the(render(operand_catalog.DEVICE_PLUGIN, ELSEWHERE), "DaemonSet")["spec"]["template"]["spec"]
+    assert env_of(plugin["containers"][0])["NVIDIA_DRIVER_ROOT"] == where
+    assert _mounts(plugin["containers"][0])["driver-install-dir"] == where
+    mig = the(render(operand_catalog.MIG_MANAGER, ELSEWHERE), "DaemonSet")["spec"]["template"]["spec"]
+    assert _host_paths(mig)["driver-install-dir"] == where
+
+
+@pytest.mark.parametrize(
+    ("spec", "root"),
+    [
+        # The operator's driver: its root, nothing mounted besides /run/nvidia.
+        ({}, "/run/nvidia/driver"),
+        # No driver of ours, none named elsewhere: the host's.
+        ({"driver": {"enabled": False}}, "/"),
+        ({"driver": {"enabled": False}, "hostPaths": {"driverInstallDir": "/"}}, "/"),
+    ],
+)
+def test_the_default_driver_roots_mount_nothing_more(spec: dict[str, Any], root: str) -> None:
+    for operand in (operand_catalog.CONTAINER_TOOLKIT, operand_catalog.DEVICE_PLUGIN):
+        pod = the(render(operand, spec), "DaemonSet")["spec"]["template"]["spec"]
+        assert env_of(pod["containers"][0])["NVIDIA_DRIVER_ROOT"] == root, operand.name
+        assert "driver-install-dir" not in _host_paths(pod), operand.name
+    validator = the(render(operand_catalog.OPERATOR_VALIDATOR, spec), "DaemonSet")["spec"]["template"]["spec"]
+    assert _host_paths(validator)["driver-install-dir"] == "/run/nvidia/driver"
+    assert "args" not in validator["initContainers"][0]
+
+
+def test_a_driver_install_dir_beside_the_operators_driver_is_an_error() -> None:
+    policy = policy_parser.parse_policy({"hostPaths": {"driverInstallDir": "/opt/nvidia"}})
+    (problem,) = [p for p in policy_checks.validate_policy(policy, {}) if "driverInstallDir" in p.field]
+    assert problem.field == "spec.hostPaths.driverInstallDir"
+    assert problem.severity is Severity.ERROR
+    assert "/run/nvidia/driver" in problem.message and "driver.enabled: false" in problem.fix
+    assert not [
+        p
+        for p in policy_checks.validate_policy(policy_parser.parse_policy(ELSEWHERE), {})
+        if "driverInstallDir" in p.field
+    ]

@@ -342,6 +342,7 @@ def _host_paths(policy: policy_spec.Policy) -> Iterator[PolicyProblem]:
         ("spec.hostPaths.rootFS", policy.host_paths.root_fs),
         ("spec.toolkit.installDir", policy.toolkit.install_dir),
         ("spec.hostPaths.kubeletRootDir", policy.host_paths.kubelet_root_dir),
+        ("spec.hostPaths.driverInstallDir", policy.host_paths.driver_install_dir),
     ):
         if not path:
             yield _problem(field, "is empty", "use an absolute path on the host, e.g. /")
@@ -349,6 +350,18 @@ def _host_paths(policy: policy_spec.Policy) -> Iterator[PolicyProblem]:
             yield _problem(
                 field, f"{shown(path)} contains '..'", "use the path without '..' (the API server refuses it)"
             )
+    install_dir = policy.host_paths.driver_install_dir
+    if policy.driver.enabled and install_dir != policy_spec.DRIVER_ROOT_CONTAINERIZED:
+        # NB: NVIDIA renders it (its operands then look for the driver where its driver
+        # container never installs it, and its validation waits forever): refused here instead.
+        yield _problem(
+            "spec.hostPaths.driverInstallDir",
+            f"{shown(install_dir)} is where the operands would look for the driver, but with"
+            f" driver.enabled the operator's driver DaemonSets install it into"
+            f" {policy_spec.DRIVER_ROOT_CONTAINERIZED}",
+            "remove hostPaths.driverInstallDir, or set driver.enabled: false when the driver is"
+            " installed there by other means",
+        )
 
 
 def _probes(policy: policy_spec.Policy) -> Iterator[PolicyProblem]:

@@ -259,13 +259,15 @@ RULES: tuple[Rule, ...] = (
         {"enabled": _ON_OFF, "config.default": ("all-disabled",)},
     ),
     Rule("spec.migManager.hostNetwork", H, _HOST_NETWORK),
-    # --- features ocp-gpu does not have
+    # --- where things are on the host
     Rule(
         "spec.hostPaths.driverInstallDir",
-        R,
-        "ocp-gpu's operands find the driver where its driver DaemonSet installs it, /run/nvidia/driver;"
-        " a driver installed elsewhere by another tool is not supported yet",
-        {"": ("/run/nvidia/driver",)},
+        H,
+        "where a driver installed by other means is (driver.enabled: false): the operands' driver root"
+        " (the toolkit's NVIDIA_DRIVER_ROOT, the device plugin's unless nvidiaDriverRoot is set), the"
+        " driver-install-dir volume of the validator (mounted at the same path, its driver validation"
+        " told so), toolkit, device plugin and MIG manager, as NVIDIA's transformForDriverInstallDir;"
+        " with driver.enabled a path other than /run/nvidia/driver is an Error (the driver installs there)",
     ),
     Rule(
         "spec.hostPaths.kubeletRootDir",

@@ -15,7 +15,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import TypedDict, TypeVar
 
-from ocp_gpu.model.policy import resource_config
+from ocp_gpu.model.policy import policy_spec, resource_config
 from ocp_gpu.model.policy.policy_spec import (
     DEFAULT_DAEMONSET_MAX_UNAVAILABLE,
     DEFAULT_DCGM_HOST_PORT,
@@ -26,7 +26,6 @@ from ocp_gpu.model.policy.policy_spec import (
     DEFAULT_TOOLKIT_INSTALL_DIR,
     DEFAULT_UPGRADE_MAX_UNAVAILABLE,
     DRIVER_ROOT_CONTAINERIZED,
-    DRIVER_ROOT_HOST,
     GPU_POD_DELETION,
     POD_DELETION_ALIAS,
     AliasConflict,
@@ -425,7 +424,7 @@ def _probe(fields: _Fields) -> ProbeTiming:
 
 
 def _device_plugin(
-    fields: _Fields, nvidia_mig_strategy: MigStrategy | None, driver_enabled: bool, cdi_enabled: bool
+    fields: _Fields, nvidia_mig_strategy: MigStrategy | None, driver_root: str, cdi_enabled: bool
 ) -> DevicePluginSpec:
     mig_strategy = fields.opt_choice("migStrategy", MigStrategy) or nvidia_mig_strategy or MigStrategy.NONE
     written = fields.opt_choice("deviceListStrategy", DeviceListStrategy)
@@ -436,8 +435,6 @@ def _device_plugin(
         strategies = (DeviceListStrategy.CDI_ANNOTATIONS, DeviceListStrategy.CDI_CRI)
     else:
         strategies = (DeviceListStrategy.ENVVAR,)
-    # The operator's driver lives under /run/nvidia/driver; a host driver under /.
-    derived_root = DRIVER_ROOT_CONTAINERIZED if driver_enabled else DRIVER_ROOT_HOST
     return DevicePluginSpec(
         **_component_fields(fields, True),
         mig_strategy=mig_strategy,
@@ -445,7 +442,7 @@ def _device_plugin(
         device_id_strategy=fields.choice("deviceIDStrategy", DeviceIDStrategy, DeviceIDStrategy.UUID),
         fail_on_init_error=fields.flag("failOnInitError", True),
         compat_with_cpu_manager=fields.flag("compatWithCPUManager", False),
-        nvidia_driver_root=fields.text("nvidiaDriverRoot") or derived_root,
+        nvidia_driver_root=fields.text("nvidiaDriverRoot") or driver_root,
         resource_config=resource_config.read_resource_config(fields.text("resourceConfig")),
         config_name=ConfigMapName(fields.child("config").text("name")),
         config_default=fields.child("config").text("default"),
@@ -526,6 +523,12 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
         enabled=fields.child("cdi").flag("enabled", True),
         nri_plugin_enabled=fields.child("cdi").flag("nriPluginEnabled", False),
     )
+    host_paths = HostPaths(
+        root_fs=fields.child("hostPaths").text("rootFS") or "/",
+        driver_install_dir=fields.child("hostPaths").text("driverInstallDir") or DRIVER_ROOT_CONTAINERIZED,
+        kubelet_root_dir=fields.child("hostPaths").text("kubeletRootDir").rstrip("/")
+        or DEFAULT_KUBELET_ROOT_DIR,
+    )
     return Policy(
         operator=_operator(fields.child("operator")),
         daemonsets=_daemonsets(fields.child("daemonsets")),
@@ -535,7 +538,10 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
             install_dir=toolkit_fields.text("installDir", DEFAULT_TOOLKIT_INSTALL_DIR),
         ),
         device_plugin=_device_plugin(
-            fields.child("devicePlugin"), nvidia_mig_strategy, driver.enabled, cdi.enabled
+            fields.child("devicePlugin"),
+            nvidia_mig_strategy,
+            policy_spec.driver_root(driver.enabled, host_paths.driver_install_dir),
+            cdi.enabled,
         ),
         dcgm=DcgmSpec(
             **_component_fields(fields.child("dcgm"), True),
@@ -549,13 +555,7 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
         validator=_validator(fields.child("validator")),
         gds=ComponentSpec(**_component_fields(fields.child("gds"), False)),
         gdrcopy=ComponentSpec(**_component_fields(fields.child("gdrcopy"), False)),
-        host_paths=HostPaths(
-            root_fs=fields.child("hostPaths").text("rootFS") or "/",
-            driver_install_dir=fields.child("hostPaths").text("driverInstallDir")
-            or DRIVER_ROOT_CONTAINERIZED,
-            kubelet_root_dir=fields.child("hostPaths").text("kubeletRootDir").rstrip("/")
-            or DEFAULT_KUBELET_ROOT_DIR,
-        ),
+        host_paths=host_paths,
         cdi=cdi,
         sandbox_workloads=SandboxWorkloadsSpec(
             enabled=fields.child("sandboxWorkloads").flag("enabled", False),

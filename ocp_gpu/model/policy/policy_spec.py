@@ -135,6 +135,24 @@ DEFAULT_DCGM_HOST_PORT: Final = 5555
 # Not CRD defaults: derived from driver.enabled when devicePlugin.nvidiaDriverRoot is unset.
 DRIVER_ROOT_CONTAINERIZED: Final = "/run/nvidia/driver"
 DRIVER_ROOT_HOST: Final = "/"
+
+
+def driver_root(driver_enabled: bool, driver_install_dir: str) -> str:
+    """Where the operands find the driver on the host (their NVIDIA_DRIVER_ROOT), as NVIDIA's
+    driver validation tells its operands: the operator's own driver's root when it deploys one;
+    else `hostPaths.driverInstallDir` when it names another place (a driver installed there by
+    other means); else the host's root (a driver installed on the host)."""
+    if driver_enabled or driver_install_dir != DRIVER_ROOT_CONTAINERIZED:
+        return driver_install_dir
+    return DRIVER_ROOT_HOST
+
+
+def elsewhere(driver_install_dir: str) -> str | None:
+    """`hostPaths.driverInstallDir` when it names a place operands must mount to see (neither the
+    operator's driver root, under the /run/nvidia they mount, nor the host's root); else None."""
+    return None if driver_install_dir in (DRIVER_ROOT_CONTAINERIZED, DRIVER_ROOT_HOST) else driver_install_dir
+
+
 # NVIDIA's DefaultKubeletRootDir (controllers/object_controls.go).
 DEFAULT_KUBELET_ROOT_DIR: Final = "/var/lib/kubelet"
 # The wire paths of the same settings under NVIDIA's CRD name and the seed's (neither is wrong).

@@ -105,6 +105,9 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
         "mps_root": plugin.mps_root,
         "mps_shm": f"{plugin.mps_root.rstrip('/')}/shm",
         "driver_root": plugin.nvidia_driver_root,
+        # A driver installed elsewhere (hostPaths.driverInstallDir, the plugin's default root),
+        # mounted at the same path.
+        "driver_install_dir": policy_spec.elsewhere(policy.host_paths.driver_install_dir),
         "config_map": CONFIG_MAP,
         "config_data": {DEFAULT_CONFIG_KEY: text},
         "mounted_config_map": plugin.config_name or CONFIG_MAP,

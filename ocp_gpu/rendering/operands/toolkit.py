@@ -82,7 +82,10 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
     env = {
         "RUNTIME": runtime.value,
         "ROOT": toolkit.install_dir,
-        "NVIDIA_DRIVER_ROOT": "/run/nvidia/driver",
+        # Where the driver is on the host (policy_spec.driver_root: hostPaths.driverInstallDir).
+        "NVIDIA_DRIVER_ROOT": policy_spec.driver_root(
+            policy.driver.enabled, policy.host_paths.driver_install_dir
+        ),
         "NVIDIA_RUNTIME_SET_AS_DEFAULT": "false",
         # The kind of the management CDI spec the `nvidia` runtime injects (NVIDIA's asset).
         "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND": "management.nvidia.com/gpu",
@@ -114,6 +117,8 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
         "crio_hooks_mount": CRIO_HOOKS_DIR,
         "nri_socket_dir": NRI_SOCKET_DIR if nri else None,
         "nri_socket_mount": NRI_SOCKET_MOUNT,
+        # A driver installed elsewhere (hostPaths.driverInstallDir), mounted at the same path.
+        "driver_install_dir": policy_spec.elsewhere(policy.host_paths.driver_install_dir),
     }
 
 

@@ -77,13 +77,19 @@ def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRend
         # The plugin validation requests a GPU: only meaningful with our device plugin.
         "plugin": policy.device_plugin.enabled,
     }
+    # NB: "/" (the host's root) is where the driver validation looks first anyway.
+    install_dir = policy_spec.elsewhere(policy.host_paths.driver_install_dir)
     return {
         "default_env": {},
+        "driver_install_dir": install_dir or policy_spec.DRIVER_ROOT_CONTAINERIZED,
         "validations": [
             {
                 "name": name,
                 "container": f"{name}-validation",
                 "env": _validation_env(policy, name, inputs.openshift),
+                # hostPaths.driverInstallDir elsewhere: the driver validation looks there, mounted
+                # at the same path (as NVIDIA's transformForDriverInstallDir).
+                "args": ["--driver-root", install_dir] if name == "driver" and install_dir else [],
             }
             for name in VALIDATIONS
             if enabled[name]
