@@ -143,8 +143,12 @@ async def reconcile_operand(
     if isinstance(image, PolicyProblem):
         # NB: nothing is applied or deleted: what runs keeps running.
         return OperandOutcome(enabled=True, problem=image)
+    # NB: the operands of one section (the device plugin and its MPS control daemon) share its
+    # hostNetwork: one problem names them all, said once (the Error's message is bounded).
+    together = [o.daemonset for o in operand_catalog.GENERIC if o.section == operand.section]
+    named = together[0] + (f" (with {', '.join(together[1:])})" if len(together) > 1 else "")
     clash = api_values.host_sysctl_problem(
-        policy, operand.daemonset, operand_rendering.shared_host_namespaces(operand, policy)
+        policy, named, operand_rendering.shared_host_namespaces(operand, policy)
     )
     if clash is not None:
         # NB: the API server would refuse its pods' sysctls (422): nothing applied or deleted.
