@@ -12,7 +12,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 import yaml
@@ -106,10 +106,16 @@ _SHARING_FIX: Final = (
 )
 
 
-def plugin_config_problem(name: str, data: Mapping[str, str], mig_strategy: str) -> PolicyProblem | None:
+def plugin_config_problem(
+    name: str, data: Mapping[str, str], mig_strategy: str, keys: Collection[str] | None = None
+) -> PolicyProblem | None:
     """The first config in the admin's device plugin ConfigMap (key -> YAML) that NVIDIA's plugin,
     its MPS control daemon or GFD would refuse at start (k8s-device-plugin v0.20.0 api/config/v1
     and cmd/nvidia-device-plugin/main.go), or None.
+
+    `keys`: the keys a config-manager picks (the default, and those nodes' labels name; None: every
+    key).  NB: only those: the config-manager copies one key, and the plugin reads that one only,
+    so the ConfigMap may hold anything else (e.g. the DCGM exporter's metrics, one ConfigMap for all).
 
     Refused as they are: a file that is not a v1 config; a shared resource without a name or
     with replicas < 2; MPS sharing under the mixed MIG strategy (the config's, else the policy's
@@ -117,6 +123,8 @@ def plugin_config_problem(name: str, data: Mapping[str, str], mig_strategy: str)
     test_plugin_config_upstream.py checks these verdicts against NVIDIA's own parser.
     """
     for key, text in sorted(data.items()):
+        if keys is not None and key not in keys:
+            continue
         where = f"ConfigMap {name!r} key {key!r}"
         try:
             config: Any = yaml.safe_load(text)

@@ -29,7 +29,7 @@ from ocp_gpu.model.policy.policy_problems import PolicyProblem
 from ocp_gpu.planning import config_maps, platforms
 from ocp_gpu.planning.operands import monitoring_planning, operand_planning
 from ocp_gpu.reconcilers import cluster_view, runtime
-from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering
+from ocp_gpu.rendering.operands import device_plugin, operand_catalog, operand_common, operand_rendering
 
 logger = logging.getLogger("ocp_gpu.operands")
 
@@ -153,7 +153,7 @@ async def reconcile_operand(
     if clash is not None:
         # NB: the API server would refuse its pods' sysctls (422): nothing applied or deleted.
         return OperandOutcome(enabled=True, problem=clash)
-    problem, errors = await _config_map_problem(rt, operand, policy)
+    problem, errors = await _config_map_problem(rt, seen, operand, policy)
     if problem is not None or errors:
         # NB: nothing is applied or deleted: what runs keeps running until the ConfigMap fits.
         return OperandOutcome(enabled=True, problem=problem, errors=errors)
@@ -205,7 +205,10 @@ async def remove_unrendered(
 
 
 async def _config_map_problem(
-    rt: runtime.Runtime, operand: operand_types.Operand, policy: policy_spec.Policy
+    rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
+    operand: operand_types.Operand,
+    policy: policy_spec.Policy,
 ) -> tuple[PolicyProblem | None, dict[str, str]]:
     """Why the ConfigMaps the operand's section names cannot be mounted (the driver's rule); errors by read.
 
@@ -228,8 +231,14 @@ async def _config_map_problem(
             )
         except Exception as error:  # a failed read changes nothing; the pass is retried
             return None, {"configmaps": requesting.describe_error(error)}
+        # The keys a config-manager picks: the default, and those the nodes' labels name.
+        picked = {policy.device_plugin.config_default} | {
+            facts.labels[device_plugin.CONFIG_LABEL]
+            for facts in seen.node_facts.values()
+            if facts.labels.get(device_plugin.CONFIG_LABEL)
+        }
         problem = config_maps.plugin_config_problem(
-            plugin_configs, data or {}, policy.device_plugin.mig_strategy.value
+            plugin_configs, data or {}, policy.device_plugin.mig_strategy.value, picked
         )
     if problem is not None:
         # Look again soon for the ConfigMap the admin creates or fixes.

@@ -135,3 +135,14 @@ def test_admin_configs_get_the_same_verdict_from_both(tmp_path: Path) -> None:
             assert upstream["sharing"] == sharing, name
             # The node agent's GFD simulation labels the strategy NVIDIA's parser reads.
             assert node_agent.sharing_strategy(config) == sharing, name
+
+
+def test_only_the_keys_a_config_manager_picks_are_checked() -> None:
+    # One ConfigMap for several operands (the DCGM exporter's metrics beside the plugin's configs):
+    # the plugin reads only the key its config-manager copies (the default, or a node's label).
+    data = {"any": yaml.safe_dump(_mps(2)), "dcgm-metrics.csv": "DCGM_FI_DEV_GPU_UTIL, gauge, utilization"}
+    assert config_maps.plugin_config_problem("shared", data, "none", {"any"}) is None
+    problem = config_maps.plugin_config_problem("shared", data, "none", {"any", "dcgm-metrics.csv"})
+    assert problem is not None and "key 'dcgm-metrics.csv'" in problem.message
+    # A picked key that is missing is that node's config-manager's affair, not a config to refuse.
+    assert config_maps.plugin_config_problem("shared", data, "none", {"any", "missing"}) is None
