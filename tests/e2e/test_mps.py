@@ -127,8 +127,21 @@ def test_mps_sharing_runs_one_daemon_on_the_nodes_that_share(
     )
     wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready with the new MPS root")
 
+    # The daemon's pod rolled onto the new root (NB: the policy may read ready before the rollout).
+    def rolled() -> list[str]:
+        return [
+            p.spec.node_name
+            for p in mps_pods()
+            if ready(p)
+            and not p.metadata.deletion_timestamp
+            and any(v.host_path and v.host_path.path == "/var/lib/nvidia-mps" for v in p.spec.volumes)
+        ]
+
+    wait_for(lambda: rolled() == [shared], READY_S, what="the MPS daemon's pod on the new root")
+
     # Bad input: MPS sharing 1 way, which the plugin refuses at start.
     running = {p.metadata.uid for p in mps_pods()}
+    assert len(running) == 1
 
     def generations() -> dict[str, int]:
         return {name: _daemonset(kube, namespace, name).metadata.generation for name in (plugin, daemon)}
