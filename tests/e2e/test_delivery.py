@@ -28,7 +28,7 @@ from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import REACT_S, STEP_S, holds_for, read_policy, wait_for
+from .conftest import REACT_S, STEP_S, TEST_LEASE_ARGS, holds_for, read_policy, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -131,7 +131,7 @@ def test_no_pass_acts_before_the_imagestream_kind_is_listed(
         kubeconfig,
         namespace,
         tmp_path / "operator.log",
-        extra_args=["--lease-duration", "4", "--lease-renew-deadline", "3", "--lease-retry-period", "0.5"],
+        extra_args=list(TEST_LEASE_ARGS),
     ).start()
     seen_missing: list[str] = []
 

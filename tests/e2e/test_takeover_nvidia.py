@@ -248,7 +248,7 @@ def take_over(
 ) -> OperatorProcess:
     """ocp-gpu starts with the images its install sets (by digest: model/releases, NVIDIA's
     v26.7.0 set) and takes NVIDIA's ClusterPolicy over, until it is ready."""
-    # NB: a 30 s lease (conftest's 4 s is for the tests that change leaders): at load 35 a renewal
+    # NB: a 30 s lease (conftest's TEST_LEASE_S is for the tests that change leaders): at load 35 a renewal
     # took longer than 4 s mid-takeover, the operator stopped and the policy never became ready
     operator = start_operator(
         "--lease-duration", "30", "--lease-renew-deadline", "20", image_env=releases.with_release_defaults({})
