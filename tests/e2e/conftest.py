@@ -156,6 +156,9 @@ def start_operator(
             env={"OCP_GPU_UPGRADE_RECHECK_SECONDS": "1", **(env or {})},
             image_env=image_env,
             identity=identity,
+            # As its Deployment's kubelet would: a replica that lost its Lease (a renewal late on
+            # a loaded machine) exits to come back as a standby; a crash fails the test below.
+            restart_on_exit=True,
         ).start()
         started.append(proc)
         proc.wait_http("/healthz", START_S)
@@ -165,14 +168,18 @@ def start_operator(
 
     yield start
     refused: list[str] = []
+    crashed: list[str] = []
     for proc in started:
         proc.stop()
         # Shown by pytest only when the test failed.
-        print(f"--- {proc.log_path.name} (tail) ---\n{proc.log()[-6000:]}")
+        print(f"--- {proc.log_path.name} (tail; exits on its own: {proc.exits}) ---\n{proc.log()[-6000:]}")
         refused += [line for line in proc.log().splitlines() if FORBIDDEN.search(line)]
+        crashed += [f"{proc.log_path.name}: exit code {e.code}" for e in proc.crashes]
     # The operator runs under the RBAC it ships with: a refused request is a missing rule in
     # ocp_gpu/install/rbac.yaml, even where the operator copes with it.
     assert not refused, "requests refused under the shipped RBAC:\n" + "\n".join(refused[:20])
+    # Restarted like a Deployment's container, but only a lost Lease is a reason to exit.
+    assert not crashed, f"the operator exited other than deposed (restarted): {crashed}"
 
 
 def owned_cluster_objects(kube: client.ApiClient, owner_uids: Collection[str]) -> list[str]:
