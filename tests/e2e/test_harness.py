@@ -36,7 +36,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ocp_gpu.model import labels
-from ocp_gpu_harness import binaries, faults, polling, stages
+from ocp_gpu_harness import binaries, cluster, faults, polling, stages
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import KWOK_USER, LocalControlPlane, unique_name
@@ -154,7 +154,11 @@ def test_control_plane_comes_up(control_plane: LocalControlPlane, kube: client.A
         # SIMULATION of kubelets + the NVIDIA stack on GPU nodes (harness/node_agent.py).
         "node-agent",
     }
-    assert control_plane.startup_seconds is not None and control_plane.startup_seconds < 60
+    # Within its start budget (cluster.START_TIMEOUT_S), not a speed target: about 4 s quiet, 225 s
+    # at load 44 (bench/results/stress-e2e-s13.md); the start time is reported, not judged, here.
+    assert (
+        control_plane.startup_seconds is not None and control_plane.startup_seconds < cluster.START_TIMEOUT_S
+    )
     assert control_plane.kubeconfig.is_file()
     assert control_plane.server.startswith("https://127.0.0.1:")
     # The kubernetes Service gets its ClusterIP from the configured range.
