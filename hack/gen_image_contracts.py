@@ -141,6 +141,30 @@ SOURCES = (
             ProgramSource("vfio-manage", ("cmd/vfio-manage",)),
         ),
     ),
+    # NVIDIA's VFIO manager runs the k8s-driver-manager image (the same digest as DRIVER_MANAGER_IMAGE).
+    ImageSource(
+        env="VFIO_MANAGER_IMAGE",
+        repo="NVIDIA/k8s-driver-manager",
+        ref="v0.12.0",
+        note="the image's tag",
+        dockerfile="deployments/container/Dockerfile.distroless",
+        base=BUSYBOX,
+        base_note="distroless/cc with a static busybox linked in",
+        programs=(
+            ProgramSource("driver-manager", ("cmd/driver-manager",)),
+            ProgramSource("vfio-manage", ("cmd/vfio-manage",)),
+        ),
+    ),
+    ImageSource(
+        env="SANDBOX_DEVICE_PLUGIN_IMAGE",
+        repo="NVIDIA/kubevirt-gpu-device-plugin",
+        ref="v1.6.0",
+        note="the image's tag",
+        dockerfile="deployments/container/Dockerfile.distroless",
+        base=(),
+        base_note="distroless/go: no shell (its pods' waits run in the validator's image)",
+        programs=(ProgramSource("nvidia-kubevirt-gpu-device-plugin", ("cmd", "pkg")),),
+    ),
     ImageSource(
         env="CONTAINER_TOOLKIT_IMAGE",
         repo="NVIDIA/nvidia-container-toolkit",
@@ -325,8 +349,11 @@ READERS = {"go": read_go, "cpp": read_cpp, "shell": read_shell}
 
 
 def dockerfile_entrypoint(text: str) -> list[str]:
-    """The last ENTRYPOINT of the Dockerfile (exec form, the executable by name), [] when none."""
-    found = re.findall(r"^ENTRYPOINT\s+(\[.*\])\s*$", text, re.M)
+    """The last ENTRYPOINT of the Dockerfile (exec form, the executable by name); without one, the last
+    CMD (what then runs when a container sets no command: the KubeVirt device plugin's); [] when none."""
+    found = re.findall(r"^ENTRYPOINT\s+(\[.*\])\s*$", text, re.M) or re.findall(
+        r"^CMD\s+(\[.*\])\s*$", text, re.M
+    )
     if not found:
         return []
     # NB: the executable by name (each is on the image's PATH): the paths are the image's own.

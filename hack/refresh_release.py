@@ -57,6 +57,8 @@ SHIPPED = (
     "GFD_IMAGE",
     "MIG_MANAGER_IMAGE",
     "DRA_DRIVER_IMAGE",
+    "VFIO_MANAGER_IMAGE",
+    "SANDBOX_DEVICE_PLUGIN_IMAGE",
 )
 # NVIDIA's per-branch driver images: DRIVER_IMAGE-580 and so on.
 BRANCH_ENV = re.compile(r"^DRIVER_IMAGE-(?P<branch>[0-9]+)$")

@@ -62,6 +62,15 @@ operator) plays those parts, reading only what a node would see:
   `failed`, operands restored, geometry unchanged.  The agent's progress lives in
   node annotations (`MIG_*`), so a restarted agent carries on.
 
+- **The VM passthrough stack** (vfio_devices.py).  A Ready `nvidia-vfio-manager` pod on a
+  node with `SIMULATED_GPUS` binds its GPUs to vfio-pci: the agent writes the node annotation
+  `vfio_devices.VFIO_BOUND` (removed when the pod goes: its preStop unbinds them).  The sandbox
+  validator is Ready once the GPUs are bound (its vfio-pci check), the sandbox device plugin once
+  the validator is (its init containers wait for the markers).  A Ready sandbox device plugin on
+  a bound node advertises `nvidia.com/<PCI device name>` (e.g. nvidia.com/GA102GL_A10), one per
+  GPU, as NVIDIA's kubevirt-gpu-device-plugin names it; GPUs bound to vfio-pci are never
+  advertised as `nvidia.com/gpu` (the NVIDIA driver no longer has them).
+
 - **An overdue deletion is finished** (a kubelet kills a terminating pod's containers at the
   end of its grace period, then deletes it with its UID as precondition until it is gone).  kwok
   confirms a deletion at once, on the pod's event, and never again, so a pod still stored past
@@ -103,7 +112,7 @@ from ocp_gpu.model import labels, mig_catalog, operand_types
 from ocp_gpu.planning import config_maps
 from ocp_gpu.planning.operands import mig_planning
 from ocp_gpu.rendering.operands import operand_catalog, plugin_config
-from ocp_gpu_harness import dra_slices, real_node, stages
+from ocp_gpu_harness import dra_slices, real_node, stages, vfio_devices
 from ocp_gpu_harness import nodes as nodes_mod
 from ocp_gpu_harness.mirror import Mirror
 
@@ -424,6 +433,12 @@ class NodeAgent:
         namespace = str(metadata["namespace"])
         driver_ready = present(namespace, node, operand_catalog.DRIVER)
         toolkit_ready = driver_ready and present(namespace, node, operand_catalog.CONTAINER_TOOLKIT)
+        if app == operand_catalog.SANDBOX_VALIDATOR.app:
+            # Its vfio-pci check passes once the VFIO manager bound the node's GPUs.
+            return self._vfio_bound(node)
+        if app == operand_catalog.SANDBOX_DEVICE_PLUGIN.app:
+            # Its init containers wait for the sandbox validator's markers.
+            return ready_on(namespace, node, operand_catalog.SANDBOX_VALIDATOR)
         if app == operand_catalog.CONTAINER_TOOLKIT.app:
             return driver_ready
         if app == operand_catalog.OPERATOR_VALIDATOR.app:
@@ -433,6 +448,11 @@ class NodeAgent:
             # before the plugin).
             return driver_ready and all(ready_on(namespace, node, o) for o in validated_operands(pod))
         return toolkit_ready
+
+    def _vfio_bound(self, node: str) -> bool:
+        """The simulated VFIO manager bound the node's GPUs to vfio-pci (its annotation)."""
+        found = self.nodes.get("", node) or {}
+        return vfio_devices.VFIO_BOUND in ((found.get("metadata") or {}).get("annotations") or {})
 
     def _open(self, pod: Mapping[str, Any]) -> None:
         """Give the pod the fate "ready" (kwok then writes a kubelet's Ready status)."""
@@ -462,8 +482,23 @@ class NodeAgent:
         on_node = [p for p in pods if p["spec"].get("nodeName") == name and _ready(p)]
         plugin = next((p for p in on_node if _app(p) == operand_catalog.DEVICE_PLUGIN.app), None)
         mps_daemon = any(_app(p) == operand_catalog.MPS_CONTROL_DAEMON.app for p in on_node)
+        vfio_manager = any(_app(p) == operand_catalog.VFIO_MANAGER.app for p in on_node)
+        bound = vfio_devices.VFIO_BOUND in annotations
+        if vfio_manager != bound:
+            # SIMULATION of the VFIO manager: `vfio-manage bind --all`, and its preStop's unbind.
+            value = str(gpus) if vfio_manager else None
+            body = {"metadata": {"annotations": {vfio_devices.VFIO_BOUND: value}}}
+            self._write(self.core.patch_node, name, body)
+            logger.info("node %s: GPUs %s vfio-pci", name, "bound to" if vfio_manager else "unbound from")
+            bound = vfio_manager
+        sandbox_plugin = any(_app(p) == operand_catalog.SANDBOX_DEVICE_PLUGIN.app for p in on_node)
         wanted: dict[str, int] = {}
-        if plugin is not None:
+        if bound:
+            # GPUs on vfio-pci: only the sandbox device plugin advertises them, by model.
+            product = str(annotations.get(SIMULATED_PRODUCT, DEFAULT_PRODUCT))
+            if sandbox_plugin and gpus:
+                wanted = {vfio_devices.resource_name(product): gpus}
+        elif plugin is not None:
             config = self._plugin_config(plugin, metadata.get("labels") or {})
             if config is not None and (sharing_strategy(config) != "mps" or mps_daemon):
                 # NB: with MPS sharing the plugin starts serving only once the node's MPS control

@@ -66,6 +66,9 @@ GATED_APPS: Final = (
     "nvidia-dcgm-exporter",
     "nvidia-mig-manager",
     DRA_PLUGIN_APP,
+    # The VM passthrough stack's (vfio_devices.py): the VFIO manager starts at once.
+    "nvidia-sandbox-validator",
+    "nvidia-sandbox-device-plugin-daemonset",
 )
 
 # The restart count a crash-looping container reports (a kubelet would keep counting).

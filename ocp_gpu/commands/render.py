@@ -389,7 +389,7 @@ def operand_manifests(
     problems: list[PolicyProblem] = []
     for operand in operand_catalog.GENERIC:
         spec = policy.components()[operand.section]
-        if not spec.enabled:
+        if not operand.is_enabled(policy):
             # <section>.enabled: false: the operator deletes its objects and renders none
             continue
         image = images.resolve_image(spec.image, component=operand.section, env=inputs.view.env)

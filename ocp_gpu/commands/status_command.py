@@ -97,7 +97,7 @@ from ocp_gpu.model.policy import policy_parser, policy_spec
 from ocp_gpu.model.policy.policy_spec import UpgradePolicy
 from ocp_gpu.model.upgrade_observations import UpgradeNode, UpgradeSnapshot, UpgradeState
 from ocp_gpu.planning.drivers import driver_plan
-from ocp_gpu.planning.operands import gpu_handover, mig_planning, operand_planning
+from ocp_gpu.planning.operands import gpu_handover, mig_planning, operand_planning, workloads
 from ocp_gpu.planning.status import policies
 from ocp_gpu.planning.upgrades import pod_selection, upgrade_plan
 from ocp_gpu.rendering.operands import operand_catalog
@@ -253,6 +253,9 @@ class StatusRow:
     gpu_owner: str = gpu_handover.GpuOwner.NONE.value
     dra_published: int = 0
     dra_allocated: int = 0
+    # The stack the node's deploy labels show (container, vm-passthrough), and the workload its
+    # nvidia.com/gpu.workload.config asks for when that is another one (a move under way or held).
+    workload: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -351,7 +354,7 @@ def operand_cells(
     rule)?"""
     cells: dict[str, str] = {}
     for operand in operand_catalog.GENERIC:
-        if policy is not None and not policy.components()[operand.section].enabled:
+        if policy is not None and not operand.is_enabled(policy):
             cells[operand.name] = "off"
         elif not operand_planning.should_run(operand, node_labels):
             cells[operand.name] = _NONE
@@ -422,7 +425,15 @@ def status_row(
         ).value,
         dra_published=dra_devices.published if dra_devices else 0,
         dra_allocated=dra_devices.allocated if dra_devices else 0,
+        workload=workload_of(view.labels) if view else "",
     )
+
+
+def workload_of(node_labels: Mapping[str, str]) -> str:
+    """The WORKLOAD cell: the stack the node runs, and the label's value when it asks for another."""
+    running = workloads.stack_of(node_labels, operand_catalog.DEPLOY_LABELS.vm).value
+    asked = node_labels.get(labels.GPU_WORKLOAD_CONFIG)
+    return running if asked in (None, running) else f"{running} (label {asked})"
 
 
 def status_rows(
@@ -705,6 +716,8 @@ COLUMNS: Final = (
     "GPUS",
     # nvidia.com/mig.config (nvidia.com/mig.config.state)
     "MIG CONFIG",
+    # The stack the node runs: container or vm-passthrough (planning/operands/workloads.py).
+    "WORKLOAD",
     "WAITING / NEXT",
 )
 WIDE_COLUMNS: Final = (*COLUMNS[:-1], "POD REV", "DS REV", "CHECK", "ACTIONS", COLUMNS[-1])
@@ -726,6 +739,7 @@ def row_cells(row: StatusRow, wide: bool = False) -> tuple[str, ...]:
         *(row.operands.get(name, _NONE) for name in OPERAND_COLUMNS),
         _gpus_cell(row),
         _mig_cell(row),
+        row.workload or _NONE,
     )
     if wide:
         cells += (
@@ -759,7 +773,9 @@ _STATE_STYLES: Final = {
 
 
 # Columns whose cells are a few characters: never wrapped.
-_SHORT_COLUMNS: Final = frozenset({"NODE", "CURRENT", "READY", "CHECK", "GPUS", *OPERAND_COLUMNS.values()})
+_SHORT_COLUMNS: Final = frozenset(
+    {"NODE", "CURRENT", "READY", "CHECK", "GPUS", "WORKLOAD", *OPERAND_COLUMNS.values()}
+)
 
 
 def rich_table(report: StatusReport, wide: bool = False) -> RenderableType:

@@ -10,6 +10,7 @@ writes its marker; the next operands' init containers wait for those files:
 | driver | `nvidia-smi` of a driver installed on the host (its / mounted at `--host-root`, /host), else of the driver container's root (`--driver-root`, /run/nvidia/driver), runs and exits 0 | driver-ready |
 | toolkit | `nvidia-smi` found on PATH runs: the NVIDIA runtime injected the driver's utilities into this container (run it with the toolkit's RuntimeClass and NVIDIA_VISIBLE_DEVICES=all); with `$CDI_ENABLED=true`, also the toolkit's management CDI spec (`/var/run/cdi/management.nvidia.com-gpu.yaml` on the host) declares device `all` and every hook it runs (nvidia-cdi-hook under the toolkit's install dir) is on the host | toolkit-ready |
 | cuda | a vectorAdd pod (image `$CUDA_VALIDATION_IMAGE`) placed on this node (`$NODE_NAME`) runs to completion | cuda-ready |
+| vfio-pci (the sandbox validator's) | writes the node's workload (its nvidia.com/gpu.workload.config, else `$DEFAULT_GPU_WORKLOAD_CONFIG`) to `workload-type`; on vm-passthrough, every NVIDIA GPU under the host's /sys/bus/pci/devices is bound to vfio-pci or nvgrace_gpu_vfio_pci | vfio-pci-ready |
 | plugin | the node advertises a GPU resource (nvidia.com/gpu, a MIG or a renamed one; `--resource` to name it), and a pod requesting one is scheduled on this node and starts; with `$CDI_ENABLED=true` (the plugin's CDI strategies), first the plugin's CDI spec (`/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json` on the host) declares a device | plugin-ready |
 
 A failure says what failed and what to check, in the log and in the container's
@@ -48,11 +49,14 @@ from typing import Any, Final
 import yaml
 
 from ocp_gpu.kube import clients, requesting, validating
+from ocp_gpu.model import labels
 from ocp_gpu.planning.operands import validation
 from ocp_gpu.planning.operands.validation import Component, Verdict
 from ocp_gpu.rendering import validation_workloads
 
 DEFAULT_VALIDATIONS_DIR: Final = "/run/nvidia/validations"
+# The sandbox validator's check (validate_vfio_pci), apart from the container stack's Components.
+VFIO_PCI: Final = "vfio-pci"
 DEFAULT_TERMINATION_LOG: Final = "/dev/termination-log"
 DEFAULT_DRIVER_ROOT: Final = "/run/nvidia/driver"
 DEFAULT_HOST_ROOT: Final = "/host"
@@ -88,7 +92,7 @@ class ValidationFailed(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("component", choices=[component.value for component in Component])
+    parser.add_argument("component", choices=[*(component.value for component in Component), VFIO_PCI])
     parser.add_argument("--validations-dir", type=Path, default=Path(DEFAULT_VALIDATIONS_DIR))
     parser.add_argument("--termination-log", type=Path, default=Path(DEFAULT_TERMINATION_LOG))
     parser.add_argument(
@@ -538,6 +542,9 @@ def validate(component: Component, args: argparse.Namespace, env: Mapping[str, s
 
 
 def main(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
+    if args.component == VFIO_PCI:
+        # The sandbox validator's: not a step of the container stack's marker chain.
+        return validate_vfio_pci(args, os.environ if env is None else env)
     return validate(Component(args.component), args, os.environ if env is None else env)
 
 
@@ -546,3 +553,75 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="ocp-gpu validate")
     add_arguments(parser)
     return parser.parse_args(list(argv))
+
+
+# --- vfio-pci (the sandbox validator) ------------------------------------------------------
+
+# NVIDIA's markers of the sandbox validation (cmd/nvidia-validator at v26.7.0).
+WORKLOAD_TYPE_MARKER: Final = "workload-type"
+VFIO_PCI_MARKER: Final = "vfio-pci-ready"
+# The drivers a passed-through NVIDIA GPU may be bound to (NVIDIA's VfioPCI.runValidation).
+VFIO_DRIVERS: Final = frozenset({"vfio-pci", "nvgrace_gpu_vfio_pci"})
+NVIDIA_VENDOR: Final = "0x10de"
+# PCI display classes of a GPU (VGA, 3D controller), as go-nvlib's GetGPUs picks them.
+GPU_CLASSES: Final = ("0x0300", "0x0302")
+
+
+def gpus_not_on_vfio(host_root: Path) -> list[str]:
+    """The NVIDIA GPUs (by PCI address, with their driver) not bound to a VFIO driver."""
+    wrong: list[str] = []
+    devices = host_root / "sys/bus/pci/devices"
+    for device in sorted(devices.iterdir()) if devices.is_dir() else []:
+        try:
+            vendor = (device / "vendor").read_text().strip()
+            pci_class = (device / "class").read_text().strip()
+        except OSError:
+            continue
+        if vendor != NVIDIA_VENDOR or not pci_class.startswith(GPU_CLASSES):
+            continue
+        driver_link = device / "driver"
+        driver = driver_link.resolve().name if driver_link.is_symlink() else ""
+        if driver not in VFIO_DRIVERS:
+            wrong.append(f"{device.name} (driver {driver or 'none'!r})")
+    return wrong
+
+
+def validate_vfio_pci(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """`ocp-gpu validate vfio-pci`: write the node's workload, and on vm-passthrough check that every
+    NVIDIA GPU is bound to vfio-pci (NVIDIA's VfioPCI.validate); the exit status."""
+    directory: Path = args.validations_dir
+    node = args.node_name or env.get("NODE_NAME", "")
+    api_client = clients.load_api_client(args.kubeconfig)
+    try:
+        node_labels = validating.read_node_labels(api_client, node)
+    except requesting.ApiException as error:
+        message = f"vfio-pci validation: could not read node {node}: {requesting.describe_error(error)}"
+        log.error("%s", message)
+        write_termination_message(args.termination_log, message)
+        return 1
+    finally:
+        api_client.close()
+    # NVIDIA's validator's variable for the policy's sandboxWorkloads.defaultWorkload.
+    default = env.get("DEFAULT_GPU_WORKLOAD_CONFIG", "container")
+    workload = node_labels.get(labels.GPU_WORKLOAD_CONFIG) or default
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / WORKLOAD_TYPE_MARKER).write_text(workload + "\n")
+    if workload != "vm-passthrough":
+        log.info("vfio-pci not required on node %s (workload %s): skipping", node, workload)
+        return 0
+    (directory / VFIO_PCI_MARKER).unlink(missing_ok=True)
+    give_up = time.monotonic() + args.retry_for
+    while wrong := gpus_not_on_vfio(args.host_root):
+        message = (
+            f"vfio-pci validation failed: GPUs not bound to vfio-pci: {', '.join(wrong)}; check the "
+            f"nvidia-vfio-manager pod on node {node} (its logs: vfio-manage bind --all)"
+        )
+        if time.monotonic() + args.interval > give_up:
+            log.error("%s", message)
+            write_termination_message(args.termination_log, message)
+            return 1
+        log.warning("%s (retrying in %.0fs)", message, args.interval)
+        time.sleep(args.interval)
+    (directory / VFIO_PCI_MARKER).write_text("")
+    log.info("vfio-pci is valid: every NVIDIA GPU is bound to VFIO; wrote %s", directory / VFIO_PCI_MARKER)
+    return 0

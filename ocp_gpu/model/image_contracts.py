@@ -52,6 +52,43 @@ class ImageContract:
         return self.base | {p.executable for p in self.programs}
 
 
+# The image behind more than one env var (NVIDIA/k8s-driver-manager@v0.12.0).
+DRIVER_MANAGER_IMAGE_CONTRACT: Final = ImageContract(
+    env="DRIVER_MANAGER_IMAGE",
+    source="NVIDIA/k8s-driver-manager@v0.12.0",
+    commit="bd62ca7d4a25376a7edd67e2f247e124cd77cd9c",
+    note="the image's tag",
+    dockerfile="deployments/container/Dockerfile.distroless",
+    entrypoint=tuple(["driver-manager", "preflight_check"]),
+    base=frozenset("[ cat cp echo env grep ln ls mkdir rm sh sleep test".split()),
+    base_note="distroless/cc with a static busybox linked in",
+    programs=(
+        Program(
+            executable="driver-manager",
+            alias_of="",
+            flags=frozenset(
+                "drain-delete-emptydir-data drain-pod-selector-label drain-timeout-seconds drain-use-force enable-auto-drain enable-gpu-pod-eviction force-reinstall gpu-direct-rdma-enabled kubeconfig node-label-for-gpu-pod-eviction node-name operator-namespace use-host-mofed".split()
+            ),
+            env=frozenset(
+                "DRAIN_DELETE_EMPTYDIR_DATA DRAIN_POD_SELECTOR_LABEL DRAIN_TIMEOUT_SECONDS DRAIN_USE_FORCE DRIVER_CONFIG_DIGEST ENABLE_AUTO_DRAIN ENABLE_GPU_POD_EVICTION FORCE_REINSTALL GPU_DIRECT_RDMA_ENABLED KUBECONFIG NODE_LABEL_FOR_GPU_POD_EVICTION NODE_NAME OPERATOR_NAMESPACE USE_HOST_MOFED".split()
+            ),
+            subcommands=frozenset(),
+            read_from=tuple(["cmd/driver-manager/main.go", "cmd/driver-manager/messages.go"]),
+        ),
+        Program(
+            executable="vfio-manage",
+            alias_of="",
+            flags=frozenset("a all bind-nvswitches d device-id host-root unbind-nvswitches".split()),
+            env=frozenset("BIND_NVSWITCHES HOST_ROOT".split()),
+            subcommands=frozenset("bind unbind".split()),
+            read_from=tuple(
+                ["cmd/vfio-manage/bind.go", "cmd/vfio-manage/main.go", "cmd/vfio-manage/unbind.go"]
+            ),
+        ),
+    ),
+)
+
+
 # The image behind more than one env var (NVIDIA/k8s-device-plugin@v0.20.0).
 DEVICE_PLUGIN_IMAGE_CONTRACT: Final = ImageContract(
     env="DEVICE_PLUGIN_IMAGE",
@@ -180,36 +217,31 @@ CONTRACTS: Final = {
             ),
         ),
     ),
-    "DRIVER_MANAGER_IMAGE": ImageContract(
-        env="DRIVER_MANAGER_IMAGE",
-        source="NVIDIA/k8s-driver-manager@v0.12.0",
-        commit="bd62ca7d4a25376a7edd67e2f247e124cd77cd9c",
+    "DRIVER_MANAGER_IMAGE": DRIVER_MANAGER_IMAGE_CONTRACT,
+    "VFIO_MANAGER_IMAGE": dataclasses.replace(DRIVER_MANAGER_IMAGE_CONTRACT, env="VFIO_MANAGER_IMAGE"),
+    "SANDBOX_DEVICE_PLUGIN_IMAGE": ImageContract(
+        env="SANDBOX_DEVICE_PLUGIN_IMAGE",
+        source="NVIDIA/kubevirt-gpu-device-plugin@v1.6.0",
+        commit="d26f2374d3c3f4785f52689cf954d1eea6202fb5",
         note="the image's tag",
         dockerfile="deployments/container/Dockerfile.distroless",
-        entrypoint=tuple(["driver-manager", "preflight_check"]),
-        base=frozenset("[ cat cp echo env grep ln ls mkdir rm sh sleep test".split()),
-        base_note="distroless/cc with a static busybox linked in",
+        entrypoint=tuple(["nvidia-kubevirt-gpu-device-plugin"]),
+        base=frozenset(),
+        base_note="distroless/go: no shell (its pods' waits run in the validator's image)",
         programs=(
             Program(
-                executable="driver-manager",
+                executable="nvidia-kubevirt-gpu-device-plugin",
                 alias_of="",
-                flags=frozenset(
-                    "drain-delete-emptydir-data drain-pod-selector-label drain-timeout-seconds drain-use-force enable-auto-drain enable-gpu-pod-eviction force-reinstall gpu-direct-rdma-enabled kubeconfig node-label-for-gpu-pod-eviction node-name operator-namespace use-host-mofed".split()
-                ),
-                env=frozenset(
-                    "DRAIN_DELETE_EMPTYDIR_DATA DRAIN_POD_SELECTOR_LABEL DRAIN_TIMEOUT_SECONDS DRAIN_USE_FORCE DRIVER_CONFIG_DIGEST ENABLE_AUTO_DRAIN ENABLE_GPU_POD_EVICTION FORCE_REINSTALL GPU_DIRECT_RDMA_ENABLED KUBECONFIG NODE_LABEL_FOR_GPU_POD_EVICTION NODE_NAME OPERATOR_NAMESPACE USE_HOST_MOFED".split()
-                ),
+                flags=frozenset(),
+                env=frozenset(),
                 subcommands=frozenset(),
-                read_from=tuple(["cmd/driver-manager/main.go", "cmd/driver-manager/messages.go"]),
-            ),
-            Program(
-                executable="vfio-manage",
-                alias_of="",
-                flags=frozenset("a all bind-nvswitches d device-id host-root unbind-nvswitches".split()),
-                env=frozenset("BIND_NVSWITCHES HOST_ROOT".split()),
-                subcommands=frozenset("bind unbind".split()),
                 read_from=tuple(
-                    ["cmd/vfio-manage/bind.go", "cmd/vfio-manage/main.go", "cmd/vfio-manage/unbind.go"]
+                    [
+                        "cmd/main.go",
+                        "pkg/device_plugin/device_plugin.go",
+                        "pkg/device_plugin/generic_device_plugin.go",
+                        "pkg/device_plugin/generic_vgpu_device_plugin.go",
+                    ]
                 ),
             ),
         ),

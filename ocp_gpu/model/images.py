@@ -48,6 +48,8 @@ DEFAULT_IMAGE_ENV: Final[Mapping[str, str]] = {
     "validator": "VALIDATOR_IMAGE",
     "migManager": "MIG_MANAGER_IMAGE",
     "draDriver": "DRA_DRIVER_IMAGE",
+    "vfioManager": "VFIO_MANAGER_IMAGE",
+    "sandboxDevicePlugin": "SANDBOX_DEVICE_PLUGIN_IMAGE",
     "nodeStatusExporter": "VALIDATOR_IMAGE",
     # NB: no release default yet: spec.gds / spec.gdrcopy name the image, or these variables do.
     "gds": "GDS_IMAGE",

@@ -4,6 +4,7 @@ The strings are the upstream ones (NFD, NVIDIA's GPU operator, OpenShift), so
 runbooks, dashboards and `kubectl -l` habits keep working.  Each is defined once.
 """
 
+from collections.abc import Mapping
 from typing import Final
 
 # --- written by Node Feature Discovery -------------------------------------
@@ -73,6 +74,8 @@ DTK_IMAGE_MISSING: Final = "openshift.driver-toolkit.rhcos-image-missing"
 # a DTK one app=<its DaemonSet's name>, as NVIDIA's, whose selector that is (select every driver
 # pod on COMPONENT=DRIVER_COMPONENT).
 APP: Final = "app"
+# The pod label NVIDIA's VFIO manager DaemonSet selects on (name=nvidia-vfio-manager).
+NAME: Final = "name"
 # The hash of the manifest as rendered, on every object the operator applies (kube/applying.py):
 # the watched object carries the same one -> nothing to apply (kube/owning.is_current).
 APPLIED_HASH: Final = "ocp-gpu.io/applied-hash"
@@ -117,6 +120,20 @@ FIELD_MANAGER: Final = "ocp-gpu"
 UPGRADE_LOGGER: Final = "controllers.Upgrade"
 DTK_IMAGESTREAM_NAMESPACE: Final = "openshift"
 DTK_IMAGESTREAM_NAME: Final = "driver-toolkit"
+
+
+# ocp-gpu cordoned the node to move it to another stack (value: the workload it moves to);
+# the cordon is lifted once the move is done (planning/operands/workload_moves.py).
+WORKLOAD_MOVE_CORDON: Final = "ocp-gpu.io/workload-move-cordon"
+# The workload label's values that take a node off the container stack (with sandboxWorkloads on).
+VM_WORKLOADS: Final = frozenset({"vm-passthrough", "vm-vgpu"})
+
+
+def runs_vm_stack(node_labels: Mapping[str, str]) -> bool:
+    """A node the operator moved to a VM stack: labelled for a VM workload and without the driver's
+    deploy label (which the move took away; with sandboxWorkloads off, or a label the operator
+    cannot follow, the node keeps it).  No driver runs there: no upgrade, no stale upgrade state."""
+    return node_labels.get(GPU_WORKLOAD_CONFIG) in VM_WORKLOADS and deploy_label("driver") not in node_labels
 
 
 def deploy_label(operand: str) -> str:

@@ -66,5 +66,10 @@ def kept_labels(all_labels: Mapping[str, str]) -> dict[str, str]:
 
 
 def kept_annotations(all_annotations: Mapping[str, str]) -> dict[str, str]:
-    """The subset of a node's annotations that NodeFacts keeps (the upgrade controller's)."""
-    return {key: value for key, value in all_annotations.items() if key.startswith(_KEPT_ANNOTATION_PREFIX)}
+    """The subset of a node's annotations that NodeFacts keeps (the upgrade controller's, and the
+    cordon of a workload move)."""
+    return {
+        key: value
+        for key, value in all_annotations.items()
+        if key.startswith(_KEPT_ANNOTATION_PREFIX) or key == labels.WORKLOAD_MOVE_CORDON
+    }

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from ocp_gpu.model import images, labels
+from ocp_gpu.model.policy import policy_spec
 
 
 class Readiness(enum.StrEnum):
@@ -42,6 +43,20 @@ class DeployOn(enum.StrEnum):
     # None of its own: it selects on another operand's deploy label (`deploy_as`) and on labels
     # others set (the MPS control daemon: the device plugin's, and GFD's nvidia.com/mps.capable).
     ANOTHER_OPERANDS = "another-operands"
+    # The GPU nodes whose workload (nvidia.com/gpu.workload.config) is vm-passthrough, vm-vgpu,
+    # or either (planning/operands/workloads.py): the VM operands, deployed only while
+    # spec.sandboxWorkloads.enabled is true, as NVIDIA's.
+    VM_PASSTHROUGH = "vm-passthrough"
+    VM_VGPU = "vm-vgpu"
+    EVERY_VM = "every-vm"
+
+
+# The workloads whose nodes each VM DeployOn labels (the values of nvidia.com/gpu.workload.config).
+VM_DEPLOY_ON: Final[Mapping[DeployOn, tuple[policy_spec.GpuWorkload, ...]]] = {
+    DeployOn.VM_PASSTHROUGH: (policy_spec.GpuWorkload.VM_PASSTHROUGH,),
+    DeployOn.VM_VGPU: (policy_spec.GpuWorkload.VM_VGPU,),
+    DeployOn.EVERY_VM: (policy_spec.GpuWorkload.VM_PASSTHROUGH, policy_spec.GpuWorkload.VM_VGPU),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +91,9 @@ class Operand:
     # Node labels it needs besides its deploy label (NVIDIA's nodeSelector), e.g. the MPS control
     # daemon's nvidia.com/mps.capable=true, which GFD sets.
     node_selector_extra: tuple[tuple[str, str], ...] = ()
+    # NVIDIA's whole selector where it is not app=<app> (the VFIO manager's: name=<daemonset>);
+    # the pods carry app=<app> besides, for the pod watch.  () : app=<app> plus the extra above.
+    nvidia_selector: tuple[tuple[str, str], ...] = ()
 
     @property
     def component(self) -> str:
@@ -90,7 +108,20 @@ class Operand:
     @property
     def selector(self) -> dict[str, str]:
         """The DaemonSet's pod selector: NVIDIA's for the same DaemonSet (DESIGN §4)."""
+        if self.nvidia_selector:
+            return dict(self.nvidia_selector)
         return {labels.APP: self.app, **dict(self.nvidia_selector_extra)}
+
+    @property
+    def for_vms(self) -> bool:
+        """A VM operand: deployed only while spec.sandboxWorkloads.enabled, on VM nodes."""
+        return self.deploy_on in VM_DEPLOY_ON
+
+    def is_enabled(self, policy: policy_spec.Policy) -> bool:
+        """Whether the policy deploys it: its section's `enabled`, and for a VM operand also
+        spec.sandboxWorkloads.enabled (NVIDIA's isStateEnabled)."""
+        on = policy.components()[self.section].enabled
+        return on and (policy.sandbox_workloads.enabled or not self.for_vms)
 
     @property
     def deploy_label(self) -> str:

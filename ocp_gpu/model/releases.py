@@ -133,6 +133,22 @@ OPERAND_IMAGES: Final = (
             "@sha256:9b46984c0eb18def60e2b9817b874275f4b5b08d12d491de4f1a7b91b51d706c"
         ),
     ),
+    OperandImage(
+        env="VFIO_MANAGER_IMAGE",
+        tag="nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.12.0",
+        digest=(
+            "nvcr.io/nvidia/cloud-native/k8s-driver-manager"
+            "@sha256:7d98d08a751cc528d1c8c8bdc2f9d9fcd59714b158a3985a5a0262f1620098e4"
+        ),
+    ),
+    OperandImage(
+        env="SANDBOX_DEVICE_PLUGIN_IMAGE",
+        tag="nvcr.io/nvidia/kubevirt-gpu-device-plugin:v1.6.0",
+        digest=(
+            "nvcr.io/nvidia/kubevirt-gpu-device-plugin"
+            "@sha256:367c597799aa6925f5bd2bc4bcdc45c26f018d13cdc2ce9aaf1ca07c492c6d9e"
+        ),
+    ),
 )
 # The driver branches the release pins (the default one is DRIVER_IMAGE).
 DRIVER_BRANCHES: Final = (

@@ -324,7 +324,8 @@ def upgrade_node(facts: NodeFacts, driver_pods: tuple[DriverPod, ...] = ()) -> U
         timers=timers,
         driver_pods=driver_pods,
         driver_opted_out=facts.labels.get(labels.deploy_label("driver")) == "false"
-        or facts.labels.get(labels.GPU_DEPLOY_OPERANDS) == "false",
+        or facts.labels.get(labels.GPU_DEPLOY_OPERANDS) == "false"
+        or labels.runs_vm_stack(facts.labels),
     )
 
 

@@ -32,7 +32,14 @@ from ocp_gpu.model import (
 from ocp_gpu.model.policy import fields, policy_checks, policy_parser, policy_problems, policy_spec
 from ocp_gpu.planning import delivery, platforms
 from ocp_gpu.planning.drivers import driver_check, driver_coverage, driver_plan, driver_strategy
-from ocp_gpu.planning.operands import gpu_handover, mig_planning, node_labels, takeover
+from ocp_gpu.planning.operands import (
+    gpu_handover,
+    mig_planning,
+    node_labels,
+    takeover,
+    workload_moves,
+    workloads,
+)
 from ocp_gpu.planning.status import conditions, operator_health, policies, policy_status, status_writes
 from ocp_gpu.planning.upgrades import upgrade_preflight
 from ocp_gpu.reconcilers import (
@@ -209,8 +216,7 @@ async def _apply_policy(
         else frozenset(
             operand.deploy_label
             for operand in operand_catalog.OPERANDS
-            if operand.deploy_on is operand_types.DeployOn.WHILE_ENABLED
-            and policy.components()[operand.section].enabled
+            if operand.deploy_on is operand_types.DeployOn.WHILE_ENABLED and operand.is_enabled(policy)
         )
     )
     outcome: driver_reconciler.DriverOutcome | None = None
@@ -231,7 +237,21 @@ async def _apply_policy(
             await nvidia_drivers.report_disabled(rt, active.name, now)
         if outcome.problem is not None:
             problems = [*problems, outcome.problem]
-    label_errors = await _reconcile_node_labels(rt, seen, changes, auto_upgrade, mig_default, enabled_labels)
+    # Each GPU node's workload (planning/operands/workloads.py); None (a spec error): each keeps its stack.
+    sandbox = None if errors else policy.sandbox_workloads
+    workload_choices = _workload_choices(seen, sandbox)
+    # A node leaving the container stack waits for its GPU pods (or drains them, as the upgrade does).
+    moves = await _reconcile_moves(rt, seen, workload_choices, policy.driver.upgrade_policy)
+    workload_problems = _workload_problems(workload_choices, moves)
+    label_errors = await _reconcile_node_labels(
+        rt,
+        seen,
+        changes,
+        auto_upgrade,
+        mig_default,
+        enabled_labels,
+        {name: workloads.WorkloadChoice(step.workload) for name, step in moves.items()},
+    )
     if not errors:
         stack = await operand_reconciler.reconcile_operands(
             rt, seen, active.ref(), _still_deployed(policy, seen, enabled_labels), detected
@@ -241,6 +261,8 @@ async def _apply_policy(
         watching = await monitoring_reconciler.reconcile_monitoring(rt, seen, active.ref(), policy, detected)
         # The monitoring objects' write failures are reported with the others'.
         label_errors = {**label_errors, **watching.errors}
+    # NB: after the operands' problems: the Error's message is bounded, the spec's own come first.
+    problems = [*problems, *workload_problems]
     # NB: upgrades run in their own loop (reconcilers/upgrade_reconciler.py), off this pass's latency path.
     upgrades_allowed = (
         not errors and outcome is not None and outcome.problem is None and policy.driver.enabled
@@ -349,6 +371,7 @@ async def _reconcile_node_labels(
     auto_upgrade: bool | None,
     mig_default: str | None,
     enabled_labels: frozenset[str] | None,
+    workload_choices: Mapping[nodes.NodeName, workloads.WorkloadChoice],
 ) -> dict[str, str]:
     """Patch the labels (and upgrade annotation) of every changed node that needs it; errors by node.
 
@@ -357,8 +380,12 @@ async def _reconcile_node_labels(
     no watch covers workload pods)."""
     names = set(seen.node_facts.keys() if (changes.everything or changes.policies) else changes.nodes)
     names |= rt.cache.handovers_waiting
+    # and every node moving between stacks (its GPU pods going is no node change)
+    names |= {name for name, facts in seen.node_facts.items() if _moving(facts, workload_choices)}
     moving = {
-        name: node_labels.handovers(facts.labels, operand_catalog.DEPLOY_LABELS, enabled_labels)
+        name: node_labels.handovers(
+            facts.labels, operand_catalog.DEPLOY_LABELS, enabled_labels, _workload(facts, workload_choices)
+        )
         for name in names
         if (facts := seen.node_facts.get(name)) is not None
     }
@@ -376,6 +403,7 @@ async def _reconcile_node_labels(
                 mig_default,
                 enabled_labels,
                 gpu_pods=pods.get(name),
+                workload=_workload(facts, workload_choices),
             )
             or {}
         )
@@ -445,6 +473,159 @@ async def _gpu_pods(
         else:
             found[name] = gpu_handover.gpu_pods(result, claims)
     return found
+
+
+def _workload_choices(
+    seen: cluster_view.ViewSnapshot, sandbox: policy_spec.SandboxWorkloadsSpec | None
+) -> dict[nodes.NodeName, workloads.WorkloadChoice]:
+    """Each GPU node's workload; with no valid policy (`sandbox` None), the stack it runs now."""
+    choices: dict[nodes.NodeName, workloads.WorkloadChoice] = {}
+    for name, facts in seen.node_facts.items():
+        if not facts.is_gpu_node:
+            continue
+        if sandbox is None:
+            # Nothing is known of the policy: every node keeps the stack it runs.
+            current = workloads.stack_of(facts.labels, operand_catalog.DEPLOY_LABELS.vm)
+            choices[name] = workloads.WorkloadChoice(current)
+        else:
+            choices[name] = workloads.select_workload(name, facts.labels, sandbox)
+    return choices
+
+
+def _moving(facts: nodes.NodeFacts, choices: Mapping[nodes.NodeName, workloads.WorkloadChoice]) -> bool:
+    """The node's workload is not the stack its labels show (or a cordon of a move is still on it)."""
+    choice = choices.get(facts.name)
+    current = workloads.stack_of(facts.labels, operand_catalog.DEPLOY_LABELS.vm)
+    pending = choice is not None and choice.workload is not None and choice.workload is not current
+    return pending or labels.WORKLOAD_MOVE_CORDON in facts.annotations
+
+
+# Seconds between looks at a node waiting to leave the container stack (its GPU pods going
+# is no event the operator watches).
+MOVE_RECHECK_S = 5.0
+
+
+async def _reconcile_moves(
+    rt: runtime.Runtime,
+    seen: cluster_view.ViewSnapshot,
+    choices: Mapping[nodes.NodeName, workloads.WorkloadChoice],
+    policy: policy_spec.UpgradePolicy,
+) -> dict[nodes.NodeName, workload_moves.MoveStep]:
+    """Each GPU node's step toward its workload (planning/operands/workload_moves.py): the cordon,
+    the evictions and their Events done here; a node that must wait keeps its deploy labels."""
+    steps: dict[nodes.NodeName, workload_moves.MoveStep] = {}
+    waiting = False
+    for name, choice in choices.items():
+        facts = seen.node_facts[name]
+        if not _moving(facts, choices):
+            steps[name] = workload_moves.MoveStep(choice.workload)
+            continue
+        current = workloads.stack_of(facts.labels, operand_catalog.DEPLOY_LABELS.vm)
+        leaving = current is workloads.Workload.CONTAINER and choice.workload not in (None, current)
+        try:
+            pods = (
+                await asyncio.to_thread(upgrading.list_pods_on_node, rt.api_client, name) if leaving else ()
+            )
+        except requesting.ApiException as error:
+            # Unknown pods: hold the move (never under a GPU pod), try again.
+            logger.warning("could not list the pods on node %s: %s", name, requesting.describe_error(error))
+            steps[name], waiting = workload_moves.MoveStep(None), True
+            continue
+        step = workload_moves.plan_move(
+            name,
+            choice.workload,
+            current,
+            pods,
+            policy,
+            unschedulable=facts.unschedulable,
+            cordoned_for_move=labels.WORKLOAD_MOVE_CORDON in facts.annotations,
+        )
+        steps[name] = step
+        waiting = waiting or (step.workload is None and leaving)
+        await _apply_move(rt, name, choice.workload, step)
+    if waiting:
+        rt.scheduler.poke_after(MOVE_RECHECK_S)
+    return steps
+
+
+async def _apply_move(
+    rt: runtime.Runtime, node: str, target: workloads.Workload | None, step: workload_moves.MoveStep
+) -> None:
+    """The cordon and evictions of one node's move (the upgrade's own calls), each with an Event."""
+    involved = {"apiVersion": "v1", "kind": "Node", "name": node}
+    try:
+        if step.cordon:
+            await asyncio.to_thread(
+                upgrading.cordon, rt.api_client, node, True, {labels.WORKLOAD_MOVE_CORDON: str(target)}
+            )
+            await _move_event(rt, involved, f"cordoned node {node} to move it to {target} (drain.enable)")
+        for pod in step.evict:
+            if not await asyncio.to_thread(
+                upgrading.evict_pod, rt.api_client, pod.ref.namespace, pod.ref.name, pod.ref.uid
+            ):
+                # A PodDisruptionBudget refuses for now: the next look tries again.
+                continue
+            said = f"evicted GPU pod {pod.ref} from node {node} to move it to {target}"
+            await _move_event(rt, involved, said)
+        if step.uncordon:
+            await asyncio.to_thread(
+                upgrading.cordon, rt.api_client, node, False, {labels.WORKLOAD_MOVE_CORDON: None}
+            )
+            await _move_event(rt, involved, f"uncordoned node {node}: it runs the {target} stack")
+    except requesting.ApiException as error:
+        # Retried on the next look (a pending move pokes the loop).
+        logger.warning("moving node %s to %s: %s", node, target, requesting.describe_error(error))
+
+
+# The Events of a node's move between stacks (on the Node).
+MOVE_EVENT_REASON = "GPUWorkloadMove"
+
+
+async def _move_event(rt: runtime.Runtime, involved: Mapping[str, str], message: str) -> None:
+    logger.info("%s", message)
+    await asyncio.to_thread(
+        reporting.post_event, rt.api_client, involved, MOVE_EVENT_REASON, message, "Normal"
+    )
+
+
+def _workload_problems(
+    choices: Mapping[nodes.NodeName, workloads.WorkloadChoice],
+    moves: Mapping[nodes.NodeName, workload_moves.MoveStep],
+) -> list[policy_problems.PolicyProblem]:
+    """The workload labels named back (status and Event): one the operator cannot follow is an
+    error, one it ignores (sandbox workloads off) or a move waiting on GPU pods a warning."""
+    found = []
+    for name in sorted(choices):
+        choice, step = choices[name], moves.get(name)
+        if choice.problem is not None:
+            found.append(
+                policy_problems.PolicyProblem(
+                    field=f"node {name} label {labels.GPU_WORKLOAD_CONFIG}",
+                    message=choice.problem,
+                    fix=choice.fix,
+                    severity=policy_problems.Severity.WARNING
+                    if choice.workload is not None
+                    else policy_problems.Severity.ERROR,
+                )
+            )
+        if step is not None and step.waiting is not None:
+            found.append(
+                policy_problems.PolicyProblem(
+                    field=f"node {name} label {labels.GPU_WORKLOAD_CONFIG}",
+                    message=step.waiting,
+                    fix=step.fix,
+                    severity=policy_problems.Severity.WARNING,
+                )
+            )
+    return found
+
+
+def _workload(
+    facts: nodes.NodeFacts, choices: Mapping[nodes.NodeName, workloads.WorkloadChoice]
+) -> workloads.Workload | None:
+    """The workload whose labels the node gets (container for a node that is not a GPU node)."""
+    choice = choices.get(facts.name)
+    return workloads.Workload.CONTAINER if choice is None else choice.workload
 
 
 def _coverage(

@@ -120,8 +120,9 @@ async def reconcile_operand(
 ) -> OperandOutcome:
     errors: dict[str, str] = {}
     spec = policy.components()[operand.section]
-    if not spec.enabled:
-        # <section>.enabled: false: remove this operand's objects, nothing else.
+    if not operand.is_enabled(policy):
+        # <section>.enabled: false (a VM operand's: or sandboxWorkloads off): remove this operand's
+        # objects, nothing else.
         # NB: `owned` live, not from the snapshot: the applies and deletions write through it.
         if not operand_planning.has_objects(
             (record.component for record in rt.view.owned.values()), operand_rendering.component(operand)
@@ -298,8 +299,7 @@ def unready_operands(
     the status is judged from) it is not Ready on yet."""
     # NB: each operand looks at its own pods only: at 1,000 nodes, every operand scanning every
     # operand pod on every pass was 14% of the operator's CPU during a driver upgrade (py-spy).
-    components = policy.components()
-    enabled = [operand for operand in operand_catalog.OPERANDS if components[operand.section].enabled]
+    enabled = [operand for operand in operand_catalog.OPERANDS if operand.is_enabled(policy)]
     return operand_planning.unready_by_operand(
         enabled,
         ((name, facts.labels) for name, facts in seen.node_facts.items()),

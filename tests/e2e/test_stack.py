@@ -61,7 +61,7 @@ APPS = f"{labels.APP} in ({','.join(operand_catalog.POD_APPS)})"
 DEFAULT_APPS = {
     o.app
     for o in operand_catalog.OPERANDS
-    if policy_spec.Policy().components()[o.section].enabled
+    if o.is_enabled(policy_spec.Policy())
     and o not in (operand_catalog.MIG_MANAGER, operand_catalog.MPS_CONTROL_DAEMON)
 }
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}

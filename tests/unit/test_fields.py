@@ -85,9 +85,9 @@ def test_operatorhub_example_reports_no_unimplemented_setting() -> None:
         ({"driver": {"useOpenKernelModules": True}}, "spec.driver.useOpenKernelModules", "kernelModuleType"),
         ({"psp": {"enabled": True}}, "spec.psp.enabled", "removed in Kubernetes 1.25"),
         (
-            {"sandboxWorkloads": {"enabled": True}},
-            "spec.sandboxWorkloads.enabled",
-            "container workloads only",
+            {"sandboxWorkloads": {"mode": "kata"}},
+            "spec.sandboxWorkloads.mode",
+            "NVIDIA deprecated its Kata manager",
         ),
         ({"vgpuManager": {"env": [{"name": "A", "value": "1"}]}}, "spec.vgpuManager.env", "vGPU"),
         ({"operator": {"labels": {"team": "gpu"}}}, "spec.operator.labels.team", "daemonsets.labels"),

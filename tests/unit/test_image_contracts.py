@@ -264,6 +264,9 @@ def violations(
                     f"{name}: its script runs {command}, which {contract.source} does not have "
                     f"({contract.base_note})"
                 )
+            elif (run := contract.program(Path(command).name)) is not None:
+                # A program the script runs inherits the env (the VFIO manager's vfio-manage: HOST_ROOT).
+                read_by_script |= run.env
         if target is not None:
             owner = driver if target.startswith(SHARED_DTK_DIR) else contract
             program = owner.program(Path(target).name)

@@ -44,6 +44,8 @@ def test_environment_names_are_nvidias() -> None:
         "validator": "VALIDATOR_IMAGE",
         "migManager": "MIG_MANAGER_IMAGE",
         "draDriver": "DRA_DRIVER_IMAGE",
+        "vfioManager": "VFIO_MANAGER_IMAGE",
+        "sandboxDevicePlugin": "SANDBOX_DEVICE_PLUGIN_IMAGE",
         "nodeStatusExporter": "VALIDATOR_IMAGE",
         "gds": "GDS_IMAGE",
         "gdrcopy": "GDRCOPY_IMAGE",

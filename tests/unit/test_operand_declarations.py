@@ -19,7 +19,7 @@ import pytest
 from ocp_gpu.kube import owning
 from ocp_gpu.model import images, operand_types
 from ocp_gpu.model.images import ImageRef
-from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.model.policy import policy_parser, policy_spec
 from ocp_gpu.rendering.operands import driver_rendering, operand_catalog, operand_common, operand_rendering
 from tests.unit import _crd_schema
 from tests.unit.test_driver_rendering import SCENARIOS
@@ -93,9 +93,16 @@ def test_deploy_labels_by_declaration() -> None:
     deploy = operand_catalog.DEPLOY_LABELS
     assert deploy.mig_capable == (operand_catalog.MIG_MANAGER.deploy_label,)
     assert deploy.while_enabled == (operand_catalog.DRA_DRIVER.deploy_label,)
-    assert set(deploy.every_gpu_node) | set(deploy.mig_capable) | set(deploy.while_enabled) == {
+    assert set(deploy.container_stack) | set(deploy.vm_stacks) == {
         operand.deploy_label for operand in operand_catalog.OPERANDS
     }
+    # NVIDIA's gpuStateLabels of the VM workloads, of the operands ocp-gpu deploys.
+    assert set(deploy.vm[policy_spec.GpuWorkload.VM_PASSTHROUGH]) == {
+        "nvidia.com/gpu.deploy.vfio-manager",
+        "nvidia.com/gpu.deploy.sandbox-device-plugin",
+        "nvidia.com/gpu.deploy.sandbox-validator",
+    }
+    assert not set(deploy.container_stack) & set(deploy.vm_stacks)
 
 
 def test_one_module_per_operand() -> None:

@@ -84,6 +84,13 @@ NVIDIA_SELECTORS = {
     "nvidia-node-status-exporter": {"app": "nvidia-node-status-exporter"},
     # manifests/state-dra-driver/0500_daemonset.yaml (GPUCluster's stack)
     "nvidia-dra-driver-kubelet-plugin": {"app": "nvidia-dra-driver-kubelet-plugin"},
+    # assets/state-vfio-manager, state-sandbox-validation, state-sandbox-device-plugin
+    "nvidia-vfio-manager": {"name": "nvidia-vfio-manager"},
+    "nvidia-sandbox-validator": {
+        "app": "nvidia-sandbox-validator",
+        "app.kubernetes.io/part-of": "gpu-operator",
+    },
+    "nvidia-sandbox-device-plugin-daemonset": {"app": "nvidia-sandbox-device-plugin-daemonset"},
 }
 
 all_generic = pytest.mark.parametrize("operand", operand_catalog.GENERIC, ids=lambda o: o.name)
@@ -125,16 +132,23 @@ def test_order_and_names_follow_the_design() -> None:
         "gpu-feature-discovery",
         "mig-manager",
         "node-status-exporter",
+        "vfio-manager",
+        "sandbox-validator",
+        "sandbox-device-plugin",
     ]
     assert operand_catalog.OPERATOR_VALIDATOR.app == "nvidia-operator-validator"
     assert operand_catalog.DRIVER.app == labels.DRIVER_APP
     # Every operand's deploy label is one the node labeller writes (the MIG manager's on MIG-capable
-    # nodes, the DRA driver's while it is enabled; the MPS control daemon's is the device plugin's).
+    # nodes, the DRA driver's while it is enabled; the MPS control daemon's is the device plugin's; the VM
+    # operands' on the nodes of their workload).
     assert set(operand_catalog.OPERANDS) == {
         *operand_catalog.EVERY_GPU_NODE,
         operand_catalog.MIG_MANAGER,
         operand_catalog.DRA_DRIVER,
         operand_catalog.MPS_CONTROL_DAEMON,
+        operand_catalog.VFIO_MANAGER,
+        operand_catalog.SANDBOX_VALIDATOR,
+        operand_catalog.SANDBOX_DEVICE_PLUGIN,
     }
     assert operand_catalog.MPS_CONTROL_DAEMON.deploy_label == operand_catalog.DEVICE_PLUGIN.deploy_label
     # ... and it adds no label of its own: the plugin's appears once among those the labeller writes.
@@ -601,6 +615,9 @@ def _spec(text: Any) -> dict[str, Any]:
         "dcgmExporter": {**component, "config": {"name": text(12)}},
         "nodeStatusExporter": {**component, "enabled": True},
         "draDriver": {**component, "enabled": True},
+        "sandboxWorkloads": {"enabled": True},
+        "vfioManager": component,
+        "sandboxDevicePlugin": component,
         "migManager": {**component, "config": {"name": text(18)}, "gpuClientsConfig": {"name": text(19)}},
         "validator": {
             **component,
@@ -631,8 +648,9 @@ def test_hostile_strings_render_verbatim_as_values(operand: operand_types.Operan
     seen: set[str] = set()
     assert swapped(_without_config(attacked), mapping, seen) == _without_config(benign)
     expected = {hostile(1), hostile(2), hostile(9), hostile(18), hostile(19)}
-    if operand is operand_catalog.DRA_DRIVER:
-        # NVIDIA's DRA kubelet plugin runs without the nvidia RuntimeClass (NVIDIA_VISIBLE_DEVICES=void).
+    if operand is operand_catalog.DRA_DRIVER or operand.for_vms:
+        # NVIDIA's DRA kubelet plugin runs without the nvidia RuntimeClass (NVIDIA_VISIBLE_DEVICES=void),
+        # and so do its VM operands (their GPUs are bound to vfio-pci, not the NVIDIA driver).
         expected.discard(hostile(1))
     assert expected <= seen
 

@@ -326,6 +326,9 @@ ENABLED_BY_DEFAULT = {
     "validator": True,
     # Not in NVIDIA's ClusterPolicy (its GPUCluster's DRA driver): off unless asked for.
     "draDriver": False,
+    # NVIDIA's defaults: on, deployed only with sandboxWorkloads.enabled (Policy.deploys).
+    "vfioManager": True,
+    "sandboxDevicePlugin": True,
 }
 
 

@@ -422,8 +422,9 @@ def test_the_stream_is_in_apply_order_with_sorted_keys_and_stable(
     assert every[0] == ("RuntimeClass", "nvidia")
     stack = [name for kind, name in every if kind == "DaemonSet" and not name.startswith("nvidia-driver-")]
     # NB: the node status exporter is off unless nodeStatusExporter.enabled (NVIDIA's default).
-    enabled = policy_spec.Policy().components()
-    assert stack == [o.daemonset for o in operand_catalog.GENERIC if enabled[o.section].enabled]
+    # NB: and the VM operands unless sandboxWorkloads.enabled.
+    default = policy_spec.Policy()
+    assert stack == [o.daemonset for o in operand_catalog.GENERIC if o.is_enabled(default)]
     # sorted keys, as `kubectl get -o yaml` prints them
     for document in first.out.split("---\n")[1:]:
         top = [
@@ -661,6 +662,10 @@ def test_drivers_disabled_renders_no_driver_and_says_why(
             # off by default
             operand_catalog.NODE_STATUS_EXPORTER,
             operand_catalog.DRA_DRIVER,
+            # sandboxWorkloads off by default
+            operand_catalog.VFIO_MANAGER,
+            operand_catalog.SANDBOX_VALIDATOR,
+            operand_catalog.SANDBOX_DEVICE_PLUGIN,
         )
     }
 
@@ -1019,9 +1024,11 @@ def test_every_image_rendered_under_the_csvs_env_is_in_its_related_images(
     assert dtk <= images
     assert images - dtk <= related, sorted(images - dtk - related)
     # Every operand image the CSV pins is used by the example (nothing rendered by tag instead).
-    # NB: but the DRA driver's: off unless draDriver.enabled (its image is in relatedImages).
+    # NB: but the DRA driver's (off unless draDriver.enabled) and the VM operands' (off unless
+    # sandboxWorkloads.enabled): their images are in relatedImages.
+    off_by_default = {"DRA_DRIVER_IMAGE", "VFIO_MANAGER_IMAGE", "SANDBOX_DEVICE_PLUGIN_IMAGE"}
     operand_images = {
-        value for name, value in csv_env().items() if name.endswith("_IMAGE") and name != "DRA_DRIVER_IMAGE"
+        value for name, value in csv_env().items() if name.endswith("_IMAGE") and name not in off_by_default
     }
     assert operand_images <= images, sorted(operand_images - images)
     # Without --env, render's defaults are the same images: the output is the same.
@@ -1046,8 +1053,9 @@ def test_each_digest_is_commented_with_its_release_tag_and_tags_on_request(
     assert tagged.status == 0, tagged.err
     assert "by tag (--tags)" in tagged.err
     assert not set(tags) & rendered_images(tagged.all_manifests)
-    # NB: the DRA driver is off by default: its image is not rendered.
+    # NB: the DRA driver and the VM operands are off by default: their images are not rendered.
     assert set(releases.RELEASE_IMAGES.values()) - {
         releases.RELEASE_IMAGES["DRIVER_IMAGE"],
         releases.RELEASE_IMAGES["DRA_DRIVER_IMAGE"],
+        releases.RELEASE_IMAGES["SANDBOX_DEVICE_PLUGIN_IMAGE"],
     } <= (rendered_images(tagged.all_manifests))

@@ -382,6 +382,7 @@ ROW_KEYS = {
     "operands",
     "mig_config",
     "mig_state",
+    "workload",
     "waiting",
     "skipped",
     "unschedulable",
@@ -513,8 +514,9 @@ def test_the_rich_table_renders_the_same_cells_and_folds_rather_than_crops() -> 
     assert "waiting for an upgrade slot: 1 of maxParallelUpgrades 1 taken (n1)" in text
     assert "auto_upgrade_enabled=1" in text
     # On a narrow terminal every character of every cell is still there, folded onto more lines.
-    # NB: 17 columns (one per operand, GPUS): below ~180 characters the last header itself folds.
-    for width in (180, 240):
+    # NB: 18 columns (one per operand, GPUS, WORKLOAD): below ~190 characters the last header
+    # itself folds.
+    for width in (190, 240):
         narrow = io.StringIO()
         Console(file=narrow, width=width, force_terminal=False).print(status_command.rich_table(report))
         lines = narrow.getvalue().splitlines()
@@ -856,6 +858,10 @@ def test_one_cell_per_operand_says_whether_it_is_ready_on_the_node() -> None:
         "mig-manager": "-",
         # off unless nodeStatusExporter.enabled (NVIDIA's default)
         "node-status-exporter": "off",
+        # off unless sandboxWorkloads.enabled (the VM stacks)
+        "vfio-manager": "off",
+        "sandbox-validator": "off",
+        "sandbox-device-plugin": "off",
     }
     off = policy_parser.parse_policy({"devicePlugin": {"enabled": False}})
     assert status_command.operand_cells(off, node_labels, "n1", pods)["device-plugin"] == "off"

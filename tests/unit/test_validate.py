@@ -553,3 +553,39 @@ def test_hostile_strings_stay_values(text: str) -> None:
     assert set(pod["spec"]) == set(
         validation_workloads.render_workload_pod(_inputs(Component.PLUGIN))["spec"]
     )
+
+
+# --- vfio-pci (the sandbox validator) ---------------------------------------------------------
+
+
+def _pci_device(host: Path, address: str, vendor: str, pci_class: str, driver: str | None) -> None:
+    """A device as the host's /sys/bus/pci/devices shows it: vendor, class, and its driver's link."""
+    device = host / "sys/bus/pci/devices" / address
+    device.mkdir(parents=True)
+    (device / "vendor").write_text(vendor + "\n")
+    (device / "class").write_text(pci_class + "\n")
+    if driver is not None:
+        target = host / "sys/bus/pci/drivers" / driver
+        target.mkdir(parents=True, exist_ok=True)
+        (device / "driver").symlink_to(target)
+
+
+def test_vfio_pci_names_the_gpus_not_bound_to_vfio(tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    _pci_device(host, "0000:3b:00.0", "0x10de", "0x030200", "vfio-pci")
+    _pci_device(host, "0000:5e:00.0", "0x10de", "0x030000", "nvgrace_gpu_vfio_pci")
+    # Not a GPU (an NVIDIA audio function, another vendor's GPU): never looked at.
+    _pci_device(host, "0000:3b:00.1", "0x10de", "0x040300", "snd_hda_intel")
+    _pci_device(host, "0000:00:02.0", "0x8086", "0x030000", "i915")
+    assert validate.gpus_not_on_vfio(host) == []
+    _pci_device(host, "0000:af:00.0", "0x10de", "0x030200", "nvidia")
+    _pci_device(host, "0000:d8:00.0", "0x10de", "0x030200", None)
+    assert validate.gpus_not_on_vfio(host) == [
+        "0000:af:00.0 (driver 'nvidia')",
+        "0000:d8:00.0 (driver 'none')",
+    ]
+
+
+def test_vfio_pci_is_a_command_beside_the_components() -> None:
+    args = validate.parse(["vfio-pci", "--retry-for", "0"])
+    assert args.component == validate.VFIO_PCI

@@ -105,7 +105,7 @@ def true_keys(node: Mapping[str, str]) -> set[str]:
             None,
         ),
         ("vm-passthrough", ON, Workload.VM_PASSTHROUGH, None),
-        ("vm-vgpu", ON, Workload.VM_VGPU, None),
+        ("vm-vgpu", ON, None, "container or vm-passthrough"),
         ("container", ON, Workload.CONTAINER, None),
         ("vm-passthru", ON, None, "set the label to one of them or remove it"),
         ("vm-passthru", OFF, None, "set the label to one of them or remove it"),
@@ -124,7 +124,7 @@ def test_select_workload(
         assert choice.problem is None
     else:
         assert choice.problem is not None
-        assert problem in choice.problem
+        assert problem in choice.fix
         assert "gpu-1" in choice.problem and WORKLOAD in choice.problem
 
 
@@ -227,3 +227,21 @@ def test_sandbox_workloads_parsed_with_nvidias_defaults() -> None:
     ).sandbox_workloads
     assert parsed.enabled and parsed.default_workload is Workload.VM_PASSTHROUGH
     assert parsed.mode is policy_spec.SandboxMode.KUBEVIRT
+
+
+def test_a_node_moved_to_a_vm_stack_runs_no_driver() -> None:
+    from ocp_gpu.planning.drivers import driver_coverage
+
+    passthrough = {**settle(GPU, Workload.VM_PASSTHROUGH), WORKLOAD: "vm-passthrough"}
+    assert labels.runs_vm_stack(passthrough)
+    assert not driver_coverage.wants_driver(passthrough)
+    # Its stale upgrade state goes (no driver there to upgrade).
+    assert node_labels.reads_upgrade_state(passthrough)
+    stale = {**passthrough, labels.UPGRADE_STATE: "upgrade-done"}
+    assert node_labels.plan_node_labels(stale, DEPLOY, None, frozenset(), Workload.VM_PASSTHROUGH) == {
+        labels.UPGRADE_STATE: None
+    }
+    # Labelled for VMs but still on the container stack (sandboxWorkloads off, or not moved yet).
+    container = {**settle(GPU, Workload.CONTAINER), WORKLOAD: "vm-passthrough"}
+    assert not labels.runs_vm_stack(container)
+    assert driver_coverage.wants_driver(container)

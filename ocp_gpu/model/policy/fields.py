@@ -45,7 +45,7 @@ class Rule:
 
 H, R, IGN = Support.HONOURED, Support.REFUSED, Support.IGNORED
 _NOT_DEPLOYED = "not deployed by ocp-gpu yet: no DaemonSet, and `state: ready` does not wait for it"
-_SANDBOX = "ocp-gpu runs container workloads only (no vGPU, passthrough, Kata or confidential computing)"
+_SANDBOX = "not implemented yet: ocp-gpu runs containers and GPU passthrough to VMs, not vGPU"
 _ON_OFF: tuple[object, ...] = (True, False)
 _HOST_NETWORK = (
     "true: the pods share the host's network, with dnsPolicy ClusterFirstWithHostNet (as NVIDIA does)"
@@ -223,7 +223,11 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "spec.validator", H, "the operator validator DaemonSet (ocp-gpu validate driver|toolkit|cuda|plugin)"
     ),
-    Rule("spec.validator.vfioPCI", R, _SANDBOX),
+    Rule(
+        "spec.validator.vfioPCI",
+        H,
+        "env of the sandbox validator's vfio-pci check (ocp-gpu validate vfio-pci)",
+    ),
     Rule("spec.validator.vgpuManager", R, _SANDBOX),
     Rule("spec.validator.vgpuDevices", R, _SANDBOX),
     # --- operands ocp-gpu does not deploy yet
@@ -323,22 +327,57 @@ RULES: tuple[Rule, ...] = (
     Rule("spec.gdrcopy.hostNetwork", R, _MODULE_NETWORK),
     Rule(
         "spec.sandboxWorkloads",
+        H,
+        "enabled: GPU nodes run the stack their nvidia.com/gpu.workload.config names (container,"
+        " vm-passthrough; defaultWorkload without one), each exactly its own; the VM operands deploy",
+    ),
+    Rule(
+        "spec.sandboxWorkloads.mode",
         R,
-        _SANDBOX,
-        {"defaultWorkload": ("container",), "mode": ("kubevirt",)},
+        "kubevirt only: the Kata sandbox device plugin is not deployed (NVIDIA deprecated its Kata manager)",
+        {"": ("kubevirt",)},
     ),
     Rule("spec.vgpuManager", R, _SANDBOX),
     Rule("spec.vgpuDeviceManager", R, _SANDBOX, {"enabled": _ON_OFF, "config.default": ("default",)}),
-    Rule("spec.vfioManager", R, _SANDBOX, {"enabled": _ON_OFF}),
+    Rule(
+        "spec.vfioManager",
+        H,
+        "the VFIO manager DaemonSet (nvidia-vfio-manager) on vm-passthrough nodes: binds GPUs to vfio-pci",
+        {"enabled": _ON_OFF},
+    ),
+    Rule(
+        "spec.vfioManager.driverManager",
+        R,
+        "the init container (driver-manager uninstall_driver) runs vfioManager's image, k8s-driver-manager"
+        " itself, as NVIDIA's default driverManager does",
+    ),
     Rule(
         "spec.kataManager",
         R,
-        _SANDBOX,
+        "deprecated by NVIDIA: its operator v26.7.0 never deploys it whatever the policy says"
+        " (controllers/state_manager.go: \"always return false for kata manager as it stands deprecated\")",
         {"enabled": _ON_OFF, "config.artifactsDir": ("/opt/nvidia-gpu-operator/artifacts/runtimeclasses",)},
     ),
-    Rule("spec.sandboxDevicePlugin", R, _SANDBOX, {"enabled": _ON_OFF}),
-    Rule("spec.kataSandboxDevicePlugin", R, _SANDBOX, {"enabled": _ON_OFF}),
-    Rule("spec.ccManager", R, _SANDBOX, {"enabled": _ON_OFF, "defaultMode": ("off",)}),
+    Rule(
+        "spec.sandboxDevicePlugin",
+        H,
+        "the KubeVirt GPU device plugin DaemonSet (nvidia-sandbox-device-plugin-daemonset) on VM nodes:"
+        " nvidia.com/<GPU model> resources for permittedHostDevices",
+        {"enabled": _ON_OFF},
+    ),
+    Rule(
+        "spec.kataSandboxDevicePlugin",
+        R,
+        "Kata (sandboxWorkloads.mode: kata) is not supported: NVIDIA deprecated its Kata manager",
+        {"enabled": _ON_OFF},
+    ),
+    Rule(
+        "spec.ccManager",
+        R,
+        "not deployed yet: NVIDIA's k8s-cc-manager (each node's GPU confidential-computing mode, its"
+        " nvidia.com/cc.mode label) is its own operand, not part of the passthrough stack",
+        {"enabled": _ON_OFF, "defaultMode": ("off",)},
+    ),
 )
 
 _BY_PATH = {rule.path: rule for rule in RULES}

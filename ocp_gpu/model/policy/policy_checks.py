@@ -106,7 +106,7 @@ def _negative_numbers(policy: Policy) -> Iterator[PolicyProblem]:
 
 def _images(policy: Policy, env: Mapping[str, str]) -> Iterator[PolicyProblem]:
     for key, component in policy.components().items():
-        if not component.enabled:
+        if not policy.deploys(key):
             # A disabled component's image is never used.
             continue
         resolved = images.resolve_image(component.image, component=key, env=env)

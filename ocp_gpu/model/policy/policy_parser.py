@@ -506,6 +506,7 @@ def _validator(fields: _Fields) -> ValidatorSpec:
         toolkit_env=_env(fields.child("toolkit")),
         driver_env=_env(fields.child("driver")),
         cuda_env=_env(fields.child("cuda")),
+        vfio_pci_env=_env(fields.child("vfioPCI")),
     )
 
 
@@ -552,6 +553,8 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
         node_status_exporter=ComponentSpec(**_component_fields(fields.child("nodeStatusExporter"), False)),
         mig_manager=_mig_manager(fields.child("migManager")),
         dra_driver=_dra_driver(fields.child("draDriver")),
+        vfio_manager=ComponentSpec(**_component_fields(fields.child("vfioManager"), True)),
+        sandbox_device_plugin=ComponentSpec(**_component_fields(fields.child("sandboxDevicePlugin"), True)),
         validator=_validator(fields.child("validator")),
         gds=ComponentSpec(**_component_fields(fields.child("gds"), False)),
         gdrcopy=ComponentSpec(**_component_fields(fields.child("gdrcopy"), False)),

@@ -358,6 +358,10 @@ class HostPaths:
     kubelet_root_dir: str = DEFAULT_KUBELET_ROOT_DIR
 
 
+# The sections of the operands that serve VMs only: deployed only with sandboxWorkloads.enabled.
+VM_SECTIONS: Final = frozenset({"vfioManager", "sandboxDevicePlugin"})
+
+
 class GpuWorkload(enum.StrEnum):
     """What a GPU node runs (NVIDIA's nvidia.com/gpu.workload.config values)."""
 
@@ -546,6 +550,7 @@ class ValidatorSpec(ComponentSpec):
     toolkit_env: tuple[EnvVar, ...] = ()  # toolkit.env
     driver_env: tuple[EnvVar, ...] = ()  # driver.env
     cuda_env: tuple[EnvVar, ...] = ()  # cuda.env
+    vfio_pci_env: tuple[EnvVar, ...] = ()  # vfioPCI.env (the sandbox validator's vfio-pci check)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -575,6 +580,11 @@ class Policy:
     )
     mig_manager: MigManagerSpec = dataclasses.field(default_factory=MigManagerSpec)  # migManager
     dra_driver: DraDriverSpec = dataclasses.field(default_factory=DraDriverSpec)  # draDriver
+    # The VM operands (NVIDIA's defaults: on); deployed only with sandbox_workloads.enabled.
+    vfio_manager: ComponentSpec = dataclasses.field(default_factory=ComponentSpec)  # vfioManager
+    sandbox_device_plugin: ComponentSpec = dataclasses.field(  # sandboxDevicePlugin
+        default_factory=ComponentSpec
+    )
     validator: ValidatorSpec = dataclasses.field(default_factory=ValidatorSpec)
     host_paths: HostPaths = dataclasses.field(default_factory=HostPaths)  # hostPaths
     cdi: CdiSpec = dataclasses.field(default_factory=CdiSpec)
@@ -592,6 +602,12 @@ class Policy:
     # (validate_policy warns about them; using either name alone is fine).
     alias_conflicts: tuple[AliasConflict, ...] = ()
 
+    def deploys(self, section: str) -> bool:
+        """Whether the component under `spec.<section>` is deployed: its `enabled`, and for the VM
+        operands' sections also sandboxWorkloads.enabled (NVIDIA's isStateEnabled)."""
+        on = self.components()[section].enabled
+        return on and (section not in VM_SECTIONS or self.sandbox_workloads.enabled)
+
     def components(self) -> Mapping[str, ComponentSpec]:
         """Every operand by its field under `spec`, in deploy order."""
         return {
@@ -600,6 +616,8 @@ class Policy:
             "validator": self.validator,
             "devicePlugin": self.device_plugin,
             "draDriver": self.dra_driver,
+            "vfioManager": self.vfio_manager,
+            "sandboxDevicePlugin": self.sandbox_device_plugin,
             "dcgm": self.dcgm,
             "dcgmExporter": self.dcgm_exporter,
             "gfd": self.gfd,

@@ -240,7 +240,7 @@ def reads_upgrade_state(node_labels: Mapping[str, str]) -> bool:
     return FALSE in (
         node_labels.get(labels.deploy_label("driver")),
         node_labels.get(labels.GPU_DEPLOY_OPERANDS),
-    )
+    ) or labels.runs_vm_stack(node_labels)
 
 
 def plan_upgrade_annotation(

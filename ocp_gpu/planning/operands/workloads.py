@@ -33,6 +33,10 @@ WORKLOAD_LABEL: Final = labels.GPU_WORKLOAD_CONFIG
 Workload = policy_spec.GpuWorkload
 
 VM_WORKLOADS: Final = frozenset({Workload.VM_PASSTHROUGH, Workload.VM_VGPU})
+# The workloads ocp-gpu deploys a stack for.  NB: not vm-vgpu yet (no vGPU manager, vGPU device
+# manager): such a node keeps what it runs and is named back, rather than lose its container
+# stack for a VM stack that could not serve it.
+SUPPORTED: Final = frozenset({Workload.CONTAINER, Workload.VM_PASSTHROUGH})
 
 
 SandboxSettings = policy_spec.SandboxWorkloadsSpec
@@ -43,8 +47,9 @@ class WorkloadChoice:
     """A node's workload, or None (its deploy labels stay as they are) with the reason."""
 
     workload: Workload | None
-    # What is wrong with the node's label and how to fix it; None when nothing is.
+    # What is wrong with the node's label, and how to fix it; None when nothing is.
     problem: str | None = None
+    fix: str = ""
 
 
 def parse_workload(value: str) -> Workload | None:
@@ -66,8 +71,8 @@ def select_workload(
         return WorkloadChoice(
             None,
             f"node {node_name} is labelled {WORKLOAD_LABEL}={value!r}, which is none of "
-            f"{', '.join(w.value for w in Workload)}: its GPU operands are left as they are; "
-            f"set the label to one of them or remove it",
+            f"{', '.join(w.value for w in Workload)}: its GPU operands are left as they are",
+            "set the label to one of them or remove it",
         )
     if not sandbox.enabled:
         if labelled in VM_WORKLOADS:
@@ -75,14 +80,22 @@ def select_workload(
             return WorkloadChoice(
                 Workload.CONTAINER,
                 f"node {node_name} is labelled {WORKLOAD_LABEL}={value} but "
-                f"spec.sandboxWorkloads.enabled is false: it runs the container stack; set "
-                f"spec.sandboxWorkloads.enabled=true or remove the label",
+                f"spec.sandboxWorkloads.enabled is false: it runs the container stack",
+                "set spec.sandboxWorkloads.enabled=true or remove the label",
             )
         return WorkloadChoice(Workload.CONTAINER)
-    if labelled is None:
-        # No label: the policy's default workload.
-        return WorkloadChoice(sandbox.default_workload)
-    return WorkloadChoice(labelled)
+    chosen = sandbox.default_workload if labelled is None else labelled
+    if chosen not in SUPPORTED:
+        # vm-vgpu: not deployed by ocp-gpu yet; what runs there stays.
+        how = f"labelled {WORKLOAD_LABEL}={chosen}" if labelled else f"defaulted to {chosen}"
+        return WorkloadChoice(
+            None,
+            f"node {node_name} is {how}, which ocp-gpu does not deploy yet (no vGPU manager): its"
+            f" GPU operands are left as they are",
+            f"label it {WORKLOAD_LABEL}=container or vm-passthrough",
+        )
+    # The label, or the policy's default workload on a node without one.
+    return WorkloadChoice(chosen)
 
 
 def stack_of(node_labels: Mapping[str, str], vm_labels: Mapping[Workload, tuple[str, ...]]) -> Workload:

@@ -263,7 +263,8 @@ def _unmanaged(node: UpgradeNode) -> NodePlan:
         node.name,
         node.state,
         DriverStatus(DriverCheck.MISSING, node.driver_pod, "opted out of the driver"),
-        waiting=f"opted out of the driver ({labels.deploy_label('driver')}=false): not upgraded or counted",
+        waiting=f"opted out of the driver ({labels.deploy_label('driver')}=false, or a VM workload):"
+        " not upgraded or counted",
         skipped=node.skip,
         managed=False,
     )

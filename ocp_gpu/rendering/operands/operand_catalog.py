@@ -18,6 +18,7 @@ from typing import Final
 
 from ocp_gpu.model import operand_types
 from ocp_gpu.model.operand_types import Operand
+from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.planning.operands import node_labels
 from ocp_gpu.rendering.operands import (
     dcgm,
@@ -30,8 +31,11 @@ from ocp_gpu.rendering.operands import (
     mps_control_daemon,
     node_status_exporter,
     operand_common,
+    sandbox_device_plugin,
+    sandbox_validator,
     toolkit,
     validator,
+    vfio_manager,
 )
 
 DRIVER: Final = driver_rendering.OPERAND
@@ -45,6 +49,9 @@ DCGM: Final = dcgm.OPERAND
 DCGM_EXPORTER: Final = dcgm_exporter.OPERAND
 MIG_MANAGER: Final = mig_manager.OPERAND
 NODE_STATUS_EXPORTER: Final = node_status_exporter.OPERAND
+VFIO_MANAGER: Final = vfio_manager.OPERAND
+SANDBOX_VALIDATOR: Final = sandbox_validator.OPERAND
+SANDBOX_DEVICE_PLUGIN: Final = sandbox_device_plugin.OPERAND
 
 # Deploy order (DESIGN §4).  NB: order decides apply order only; a not-ready operand never
 # stops a later one from being applied (on each node, marker files order the pods).
@@ -60,6 +67,10 @@ OPERANDS: Final = (
     GPU_FEATURE_DISCOVERY,
     MIG_MANAGER,
     NODE_STATUS_EXPORTER,
+    # The VM stacks (NVIDIA's order: VFIO manager, then the sandbox validator and device plugin).
+    VFIO_MANAGER,
+    SANDBOX_VALIDATOR,
+    SANDBOX_DEVICE_PLUGIN,
 )
 # The operands whose `nvidia.com/gpu.deploy.<name>` label every GPU node gets
 # (planning/operands/node_labels.py).
@@ -75,6 +86,13 @@ DEPLOY_LABELS: Final = node_labels.DeployLabels(
     ),
     # Per node either the DRA driver or the device plugin has the GPUs, never both.
     exclusive=((DRA_DRIVER.deploy_label, DEVICE_PLUGIN.deploy_label),),
+    # Each VM workload's stack (planning/operands/workloads.py), from each VM operand's deploy_on.
+    vm={
+        workload: tuple(
+            o.deploy_label for o in OPERANDS if workload in operand_types.VM_DEPLOY_ON.get(o.deploy_on, ())
+        )
+        for workload in (policy_spec.GpuWorkload.VM_PASSTHROUGH, policy_spec.GpuWorkload.VM_VGPU)
+    },
 )
 # The operands rendered by the generic mechanism from templates/state-<name>/.
 GENERIC: Final = tuple(operand for operand in OPERANDS if operand.generic)
@@ -93,6 +111,9 @@ RENDERINGS: Final[Mapping[str, operand_common.OwnRendering]] = {
     dcgm_exporter.OPERAND.name: dcgm_exporter.RENDERING,
     mig_manager.OPERAND.name: mig_manager.RENDERING,
     node_status_exporter.OPERAND.name: node_status_exporter.RENDERING,
+    vfio_manager.OPERAND.name: vfio_manager.RENDERING,
+    sandbox_validator.OPERAND.name: sandbox_validator.RENDERING,
+    sandbox_device_plugin.OPERAND.name: sandbox_device_plugin.RENDERING,
 }
 
 

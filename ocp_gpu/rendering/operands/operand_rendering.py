@@ -74,7 +74,8 @@ def operand_context(
     daemonsets = policy.daemonsets
     common_labels = {labels.MANAGED_BY: labels.MANAGED_BY_VALUE, labels.COMPONENT: identity.component}
     # Ours win over the policy's: the selector must stay what the DaemonSet was created with.
-    pod_identity = {**operand.selector, **common_labels}
+    # NB: app=<app> on every pod (the pod watch's), also where NVIDIA's selector is another label.
+    pod_identity = {labels.APP: operand.app, **operand.selector, **common_labels}
     extra = own(policy, inputs)
     env = dict(extra.pop("default_env", {}))
     pod_annotations = {
