@@ -346,7 +346,9 @@ def test_each_operand_switches_alone_and_steady_state_is_quiet(
     wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
     everything = owned(kube, namespace)
     for operand, section in SWITCHABLE:
-        mine = {key for key in everything if key[1] in _names_of(operand)}
+        # NB: every operand of the section goes with it (the device plugin's MPS control daemon too).
+        names = set().union(*(_names_of(o) for o in operand_catalog.GENERIC if o.section == section))
+        mine = {key for key in everything if key[1] in names}
         assert ("DaemonSet", operand.daemonset) in mine
         patch_policy(kube, {section: {"enabled": False}})
         wait_for(
