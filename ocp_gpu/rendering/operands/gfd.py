@@ -23,7 +23,7 @@ OPERAND: Final = operand_types.Operand(
     "gpu-feature-discovery",
     reads=("devicePlugin",),
     images=("gfd", "validator"),
-    # NB: its ClusterRole and binding only while it reads the device plugin's config (config-manager).
+    # Its ClusterRole and binding: its config-manager reads its node's config label.
     kinds=(*operand_types.BASE_KINDS, *operand_types.CLUSTER_RBAC),
     nvidia_selector_extra=((labels.PART_OF, "nvidia-gpu"),),
 )
