@@ -72,6 +72,8 @@ async def run(options: RunOptions) -> int:
     memory.limit_malloc_arenas()
     memory.small_tls_read_buffers()
     health = serving.Health()
+    # The imports are done: from here to the Lease is the election (how long a start takes, in the log).
+    logger.info("started (namespace %s); electing a leader", options.namespace)
     # First the configuration: a missing kubeconfig fails before anything starts (clients.ConfigError).
     api_client = clients.load_api_client(options.kubeconfig)
     server = serving.serve(options.metrics_address, options.metrics_port, health)

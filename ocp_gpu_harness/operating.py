@@ -82,6 +82,8 @@ class OperatorProcess:
         self._spawning = threading.Lock()
         self._log_offset = 0
         self.exits: list[Exit] = []
+        # time.monotonic() when the process was started (None: not yet): what seconds-to-ready count from
+        self.started_at: float | None = None
 
     @property
     def pid(self) -> int:
@@ -126,6 +128,7 @@ class OperatorProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_offset = len(self.log())
         log = self.log_path.open("ab")
+        self.started_at = time.monotonic()
         self._proc = subprocess.Popen(
             [
                 sys.executable,

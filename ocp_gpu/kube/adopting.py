@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from ocp_gpu.kube import clients, owning, requesting
@@ -212,28 +212,23 @@ def is_immutable_selector(error: BaseException) -> bool:
     )
 
 
-def list_foreign(
-    api: clients.ApiClient, namespace: str, kinds: Iterable[owning.OwnedKind]
-) -> list[takeover.Foreign]:
-    """Every object of `kinds` in `namespace` (cluster-scoped ones anywhere) that is not ocp-gpu's."""
-    found: list[takeover.Foreign] = []
+def list_foreign(api: clients.ApiClient, namespace: str, kind: owning.OwnedKind) -> list[takeover.Foreign]:
+    """Every object of `kind` in `namespace` (cluster-scoped: anywhere) that is not ocp-gpu's; one LIST."""
     selector = [("labelSelector", f"{labels.MANAGED_BY}!={labels.MANAGED_BY_VALUE}")]
-    for kind in kinds:
-        prefix = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
-        path = (
-            f"{prefix}/namespaces/{namespace}/{kind.plural}" if kind.namespaced else f"{prefix}/{kind.plural}"
-        )
-        for item in requesting.list_items(api, path, selector):
-            metadata = item.get("metadata") or {}
-            found.append(
-                takeover.Foreign(
-                    kind=kind.kind,
-                    namespace=namespace if kind.namespaced else "",
-                    name=str(metadata.get("name", "")),
-                    owners=tuple(str(ref.get("uid", "")) for ref in metadata.get("ownerReferences") or ()),
-                    labels=dict(metadata.get("labels") or {}),
-                )
+    prefix = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+    path = f"{prefix}/namespaces/{namespace}/{kind.plural}" if kind.namespaced else f"{prefix}/{kind.plural}"
+    found: list[takeover.Foreign] = []
+    for item in requesting.list_items(api, path, selector):
+        metadata = item.get("metadata") or {}
+        found.append(
+            takeover.Foreign(
+                kind=kind.kind,
+                namespace=namespace if kind.namespaced else "",
+                name=str(metadata.get("name", "")),
+                owners=tuple(str(ref.get("uid", "")) for ref in metadata.get("ownerReferences") or ()),
+                labels=dict(metadata.get("labels") or {}),
             )
+        )
     return found
 
 

@@ -253,12 +253,16 @@ async def _apply_policy(
         {name: workloads.WorkloadChoice(step.workload) for name, step in moves.items()},
     )
     if not errors:
-        stack = await operand_reconciler.reconcile_operands(
-            rt, seen, active.ref(), _still_deployed(policy, seen, enabled_labels), detected
+        # NB: together: the operator's monitoring objects refer to no operand's (a takeover adopts both).
+        stack, monitored = await asyncio.gather(
+            operand_reconciler.reconcile_operands(
+                rt, seen, active.ref(), _still_deployed(policy, seen, enabled_labels), detected
+            ),
+            monitoring_reconciler.reconcile_monitoring(rt, seen, active.ref(), policy, detected),
         )
         # NB: once each: the device plugin, the MPS control daemon and GFD read one ConfigMap.
         problems = [*problems, *dict.fromkeys(o.problem for o in stack.values() if o.problem is not None)]
-        watching = await monitoring_reconciler.reconcile_monitoring(rt, seen, active.ref(), policy, detected)
+        watching = monitored
         # The monitoring objects' write failures are reported with the others'.
         label_errors = {**label_errors, **watching.errors}
     # NB: after the operands' problems: the Error's message is bounded, the spec's own come first.
@@ -648,20 +652,29 @@ async def _take_stock_of_leftovers(rt: runtime.Runtime, owner: Mapping[str, str]
     if not rt.cache.adopted or rt.cache.leftovers_done_for == uid:
         return
     kinds = owning.watched_kinds(rt.view.api_groups)
-    try:
-        found = await asyncio.to_thread(adopting.list_foreign, rt.api_client, rt.namespace, kinds)
-    except Exception as error:  # a failed read: try again on a later pass, delete nothing
-        logger.warning("could not list what the previous operator left: %s", requesting.describe_error(error))
+    # NB: the LISTs and the deletions in threads, together: the first status (and so `ready`) waits
+    # for this, and one after another they were seconds of a takeover under load.
+    listed = await runtime.in_threads(
+        functools.partial(adopting.list_foreign, rt.api_client, rt.namespace, kind) for kind in kinds
+    )
+    failed = next((result for result in listed if isinstance(result, Exception)), None)
+    if failed is not None:  # a failed read: try again on a later pass, delete nothing
+        logger.warning(
+            "could not list what the previous operator left: %s", requesting.describe_error(failed)
+        )
         return
+    found = [item for result in listed if not isinstance(result, Exception) for item in result]
     plan = takeover.plan_leftovers(found, uid, rt.view.owned.keys())
+    gone = await runtime.in_threads(
+        functools.partial(applying.delete_foreign, rt.api_client, item, kinds) for item in plan.delete
+    )
     deleted: list[str] = []
     kept = list(plan.keep)
-    for item in plan.delete:
-        try:
-            await asyncio.to_thread(applying.delete_foreign, rt.api_client, item, kinds)
+    for item, result in zip(plan.delete, gone, strict=True):
+        if isinstance(result, Exception):
+            kept.append((item, f"could not delete it: {requesting.describe_error(result)}"))
+        else:
             deleted.append(item.describe())
-        except Exception as error:
-            kept.append((item, f"could not delete it: {requesting.describe_error(error)}"))
     leftovers = takeover.Leftovers(delete=(), keep=tuple(kept))
     rt.cache.migrated_from = takeover.migrated_from(rt.cache.adopted, leftovers, deleted)
     rt.cache.leftovers_done_for = uid
@@ -711,3 +724,11 @@ async def _write_status_if_changed(
         return
     await asyncio.to_thread(reporting.patch_policy_status, rt.api_client, obj.name, status)
     rt.cache.status_written_at[obj.name] = clock
+    if obj.status.get("state") != status.get("state"):
+        # One line per change of state: when a policy became ready (bench/migrate_from_nvidia.py reads it).
+        logger.info(
+            "ClusterPolicy %s: state %s (was %s)",
+            obj.name,
+            status.get("state"),
+            obj.status.get("state") or "none",
+        )

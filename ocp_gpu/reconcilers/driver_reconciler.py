@@ -108,7 +108,8 @@ async def reconcile_drivers(
     for manifest in manifests:
         if manifest["kind"] == "DaemonSet":
             await _say_if_downgrade(rt, seen, owner, manifest)
-        await applying.apply_if_changed(rt.api_client, rt.ledger, owner, manifest, errors)
+    # The driver pods' RBAC and ConfigMaps, then the DaemonSets (kube/applying.apply_all's stages).
+    await applying.apply_all(rt.api_client, rt.ledger, owner, ((m, None) for m in manifests), errors)
     for stale in plan.stale:
         await _delete_stale(rt, seen, stale, errors)
     await _reconcile_prepulls(rt, seen, owner, policy, platform, errors)

@@ -64,10 +64,16 @@ async def reconcile_monitoring(
         except Exception as error:
             errors[f"Namespace {rt.namespace}"] = requesting.describe_error(error)
     inputs = monitoring_rendering.MonitoringRenderInputs(rt.namespace, plan)
-    for kept in operand_render_cache.monitoring_manifests(policy, inputs):
-        await applying.apply_if_changed(
-            rt.api_client, rt.ledger, owner, kept.manifest, errors, kept.applied_hash
-        )
+    await applying.apply_all(
+        rt.api_client,
+        rt.ledger,
+        owner,
+        (
+            (kept.manifest, kept.applied_hash)
+            for kept in operand_render_cache.monitoring_manifests(policy, inputs)
+        ),
+        errors,
+    )
     for kind in plan.remove:
         await _remove(rt, kind, errors)
     return MonitoringOutcome(plan.problems, errors)

@@ -60,8 +60,7 @@ async def reconcile_prerequisites(
     """The RuntimeClass and, with psa.enabled, the namespace's pod security labels; errors by object."""
     errors: dict[str, str] = {}
     rendered = operand_rendering.render_prerequisites(policy, rt.namespace)
-    for manifest in rendered:
-        await applying.apply_if_changed(rt.api_client, rt.ledger, owner, manifest, errors)
+    await applying.apply_all(rt.api_client, rt.ledger, owner, ((m, None) for m in rendered), errors)
     await _remove_stale_runtime_classes(rt, policy, rendered, errors)
     if policy.psa_enabled and rt.cache.namespace_labelled != dict(PSA_LABELS):
         # NB: a label patch, never an apply with an owner: deleting the policy must not delete the namespace.
@@ -166,10 +165,9 @@ async def reconcile_operand(
         wait_image=operand_rendering.wait_image(policy, rt.env),
     )
     kept = operand_render_cache.operand_manifests(operand, policy, inputs)
-    for one in kept:
-        await applying.apply_if_changed(
-            rt.api_client, rt.ledger, owner, one.manifest, errors, one.applied_hash
-        )
+    await applying.apply_all(
+        rt.api_client, rt.ledger, owner, ((one.manifest, one.applied_hash) for one in kept), errors
+    )
     rendered = [one.manifest for one in kept]
     await _remove_unrendered_service_monitor(rt, seen, operand, rendered, errors)
     await remove_unrendered(rt, owner, operand, rendered, errors)
@@ -281,14 +279,25 @@ async def reconcile_operands(
     policy: policy_spec.Policy,
     platform: platforms.Platform,
 ) -> dict[str, OperandOutcome]:
-    """Pre-requisites, then every generic operand in order; one outcome per operand name."""
+    """Pre-requisites, then every generic operand at once; one outcome per operand name.
+
+    NB: the operands together, not one after another: nothing of one refers to another's objects
+    (on each node the validation markers order their pods), and a takeover adopts each one's
+    objects (kube/applying.apply_all says why that is worth it).  The pre-requisites first:
+    the namespace's pod security labels admit the operands' privileged pods.
+    """
     outcomes = {
         "pre-requisites": OperandOutcome(
             enabled=True, errors=await reconcile_prerequisites(rt, owner, policy)
         )
     }
-    for operand in operand_catalog.GENERIC:
-        outcomes[operand.name] = await reconcile_operand(rt, seen, owner, operand, policy, platform)
+    results = await asyncio.gather(
+        *(
+            reconcile_operand(rt, seen, owner, operand, policy, platform)
+            for operand in operand_catalog.GENERIC
+        )
+    )
+    outcomes.update(zip((operand.name for operand in operand_catalog.GENERIC), results, strict=True))
     return outcomes
 
 

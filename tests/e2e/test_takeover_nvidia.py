@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -80,10 +81,9 @@ FIXTURE = Path(__file__).parent / "data" / "nvidia-takeover.yaml"
 VANILLA_FIXTURE = Path(__file__).parent / "data" / "nvidia-takeover-vanilla.yaml"
 DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
 DRIVER_PODS = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
-# The issue asks for 30 s (measured here: 17.3, 21.5, 26.8 and 42.2 s at load 13-16 on 2 shared
-# cores, the non-driver operands rolling node by node as NVIDIA's example's maxUnavailable 1
-# says); a loaded machine's budget is conftest's READY_S.  The measured time is printed.
-READY_BUDGET_S = READY_S
+# The issue's 30 s, from the moment ocp-gpu leads (it can act) to `ready`; the process's start
+# before it (the interpreter, imports, the election) is printed beside it (module docstring).
+READY_BUDGET_S = 30
 WORKLOAD = "gpu-workload"
 # A driver version other than the release's (the one NVIDIA's operator ran): a change to roll.
 NEW_DRIVER_VERSION = "580.95.05"
@@ -253,12 +253,21 @@ def take_over(
     operator = start_operator(
         "--lease-duration", "30", "--lease-renew-deadline", "20", image_env=releases.with_release_defaults({})
     )
+    assert operator.started_at is not None
+    leading = time.monotonic() - operator.started_at
     wait_for(
         lambda: (read_policy(kube, policy).get("status") or {}).get("state") == "ready",
-        READY_BUDGET_S,
+        READY_S,
         interval=0.2,
         what="the policy ready after the takeover",
     )
+    ready = time.monotonic() - operator.started_at
+    # Where the time went (the operator's log has the pass and each state change).
+    print(
+        f"takeover: process start to leading {leading:.1f} s, to ready {ready:.1f} s, leading to ready "
+        f"{ready - leading:.1f} s (at {time.strftime('%H:%M:%S')}, load {os.getloadavg()[0]:.1f})"
+    )
+    assert ready - leading <= READY_BUDGET_S, (ready, leading)
     return operator
 
 
@@ -280,11 +289,8 @@ def test_ocp_gpu_takes_over_from_nvidias_operator_without_a_driver_restart(
     workloads = gpu_workloads(kube, namespace, nodes)
 
     with Invariants(kube, namespace, nodes, workloads) as invariants:
-        started = time.monotonic()
         # The images as ocp-gpu's install sets them (by digest: model/releases): NVIDIA's v26.7.0 set.
         take_over(kube, start_operator, restored.policy_name)
-        took = time.monotonic() - started
-        print(f"takeover: ready {took:.1f} s after the operator started")
         # The window: 30 s of nothing changing after the takeover, in which nothing is written.
         writes = quiet_writes(control_plane, 30)
 
@@ -449,9 +455,7 @@ def test_ocp_gpu_takes_over_nvidias_vanilla_driver_daemonset_and_hands_it_back_w
     workloads = gpu_workloads(kube, namespace, nodes)
 
     with Invariants(kube, namespace, nodes, workloads) as invariants:
-        started = time.monotonic()
         operator = take_over(kube, start_operator, restored_vanilla.policy_name)
-        print(f"vanilla takeover: ready {time.monotonic() - started:.1f} s after the operator started")
         # The window: 30 s after the vanilla takeover, in which the operator writes nothing.
         writes = quiet_writes(control_plane, 30)
 

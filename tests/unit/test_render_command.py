@@ -377,8 +377,15 @@ def test_the_output_is_what_the_driver_reconciler_applies(
     )
 
     assert outcome.errors == {} and applied
-    # compared as printed: the same YAML stream, not just equal dicts
-    assert render.dump_manifests(applied) == render.dump_manifests(rendered)
+
+    # compared as printed: the same YAML documents, not just equal dicts; in the order of their
+    # names (the reconciler applies them in stages, each stage's together: kube/applying.apply_all)
+    def by_name(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return sorted(
+            manifests, key=lambda m: (m["kind"], m["metadata"].get("namespace", ""), m["metadata"]["name"])
+        )
+
+    assert render.dump_manifests(by_name(applied)) == render.dump_manifests(by_name(rendered))
 
 
 def test_the_reconciler_renders_through_the_shared_function(monkeypatch: pytest.MonkeyPatch) -> None:
