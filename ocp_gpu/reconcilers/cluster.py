@@ -219,50 +219,67 @@ async def _apply_policy(
             if operand.deploy_on is operand_types.DeployOn.WHILE_ENABLED and operand.is_enabled(policy)
         )
     )
-    outcome: driver_reconciler.DriverOutcome | None = None
-    stack: dict[str, operand_reconciler.OperandOutcome] = {}
-    watching: monitoring_reconciler.MonitoringOutcome | None = None
-    if not errors:
-        # NB: with a spec error nothing is applied or deleted: what runs keeps running.
-        # The driver DaemonSets first: at thousands of nodes the labels take seconds, and the
-        # DaemonSets exist before them (their pods schedule as each node gets its label).
+
+    async def drivers() -> driver_reconciler.DriverOutcome | None:
+        if errors:
+            # NB: with a spec error nothing is applied or deleted: what runs keeps running.
+            return None
         rt.cache.nvidia_driver_mode = nvidia_driver_spec.is_mode_enabled(active.spec)
         if policy.driver.enabled and rt.cache.nvidia_driver_mode:
             # driver.useNvidiaDriverCRD: each NVIDIADriver deploys its pool's drivers
-            outcome = await nvidia_drivers.reconcile_nvidia_drivers(
+            return await nvidia_drivers.reconcile_nvidia_drivers(
                 rt, seen, active.ref(), active.spec, policy, detected, now
             )
-        else:
-            outcome = await driver_reconciler.reconcile_drivers(rt, seen, active.ref(), policy, detected, now)
-            await nvidia_drivers.report_disabled(rt, active.name, now)
-        if outcome.problem is not None:
-            problems = [*problems, outcome.problem]
+        found = await driver_reconciler.reconcile_drivers(rt, seen, active.ref(), policy, detected, now)
+        await nvidia_drivers.report_disabled(rt, active.name, now)
+        return found
+
     # Each GPU node's workload (planning/operands/workloads.py); None (a spec error): each keeps its stack.
     sandbox = None if errors else policy.sandbox_workloads
     workload_choices = _workload_choices(seen, sandbox)
-    # A node leaving the container stack waits for its GPU pods (or drains them, as the upgrade does).
-    moves = await _reconcile_moves(rt, seen, workload_choices, policy.driver.upgrade_policy)
-    workload_problems = _workload_problems(workload_choices, moves)
-    label_errors = await _reconcile_node_labels(
-        rt,
-        seen,
-        changes,
-        auto_upgrade,
-        mig_default,
-        enabled_labels,
-        {name: workloads.WorkloadChoice(step.workload) for name, step in moves.items()},
-    )
-    if not errors:
-        # NB: together: the operator's monitoring objects refer to no operand's (a takeover adopts both).
+
+    async def labelled() -> tuple[dict[str, str], list[policy_problems.PolicyProblem]]:
+        # A node leaving the container stack waits for its GPU pods (or drains them, as the upgrade does).
+        moves = await _reconcile_moves(rt, seen, workload_choices, policy.driver.upgrade_policy)
+        label_errors = await _reconcile_node_labels(
+            rt,
+            seen,
+            changes,
+            auto_upgrade,
+            mig_default,
+            enabled_labels,
+            {name: workloads.WorkloadChoice(step.workload) for name, step in moves.items()},
+        )
+        return label_errors, _workload_problems(workload_choices, moves)
+
+    async def operands() -> tuple[
+        dict[str, operand_reconciler.OperandOutcome], monitoring_reconciler.MonitoringOutcome | None
+    ]:
+        if errors:
+            return {}, None
+        # The operator's monitoring objects refer to no operand's: both at once.
         stack, monitored = await asyncio.gather(
             operand_reconciler.reconcile_operands(
                 rt, seen, active.ref(), _still_deployed(policy, seen, enabled_labels), detected
             ),
             monitoring_reconciler.reconcile_monitoring(rt, seen, active.ref(), policy, detected),
         )
-        # NB: once each: the device plugin, the MPS control daemon and GFD read one ConfigMap.
-        problems = [*problems, *dict.fromkeys(o.problem for o in stack.values() if o.problem is not None)]
-        watching = monitored
+        return stack, monitored
+
+    # NB: the drivers, the node labels (after the workload moves) and the operands at once: none
+    # refers to another's objects
+    # (on each node the validation markers order the pods; a DaemonSet's pods schedule as its nodes
+    # get their labels), and a takeover adopts in each of them (kube/applying.apply_all says why
+    # that is worth it).  At thousands of nodes the labels take seconds: the DaemonSets no longer
+    # wait for them.
+    outcome, (label_errors, workload_problems), (stack, watching) = await asyncio.gather(
+        drivers(), labelled(), operands()
+    )
+    if outcome is not None and outcome.problem is not None:
+        problems = [*problems, outcome.problem]
+    # NB: once each: the device plugin, the MPS control daemon and GFD read one ConfigMap.
+    problems = [*problems, *dict.fromkeys(o.problem for o in stack.values() if o.problem is not None)]
+    if watching is not None:
         # The monitoring objects' write failures are reported with the others'.
         label_errors = {**label_errors, **watching.errors}
     # NB: after the operands' problems: the Error's message is bounded, the spec's own come first.
