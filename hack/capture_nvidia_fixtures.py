@@ -6,14 +6,18 @@ plane (ocp_gpu_harness), until every driver pod is Ready and the operator has wr
 while; stops it (as an OLM uninstall would) and writes every object it created, as the API serves
 them (managedFields, labels, ownerReferences), with the running pods and the DaemonSets'
 ControllerRevisions, to one YAML file naming the NVIDIA commit.  Nothing of NVIDIA's source or
-binary is written into the repository.  Two platforms (--platform):
+binary is written into the repository.  Three platforms (--platform):
 - `openshift` (tests/e2e/data/nvidia-takeover.yaml): OpenShift mode, NVIDIA's OperatorHub example
   ClusterPolicy (the `alm-examples` of its bundle's CSV), GPU nodes of two RHCOS versions: one
   Driver Toolkit driver DaemonSet per version, in namespace nvidia-gpu-operator;
 - `vanilla` (tests/e2e/data/nvidia-takeover-vanilla.yaml): no OpenShift API, the ClusterPolicy
   NVIDIA's Helm chart renders from its default values (tests/unit/data/nvidia-helm/expected/
   nvidia-values.yaml, hack/nvidia_chart_fixtures.py), Ubuntu 22.04 GPU nodes: NVIDIA's single
-  `nvidia-driver-daemonset`, in the chart's namespace gpu-operator.
+  `nvidia-driver-daemonset`, in the chart's namespace gpu-operator;
+- `vanilla-mixed` (tests/e2e/data/nvidia-takeover-vanilla-mixed.yaml): the same on GPU nodes of two
+  OS versions, RHEL 9.4 and Ubuntu 22.04 (NFD's os_release ID and VERSION_ID): NVIDIA's one
+  `nvidia-driver-daemonset` runs on both, with the driver image of the first GPU node's OS
+  (its controllers/state_manager.go, getGPUNodeOSInfo: a LIST with limit 1) on every node.
 
 Set-up (once), outside the repository:
   git clone https://github.com/NVIDIA/gpu-operator ~/nvidia-gpu-operator
@@ -26,6 +30,8 @@ Then, from the root of an ocp-gpu checkout:
       --out tests/e2e/data/nvidia-takeover.yaml
   .venv/bin/python hack/capture_nvidia_fixtures.py --nvidia-src ~/nvidia-gpu-operator \\
       --platform vanilla --out tests/e2e/data/nvidia-takeover-vanilla.yaml
+  .venv/bin/python hack/capture_nvidia_fixtures.py --nvidia-src ~/nvidia-gpu-operator \\
+      --platform vanilla-mixed --out tests/e2e/data/nvidia-takeover-vanilla-mixed.yaml
 """
 
 from __future__ import annotations
@@ -46,7 +52,18 @@ from ocp_gpu_harness import cluster, nodes, nvidia_operator, openshift
 
 ROOT = Path(__file__).resolve().parent.parent
 # The operator's namespace per platform: OLM's (NVIDIA's OpenShift docs) or the Helm chart's.
-NAMESPACES = {"openshift": "nvidia-gpu-operator", "vanilla": "gpu-operator"}
+NAMESPACES = {"openshift": "nvidia-gpu-operator", "vanilla": "gpu-operator", "vanilla-mixed": "gpu-operator"}
+# The test that restores each platform's capture.
+RESTORED_BY = {
+    "openshift": "test_takeover_nvidia.py",
+    "vanilla": "test_takeover_nvidia.py",
+    "vanilla-mixed": "test_takeover_nvidia_mixed.py",
+}
+# vanilla-mixed: (name, NFD os_release ID, VERSION_ID, kernel) of each GPU node; by name, a RHEL node first.
+MIXED_NODES = (
+    *((f"gpu-rhel94-{i}", "rhel", "9.4", nodes.DEFAULT_RHCOS_KERNEL) for i in range(2)),
+    *((f"gpu-ubuntu2204-{i}", "ubuntu", "22.04", nodes.DEFAULT_UBUNTU_KERNEL) for i in range(2)),
+)
 # NVIDIA's chart's ClusterPolicy from its default values, as hack/nvidia_chart_fixtures.py rendered it.
 CHART_POLICY = ROOT / "tests" / "unit" / "data" / "nvidia-helm" / "expected" / "nvidia-values.yaml"
 VANILLA_NODES = 3
@@ -219,7 +236,7 @@ def main() -> int:
     ).stdout.strip()
     global NS
     NS = NAMESPACES[args.platform]
-    vanilla = args.platform == "vanilla"
+    vanilla = args.platform != "openshift"
     with cluster.LocalControlPlane(start_timeout=240) as plane:
         api = plane.api_client()
         raw = clients.load_api_client(plane.kubeconfig)
@@ -234,7 +251,13 @@ def main() -> int:
         core = kubernetes.client.CoreV1Api(api)
         core.create_namespace({"metadata": {"name": NS}})
         names = []
-        if vanilla:
+        if args.platform == "vanilla-mixed":
+            for name, os_id, os_version, kernel in MIXED_NODES:
+                core.create_node(
+                    nodes.vanilla_gpu_node(name, os_id=os_id, os_version=os_version, kernel=kernel)
+                )
+                names.append(name)
+        elif vanilla:
             for i in range(VANILLA_NODES):
                 names.append(f"gpu-ubuntu2204-{i}")
                 core.create_node(nodes.vanilla_gpu_node(names[-1]))
@@ -304,6 +327,10 @@ def main() -> int:
             f"# What NVIDIA's GPU Operator ({described}, NVIDIA/gpu-operator commit {commit})\n"
             + (
                 "# leaves on a vanilla Kubernetes cluster: its Helm chart's default ClusterPolicy on\n"
+                "# GPU nodes of two OS versions (RHEL 9.4, Ubuntu 22.04), every object it created as the\n"
+                "# API served them, the operator stopped.\n"
+                if args.platform == "vanilla-mixed"
+                else "# leaves on a vanilla Kubernetes cluster: its Helm chart's default ClusterPolicy on\n"
                 "# Ubuntu 22.04 GPU nodes, every object it created as the API served them, the\n"
                 "# operator stopped.\n"
                 if vanilla
@@ -311,7 +338,7 @@ def main() -> int:
                 "# RHCOS versions, every object it created as the API served them, the operator stopped.\n"
             )
             + "# Captured by hack/capture_nvidia_fixtures.py on the local control plane;\n"
-            "# restored by tests/e2e/test_takeover_nvidia.py.\n"
+            f"# restored by tests/e2e/{RESTORED_BY[args.platform]}.\n"
         )
         yaml.safe_dump_all([header, *objects], out, sort_keys=True)
     counts: dict[str, int] = {}

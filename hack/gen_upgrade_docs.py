@@ -144,7 +144,9 @@ def render() -> str:
         "One made from an older template is outdated only when what it installs on the node differs "
         "from what the current template installs (`ocp_gpu/planning/drivers/driver_currency.py`, "
         "`outdated_reasons`): "
-        f"the image of `{driver_currency.DRIVER_CONTAINER}` (driver repository, image and version); "
+        f"the image of `{driver_currency.DRIVER_CONTAINER}` (driver repository, image and version; the same "
+        "driver built for another OS, a tag `<version>-<os>` differing in `<os>` alone, is the same driver: "
+        "NVIDIA's one vanilla DaemonSet runs the first GPU node's OS's image on every node); "
         f"the image of `{driver_currency.DTK_CONTAINER}` (the driver toolkit it builds with); "
         "the driver container's "
         + ", ".join(

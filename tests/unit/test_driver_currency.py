@@ -9,6 +9,9 @@
 - what the rule ignores, changed, keeps the pod current: labels, probes, resources, the init
   container, other env, the operator's own mounts;
 - every directory ocp-gpu mounts driver configuration into is one the rule reads;
+- the same driver (repository, image, version) built for another OS (tags `<version>-<os>`) is the
+  same driver: a working pod of it is current, a failing one outdated; another version, a
+  precompiled tag (kernel in it), a digest are not "another OS's build";
 - check_driver: a pod of an older revision installing the desired driver is current (Ready,
   previous_template) unless it is failing (a restart can only help it); one installing another
   driver is outdated with the reason; an unknown install keeps the revision rule;
@@ -241,3 +244,51 @@ def test_pods_on_the_previous_template_are_counted_and_described() -> None:
     message = driver_check.describe_previous_template(found)
     assert message.startswith("1 driver pod(s) run an older template") and "driver-old on n1" in message
     assert driver_check.describe_previous_template([]) == ""
+
+
+VANILLA = "nvcr.io/nvidia/driver:595.91.07-ubuntu22.04"
+
+
+@pytest.mark.parametrize(
+    ("running", "same_driver"),
+    [
+        ("nvcr.io/nvidia/driver:595.91.07-rhel9", True),
+        ("nvcr.io/nvidia/driver:595.91.07-ubuntu24.04", True),
+        ("nvcr.io/nvidia/driver:595.91.08-rhel9", False),
+        ("nvcr.io/other/driver:595.91.07-rhel9", False),
+        ("nvcr.io/nvidia/driver:595.91.07-5.15.0-105-generic-ubuntu22.04", False),
+        ("nvcr.io/nvidia/driver@sha256:" + "a" * 64, False),
+        (VANILLA, False),
+    ],
+    ids=[
+        "rhel9",
+        "ubuntu24.04",
+        "another-version",
+        "another-repository",
+        "precompiled",
+        "digest",
+        "same-image",
+    ],
+)
+def test_the_same_driver_built_for_another_os(running: str, same_driver: bool) -> None:
+    assert driver_currency.other_os_build(running, VANILLA) is same_driver
+    installs = DriverInstall(driver_image=running, dtk_image="", env=SAME.env, modules=(), config=())
+    desired = dataclasses.replace(installs, driver_image=VANILLA)
+    reasons = driver_currency.outdated_reasons(installs, desired)
+    assert (reasons == ()) is (same_driver or running == VANILLA), reasons
+
+
+def test_a_working_pod_of_another_oss_build_is_current_a_failing_one_outdated() -> None:
+    desired = dataclasses.replace(SAME, driver_image=VANILLA)
+    running = dataclasses.replace(SAME, driver_image="nvcr.io/nvidia/driver:595.91.07-rhel9")
+    node_pod = pod("old", running)
+
+    def against(driver: DriverPod) -> driver_check.DriverStatus:
+        node = UpgradeNode(name=NodeName("n1"), driver_pods=(driver,))
+        revision = DriverRevision(daemonset=DS, current_hash="new", install=desired)
+        return driver_check.check_driver(node, UpgradeSnapshot(nodes=(node,), daemonsets={DS: revision}))
+
+    working = against(node_pod)
+    assert (working.check, working.previous_template) == (driver_check.DriverCheck.READY, True)
+    crashing = dataclasses.replace(node_pod, ready=False, waiting_reason="CrashLoopBackOff")
+    assert against(crashing).check is driver_check.DriverCheck.OUTDATED

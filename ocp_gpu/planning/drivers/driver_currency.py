@@ -10,7 +10,11 @@ and the new template lands at its next natural driver restart (DESIGN §5; the g
 docs/upgrade-state-machine.md states it).
 
 What a driver pod installs (`DriverInstall`, read from a pod spec or a DaemonSet's template):
-- the driver container's image (`nvidia-driver-ctr`: repository, image and version);
+- the driver container's image (`nvidia-driver-ctr`: repository, image and version); NB: the same
+  driver built for another OS (tags `<version>-<os>` differing in `<os>` alone, `other_os_build`)
+  is the same driver: NVIDIA's one vanilla DaemonSet runs the first GPU node's OS's image on every
+  node (its getGPUNodeOSInfo), and such a pod that works (planning/driver_check: a failing one is
+  outdated all the same) keeps its driver until its next restart, which brings its own OS's;
 - the driver-toolkit sidecar's image (DTK builds against it);
 - the kernel module type (`KERNEL_MODULE_TYPE`, default auto) and the driver's module switches
   (`GPU_DIRECT_RDMA_ENABLED`, `USE_HOST_MOFED`, `GDS_ENABLED`, `GDRCOPY_ENABLED`);
@@ -25,6 +29,7 @@ and mounts (the operator's own plumbing).  Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -92,10 +97,30 @@ def driver_install(pod_spec: Mapping[str, Any]) -> DriverInstall | None:
     )
 
 
+# A driver image tag of one driver version for one OS (NVIDIA's vanilla images, 595.91.07-ubuntu22.04;
+# not a precompiled one's, <version>-<kernel>-<os>, whose kernel module is built for one kernel).
+_VERSION_OS_TAG: Final = re.compile(r"(?P<version>[0-9]+(?:\.[0-9]+)*)-(?P<os>[a-z]+[0-9]+(?:\.[0-9]+)*)")
+
+
+def _version_os(image: str) -> tuple[str, str, str] | None:
+    """(repository/name, driver version, OS) of a `<version>-<os>` tagged image; None for any other."""
+    name, _, tag = image.rpartition(":")
+    found = _VERSION_OS_TAG.fullmatch(tag) if name and "/" not in tag and "@" not in image else None
+    return (name, found["version"], found["os"]) if found else None
+
+
+def other_os_build(running: str, desired: str) -> bool:
+    """`running` is the driver of `desired` (repository, image and version) built for another OS."""
+    have, want = _version_os(running), _version_os(desired)
+    return have is not None and want is not None and have[:2] == want[:2] and have[2] != want[2]
+
+
 def outdated_reasons(running: DriverInstall, desired: DriverInstall) -> tuple[str, ...]:
     """THE rule: why a driver pod installing `running` is outdated against `desired`; () = current."""
     reasons: list[str] = []
-    if running.driver_image != desired.driver_image:
+    if running.driver_image != desired.driver_image and not other_os_build(
+        running.driver_image, desired.driver_image
+    ):
         reasons.append(f"driver image {running.driver_image} -> {desired.driver_image}")
     if running.dtk_image != desired.dtk_image:
         reasons.append(f"driver-toolkit image {running.dtk_image or 'none'} -> {desired.dtk_image or 'none'}")
