@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import subprocess
@@ -63,9 +64,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import kubernetes.client
+import urllib3
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,6 +163,39 @@ class Sampler(threading.Thread):
         self.join(5)
 
 
+# An overloaded apiserver's answers worth asking again (seen at load 46: a LIST of pods, 504).
+RETRIED_STATUS = (429, 500, 503, 504)
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def again(read: Callable[[], T], tries: int = 5) -> T:
+    """`read()`, asked again (after 2, 4, 8, 16 s) when the apiserver answers it is overloaded or the
+    connection breaks: at load 46 a run of run 5 ended on one such answer."""
+    for attempt in range(tries):
+        try:
+            return read()
+        except kubernetes.client.exceptions.ApiException as error:
+            if error.status not in RETRIED_STATUS or attempt == tries - 1:
+                raise
+        except urllib3.exceptions.HTTPError:
+            if attempt == tries - 1:
+                raise
+        time.sleep(2 ** (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def retried(read: Callable[P, T]) -> Callable[P, T]:
+    """`read`, asked `again`."""
+
+    @functools.wraps(read)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        return again(lambda: read(*args, **kwargs))
+
+    return wrapper
+
+
+@retried
 def driver_pods(core: kubernetes.client.CoreV1Api, namespace: str) -> dict[str, int]:
     """uid -> restarts of every driver pod not being deleted."""
     return {
@@ -170,6 +205,7 @@ def driver_pods(core: kubernetes.client.CoreV1Api, namespace: str) -> dict[str, 
     }
 
 
+@retried
 def workloads(core: kubernetes.client.CoreV1Api, namespace: str) -> set[str]:
     return {
         p.metadata.uid
@@ -178,6 +214,7 @@ def workloads(core: kubernetes.client.CoreV1Api, namespace: str) -> set[str]:
     }
 
 
+@retried
 def read_policy(api: kubernetes.client.ApiClient, name: str) -> dict[str, Any] | None:
     try:
         found: dict[str, Any] = kubernetes.client.CustomObjectsApi(api).get_cluster_custom_object(
@@ -227,7 +264,9 @@ class Switch:
         core = kubernetes.client.CoreV1Api(self.api)
         apps = kubernetes.client.AppsV1Api(self.api)
         drivers_before = driver_pods(core, namespace)
-        daemonsets_before = {d.metadata.uid for d in apps.list_namespaced_daemon_set(namespace).items}
+        daemonsets_before = {
+            d.metadata.uid for d in again(lambda: apps.list_namespaced_daemon_set(namespace)).items
+        }
         stop()
         propagation = PROPAGATION[self.style]
         name = self.policy["metadata"]["name"]
@@ -261,7 +300,8 @@ class Switch:
             "policy_deleted": propagation,
             "driver_pods_deleted": len(set(drivers_before) - set(driver_pods(core, namespace))),
             "daemonsets_deleted": len(
-                daemonsets_before - {d.metadata.uid for d in apps.list_namespaced_daemon_set(namespace).items}
+                daemonsets_before
+                - {d.metadata.uid for d in again(lambda: apps.list_namespaced_daemon_set(namespace)).items}
             ),
         }
 
@@ -369,7 +409,7 @@ def phase(
                 "available": ds.status.number_available,
                 "strategy": ds.spec.update_strategy.type,
             }
-            for ds in apps.list_namespaced_daemon_set(namespace).items
+            for ds in again(lambda: apps.list_namespaced_daemon_set(namespace)).items
         },
         "daemonset_rolling_until_s": dict(sorted(sampler.rolling_until.items(), key=lambda kv: -kv[1])),
     }
