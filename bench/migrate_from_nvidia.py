@@ -425,18 +425,16 @@ def chart_policy() -> dict[str, Any]:
     return policy
 
 
-def run_once(args: argparse.Namespace, src: Path, style: str, repetition: int) -> dict[str, Any]:
-    """One switch style on a fresh control plane: install, take over, hand back."""
+def run_once(
+    args: argparse.Namespace, src: Path, style: str, repetition: int, result: dict[str, Any]
+) -> None:
+    """One switch style on a fresh control plane: install, take over, hand back; each phase into
+    `result` as it ends (so a later phase's failure loses nothing measured)."""
     namespace = NAMESPACES[style]
     vanilla = args.platform == "vanilla"
     stem = args.out.with_suffix("")
     logs = Path(f"{stem}.{style}-{repetition}")
-    result: dict[str, Any] = {
-        "switch": style,
-        "repetition": repetition,
-        "namespace": namespace,
-        "platform": args.platform,
-    }
+    result |= {"namespace": namespace, "platform": args.platform}
     with cluster.LocalControlPlane(start_timeout=240) as plane:
         api = plane.api_client()
         if not vanilla:
@@ -588,7 +586,6 @@ def run_once(args: argparse.Namespace, src: Path, style: str, repetition: int) -
                 )
             finally:
                 ocp.stop()
-    return result
 
 
 def main() -> int:
@@ -629,12 +626,14 @@ def main() -> int:
     for repetition in range(1, args.repeat + 1):
         for style in args.switch:
             log(f"--- {style}, repetition {repetition} ---")
+            run: dict[str, Any] = {"switch": style, "repetition": repetition}
+            results["runs"].append(run)
             try:
-                results["runs"].append(run_once(args, src, style, repetition))
+                run_once(args, src, style, repetition, run)
             except Exception as error:
-                # a run that could not measure is recorded as such, and the next one runs
+                # what it measured stays, the error beside it, and the next one runs
                 log(f"{style}, repetition {repetition} failed: {error}")
-                results["runs"].append({"switch": style, "repetition": repetition, "error": str(error)})
+                run["error"] = str(error)
             # written after every run: a later run's failure loses nothing measured
             args.out.write_text(json.dumps(results, indent=2) + "\n")
     log(f"wrote {args.out}")
