@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import collections
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -79,9 +80,16 @@ def takeover(
     apply_policy: Callable[..., dict[str, Any]],
     start_operator: Callable[..., OperatorProcess],
 ) -> Takeover:
-    """NB: in the order the tests took them: the operator stops before the policy is deleted."""
+    """NB: in the order the tests took them: the operator stops before the policy is deleted.
+
+    NB: a 30 s lease, as test_takeover_nvidia's (conftest's 4 s is for the tests that change
+    leaders): at load 35 a renewal took longer than its 3 s deadline mid-takeover and the operator
+    stopped."""
     openshift_emulation.set_driver_toolkit_tags(openshift, {V1: DTK})
-    return Takeover(apply_policy(spec=SPEC), start_operator)
+    return Takeover(
+        apply_policy(spec=SPEC),
+        functools.partial(start_operator, "--lease-duration", "30", "--lease-renew-deadline", "20"),
+    )
 
 
 def owner_ref(policy: dict[str, Any]) -> dict[str, Any]:
