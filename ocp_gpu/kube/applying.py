@@ -46,6 +46,9 @@ class Ledger:
     removed: set[owning.ObjectIdent]
     # Objects another operator made that this process adopted ("Kind ns/name").
     adopted: set[str]
+    # How many applies of `apply_all` run at once in the whole process (APPLY_CONCURRENCY), shared by
+    # the pass's drivers, operands and monitoring; None: one gate per call (tests).
+    gate: asyncio.Semaphore | None = None
 
 
 def applied_hash(manifest: Mapping[str, Any]) -> str:
@@ -114,9 +117,11 @@ def delete_foreign(api: clients.ApiClient, item: takeover.Foreign, kinds: Iterab
     delete(api, kind.api_version, item.kind, item.name, item.namespace or None)
 
 
-# How many applies `apply_all` keeps in flight: a takeover adopts tens of objects at three round
-# trips each, and one after another they were most of its time (below).
-APPLY_CONCURRENCY: Final = 8
+# How many applies `apply_all` keeps in flight in the whole process (Ledger.gate): a takeover adopts
+# tens of objects at three round trips each, and one after another they were most of its time
+# (below).  NB: few: at load 35 on 2 cores a burst of a fresh install's applies, 8 at a time per
+# operand, delayed the tests' 4 s Lease's renewal past its 3 s deadline.
+APPLY_CONCURRENCY: Final = 4
 # The kinds that bind a role: the API server checks, as it creates one, that the role it names
 # exists and grants nothing the operator lacks (404 before the role is there).
 BINDING_KINDS: Final = frozenset({"RoleBinding", "ClusterRoleBinding"})
@@ -150,9 +155,9 @@ async def apply_all(
     manifests: Iterable[tuple[Mapping[str, Any], str | None]],
     errors: dict[str, str],
 ) -> None:
-    """`apply_if_changed` for every (manifest, applied hash or None), APPLY_CONCURRENCY at a time, in
-    the stages of `apply_stage`: each stage's applies run together, a stage starts when the one
-    before has ended.
+    """`apply_if_changed` for every (manifest, applied hash or None), APPLY_CONCURRENCY at a time in
+    the whole process (`Ledger.gate`), in the stages of `apply_stage`: each stage's applies run
+    together, a stage starts when the one before has ended.
 
     NB: concurrent because a takeover adopts every object NVIDIA's operator made (a GET, a PATCH of
     its managedFields and the apply): one after another, 39 objects were ~10 s of a 13.5 s takeover
@@ -166,7 +171,7 @@ async def apply_all(
         wanted = applied_hash(manifest) if wanted is None else wanted
         if needs_write(ledger, owner, manifest, wanted):
             stages.setdefault(apply_stage(str(manifest["kind"])), []).append((manifest, wanted))
-    gate = asyncio.Semaphore(APPLY_CONCURRENCY)
+    gate = ledger.gate or asyncio.Semaphore(APPLY_CONCURRENCY)
 
     async def one(manifest: Mapping[str, Any], wanted: str | None) -> None:
         async with gate:

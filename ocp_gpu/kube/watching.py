@@ -138,13 +138,10 @@ def _status_text(body: str) -> str:
     return body
 
 
-
 class ApiSession:
     """One HTTP session to the API server: logged in on first use, and again after a 401."""
 
-    def __init__(
-        self, login: connecting.Login, user_agent: str, connections: int = 100
-    ) -> None:
+    def __init__(self, login: connecting.Login, user_agent: str, connections: int = 100) -> None:
         self._login = login
         self._user_agent = user_agent
         # aiohttp's connection limit (its default: 100); more requests wait for a connection.
@@ -172,6 +169,7 @@ class ApiSession:
             with contextlib.suppress(Exception):
                 await self._session.close()
             self._session = None
+
 
 class ObjectWatch(Generic[F]):
     """List, then watch, the objects at one collection path, forever (until cancelled).

@@ -37,12 +37,18 @@ class Runtime:
     cache: applied_cache.AppliedCache = dataclasses.field(default_factory=applied_cache.AppliedCache)
     # Gives memory back once the process is idle after a burst of passes.
     trimmer: memory.Trimmer = dataclasses.field(default_factory=memory.Trimmer)
+    # How many of kube/applying.apply_all's applies run at once, in every reconciler together.
+    apply_gate: asyncio.Semaphore = dataclasses.field(
+        default_factory=lambda: asyncio.Semaphore(applying.APPLY_CONCURRENCY)
+    )
 
     @property
     def ledger(self) -> applying.Ledger:
         """What kube/applying.apply_if_changed decides from and writes through: the watched owned
         objects (view) and what this process applied, removed and adopted (cache)."""
-        return applying.Ledger(self.view.owned, self.cache.applied, self.cache.removed, self.cache.adopted)
+        return applying.Ledger(
+            self.view.owned, self.cache.applied, self.cache.removed, self.cache.adopted, self.apply_gate
+        )
 
 
 async def in_threads(calls: Iterable[Callable[[], T]], limit: int = WRITE_CONCURRENCY) -> list[T | Exception]:
