@@ -104,15 +104,24 @@ def log(message: str) -> None:
     print(f"[{datetime.datetime.now():%H:%M:%S}] {message}", flush=True)
 
 
-def kubectl_apply(plane: cluster.LocalControlPlane, path: Path) -> None:
-    subprocess.run(
-        [
-            *("kubectl", "--kubeconfig", str(plane.kubeconfig)),
-            *("apply", "--server-side", "--force-conflicts", "-f", str(path)),
-        ],
-        check=True,
-        capture_output=True,
-    )
+def kubectl_apply(plane: cluster.LocalControlPlane, path: Path, tries: int = 5) -> None:
+    """`kubectl apply --server-side` of `path`, tried again (after 2, 4, 8, 16 s) when it fails: run
+    5's helm hand back ended on one failed apply of NVIDIA's CRD at load 35 (its error not kept)."""
+    for attempt in range(tries):
+        done = subprocess.run(
+            [
+                *("kubectl", "--kubeconfig", str(plane.kubeconfig)),
+                *("apply", "--server-side", "--force-conflicts", "-f", str(path)),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode == 0:
+            return
+        log(f"kubectl apply -f {path} failed (try {attempt + 1}): {done.stderr.strip()[:500]}")
+        if attempt < tries - 1:
+            time.sleep(2 ** (attempt + 1))
+    raise RuntimeError(f"kubectl apply -f {path}: {done.stderr.strip()[:500]}")
 
 
 class Sampler(threading.Thread):
