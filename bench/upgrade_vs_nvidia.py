@@ -43,6 +43,14 @@ VERSION_A, VERSION_B = "550.90.07", "550.127.05"
 def load_tool(source: Path) -> Any:
     """The team's compare_nvidia.py as a module (its set-up helpers), with ocp-gpu from `source`."""
     os.environ["OCPGPU_SRC"] = str(source)
+    # NB: the tool imports the harness as `ocp_gpu.harness`, its home before it became the top-level
+    # `ocp_gpu_harness`: the same modules under the old names.
+    import ocp_gpu_harness
+    from ocp_gpu_harness import cluster, nodes, openshift, operating
+
+    old_names = {"": ocp_gpu_harness, ".cluster": cluster, ".nodes": nodes, ".openshift": openshift}
+    for suffix, found in {**old_names, ".operating": operating}.items():
+        sys.modules.setdefault(f"ocp_gpu.harness{suffix}", found)
     spec = importlib.util.spec_from_file_location("compare_nvidia_tool", TOOL)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
