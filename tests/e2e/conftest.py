@@ -663,3 +663,21 @@ class UpgradeStateWatch:
                 time.sleep(0.2)  # a refused request under load: resume from the last version
             except Exception:  # a cut connection: resume from the last version, nothing missed
                 time.sleep(0.2)
+
+
+@pytest.fixture
+def simulated_gpu_nodes(kube: client.ApiClient) -> Iterator[Callable[..., list[str]]]:
+    """``make(count, prefix=, product=, **gpu node options)``: vanilla GPU nodes whose GPUs the
+    node agent simulates (`nodes.vanilla_gpu_node(simulated=True)`), deleted after the test."""
+    made: list[str] = []
+
+    def make(count: int, *, prefix: str, product: str, **kwargs: Any) -> list[str]:
+        names = [unique_name(prefix) for _ in range(count)]
+        fake_nodes.create_nodes(
+            kube, [fake_nodes.vanilla_gpu_node(n, simulated=True, product=product, **kwargs) for n in names]
+        )
+        made.extend(names)
+        return names
+
+    yield make
+    fake_nodes.delete_nodes(kube, made)

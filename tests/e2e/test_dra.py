@@ -20,7 +20,8 @@ with the real kube-scheduler allocating claims and the node agent SIMULATION
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import functools
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -31,8 +32,6 @@ from ocp_gpu.kube import clients, requesting
 from ocp_gpu.model import labels
 from ocp_gpu.rendering.operands import operand_catalog
 from ocp_gpu_harness import dra_slices
-from ocp_gpu_harness import nodes as fake_nodes
-from ocp_gpu_harness.cluster import unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import REACT_S, READY_S, patch_policy, policy_state, wait_for
@@ -51,19 +50,8 @@ A100 = (
 
 
 @pytest.fixture
-def make_nodes(kube: client.ApiClient) -> Iterator[Callable[..., list[str]]]:
-    made: list[str] = []
-
-    def make(count: int, **kwargs: Any) -> list[str]:
-        names = [unique_name("dra") for _ in range(count)]
-        fake_nodes.create_nodes(
-            kube, [fake_nodes.vanilla_gpu_node(n, simulated=True, product=PRODUCT, **kwargs) for n in names]
-        )
-        made.extend(names)
-        return names
-
-    yield make
-    fake_nodes.delete_nodes(kube, made)
+def make_nodes(simulated_gpu_nodes: Callable[..., list[str]]) -> Callable[..., list[str]]:
+    return functools.partial(simulated_gpu_nodes, prefix="dra", product=PRODUCT)
 
 
 def slices_of(api: clients.ApiClient, node: str) -> list[dict[str, Any]]:

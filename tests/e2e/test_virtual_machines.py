@@ -23,7 +23,8 @@ manager binding GPUs to vfio-pci and NVIDIA's KubeVirt device plugin advertising
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -33,7 +34,6 @@ from ocp_gpu.model import labels
 from ocp_gpu.rendering.operands import operand_catalog
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import polling, vfio_devices
-from ocp_gpu_harness.cluster import unique_name
 from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import (
@@ -71,19 +71,8 @@ CONTAINER_APPS = {
 
 
 @pytest.fixture
-def make_nodes(kube: client.ApiClient) -> Iterator[Callable[..., list[str]]]:
-    made: list[str] = []
-
-    def make(count: int, **kwargs: Any) -> list[str]:
-        names = [unique_name("vm") for _ in range(count)]
-        fake_nodes.create_nodes(
-            kube, [fake_nodes.vanilla_gpu_node(n, simulated=True, product=PRODUCT, **kwargs) for n in names]
-        )
-        made.extend(names)
-        return names
-
-    yield make
-    fake_nodes.delete_nodes(kube, made)
+def make_nodes(simulated_gpu_nodes: Callable[..., list[str]]) -> Callable[..., list[str]]:
+    return functools.partial(simulated_gpu_nodes, prefix="vm", product=PRODUCT)
 
 
 def apps_on(kube: client.ApiClient, namespace: str, node: str, ready: bool = False) -> set[str]:
