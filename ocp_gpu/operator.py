@@ -72,10 +72,11 @@ async def run(options: RunOptions) -> int:
     memory.limit_malloc_arenas()
     memory.small_tls_read_buffers()
     health = serving.Health()
+    # First the configuration: a missing kubeconfig fails before anything starts (clients.ConfigError),
+    # in the one line of its error (tests/unit/test_messages.py).
+    api_client = clients.load_api_client(options.kubeconfig)
     # The imports are done: from here to the Lease is the election (how long a start takes, in the log).
     logger.info("started (namespace %s); electing a leader", options.namespace)
-    # First the configuration: a missing kubeconfig fails before anything starts (clients.ConfigError).
-    api_client = clients.load_api_client(options.kubeconfig)
     server = serving.serve(options.metrics_address, options.metrics_port, health)
     election = options.election or electing.ElectionSettings(namespace=options.namespace)
     # The election runs in a process of its own: nothing the reconcilers do delays a renewal.
