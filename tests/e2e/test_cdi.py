@@ -12,8 +12,6 @@ with the node-agent SIMULATION (ocp_gpu_harness/node_agent.py) standing in for t
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from kubernetes import client
 
@@ -22,22 +20,13 @@ from ocp_gpu.rendering.operands import operand_catalog
 
 from . import test_stack
 from .conftest import READY_S, STEP_S, patch_policy, policy_state, wait_for
-from .test_stack import Stack, nvidia_resources
+from .test_stack import Stack, container_env, nvidia_resources, read_daemonset
 
 pytestmark = pytest.mark.e2e
 
 # test_stack.py's fixtures, registered in this module too.
 make_nodes = test_stack.make_nodes
 stack = test_stack.stack
-
-
-def _daemonset(kube: client.ApiClient, namespace: str, name: str) -> Any:
-    return client.AppsV1Api(kube).read_namespaced_daemon_set(name, namespace)
-
-
-def _env(daemonset: Any, container: str) -> dict[str, str]:
-    (found,) = [c for c in daemonset.spec.template.spec.containers if c.name == container]
-    return {e.name: e.value for e in found.env or () if e.value is not None}
 
 
 def _runtime_classes(kube: client.ApiClient) -> set[str]:
@@ -53,12 +42,12 @@ def test_cdi_on_by_default_and_off_goes_back_to_the_runtime(
     stack.apply_policy(spec={})
     stack.start_operator()
     wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready with CDI")
-    toolkit = _daemonset(kube, namespace, operand_catalog.CONTAINER_TOOLKIT.daemonset)
-    toolkit_env = _env(toolkit, "nvidia-container-toolkit-ctr")
+    toolkit = read_daemonset(kube, namespace, operand_catalog.CONTAINER_TOOLKIT.daemonset)
+    toolkit_env = container_env(toolkit, "nvidia-container-toolkit-ctr")
     assert toolkit_env["CDI_ENABLED"] == "true"
     assert toolkit_env["NVIDIA_CONTAINER_RUNTIME_MODE"] == "cdi"
-    plugin = _daemonset(kube, namespace, operand_catalog.DEVICE_PLUGIN.daemonset)
-    plugin_env = _env(plugin, "nvidia-device-plugin")
+    plugin = read_daemonset(kube, namespace, operand_catalog.DEVICE_PLUGIN.daemonset)
+    plugin_env = container_env(plugin, "nvidia-device-plugin")
     assert plugin_env["DEVICE_LIST_STRATEGY"] == "cdi-annotations,cdi-cri"
     assert plugin_env["CDI_ANNOTATION_PREFIX"] == "cdi.k8s.io/"
     assert plugin_env["NVIDIA_CDI_HOOK_PATH"] == "/usr/local/nvidia/toolkit/nvidia-cdi-hook"
@@ -70,8 +59,8 @@ def test_cdi_on_by_default_and_off_goes_back_to_the_runtime(
     wait_for(
         lambda: (
             "CDI_ENABLED"
-            not in _env(
-                _daemonset(kube, namespace, operand_catalog.CONTAINER_TOOLKIT.daemonset),
+            not in container_env(
+                read_daemonset(kube, namespace, operand_catalog.CONTAINER_TOOLKIT.daemonset),
                 "nvidia-container-toolkit-ctr",
             )
         ),
@@ -84,20 +73,21 @@ def test_cdi_on_by_default_and_off_goes_back_to_the_runtime(
     # NB: the RuntimeClasses go first (pre-requisites), the DaemonSets in the same pass after them.
     wait_for(
         lambda: (
-            _env(
-                _daemonset(kube, namespace, operand_catalog.DEVICE_PLUGIN.daemonset), "nvidia-device-plugin"
+            container_env(
+                read_daemonset(kube, namespace, operand_catalog.DEVICE_PLUGIN.daemonset),
+                "nvidia-device-plugin",
             )["DEVICE_LIST_STRATEGY"]
             == "envvar"
         ),
         STEP_S,
         what="the plugin back on envvar",
     )
-    plugin = _daemonset(kube, namespace, operand_catalog.DEVICE_PLUGIN.daemonset)
-    assert "CDI_ANNOTATION_PREFIX" not in _env(plugin, "nvidia-device-plugin")
+    plugin = read_daemonset(kube, namespace, operand_catalog.DEVICE_PLUGIN.daemonset)
+    assert "CDI_ANNOTATION_PREFIX" not in container_env(plugin, "nvidia-device-plugin")
     # containerd: the toolkit registers the `nvidia` runtime, the operands keep naming it.
     assert plugin.spec.template.spec.runtime_class_name == "nvidia"
-    toolkit_env = _env(
-        _daemonset(kube, namespace, operand_catalog.CONTAINER_TOOLKIT.daemonset),
+    toolkit_env = container_env(
+        read_daemonset(kube, namespace, operand_catalog.CONTAINER_TOOLKIT.daemonset),
         "nvidia-container-toolkit-ctr",
     )
     assert toolkit_env["CONTAINERD_RUNTIME_CLASS"] == "nvidia"

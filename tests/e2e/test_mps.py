@@ -37,22 +37,13 @@ from .conftest import (
     wait_for,
     wait_for_event,
 )
-from .test_stack import Stack, nvidia_resources, operand_pods, ready
+from .test_stack import Stack, container_env, nvidia_resources, operand_pods, read_daemonset, ready
 
 pytestmark = pytest.mark.e2e
 
 # test_stack.py's fixtures, registered in this module too.
 make_nodes = test_stack.make_nodes
 stack = test_stack.stack
-
-
-def _daemonset(kube: client.ApiClient, namespace: str, name: str) -> Any:
-    return client.AppsV1Api(kube).read_namespaced_daemon_set(name, namespace)
-
-
-def _env(daemonset: Any, container: str) -> dict[str, str]:
-    (found,) = [c for c in daemonset.spec.template.spec.containers if c.name == container]
-    return {e.name: e.value for e in found.env or () if e.value is not None}
 
 
 def _config(sharing: dict[str, Any] | None) -> str:
@@ -103,7 +94,7 @@ def test_mps_sharing_runs_one_daemon_on_the_nodes_that_share(
     wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready with MPS")
     assert [p.spec.node_name for p in mps_pods()] == [shared]
     daemon = operand_catalog.MPS_CONTROL_DAEMON.daemonset
-    pod_spec = _daemonset(kube, namespace, daemon).spec.template.spec
+    pod_spec = read_daemonset(kube, namespace, daemon).spec.template.spec
     # NVIDIA's: hostPID, never together with shareProcessNamespace (the API server refuses both).
     assert pod_spec.host_pid is True and not pod_spec.share_process_namespace
 
@@ -111,7 +102,7 @@ def test_mps_sharing_runs_one_daemon_on_the_nodes_that_share(
     patch_policy(kube, {"devicePlugin": {"mps": {"root": "/var/lib/nvidia-mps"}}})
 
     def host_paths(name: str) -> dict[str, str]:
-        volumes = _daemonset(kube, namespace, name).spec.template.spec.volumes
+        volumes = read_daemonset(kube, namespace, name).spec.template.spec.volumes
         return {v.name: v.host_path.path for v in volumes if v.host_path}
 
     wait_for(
@@ -123,7 +114,8 @@ def test_mps_sharing_runs_one_daemon_on_the_nodes_that_share(
         lambda: host_paths(plugin).get("mps-root") == "/var/lib/nvidia-mps", STEP_S, what="plugin's root"
     )
     assert (
-        _env(_daemonset(kube, namespace, plugin), "nvidia-device-plugin")["MPS_ROOT"] == "/var/lib/nvidia-mps"
+        container_env(read_daemonset(kube, namespace, plugin), "nvidia-device-plugin")["MPS_ROOT"]
+        == "/var/lib/nvidia-mps"
     )
     wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready with the new MPS root")
 
@@ -144,7 +136,7 @@ def test_mps_sharing_runs_one_daemon_on_the_nodes_that_share(
     assert len(running) == 1
 
     def generations() -> dict[str, int]:
-        return {name: _daemonset(kube, namespace, name).metadata.generation for name in (plugin, daemon)}
+        return {name: read_daemonset(kube, namespace, name).metadata.generation for name in (plugin, daemon)}
 
     before = generations()
     core.patch_namespaced_config_map("plugin-configs", namespace, {"data": {"mps": _config(_mps_by(1))}})

@@ -75,6 +75,16 @@ def operand_pods(kube: client.ApiClient, namespace: str) -> list[Any]:
     ]
 
 
+def read_daemonset(kube: client.ApiClient, namespace: str, name: str) -> Any:
+    return client.AppsV1Api(kube).read_namespaced_daemon_set(name, namespace)
+
+
+def container_env(daemonset: Any, container: str) -> dict[str, str]:
+    """The literal env of one container of a DaemonSet's pod template (valueFrom entries left out)."""
+    (found,) = [c for c in daemonset.spec.template.spec.containers if c.name == container]
+    return {e.name: e.value for e in found.env or () if e.value is not None}
+
+
 def ready(pod: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
 
