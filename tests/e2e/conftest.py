@@ -234,11 +234,21 @@ def apply_policy(kube: client.ApiClient) -> Iterator[Callable[..., dict[str, Any
         REACT_S,
         what="ClusterPolicies deleted",
     )
-    wait_for(
-        lambda: not owned_cluster_objects(kube, uids),
-        REACT_S,
-        what="the deleted ClusterPolicies' cluster-scoped objects garbage-collected",
-    )
+    left: list[str] = []
+
+    def collected() -> bool:
+        left[:] = owned_cluster_objects(kube, uids)
+        return not left
+
+    try:
+        # Budget READY_S: on a control plane whose ClusterPolicy CRD is new, the garbage collector
+        # learns the kind at its next discovery sync (every 30 s) and retries the owner lookup with
+        # back-off until then: REACT_S (30 s) was too short for a file's first test, 18-30+ s at load 5.
+        wait_for(
+            collected, READY_S, what="the deleted ClusterPolicies' cluster-scoped objects garbage-collected"
+        )
+    except polling.WaitTimeout as timeout:
+        raise polling.WaitTimeout(f"{timeout}; still there: {left}") from None
 
 
 class Operated:
