@@ -19,6 +19,7 @@ and three vanilla GPU nodes upgraded by the seed's driver version patch (`maxPar
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -246,6 +247,8 @@ def test_status_follows_an_upgrade_with_one_parallel_slot_without_writing(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Should Ctrl-C not end it, SIGABRT then dumps every thread's stack (see below).
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     # Read as a terminal or `| jq` would, all along: with the other tests' nodes in the shared
     # control plane a document outgrows the pipe's buffer, and a writer blocked on a full pipe
@@ -265,7 +268,16 @@ def test_status_follows_an_upgrade_with_one_parallel_slot_without_writing(
     watch.send_signal(signal.SIGINT)
     # NB: in the full suite the shared control plane holds every earlier test's nodes and pods,
     # so the read in flight when Ctrl-C lands can take long; the exit must still come, and be 0.
-    _, err = watch.communicate(timeout=120)
+    # NB: wait, not communicate: the reader thread alone reads stdout (two readers split lines).
+    try:
+        watch.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        # Seen once in a two-worker CI run of 91a2584, not in 12 tries on its own: say where it hangs.
+        watch.send_signal(signal.SIGABRT)
+        watch.wait(timeout=30)
+        stacks = watch.stderr.read() if watch.stderr else ""
+        pytest.fail(f"status --watch still ran 120 s after Ctrl-C; its threads then:\n{stacks[-8000:]}")
+    err = watch.stderr.read() if watch.stderr else ""
     reader.join(timeout=30)
     out = "".join(printed)
     assert watch.returncode == 0, err
