@@ -249,6 +249,9 @@ def test_status_follows_an_upgrade_with_one_parallel_slot_without_writing(
         text=True,
         # Should Ctrl-C not end it, SIGABRT then dumps every thread's stack (see below).
         env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+        # As a terminal's shell starts a foreground command: SIGINT at its default. A run started in
+        # the background by a non-interactive shell (`bash .ci/run &`) ignores SIGINT, inherited.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     # Read as a terminal or `| jq` would, all along: with the other tests' nodes in the shared
     # control plane a document outgrows the pipe's buffer, and a writer blocked on a full pipe
