@@ -46,6 +46,10 @@ class UpgradeGate:
         """OLM named our OperatorCondition (else nothing is ever written)."""
         return bool(self._name)
 
+    def says(self, wanted: upgrade_gate.Upgradeable) -> bool:
+        """Whether the OperatorCondition was last written with `wanted` (by us)."""
+        return wanted == self._written
+
     def update(self, wanted: upgrade_gate.Upgradeable) -> None:
         """Make the OperatorCondition's `Upgradeable` say `wanted` (a no-op when it already does)."""
         if not self._name:

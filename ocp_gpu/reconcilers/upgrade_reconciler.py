@@ -111,9 +111,14 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
             paused_now = rt.view.paused_marks_version if paused else None
             if paused_now is not None and not (rules_changed or settle) and paused_now == paused_seen:
                 recheck = None
+                await _say_upgradeable(rt, gate)
                 continue
             if rules is None or not (rules_changed or settle or paused_now is not None or is_pass_needed(rt)):
                 recheck = None
+                if rules is not None:
+                    # NB: no pass, but a driver DaemonSet's counters catching up after the last one
+                    # (its status lags the labels) still turn Upgradeable back to True.
+                    await _say_upgradeable(rt, gate)
                 continue
             paused_seen = paused_now
             rt.trimmer.worked()
@@ -168,11 +173,14 @@ def plan_upgradeable(rt: runtime.Runtime) -> upgrade_gate.Upgradeable:
 
 
 async def _say_upgradeable(rt: runtime.Runtime, gate: upgrade_gating.UpgradeGate) -> None:
+    wanted = plan_upgradeable(rt)
     if not gate.enabled:
-        gate.update(plan_upgradeable(rt))  # logs once that there is nothing to gate
+        gate.update(wanted)  # logs once that there is nothing to gate
         return
+    if gate.says(wanted):
+        return  # most wake-ups change nothing here: no thread, no request
     try:
-        await asyncio.to_thread(gate.update, plan_upgradeable(rt))
+        await asyncio.to_thread(gate.update, wanted)
     except Exception as error:  # a transport failure: said again after the next pass
         logger.warning("could not report Upgradeable to OLM: %s", requesting.describe_error(error))
 

@@ -194,13 +194,16 @@ def test_upgrade_preflight_names_pulls_and_checks_the_precompiled_image_of_the_t
         start_operator()
         wait_for(lambda: condition(read_policy(kube), "Ready"), READY_S, what="the policy's status")
 
+        # Between these two writes the operator may see the update without the new build's tag and
+        # say "no new RHCOS build" (True): a real transient state, so wait for the build to be named.
         openshift_emulation.start_cluster_update(openshift, "4.19.9", "4.20.3")
         openshift_emulation.set_driver_toolkit_tags(openshift, {OLD: IMAGES[OLD], NEW: IMAGES[NEW]})
         unnamed = wait_for(
-            lambda: (found := preflight(kube)) and found["status"] == "True" and found,
+            lambda: (found := preflight(kube)) and f"RHCOS {NEW}" in found["message"] and found,
             REACT_S,
-            what="UpgradePreflight=True",
+            what=f"UpgradePreflight naming RHCOS {NEW}",
         )
+        assert unnamed["status"] == "True"
         assert (
             f"RHCOS {NEW}: Driver Toolkit tag present, precompiled driver image not named yet"
             in (unnamed["message"])
