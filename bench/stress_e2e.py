@@ -1,9 +1,11 @@
 """Issue 30: the end-to-end tests, N runs in a row, on a fresh clone, with CPU hogs taking cores.
 
 A test that fails only when the machine is loaded is a test bug (or an operator bug): this finds
-them. Each run runs the chosen e2e files one after the other, each file as its own pytest process
-(its own control plane, as a developer runs one file), under `timeout`; meanwhile `--hogs` busy
-loops (default 1: one of the two cores) compete for the CPU and the load average is sampled.
+them. Each run runs the chosen e2e files either one after the other, each file as its own pytest
+process (its own control plane, as a developer runs one file), or with `--workers N` all in one
+pytest session shared by N xdist workers (`--dist worksteal`, as `hack/test.sh` and CI run them:
+one control plane per worker, files side by side), under `timeout`; meanwhile `--hogs` busy loops
+(default 1: one of the two cores) compete for the CPU and the load average is sampled.
 
 Writes `bench/results/stress-e2e-<stamp>.json` and `.md`: per run and file the duration, counts
 and load; every failure with its test id, its first line (the cause as pytest saw it) and where
@@ -12,6 +14,7 @@ default: they are large), named in the report.
 
     .venv/bin/python bench/stress_e2e.py --runs 5                      # every tests/e2e file
     .venv/bin/python bench/stress_e2e.py --runs 2 --files test_drivers.py test_chaos.py
+    .venv/bin/python bench/stress_e2e.py --runs 5 --workers 2              # as CI runs them
     .venv/bin/python bench/stress_e2e.py --runs 1 --venv new           # a venv of the clone's own
 
 The clone: `git clone` of this repository's HEAD (committed work only: nothing untracked, no
@@ -49,6 +52,8 @@ E2E = Path("tests") / "e2e"
 # A file that hangs is a failure too, not the end of the stress run: well above the slowest
 # file's time on a loaded machine (test_chaos.py, minutes).
 FILE_TIMEOUT_S = 45 * 60
+# One session of every file: CI's run takes ~19 min idle with two workers; a hog halves the CPU.
+SESSION_TIMEOUT_S = 90 * 60
 
 
 @dataclass
@@ -195,8 +200,11 @@ def run_in_group(command: list[str], cwd: Path, env: dict[str, str], out: Any, l
                 proc.wait()
 
 
-def run_file(clone: Path, python: Path, run: int, test_file: str, logs: Path, keyword: str) -> FileRun:
-    stem = Path(test_file).stem
+def run_pytest(
+    clone: Path, python: Path, run: int, label: str, files: list[str], logs: Path, keyword: str, workers: int
+) -> FileRun:
+    """One pytest process over `files` (`workers` > 0: shared by that many xdist workers)."""
+    stem = Path(label).stem
     junit = logs / f"run{run}-{stem}.xml"
     log_path = logs / f"run{run}-{stem}.log"
     env = {**os.environ, "PYTHONPATH": str(clone), "PYTHONDONTWRITEBYTECODE": "1"}
@@ -209,26 +217,25 @@ def run_file(clone: Path, python: Path, run: int, test_file: str, logs: Path, ke
         "-q",
         "-ra",
         f"--junitxml={junit}",
-        str(E2E / test_file),
+        *(str(E2E / test_file) for test_file in files),
     ]
+    if workers:
+        command += ["-n", str(workers), "--dist", "worksteal"]
     if keyword:
         command += ["-k", keyword]
+    limit = SESSION_TIMEOUT_S if workers else FILE_TIMEOUT_S
     began = time.monotonic()
     with LoadSampler() as load, log_path.open("w") as out:
-        code = run_in_group(command, clone, env, out, FILE_TIMEOUT_S)
-    result = FileRun(
-        run, test_file, round(time.monotonic() - began, 1), exit_code=code, load_1m=load.summary()
-    )
+        code = run_in_group(command, clone, env, out, limit)
+    result = FileRun(run, label, round(time.monotonic() - began, 1), exit_code=code, load_1m=load.summary())
     if junit.exists():
         read_junit(junit, result, log_path)
     if code is None:
-        result.failures.append(
-            Failure(test_file, "timeout", f"file killed after {FILE_TIMEOUT_S} s", str(log_path))
-        )
+        result.failures.append(Failure(label, "timeout", f"pytest killed after {limit} s", str(log_path)))
     elif code not in (0, 1) or (code == 1 and not result.failures):
         tail = log_path.read_text(errors="replace").splitlines()[-5:]
         result.failures.append(
-            Failure(test_file, "crash", f"exit {code}: {' | '.join(tail)}"[:600], str(log_path))
+            Failure(label, "crash", f"exit {code}: {' | '.join(tail)}"[:600], str(log_path))
         )
     return result
 
@@ -236,11 +243,16 @@ def run_file(clone: Path, python: Path, run: int, test_file: str, logs: Path, ke
 def report(path: Path, meta: dict[str, Any], results: list[FileRun]) -> None:
     runs = sorted({r.run for r in results})
     selected = f" (`-k {meta['keyword']}`)" if meta["keyword"] else ""
+    how = (
+        f"all in one pytest session, {meta['workers']} xdist workers"
+        if meta.get("workers")
+        else "each file its own pytest process"
+    )
     lines = [
         f"# e2e stress: {meta['started']} (commit {meta['commit']})",
         "",
         f"{len(runs)} run(s) of {len(meta['files'])} file(s){selected}, {meta['hogs']} CPU hog(s) on "
-        f"{meta['machine']['cpus']} cores; each file its own pytest process; logs in `{meta['logs']}`",
+        f"{meta['machine']['cpus']} cores; {how}; logs in `{meta['logs']}`",
         "",
         "| run | file | seconds | tests | passed | failed | skipped | load 1m min/mean/max |",
         "|---|---|---|---|---|---|---|---|",
@@ -281,6 +293,9 @@ def main() -> int:
     parser.add_argument("--hogs", type=int, default=1, help="busy loops, one core each (default 1)")
     parser.add_argument("--files", nargs="*", help="files under tests/e2e (default: every test_*.py)")
     parser.add_argument("-k", dest="keyword", default="", help="pytest -k for every file")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="one pytest session per run with N xdist workers (CI: 2)"
+    )
     parser.add_argument("--venv", default=str(REPO / ".venv"), help="a venv to run with, or `new`")
     parser.add_argument("--logs", type=Path, help="where the pytest logs go (default: a temp dir)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
@@ -302,6 +317,7 @@ def main() -> int:
         "runs": args.runs,
         "hogs": args.hogs,
         "keyword": args.keyword,
+        "workers": args.workers,
         "machine": machine(),
         "logs": str(logs),
         "load_before": load_average(),
@@ -316,13 +332,15 @@ def main() -> int:
         python = clone_python(clone, args.venv)
         with cpu_hogs(args.hogs) as hog_pids:
             log(f"{args.hogs} CPU hog(s): pids {hog_pids}")
+            # per-file mode: one pytest per file; session mode: one pytest over them all
+            batches = [(f"e2e-{args.workers}-workers", files)] if args.workers else [(f, [f]) for f in files]
             for run in range(1, args.runs + 1):
-                for test_file in files:
-                    log(f"run {run}/{args.runs}: {test_file} ...")
-                    result = run_file(clone, python, run, test_file, logs, args.keyword)
+                for label, batch in batches:
+                    log(f"run {run}/{args.runs}: {label} ...")
+                    result = run_pytest(clone, python, run, label, batch, logs, args.keyword, args.workers)
                     results.append(result)
                     log(
-                        f"run {run}: {test_file}: {result.passed} passed, {result.failed} failed, "
+                        f"run {run}: {label}: {result.passed} passed, {result.failed} failed, "
                         f"{result.skipped} skipped in {result.seconds} s (load {result.load_1m})"
                     )
                     for failure in result.failures:
