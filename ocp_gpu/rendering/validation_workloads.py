@@ -16,6 +16,7 @@ from typing import Any, Final
 from ocp_gpu.model import labels
 from ocp_gpu.planning.operands.validation import Component
 from ocp_gpu.rendering import templating
+from ocp_gpu.rendering.operands import operand_common
 
 TEMPLATES: Final = "validation-workload"
 # The container name of each workload (NVIDIA's, so `kubectl logs -c` habits keep working).
@@ -27,6 +28,22 @@ WORKLOAD_APPS: Final = {
     Component.CUDA: "nvidia-cuda-validator",
     Component.PLUGIN: "nvidia-device-plugin-validator",
 }
+
+
+def nri_annotations(component: Component) -> dict[str, str]:
+    """The annotation that has the toolkit's NRI plugin (`cdi.nriPluginEnabled`) inject every GPU
+    into the cuda workload's container: under NRI it runs without a RuntimeClass and before the
+    device plugin, so nothing else would give it a GPU.  Always set, as NVIDIA's
+    validator/manifests/cuda-workload-validation.yaml (v26.7.0) sets it: only the NRI plugin reads
+    it (the `nvidia` runtime's CDI annotation prefix is cdi.k8s.io/).  The plugin workload gets its
+    GPU from the device plugin, in every mode: none."""
+    if component is not Component.CUDA:
+        return {}
+    return {
+        f"{operand_common.NRI_ANNOTATION_DOMAIN}/container.{CONTAINERS[component]}": (
+            operand_common.MANAGEMENT_CDI_DEVICE
+        )
+    }
 
 
 def workload_pod_name(component: Component, node: str) -> str:
@@ -87,7 +104,11 @@ def workload_context(inputs: WorkloadInputs) -> dict[str, Any]:
             "app": WORKLOAD_APPS[inputs.component],
             labels.MANAGED_BY: labels.MANAGED_BY_VALUE,
         },
-        "annotations": {**inputs.annotations, NODE_ANNOTATION: inputs.node},
+        "annotations": {
+            **nri_annotations(inputs.component),
+            **inputs.annotations,
+            NODE_ANNOTATION: inputs.node,
+        },
         "owner_references": owner,
         # cuda runs before the device plugin: placed by name.  plugin: the scheduler must find the GPU.
         "node_name": inputs.node if cuda else "",

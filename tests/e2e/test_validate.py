@@ -6,7 +6,8 @@ its namespace, get nodes):
   owned by the validator's own pod; completed -> cuda-ready written, failed -> markers
   removed and the termination message names the pod and its container's exit; still
   running at --timeout -> failure saying so; the pod is deleted either way, and a
-  leftover from an earlier run is replaced;
+  leftover from an earlier run is replaced; with no RuntimeClass (cdi.nriPluginEnabled) it asks
+  the toolkit's NRI plugin for every GPU by annotation, as NVIDIA's;
 - plugin: the node's GPU resource is found (nvidia.com/gpu or a renamed one), a pod
   requesting one goes through the real scheduler and starts on that node ->
   plugin-ready, also on a cordoned node (a driver upgrade validates before it
@@ -239,6 +240,24 @@ def test_cuda_completed(
     assert {pod.spec.node_name for pod in seen} == {name}
     assert seen[0].metadata.owner_references[0].uid == own.metadata.uid
     assert "Succeeded" in {pod.status.phase for pod in seen}
+    validator.wait_gone(Component.CUDA)
+
+
+def test_cuda_under_the_nri_plugin(node: Callable[..., str], validator: Validator) -> None:
+    """cdi.nriPluginEnabled: the operator gives the validation no RuntimeClass (VALIDATOR_RUNTIME_CLASS
+    empty, as NVIDIA's setRuntimeClassName); the pod asks the toolkit's NRI plugin for every GPU by
+    annotation instead, as NVIDIA's cuda-workload-validation.yaml."""
+    name = node()
+    with validator.watching(Component.CUDA) as seen:
+        assert validator.run("cuda", name, *_fate(stages.FATE_SUCCEEDED), runtime_class="") == 0
+    assert "cuda-ready" in validator.markers()
+    assert seen, "no workload pod was seen"
+    assert {pod.spec.runtime_class_name for pod in seen} == {None}
+    assert {
+        (pod.metadata.annotations or {}).get("nvidia.cdi.k8s.io/container.cuda-validation") for pod in seen
+    } == {"management.nvidia.com/gpu=all"}
+    # The annotation names the container that runs vectorAdd.
+    assert {c.name for pod in seen for c in pod.spec.containers} == {"cuda-validation"}
     validator.wait_gone(Component.CUDA)
 
 

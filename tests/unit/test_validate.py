@@ -512,6 +512,11 @@ def test_cuda_pod_is_placed_by_name_with_every_gpu() -> None:
     assert container["resources"] == {}
     assert pod["metadata"]["labels"]["app"] == "nvidia-cuda-validator"
     assert pod["metadata"]["annotations"][validation_workloads.NODE_ANNOTATION] == "gpu-1"
+    # NVIDIA's cuda-workload-validation.yaml: with cdi.nriPluginEnabled (no RuntimeClass), the
+    # toolkit's NRI plugin gives the container every GPU.
+    assert pod["metadata"]["annotations"]["nvidia.cdi.k8s.io/container.cuda-validation"] == (
+        "management.nvidia.com/gpu=all"
+    )
     assert pod["metadata"]["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Pod", "name": "nvidia-operator-validator-abcde", "uid": "1234"}
     ]
@@ -531,6 +536,8 @@ def test_plugin_pod_goes_through_the_scheduler_with_one_gpu() -> None:
         "requests": {"nvidia.com/sharedgpu": 1},
     }
     assert spec["tolerations"] == [{"operator": "Exists"}]
+    # Its GPU comes from the device plugin's allocation, with or without NRI.
+    assert not any(key.startswith("nvidia.cdi.k8s.io/") for key in pod["metadata"]["annotations"])
 
 
 def test_no_runtime_class_and_no_owner() -> None:
