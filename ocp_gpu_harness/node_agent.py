@@ -25,9 +25,16 @@ operator) plays those parts, reading only what a node would see:
   mounted as the pod's `available-configs` volume, the key named by the node's
   `nvidia.com/device-plugin.config` label or the config-manager's DEFAULT_CONFIG),
   through `rendering.operands.plugin_config.advertised_resources`.  No Ready plugin pod: none.
-- **MPS.**  With a plugin config that shares GPUs with MPS (`sharing.mps`), the plugin
-  advertises only once the node's MPS control daemon pod is Ready (the real plugin waits
-  for the daemon's health); that pod is gated on toolkit-ready like the plugin's.
+- **MPS.**  With a plugin config that shares GPUs with MPS (`sharing.mps`), a plugin run (its
+  pod and config) advertises GPUs x replicas only once it has seen the node's MPS control daemon
+  pod Ready, and from then on until it restarts (`mps_started`: the real plugin asserts the
+  daemon's health at start, retries every 30 s, and never checks again); a new plugin pod, or a
+  new config, waits for the daemon again.  The record is the node annotation `MPS_STARTED`.  The
+  daemon pod (NVIDIA's DaemonSet selects `nvidia.com/mps.capable=true`, which the simulated GFD
+  writes) is gated on toolkit-ready like the plugin's; with no readiness probe in NVIDIA's
+  DaemonSet, Ready stands in for `mps-control-daemon` having started `nvidia-cuda-mps-control`.
+  Not simulated: the daemons themselves (pipes, shared memory, the GPUs' compute mode), nor the
+  plugin's 30 s retry delay (here the next pass).
 - **GFD labels.**  A Ready GFD pod on such a node: `nvidia.com/gpu.product`,
   `.count`, `.memory`, `nvidia.com/cuda.driver.major/minor/rev`, `nvidia.com/mig.capable`
   (the product is in model/mig.FAMILIES) and `nvidia.com/mig.strategy` (the pod's
@@ -96,6 +103,7 @@ import argparse
 import concurrent.futures
 import datetime
 import functools
+import hashlib
 import json
 import logging
 import signal
@@ -164,6 +172,9 @@ GFD_SHARING_LABELS: Final = (labels.GPU_REPLICAS, labels.GPU_SHARING_STRATEGY, l
 _MIG_COUNT_PREFIX: Final = "nvidia.com/mig-"
 _MIG_COUNT_SUFFIX: Final = ".count"
 
+# SIMULATION of the device plugin's MPS start: the plugin instance ("<pod uid>/<config digest>")
+# that found the node's MPS control daemon healthy when it started, and so serves (`mps_started`).
+MPS_STARTED: Final = "ocp-gpu.harness/mps-plugin-started"
 # SIMULATION of the MIG manager: node annotations holding its progress and the GPUs' MIG state.
 # The MIG devices the node's GPUs have (JSON profile -> count); absent: MIG mode off.
 MIG_DEVICES: Final = "ocp-gpu.harness/mig-devices"
@@ -498,12 +509,18 @@ class NodeAgent:
             product = str(annotations.get(SIMULATED_PRODUCT, DEFAULT_PRODUCT))
             if sandbox_plugin and gpus:
                 wanted = {vfio_devices.resource_name(product): gpus}
-        elif plugin is not None:
+        # The plugin instance (pod, config) that serves with MPS, recorded on the node (`mps_started`).
+        started: str | None = None
+        if plugin is not None and not bound:
             config = self._plugin_config(plugin, metadata.get("labels") or {})
-            if config is not None and (sharing_strategy(config) != "mps" or mps_daemon):
-                # NB: with MPS sharing the plugin starts serving only once the node's MPS control
-                # daemon is healthy (k8s-device-plugin internal/plugin/mps.go waitForDaemon).
+            mps = config is not None and sharing_strategy(config) == "mps"
+            instance = plugin_instance(plugin, config) if config is not None and mps else None
+            started = mps_started(annotations.get(MPS_STARTED), instance, mps_daemon)
+            if config is not None and (not mps or started is not None):
                 wanted = plugin_config.advertised_resources(config, whole, mig_devices or {})
+        if started != annotations.get(MPS_STARTED):
+            self._write(self.core.patch_node, name, {"metadata": {"annotations": {MPS_STARTED: started}}})
+            logger.info("node %s: device plugin serving with MPS: %s", name, started or "no")
         status = node.get("status") or {}
         current = {
             key: str(value)
@@ -823,6 +840,36 @@ def sharing_strategy(config: Mapping[str, Any] | None) -> str:
         if any(isinstance(e, Mapping) and int(e.get("replicas", 0) or 0) > 1 for e in entries):
             return strategy
     return "none"
+
+
+def plugin_instance(pod: Mapping[str, Any], config: Mapping[str, Any]) -> str:
+    """One run of the device plugin: its pod and the config it runs with (its config-manager
+    restarts the plugin, SIGHUP, when the node's config changes)."""
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return f"{(pod.get('metadata') or {}).get('uid', '')}/{digest}"
+
+
+def mps_started(recorded: str | None, instance: str | None, daemon_ready: bool) -> str | None:
+    """SIMULATION of the device plugin's start with MPS sharing (k8s-device-plugin v0.20.0):
+    the plugin instance that serves, else None.
+
+    `instance`: the plugin on the node with an MPS config (`plugin_instance`), None without one;
+    `recorded`: the instance that started before (node annotation MPS_STARTED); `daemon_ready`:
+    the node's MPS control daemon pod is Ready (it has no readiness probe: Ready once its
+    containers run, standing in for `mps-control-daemon` having started the daemon).
+
+    At start the plugin asserts the daemon is healthy (internal/plugin/server.go Start ->
+    mps.go waitForDaemon: `echo get_default_active_thread_percentage | nvidia-cuda-mps-control`)
+    and, if not, serves nothing and retries every 30 s (cmd/nvidia-device-plugin/main.go
+    startPlugins; here: at the next pass).  Once started it never checks again: a daemon that
+    goes later leaves the plugin advertising its replicas until it restarts (its pod replaced,
+    or a new config).
+    """
+    if instance is None:
+        return None
+    if recorded == instance or daemon_ready:
+        return instance
+    return None
 
 
 def gfd_sharing_labels(config: Mapping[str, Any] | None, product: str, mig_enabled: bool) -> dict[str, str]:

@@ -7,16 +7,22 @@ the MPS control daemon:
   `nvidia.com/mps.capable=true`, `nvidia.com/gpu.replicas=4`, `.sharing-strategy=mps` and the
   other `mps.capable=false`, `replicas=1`; one MPS control daemon pod runs, Ready, on the MPS
   node only; that node advertises 8 x 4 = 32 GPUs, the other 8; the policy is ready;
+- the plugin checks the MPS daemon at its start only (k8s-device-plugin v0.20.0, simulated):
+  the daemon's pod no longer Ready, the running plugin keeps its 32; a new plugin pod then
+  advertises nothing; a new daemon pod Ready, 32 again;
 - `devicePlugin.mps.root` moves the daemon's and the plugin's host paths and MPS_ROOT;
 - bad input: the ConfigMap's MPS config changed to 1 replica: an Error naming
   `spec.devicePlugin.config.name`, the ConfigMap, the key and the fix, and an Event; nothing
   running is deleted (the MPS daemon pod, the plugin's and the daemon's DaemonSets stay as they
   were; the simulated GFD, refusing the config as NVIDIA's would, keeps the node's labels); fixed,
-  the policy is ready again.
+  the policy is ready again;
+- the node's config switched to one without sharing: `mps.capable=false`, the daemon's pod
+  goes, the node advertises its 8 GPUs, the policy is ready.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,12 +31,16 @@ from kubernetes import client
 
 from ocp_gpu.model import labels
 from ocp_gpu.rendering.operands import operand_catalog
+from ocp_gpu_harness import nodes as fake_nodes
+from ocp_gpu_harness import stages
 
 from . import test_stack
 from .conftest import (
+    REACT_S,
     READY_S,
     STEP_S,
     condition,
+    holds_for,
     patch_policy,
     policy_state,
     read_policy,
@@ -93,6 +103,7 @@ def test_mps_sharing_runs_one_daemon_on_the_nodes_that_share(
     assert nvidia_resources(kube, whole) == {"nvidia.com/gpu": "8"}
     wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready with MPS")
     assert [p.spec.node_name for p in mps_pods()] == [shared]
+    _plugin_waits_for_the_daemon_at_its_start(kube, namespace, shared, mps_pods)
     daemon = operand_catalog.MPS_CONTROL_DAEMON.daemonset
     pod_spec = read_daemonset(kube, namespace, daemon).spec.template.spec
     # NVIDIA's: hostPID, never together with shareProcessNamespace (the API server refuses both).
@@ -157,3 +168,57 @@ def test_mps_sharing_runs_one_daemon_on_the_nodes_that_share(
     core.patch_namespaced_config_map("plugin-configs", namespace, {"data": {"mps": _config(_mps_by(4))}})
     wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready once the config is fixed")
     assert error_message() == ""
+
+    # The node's config switched to one without sharing: GFD says mps.capable=false, the daemon's
+    # pod goes, the plugin (restarted by its config-manager) advertises the 8 GPUs.
+    core.patch_node(shared, {"metadata": {"labels": {"nvidia.com/device-plugin.config": "default"}}})
+    wait_for(lambda: nvidia_resources(kube, shared) == {"nvidia.com/gpu": "8"}, READY_S, what="8 GPUs again")
+    wait_for(lambda: not mps_pods(), STEP_S, what="the MPS daemon's pod gone")
+    assert node_labels(shared)[labels.MPS_CAPABLE] == "false"
+    assert node_labels(shared)[labels.GPU_SHARING_STRATEGY] == "none"
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready without MPS")
+
+
+def _plugin_waits_for_the_daemon_at_its_start(
+    kube: client.ApiClient, namespace: str, node: str, mps_pods: Callable[[], list[Any]]
+) -> None:
+    """As NVIDIA's device plugin v0.20.0 (the node agent's `mps_started`): it checks the MPS daemon's
+    health when it starts (retrying every 30 s), never after."""
+    core = client.CoreV1Api(kube)
+    (daemon_pod,) = mps_pods()
+    # The daemon stops being Ready: the running plugin keeps advertising its replicas.
+    fake_nodes.set_pod_fate(kube, namespace, daemon_pod.metadata.name, stages.FATE_CRASH_LOOPING)
+    # Budget 15 s: the agent acts on the pod's change at its next pass (at most 5 s apart).
+    holds_for(
+        lambda: nvidia_resources(kube, node) == {"nvidia.com/gpu": "32"},
+        15,
+        what="the running plugin still advertising 32 with the MPS daemon gone",
+    )
+
+    # A new plugin pod finds no healthy daemon: Ready (it waits, retrying), advertising nothing.
+    app = operand_catalog.DEVICE_PLUGIN.app
+
+    def plugin_pods() -> list[Any]:
+        return [
+            p
+            for p in operand_pods(kube, namespace)
+            if p.metadata.labels.get(labels.APP) == app and p.spec.node_name == node
+        ]
+
+    (old_plugin,) = plugin_pods()
+    core.delete_namespaced_pod(old_plugin.metadata.name, namespace)
+    wait_for(
+        lambda: [p for p in plugin_pods() if ready(p) and p.metadata.uid != old_plugin.metadata.uid],
+        READY_S,
+        what="a new device plugin pod Ready",
+    )
+    wait_for(lambda: nvidia_resources(kube, node) == {}, REACT_S, what="no GPU without a healthy MPS daemon")
+
+    # The daemon's pod replaced (its DaemonSet makes a new one, Ready once toolkit-ready): served again.
+    core.delete_namespaced_pod(daemon_pod.metadata.name, namespace)
+    wait_for(
+        lambda: [p for p in mps_pods() if ready(p) and p.metadata.uid != daemon_pod.metadata.uid],
+        READY_S,
+        what="a new MPS daemon pod Ready",
+    )
+    wait_for(lambda: nvidia_resources(kube, node) == {"nvidia.com/gpu": "32"}, REACT_S, what="32 again")

@@ -288,3 +288,31 @@ def test_an_overdue_pod_already_gone_or_replaced_is_no_error(status: int) -> Non
     agent.core.delete_namespaced_pod = _Deletes(status)  # type: ignore[method-assign]
     agent._finish_overdue_deletions([_terminating(0)], now=0.0, wall=DELETED_AT)
     agent._finish_overdue_deletions([_terminating(0)], now=node_agent.OVERDUE_S, wall=DELETED_AT + 5)
+
+
+# --- SIMULATION of the device plugin's start with MPS sharing ---------------------------------
+
+
+def test_the_plugin_serves_with_mps_once_the_daemon_was_healthy_at_its_start() -> None:
+    # Not yet started, daemon not Ready: nothing served (the real plugin retries every 30 s).
+    assert node_agent.mps_started(None, "uid-1/abc", daemon_ready=False) is None
+    # The daemon is Ready: this plugin run starts serving.
+    assert node_agent.mps_started(None, "uid-1/abc", daemon_ready=True) == "uid-1/abc"
+    # Started: the plugin never re-checks the daemon (k8s-device-plugin v0.20.0 server.go Start).
+    assert node_agent.mps_started("uid-1/abc", "uid-1/abc", daemon_ready=False) == "uid-1/abc"
+    # A new plugin pod, or the same pod restarted by a new config, checks again.
+    assert node_agent.mps_started("uid-1/abc", "uid-2/abc", daemon_ready=False) is None
+    assert node_agent.mps_started("uid-1/abc", "uid-1/def", daemon_ready=False) is None
+    # No plugin with an MPS config on the node: no record.
+    assert node_agent.mps_started("uid-1/abc", None, daemon_ready=True) is None
+
+
+def test_a_plugin_instance_is_its_pod_and_its_config() -> None:
+    pod = {"metadata": {"uid": "u"}}
+    config = {"version": "v1", "sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+    same = node_agent.plugin_instance(pod, dict(reversed(list(config.items()))))
+    assert node_agent.plugin_instance(pod, config) == same
+    assert same.startswith("u/")
+    other = {"version": "v1", "sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}}
+    assert node_agent.plugin_instance(pod, other) != same
+    assert node_agent.plugin_instance({"metadata": {"uid": "v"}}, config) != same
