@@ -7,6 +7,8 @@ planning/operands/operand_planning.py), no server:
   with that runtime's config and socket directories mounted;
 - the DaemonSet: identity labels win over the policy's, node selector on the deploy label, the
   SCC binding only on OpenShift, the env the template owns cannot be overridden;
+- CDI on by default, off (cri-o's OCI hook, containerd's runtime class), the NRI plugin; the NRI
+  plugin without CDI or without the toolkit is an error, as NVIDIA's validateClusterPolicySpec;
 - injection-proof: hostile strings in every policy string field render verbatim, as values;
 - API errors are described without the response headers (stable across retries).
 """
@@ -22,7 +24,8 @@ from ocp_gpu.kube import requesting
 from ocp_gpu.kube.requesting import ApiException
 from ocp_gpu.model import labels
 from ocp_gpu.model.images import ImageRef
-from ocp_gpu.model.policy import policy_parser, policy_spec
+from ocp_gpu.model.policy import policy_checks, policy_parser, policy_spec
+from ocp_gpu.model.policy.policy_problems import Severity
 from ocp_gpu.model.policy.policy_spec import ContainerRuntime
 from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering, toolkit
 from tests.unit._hostile import swapped
@@ -201,6 +204,26 @@ def test_the_nri_plugin_mounts_the_nri_socket_and_no_runtime_config() -> None:
     assert volumes["nri-socket"] == "/var/run/nri"
     assert "runtime-config" not in volumes and "RUNTIME_CONFIG" not in env
     assert "CONTAINERD_RUNTIME_CLASS" not in env
+
+
+@pytest.mark.parametrize(
+    ("spec", "needs"),
+    [
+        ({"cdi": {"enabled": False, "nriPluginEnabled": True}}, "spec.cdi.enabled"),
+        ({"cdi": {"nriPluginEnabled": True}, "toolkit": {"enabled": False}}, "spec.toolkit.enabled"),
+    ],
+)
+def test_the_nri_plugin_without_cdi_or_the_toolkit_is_an_error(spec: dict[str, Any], needs: str) -> None:
+    """As NVIDIA's validateClusterPolicySpec (v26.7.0) refuses it."""
+    found = [
+        p
+        for p in policy_checks.validate_policy(policy_parser.parse_policy(spec), {})
+        if p.field == "spec.cdi.nriPluginEnabled"
+    ]
+    assert [p.severity for p in found] == [Severity.ERROR]
+    assert needs in found[0].fix and "spec.cdi.nriPluginEnabled to false" in found[0].fix
+    fine = policy_parser.parse_policy({"cdi": {"nriPluginEnabled": True}})
+    assert not [p for p in policy_checks.validate_policy(fine, {}) if p.field.startswith("spec.cdi")]
 
 
 def test_toolkit_env_overrides_the_cdi_settings() -> None:

@@ -242,6 +242,26 @@ def _device_plugin_options(policy: Policy) -> Iterator[PolicyProblem]:
         )
 
 
+def _cdi_options(policy: Policy) -> Iterator[PolicyProblem]:
+    """NVIDIA's validateClusterPolicySpec (controllers/state_manager.go, v26.7.0): the NRI plugin is
+    the toolkit's and injects CDI devices, so it needs both.  NB: rendered anyway, operand pods
+    would run with neither a runtime class nor an NRI plugin to give them GPUs."""
+    if not policy.cdi.nri_plugin_enabled:
+        return
+    if not policy.cdi.enabled:
+        yield PolicyProblem(
+            field="spec.cdi.nriPluginEnabled",
+            message="the NRI plugin injects CDI devices, but cdi.enabled is false",
+            fix="set spec.cdi.enabled to true, or spec.cdi.nriPluginEnabled to false",
+        )
+    if not policy.toolkit.enabled:
+        yield PolicyProblem(
+            field="spec.cdi.nriPluginEnabled",
+            message="the NRI plugin is the container toolkit's, but toolkit.enabled is false",
+            fix="set spec.toolkit.enabled to true, or spec.cdi.nriPluginEnabled to false",
+        )
+
+
 def _alias_conflicts(policy: Policy) -> Iterator[PolicyProblem]:
     # NB: NVIDIA's podDeletion alone, or the seed's gpuPodDeletion alone, is no problem.
     for conflict in policy.alias_conflicts:
@@ -274,6 +294,7 @@ def validate_policy(policy: Policy, env: Mapping[str, str]) -> list[PolicyProble
         *_max_unavailable(policy),
         *_negative_numbers(policy),
         *_device_plugin_options(policy),
+        *_cdi_options(policy),
         *_duplicate_env(policy),
         *_alias_conflicts(policy),
         *_monitoring_options(policy),
