@@ -188,7 +188,8 @@ def _plugin_waits_for_the_daemon_at_its_start(
     (daemon_pod,) = mps_pods()
     # The daemon stops being Ready: the running plugin keeps advertising its replicas.
     fake_nodes.set_pod_fate(kube, namespace, daemon_pod.metadata.name, stages.FATE_CRASH_LOOPING)
-    # Budget 15 s: the agent acts on the pod's change at its next pass (at most 5 s apart).
+    # A 15 s window: the agent acts on the pod's change at its next pass (at most 5 s apart), so a
+    # simulation that withdrew the GPUs with the daemon would do so within it.
     holds_for(
         lambda: nvidia_resources(kube, node) == {"nvidia.com/gpu": "32"},
         15,
