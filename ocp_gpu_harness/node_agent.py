@@ -44,7 +44,11 @@ operator) plays those parts, reading only what a node would see:
   pod, the sharing labels of full GPUs (`gfd_sharing_labels`: `nvidia.com/gpu.replicas`,
   `.sharing-strategy`, a `-SHARED` product, `nvidia.com/mps.capable`), but for a config
   NVIDIA's parser refuses (replicas < 2, MPS with mixed MIG: GFD exits at reload, and NFD keeps
-  its last features file) the labels stay as they were; all removed when it goes.
+  its last features file) the labels stay as they were; with MPS sharing on MIG-enabled GPUs GFD's
+  sharing labeler fails and its labels go; all removed when it goes.  NB: the agent reads the
+  admin's ConfigMap at every pass, so an edit of a config a node already uses applies at once;
+  the real plugin and GFD read it at their next start (their config-manager signals them only
+  when the node's `nvidia.com/device-plugin.config` label changes).
 - **ResourceSlices when the DRA kubelet plugin is Ready** (dra_slices.py).  For a node with
   `SIMULATED_GPUS` and a Ready `nvidia-dra-driver-kubelet-plugin` pod, the agent publishes
   the node's one ResourceSlice of driver `gpu.nvidia.com` as NVIDIA's plugin would: a device
@@ -544,6 +548,11 @@ class NodeAgent:
                 # NB: GFD refuses it at (re)start and exits; NFD keeps its last features file, so
                 # the node keeps the labels GFD wrote last.
                 wanted_labels = {key: value for key, value in node_labels.items() if _is_gfd_label(key)}
+            elif gfd_config is not None and mig_devices is not None and sharing_strategy(gfd_config) == "mps":
+                # NB: MPS sharing on MIG-enabled GPUs: GFD's sharing labeler fails (k8s-device-plugin
+                # v0.20.0 internal/lm/nvml.go isMPSCapable: errMPSSharingNotSupported), GFD exits from
+                # its run loop, whose deferred cleanup removes its features file: NFD drops its labels.
+                wanted_labels = {}
             elif gfd_config is not None and mig_devices is None:
                 wanted_labels.update(gfd_sharing_labels(gfd_config, product, mig_enabled=False))
             elif gfd_config is not None:

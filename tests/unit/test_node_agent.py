@@ -317,3 +317,94 @@ def test_a_plugin_instance_is_its_pod_and_its_config() -> None:
     other = {"version": "v1", "sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}}
     assert node_agent.plugin_instance(pod, other) != same
     assert node_agent.plugin_instance({"metadata": {"uid": "v"}}, config) != same
+
+
+class _NodeWrites:
+    """CoreV1Api.patch_node / patch_node_status as the agent calls them: the bodies, in order."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, _name: str, body: dict[str, Any], **_kwargs: Any) -> Any:
+        self.bodies.append(body)
+        return type("Answer", (), {"data": b"{}"})()
+
+
+MPS_CONFIG = {"version": "v1", "sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+
+
+def _operand_pod(app: str, uid: str, *, ready: bool = True, mig_strategy: str = "single") -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"{app}-x", "namespace": "n", "uid": uid, "labels": {"app": app}},
+        "spec": {
+            "nodeName": "gpu-1",
+            "volumes": [{"name": "available-configs", "configMap": {"name": "plugin-configs"}}],
+            "containers": [{"name": "c", "env": [{"name": "MIG_STRATEGY", "value": mig_strategy}]}],
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def _gpu_node(annotations: dict[str, str], node_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "gpu-1",
+            "labels": node_labels or {},
+            "annotations": {node_agent.SIMULATED_GPUS: "8", **annotations},
+        },
+        "status": {"allocatable": {}},
+    }
+
+
+def _agent_with(config: dict[str, Any]) -> tuple[node_agent.NodeAgent, _NodeWrites]:
+    agent = node_agent.NodeAgent(ApiClient())
+    writes = _NodeWrites()
+    agent.core.patch_node = writes  # type: ignore[method-assign]
+    agent.core.patch_node_status = writes  # type: ignore[method-assign]
+    agent._plugin_config = lambda _pod, _labels: config  # type: ignore[method-assign]
+    return agent, writes
+
+
+def test_the_node_records_the_plugin_run_that_started_with_mps_and_advertises_for_it() -> None:
+    agent, writes = _agent_with(MPS_CONFIG)
+    plugin = _operand_pod(operand_catalog.DEVICE_PLUGIN.app, "p-1")
+    daemon = _operand_pod(operand_catalog.MPS_CONTROL_DAEMON.app, "d-1")
+    # The daemon not Ready yet: nothing advertised, nothing recorded.
+    agent._node("gpu-1", _gpu_node({}), [plugin, {**daemon, "status": {"conditions": []}}])
+    assert writes.bodies == []
+    # Ready: 8 x 4 advertised, the run recorded.
+    agent._node("gpu-1", _gpu_node({}), [plugin, daemon])
+    started = node_agent.plugin_instance(plugin, MPS_CONFIG)
+    assert {"metadata": {"annotations": {node_agent.MPS_STARTED: started}}} in writes.bodies
+    assert {"status": {"capacity": {"nvidia.com/gpu": "32"}, "allocatable": {"nvidia.com/gpu": "32"}}} in (
+        writes.bodies
+    )
+    # The daemon gone, the same run: still 32 (the node as the agent wrote it), nothing written.
+    writes.bodies.clear()
+    node = _gpu_node({node_agent.MPS_STARTED: started})
+    node["status"]["allocatable"] = {"nvidia.com/gpu": "32"}
+    agent._node("gpu-1", node, [plugin])
+    assert writes.bodies == []
+    # A new plugin pod without the daemon: the record goes, the GPUs with it.
+    agent._node("gpu-1", node, [_operand_pod(operand_catalog.DEVICE_PLUGIN.app, "p-2")])
+    assert {"metadata": {"annotations": {node_agent.MPS_STARTED: None}}} in writes.bodies
+    assert {"status": {"capacity": {"nvidia.com/gpu": None}, "allocatable": {"nvidia.com/gpu": None}}} in (
+        writes.bodies
+    )
+
+
+def test_gfd_with_mps_on_mig_gpus_fails_and_its_labels_go() -> None:
+    """k8s-device-plugin v0.20.0 internal/lm/nvml.go isMPSCapable: an error on a MIG-enabled GPU;
+    GFD's run loop returns, its deferred cleanup removes the features file, NFD drops the labels."""
+    agent, writes = _agent_with(MPS_CONFIG)
+    gfd = _operand_pod(operand_catalog.GPU_FEATURE_DISCOVERY.app, "g-1")
+    had = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", "nvidia.com/mps.capable": "false"}
+    node = _gpu_node({node_agent.MIG_DEVICES: '{"1g.10gb": 56}'}, had)
+    agent._node("gpu-1", node, [gfd])
+    assert {"metadata": {"labels": dict.fromkeys(had)}} in writes.bodies
+    # Without MPS sharing, GFD labels the MIG devices (mps.capable=false).
+    agent, writes = _agent_with({"version": "v1"})
+    agent._node("gpu-1", node, [gfd])
+    (labelled,) = [b["metadata"]["labels"] for b in writes.bodies if "labels" in b.get("metadata", {})]
+    assert labelled["nvidia.com/mps.capable"] == "false"
+    assert labelled["nvidia.com/gpu.count"] == "56"
