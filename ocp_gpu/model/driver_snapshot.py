@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NewType
 
-from ocp_gpu.model import labels, nodes
+from ocp_gpu.model import images, labels, nodes
 from ocp_gpu.model.driver_install import DriverInstall
 from ocp_gpu.model.nodes import NodeName
 
@@ -95,15 +95,12 @@ class GpuNode:
 
     @property
     def driver_os_tag(self) -> str | None:
-        """The OS suffix of NVIDIA's driver image tags for this node.
-
-        `<ID><VERSION_ID>` except on RHCOS before OCP 4.19 (ID=rhcos, VERSION_ID=4.16),
-        whose images are tagged with the RHEL base: rhel9.4.  From 4.19 on, RHCOS
-        reports ID=rhel and VERSION_ID=9.6 itself.
-        """
-        if self.os_id == "rhcos" and self.rhel_version:
-            return f"rhel{self.rhel_version}"
-        return self.os_key
+        """The OS suffix of NVIDIA's driver image tags for this node (`images.nvidia_os_tag`):
+        `rhcos4.16` before OpenShift 4.19, `rhel9` from 4.19 on (RHCOS reports ID=rhel,
+        VERSION_ID=9.6), as NVIDIA v26.7.0 renders it."""
+        if self.os_id and self.os_version_id:
+            return images.nvidia_os_tag(self.os_id, self.os_version_id)
+        return None
 
     @property
     def running_rhcos_version(self) -> RhcosVersion | None:

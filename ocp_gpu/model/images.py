@@ -30,7 +30,7 @@ from typing import Final, NewType, Protocol
 
 from ocp_gpu.model.policy import policy_problems
 
-# A full, valid image reference, e.g. nvcr.io/nvidia/driver:570.124.06-rhel9.4.
+# A full, valid image reference, e.g. nvcr.io/nvidia/driver:570.124.06-rhel9.
 ImageRef = NewType("ImageRef", str)
 
 # The operator's environment variable holding each component's default image,
@@ -220,12 +220,26 @@ def resolve_image(
     return ImageRef(reference)
 
 
+# NFD's os_release.ID values whose driver images NVIDIA tags by major version only (v26.7.0
+# internal/state/nodepool.go getOSTag and controllers/state_manager.go getGPUNodeOSInfo).
+MAJOR_ONLY_OS_IDS = frozenset({"rhel", "rocky", "ol"})
+
+
+def nvidia_os_tag(os_id: str, version_id: str) -> str:
+    """The OS suffix NVIDIA's operator (v26.7.0) gives a node's driver image: `<ID><VERSION_ID>`
+    from NFD's os_release labels, with only the major version for RHEL, Rocky and Oracle Linux:
+    `ubuntu22.04`, `rhcos4.16` (RHCOS before OpenShift 4.19), `rhel9` (RHCOS 9.6 of 4.19 and
+    later, or RHEL 9.4), `rhel10`."""
+    if os_id in MAJOR_ONLY_OS_IDS:
+        version_id = version_id.split(".")[0]
+    return f"{os_id}{version_id}"
+
+
 def driver_image_for(base: ImageRef, os_tag: str) -> ImageRef:
     """The driver image for one node group: `base`'s tag plus `-<os_tag>`.
 
-    NVIDIA publishes one driver image per OS, tagged `<version>-<os>`:
-    `nvcr.io/nvidia/driver:570.124.06-ubuntu22.04`, `…:570.124.06-rhel9.4`
-    (RHCOS nodes use their RHEL version, e.g. rhel9.4 for OpenShift 4.16).
+    NVIDIA publishes one driver image per OS, tagged `<version>-<os>` (`nvidia_os_tag`):
+    `nvcr.io/nvidia/driver:570.124.06-ubuntu22.04`, `…:570.124.06-rhcos4.16`, `…:580.95.05-rhel9`.
     Precompiled images are tagged by driver *branch*, kernel and OS:
     `…:570-5.15.0-1043-azure-ubuntu22.04`, so `base` carries version `570` and
     `os_tag` is `precompiled_os_tag(kernel, os)`.  A digest (`@sha256:…`)

@@ -17,7 +17,7 @@ OS_ID: Final = "feature.node.kubernetes.io/system-os_release.ID"
 OS_VERSION_ID: Final = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
 # The running kernel, for precompiled driver images.
 KERNEL_VERSION_FULL: Final = "feature.node.kubernetes.io/kernel-version.full"
-# RHCOS's RHEL base (9.4); NVIDIA tags RHCOS driver images with it (rhel9.4).
+# RHCOS's RHEL base (9.4). NVIDIA's driver image tags do not use it: `rhcos4.16` (images.nvidia_os_tag).
 OS_RHEL_VERSION: Final = "feature.node.kubernetes.io/system-os_release.RHEL_VERSION"
 # The OpenShift minor (4.16) an RHCOS node belongs to; the driver's OPENSHIFT_VERSION env.
 OS_OPENSHIFT_VERSION: Final = "feature.node.kubernetes.io/system-os_release.OPENSHIFT_VERSION"

@@ -577,7 +577,7 @@ def test_i_rhcos_9_and_10_pools_side_by_side_and_a_pool_moving_from_9_to_10(
         lambda: all_ready(kube, namespace, {ds9, ds10}), READY_S, what="an RHCOS 9 and an RHCOS 10 DaemonSet"
     )
     daemonsets = driver_daemonsets(kube, namespace)
-    for build, os_tag in ((RHCOS9, "rhel9.6"), (RHCOS10, "rhel10.1")):
+    for build, os_tag in ((RHCOS9, "rhel9"), (RHCOS10, "rhel10")):
         ds = daemonsets[f"nvidia-driver-daemonset-{build}"]
         containers = {c.name: c.image for c in ds.spec.template.spec.containers}
         assert containers["openshift-driver-toolkit-ctr"] == STREAM_TAGS[build]

@@ -240,10 +240,10 @@ def _per_pool_daemonsets(
     with Sampler(kube, namespace) as sampler, UpgradeStateWatch(kube, every) as states_seen:
         # (a) four DaemonSets, one driver pod per node
         wait_for(
-            lambda: ready_on(kube, namespace, pools["a"], "550.90.07-rhel9.4"), READY_S, what="pool a ready"
+            lambda: ready_on(kube, namespace, pools["a"], "550.90.07-rhcos4.16"), READY_S, what="pool a ready"
         )
         wait_for(
-            lambda: ready_on(kube, namespace, pools["b"], "570.124.06-rhel9.4"), STEP_S, what="pool b ready"
+            lambda: ready_on(kube, namespace, pools["b"], "570.124.06-rhcos4.16"), STEP_S, what="pool b ready"
         )
         daemonsets = driver_daemonsets(kube, namespace)
         assert set(daemonsets) == set(names)
@@ -256,7 +256,7 @@ def _per_pool_daemonsets(
             containers = {c.name: c.image for c in ds.spec.template.spec.containers}
             assert containers["openshift-driver-toolkit-ctr"] == TAGS[rhcos]
             version = "550.90.07" if pool == "a" else "570.124.06"
-            assert containers["nvidia-driver-ctr"].endswith(f":{version}-rhel9.4")
+            assert containers["nvidia-driver-ctr"].endswith(f":{version}-rhcos4.16")
         assert pods_per_node(kube, namespace) == dict.fromkeys(every, 1)
         listed = kubectl(
             control_plane, "get", "pods", "-n", namespace, f"-l{DRIVER_PODS}", "-o", "name"
@@ -297,7 +297,7 @@ def _per_pool_daemonsets(
         patch_driver(kube, "pool-a", {"version": "510.85.02"})
         wait_for(
             lambda: (
-                ready_on(kube, namespace, pools["a"], "510.85.02-rhel9.4")
+                ready_on(kube, namespace, pools["a"], "510.85.02-rhcos4.16")
                 and set(upgrade_states(kube, pools["a"]).values()) == {"upgrade-done"}
             ),
             UPGRADE_S,

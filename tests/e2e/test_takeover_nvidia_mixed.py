@@ -49,8 +49,10 @@ from .test_takeover_nvidia import (
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 FIXTURE = Path(__file__).parent / "data" / "nvidia-takeover-vanilla-mixed.yaml"
-# The two OS keys (NFD's ID + VERSION_ID) of the captured nodes, and ocp-gpu's image tag suffix for each.
-OS_KEYS = ("rhel9.4", "ubuntu22.04")
+# The two OS keys (NFD's ID + VERSION_ID) of the captured nodes, and the image tag suffix for each (NVIDIA's:
+# the major version only for RHEL).
+OS_TAGS = {"rhel9.4": "rhel9", "ubuntu22.04": "ubuntu22.04"}
+OS_KEYS = tuple(OS_TAGS)
 
 
 @pytest.fixture
@@ -107,7 +109,7 @@ def test_ocp_gpu_takes_over_nvidias_driver_daemonset_on_two_os_versions_without_
     for key in OS_KEYS:
         ours = apps.read_namespaced_daemon_set(f"{labels.DRIVER_DAEMONSET_PREFIX}{key}", namespace)
         # its own OS's image of the same driver, for the pods it makes from now on
-        assert driver_image(ours.spec.template.spec).endswith(f":{version}-{key}"), key
+        assert driver_image(ours.spec.template.spec).endswith(f":{version}-{OS_TAGS[key]}"), key
         controlled = {
             p.spec.node_name
             for p in after.values()

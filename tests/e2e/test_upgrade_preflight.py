@@ -4,7 +4,7 @@ OpenShift emulation (ClusterVersion, the driver-toolkit ImageStream) and RHCOS 9
 - while ClusterVersion applies an update whose Driver Toolkit image (`latest`) has no tag named
   after its RHCOS build, the ClusterPolicy says `UpgradePreflight=False`
   (DriverToolkitTagMissing) and a Warning Event says so, before any node moves;
-- once the build's tag appears it says True, naming the build and its driver image (`-rhel9.6`)
+- once the build's tag appears it says True, naming the build and its driver image (`-rhel9`)
   and whether the driver branch supports the target (the release's table), and a pre-pull
   DaemonSet pulls the target's DTK and driver images on the GPU nodes still on the old build;
 - the target build's driver DaemonSet exists before any node carries the build (no nodes, its DTK
@@ -99,14 +99,14 @@ def test_upgrade_preflight_names_the_target_build_before_any_node_moves(
         what="UpgradePreflight=True",
     )
     assert f"RHCOS {NEW}: Driver Toolkit tag present" in ready["message"]
-    assert "-rhel9.6" in ready["message"]
+    assert "-rhel9" in ready["message"]
     assert "driver branch 595 supports OpenShift 4.18-4.22" in ready["message"]
 
     # The nodes still on the old build pull the target's images before the MCO reaches them.
     pull = wait_for(lambda: prepull(kube, namespace), REACT_S, what="the pre-pull DaemonSet")
     pod = pull.spec.template.spec
     images = [c.image for c in pod.init_containers]
-    assert images[0] == IMAGES[NEW] and images[1].endswith("-rhel9.6"), images
+    assert images[0] == IMAGES[NEW] and images[1].endswith("-rhel9"), images
     (term,) = (
         pod.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
     )
@@ -121,7 +121,7 @@ def test_upgrade_preflight_names_the_target_build_before_any_node_moves(
     ahead = wait_for(lambda: driver_daemonset(kube, namespace, NEW), REACT_S, what="the DaemonSet ahead")
     assert ahead.spec.template.spec.node_selector[OSTREE] == NEW
     assert any(c.image == IMAGES[NEW] for c in ahead.spec.template.spec.containers)
-    assert any(c.image.endswith("-rhel9.6") for c in ahead.spec.template.spec.containers)
+    assert any(c.image.endswith("-rhel9") for c in ahead.spec.template.spec.containers)
     assert not [n for n in rhcos9_nodes if node_build(kube, n) == NEW]
     wait_for(
         lambda: (
@@ -212,7 +212,7 @@ def test_upgrade_preflight_names_pulls_and_checks_the_precompiled_image_of_the_t
 
         # A CPU worker's pool moves first: its kernel names the GPU nodes' precompiled image.
         fake_nodes.simulate_mco_update(kube, [worker], NEW, new_kernel=KERNEL_NEW)
-        image = f"nvcr.io/nvidia/driver:595-{KERNEL_NEW}-rhel9.6"
+        image = f"nvcr.io/nvidia/driver:595-{KERNEL_NEW}-rhel9"
         wait_for(
             lambda: (found := preflight(kube)) and f"precompiled driver image {image}" in found["message"],
             REACT_S,

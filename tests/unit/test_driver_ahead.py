@@ -94,9 +94,9 @@ def test_no_daemonset_ahead_without_an_upgrade_in_progress() -> None:
 @pytest.mark.parametrize(
     ("running", "tags", "target", "driver_tag"),
     [
-        ([OLD9], image_stream(OLD9, NEW9, latest=NEW9), NEW9, "rhel9.6"),
-        ([OLD10], image_stream(OLD10, NEW10, latest_rhel_10=NEW10), NEW10, "rhel10.1"),
-        ([OLD_LEGACY], image_stream(OLD_LEGACY, NEW_LEGACY, latest=NEW_LEGACY), NEW_LEGACY, "rhel9.4"),
+        ([OLD9], image_stream(OLD9, NEW9, latest=NEW9), NEW9, "rhel9"),
+        ([OLD10], image_stream(OLD10, NEW10, latest_rhel_10=NEW10), NEW10, "rhel10"),
+        ([OLD_LEGACY], image_stream(OLD_LEGACY, NEW_LEGACY, latest=NEW_LEGACY), NEW_LEGACY, "rhcos4.17"),
     ],
     ids=["rhcos9", "rhcos10", "old-scheme"],
 )
@@ -167,9 +167,9 @@ def test_kept_while_the_upgrade_goes_on_collected_once_it_is_abandoned() -> None
 
 def test_stand_in_nodes_carry_nfd_labels_of_their_build() -> None:
     legacy = upgrade_preflight.stand_in_node(NEW_LEGACY)
-    assert legacy is not None and legacy.driver_os_tag == "rhel9.4" and legacy.openshift_version == "4.17"
+    assert legacy is not None and legacy.driver_os_tag == "rhcos4.17" and legacy.openshift_version == "4.17"
     rhel10 = upgrade_preflight.stand_in_node(NEW10)
-    assert rhel10 is not None and rhel10.driver_os_tag == "rhel10.1" and rhel10.openshift_version is None
+    assert rhel10 is not None and rhel10.driver_os_tag == "rhel10" and rhel10.openshift_version is None
     assert upgrade_preflight.stand_in_node("not-a-build") is None
 
 
@@ -210,7 +210,7 @@ def test_a_build_kernel_is_known_from_any_node_that_boots_it() -> None:
 def test_the_precompiled_image_of_the_target_kernel_is_named_pulled_and_its_daemonset_made_ahead() -> None:
     tags = image_stream(OLD9, NEW9, latest=NEW9)
     known = {NEW9: KERNEL_NEW9}
-    image = f"nvcr.io/nvidia/driver:595-{KERNEL_NEW9}-rhel9.6"  # <branch>-<kernel>-<os>
+    image = f"nvcr.io/nvidia/driver:595-{KERNEL_NEW9}-rhel9"  # <branch>-<kernel>-<os>
     condition = upgrade_preflight.plan_preflight(cluster_version(), tags, [OLD9], PRECOMPILED, kernels=known)
     assert condition is not None and condition.status
     assert f"precompiled driver image {image} (kernel {KERNEL_NEW9})" in condition.message
@@ -224,7 +224,7 @@ def test_the_precompiled_image_of_the_target_kernel_is_named_pulled_and_its_daem
     settings = driver_settings(Strategy.PRECOMPILED)
     result = driver_plan.plan_driver_daemonsets(snapshot, settings, ahead)
     (entry,) = [e for e in result.desired if not e.nodes]
-    assert entry.driver_image == f"{settings.driver_image}-{KERNEL_NEW9}-rhel9.6"
+    assert entry.driver_image == f"{settings.driver_image}-{KERNEL_NEW9}-rhel9"
     assert entry.node_selector == {
         labels.OS_ID: "rhel",
         labels.OS_VERSION_ID: "9.6",
@@ -254,7 +254,7 @@ def test_a_target_kernel_no_node_runs_yet_is_said_and_nothing_is_pulled_or_made_
 def test_an_image_the_pre_pull_cannot_pull_is_said_before_any_node_moves() -> None:
     tags = image_stream(OLD9, NEW9, latest=NEW9)
     known = {NEW9: KERNEL_NEW9}
-    image = f"nvcr.io/nvidia/driver:595-{KERNEL_NEW9}-rhel9.6"
+    image = f"nvcr.io/nvidia/driver:595-{KERNEL_NEW9}-rhel9"
     condition = upgrade_preflight.plan_preflight(
         cluster_version(), tags, iter([OLD9]), PRECOMPILED, kernels=known, unpullable={image}
     )

@@ -108,13 +108,13 @@ KEYING = {
         {
             V416: (
                 f"nvidia-driver-daemonset-{V416}",
-                "nvcr.io/nvidia/driver:570.124.06-rhel9.4",
+                "nvcr.io/nvidia/driver:570.124.06-rhcos4.16",
                 {labels.OSTREE_VERSION: V416},
                 ("a", "c"),
             ),
             V417: (
                 f"nvidia-driver-daemonset-{V417}",
-                "nvcr.io/nvidia/driver:570.124.06-rhel9.4",
+                "nvcr.io/nvidia/driver:570.124.06-rhcos4.17",
                 {labels.OSTREE_VERSION: V417},
                 ("b",),
             ),
@@ -144,7 +144,7 @@ KEYING = {
         {
             "rhcos4.16": (
                 "nvidia-driver-daemonset-rhcos4.16",
-                "nvcr.io/nvidia/driver:570.124.06-rhel9.4",
+                "nvcr.io/nvidia/driver:570.124.06-rhcos4.16",
                 {labels.OS_ID: "rhcos", labels.OS_VERSION_ID: "4.16"},
                 ("a", "b"),
             ),
@@ -182,7 +182,7 @@ KEYING = {
         {
             f"{KERNEL_416}-rhcos4.16": (
                 "nvidia-driver-daemonset-5.14.0-427.22.1.el9-4.x86-64-rhcos4.16",
-                f"nvcr.io/nvidia/driver:570-{KERNEL_416}-rhel9.4",
+                f"nvcr.io/nvidia/driver:570-{KERNEL_416}-rhcos4.16",
                 {
                     labels.OS_ID: "rhcos",
                     labels.OS_VERSION_ID: "4.16",
@@ -242,7 +242,7 @@ def test_openshift_419_rhel_based_rhcos() -> None:
     result = plan([node], stream=stream_with((V419, DTK_416)))
     (entry,) = result.desired
     assert entry.name == f"nvidia-driver-daemonset-{V419}"
-    assert entry.driver_image == "nvcr.io/nvidia/driver:570.124.06-rhel9.6"
+    assert entry.driver_image == "nvcr.io/nvidia/driver:570.124.06-rhel9"
     assert entry.dtk_image == DTK_416
     assert result.findings == ()
 
@@ -731,8 +731,8 @@ T0 = datetime.datetime(2025, 1, 1, 12, 0, tzinfo=datetime.UTC)
 GRACE = datetime.timedelta(minutes=15)
 K1 = DriverKey(f"{KERNEL_416}-rhcos4.16")
 K2 = DriverKey(f"{KERNEL_417}-rhcos4.17")
-IMG1 = f"nvcr.io/nvidia/driver:570-{KERNEL_416}-rhel9.4"
-IMG2 = f"nvcr.io/nvidia/driver:570-{KERNEL_417}-rhel9.4"
+IMG1 = f"nvcr.io/nvidia/driver:570-{KERNEL_416}-rhcos4.16"
+IMG2 = f"nvcr.io/nvidia/driver:570-{KERNEL_417}-rhcos4.17"
 
 
 def fallback(
@@ -840,7 +840,7 @@ def test_precompiled_key_on_fallback_builds_with_dtk() -> None:
     dtk = entries[(Strategy.DTK, DriverKey(V416))]
     assert dtk.fallback_for == K1 and dtk.fallback_image == IMG1
     assert dtk.dtk_image == DTK_416
-    assert dtk.driver_image == "nvcr.io/nvidia/driver:570.124.06-rhel9.4"
+    assert dtk.driver_image == "nvcr.io/nvidia/driver:570.124.06-rhcos4.16"
     assert entries[(Strategy.PRECOMPILED, K2)].fallback_for is None
     assert result.findings_of(driver_findings.DriverToolkitFallback) == (
         driver_findings.DriverToolkitFallback(K1, IMG1, (NodeName("a"),)),

@@ -171,7 +171,7 @@ def _scenarios() -> dict[str, tuple[tuple[DesiredDriverDaemonSet, ...], dict[str
                     rhcos_node("gpu-2", V417, openshift="4.17", kernel="5.14.0-427.37.1.el9_4.x86_64"),
                 ],
                 Strategy.PRECOMPILED,
-                dtk_fallback={FALLBACK_KEY: f"nvcr.io/nvidia/driver:570-{KERNEL_416}-rhel9.4"},
+                dtk_fallback={FALLBACK_KEY: f"nvcr.io/nvidia/driver:570-{KERNEL_416}-rhcos4.16"},
                 fallback_driver_image=images.ImageRef("nvcr.io/nvidia/driver:570.124.06"),
             ).desired,
             {"driver": {"usePrecompiled": True, "version": "570"}},
@@ -439,7 +439,7 @@ def test_fallback_daemonset_is_annotated() -> None:
     found = driver_fallback.fallbacks_in_effect(
         [DriverDaemonSet(name=fallback["metadata"]["name"], annotations=fallback["metadata"]["annotations"])]
     )
-    assert found == {FALLBACK_KEY: f"nvcr.io/nvidia/driver:570-{KERNEL_416}-rhel9.4"}
+    assert found == {FALLBACK_KEY: f"nvcr.io/nvidia/driver:570-{KERNEL_416}-rhcos4.16"}
 
 
 def test_user_labels_never_replace_identity_labels() -> None:

@@ -65,7 +65,7 @@ def test_newer_nodes_keep_their_driver_and_say_so() -> None:
     kept, found = driver_plan.plan_keep_newer(base, running, {}, DEFAULT)
     by_key = {entry.rhcos_version: entry for entry in kept.desired}
     # V416: the newest running version (610 on gpu-1), same image name, its OS suffix
-    assert by_key[V416].driver_image == "nvcr.io/nvidia/driver:610.40.01-rhel9.4"
+    assert by_key[V416].driver_image == "nvcr.io/nvidia/driver:610.40.01-rhcos4.16"
     # V417: older than the default: it rolls to the default as planned
     planned = {entry.rhcos_version: entry for entry in base.desired}
     assert by_key[V417] == planned[V417]
@@ -110,9 +110,9 @@ def test_vanilla_keys_keep_their_os_suffix() -> None:
 def test_the_kept_version_is_sticky_through_the_existing_daemonset() -> None:
     base = plan([rhcos_node("gpu-1", V416)])
     (entry,) = base.desired
-    existing = {entry.name: "nvcr.io/nvidia/driver:610.40.01-rhel9.4"}
+    existing = {entry.name: "nvcr.io/nvidia/driver:610.40.01-rhcos4.16"}
     kept, found = driver_plan.plan_keep_newer(base, {}, existing, DEFAULT)
-    assert kept.desired[0].driver_image == "nvcr.io/nvidia/driver:610.40.01-rhel9.4"
+    assert kept.desired[0].driver_image == "nvcr.io/nvidia/driver:610.40.01-rhcos4.16"
     assert found[0].nodes == ("gpu-1",)  # no label says which: every node of the DaemonSet
 
 

@@ -126,7 +126,7 @@ def test_each_pool_daemonset_selects_its_pool_and_build_only() -> None:
         assert pod["nodeSelector"][labels.NVIDIA_DRIVER_OWNER] == pool
         assert pod["nodeSelector"][labels.OSTREE_VERSION] == version
         images = {c["name"]: c["image"] for c in pod["containers"]}
-        assert images["nvidia-driver-ctr"].endswith(f":{POOLS[pool]['version']}-rhel9.4")
+        assert images["nvidia-driver-ctr"].endswith(f":{POOLS[pool]['version']}-rhcos4.16")
         assert images["openshift-driver-toolkit-ctr"] == (DTK_416 if version == V416 else DTK_417)
         selectors.add(tuple(sorted(rendered[name]["spec"]["selector"]["matchLabels"].items())))
     assert len(selectors) == 4

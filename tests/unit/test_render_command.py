@@ -172,15 +172,16 @@ def test_rhcos_nodes_get_one_daemonset_per_version_with_its_dtk_image(
         sidecar = containers(daemonset)["openshift-driver-toolkit-ctr"]
         assert sidecar["image"] == dtk
         assert env_of(sidecar)["RHCOS_VERSION"] == version
-        assert containers(daemonset)["nvidia-driver-ctr"]["image"] == f"{DRIVER}-rhel9.4"
+        os_tag = "rhcos4.16" if version == V416 else "rhcos4.17"  # NFD's ID and VERSION_ID, as NVIDIA tags
+        assert containers(daemonset)["nvidia-driver-ctr"]["image"] == f"{DRIVER}-{os_tag}"
     # the summary: platform, strategy, one line per DaemonSet with its nodes and images
     assert "platform: openshift (an ImageStream file was given)" in result.err
     assert "strategy: dtk" in result.err
     assert (
         f"nvidia-driver-daemonset-{V416}: key {V416}, 2 nodes (gpu-a, gpu-b), "
-        f"driver {DRIVER}-rhel9.4, DTK {DTK_416}"
+        f"driver {DRIVER}-rhcos4.16, DTK {DTK_416}"
     ) in result.err
-    assert f"1 node (gpu-c), driver {DRIVER}-rhel9.4, DTK {DTK_417}" in result.err
+    assert f"1 node (gpu-c), driver {DRIVER}-rhcos4.17, DTK {DTK_417}" in result.err
     # no live cluster, nothing to delete or compare with
     assert "would delete" not in result.err and "[new]" not in result.err
 
@@ -338,9 +339,9 @@ def test_of_several_policies_the_operators_choice_or_the_named_one(
     # the oldest is the one the operator follows (planning/policies)
     active = run(*files)
     assert "ClusterPolicy older" in active.err
-    assert "driver nvcr.io/nvidia/driver:550.54.15-rhel9.4" in active.err
+    assert "driver nvcr.io/nvidia/driver:550.54.15-rhcos4.16" in active.err
     named = run(*files, "--policy-name", "newer")
-    assert "driver nvcr.io/nvidia/driver:570.124.06-rhel9.4" in named.err
+    assert "driver nvcr.io/nvidia/driver:570.124.06-rhcos4.16" in named.err
     unknown = run(*files, "--policy-name", "nope")
     assert unknown.status == 1 and "no ClusterPolicy named 'nope'" in unknown.err
 
@@ -603,9 +604,9 @@ def test_env_overrides_the_release_defaults_as_the_deployment_would(
     assert f"driver {releases.installed_images()['DRIVER_IMAGE']}, DTK" in default.err
     # ... or by the release's tag
     tagged = run(*files, "--tags")
-    assert f"driver {releases.RELEASE_IMAGES['DRIVER_IMAGE']}-rhel9.4" in tagged.err
+    assert f"driver {releases.RELEASE_IMAGES['DRIVER_IMAGE']}-rhcos4.16" in tagged.err
     mirrored = run(*files, "--env", "DRIVER_IMAGE=mirror.example.com/nvidia/driver:550.127.05")
-    assert "driver mirror.example.com/nvidia/driver:550.127.05-rhel9.4" in mirrored.err
+    assert "driver mirror.example.com/nvidia/driver:550.127.05-rhcos4.16" in mirrored.err
     assert "overridden by --env DRIVER_IMAGE" in mirrored.err
     broken = run(*files, "--env", "DRIVER_IMAGE=")
     assert broken.status == 2 and "spec.driver" in broken.err

@@ -68,7 +68,7 @@ def test_rhcos_9_10_and_the_old_scheme_side_by_side() -> None:
     result = plan(nodes, stream=stream(RHCOS9_A, RHCOS10_A, V416))
     entries = by_key(result)
     assert set(entries) == {RHCOS9_A, RHCOS10_A, V416}
-    for build, os_tag in ((RHCOS9_A, "rhel9.6"), (RHCOS10_A, "rhel10.1"), (V416, "rhel9.4")):
+    for build, os_tag in ((RHCOS9_A, "rhel9"), (RHCOS10_A, "rhel10"), (V416, "rhcos4.16")):
         entry = entries[build]
         assert entry.name == f"nvidia-driver-daemonset-{build}"
         assert entry.labels[labels.DTK_RHCOS] == build
@@ -99,7 +99,7 @@ def test_migration_within_each_stream() -> None:
     nodes["a9"], nodes["a10"] = rhel_node("a9", RHCOS9_B), rhel_node("a10", RHCOS10_B)
     step = plan(nodes.values(), daemonsets=cluster, stream=every)
     assert set(by_key(step)) == {RHCOS9_A, RHCOS9_B, RHCOS10_A, RHCOS10_B} and step.stale == ()
-    assert by_key(step)[RHCOS10_B].driver_image.endswith("-rhel10.1")
+    assert by_key(step)[RHCOS10_B].driver_image.endswith("-rhel10")
     assert by_key(step)[RHCOS10_B].dtk_image == DTK[RHCOS10_B]
     # the rest follow: the old builds' DaemonSets are stale, the new ones stay
     nodes["b9"], nodes["b10"] = rhel_node("b9", RHCOS9_B), rhel_node("b10", RHCOS10_B)
@@ -118,8 +118,8 @@ def test_a_pool_moving_from_rhcos_9_to_10() -> None:
     a = rhel_node("a", RHCOS10_A)
     step = plan([a, b], daemonsets=cluster, stream=every)
     assert {k: e.driver_image.rsplit("-", 1)[1] for k, e in by_key(step).items()} == {
-        RHCOS9_A: "rhel9.6",
-        RHCOS10_A: "rhel10.1",
+        RHCOS9_A: "rhel9",
+        RHCOS10_A: "rhel10",
     }
     assert step.stale == ()
     b = rhel_node("b", RHCOS10_A)

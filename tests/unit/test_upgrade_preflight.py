@@ -60,8 +60,8 @@ def test_the_targets_of_both_streams_with_their_driver_images() -> None:
     assert condition is not None and condition.status and condition.reason == "TargetReady"
     assert condition.message == (
         f"OpenShift 4.20.3: RHCOS {NEW9}: Driver Toolkit tag present, driver image "
-        "nvcr.io/nvidia/driver:595.91.07-rhel9.6; "
-        f"RHCOS {NEW10}: Driver Toolkit tag present, driver image nvcr.io/nvidia/driver:595.91.07-rhel10.1; "
+        "nvcr.io/nvidia/driver:595.91.07-rhel9; "
+        f"RHCOS {NEW10}: Driver Toolkit tag present, driver image nvcr.io/nvidia/driver:595.91.07-rhel10; "
         + SUPPORTED
     )
 
@@ -69,9 +69,8 @@ def test_the_targets_of_both_streams_with_their_driver_images() -> None:
 def test_the_old_numbering_scheme() -> None:
     tags = stream({LEGACY: IMAGE[LEGACY]}, latest=IMAGE[LEGACY])
     condition = upgrade_preflight.plan_preflight(cluster_version(), tags, ["415.92.202402201450-0"], DRIVER)
-    assert (
-        condition is not None and "driver image nvcr.io/nvidia/driver:595.91.07-rhel9.4" in condition.message
-    )
+    assert condition is not None
+    assert "driver image nvcr.io/nvidia/driver:595.91.07-rhcos4.16" in condition.message
 
 
 def test_a_floating_tag_without_a_build_tag_is_reported_before_any_node_moves() -> None:
@@ -162,9 +161,9 @@ def test_the_nodes_still_to_move_pull_their_streams_target_images() -> None:
     old10 = "10.1.20250901-0"
     pulls = upgrade_preflight.plan_prepulls(cluster_version(), tags, [OLD9, old10, OLD9], DRIVER)
     assert pulls == (
-        upgrade_preflight.PrePull("rhel9", (OLD9,), (IMAGE[NEW9], "nvcr.io/nvidia/driver:595.91.07-rhel9.6")),
+        upgrade_preflight.PrePull("rhel9", (OLD9,), (IMAGE[NEW9], "nvcr.io/nvidia/driver:595.91.07-rhel9")),
         upgrade_preflight.PrePull(
-            "rhel10", (old10,), (IMAGE[NEW10], "nvcr.io/nvidia/driver:595.91.07-rhel10.1")
+            "rhel10", (old10,), (IMAGE[NEW10], "nvcr.io/nvidia/driver:595.91.07-rhel10")
         ),
     )
     # one RHCOS 9 node has moved: the other still pulls
@@ -184,9 +183,7 @@ def test_the_prepull_daemonset_pulls_in_init_containers_on_the_nodes_still_to_mo
     from ocp_gpu.model.policy import policy_spec
     from ocp_gpu.rendering import prepull_rendering
 
-    pull = upgrade_preflight.PrePull(
-        "rhel9", (OLD9,), (IMAGE[NEW9], "nvcr.io/nvidia/driver:595.91.07-rhel9.6")
-    )
+    pull = upgrade_preflight.PrePull("rhel9", (OLD9,), (IMAGE[NEW9], "nvcr.io/nvidia/driver:595.91.07-rhel9"))
     manifest = prepull_rendering.render_prepull(pull, policy_spec.Policy(), "nvidia-gpu-operator")
     assert manifest["metadata"]["name"] == "nvidia-driver-prepull-rhel9"
     # not a driver DaemonSet: nothing that selects driver pods selects it

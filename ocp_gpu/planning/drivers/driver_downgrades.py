@@ -31,7 +31,7 @@ class Downgrade:
 def driver_version(image: str) -> tuple[str, Version] | None:
     """The driver version in a driver image's tag, as written and comparable.
 
-    `…/driver:550.90.07-rhel9.4` -> ("550.90.07", Version("550.90.7")).  None for a digest,
+    `…/driver:550.90.07-rhel9` -> ("550.90.07", Version("550.90.7")).  None for a digest,
     a tag without a version, or a version packaging cannot compare.
     NB: the text is kept for messages: packaging normalises 550.90.07 to 550.90.7.
     """

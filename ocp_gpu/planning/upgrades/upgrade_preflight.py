@@ -7,7 +7,7 @@ Config Operator reboots any node into the new RHCOS: the floating tags (`latest`
 new payload's Driver Toolkit images, each of which should also carry a tag named after its
 RHCOS build.  Those builds that no GPU node runs
 yet are the upgrade's targets.  For each the condition says whether its DTK tag is there and
-which driver image its nodes will run (`-rhel9.6`, `-rhel10.1`), before any node moves; a
+which driver image its nodes will run (`-rhel9`, `-rhel10`), before any node moves; a
 floating tag whose image has no build tag is the problem the admin must hear about then
 (reason `DriverToolkitTagMissing`, also an Event), not when the first GPU node has rebooted.
 It also says whether the driver branch supports the target OpenShift release, by the release's
@@ -163,10 +163,10 @@ def plan_preflight(
 
 def os_tag_of_build(build: str) -> str | None:
     """The driver image's OS suffix for an RHCOS build, as the driver DaemonSets tag it
-    (`model.driver_snapshot.GpuNode.driver_os_tag`): its RHEL, `rhel9.6`, and `rhel9.4` for the
-    old `416.94.…` scheme too (NFD's RHEL_VERSION of those nodes)."""
-    rhel = rhel_of_build(build)
-    return f"rhel{rhel}" if rhel else None
+    (`model.driver_snapshot.GpuNode.driver_os_tag`): `rhcos4.16` for the old `416.94.…` scheme,
+    `rhel9` for `9.6.…`, `rhel10` for `10.1.…`."""
+    node = stand_in_node(build)
+    return node.driver_os_tag if node else None
 
 
 def upgrade_targets(
