@@ -94,9 +94,22 @@ mkdir -p "$OUT"
 say "wheel and its dependencies (pip wheel)"
 "$ROOT/.venv/bin/pip" wheel -q -w "$OUT/wheels" "$ROOT" || fail "pip wheel"
 
-say "Debian $SUITE root filesystem with python3 (mmdebstrap)"
-mmdebstrap --quiet --mode=root --variant=essential --include=python3,python3-venv,ca-certificates \
-    --format=directory "$SUITE" "$OUT/rootfs" || fail "mmdebstrap"
+# NB: the Debian base does not depend on our sources: it is made once per suite and package list
+# and kept as a tarball beside the image (most of a build's minutes on a loaded machine; delete
+# it to take Debian's newest packages).
+BASE_PACKAGES=python3,python3-venv,ca-certificates
+BASE_TAR="$CACHE_ROOT/image-base/$SUITE-$(echo "$BASE_PACKAGES" | sha256sum | cut -c1-12).tar"
+if [[ -s "$BASE_TAR" ]]; then
+    say "Debian $SUITE root filesystem with python3: cached ($BASE_TAR)"
+else
+    say "Debian $SUITE root filesystem with python3 (mmdebstrap, kept in $BASE_TAR)"
+    mkdir -p "$(dirname "$BASE_TAR")"
+    mmdebstrap --quiet --mode=root --variant=essential --include="$BASE_PACKAGES" \
+        --format=tar "$SUITE" "$BASE_TAR.part" || fail "mmdebstrap"
+    mv "$BASE_TAR.part" "$BASE_TAR"
+fi
+mkdir -p "$OUT/rootfs"
+tar -xf "$BASE_TAR" -C "$OUT/rootfs" --numeric-owner || fail "unpacking $BASE_TAR"
 
 say "ocp-gpu into /opt/ocp-gpu (a venv of Debian's python3), user $UID_NONROOT"
 cp -r "$OUT/wheels" "$OUT/rootfs/tmp/wheels"
