@@ -221,7 +221,9 @@ def resolve_image(
 
 
 # NFD's os_release.ID values whose driver images NVIDIA tags by major version only (v26.7.0
-# internal/state/nodepool.go getOSTag and controllers/state_manager.go getGPUNodeOSInfo).
+# internal/state/nodepool.go getOSTag and controllers/state_manager.go getGPUNodeOSInfo; NVIDIA
+# moved RHEL's driver images to major-only tags in 892d53bac, "use only major version for
+# rhel-specific driver images", 2026-07-01, after RHEL 10 in 859047d39).
 MAJOR_ONLY_OS_IDS = frozenset({"rhel", "rocky", "ol"})
 
 
