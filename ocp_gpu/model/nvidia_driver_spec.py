@@ -54,6 +54,7 @@ _PATHS: Final[tuple[tuple[str, str], ...]] = (
     ("spec.driver.repoConfig.configMapName", "spec.repoConfig.name"),
     ("spec.driver.licensingConfig.configMapName", "spec.licensingConfig.name"),
     ("spec.driver.virtualTopology.config", "spec.virtualTopologyConfig.name"),
+    ("spec.driver.upgradePolicy", "spec.upgradePolicy"),
     *((f"spec.daemonsets.{key}", f"spec.{key}") for key in (*_DAEMONSETS_REPLACED, "labels", "annotations")),
     *((f"spec.{key}", f"spec.{key}") for key in ("gds", "gdrcopy")),
     *((f"spec.driver.{key}", f"spec.{key}") for key in (*_SAME_AS_DRIVER, "repoConfig", "licensingConfig")),
@@ -62,7 +63,6 @@ _PATHS: Final[tuple[tuple[str, str], ...]] = (
 # Fields accepted for NVIDIA compatibility that ocp-gpu does not act on per NVIDIADriver:
 # path -> what ocp-gpu does instead.  A value other than unset / false / "" / [] / {} is reported.
 REFUSED: Final[Mapping[str, str]] = {
-    "spec.upgradePolicy": "the ClusterPolicy's spec.driver.upgradePolicy rules the upgrades of every pool",
     "spec.nodeAffinity": "the pool is chosen by spec.nodeSelector only; no node affinity is added",
 }
 # NVIDIA's driver types; ocp-gpu deploys the data-centre and vGPU guest drivers, never the host manager.
@@ -111,8 +111,9 @@ def cluster_policy_spec(
     """The ClusterPolicy spec that deploys this NVIDIADriver's pool: its fields over the policy's.
 
     The driver section is the NVIDIADriver's alone (NVIDIA's NVIDIADriver inherits no driver
-    field), except what only the ClusterPolicy has: the upgrade rules and the precompiled
-    fallback.  Pod-level fields replace the ClusterPolicy's `daemonsets` ones when set;
+    field), except the precompiled fallback (only the ClusterPolicy has it) and the upgrade
+    rules: the pool's `upgradePolicy` laid field by field over the ClusterPolicy's
+    (`pool_upgrade_policy`).  Pod-level fields replace the ClusterPolicy's `daemonsets` ones when set;
     labels and annotations are added to them.  Everything else (operator, hostPaths) is the
     ClusterPolicy's.
     """
@@ -121,9 +122,13 @@ def cluster_policy_spec(
     assert isinstance(policy_driver, Mapping)
     driver: dict[str, Any] = {key: nvidia_driver[key] for key in _SAME_AS_DRIVER if key in nvidia_driver}
     driver["enabled"] = True
-    for key in ("upgradePolicy", "precompiledFallback"):
-        if key in policy_driver:
-            driver[key] = policy_driver[key]
+    if "precompiledFallback" in policy_driver:
+        driver["precompiledFallback"] = policy_driver["precompiledFallback"]
+    upgrade = pool_upgrade_policy(
+        _mapping(policy_driver.get("upgradePolicy")), nvidia_driver.get("upgradePolicy")
+    )
+    if upgrade is not None:
+        driver["upgradePolicy"] = upgrade
     repo = _mapping(nvidia_driver.get("repoConfig"))
     if repo.get("name"):
         driver["repoConfig"] = {"configMapName": repo["name"]}
@@ -149,6 +154,58 @@ def cluster_policy_spec(
     for key in ("gds", "gdrcopy"):
         base[key] = dict(_mapping(nvidia_driver.get(key)))
     return base
+
+
+# The two names of the GPU pod deletion settings (NVIDIA's podDeletion, the seed's gpuPodDeletion).
+_POD_DELETION_NAMES: Final = ("gpuPodDeletion", "podDeletion")
+
+
+def pool_upgrade_policy(policy_upgrade: Mapping[str, Any], pool_upgrade: object) -> object:
+    """A pool's upgrade rules: its `upgradePolicy` over the ClusterPolicy's, field by field.
+
+    What the NVIDIADriver sets wins; what it leaves unset is the ClusterPolicy's (NVIDIA's
+    operator falls back to its own defaults instead: docs/differences-from-nvidia.md).  The
+    two names of the pod deletion settings are one object: a field the pool sets under either
+    name wins over the ClusterPolicy's under both.  None: neither sets any.  A pool value that
+    is not an object is passed on as it is, for the parser to name.
+    """
+    if pool_upgrade is None:
+        return dict(policy_upgrade) if policy_upgrade else None
+    if not isinstance(pool_upgrade, Mapping):
+        return pool_upgrade
+    merged: dict[str, Any] = dict(policy_upgrade)
+    for key, value in pool_upgrade.items():
+        if key in _POD_DELETION_NAMES:
+            continue
+        base = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(base, Mapping):
+            merged[key] = {**base, **value}
+        else:
+            merged[key] = value
+    pool_deletion = {
+        field: value
+        for name in _POD_DELETION_NAMES
+        if isinstance(pool_upgrade.get(name), Mapping)
+        for field, value in pool_upgrade[name].items()
+    }
+    for name in _POD_DELETION_NAMES:
+        if name in pool_upgrade and not isinstance(pool_upgrade[name], Mapping):
+            merged[name] = pool_upgrade[name]  # the parser names it
+        elif isinstance(merged.get(name), Mapping) or name in pool_upgrade:
+            inherited = {k: v for k, v in _mapping(merged.get(name)).items() if k not in pool_deletion}
+            merged[name] = {**inherited, **_mapping(pool_upgrade.get(name))}
+    return merged
+
+
+def pool_auto_upgrade(cluster_policy: Mapping[str, Any], nvidia_driver: Mapping[str, Any]) -> bool:
+    """The pool's autoUpgrade (its own, else the ClusterPolicy's; on unless one says false).
+
+    NB: read from the specs alone, as the node labeller needs it beside the pool's planning; a
+    value the parser refuses makes the pool invalid and its upgrades held anyway.
+    """
+    driver = _mapping(cluster_policy.get("driver"))
+    merged = pool_upgrade_policy(_mapping(driver.get("upgradePolicy")), nvidia_driver.get("upgradePolicy"))
+    return _mapping(merged).get("autoUpgrade") is not False
 
 
 def nvidia_driver_field(cluster_policy_field: str) -> str | None:
@@ -225,7 +282,7 @@ def refused_settings(spec: Mapping[str, Any]) -> dict[str, str]:
 def _is_quiet(value: object, nested: bool = False) -> bool:
     """Unset, false, "", [], {}, or an object whose strings are all empty: changes nothing.
 
-    NB: a boolean inside an object is a setting (`upgradePolicy.autoUpgrade: false` pauses).
+    NB: a boolean inside an object is a setting (`{"enable": false}` says something).
     """
     if isinstance(value, Mapping):
         return all(_is_quiet(item, nested=True) for item in value.values())

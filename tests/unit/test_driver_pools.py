@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from ocp_gpu.desired import pool_manifests
 from ocp_gpu.model import driver_snapshot, images, labels, nvidia_driver_spec, releases
 from ocp_gpu.model.nodes import NodeName
-from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.model.policy import policy_parser, policy_spec
 from ocp_gpu.planning.drivers import driver_plan, driver_pools, driver_strategy
 
 GPU = {labels.NFD_NVIDIA_PCI: "true", labels.GPU_PRESENT: "true"}
@@ -353,6 +353,18 @@ def test_the_pool_spec_replaces_the_driver_section_but_keeps_the_upgrade_rules()
         ({"nodeSelector": {"bad key!": "x"}}, "spec.nodeSelector['bad key!']"),
         ({"nodeSelector": {"pool": "bad value!"}}, "spec.nodeSelector['pool']"),
         ({"usePrecompiled": True, "gds": {"enabled": True}}, "spec.gds.enabled"),
+        ({"upgradePolicy": {"maxUnavailable": "0"}}, "spec.upgradePolicy.maxUnavailable"),
+        ({"upgradePolicy": {"maxUnavailable": "many"}}, "spec.upgradePolicy.maxUnavailable"),
+        ({"upgradePolicy": {"maxParallelUpgrades": -1}}, "spec.upgradePolicy.maxParallelUpgrades"),
+        ({"upgradePolicy": {"drain": {"podSelector": "app in (a"}}}, "spec.upgradePolicy.drain.podSelector"),
+        (
+            {"upgradePolicy": {"waitForCompletion": {"podSelector": "=x"}}},
+            "spec.upgradePolicy.waitForCompletion.podSelector",
+        ),
+        (
+            {"upgradePolicy": {"podDeletion": {"timeoutSeconds": -5}}},
+            "spec.upgradePolicy.gpuPodDeletion.timeoutSeconds",
+        ),
     ],
 )
 def test_bad_input_is_named_under_the_nvidia_driver_path(spec: dict[str, object], field: str) -> None:
@@ -370,7 +382,49 @@ def test_refused_fields_are_named_only_when_set() -> None:
     found = nvidia_driver_spec.refused_settings(
         {"upgradePolicy": {"autoUpgrade": False}, "nodeAffinity": {"x": 1}}
     )
-    assert set(found) == {"spec.upgradePolicy", "spec.nodeAffinity"}
+    # upgradePolicy is honoured per pool (below)
+    assert set(found) == {"spec.nodeAffinity"}
+
+
+def _pool_upgrade(cluster_policy: dict[str, object], pool: dict[str, object]) -> policy_spec.UpgradePolicy:
+    spec = nvidia_driver_spec.cluster_policy_spec({"driver": {"upgradePolicy": cluster_policy}}, pool)
+    return policy_parser.parse_policy(spec).driver.upgrade_policy
+
+
+def test_a_pool_without_upgrade_policy_has_the_cluster_policys() -> None:
+    cluster_policy = {"maxParallelUpgrades": 3, "maxUnavailable": 2, "drain": {"enable": True, "force": True}}
+    assert _pool_upgrade(cluster_policy, {}) == _pool_upgrade(cluster_policy, {"upgradePolicy": None})
+    inherited = _pool_upgrade(cluster_policy, {})
+    assert (inherited.max_parallel_upgrades, inherited.max_unavailable) == (3, 2)
+    assert inherited.drain.enable and inherited.drain.force
+    # neither sets one: the seed's defaults
+    assert _pool_upgrade({}, {}) == policy_spec.UpgradePolicy()
+
+
+def test_a_pool_upgrade_policy_wins_field_by_field_over_the_cluster_policys() -> None:
+    cluster_policy = {
+        "maxParallelUpgrades": 3,
+        "maxUnavailable": "50%",
+        "drain": {"enable": True, "force": True, "timeoutSeconds": 60},
+        "waitForCompletion": {"podSelector": "app=train"},
+    }
+    pool = _pool_upgrade(cluster_policy, {"upgradePolicy": {"autoUpgrade": False, "drain": {"force": False}}})
+    assert not pool.auto_upgrade
+    assert (pool.max_parallel_upgrades, pool.max_unavailable) == (3, "50%")
+    # inside an object too: the pool's force, the ClusterPolicy's enable and timeout
+    assert pool.drain.enable and not pool.drain.force and pool.drain.timeout_seconds == 60
+    assert pool.wait_for_completion.pod_selector == "app=train"
+    other = _pool_upgrade(cluster_policy, {"upgradePolicy": {"maxParallelUpgrades": 1}})
+    assert other.auto_upgrade and other.max_parallel_upgrades == 1
+
+
+@pytest.mark.parametrize("pool_name", ["podDeletion", "gpuPodDeletion"])
+@pytest.mark.parametrize("policy_name", ["podDeletion", "gpuPodDeletion"])
+def test_the_pools_pod_deletion_wins_under_either_name(pool_name: str, policy_name: str) -> None:
+    cluster_policy = {policy_name: {"force": True, "timeoutSeconds": 60}}
+    pool = _pool_upgrade(cluster_policy, {"upgradePolicy": {pool_name: {"force": False}}})
+    assert not pool.gpu_pod_deletion.force
+    assert pool.gpu_pod_deletion.timeout_seconds == 60
 
 
 @pytest.mark.parametrize(
@@ -382,7 +436,8 @@ def test_refused_fields_are_named_only_when_set() -> None:
         ("spec.driver.env[1].name", "spec.env[1].name"),
         ("spec.daemonsets.tolerations[0].key", "spec.tolerations[0].key"),
         ("spec.gds.version", "spec.gds.version"),
-        ("spec.driver.upgradePolicy.maxUnavailable", None),
+        ("spec.driver.upgradePolicy.maxUnavailable", "spec.upgradePolicy.maxUnavailable"),
+        ("spec.driver.precompiledFallback.imagePullTimeoutSeconds", None),
         ("spec.driver.versionX", None),
         ("spec.operator.runtimeClass", None),
     ],

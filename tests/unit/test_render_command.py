@@ -821,6 +821,11 @@ def test_nvidia_driver_pools_report_conflicts_refusals_and_bad_input_as_the_oper
             "version": "550.90.07",
             "nodeSelector": {POOL_LABEL: "a"},
             "upgradePolicy": {"maxParallelUpgrades": 2},
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "x", "operator": "Exists"}]}]
+                }
+            },
         },
         3,
     )
@@ -837,7 +842,9 @@ def test_nvidia_driver_pools_report_conflicts_refusals_and_bad_input_as_the_oper
     # The conflict as the NVIDIADrivers' condition says it, on both.
     assert "ConflictingNodeSelector: NVIDIADrivers pool-a and pool-c both select a-416, a-417" in result.err
     assert "so pool-c runs no driver there" in result.err
-    assert "UnsupportedSetting: spec.upgradePolicy: not acted on" in result.err
+    # upgradePolicy is honoured per pool; nodeAffinity is not
+    assert "UnsupportedSetting: spec.nodeAffinity: not acted on" in result.err
+    assert "spec.upgradePolicy" not in result.err
     # The pool's own field path in a problem from the policy model (spec.version, not spec.driver.version).
     assert "spec.driver.version" not in result.err
 
