@@ -221,6 +221,9 @@ class UpgradeNode:
     # The admin opted the node out of the driver (`nvidia.com/gpu.deploy.driver=false`, or
     # `nvidia.com/gpu.deploy.operands=false`): no driver DaemonSet selects it.
     driver_opted_out: bool = False
+    # The NVIDIADriver pool that owns the node (`nvidia.com/gpu-operator.driver.owner`; "" none):
+    # its upgradePolicy rules the node (planning/upgrades/pool_upgrades.py).
+    pool: str = ""
     # `state_label` parsed once (planning reads a node's state about a dozen times a pass).
     _state: UpgradeState = field(init=False, repr=False, compare=False)
 
@@ -326,6 +329,7 @@ def upgrade_node(facts: NodeFacts, driver_pods: tuple[DriverPod, ...] = ()) -> U
         driver_opted_out=facts.labels.get(labels.deploy_label("driver")) == "false"
         or facts.labels.get(labels.GPU_DEPLOY_OPERANDS) == "false"
         or labels.runs_vm_stack(facts.labels),
+        pool=facts.labels.get(labels.NVIDIA_DRIVER_OWNER, ""),
     )
 
 

@@ -31,7 +31,7 @@ from ocp_gpu.model import (
 )
 from ocp_gpu.model.policy import fields, policy_checks, policy_parser, policy_problems, policy_spec
 from ocp_gpu.planning import delivery, platforms
-from ocp_gpu.planning.drivers import driver_check, driver_coverage, driver_plan, driver_strategy
+from ocp_gpu.planning.drivers import driver_check, driver_coverage, driver_plan, driver_pools, driver_strategy
 from ocp_gpu.planning.operands import (
     gpu_handover,
     mig_planning,
@@ -41,7 +41,7 @@ from ocp_gpu.planning.operands import (
     workloads,
 )
 from ocp_gpu.planning.status import conditions, operator_health, policies, policy_status, status_writes
-from ocp_gpu.planning.upgrades import upgrade_preflight
+from ocp_gpu.planning.upgrades import pool_upgrades, upgrade_preflight
 from ocp_gpu.reconcilers import (
     cluster_view,
     driver_reconciler,
@@ -208,6 +208,17 @@ async def _apply_policy(
 
     errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
     auto_upgrade = policy.driver.upgrade_policy.auto_upgrade if not errors and policy.driver.enabled else None
+    # NVIDIADriver pools: each pool's nodes by its own autoUpgrade (planning/upgrades/pool_upgrades.py).
+    pool_auto_upgrade = (
+        {
+            driver_pools.owner_label_value(driver.name): nvidia_driver_spec.pool_auto_upgrade(
+                active.spec, driver.spec
+            )
+            for driver in seen.nvidia_drivers.values()
+        }
+        if auto_upgrade is not None and nvidia_driver_spec.is_mode_enabled(active.spec)
+        else {}
+    )
     mig_default = policy.mig_manager.config_default if not errors and policy.mig_manager.enabled else None
     # The deploy labels of the operands enabled that take every GPU node (the DRA driver's).
     enabled_labels = (
@@ -246,6 +257,7 @@ async def _apply_policy(
             seen,
             changes,
             auto_upgrade,
+            pool_auto_upgrade,
             mig_default,
             enabled_labels,
             {name: workloads.WorkloadChoice(step.workload) for name, step in moves.items()},
@@ -288,7 +300,11 @@ async def _apply_policy(
     upgrades_allowed = (
         not errors and outcome is not None and outcome.problem is None and policy.driver.enabled
     )
-    rt.scheduler.set_upgrade_policy(policy.driver.upgrade_policy if upgrades_allowed else None)
+    rt.scheduler.set_upgrade_policy(
+        pool_upgrades.UpgradeRules(policy.driver.upgrade_policy, outcome.upgrade_pools)
+        if upgrades_allowed and outcome is not None
+        else None
+    )
     unsupported = fields.unsupported_settings(active.spec)
     return AppliedPass(
         active=active,
@@ -390,6 +406,7 @@ async def _reconcile_node_labels(
     seen: cluster_view.ViewSnapshot,
     changes: scheduling.Changes,
     auto_upgrade: bool | None,
+    pool_auto_upgrade: Mapping[str, bool],
     mig_default: str | None,
     enabled_labels: frozenset[str] | None,
     workload_choices: Mapping[nodes.NodeName, workloads.WorkloadChoice],
@@ -431,8 +448,14 @@ async def _reconcile_node_labels(
         if any(gpu_handover.is_held(move, pods.get(name)) for move in moving.get(name, ())):
             # Still held by its GPU pods: planned again later.
             waiting.add(name)
+        # NB: an NVIDIADriver pool's node by the pool's autoUpgrade (None stays None: nothing changes).
+        node_auto_upgrade = (
+            auto_upgrade
+            if auto_upgrade is None
+            else pool_auto_upgrade.get(facts.labels.get(labels.NVIDIA_DRIVER_OWNER, ""), auto_upgrade)
+        )
         annotation_patch = (
-            node_labels.plan_upgrade_annotation(facts.labels, facts.annotations, auto_upgrade) or {}
+            node_labels.plan_upgrade_annotation(facts.labels, facts.annotations, node_auto_upgrade) or {}
         )
         if label_patch or annotation_patch:
             patches[name] = (label_patch, annotation_patch)

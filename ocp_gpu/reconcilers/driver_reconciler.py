@@ -34,7 +34,7 @@ from ocp_gpu.planning.drivers import (
     dtk_images,
 )
 from ocp_gpu.planning.status import operator_health
-from ocp_gpu.planning.upgrades import upgrade_preflight
+from ocp_gpu.planning.upgrades import pool_upgrades, upgrade_preflight
 from ocp_gpu.reconcilers import cluster_view, operand_reconciler, runtime
 from ocp_gpu.rendering import prepull_rendering
 
@@ -51,6 +51,8 @@ class DriverOutcome:
     problem: PolicyProblem | None = None
     # Objects that could not be applied or deleted, with the error (per object, never fatal).
     errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # With NVIDIADriver pools: each pool's upgrade rules, by owner label value (reconcilers/nvidia_drivers).
+    upgrade_pools: Mapping[str, pool_upgrades.PoolRules] = dataclasses.field(default_factory=dict)
 
 
 async def reconcile_drivers(

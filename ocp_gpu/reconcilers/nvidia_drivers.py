@@ -35,6 +35,7 @@ from ocp_gpu.planning import platforms
 from ocp_gpu.planning.drivers import driver_findings, driver_plan, driver_pools
 from ocp_gpu.planning.status import conditions
 from ocp_gpu.planning.status.policy_status import finding_conditions
+from ocp_gpu.planning.upgrades import pool_upgrades
 from ocp_gpu.reconcilers import cluster_view, operand_reconciler, runtime
 from ocp_gpu.reconcilers.driver_reconciler import DriverOutcome, read_driver_view
 
@@ -128,7 +129,28 @@ async def reconcile_nvidia_drivers(
         stale=tuple(entry for o in outcomes if o.plan for entry in o.plan.stale),
         findings=tuple(findings),
     )
-    return DriverOutcome(combined, errors=errors)
+    return DriverOutcome(combined, errors=errors, upgrade_pools=upgrade_pools(selection, policy))
+
+
+# Why an invalid NVIDIADriver's nodes do not move (the upgrade status and `ocp-gpu status` say it).
+HELD = "has an invalid spec (its status names the field): its nodes' upgrades are held"
+
+
+def upgrade_pools(
+    selection: pool_manifests.PoolSelection, policy: policy_spec.Policy
+) -> dict[str, pool_upgrades.PoolRules]:
+    """Each NVIDIADriver's upgrade rules (its spec.upgradePolicy over the ClusterPolicy's, laid
+    by the pool's policy), by owner label value; an invalid one's are held."""
+    rules: dict[str, pool_upgrades.PoolRules] = {}
+    for driver in selection.drivers:
+        key = driver_pools.owner_label_value(driver.name)
+        if driver.name in selection.invalid:
+            rules[key] = pool_upgrades.PoolRules(driver.name, policy.driver.upgrade_policy, held=HELD)
+        else:
+            rules[key] = pool_upgrades.PoolRules(
+                driver.name, selection.policies[driver.name].driver.upgrade_policy
+            )
+    return rules
 
 
 async def _reconcile_pool(

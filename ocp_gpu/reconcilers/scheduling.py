@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from ocp_gpu.model import nodes
 from ocp_gpu.model.policy.policy_spec import UpgradePolicy
+from ocp_gpu.planning.upgrades.pool_upgrades import UpgradeRules, as_rules
 
 # How long a burst of rollout progress alone (operand pods turning Ready, DaemonSet pod counts)
 # may wait for its pass: such a pass can only move the status's progress, itself written at most
@@ -67,9 +68,9 @@ class Scheduler:
     upgrade_wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     # Set with `upgrade_wake` by a pod a node in flight waits for turning Ready (planning/urgency).
     upgrade_urgent: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
-    # The active policy's upgrade rules, set by the main pass; None: no upgrades (no valid
-    # policy, drivers disabled, or the driver image cannot be resolved).
-    upgrade_policy: UpgradePolicy | None = None
+    # The active policy's upgrade rules (and its NVIDIADriver pools'), set by the main pass;
+    # None: no upgrades (no valid policy, drivers disabled, or the driver image cannot be resolved).
+    upgrade_policy: UpgradeRules | None = None
     _upgrade_policy_changed: bool = True
     _dirty_nodes: set[nodes.NodeName] = dataclasses.field(default_factory=set)
     _policies_dirty: bool = True
@@ -126,8 +127,9 @@ class Scheduler:
         self._everything_dirty = True
         self._wake_for_change()
 
-    def set_upgrade_policy(self, rules: UpgradePolicy | None) -> None:
+    def set_upgrade_policy(self, given: UpgradePolicy | UpgradeRules | None) -> None:
         """The main pass hands the active upgrade rules to the upgrade loop."""
+        rules = None if given is None else as_rules(given)
         if rules != self.upgrade_policy:
             self.upgrade_policy = rules
             self._upgrade_policy_changed = True

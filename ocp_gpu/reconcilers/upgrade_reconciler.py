@@ -36,11 +36,13 @@ from ocp_gpu.model.upgrade_observations import UpgradeState
 from ocp_gpu.planning.drivers import driver_coverage
 from ocp_gpu.planning.upgrades import (
     pod_selection,
+    pool_upgrades,
     upgrade_chain,
     upgrade_gate,
     upgrade_pipeline,
     upgrade_plan,
 )
+from ocp_gpu.planning.upgrades.pool_upgrades import UpgradeRules
 from ocp_gpu.reconcilers import cluster_view, runtime, scheduling, upgrade_tasks
 
 logger = logging.getLogger(labels.UPGRADE_LOGGER)
@@ -140,10 +142,11 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
                 node.state_after in upgrade_plan.IN_PROGRESS
                 or node.state_after is UpgradeState.UPGRADE_REQUIRED
                 for node in plan.nodes
-                if not node.skipped and node.managed
+                # NB: a paused pool's nodes wait for its policy to change, not for time.
+                if not node.skipped and node.managed and not node.paused
             )
             base = float(rt.env.get(RECHECK_ENV, RECHECK_S))
-            if upgrade_chain.waits_on_pods(plan, rules):
+            if upgrade_chain.waits_on_pods(plan, rules.default):
                 # NB: a node's task reads its pods until the ones it removed are gone; past that
                 # (a pod's long grace period, a PodDisruptionBudget) the passes read them.
                 poll = POLL_S if poll is None else min(poll * 2, base)
@@ -198,20 +201,25 @@ def _with_env_timeouts(rules: UpgradePolicy, env: Mapping[str, str]) -> UpgradeP
 
 async def reconcile_upgrades(
     rt: runtime.Runtime,
-    rules: UpgradePolicy,
+    given: UpgradePolicy | UpgradeRules,
     now: datetime.datetime,
     pipeline: upgrade_tasks.Pipeline,
 ) -> tuple[upgrade_plan.UpgradePlan, int]:
-    """One pass: snapshot from the view, plan every node not in flux, start their writes
-    (`pipeline`), set the metrics; and how many nodes' writes it started."""
-    rules = _with_env_timeouts(rules, rt.env)
+    """One pass: snapshot from the view, plan every node not in flux (each NVIDIADriver pool's
+    under its own rules: planning/upgrades/pool_upgrades), start their writes (`pipeline`), set
+    the metrics; and how many nodes' writes it started."""
+    rules = pool_upgrades.as_rules(given).map(lambda policy: _with_env_timeouts(policy, rt.env))
     began = time.monotonic()
     in_flux = pipeline.in_flux()
     seen = rt.view.snapshot(upgrade=True)
     snap = await _snapshot(rt, seen, rules, frozenset(in_flux))
-    plan = upgrade_chain.plan_chained_upgrades(snap, rules, now, in_flux)
+    plan = pool_upgrades.plan_pool_upgrades(snap, rules, now, in_flux)
     planned = time.monotonic()
-    started = pipeline.start(plan, snap, upgrade_plan.PassInputs(snap, rules, now, plan.budget))
+    started = pipeline.start(
+        plan,
+        snap,
+        upgrade_plan.PassInputs(snap, rules.default, now, plan.budget, node_policies=plan.node_policies),
+    )
     # Where a pass's time goes (`ocp-gpu run -v`).
     logger.debug(
         "upgrade pass: read and planned in %.3f s, %d node(s) in flux, %d node(s) started (%d on a "
@@ -261,7 +269,7 @@ async def _list_pods(
 
 
 async def _snapshot(
-    rt: runtime.Runtime, seen: cluster_view.ViewSnapshot, rules: UpgradePolicy, frozen: frozenset[NodeName]
+    rt: runtime.Runtime, seen: cluster_view.ViewSnapshot, rules: UpgradeRules, frozen: frozenset[NodeName]
 ) -> upgrade_observations.UpgradeSnapshot:
     """The upgrade snapshot from the pass's snapshot of the view, plus the pods of the nodes that
     need them (but the `frozen` ones: not planned this pass)."""
@@ -272,7 +280,9 @@ async def _snapshot(
     )
     nodes = upgrade_observations.upgrade_nodes(seen.node_facts.values(), mine)
     pods = await _list_pods(
-        rt, seen, tuple(name for name in upgrade_plan.nodes_needing_pods(nodes, rules) if name not in frozen)
+        rt,
+        seen,
+        tuple(name for name in pool_upgrades.nodes_needing_pods(nodes, rules) if name not in frozen),
     )
     # NB: a validator DaemonSet whose pods are not created yet still means "validation is coming".
     deployed = bool(seen.validator_pods) or await asyncio.to_thread(

@@ -233,7 +233,7 @@ class Pipeline:
         before = node
         applied: list[upgrade_plan.NodePlan] = []
         steps = plan.steps
-        wanted = upgrade_plan.states_needing_pods(shared.policy)
+        wanted = upgrade_plan.states_needing_pods(shared.policy_for(name))
         try:
             if awaited and not all(await asyncio.gather(*awaited)):
                 # Its slot's giver failed: the slot may still be held. The next pass plans it again.

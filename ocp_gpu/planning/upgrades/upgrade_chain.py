@@ -134,6 +134,7 @@ def plan_chained_upgrades(
     policy: UpgradePolicy,
     now: datetime.datetime,
     in_flux: Mapping[NodeName, UpgradeNode] | None = None,
+    paused_wait: str = upgrade_plan.PAUSED_WAIT,
 ) -> upgrade_plan.UpgradePlan:
     """Per node, every transition of this pass up to the first that must wait (see the module doc).
 
@@ -146,7 +147,7 @@ def plan_chained_upgrades(
         snapshot = dataclasses.replace(
             snapshot, nodes=tuple(in_flux.get(node.name, node) for node in snapshot.nodes)
         )
-    single = upgrade_plan.plan_upgrades(snapshot, policy, now, frozen)
+    single = upgrade_plan.plan_upgrades(snapshot, policy, now, frozen, paused_wait)
     if not single.auto_upgrade:
         # Paused: nothing moves, nothing chains.
         return single
@@ -292,12 +293,22 @@ def reads_every_pod(wanted: int, nodes: int) -> bool:
 
 
 def waits_on_pods(plan: upgrade_plan.UpgradePlan, policy: UpgradePolicy) -> bool:
-    """Some node waits in a state whose way out only a read of its pods shows (no watch covers them)."""
+    """Some node waits in a state whose way out only a read of its pods shows (no watch covers them).
+
+    `policy`: the pass's rules; a node of an NVIDIADriver pool with its own is judged by them.
+    """
     wanted = upgrade_plan.states_needing_pods(policy)
     # NB: a node in flux is not planned: its task reads its pods, or the pass after it does.
     return any(
-        plan.managed and plan.state_after in wanted and plan.waiting != upgrade_plan.IN_FLUX_WAIT
-        for plan in plan.nodes
+        node.managed
+        and node.state_after
+        in (
+            upgrade_plan.states_needing_pods(plan.node_policies[node.node])
+            if node.node in plan.node_policies
+            else wanted
+        )
+        and node.waiting != upgrade_plan.IN_FLUX_WAIT
+        for node in plan.nodes
     )
 
 

@@ -95,6 +95,9 @@ class NodePlan:
     # Further steps in the same pass, each planned on the node as the step before leaves it
     # (planning/upgrade_chain: transitions that wait on nothing external); flat, never nested.
     then: tuple[NodePlan, ...] = ()
+    # Its upgrades are paused (autoUpgrade false) or held (its pool's spec is invalid): it moves
+    # in no pass until that changes, so no pass need come back for it.
+    paused: bool = False
 
     @property
     def steps(self) -> tuple[NodePlan, ...]:
@@ -124,6 +127,11 @@ class UpgradePlan:
     # For some of them, the one node whose steps free their slot: they wait for that node's
     # steps only; the others in after_others wait for every other node's.
     slot_from: Mapping[NodeName, NodeName] = dataclasses.field(default_factory=dict)
+    # With NVIDIADriver pools (planning/upgrades/pool_upgrades.py): the rules of each node whose
+    # pool has its own (the others': the pass's), and each pool's budget with autoUpgrade on
+    # (`budget` is then their sum, for the tasks and the status).
+    node_policies: Mapping[NodeName, UpgradePolicy] = dataclasses.field(default_factory=dict)
+    pool_budgets: tuple[Budget, ...] = ()
 
     def by_node(self) -> dict[NodeName, NodePlan]:
         return {plan.node: plan for plan in self.nodes}
@@ -165,10 +173,17 @@ class PassInputs:
     policy: UpgradePolicy
     now: datetime.datetime
     budget: Budget
+    # The nodes whose NVIDIADriver pool has rules of its own (UpgradePlan.node_policies).
+    node_policies: Mapping[NodeName, UpgradePolicy] = dataclasses.field(default_factory=dict)
+
+    def policy_for(self, node: NodeName) -> UpgradePolicy:
+        """The rules of this node: its pool's, else the pass's."""
+        return self.node_policies.get(node, self.policy)
 
 
 def node_context(node: UpgradeNode, driver: DriverStatus, shared: PassInputs) -> Context:
-    snapshot, policy, now, budget = shared.snapshot, shared.policy, shared.now, shared.budget
+    snapshot, now, budget = shared.snapshot, shared.now, shared.budget
+    policy = shared.policy_for(node.name)
     rule = TABLE[node.state]
     started = node.timers.get(rule.timer) if rule.timer else None
     return Context(
@@ -232,7 +247,11 @@ def plan_node(ctx: Context) -> NodePlan:
     )
 
 
-def _paused(node: UpgradeNode, driver: DriverStatus) -> NodePlan:
+# Why the nodes of a paused ClusterPolicy wait (an NVIDIADriver pool's say which: pool_upgrades).
+PAUSED_WAIT = "paused: driver.upgradePolicy.autoUpgrade is false"
+
+
+def _paused(node: UpgradeNode, driver: DriverStatus, why: str) -> NodePlan:
     # autoUpgrade false: every label stays; k8s-driver-manager takes eviction back.
     annotations: dict[str, str | None] = {}
     if node.upgrade_enabled:
@@ -242,8 +261,9 @@ def _paused(node: UpgradeNode, driver: DriverStatus) -> NodePlan:
         node.state,
         driver,
         annotations=annotations,
-        waiting="paused: driver.upgradePolicy.autoUpgrade is false",
+        waiting=why,
         skipped=node.skip,
+        paused=True,
     )
 
 
@@ -284,10 +304,12 @@ def plan_upgrades(
     policy: UpgradePolicy,
     now: datetime.datetime,
     frozen: frozenset[NodeName] = frozenset(),
+    paused_wait: str = PAUSED_WAIT,
 ) -> UpgradePlan:
     """Per node, at most one transition and the actions before it, for one pass.
 
-    `frozen` nodes are counted in the budget as the snapshot gives them, never moved.
+    `frozen` nodes are counted in the budget as the snapshot gives them, never moved;
+    `paused_wait`: why the nodes wait when `policy` pauses upgrades.
     """
     unmanaged = tuple(_unmanaged(node) for node in snapshot.nodes if is_unmanaged(node))
     if unmanaged:
@@ -295,7 +317,7 @@ def plan_upgrades(
         managed = dataclasses.replace(
             snapshot, nodes=tuple(node for node in snapshot.nodes if not is_unmanaged(node))
         )
-        plan = plan_upgrades(managed, policy, now, frozen)
+        plan = plan_upgrades(managed, policy, now, frozen, paused_wait)
         return dataclasses.replace(plan, nodes=plan.nodes + unmanaged)
     drivers = {node.name: check_driver(node, snapshot) for node in snapshot.nodes}
     if not policy.auto_upgrade:
@@ -306,7 +328,7 @@ def plan_upgrades(
             newly_unavailable=0,
             blocked_by="paused",
         )
-        plans = tuple(_paused(node, drivers[node.name]) for node in snapshot.nodes)
+        plans = tuple(_paused(node, drivers[node.name], paused_wait) for node in snapshot.nodes)
         return UpgradePlan(False, plans, budget)
     budget = select_starts(snapshot.nodes, drivers, policy, frozen)
     shared = PassInputs(snapshot, policy, now, budget)
@@ -327,7 +349,13 @@ def summarize(plan: UpgradePlan) -> UpgradeCounts:
         in_progress=sum(state in IN_PROGRESS for state in after),
         done=after.count(S.UPGRADE_DONE),
         failed=after.count(S.UPGRADE_FAILED),
-        available=plan.budget.available if plan.auto_upgrade else 0,
+        available=(
+            sum(budget.available for budget in plan.pool_budgets)
+            if plan.pool_budgets
+            else plan.budget.available
+            if plan.auto_upgrade
+            else 0
+        ),
         # Waiting for a slot: skipped nodes never get one.
         pending=sum(
             node.state_after is S.UPGRADE_REQUIRED and not node.skipped for node in plan.nodes if node.managed
