@@ -452,3 +452,21 @@ def test_the_mode_is_on_only_when_the_policy_says_true() -> None:
     assert not nvidia_driver_spec.is_mode_enabled({})
     assert _driver({}).node_selector == {labels.GPU_PRESENT: "true"}
     assert driver_snapshot.DriverKey("x") == "x"
+
+
+@pytest.mark.parametrize(
+    ("cluster_policy", "pool", "expected"),
+    [
+        ({}, {}, True),
+        ({"autoUpgrade": False}, {}, False),
+        ({"autoUpgrade": False}, {"upgradePolicy": {"autoUpgrade": True}}, True),
+        ({}, {"upgradePolicy": {"autoUpgrade": False}}, False),
+        ({"autoUpgrade": False}, {"upgradePolicy": {"maxParallelUpgrades": 2}}, False),
+    ],
+)
+def test_the_node_labeller_reads_the_pools_auto_upgrade_as_the_parser_does(
+    cluster_policy: dict[str, object], pool: dict[str, object], expected: bool
+) -> None:
+    spec = {"driver": {"useNvidiaDriverCRD": True, "upgradePolicy": cluster_policy}}
+    assert nvidia_driver_spec.pool_auto_upgrade(spec, pool) is expected
+    assert _pool_upgrade(cluster_policy, pool).auto_upgrade is expected
