@@ -185,7 +185,8 @@ RULES: tuple[Rule, ...] = (
         "spec.driver.useNvidiaDriverCRD",
         H,
         "each NVIDIADriver (nvidia.com/v1alpha1) deploys the driver DaemonSets of the GPU nodes it "
-        "selects; spec.driver then only gives the upgrade rules",
+        "selects; spec.driver then only gives the upgrade rules, each NVIDIADriver's upgradePolicy "
+        "laid over them field by field",
     ),
     Rule(
         "spec.driver.useOpenKernelModules",
