@@ -7,7 +7,9 @@ with the node-agent SIMULATION (ocp_gpu_harness/node_agent.py) standing in for t
   `nvidia`, `nvidia-cdi` and `nvidia-legacy` exist; the node advertises its 8 GPUs and the
   policy is ready.  `cdi.enabled: false` (containerd): the CDI env goes, `nvidia-cdi` and
   `nvidia-legacy` are deleted, `nvidia` stays (containerd names it), the plugin is back on
-  envvar, the node still advertises 8 GPUs and the policy is ready again;
+  envvar, the node still advertises 8 GPUs and the policy is ready again; then
+  `cdi.nriPluginEnabled`: no RuntimeClass left or named by the plugin, its NRI annotation, the
+  toolkit configures no runtime and starts the NRI plugin, 8 GPUs, ready;
 - on OpenShift (cri-o), as NVIDIA v26.7.0 rendered its OperatorHub example there (its own
   DaemonSets and RuntimeClasses, captured in tests/unit/data/nvidia-conformance: `operatorhub`
   and `cdi-off`): with CDI on, the toolkit's CDI env (CRIO_CONFIG_MODE=config: `nvidia` a cri-o
@@ -128,6 +130,34 @@ def test_cdi_on_by_default_and_off_goes_back_to_the_runtime(
     wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready without CDI")
     assert nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}
 
+    # The NRI plugin on containerd: no runtime configured, no RuntimeClass, GPUs by annotation.
+    patch_policy(kube, {"cdi": {"enabled": True, "nriPluginEnabled": True}})
+    wait_for(lambda: not _runtime_classes(kube), STEP_S, what="no RuntimeClass with the NRI plugin")
+    wait_for(
+        lambda: (
+            (
+                read_daemonset(
+                    kube, namespace, operand_catalog.DEVICE_PLUGIN.daemonset
+                ).spec.template.metadata.annotations
+                or {}
+            ).get("nvidia.cdi.k8s.io/container.nvidia-device-plugin")
+            == "management.nvidia.com/gpu=all"
+        ),
+        STEP_S,
+        what="the plugin's NRI annotation",
+    )
+    toolkit_env = container_env(
+        read_daemonset(kube, namespace, operand_catalog.CONTAINER_TOOLKIT.daemonset),
+        "nvidia-container-toolkit-ctr",
+    )
+    assert toolkit_env["RUNTIME"] == "containerd" and toolkit_env["ENABLE_NRI_PLUGIN"] == "true"
+    assert "RUNTIME_CONFIG" not in toolkit_env and "CONTAINERD_RUNTIME_CLASS" not in toolkit_env
+    plugin = read_daemonset(kube, namespace, operand_catalog.DEVICE_PLUGIN.daemonset)
+    assert plugin.spec.template.spec.runtime_class_name is None
+    assert container_env(plugin, "nvidia-device-plugin")["DEVICE_LIST_STRATEGY"] == "cdi-annotations,cdi-cri"
+    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready with the NRI plugin")
+    assert nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}
+
 
 # --- OpenShift (cri-o), against NVIDIA's own rendering ----------------------------------------
 
@@ -153,13 +183,16 @@ PLUGIN_CDI_ENV = ("DEVICE_LIST_STRATEGY", "CDI_ANNOTATION_PREFIX", "NVIDIA_CDI_H
 # The toolkit's host directories the runtime reads: the CDI specs, cri-o's OCI hooks (OpenShift's).
 TOOLKIT_HOST_DIRS = ("cdi-root", "crio-hooks")
 # With the NRI plugin, the container of each GPU operand pod NVIDIA's setNRIPluginAnnotation names:
-# its first container, the validator's toolkit-validation (NVIDIA's container names, as ours).
+# its first (the MPS daemon: its main) container, the validator's toolkit-validation (NVIDIA's
+# container names, as ours).
 NRI_CONTAINERS = {
     PLUGIN: "nvidia-device-plugin",
     operand_catalog.GPU_FEATURE_DISCOVERY.daemonset: "gpu-feature-discovery",
     operand_catalog.DCGM.daemonset: "nvidia-dcgm-ctr",
     operand_catalog.DCGM_EXPORTER.daemonset: "nvidia-dcgm-exporter",
     operand_catalog.OPERATOR_VALIDATOR.daemonset: "toolkit-validation",
+    operand_catalog.MPS_CONTROL_DAEMON.daemonset: "mps-control-daemon-ctr",
+    operand_catalog.MIG_MANAGER.daemonset: "nvidia-mig-manager",
 }
 NRI_ANNOTATION_PREFIX = "nvidia.cdi.k8s.io/container."
 
