@@ -214,6 +214,13 @@ def _plugin_waits_for_the_daemon_at_its_start(
         what="a new device plugin pod Ready",
     )
     wait_for(lambda: nvidia_resources(kube, node) == {}, REACT_S, what="no GPU without a healthy MPS daemon")
+    # A 15 s window: the agent passes at least every 5 s, so a plugin run that served without a
+    # healthy daemon would advertise within it (the wait above may have seen the old pod's gap).
+    holds_for(
+        lambda: nvidia_resources(kube, node) == {},
+        15,
+        what="the new plugin pod advertising nothing while the MPS daemon is down",
+    )
 
     # The daemon's pod replaced (its DaemonSet makes a new one, Ready once toolkit-ready): served again.
     core.delete_namespaced_pod(daemon_pod.metadata.name, namespace)
