@@ -104,6 +104,28 @@ def wait_for(
 holds_for = polling.holds_for
 
 
+def assert_no_writes_by(
+    control_plane: LocalControlPlane, kubeconfig: Path, namespace: str, user: str, since_line: int
+) -> None:
+    """Zero writes by `user` (whose kubeconfig this is) since audit line `since_line`, proven
+    against a canary write.
+
+    NB: the apiserver logs an event after answering; a zero read too early proves nothing.
+    So `user` then writes once on purpose: once that event is in the log, every earlier request
+    of `user` is too, and the count must be exactly that one write.
+    """
+    with control_plane.api_client(kubeconfig) as api:
+        client.CoreV1Api(api).create_namespaced_config_map(
+            namespace, {"metadata": {"name": unique_name("canary")}, "data": {}}
+        )
+    wait_for(
+        lambda: control_plane.count_writes(user, since_line=since_line) >= 1,
+        REACT_S,
+        what="the canary write in the audit log",
+    )
+    assert control_plane.count_writes(user, since_line=since_line) == 1
+
+
 @pytest.fixture(scope="session")
 def clusterpolicy_crd(control_plane: LocalControlPlane) -> None:
     kubectl(control_plane, "apply", "--server-side", "-f", str(CRD_PATH))

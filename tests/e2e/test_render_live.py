@@ -32,7 +32,7 @@ from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
 
-from .conftest import REACT_S, kubectl, wait_for
+from .conftest import REACT_S, assert_no_writes_by, kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -155,27 +155,6 @@ def daemonsets_of(manifests: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {m["metadata"]["name"]: m for m in manifests if m["kind"] == "DaemonSet"}
 
 
-def assert_no_writes_by_render_user(
-    control_plane: LocalControlPlane, kubeconfig: Path, namespace: str, since_line: int
-) -> None:
-    """Zero writes by render-user since `since_line`, proven against a canary write.
-
-    NB: the apiserver logs an event after answering; a zero read too early proves nothing.
-    So render-user then writes once on purpose: once that event is in the log, every
-    earlier request of render-user is too, and the count must be exactly that one write.
-    """
-    with control_plane.api_client(kubeconfig) as api:
-        client.CoreV1Api(api).create_namespaced_config_map(
-            namespace, {"metadata": {"name": unique_name("canary")}, "data": {}}
-        )
-    wait_for(
-        lambda: control_plane.count_writes(RENDER_USER, since_line=since_line) >= 1,
-        REACT_S,
-        what="the canary write in the audit log",
-    )
-    assert control_plane.count_writes(RENDER_USER, since_line=since_line) == 1
-
-
 def test_live_render_one_daemonset_per_rhcos_version_without_writing(
     control_plane: LocalControlPlane,
     kube: client.ApiClient,
@@ -212,7 +191,7 @@ def test_live_render_one_daemonset_per_rhcos_version_without_writing(
     assert f"would delete: {daemonset_name(STALE)} (no GPU node has this key)" in result.stderr
     print(f"live render took {elapsed:.2f}s\n{result.stderr}")
 
-    assert_no_writes_by_render_user(control_plane, render_kubeconfig, namespace, mark)
+    assert_no_writes_by(control_plane, render_kubeconfig, namespace, RENDER_USER, mark)
     # and the cluster is as it was: nothing created, the stale DaemonSet still there
     present = {ds.metadata.name for ds in client.AppsV1Api(kube).list_namespaced_daemon_set(namespace).items}
     assert present == {daemonset_name(STALE)}
@@ -246,7 +225,7 @@ def test_live_output_applies_and_reads_back_unchanged(
     change = render_live(render_kubeconfig, namespace, "--policy", str(proposed))
     daemonsets = daemonsets_of(manifests_of(change))
     for version in (V1, V2):
-        assert "driver nvcr.io/nvidia/driver:570.124.06-rhel9." in change.stderr
+        assert "driver nvcr.io/nvidia/driver:570.124.06-rhcos4.1" in change.stderr
         assert f"{daemonset_name(version)}: key {version}" in change.stderr
         owner = daemonsets[daemonset_name(version)]["metadata"]["ownerReferences"][0]
         assert owner["uid"] == dtk_cluster["metadata"]["uid"]
@@ -265,4 +244,4 @@ def test_live_output_applies_and_reads_back_unchanged(
     fits = daemonsets_of(manifests_of(render_live(render_kubeconfig, namespace, "--policy", str(named))))
     volumes = fits["nvidia-mig-manager"]["spec"]["template"]["spec"]["volumes"]
     assert "admin-mig" in {v["configMap"]["name"] for v in volumes if "configMap" in v}
-    assert_no_writes_by_render_user(control_plane, render_kubeconfig, namespace, mark)
+    assert_no_writes_by(control_plane, render_kubeconfig, namespace, RENDER_USER, mark)

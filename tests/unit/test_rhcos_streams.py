@@ -2,7 +2,7 @@
 
 - nodes on RHCOS 9 (`9.6.<date>-0`), RHCOS 10 (`10.1.<date>-0`) and the old scheme
   (`416.94.<date>-0`) get one driver DaemonSet per build, each with its own DTK tag's image and
-  the driver image tagged for its RHEL (`-rhel9.6`, `-rhel10.1`, `-rhel9.4`);
+  the driver image tagged for its RHEL (`-rhel9`, `-rhel10`, `-rhcos4.16`: NVIDIA's tags);
 - the floating tags (`latest`, `latest-rhel-10`) never serve a build, even when they are all the
   stream holds for RHCOS 10: the build's DaemonSet is created image-missing instead;
 - migration within each stream (9.6 -> 9.6, 10.1 -> 10.1) and a pool moving from 9 to 10: the

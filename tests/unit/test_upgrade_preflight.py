@@ -2,7 +2,7 @@
 
 - no condition unless ClusterVersion's newest history entry is Partial (an update being applied);
 - the targets are the builds the floating tags' images carry that no GPU node runs yet, each with
-  its driver image for its RHEL (`-rhel9.6`, `-rhel10.1`, `-rhel9.4` for the old scheme);
+  its driver image for its RHEL (`-rhel9`, `-rhel10`, `-rhcos4.16` for the old scheme);
 - a floating tag of a stream the GPU nodes run whose image has no build tag is
   DriverToolkitTagMissing (False, and an Event once); other streams' floating tags do not count;
 - the status says it, and says the Event once (planning/status);
