@@ -293,7 +293,8 @@ RULES: tuple[Rule, ...] = (
         "enabled (default true): the toolkit generates CDI specifications and the device plugin hands"
         " GPUs over as CDI devices (cdi-annotations,cdi-cri), operand pods run under the RuntimeClass;"
         " false: the runtime hook (cri-o: the OCI hook). nriPluginEnabled: the toolkit's NRI plugin"
-        " injects operand pods' GPUs by annotation, no RuntimeClass",
+        " injects operand pods' GPUs by annotation, no RuntimeClass (an Error without CDI or the"
+        " toolkit, as NVIDIA's)",
     ),
     Rule("spec.cdi.default", IGN, "deprecated by NVIDIA, which ignores it: cdi.enabled decides"),
     Rule(
