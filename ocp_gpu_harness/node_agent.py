@@ -43,8 +43,10 @@ operator) plays those parts, reading only what a node would see:
   `nvidia.com/mig-<profile>.count` is added; with the plugin config mounted in the GFD
   pod, the sharing labels of full GPUs (`gfd_sharing_labels`: `nvidia.com/gpu.replicas`,
   `.sharing-strategy`, a `-SHARED` product, `nvidia.com/mps.capable`), but for a config
-  NVIDIA's parser refuses (replicas < 2, MPS with mixed MIG: GFD exits at reload, and NFD keeps
-  its last features file) the labels stay as they were; with MPS sharing on MIG-enabled GPUs GFD's
+  NVIDIA's parser refuses (replicas < 2, MPS with mixed MIG) the labels stay as they were: an
+  edit of the ConfigMap does not reach the running GFD (below), which keeps its features file;
+  NOT simulated: GFD restarted on it (a label switch, a new pod) removes its file at the
+  restart and then exits on the config, so its labels go; with MPS sharing on MIG-enabled GPUs GFD's
   sharing labeler fails and its labels go; all removed when it goes.  NB: the agent reads the
   admin's ConfigMap at every pass, so an edit of a config a node already uses applies at once;
   the real plugin and GFD read it at their next start (their config-manager signals them only
@@ -545,8 +547,8 @@ class NodeAgent:
             # GFD reads the plugin config (as the operator mounts it): the sharing labels.
             gfd_config = self._plugin_config(gfd, node_labels)
             if gfd_config is not None and _refused(gfd_config, _env_of(gfd, "MIG_STRATEGY")):
-                # NB: GFD refuses it at (re)start and exits; NFD keeps its last features file, so
-                # the node keeps the labels GFD wrote last.
+                # NB: the running GFD never reads an edited config (its config-manager signals it only
+                # on a label change): it keeps its features file, the node its labels (module docstring).
                 wanted_labels = {key: value for key, value in node_labels.items() if _is_gfd_label(key)}
             elif gfd_config is not None and mig_devices is not None and sharing_strategy(gfd_config) == "mps":
                 # NB: MPS sharing on MIG-enabled GPUs: GFD's sharing labeler fails (k8s-device-plugin

@@ -14,7 +14,8 @@ the MPS control daemon:
 - bad input: the ConfigMap's MPS config changed to 1 replica: an Error naming
   `spec.devicePlugin.config.name`, the ConfigMap, the key and the fix, and an Event; nothing
   running is deleted (the MPS daemon pod, the plugin's and the daemon's DaemonSets stay as they
-  were; the simulated GFD, refusing the config as NVIDIA's would, keeps the node's labels); fixed,
+  were; the simulated GFD, which as NVIDIA's never reads an edited config while it runs, keeps
+  the node's labels); fixed,
   the policy is ready again;
 - the node's config switched to one without sharing: `mps.capable=false`, the daemon's pod
   goes, the node advertises its 8 GPUs, the policy is ready.
@@ -160,8 +161,8 @@ def test_mps_sharing_runs_one_daemon_on_the_nodes_that_share(
     message = error_message()
     assert "spec.devicePlugin.config.name" in message and "'plugin-configs' key 'mps'" in message, message
     wait_for_event(kube, "InvalidClusterPolicy", "spec.devicePlugin.config.name")
-    # Nothing running is deleted or changed meanwhile (GFD, refusing the config too, keeps the
-    # node's labels: the MPS daemon's pod stays where it runs).
+    # Nothing running is deleted or changed meanwhile (the running GFD never reads the edit: it
+    # keeps the node's labels, so the MPS daemon's pod stays where it runs).
     assert {p.metadata.uid for p in mps_pods()} == running
     assert generations() == before
 
