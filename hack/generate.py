@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Generate the copies of files that have one source in the repository.
 
-The ClusterPolicy CRD's source is ocp_gpu/crds/clusterpolicies.nvidia.com.yaml;
-the OLM bundle and the Helm chart each need a copy.  What installs the operator
+Each CRD's source is ocp_gpu/crds/<plural>.<group>.yaml (ClusterPolicy, NVIDIADriver, and
+NVIDIA's GPUCluster, ComputeDomain, ComputeDomainClique as NVIDIA ships them); the OLM bundle and
+the Helm chart each need a copy.  What installs the operator
 (Deployment, ServiceAccount, RBAC, operand image defaults) comes from
 ocp_gpu/install/ and ocp_gpu/model/releases.py: this script writes it into the
 Helm chart's templates (charts/ocp-gpu/templates/operator.yaml) and the OLM
@@ -45,6 +46,17 @@ COPIES = (
     ),
     Copy("ocp_gpu/crds/nvidiadrivers.nvidia.com.yaml", "bundle/manifests/nvidia.com_nvidiadrivers.yaml"),
     Copy("ocp_gpu/crds/nvidiadrivers.nvidia.com.yaml", "charts/ocp-gpu/crds/nvidia.com_nvidiadrivers.yaml"),
+    # NVIDIA's own CRDs, shipped unchanged: GPUCluster (gpu-operator v26.7.0) and the DRA driver's
+    # ComputeDomain and ComputeDomainClique (each file's opening comment names its upstream commit).
+    *(
+        Copy(f"ocp_gpu/crds/{plural}.{group}.yaml", f"{folder}/{group}_{plural}.yaml")
+        for plural, group in (
+            ("gpuclusters", "nvidia.com"),
+            ("computedomains", "resource.nvidia.com"),
+            ("computedomaincliques", "resource.nvidia.com"),
+        )
+        for folder in ("bundle/manifests", "charts/ocp-gpu/crds")
+    ),
 )
 
 

@@ -45,7 +45,13 @@ CREATED_AT = "2026-11-23T00:00:00Z"  # NB: fixed, so generating twice gives the 
 CSV_TARGET = f"bundle/manifests/{PACKAGE}.clusterserviceversion.yaml"
 CRD_SOURCE = "ocp_gpu/crds/clusterpolicies.nvidia.com.yaml"
 # The other CRDs the bundle owns (the catalog embeds each; hack/generate.py copies each).
-MORE_CRD_SOURCES = ("ocp_gpu/crds/nvidiadrivers.nvidia.com.yaml",)
+MORE_CRD_SOURCES = (
+    "ocp_gpu/crds/nvidiadrivers.nvidia.com.yaml",
+    "ocp_gpu/crds/gpuclusters.nvidia.com.yaml",
+    # NVIDIA's DRA driver reads and writes these (ComputeDomains); NVIDIA's bundle owns them too.
+    "ocp_gpu/crds/computedomains.resource.nvidia.com.yaml",
+    "ocp_gpu/crds/computedomaincliques.resource.nvidia.com.yaml",
+)
 CSV_BASE = "hack/olm-src/csv-base.yaml"
 HEADER = (
     f"# generated from {CSV_BASE}, ocp_gpu/install/, ocp_gpu/model/releases.py and\n"

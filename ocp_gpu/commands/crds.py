@@ -4,11 +4,13 @@ Helm installs a chart's `crds/` once and never upgrades or deletes them.  The He
 this command from the operator image, as NVIDIA's chart runs its `manage-crds`:
 
 - `apply` (the pre-upgrade hook Job, `operator.upgradeCRD`): server-side applies every CRD the
-  package carries (ocp_gpu/crds/: ClusterPolicy, NVIDIADriver; the chart's crds/ are copies),
+  package carries of group nvidia.com (ocp_gpu/crds/: ClusterPolicy, NVIDIADriver, GPUCluster; the
+  chart's crds/ are copies),
   then waits until each is Established, so the upgraded operator and ClusterPolicy meet the new
   schema;
 - `delete` (the post-delete hook Job, `operator.cleanupCRD`): deletes them and waits until they
-  are gone.  NB: deleting a CRD deletes every object of it (each ClusterPolicy and NVIDIADriver).
+  are gone.  NB: deleting a CRD deletes every object of it (each ClusterPolicy, NVIDIADriver and
+  GPUCluster).
 
 Usage::
 
@@ -46,11 +48,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# The group of the CRDs the hooks manage.  NB: not NVIDIA's DRA driver's resource.nvidia.com
+# (ComputeDomain, ComputeDomainClique), which the chart's crds/ install once: their objects are
+# workloads', and NVIDIA's own hooks leave them alone too (manage-crds names only the nvidia.com ones).
+HOOK_GROUP = "nvidia.com"
+
+
 def shipped_crds() -> list[dict[str, Any]]:
-    """The CRDs this package carries (ocp_gpu/crds/*.yaml), by name."""
+    """The CRDs of group nvidia.com this package carries (ocp_gpu/crds/*.yaml: ClusterPolicy,
+    NVIDIADriver, GPUCluster), by name."""
     folder = resources.files("ocp_gpu") / "crds"
     found = [yaml.safe_load(entry.read_text()) for entry in folder.iterdir() if entry.name.endswith(".yaml")]
-    return sorted(found, key=lambda crd: str(crd["metadata"]["name"]))
+    ours = [crd for crd in found if crd["spec"]["group"] == HOOK_GROUP]
+    return sorted(ours, key=lambda crd: str(crd["metadata"]["name"]))
 
 
 def is_established(crd: dict[str, Any] | None) -> bool:

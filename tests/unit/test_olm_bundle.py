@@ -48,6 +48,15 @@ CRD: dict[str, Any] = yaml.safe_load((ROOT / "bundle/manifests/nvidia.com_cluste
 NVD_CRD: dict[str, Any] = yaml.safe_load(
     (ROOT / "bundle/manifests/nvidia.com_nvidiadrivers.yaml").read_text()
 )
+# NVIDIA's own CRDs, shipped as NVIDIA ships them (GPUCluster; the DRA driver's ComputeDomains).
+NVIDIA_CRDS: list[dict[str, Any]] = [
+    yaml.safe_load((ROOT / f"bundle/manifests/{name}.yaml").read_text())
+    for name in (
+        "nvidia.com_gpuclusters",
+        "resource.nvidia.com_computedomains",
+        "resource.nvidia.com_computedomaincliques",
+    )
+]
 CATALOG = [doc for doc in yaml.safe_load_all((ROOT / "olm/ocp-gpu/catalog.yaml").read_text()) if doc]
 ANNOTATIONS = CSV["metadata"]["annotations"]
 INSTALL = CSV["spec"]["install"]
@@ -115,7 +124,16 @@ def _schema_has(schema: dict[str, Any], path: str) -> bool:
 
 
 def test_descriptors_name_fields_the_crd_has() -> None:
-    owned, nvd = CSV["spec"]["customresourcedefinitions"]["owned"]
+    owned, nvd, *nvidias = CSV["spec"]["customresourcedefinitions"]["owned"]
+    # Every CRD the bundle ships is owned, under its name, version and kind.
+    assert [(d["name"], d["version"], d["kind"]) for d in nvidias] == [
+        (crd["metadata"]["name"], crd["spec"]["versions"][0]["name"], crd["spec"]["names"]["kind"])
+        for crd in NVIDIA_CRDS
+    ]
+    (gpu_cluster,) = [d for d in nvidias if d["kind"] == "GPUCluster"]
+    gc_root = NVIDIA_CRDS[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    for kind, part in (("specDescriptors", "spec"), ("statusDescriptors", "status")):
+        assert [d["path"] for d in gpu_cluster[kind] if not _schema_has(gc_root[part], d["path"])] == []
     assert (nvd["name"], nvd["version"], nvd["kind"]) == (
         "nvidiadrivers.nvidia.com",
         "v1alpha1",
@@ -221,11 +239,14 @@ def test_catalog_channels_and_bundle() -> None:
         for prop in bundle["properties"]
         if prop["type"] == "olm.bundle.object"
     ]
-    assert objects == [CSV, {key: CRD[key] for key in CRD}, {key: NVD_CRD[key] for key in NVD_CRD}]
+    assert objects == [CSV, CRD, NVD_CRD, *NVIDIA_CRDS]
     gvks = [prop["value"] for prop in bundle["properties"] if prop["type"] == "olm.gvk"]
     assert gvks == [
         {"group": "nvidia.com", "kind": "ClusterPolicy", "version": "v1"},
         {"group": "nvidia.com", "kind": "NVIDIADriver", "version": "v1alpha1"},
+        {"group": "nvidia.com", "kind": "GPUCluster", "version": "v1alpha1"},
+        {"group": "resource.nvidia.com", "kind": "ComputeDomain", "version": "v1beta1"},
+        {"group": "resource.nvidia.com", "kind": "ComputeDomainClique", "version": "v1beta1"},
     ]
     required = [prop["value"] for prop in bundle["properties"] if prop["type"] == "olm.package.required"]
     assert required == [{"packageName": "nfd", "versionRange": ">=4.14.0"}]

@@ -18,7 +18,7 @@ renders them: the kubelet plugin's second container `compute-domains`
 `compute-domain-daemon.nvidia.com` and `compute-domain-default-channel.nvidia.com`, the RBAC of
 the controller, of the compute-domain daemon and the plugin's read of ComputeDomains and
 cliques.  NB: the resource.nvidia.com CRDs (ComputeDomain, ComputeDomainClique) are not
-rendered: NVIDIA's chart installs them from its crds/ directory.  Pure.
+rendered: the bundle and the chart ship them (ocp_gpu/crds/), as NVIDIA's do.  Pure.
 """
 
 from __future__ import annotations
