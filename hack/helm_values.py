@@ -467,8 +467,9 @@ clusterPolicy:
   # `create` is this chart's older name for the same switch; both must not be false.
   deployCR: true
 
-# NVIDIA's GPUCluster (DRA) CR: ocp-gpu does not serve that API, so deployCR: true is refused
-# with a message.  Its draDriver settings are the ClusterPolicy's draDriver (docs/dra.md).
+# NVIDIA's GPUCluster (DRA) CR: the operator serves it (docs/dra.md) but this chart does not render
+# one, so deployCR: true is refused with a message: apply a GPUCluster yourself, or set the
+# ClusterPolicy's draDriver.enabled.
 gpuCluster:
   deployCR: false
 

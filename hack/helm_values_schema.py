@@ -59,7 +59,8 @@ CHART_VALUES: dict[str, Any] = {
     },
     "platform": _closed("The platform (NVIDIA's chart).", openshift={"type": "boolean"}),
     "gpuCluster": _closed(
-        "NVIDIA's GPUCluster (DRA) CR: not served by ocp-gpu (deployCR: true is refused).",
+        "NVIDIA's GPUCluster (DRA) CR: served by the operator, not rendered by this chart "
+        "(deployCR: true is refused).",
         deployCR={"type": "boolean"},
     ),
     "draDriver": {

@@ -117,6 +117,14 @@ async def run(options: RunOptions) -> int:
         apis.NVIDIA_DRIVER_VERSION,
         apis.NVIDIA_DRIVER_PLURAL,
     )
+    # NB: GPUClusters too (the bundle and chart ship NVIDIA's CRD; an older install may lack it).
+    rt.view.gpu_cluster_api = await asyncio.to_thread(
+        discovering.serves_resource,
+        api_client,
+        apis.GPU_CLUSTER_GROUP,
+        apis.GPU_CLUSTER_VERSION,
+        apis.GPU_CLUSTER_PLURAL,
+    )
     # NB: ResourceClaims are watched only when resource.k8s.io/v1 is served (Kubernetes >= 1.34).
     rt.view.resource_claim_api = await asyncio.to_thread(
         discovering.serves_resource,

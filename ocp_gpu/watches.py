@@ -75,6 +75,9 @@ def build_watches(rt: runtime.Runtime, login: connecting.Login) -> dict[str, wat
         watches["nvidiadrivers"] = object_watches.nvidia_driver_watch(
             login, apis.NVIDIA_DRIVER_GROUP, apis.NVIDIA_DRIVER_VERSION, apis.NVIDIA_DRIVER_PLURAL, drivers
         )
+    if rt.view.gpu_cluster_api:
+        # NB: only when NVIDIA's GPUCluster CRD is served (the bundle and chart ship it).
+        watches["gpuclusters"] = object_watches.gpu_cluster_watch(login, object_views.GpuClusterView(rt))
     if rt.view.resource_claim_api:
         # NB: only when resource.k8s.io/v1 is served (discovery at start-up): pods holding GPUs
         # through ResourceClaims (DRA) are GPU pods to the driver upgrade.

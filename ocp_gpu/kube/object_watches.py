@@ -1,5 +1,5 @@
 """The watches of every kind with few objects: owned objects, driver revisions, OpenShift
-singletons, ClusterPolicies and NVIDIADrivers (kube/watching.py's stream, one per kind); and
+singletons, ClusterPolicies, NVIDIADrivers and GPUClusters (kube/watching.py's stream, one per kind); and
 the ResourceClaims of every namespace, as small as a record gets (what each holds).
 
 Each event becomes one small record (never the whole body): an owned object's applied hash and
@@ -23,7 +23,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from ocp_gpu.kube import connecting, owning, reading, watching
-from ocp_gpu.model import custom_resources, labels, nvidia_driver_spec, resource_claims
+from ocp_gpu.model import apis, custom_resources, labels, nvidia_driver_spec, resource_claims
 
 Login = connecting.Login
 
@@ -156,6 +156,20 @@ def nvidia_driver_watch(
         reading.nvidia_driver,
         sink,
         what="nvidiadriver watch",
+        cut_managed_fields=False,
+    )
+
+
+def gpu_cluster_watch(
+    login: Login, sink: watching.Sink[custom_resources.GpuClusterObject]
+) -> watching.ObjectWatch[custom_resources.GpuClusterObject]:
+    """Every GPUCluster (NVIDIA's schema allows one, `gpu-cluster`)."""
+    return watching.ObjectWatch(
+        login,
+        collection_path(apis.GPU_CLUSTER_GROUP, apis.GPU_CLUSTER_VERSION, apis.GPU_CLUSTER_PLURAL),
+        reading.gpu_cluster,
+        sink,
+        what="gpucluster watch",
         cut_managed_fields=False,
     )
 

@@ -218,6 +218,11 @@ def nvidia_driver(body: Mapping[str, Any]) -> nvidia_driver_spec.NvidiaDriver:
     return _custom_resource(nvidia_driver_spec.NvidiaDriver, body)
 
 
+def gpu_cluster(body: Mapping[str, Any]) -> custom_resources.GpuClusterObject:
+    """The record of one of NVIDIA's GPUClusters."""
+    return _custom_resource(custom_resources.GpuClusterObject, body)
+
+
 def _custom_resource(record: type[R], body: Mapping[str, Any]) -> R:
     """One of our custom resources; a spec that is not an object (only a file can hold one) reads as {}."""
     metadata = _dict(body.get("metadata"))

@@ -1,4 +1,4 @@
-"""Writing what the operator has to say: ClusterPolicy status and Events."""
+"""Writing what the operator has to say: ClusterPolicy, NVIDIADriver and GPUCluster status; Events."""
 
 from __future__ import annotations
 
@@ -33,6 +33,13 @@ def patch_nvidia_driver_status(api_client: clients.ApiClient, name: str, status:
         apis.NVIDIA_DRIVER_PLURAL,
         name,
         status,
+    )
+
+
+def patch_gpu_cluster_status(api_client: clients.ApiClient, name: str, status: Mapping[str, Any]) -> None:
+    """Replace the GPUCluster's status fields given (merge patch on the status subresource)."""
+    _patch_status(
+        api_client, apis.GPU_CLUSTER_GROUP, apis.GPU_CLUSTER_VERSION, apis.GPU_CLUSTER_PLURAL, name, status
     )
 
 

@@ -23,6 +23,13 @@ NVIDIA_DRIVER_PLURAL: Final = "nvidiadrivers"
 NVIDIA_DRIVER_KIND: Final = "NVIDIADriver"
 NVIDIA_DRIVER_API_VERSION: Final = f"{NVIDIA_DRIVER_GROUP}/{NVIDIA_DRIVER_VERSION}"
 NVIDIA_DRIVER_PATH: Final = f"/apis/{NVIDIA_DRIVER_API_VERSION}/{NVIDIA_DRIVER_PLURAL}"
+# NVIDIA's GPUCluster CRD (ocp_gpu/crds/gpuclusters.nvidia.com.yaml, as NVIDIA ships it): a singleton
+# named `gpu-cluster` (its schema refuses any other name).
+GPU_CLUSTER_GROUP: Final = POLICY_GROUP
+GPU_CLUSTER_VERSION: Final = "v1alpha1"
+GPU_CLUSTER_PLURAL: Final = "gpuclusters"
+GPU_CLUSTER_KIND: Final = "GPUCluster"
+GPU_CLUSTER_API_VERSION: Final = f"{GPU_CLUSTER_GROUP}/{GPU_CLUSTER_VERSION}"
 # OpenShift's ClusterVersion and Proxy live here.
 CONFIG_GROUP: Final = "config.openshift.io"
 # The driver-toolkit ImageStream lives here.

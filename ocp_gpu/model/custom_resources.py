@@ -86,6 +86,20 @@ class PolicyObject(CustomResource):
         return policy_ref(self.name, self.uid)
 
 
+@dataclasses.dataclass(frozen=True)
+class GpuClusterObject(CustomResource):
+    """NVIDIA's GPUCluster (model/policy/gpu_cluster.py maps its spec onto the DRA operand)."""
+
+    def ref(self) -> dict[str, str]:
+        """The object reference Events name."""
+        return {
+            "apiVersion": apis.GPU_CLUSTER_API_VERSION,
+            "kind": apis.GPU_CLUSTER_KIND,
+            "name": self.name,
+            "uid": self.uid,
+        }
+
+
 def policy_ref(name: str, uid: str) -> dict[str, str]:
     """The reference to ClusterPolicy `name` that Events and ownerReferences carry."""
     return {"apiVersion": apis.POLICY_API_VERSION, "kind": apis.POLICY_KIND, "name": name, "uid": uid}

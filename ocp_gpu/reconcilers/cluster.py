@@ -29,7 +29,14 @@ from ocp_gpu.model import (
     operand_types,
     upgrade_observations,
 )
-from ocp_gpu.model.policy import fields, policy_checks, policy_parser, policy_problems, policy_spec
+from ocp_gpu.model.policy import (
+    fields,
+    gpu_cluster,
+    policy_checks,
+    policy_parser,
+    policy_problems,
+    policy_spec,
+)
 from ocp_gpu.planning import delivery, platforms
 from ocp_gpu.planning.drivers import driver_check, driver_coverage, driver_plan, driver_pools, driver_strategy
 from ocp_gpu.planning.operands import (
@@ -45,6 +52,7 @@ from ocp_gpu.planning.upgrades import pool_upgrades, upgrade_preflight
 from ocp_gpu.reconcilers import (
     cluster_view,
     driver_reconciler,
+    gpu_clusters,
     monitoring_reconciler,
     nvidia_drivers,
     operand_reconciler,
@@ -116,6 +124,10 @@ class AppliedPass:
     watching: monitoring_reconciler.MonitoringOutcome | None
     label_errors: dict[str, str]
     unsupported: str
+    # NVIDIA's GPUClusters' standing this pass (the accepted one's DRA driver is in `policy`).
+    gpu_clusters: tuple[gpu_cluster.GpuClusterDecision, ...] = ()
+    # The ClusterPolicy's spec has no error (with one, nothing was applied).
+    policy_valid: bool = True
 
 
 async def reconcile_once(
@@ -162,6 +174,17 @@ async def reconcile_once(
         # No ClusterPolicy: nothing is deployed and no node is labelled.
         rt.scheduler.set_upgrade_policy(None)
         metrics.reconciliation_status.set(operator_health.ReconciliationStatus.POLICY_UNAVAILABLE)
+        if seen.gpu_clusters:
+            # A GPUCluster waits for a ClusterPolicy (its driver and toolkit come first): it says so.
+            await gpu_clusters.report(
+                rt,
+                gpu_clusters.decide(seen.gpu_clusters, None, None, rt.env),
+                policy_name=None,
+                policy_valid=True,
+                unready_nodes=None,
+                apply_errors={},
+                now=now,
+            )
         return None
     active = seen.policies[selection.active]
     if (
@@ -207,6 +230,10 @@ async def _apply_policy(
     detected = platforms.detect_platform(seen.api_groups)
 
     errors = [p for p in problems if p.severity is policy_problems.Severity.ERROR]
+    # NVIDIA's GPUClusters: the one accepted beside this ClusterPolicy brings its DRA driver
+    # (reconcilers/gpu_clusters.py); from here on every part of the pass applies that.
+    decisions = gpu_clusters.decide(seen.gpu_clusters, active.name, policy, rt.env)
+    policy = gpu_clusters.effective_policy(policy, decisions)
     auto_upgrade = policy.driver.upgrade_policy.auto_upgrade if not errors and policy.driver.enabled else None
     # NVIDIADriver pools: each pool's nodes by its own autoUpgrade (planning/upgrades/pool_upgrades.py).
     pool_auto_upgrade = (
@@ -316,6 +343,8 @@ async def _apply_policy(
         watching=watching,
         label_errors=label_errors,
         unsupported=(fields.describe(unsupported, conditions.CONDITION_MESSAGE_LIMIT) if unsupported else ""),
+        gpu_clusters=decisions,
+        policy_valid=not errors,
     )
 
 
@@ -398,6 +427,19 @@ async def _report(
     for event in policy_status.plan_status_events(status, previous_messages):
         await asyncio.to_thread(
             reporting.post_event, rt.api_client, active.ref(), event.reason, event.message, event.type
+        )
+    if applied.gpu_clusters:
+        dra = operand_catalog.DRA_DRIVER.name
+        dra_outcome = stack.get(dra)
+        await gpu_clusters.report(
+            rt,
+            applied.gpu_clusters,
+            policy_name=active.name,
+            policy_valid=applied.policy_valid,
+            # NB: judged only where the operand was applied this pass (not with a spec error).
+            unready_nodes=outcome_of_pass.unready_nodes.get(dra, []) if dra_outcome is not None else None,
+            apply_errors=dict(dra_outcome.errors) if dra_outcome is not None else {},
+            now=now,
         )
 
 

@@ -63,6 +63,8 @@ class ViewSnapshot:
         default_factory=_empty
     )
     driver_revisions: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=_empty)
+    # NVIDIA's GPUClusters by name (empty unless their CRD is served).
+    gpu_clusters: Mapping[str, custom_resources.GpuClusterObject] = dataclasses.field(default_factory=_empty)
 
 
 @dataclasses.dataclass
@@ -76,6 +78,9 @@ class ClusterView:
     # NVIDIADrivers by name (watched only when their CRD is served: `nvidia_driver_api`).
     nvidia_drivers: dict[str, nvidia_driver_spec.NvidiaDriver] = dataclasses.field(default_factory=dict)
     nvidia_driver_api: bool = False
+    # NVIDIA's GPUClusters by name (watched only when their CRD is served: `gpu_cluster_api`).
+    gpu_clusters: dict[str, custom_resources.GpuClusterObject] = dataclasses.field(default_factory=dict)
+    gpu_cluster_api: bool = False
     # What each ResourceClaim holds, by namespace/name (watched only when resource.k8s.io/v1
     # is served: `resource_claim_api`); the upgrade's pod deletion reads it.
     resource_claims: dict[str, ClaimHold] = dataclasses.field(default_factory=dict)
@@ -149,5 +154,6 @@ class ClusterView:
             cluster_proxy=self.cluster_proxy,
             driver_pod_pulls=types.MappingProxyType(dict(self.driver_pod_pulls)),
             pull_failing_since=types.MappingProxyType(dict(self.pull_failing_since)),
+            gpu_clusters=types.MappingProxyType(dict(self.gpu_clusters)),
             **upgrade_parts,
         )

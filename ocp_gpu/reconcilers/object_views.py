@@ -11,6 +11,8 @@ keeps changed (a resync or a field the record leaves out wakes nothing):
 - ClusterPolicies (`policies`): the main pass; a change of the status alone (mostly our own
   status write coming back) is rollout progress (scheduling.Changes.progress_only);
 - NVIDIADrivers (`nvidia_drivers`): the main pass (which deploys the pools);
+- GPUClusters (`gpu_clusters`): the main pass (one may own the DRA operand); a change of the
+  status alone is rollout progress, as the ClusterPolicies';
 - ResourceClaims (`resource_claims`, what each holds): wake nothing. Only a node deleting its
   GPU pods reads them, and it reads its pods again each pass anyway (no watch covers them).
 """
@@ -21,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from ocp_gpu.kube import object_watches, owning
-from ocp_gpu.model import custom_resources, nvidia_driver_spec, resource_claims
+from ocp_gpu.model import apis, custom_resources, nvidia_driver_spec, resource_claims
 from ocp_gpu.planning import delivery
 from ocp_gpu.reconcilers import runtime, watched_view
 
@@ -140,6 +142,29 @@ class NvidiaDriverView(watched_view.WatchedView[nvidia_driver_spec.NvidiaDriver]
 
     def gone(self, name: str) -> None:
         self._view.nvidia_drivers.pop(name, None)
+        self._scheduler.mark_policies()
+
+
+class GpuClusterView(watched_view.WatchedView[custom_resources.GpuClusterObject]):
+    """Keeps the view's `gpu_clusters`; a spec change wakes the main pass (one may own the DRA
+    operand), a change of the status alone (our own write coming back) only judges it again."""
+
+    def __init__(self, rt: runtime.Runtime) -> None:
+        super().__init__(rt, apis.GPU_CLUSTER_GROUP, apis.GPU_CLUSTER_PLURAL)
+
+    def known(self) -> Iterable[str]:
+        return self._view.gpu_clusters
+
+    def seen(self, facts: custom_resources.GpuClusterObject) -> None:
+        before = self._view.gpu_clusters.get(facts.name)
+        self._view.gpu_clusters[facts.name] = facts
+        if before is not None and before.is_same_but_status(facts):
+            self._scheduler.mark_progress()
+        else:
+            self._scheduler.mark_policies()
+
+    def gone(self, name: str) -> None:
+        self._view.gpu_clusters.pop(name, None)
         self._scheduler.mark_policies()
 
 

@@ -8,7 +8,13 @@
   hostPaths) are reported, not silently dropped; a wrong shape names the GPUCluster field;
 - the coexistence rule: accepted beside a ClusterPolicy with draDriver off, refused beside one
   that enables it (the message names the field and the fix), refused for a second GPUCluster,
-  waiting without a ClusterPolicy.
+  waiting without a ClusterPolicy;
+- a GPUCluster whose image cannot be resolved is refused naming its field, while the
+  ClusterPolicy's own problems stay the ClusterPolicy's; the accepted one's DRA driver is the
+  policy's the operands are applied from (reconcilers/gpu_clusters.effective_policy);
+- its status as NVIDIA's (planning/status/gpu_cluster_status.py): state and Ready/Error with NVIDIA's
+  reasons for each standing, ours in Ready's reason when refused; Events once per new problem,
+  none for a rollout.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import pytest
 
 from ocp_gpu.model.policy import gpu_cluster, policy_parser, policy_spec
 from ocp_gpu.model.policy.gpu_cluster import GpuClusterState
+from ocp_gpu.planning.status import gpu_cluster_status
+from ocp_gpu.reconcilers import gpu_clusters
 from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering
 
 FULL: dict[str, Any] = {
@@ -146,3 +154,95 @@ def test_the_coexistence_rule() -> None:
     assert verdict("early", ("early", "late"), "cluster-policy", False).state is GpuClusterState.ACCEPTED
     waiting = verdict("gc", ("gc",), None, False)
     assert waiting.state is GpuClusterState.WAITING and "ClusterPolicy" in waiting.message
+
+
+ENV = {"DRA_DRIVER_IMAGE": "nvcr.io/nvidia/dra-driver-nvidia-gpu:v0.5.0", "VALIDATOR_IMAGE": "r/ocp-gpu:1"}
+
+
+def _decide(spec: Mapping[str, Any], policy_spec_: Mapping[str, Any] | None = None) -> Any:
+    policy = policy_parser.parse_policy(policy_spec_ or {})
+    return gpu_cluster.decide_gpu_cluster(
+        "gpu-cluster", spec, ("gpu-cluster",), "cluster-policy", policy, ENV
+    )
+
+
+def test_an_accepted_gpu_cluster_brings_its_dra_driver() -> None:
+    decision = _decide({"draDriver": {"version": "v0.5.1"}})
+    assert decision.verdict.state is GpuClusterState.ACCEPTED and decision.mapping is not None
+    base = policy_parser.parse_policy({})
+    effective = gpu_clusters.effective_policy(base, (decision,))
+    assert effective.dra_driver.enabled and effective.dra_driver.image.version == "v0.5.1"
+    assert not base.dra_driver.enabled
+    # refused: the ClusterPolicy's own draDriver, untouched
+    refused = _decide({"draDriver": {}}, {"draDriver": {"enabled": True, "version": "v0.4.1"}})
+    assert refused.mapping is None and refused.verdict.reason == "ClusterPolicyOwnsDRA"
+    policy = policy_parser.parse_policy({"draDriver": {"enabled": True, "version": "v0.4.1"}})
+    assert gpu_clusters.effective_policy(policy, (refused,)) == policy
+
+
+def test_a_gpu_cluster_the_operand_cannot_use_is_refused_naming_its_field() -> None:
+    # no DRA_DRIVER_IMAGE default and only a version: nothing to resolve the image from
+    decision = gpu_cluster.decide_gpu_cluster(
+        "gpu-cluster",
+        {"draDriver": {"version": "v1"}},
+        ("gpu-cluster",),
+        "cp",
+        policy_parser.parse_policy({}),
+        {},
+    )
+    assert decision.verdict.state is GpuClusterState.REFUSED and decision.mapping is None
+    assert decision.verdict.reason == gpu_cluster.INVALID_REASON
+    assert "spec.draDriver" in decision.verdict.message and "left as it is" in decision.verdict.message
+
+
+def _status(decision: Any, **kwargs: Any) -> gpu_cluster_status.GpuClusterStatus:
+    given: dict[str, Any] = {
+        "policy_name": "cluster-policy",
+        "policy_valid": True,
+        "unready_nodes": [],
+        "apply_errors": {},
+    }
+    return gpu_cluster_status.plan_gpu_cluster_status(decision, **(given | kwargs))
+
+
+def _conditions(status: gpu_cluster_status.GpuClusterStatus) -> dict[str, tuple[bool, str]]:
+    return {c.type: (c.status, c.reason) for c in status.conditions}
+
+
+def test_the_status_as_nvidias() -> None:
+    accepted = _decide({"draDriver": {}})
+    ready = _status(accepted)
+    assert ready.state == "ready"
+    assert _conditions(ready) == {"Ready": (True, "Reconciled"), "Error": (False, "Ready")}
+    rolling = _status(accepted, unready_nodes=["n2", "n1"])
+    assert rolling.state == "notReady"
+    assert _conditions(rolling) == {"Ready": (False, "Error"), "Error": (True, "OperandNotReady")}
+    assert "n1, n2" in rolling.conditions[1].message
+    failing = _status(accepted, apply_errors={"DaemonSet x": "forbidden"})
+    assert _conditions(failing)["Error"] == (True, "ReconcileFailed")
+    invalid_policy = _status(accepted, policy_valid=False)
+    assert _conditions(invalid_policy)["Error"] == (True, "PrerequisiteNotMet")
+    refused = _decide({"draDriver": {}}, {"draDriver": {"enabled": True}})
+    said = _status(refused, unready_nodes=None)
+    assert said.state == "notReady"
+    assert _conditions(said) == {
+        "Ready": (False, "ClusterPolicyOwnsDRA"),
+        "Error": (True, "PrerequisiteNotMet"),
+    }
+    assert said.conditions[1].message == refused.verdict.message
+    unapplied = _status(_decide({"draDriver": {}, "hostPaths": {"kubeletRootDir": "/k"}}))
+    assert _conditions(unapplied)["UnsupportedSetting"] == (True, "UnsupportedSetting")
+
+
+def test_events_once_per_new_problem_and_none_for_a_rollout() -> None:
+    refused = _decide({"draDriver": {}}, {"draDriver": {"enabled": True}})
+    status = _status(refused, unready_nodes=None)
+    (event,) = gpu_cluster_status.plan_gpu_cluster_events(refused, status, frozenset())
+    assert (event.reason, event.type) == ("ClusterPolicyOwnsDRA", "Warning")
+    stored = frozenset(c.message for c in status.conditions if c.status)
+    assert gpu_cluster_status.plan_gpu_cluster_events(refused, status, stored) == []
+    accepted = _decide({"draDriver": {}})
+    rolling = _status(accepted, unready_nodes=["n1"])
+    assert gpu_cluster_status.plan_gpu_cluster_events(accepted, rolling, frozenset()) == []
+    (ready,) = gpu_cluster_status.plan_gpu_cluster_events(accepted, _status(accepted), frozenset())
+    assert (ready.reason, ready.type) == ("Reconciled", "Normal")

@@ -29,10 +29,13 @@ ALL_GROUPS = frozenset(
 OWNED = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
 
 
-def _runtime(groups: frozenset[str] = frozenset(), nvidia_driver_api: bool = False) -> runtime.Runtime:
+def _runtime(
+    groups: frozenset[str] = frozenset(), nvidia_driver_api: bool = False, gpu_cluster_api: bool = False
+) -> runtime.Runtime:
     rt = runtime.Runtime(api_client=None, namespace="ns", env={})  # type: ignore[arg-type]
     rt.view.api_groups = groups
     rt.view.nvidia_driver_api = nvidia_driver_api
+    rt.view.gpu_cluster_api = gpu_cluster_api
     return rt
 
 
@@ -42,8 +45,11 @@ def _login(renew: bool) -> object:
 
 @pytest.mark.parametrize("groups", [frozenset(), ALL_GROUPS], ids=["vanilla", "openshift"])
 @pytest.mark.parametrize("nvidia_driver_api", [False, True], ids=["no-nvidiadriver", "nvidiadriver"])
-def test_every_kind_once_each_in_the_barrier(groups: frozenset[str], nvidia_driver_api: bool) -> None:
-    rt = _runtime(groups, nvidia_driver_api)
+@pytest.mark.parametrize("gpu_cluster_api", [False, True], ids=["no-gpucluster", "gpucluster"])
+def test_every_kind_once_each_in_the_barrier(
+    groups: frozenset[str], nvidia_driver_api: bool, gpu_cluster_api: bool
+) -> None:
+    rt = _runtime(groups, nvidia_driver_api, gpu_cluster_api)
     built = watches.build_watches(rt, _login)  # type: ignore[arg-type]
     owned = {kind.plural for kind in owning.watched_kinds(groups)}
     expected = {"pods", "nodes", "controllerrevisions", "clusterpolicies", *owned}
@@ -53,6 +59,8 @@ def test_every_kind_once_each_in_the_barrier(groups: frozenset[str], nvidia_driv
         expected |= {"clusterversions", "proxies"}
     if nvidia_driver_api:
         expected.add("nvidiadrivers")
+    if gpu_cluster_api:
+        expected.add("gpuclusters")
     assert set(built) == expected
     paths = [watch._path for watch in built.values()]
     assert len(paths) == len(set(paths)), "a kind watched twice"

@@ -10,7 +10,9 @@ ClusterPolicy exists. ocp-gpu deploys the driver and toolkit the DRA driver need
 ClusterPolicy, so it allows a GPUCluster beside one whose `draDriver.enabled` is false: the
 GPUCluster then owns the DRA operand. It refuses (`gpu_cluster_verdict`) a GPUCluster beside a
 ClusterPolicy that enables `draDriver` itself, a second GPUCluster (the oldest one owns the
-operand), and waits while no ClusterPolicy exists. A refusal changes nothing that runs.
+operand; NVIDIA's CRD already refuses any name but `gpu-cluster`), a GPUCluster whose spec the
+DRA operand cannot use (`decide_gpu_cluster`), and waits while no ClusterPolicy exists. A
+refusal changes nothing that runs.
 Pure: no I/O.
 """
 
@@ -20,7 +22,9 @@ import dataclasses
 import enum
 from collections.abc import Mapping
 
+from ocp_gpu.model.policy.policy_checks import validate_policy
 from ocp_gpu.model.policy.policy_parser import PolicyParseError, parse_policy
+from ocp_gpu.model.policy.policy_problems import Severity
 from ocp_gpu.model.policy.policy_spec import DraDriverSpec, Policy
 
 # NVIDIA's default health-check port of the gpus kubelet plugin, the one the operand renders.
@@ -188,3 +192,61 @@ def gpu_cluster_verdict(
 def with_gpu_cluster(policy: Policy, mapping: GpuClusterMapping) -> Policy:
     """The policy whose DRA operand is the accepted GPUCluster's (the ClusterPolicy's draDriver is off)."""
     return dataclasses.replace(policy, dra_driver=mapping.dra_driver)
+
+
+# The reason a GPUCluster whose spec the DRA operand cannot use is refused with.
+INVALID_REASON = "InvalidGPUCluster"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GpuClusterDecision:
+    """One GPUCluster's standing this pass, and what it asks of the DRA operand when accepted."""
+
+    name: str
+    verdict: GpuClusterVerdict
+    # None unless accepted.
+    mapping: GpuClusterMapping | None = None
+
+
+def decide_gpu_cluster(
+    name: str,
+    spec: Mapping[str, object],
+    gpu_clusters_oldest_first: tuple[str, ...],
+    policy_name: str | None,
+    policy: Policy | None,
+    env: Mapping[str, str],
+) -> GpuClusterDecision:
+    """The coexistence rule (`gpu_cluster_verdict`), then the GPUCluster's own spec: one the
+    DRA operand cannot use (an image that cannot be resolved, a field of the wrong shape) is
+    refused naming the field, and the ClusterPolicy's operands go on as they are."""
+    verdict = gpu_cluster_verdict(
+        name, gpu_clusters_oldest_first, policy_name, policy is not None and policy.dra_driver.enabled
+    )
+    if verdict.state is not GpuClusterState.ACCEPTED or policy is None:
+        return GpuClusterDecision(name=name, verdict=verdict)
+    try:
+        mapping = gpu_cluster_dra_driver(spec)
+    except GpuClusterError as error:
+        # only a spec the server did not check (its CRD replaced by another): say which field
+        return GpuClusterDecision(name=name, verdict=_invalid(name, str(error)))
+    # NB: only the problems the GPUCluster brings: the ClusterPolicy's own are its status's.
+    before = {(p.field, p.message) for p in validate_policy(policy, env)}
+    problems = [
+        p
+        for p in validate_policy(with_gpu_cluster(policy, mapping), env)
+        if p.severity is Severity.ERROR and (p.field, p.message) not in before
+    ]
+    if problems:
+        return GpuClusterDecision(
+            name=name,
+            verdict=_invalid(name, "; ".join(f"{p.field}: {p.message} (fix: {p.fix})" for p in problems)),
+        )
+    return GpuClusterDecision(name=name, verdict=verdict, mapping=mapping)
+
+
+def _invalid(name: str, problem: str) -> GpuClusterVerdict:
+    return GpuClusterVerdict(
+        state=GpuClusterState.REFUSED,
+        reason=INVALID_REASON,
+        message=f"GPUCluster {name!r} cannot be deployed: {problem}; the DRA driver is left as it is",
+    )
