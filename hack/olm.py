@@ -88,6 +88,8 @@ EXAMPLE_POLICY: dict[str, Any] = {
             },
         },
         "toolkit": {"enabled": True},
+        # NVIDIA's example spells CDI out too (v26.7.0 CSV): the default, said where admins look.
+        "cdi": {"enabled": True, "nriPluginEnabled": False},
         "devicePlugin": {"enabled": True},
         "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
     },
