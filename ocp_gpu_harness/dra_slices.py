@@ -32,6 +32,16 @@ v0.4.1 for every name used here:
 
 The hardware facts (names, memory, SMs per slice, placements) are the simulation's own table
 for the products the harness uses, close to what NVML reports, not read from NVML.
+
+SIMULATION of the compute-domain kubelet plugin (the plugin pod's `compute-domains` container,
+ComputeDomains on), checked against the same commit: at start it publishes, whether or not a
+ComputeDomain exists, one slice of driver `compute-domain.nvidia.com` in the pool named after the
+node (cmd/compute-domain-kubelet-plugin/main.go DriverName; driver.go NewDriver,
+computeDomainPublishedDevices) with IMEX channel 0 only (the others are never published by the
+node) and, unless the HostManagedIMEXDaemon feature gate is on (alpha, off by default), the
+compute-domain daemon device: `channel-0` and `daemon-0`, each with attributes `type` ("channel",
+"daemon") and `id` (an int, 0) and no capacity (deviceinfo.go GetDevice, types.go). NVIDIA's
+DeviceClass `compute-domain-default-channel.nvidia.com` selects channel 0 by those attributes.
 """
 
 from __future__ import annotations
@@ -44,6 +54,8 @@ from typing import Any, Final
 from ocp_gpu.model import resource_claims
 
 DRIVER: Final = resource_claims.GPU_DRIVER
+# The compute-domain kubelet plugin's driver (ComputeDomains: IMEX channels and daemons).
+COMPUTE_DOMAIN_DRIVER: Final = "compute-domain.nvidia.com"
 # The standard attribute of a device's PCI address (k8s.io/dynamic-resource-allocation/deviceattribute).
 PCI_BUS_ID: Final = "resource.kubernetes.io/pciBusID"
 # The driver version announced when no driver pod on the node tells one (the GFD simulation's).
@@ -244,22 +256,30 @@ def devices(
     return sorted(found, key=lambda device: str(device["name"]))
 
 
+def compute_domain_devices() -> list[dict[str, Any]]:
+    """The devices of a node's compute-domain.nvidia.com slice: IMEX channel 0 and the daemon."""
+    return [
+        {"name": f"{kind}-0", "attributes": {"type": {"string": kind}, "id": {"int": 0}}}
+        for kind in ("channel", "daemon")
+    ]
+
+
 def resource_slice(
-    node: str, node_uid: str, slice_devices: list[dict[str, Any]], generation: int
+    node: str, node_uid: str, slice_devices: list[dict[str, Any]], generation: int, driver: str = DRIVER
 ) -> dict[str, Any]:
-    """The one ResourceSlice of the node's pool, as the plugin's slice controller creates it."""
+    """The one ResourceSlice of the node's pool of `driver`, as the plugin's slice controller creates it."""
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
         "metadata": {
-            "generateName": f"0-{DRIVER}-{node}-",
+            "generateName": f"0-{driver}-{node}-",
             "labels": {SIMULATED_LABEL: "true"},
             "ownerReferences": [
                 {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid, "controller": True}
             ],
         },
         "spec": {
-            "driver": DRIVER,
+            "driver": driver,
             "nodeName": node,
             "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
             "devices": slice_devices,

@@ -58,7 +58,10 @@ operator) plays those parts, reading only what a node would see:
   version of the Ready driver pod's image tag; it is updated when they change and deleted
   when the pod goes.  The plugin pod itself waits for toolkit-ready, as the device plugin's
   (its toolkit-validation init container).  The real kube-scheduler allocates claims from
-  these slices.
+  these slices.  With ComputeDomains on (the pod's `compute-domains` container), also the
+  node's slice of `compute-domain.nvidia.com` as NVIDIA's compute-domain kubelet plugin
+  publishes it at start: IMEX channel 0 and the compute-domain daemon (dra_slices.py); the
+  IMEX daemons and the controller's per-ComputeDomain work do not run.
 - **The MIG manager's protocol, through labels** (NVIDIA's mig-parted
   `reconfigure`), on a node with a Ready `nvidia-mig-manager` pod whose
   `nvidia.com/mig.config` names a config it has not acted on yet: the config is read
@@ -125,7 +128,7 @@ from kubernetes.client import ApiClient
 from ocp_gpu.model import labels, mig_catalog, operand_types
 from ocp_gpu.planning import config_maps
 from ocp_gpu.planning.operands import mig_planning
-from ocp_gpu.rendering.operands import operand_catalog, plugin_config
+from ocp_gpu.rendering.operands import dra_driver, operand_catalog, plugin_config
 from ocp_gpu_harness import dra_slices, real_node, stages, vfio_devices
 from ocp_gpu_harness import nodes as nodes_mod
 from ocp_gpu_harness.mirror import Mirror
@@ -200,6 +203,8 @@ MIG_PAUSED_OPERANDS: Final = (
 RESOURCE_PREFIX: Final = "nvidia.com/"
 # The pods of NVIDIA's DRA kubelet plugin (its DaemonSet nvidia-dra-driver-kubelet-plugin).
 DRA_PLUGIN_APP: Final = stages.DRA_PLUGIN_APP
+# Its second container, there while ComputeDomains are on.
+COMPUTE_DOMAINS_CONTAINER: Final = dra_driver.COMPUTE_DOMAINS_CONTAINER
 PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
 # The operand pods whose readiness waits for a marker (their init containers would).
 GATED_APPS: Final = stages.GATED_APPS
@@ -303,7 +308,23 @@ class NodeAgent:
             self.stop,
             field_selector=f"spec.driver={dra_slices.DRIVER}",
         )
-        self._mirrors = (self.pods, self.daemonsets, self.nodes, self.config_maps, self.slices)
+        # SIMULATION of its compute-domain kubelet plugin: the slices of compute-domain.nvidia.com.
+        self.domain_slices = Mirror(
+            "resourceslices",
+            self.resource.list_resource_slice,
+            _trim_slice,
+            self.changed,
+            self.stop,
+            field_selector=f"spec.driver={dra_slices.COMPUTE_DOMAIN_DRIVER}",
+        )
+        self._mirrors = (
+            self.pods,
+            self.daemonsets,
+            self.nodes,
+            self.config_maps,
+            self.slices,
+            self.domain_slices,
+        )
         # ("pod", uid) or ("node", name) -> (its resourceVersion when we wrote it, monotonic time):
         # written, and not yet seen back through the watch; left alone until then (`_unseen`).
         self._written: dict[tuple[str, str], tuple[str, float]] = {}
@@ -388,6 +409,9 @@ class NodeAgent:
         slices_by_node: dict[str, list[dict[str, Any]]] = {}
         for found in self.slices.items():
             slices_by_node.setdefault(str(found["spec"].get("nodeName", "")), []).append(found)
+        domain_slices_by_node: dict[str, list[dict[str, Any]]] = {}
+        for found in self.domain_slices.items():
+            domain_slices_by_node.setdefault(str(found["spec"].get("nodeName", "")), []).append(found)
         for name, node in nodes.items():
             if SIMULATED_GPUS in (node["metadata"].get("annotations") or {}) and not self._unseen(
                 "node", name, _version(node)
@@ -396,6 +420,9 @@ class NodeAgent:
                 self._node(name, node, pods_by_node.get(name, []))
                 self._mig(name, node, pods_by_node.get(name, []))
                 self._dra(name, node, pods_by_node.get(name, []), slices_by_node.get(name, []))
+                self._compute_domains(
+                    name, node, pods_by_node.get(name, []), domain_slices_by_node.get(name, [])
+                )
                 if self._node_writes != writes:
                     self._written[("node", name)] = (_version(node), time.monotonic())
         return len(pods), len(to_open)
@@ -602,8 +629,49 @@ class NodeAgent:
             _mig_devices(annotations),
             version,
         )
-        if len(slices) == 1 and slices[0]["spec"].get("devices") == wanted:
+        if self._publish(name, str(metadata.get("uid", "")), slices, wanted, dra_slices.DRIVER):
+            logger.info(
+                "node %s: DRA kubelet plugin publishes %d device(s), driver %s", name, len(wanted), version
+            )
+
+    def _compute_domains(
+        self, name: str, node: Mapping[str, Any], pods: list[dict[str, Any]], slices: list[dict[str, Any]]
+    ) -> None:
+        """SIMULATION of NVIDIA's compute-domain kubelet plugin on this node (dra_slices.py): while
+        a Ready DRA kubelet plugin pod has its `compute-domains` container, the node's one slice of
+        compute-domain.nvidia.com (IMEX channel 0, the daemon); deleted when it goes."""
+        running = any(
+            _app(p) == DRA_PLUGIN_APP
+            and p["spec"].get("nodeName") == name
+            and _ready(p)
+            and any(c.get("name") == COMPUTE_DOMAINS_CONTAINER for c in p["spec"].get("containers") or ())
+            for p in pods
+        )
+        if not running:
+            for gone in slices:
+                self._write(self.resource.delete_resource_slice, gone["metadata"]["name"])
+                logger.info(
+                    "node %s: compute-domain plugin gone, ResourceSlice %s deleted",
+                    name,
+                    gone["metadata"]["name"],
+                )
             return
+        wanted = dra_slices.compute_domain_devices()
+        uid = str(node["metadata"].get("uid", ""))
+        if self._publish(name, uid, slices, wanted, dra_slices.COMPUTE_DOMAIN_DRIVER):
+            logger.info("node %s: compute-domain plugin publishes %d device(s)", name, len(wanted))
+
+    def _publish(
+        self,
+        name: str,
+        node_uid: str,
+        slices: list[dict[str, Any]],
+        wanted: list[dict[str, Any]],
+        driver: str,
+    ) -> bool:
+        """The node's one slice of `driver` holds `wanted`; whether it was written."""
+        if len(slices) == 1 and slices[0]["spec"].get("devices") == wanted:
+            return False
         generation = 1 + max(
             (int((s["spec"].get("pool") or {}).get("generation", 0)) for s in slices), default=0
         )
@@ -619,11 +687,9 @@ class NodeAgent:
         else:
             for extra in slices:
                 self._write(self.resource.delete_resource_slice, extra["metadata"]["name"])
-            body = dra_slices.resource_slice(name, str(metadata.get("uid", "")), wanted, generation)
+            body = dra_slices.resource_slice(name, node_uid, wanted, generation, driver)
             self._write(self.resource.create_resource_slice, body)
-        logger.info(
-            "node %s: DRA kubelet plugin publishes %d device(s), driver %s", name, len(wanted), version
-        )
+        return True
 
     def _mig(self, name: str, node: Mapping[str, Any], pods: list[dict[str, Any]]) -> None:
         """SIMULATION: one step of the MIG manager's protocol on this node (module docstring);

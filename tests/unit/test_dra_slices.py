@@ -10,7 +10,9 @@
   GPU holding its share, placements that never overlap on a GPU, one memorySlice capacity per
   memory slice spanned; the 1g profile with two memory slices takes NVML's REV2 profile id;
 - the slice: driver gpu.nvidia.com, one pool named after the node, owned by the Node, named
-  as the plugin's slice controller names it.
+  as the plugin's slice controller names it;
+- the compute-domain plugin's slice: driver compute-domain.nvidia.com, IMEX channel 0 and the
+  daemon with NVIDIA's `type` and `id` attributes.
 """
 
 from __future__ import annotations
@@ -116,3 +118,15 @@ def test_the_slice() -> None:
         "pool": {"name": "n1", "generation": 3, "resourceSliceCount": 1},
         "devices": [{"name": "gpu-0"}],
     }
+
+
+def test_the_compute_domain_slice() -> None:
+    # NVIDIA's compute-domain plugin: IMEX channel 0 and the daemon, type and id, no capacity.
+    found = dra_slices.compute_domain_devices()
+    assert found == [
+        {"name": "channel-0", "attributes": {"type": {"string": "channel"}, "id": {"int": 0}}},
+        {"name": "daemon-0", "attributes": {"type": {"string": "daemon"}, "id": {"int": 0}}},
+    ]
+    body = dra_slices.resource_slice("n1", "uid-1", found, 1, dra_slices.COMPUTE_DOMAIN_DRIVER)
+    assert body["metadata"]["generateName"] == "0-compute-domain.nvidia.com-n1-"
+    assert body["spec"]["driver"] == "compute-domain.nvidia.com" and body["spec"]["pool"]["name"] == "n1"
