@@ -467,15 +467,15 @@ clusterPolicy:
   # `create` is this chart's older name for the same switch; both must not be false.
   deployCR: true
 
-# NVIDIA's GPUCluster (DRA) CR: the operator serves it (docs/dra.md) but this chart does not render
-# one, so deployCR: true is refused with a message: apply a GPUCluster yourself, or set the
-# ClusterPolicy's draDriver.enabled.
+# NVIDIA's GPUCluster (DRA) CR `gpu-cluster` from the draDriver values (deployCR: true): it owns
+# the DRA driver beside the ClusterPolicy, whose draDriver.enabled must then stay false
+# (docs/dra.md).
 gpuCluster:
   deployCR: false
 
 # NVIDIA's DRA driver (ClusterPolicy draDriver): off unless enabled; its image is the operator's
-# DRA_DRIVER_IMAGE (repository, image, version and gpus, computeDomains: NVIDIA's GPUCluster's,
-# not written to the ClusterPolicy).
+# DRA_DRIVER_IMAGE (repository, image, version: not written); gpus and computeDomains are
+# NVIDIA's GPUCluster's (gpuCluster.deployCR), not written to the ClusterPolicy.
 draDriver:
   # enabled: true deploys it
   <<DRA_DRIVER_IMAGE>>

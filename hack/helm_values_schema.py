@@ -59,13 +59,12 @@ CHART_VALUES: dict[str, Any] = {
     },
     "platform": _closed("The platform (NVIDIA's chart).", openshift={"type": "boolean"}),
     "gpuCluster": _closed(
-        "NVIDIA's GPUCluster (DRA) CR: served by the operator, not rendered by this chart "
-        "(deployCR: true is refused).",
+        "NVIDIA's GPUCluster (DRA) CR gpu-cluster, made from draDriver (deployCR: true).",
         deployCR={"type": "boolean"},
     ),
     "draDriver": {
         "type": "object",
-        "description": "NVIDIA's DRA driver settings of its GPUCluster CR (accepted, unused).",
+        "description": "NVIDIA's DRA driver: the ClusterPolicy's draDriver, and its GPUCluster CR's.",
     },
     "extraObjects": {
         "type": "array",

@@ -15,7 +15,10 @@ listed in cases.yaml):
   from `operator`, and none of those chart keys reach the ClusterPolicy;
 - operator.repository/image/version of another registry, full references, pull secrets, env and
   debug logging reach the Deployment;
-- bad inputs NVIDIA's chart refuses are refused, naming the value.
+- bad inputs NVIDIA's chart refuses are refused, naming the value;
+- gpuCluster.deployCR makes NVIDIA's GPUCluster `gpu-cluster` from the draDriver values as NVIDIA's
+  chart writes its spec.draDriver (less the image, the release's by digest), valid for NVIDIA's
+  CRD and for the operator's mapping; beside draDriver.enabled it is refused.
 
 helm comes from the `helm_tools` fixture (built from Go modules on first use).
 """
@@ -31,6 +34,7 @@ import pytest
 import yaml
 
 from ocp_gpu.model import images, releases
+from ocp_gpu.model.policy import gpu_cluster
 from ocp_gpu_harness import helm as helm_harness
 
 from . import _crd_schema
@@ -316,7 +320,7 @@ def test_operator_pull_secrets_env_labels_and_debug_logging(helm: helm_harness.H
 @pytest.mark.parametrize(
     ("sets_", "message"),
     [
-        (["gpuCluster.deployCR=true"], "gpuCluster.deployCR"),
+        (["gpuCluster.deployCR=true", "draDriver.enabled=true"], "draDriver.enabled=false"),
         (["devicePlugin.config.create=true", "devicePlugin.config.name=x"], "devicePlugin.config.data"),
         (["devicePlugin.config.create=true", "devicePlugin.config.data.a=b"], "devicePlugin.config.name"),
         (["cdi.enabled=false", "cdi.nriPluginEnabled=true"], "cdi.nriPluginEnabled"),
@@ -331,3 +335,39 @@ def test_inputs_nvidias_chart_refuses_are_refused_naming_the_value(
     result = helm.run("template", "x", str(chart), "--set", "nfd.enabled=false", *helm.values_args(sets_))
     assert result.returncode != 0
     assert message in result.stderr, result.stderr
+
+
+def test_gpu_cluster_from_the_dra_driver_values(helm: helm_harness.Helm, chart: Path) -> None:
+    assert not [d for d in render(helm, chart, "--set", "nfd.enabled=false") if d["kind"] == "GPUCluster"]
+    documents = render(
+        helm,
+        chart,
+        "--set",
+        "nfd.enabled=false",
+        "--set",
+        "gpuCluster.deployCR=true",
+        "--set",
+        "draDriver.featureGates.MPSSupport=true",
+        "--set",
+        "draDriver.computeDomains.enabled=false",
+    )
+    (found,) = [d for d in documents if d["kind"] == "GPUCluster"]
+    assert (found["apiVersion"], found["metadata"]["name"]) == ("nvidia.com/v1alpha1", "gpu-cluster")
+    # NVIDIA's chart's spec.draDriver, less the image (the operator's DRA_DRIVER_IMAGE, by digest)
+    assert found["spec"] == {
+        "draDriver": {
+            "imagePullPolicy": "IfNotPresent",
+            "featureGates": {"MPSSupport": True},
+            "computeDomains": {"enabled": False},
+        }
+    }
+    mapped = gpu_cluster.gpu_cluster_dra_driver(found["spec"])
+    assert mapped.dra_driver.enabled and not mapped.dra_driver.compute_domains.enabled
+    assert mapped.not_applied == ()
+    # NVIDIA's values' default: ComputeDomains on
+    (default,) = [
+        d
+        for d in render(helm, chart, "--set", "nfd.enabled=false", "--set", "gpuCluster.deployCR=true")
+        if d["kind"] == "GPUCluster"
+    ]
+    assert default["spec"]["draDriver"]["computeDomains"] == {"enabled": True}
