@@ -37,6 +37,10 @@ Disconnected change review, against a live cluster, read-only (GET and LIST only
   summary marks each DaemonSet new, changed or unchanged and lists the stale ones
   the operator would delete.  Nothing is ever written.
 
+NVIDIA's GPUClusters (live: the cluster's; those in the policy file stand in for them) count as
+in the operator: the one accepted beside the ClusterPolicy brings its DRA driver into the
+rendering, and each one's standing is a line of the summary (docs/dra.md).
+
 With `driver.useNvidiaDriverCRD: true` the drivers are the NVIDIADriver pools' DaemonSets,
 planned and rendered by the reconciler's own functions (desired/pool_manifests); the
 NVIDIADrivers come from `--nvidia-drivers FILE` or the policy file (live: the cluster's, or
@@ -93,7 +97,14 @@ from ocp_gpu.model import (
     nvidia_driver_spec,
     releases,
 )
-from ocp_gpu.model.policy import api_values, policy_checks, policy_parser, policy_spec, structural
+from ocp_gpu.model.policy import (
+    api_values,
+    gpu_cluster,
+    policy_checks,
+    policy_parser,
+    policy_spec,
+    structural,
+)
 from ocp_gpu.model.policy.policy_problems import PolicyProblem, Severity
 from ocp_gpu.planning import config_maps, platforms
 from ocp_gpu.planning.drivers import driver_coverage, driver_plan, driver_pools, driver_strategy
@@ -237,6 +248,9 @@ class RenderInputs:
     # The NVIDIADrivers (driver.useNvidiaDriverCRD), and where they came from.
     nvidia_drivers: tuple[nvidia_driver_spec.NvidiaDriver, ...] = ()
     nvidia_drivers_origin: str = ""
+    # NVIDIA's GPUClusters (live: the cluster's; a policy file's stand in for them): the accepted
+    # one brings its DRA driver, as in the operator (model/policy/gpu_cluster.decide_gpu_clusters).
+    gpu_clusters: tuple[custom_resources.GpuClusterObject, ...] = ()
 
     @property
     def serves_monitoring(self) -> bool:
@@ -306,6 +320,12 @@ def render(inputs: RenderInputs) -> Rendering:
     if any(p.severity is Severity.ERROR for p in problems):
         # the operator applies nothing while the spec has errors: neither do we
         return Rendering(inputs, problems, None, ())
+    decisions = gpu_cluster.decide_gpu_clusters(
+        inputs.gpu_clusters, inputs.policy.name or apis.POLICY_KIND, policy, inputs.view.env
+    )
+    # the accepted GPUCluster's DRA driver, as the operator applies it; a refused one named
+    policy = gpu_cluster.effective_policy(policy, decisions)
+    problems = (*problems, *_gpu_cluster_notes(decisions))
     owner = inputs.policy.owner
     stack, stack_problems = operand_manifests(policy, inputs)
     problems = (*problems, *stack_problems)
@@ -325,6 +345,23 @@ def render(inputs: RenderInputs) -> Rendering:
     # The operator's order: pre-requisites and drivers, then the other operands (DESIGN section 4).
     manifests = (*stack_owned[:1], *(with_ownership(m, owner) for m in desired.manifests), *stack_owned[1:])
     return Rendering(inputs, problems, desired, manifests)
+
+
+def _gpu_cluster_notes(decisions: Sequence[gpu_cluster.GpuClusterDecision]) -> tuple[PolicyProblem, ...]:
+    """Each GPUCluster's standing, as a warning of the summary (its status says the same)."""
+    return tuple(
+        PolicyProblem(
+            field=f"{apis.GPU_CLUSTER_KIND} {decision.name}",
+            message=(
+                "owns the DRA driver: its spec.draDriver is rendered"
+                if decision.mapping is not None
+                else f"{decision.verdict.reason}: {decision.verdict.message}"
+            ),
+            fix="none" if decision.mapping is not None else "see docs/dra.md (NVIDIA's GPUCluster)",
+            severity=Severity.WARNING,
+        )
+        for decision in decisions
+    )
 
 
 def render_pools(
@@ -724,7 +761,9 @@ def policy_from_documents(documents: Sequence[Any], origin: str, wanted: str | N
 
     NVIDIADrivers beside it are left out here (`nvidia_drivers_from_documents` reads them).
     """
-    objects = [item for item in _objects(documents) if not _is_nvidia_driver(item)]
+    objects = [
+        item for item in _objects(documents) if not _is_nvidia_driver(item) and not _is_gpu_cluster(item)
+    ]
     if not objects:
         raise InputError(f"{origin} holds no ClusterPolicy and no spec")
     for item in objects:
@@ -757,6 +796,15 @@ def _written_spec(obj: Mapping[str, Any]) -> object:
 
 def _is_nvidia_driver(item: object) -> bool:
     return isinstance(item, Mapping) and item.get("kind") == apis.NVIDIA_DRIVER_KIND
+
+
+def _is_gpu_cluster(item: object) -> bool:
+    return isinstance(item, Mapping) and item.get("kind") == apis.GPU_CLUSTER_KIND
+
+
+def gpu_clusters_from_documents(documents: Sequence[Any]) -> tuple[custom_resources.GpuClusterObject, ...]:
+    """The GPUClusters in a policy file, beside its ClusterPolicy."""
+    return tuple(reading.gpu_cluster(item) for item in _objects(documents) if _is_gpu_cluster(item))
 
 
 def nvidia_drivers_from_documents(
@@ -908,6 +956,7 @@ def read_files(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderI
         env_origin=env_origin,
         nvidia_drivers=pools,
         nvidia_drivers_origin=pools_origin,
+        gpu_clusters=gpu_clusters_from_documents(policy_documents),
     )
 
 
@@ -962,11 +1011,13 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
     proposed = None
     proposed_pools: tuple[nvidia_driver_spec.NvidiaDriver, ...] | None = None
     pools_origin = ""
+    proposed_clusters: tuple[custom_resources.GpuClusterObject, ...] = ()
     if args.policy or args.nvidia_drivers:
         if args.policy:
             origin = "stdin" if args.policy == _STDIN else f"file {args.policy}"
             documents = read_documents(args.policy, "policy", stdin)
             proposed = policy_from_documents(documents, origin, args.policy_name)
+            proposed_clusters = gpu_clusters_from_documents(documents)
         else:
             documents, origin = [], ""
         files, pools_origin = _file_nvidia_drivers(args, documents, origin, stdin)
@@ -1014,6 +1065,20 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
     else:
         pools, pools_origin = live_pools, server
 
+    gpu_clusters = proposed_clusters
+    if not gpu_clusters:
+        with _reading("GPUClusters", server):
+            # NB: optional: absent where NVIDIA's CRD is not installed, or a reviewer may not list them.
+            listed_clusters = _get(
+                api_client,
+                f"/apis/{apis.GPU_CLUSTER_API_VERSION}/{apis.GPU_CLUSTER_PLURAL}",
+                missing_ok=(403, 404),
+            )
+        gpu_clusters = tuple(
+            reading.gpu_cluster(item)
+            for item in (listed_clusters or {}).get("items") or []
+            if isinstance(item, Mapping)
+        )
     with _reading("nodes", server):
         node_facts = tuple(
             reading.node_facts(item) for item in requesting.list_items(api_client, "/api/v1/nodes")
@@ -1073,6 +1138,7 @@ def read_live(args: argparse.Namespace, stdin: TextIO | None = None) -> RenderIn
         monitoring_api=monitoring_planning.MONITORING_GROUP in groups,
         nvidia_drivers=pools,
         nvidia_drivers_origin=pools_origin,
+        gpu_clusters=gpu_clusters,
     )
 
 

@@ -33,23 +33,11 @@ def decide(
     policy: policy_spec.Policy | None,
     env: Mapping[str, str],
 ) -> tuple[gpu_cluster.GpuClusterDecision, ...]:
-    """Each GPUCluster's standing, the oldest first (the oldest may own the DRA operand)."""
-    ordered = sorted(gpu_clusters.values(), key=lambda each: (each.created, each.name))
-    oldest_first = tuple(each.name for each in ordered)
-    return tuple(
-        gpu_cluster.decide_gpu_cluster(each.name, each.spec, oldest_first, policy_name, policy, env)
-        for each in ordered
-    )
+    """Each GPUCluster's standing, the oldest first (model/policy/gpu_cluster.decide_gpu_clusters)."""
+    return gpu_cluster.decide_gpu_clusters(gpu_clusters.values(), policy_name, policy, env)
 
 
-def effective_policy(
-    policy: policy_spec.Policy, decisions: Sequence[gpu_cluster.GpuClusterDecision]
-) -> policy_spec.Policy:
-    """The policy the operands are applied from: the accepted GPUCluster's DRA driver, if any."""
-    for decision in decisions:
-        if decision.mapping is not None:
-            return gpu_cluster.with_gpu_cluster(policy, decision.mapping)
-    return policy
+effective_policy = gpu_cluster.effective_policy
 
 
 async def report(

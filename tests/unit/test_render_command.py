@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime
 import io
 import json
@@ -1074,3 +1075,33 @@ def test_each_digest_is_commented_with_its_release_tag_and_tags_on_request(
         releases.RELEASE_IMAGES["DRA_DRIVER_IMAGE"],
         releases.RELEASE_IMAGES["SANDBOX_DEVICE_PLUGIN_IMAGE"],
     } <= (rendered_images(tagged.all_manifests))
+
+
+def every_daemonset(result: Run) -> set[str]:
+    return {m["metadata"]["name"] for m in result.all_manifests if m["kind"] == "DaemonSet"}
+
+
+def test_a_gpu_cluster_in_the_policy_file_brings_its_dra_driver(
+    run: Callable[..., Run], dtk_files: list[str], write: Callable[..., str]
+) -> None:
+    cluster = {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "GPUCluster",
+        "metadata": {"name": "gpu-cluster", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"draDriver": {"computeDomains": {"enabled": False}}},
+    }
+    plugin = operand_catalog.DRA_DRIVER.app
+    assert plugin not in every_daemonset(run(*dtk_files))
+    # `oc get clusterpolicy,gpucluster -o yaml`: the GPUCluster owns the DRA driver, as in the operator.
+    together = write("together.yaml", {"apiVersion": "v1", "kind": "List", "items": [POLICY_OBJECT, cluster]})
+    owned = run("--policy", together, *dtk_files[2:])
+    assert owned.status == 0, owned.err
+    assert plugin in every_daemonset(owned)
+    assert "GPUCluster gpu-cluster: owns the DRA driver" in owned.err
+    # Beside a ClusterPolicy that turns draDriver on: refused, the ClusterPolicy's own renders.
+    enabling = copy.deepcopy(POLICY_OBJECT)
+    enabling["spec"]["draDriver"] = {"enabled": True}
+    both = run("--policy", write("both.yaml", [enabling, cluster], stream=True), *dtk_files[2:])
+    assert both.status == 0, both.err
+    assert plugin in every_daemonset(both)
+    assert "GPUCluster gpu-cluster: ClusterPolicyOwnsDRA" in both.err

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
+from ocp_gpu.model import custom_resources
 from ocp_gpu.model.policy.policy_checks import validate_policy
 from ocp_gpu.model.policy.policy_parser import PolicyParseError, parse_policy
 from ocp_gpu.model.policy.policy_problems import Severity
@@ -250,3 +251,25 @@ def _invalid(name: str, problem: str) -> GpuClusterVerdict:
         reason=INVALID_REASON,
         message=f"GPUCluster {name!r} cannot be deployed: {problem}; the DRA driver is left as it is",
     )
+
+
+def decide_gpu_clusters(
+    gpu_clusters: Iterable[custom_resources.GpuClusterObject],
+    policy_name: str | None,
+    policy: Policy | None,
+    env: Mapping[str, str],
+) -> tuple[GpuClusterDecision, ...]:
+    """Each GPUCluster's standing, the oldest first (the oldest may own the DRA operand)."""
+    ordered = sorted(gpu_clusters, key=lambda each: (each.created, each.name))
+    oldest_first = tuple(each.name for each in ordered)
+    return tuple(
+        decide_gpu_cluster(each.name, each.spec, oldest_first, policy_name, policy, env) for each in ordered
+    )
+
+
+def effective_policy(policy: Policy, decisions: Sequence[GpuClusterDecision]) -> Policy:
+    """The policy the operands are applied from: the accepted GPUCluster's DRA driver, if any."""
+    for decision in decisions:
+        if decision.mapping is not None:
+            return with_gpu_cluster(policy, decision.mapping)
+    return policy
