@@ -15,7 +15,7 @@ import datetime
 import logging
 import sys
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -385,12 +385,12 @@ def _shared_pairs(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], 
     return shared
 
 
-def _uses_gpu(spec: Mapping[str, Any]) -> bool:
+def _uses_gpu(spec: Mapping[str, Any], is_resource: Callable[[str], bool]) -> bool:
     # As NVIDIA's filter: the app containers' limits and requests (init containers finish first).
     for container in spec.get("containers") or ():
         resources = container.get("resources") or {}
         for kind in ("limits", "requests"):
-            if any(upgrade_observations.is_gpu_resource(name) for name in resources.get(kind) or {}):
+            if any(is_resource(name) for name in resources.get(kind) or {}):
                 return True
     return False
 
@@ -422,7 +422,8 @@ def workload_pod(body: Mapping[str, Any]) -> WorkloadPod:
         node=NodeName(str(spec.get("nodeName", ""))),
         labels=dict(metadata.get("labels") or {}),
         phase=str((body.get("status") or {}).get("phase") or "Pending"),
-        requests_gpu=_uses_gpu(spec),
+        requests_gpu=_uses_gpu(spec, upgrade_observations.is_gpu_resource),
+        requests_vm_gpu=_uses_gpu(spec, upgrade_observations.is_vm_gpu_resource),
         claims=claim_names(body),
         controller_kind=str(owner.get("kind", "")) if owner else None,
         uses_empty_dir=any("emptyDir" in volume for volume in spec.get("volumes") or ()),

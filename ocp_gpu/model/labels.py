@@ -125,6 +125,8 @@ DTK_IMAGESTREAM_NAME: Final = "driver-toolkit"
 # ocp-gpu cordoned the node to move it to another stack (value: the workload it moves to);
 # the cordon is lifted once the move is done (planning/operands/workload_moves.py).
 WORKLOAD_MOVE_CORDON: Final = "ocp-gpu.io/workload-move-cordon"
+# When the drain of a node's move started (unix seconds); removing it restarts a drain that timed out.
+WORKLOAD_MOVE_DRAIN_START: Final = "ocp-gpu.io/workload-move-drain-start-time"
 # The workload label's values that take a node off the container stack (with sandboxWorkloads on).
 VM_WORKLOADS: Final = frozenset({"vm-passthrough", "vm-vgpu"})
 

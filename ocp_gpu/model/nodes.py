@@ -65,11 +65,15 @@ def kept_labels(all_labels: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+# A workload move's memory on the node (planning/operands/workload_moves.py).
+_MOVE_ANNOTATIONS = frozenset({labels.WORKLOAD_MOVE_CORDON, labels.WORKLOAD_MOVE_DRAIN_START})
+
+
 def kept_annotations(all_annotations: Mapping[str, str]) -> dict[str, str]:
     """The subset of a node's annotations that NodeFacts keeps (the upgrade controller's, and the
-    cordon of a workload move)."""
+    cordon and drain timer of a workload move)."""
     return {
         key: value
         for key, value in all_annotations.items()
-        if key.startswith(_KEPT_ANNOTATION_PREFIX) or key == labels.WORKLOAD_MOVE_CORDON
+        if key.startswith(_KEPT_ANNOTATION_PREFIX) or key in _MOVE_ANNOTATIONS
     }

@@ -113,6 +113,8 @@ DRIVER_SELECTOR_KEYS: Final = (labels.APP, labels.COMPONENT, labels.NVIDIA_DRIVE
 DRAIN_SKIP_SELECTOR: Final = "nvidia.com/gpu-driver-upgrade-drain.skip!=true"
 # Extended resources that mean "this pod uses a GPU": nvidia.com/gpu*, nvidia.com/mig-*.
 GPU_RESOURCE_PREFIXES: Final = ("nvidia.com/gpu", "nvidia.com/mig-")
+# What every resource the sandbox device plugin (kubevirt-gpu-device-plugin) advertises starts with.
+VM_GPU_RESOURCE_PREFIX: Final = "nvidia.com/"
 # The Event reason of every state change (seed 000).
 EVENT_REASON: Final = "GPUDriverUpgrade"
 # The value of the skip label that skips a node.
@@ -127,6 +129,13 @@ def event_message(state: UpgradeState) -> str:
 def is_gpu_resource(name: str) -> bool:
     """A resource name that allocates an NVIDIA GPU or MIG slice."""
     return name.startswith(GPU_RESOURCE_PREFIXES)
+
+
+def is_vm_gpu_resource(name: str) -> bool:
+    """A resource name that allocates a VM's GPU: any other `nvidia.com/` resource, since on a VM node
+    only the sandbox device plugin advertises them (a passthrough model such as
+    `nvidia.com/GA102GL_A10`, or a vGPU type)."""
+    return name.startswith(VM_GPU_RESOURCE_PREFIX) and not is_gpu_resource(name)
 
 
 def format_timestamp(moment: datetime.datetime) -> str:
@@ -253,6 +262,9 @@ class WorkloadPod:
     phase: str = "Running"
     # A container requests or limits nvidia.com/gpu* or nvidia.com/mig-*.
     requests_gpu: bool = False
+    # A container requests or limits a VM's GPU (is_vm_gpu_resource: KubeVirt's virt-launcher of a
+    # VM with a passed-through GPU or a vGPU).
+    requests_vm_gpu: bool = False
     # The names of the ResourceClaims it holds, in its own namespace (spec.resourceClaims, or
     # for a claim made from a template the name status.resourceClaimStatuses gives); a claim
     # not created yet is left out (nothing can be allocated to it).

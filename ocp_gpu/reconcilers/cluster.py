@@ -277,8 +277,8 @@ async def _apply_policy(
     workload_choices = _workload_choices(seen, sandbox)
 
     async def labelled() -> tuple[dict[str, str], list[policy_problems.PolicyProblem]]:
-        # A node leaving the container stack waits for its GPU pods (or drains them, as the upgrade does).
-        moves = await _reconcile_moves(rt, seen, workload_choices, policy.driver.upgrade_policy)
+        # A node leaving a stack waits for the pods holding its GPUs (or drains them, as the upgrade does).
+        moves = await _reconcile_moves(rt, seen, workload_choices, policy.driver.upgrade_policy, now)
         label_errors = await _reconcile_node_labels(
             rt,
             seen,
@@ -579,14 +579,17 @@ def _workload_choices(
 
 
 def _moving(facts: nodes.NodeFacts, choices: Mapping[nodes.NodeName, workloads.WorkloadChoice]) -> bool:
-    """The node's workload is not the stack its labels show (or a cordon of a move is still on it)."""
+    """The node's workload is not the stack its labels show (or a cordon or drain timer of a move is
+    still on it)."""
     choice = choices.get(facts.name)
     current = workloads.stack_of(facts.labels, operand_catalog.DEPLOY_LABELS.vm)
     pending = choice is not None and choice.workload is not None and choice.workload is not current
-    return pending or labels.WORKLOAD_MOVE_CORDON in facts.annotations
+    return pending or any(
+        key in facts.annotations for key in (labels.WORKLOAD_MOVE_CORDON, labels.WORKLOAD_MOVE_DRAIN_START)
+    )
 
 
-# Seconds between looks at a node waiting to leave the container stack (its GPU pods going
+# Seconds between looks at a node waiting to leave its stack (the pods holding its GPUs going
 # is no event the operator watches).
 MOVE_RECHECK_S = 5.0
 
@@ -596,9 +599,11 @@ async def _reconcile_moves(
     seen: cluster_view.ViewSnapshot,
     choices: Mapping[nodes.NodeName, workloads.WorkloadChoice],
     policy: policy_spec.UpgradePolicy,
+    now: datetime.datetime,
 ) -> dict[nodes.NodeName, workload_moves.MoveStep]:
     """Each GPU node's step toward its workload (planning/operands/workload_moves.py): the cordon,
-    the evictions and their Events done here; a node that must wait keeps its deploy labels."""
+    the evictions, the drain timer and their Events done here; a node that must wait keeps its
+    deploy labels."""
     steps: dict[nodes.NodeName, workload_moves.MoveStep] = {}
     waiting = False
     for name, choice in choices.items():
@@ -607,13 +612,13 @@ async def _reconcile_moves(
             steps[name] = workload_moves.MoveStep(choice.workload)
             continue
         current = workloads.stack_of(facts.labels, operand_catalog.DEPLOY_LABELS.vm)
-        leaving = current is workloads.Workload.CONTAINER and choice.workload not in (None, current)
+        leaving = choice.workload not in (None, current)
         try:
             pods = (
                 await asyncio.to_thread(upgrading.list_pods_on_node, rt.api_client, name) if leaving else ()
             )
         except requesting.ApiException as error:
-            # Unknown pods: hold the move (never under a GPU pod), try again.
+            # Unknown pods: hold the move (never under a pod holding the GPUs), try again.
             logger.warning("could not list the pods on node %s: %s", name, requesting.describe_error(error))
             steps[name], waiting = workload_moves.MoveStep(None), True
             continue
@@ -625,26 +630,48 @@ async def _reconcile_moves(
             policy,
             unschedulable=facts.unschedulable,
             cordoned_for_move=labels.WORKLOAD_MOVE_CORDON in facts.annotations,
+            drain_started=upgrade_observations.parse_timestamp(
+                facts.annotations.get(labels.WORKLOAD_MOVE_DRAIN_START)
+            ),
+            now=now,
         )
         steps[name] = step
         waiting = waiting or (step.workload is None and leaving)
-        await _apply_move(rt, name, choice.workload, step)
+        await _apply_move(rt, name, choice.workload, step, now)
     if waiting:
         rt.scheduler.poke_after(MOVE_RECHECK_S)
     return steps
 
 
 async def _apply_move(
-    rt: runtime.Runtime, node: str, target: workloads.Workload | None, step: workload_moves.MoveStep
+    rt: runtime.Runtime,
+    node: str,
+    target: workloads.Workload | None,
+    step: workload_moves.MoveStep,
+    now: datetime.datetime,
 ) -> None:
-    """The cordon and evictions of one node's move (the upgrade's own calls), each with an Event."""
+    """The cordon, drain timer and evictions of one node's move (the upgrade's own calls), each
+    with an Event."""
     involved = {"apiVersion": "v1", "kind": "Node", "name": node}
+    # The drain timer goes in the same patch as the cordon (or its lifting) when there is one.
+    timer: dict[str, str | None] = {}
+    if step.start_drain_timer:
+        timer[labels.WORKLOAD_MOVE_DRAIN_START] = upgrade_observations.format_timestamp(now)
+    elif step.clear_drain_timer:
+        timer[labels.WORKLOAD_MOVE_DRAIN_START] = None
     try:
         if step.cordon:
             await asyncio.to_thread(
-                upgrading.cordon, rt.api_client, node, True, {labels.WORKLOAD_MOVE_CORDON: str(target)}
+                upgrading.cordon,
+                rt.api_client,
+                node,
+                True,
+                {labels.WORKLOAD_MOVE_CORDON: str(target), **timer},
             )
+            timer = {}
             await _move_event(rt, involved, f"cordoned node {node} to move it to {target} (drain.enable)")
+        if timer and not step.uncordon:
+            await asyncio.to_thread(upgrading.annotate, rt.api_client, node, timer)
         for pod in step.evict:
             if not await asyncio.to_thread(
                 upgrading.evict_pod, rt.api_client, pod.ref.namespace, pod.ref.name, pod.ref.uid
@@ -655,7 +682,7 @@ async def _apply_move(
             await _move_event(rt, involved, said)
         if step.uncordon:
             await asyncio.to_thread(
-                upgrading.cordon, rt.api_client, node, False, {labels.WORKLOAD_MOVE_CORDON: None}
+                upgrading.cordon, rt.api_client, node, False, {labels.WORKLOAD_MOVE_CORDON: None, **timer}
             )
             await _move_event(rt, involved, f"uncordoned node {node}: it runs the {target} stack")
     except requesting.ApiException as error:
@@ -679,7 +706,8 @@ def _workload_problems(
     moves: Mapping[nodes.NodeName, workload_moves.MoveStep],
 ) -> list[policy_problems.PolicyProblem]:
     """The workload labels named back (status and Event): one the operator cannot follow is an
-    error, one it ignores (sandbox workloads off) or a move waiting on GPU pods a warning."""
+    error, one it ignores (sandbox workloads off) or a move waiting on GPU pods a warning, a move
+    whose drain outlasted its timeout an error."""
     found = []
     for name in sorted(choices):
         choice, step = choices[name], moves.get(name)
@@ -700,7 +728,9 @@ def _workload_problems(
                     field=f"node {name} label {labels.GPU_WORKLOAD_CONFIG}",
                     message=step.waiting,
                     fix=step.fix,
-                    severity=policy_problems.Severity.WARNING,
+                    severity=(
+                        policy_problems.Severity.ERROR if step.failed else policy_problems.Severity.WARNING
+                    ),
                 )
             )
     return found

@@ -3,7 +3,7 @@
 - driver pods: owner DaemonSet, revision hash, NVIDIA's readiness (Running, every container ready),
   restarts and waiting reason of unready containers (init containers too), terminating;
 - workload pods: GPU requests or limits (nvidia.com/gpu*, nvidia.com/mig-*; app containers only),
-  controller kind, emptyDir, mirror pods, phase;
+  a VM's GPU (any other nvidia.com/ resource: the sandbox device plugin's), controller kind, emptyDir, mirror pods, phase;
 - nodes: state label, skip label, NVIDIA's presence semantics for the initial-state annotation,
   timers (unparsable ones dropped), Ready condition (absent counts as Ready);
 - the current revision of each DaemonSet: highest `.revision`, hash from the label or the name,
@@ -112,18 +112,22 @@ def test_orphan_and_terminating_driver_pods() -> None:
 
 
 @pytest.mark.parametrize(
-    ("resources", "gpu"),
+    ("resources", "gpu", "vm_gpu"),
     [
-        ({"limits": {"nvidia.com/gpu": "1"}}, True),
-        ({"requests": {"nvidia.com/mig-2g.10gb": "1"}}, True),
-        ({"limits": {"nvidia.com/gpu.shared": "1"}}, True),
-        ({"limits": {"cpu": "1"}}, False),
-        ({}, False),
+        ({"limits": {"nvidia.com/gpu": "1"}}, True, False),
+        ({"requests": {"nvidia.com/mig-2g.10gb": "1"}}, True, False),
+        ({"limits": {"nvidia.com/gpu.shared": "1"}}, True, False),
+        # KubeVirt's virt-launcher: a passthrough model, a vGPU type.
+        ({"limits": {"nvidia.com/GA102GL_A10": "1", "devices.kubevirt.io/kvm": "1"}}, False, True),
+        ({"requests": {"nvidia.com/NVIDIA_A10-4Q": "1"}}, False, True),
+        ({"limits": {"cpu": "1", "amd.com/gpu": "1"}}, False, False),
+        ({}, False, False),
     ],
 )
-def test_workload_pod_gpu(resources: dict[str, Any], gpu: bool) -> None:
+def test_workload_pod_gpu(resources: dict[str, Any], gpu: bool, vm_gpu: bool) -> None:
     body = pod_body(containers=[{"name": "c0", "resources": resources}])
-    assert upgrading.workload_pod(body).requests_gpu is gpu
+    record = upgrading.workload_pod(body)
+    assert (record.requests_gpu, record.requests_vm_gpu) == (gpu, vm_gpu)
 
 
 def test_init_containers_do_not_make_a_gpu_pod() -> None:

@@ -98,7 +98,7 @@ class Context:
 
     @property
     def expired(self) -> bool:
-        return self.timeout > 0 and self.elapsed is not None and self.elapsed.total_seconds() > self.timeout
+        return timed_out(self.timeout, self.elapsed)
 
 
 def _duration(seconds: float) -> str:
@@ -110,13 +110,23 @@ def _duration(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def _timeout_note(ctx: Context, field: str) -> str:
-    """'(timeout 5m00s, 3m10s left)', for the why-waiting strings."""
-    if ctx.timeout <= 0:
+def timed_out(timeout: int, elapsed: datetime.timedelta | None) -> bool:
+    """Whether a wait with this timeout in seconds (0: none) has outlasted it; `elapsed` None: its
+    timer has not started.  Also the workload moves' drain timeout (planning/operands/workload_moves.py)."""
+    return timeout > 0 and elapsed is not None and elapsed.total_seconds() > timeout
+
+
+def timeout_note(timeout: int, elapsed: datetime.timedelta | None, field: str) -> str:
+    """'(timeout 5m00s, 3m10s left)', for the why-waiting strings (`field`: where the timeout is set)."""
+    if timeout <= 0:
         return f"(no timeout: {field} is 0)"
-    if ctx.elapsed is None:
-        return f"(timeout {_duration(ctx.timeout)}, starting now)"
-    return f"(timeout {_duration(ctx.timeout)}, {_duration(ctx.timeout - ctx.elapsed.total_seconds())} left)"
+    if elapsed is None:
+        return f"(timeout {_duration(timeout)}, starting now)"
+    return f"(timeout {_duration(timeout)}, {_duration(timeout - elapsed.total_seconds())} left)"
+
+
+def _timeout_note(ctx: Context, field: str) -> str:
+    return timeout_note(ctx.timeout, ctx.elapsed, field)
 
 
 # --- conditions (guards) and work, named for the table ---------------------------------------
