@@ -131,11 +131,19 @@ WORKLOAD_MOVE_DRAIN_START: Final = "ocp-gpu.io/workload-move-drain-start-time"
 VM_WORKLOADS: Final = frozenset({"vm-passthrough", "vm-vgpu"})
 
 
+# The deploy labels' operands only a VM stack has (NVIDIA's gpuStateLabels, state_manager.go).
+VM_STACK_OPERANDS: Final = ("vfio-manager", "sandbox-device-plugin", "vgpu-manager", "vgpu-device-manager")
+
+
 def runs_vm_stack(node_labels: Mapping[str, str]) -> bool:
-    """A node the operator moved to a VM stack: labelled for a VM workload and without the driver's
-    deploy label (which the move took away; with sandboxWorkloads off, or a label the operator
-    cannot follow, the node keeps it).  No driver runs there: no upgrade, no stale upgrade state."""
-    return node_labels.get(GPU_WORKLOAD_CONFIG) in VM_WORKLOADS and deploy_label("driver") not in node_labels
+    """A node the operator moved to a VM stack: labelled for a VM workload, or still running a VM
+    stack's operands (a move back to containers held by its VMs), and without the driver's deploy
+    label (which the move took away; with sandboxWorkloads off, or a label the operator cannot
+    follow, the node keeps it).  No driver runs there: no upgrade, no stale upgrade state."""
+    vm = node_labels.get(GPU_WORKLOAD_CONFIG) in VM_WORKLOADS or any(
+        node_labels.get(deploy_label(operand)) == "true" for operand in VM_STACK_OPERANDS
+    )
+    return vm and deploy_label("driver") not in node_labels
 
 
 def deploy_label(operand: str) -> str:

@@ -241,6 +241,9 @@ def test_a_node_moved_to_a_vm_stack_runs_no_driver() -> None:
     assert node_labels.plan_node_labels(stale, DEPLOY, None, frozenset(), Workload.VM_PASSTHROUGH) == {
         labels.UPGRADE_STATE: None
     }
+    # Labelled back to containers, the move held by its VMs: still no driver there.
+    held = {**passthrough, WORKLOAD: "container"}
+    assert labels.runs_vm_stack(held) and not driver_coverage.wants_driver(held)
     # Labelled for VMs but still on the container stack (sandboxWorkloads off, or not moved yet).
     container = {**settle(GPU, Workload.CONTAINER), WORKLOAD: "vm-passthrough"}
     assert not labels.runs_vm_stack(container)
