@@ -3,7 +3,8 @@
 - driver pods: owner DaemonSet, revision hash, NVIDIA's readiness (Running, every container ready),
   restarts and waiting reason of unready containers (init containers too), terminating;
 - workload pods: GPU requests or limits (nvidia.com/gpu*, nvidia.com/mig-*; app containers only),
-  a VM's GPU (any other nvidia.com/ resource: the sandbox device plugin's), controller kind, emptyDir, mirror pods, phase;
+  a VM's GPU (any other nvidia.com/ resource: the sandbox device plugin's), controller kind, emptyDir,
+  mirror pods, phase;
 - nodes: state label, skip label, NVIDIA's presence semantics for the initial-state annotation,
   timers (unparsable ones dropped), Ready condition (absent counts as Ready);
 - the current revision of each DaemonSet: highest `.revision`, hash from the label or the name,
