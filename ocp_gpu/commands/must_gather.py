@@ -3,6 +3,8 @@
 Collected (read-only; Secrets never)::
 
   cluster/clusterpolicies/<name>.yaml          each ClusterPolicy, and <name>.status.yaml
+  cluster/nvidiadrivers/<name>.yaml            each NVIDIADriver, cluster/gpuclusters/<name>.yaml
+                                               each GPUCluster (where their CRD is served)
   cluster/nodes/<name>.yaml                    each GPU node: labels, annotations (upgrade state),
                                                taints, cordon, readiness, OS (not the full Node)
   cluster/clusterversions/version.yaml         OpenShift only; cluster/proxies/cluster.yaml
@@ -11,7 +13,8 @@ Collected (read-only; Secrets never)::
   namespaces/<ns>/pods/<pod>.yaml              each operand pod, <pod>.describe.txt, and
   namespaces/<ns>/pods/<pod>/<container>.log   its logs (and <container>.previous.log)
   namespaces/<ns>/events.yaml                  the operator namespace's Events
-  namespaces/default/events.yaml               Events about GPU nodes and ClusterPolicies
+  namespaces/default/events.yaml               Events about GPU nodes, ClusterPolicies,
+                                               NVIDIADrivers and GPUClusters
   operator/<pod>.log, operator/metrics.txt     the operator Deployment's log and /metrics
   README.txt                                   what was collected and what could not be
 
@@ -151,6 +154,20 @@ def gather(
             policy.get("status") or {},
         )
 
+    # NVIDIADrivers and NVIDIA's GPUClusters, spec and status, where their CRD is served.
+    others: list[dict[str, Any]] = []
+    for resource in (must_gather_plan.NVIDIA_DRIVERS, must_gather_plan.GPU_CLUSTERS):
+        try:
+            found = source.list(resource)
+        except gathering.NotServedError:
+            continue  # its CRD is not installed: nothing to gather
+        except gathering.GatherError as error:
+            out.failed(f"{resource.kind}s", error)
+            continue
+        for item in found:
+            out.yaml(must_gather_plan.resource_path(resource, _name(item)), must_gather_plan.scrub(item))
+        others.extend(found)
+
     gpu_nodes = [n for n in source.list(must_gather_plan.NODES) if must_gather_plan.is_gpu_node(n)]
     for node in gpu_nodes:
         out.yaml(
@@ -175,7 +192,7 @@ def gather(
 
     try:
         default_events = source.list(must_gather_plan.EVENTS, "default")
-        involved = [_name(n) for n in gpu_nodes] + [_name(p) for p in policies]
+        involved = [_name(n) for n in gpu_nodes] + [_name(p) for p in [*policies, *others]]
         out.yaml(
             must_gather_plan.relative_path("namespaces", "default", "events.yaml"),
             [must_gather_plan.scrub(e) for e in must_gather_plan.select_events(default_events, involved)],

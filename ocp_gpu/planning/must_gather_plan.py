@@ -39,6 +39,13 @@ class Resource:
 
 
 CLUSTER_POLICIES: Final = Resource(apis.POLICY_API_VERSION, apis.POLICY_PLURAL, apis.POLICY_KIND, False)
+# Our other resources, gathered where their CRD is served.
+NVIDIA_DRIVERS: Final = Resource(
+    apis.NVIDIA_DRIVER_API_VERSION, apis.NVIDIA_DRIVER_PLURAL, apis.NVIDIA_DRIVER_KIND, False
+)
+GPU_CLUSTERS: Final = Resource(
+    apis.GPU_CLUSTER_API_VERSION, apis.GPU_CLUSTER_PLURAL, apis.GPU_CLUSTER_KIND, False
+)
 NODES: Final = Resource("v1", "nodes", "Node", False)
 PODS: Final = Resource("v1", "pods", "Pod", True)
 EVENTS: Final = Resource("v1", "events", "Event", True)
