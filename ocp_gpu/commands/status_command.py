@@ -96,10 +96,11 @@ from ocp_gpu.model.nodes import NodeFacts, NodeName
 from ocp_gpu.model.policy import policy_parser, policy_spec
 from ocp_gpu.model.policy.policy_spec import UpgradePolicy
 from ocp_gpu.model.upgrade_observations import UpgradeNode, UpgradeSnapshot, UpgradeState
-from ocp_gpu.planning.drivers import driver_plan
+from ocp_gpu.planning.drivers import driver_plan, driver_pools
 from ocp_gpu.planning.operands import gpu_handover, mig_planning, operand_planning, workloads
 from ocp_gpu.planning.status import policies
-from ocp_gpu.planning.upgrades import pod_selection, upgrade_plan
+from ocp_gpu.planning.upgrades import pod_selection, pool_upgrades, upgrade_plan
+from ocp_gpu.planning.upgrades.pool_upgrades import PoolRules, UpgradeRules
 from ocp_gpu.rendering.operands import operand_catalog
 
 EXIT_SHOWN: Final = 0
@@ -270,6 +271,8 @@ class StatusReport:
     rows: tuple[StatusRow, ...]
     time: datetime.datetime
     nvidia_drivers: tuple[NvidiaDriverView, ...] = ()
+    # With driver.useNvidiaDriverCRD: each NVIDIADriver's upgrade rules, by its name.
+    pool_rules: Mapping[str, PoolRules] = dataclasses.field(default_factory=dict)
     # GPU nodes whose running driver (GFD's label) is newer than this release's default while
     # driver.version is unset: the operator keeps them on it (DriverNewerThanDefault).
     newer_than_default: tuple[str, ...] = ()
@@ -489,10 +492,43 @@ def _parsed(policy: PolicyView) -> policy_spec.Policy | None:
         return None
 
 
+def pool_rules_of(policy: PolicyView, drivers: Sequence[NvidiaDriverView]) -> dict[str, PoolRules]:
+    """Each NVIDIADriver's upgrade rules as the operator plans its nodes with them, by name
+    (reconcilers/nvidia_drivers.upgrade_pools): its upgradePolicy over the ClusterPolicy's; held
+    while the operator reports its spec invalid.  None without driver.useNvidiaDriverCRD."""
+    if not nvidia_driver_spec.is_mode_enabled(policy.spec):
+        return {}
+    found: dict[str, PoolRules] = {}
+    for driver in drivers:
+        view = driver.status
+        try:
+            parsed = policy_parser.parse_policy(
+                nvidia_driver_spec.cluster_policy_spec(policy.spec, view.spec)
+            )
+        except policy_parser.PolicyParseError as error:
+            found[view.name] = PoolRules(
+                view.name, UpgradePolicy(), held=f"has a spec that does not parse: {error}"
+            )
+            continue
+        invalid = any(
+            c.type == "Error" and c.status == "True" and c.reason == _INVALID_SPEC for c in view.conditions
+        )
+        found[view.name] = PoolRules(
+            view.name, parsed.driver.upgrade_policy, held=pool_upgrades.HELD if invalid else ""
+        )
+    return found
+
+
 def status_report(inputs: StatusInputs, now: datetime.datetime) -> StatusReport:
     """Plan one upgrade pass as the operator would, and turn it into rows (never applied)."""
     rules, halted = upgrade_policy_of(inputs.policy)
-    plan = upgrade_plan.plan_upgrades(inputs.snapshot, rules, now)
+    pools = pool_rules_of(inputs.policy, inputs.nvidia_drivers)
+    plan = pool_upgrades.plan_pool_upgrades(
+        inputs.snapshot,
+        UpgradeRules(rules, {driver_pools.owner_label_value(name): pool for name, pool in pools.items()}),
+        now,
+        chained=False,
+    )
     # No pass runs while halted: the metrics and the budget then count the labels as they are.
     counted = _standing(plan) if halted else plan
     return StatusReport(
@@ -514,6 +550,7 @@ def status_report(inputs: StatusInputs, now: datetime.datetime) -> StatusReport:
         ),
         time=now,
         nvidia_drivers=inputs.nvidia_drivers,
+        pool_rules=pools,
         newer_than_default=_newer_than_default(inputs),
     )
 
@@ -554,11 +591,7 @@ def report_json(report: StatusReport) -> dict[str, Any]:
         },
         "namespace": report.namespace,
         "newer_than_default": list(report.newer_than_default),
-        "upgradePolicy": {
-            "autoUpgrade": rules.auto_upgrade,
-            "maxParallelUpgrades": rules.max_parallel_upgrades,
-            "maxUnavailable": rules.max_unavailable,
-        },
+        "upgradePolicy": _rules_json(rules),
         "halted": report.halted,
         "metrics": dataclasses.asdict(report.counts),
         "budget": {
@@ -582,9 +615,22 @@ def report_json(report: StatusReport) -> dict[str, Any]:
                 "nodes": list(driver.nodes),
                 "driverDaemonSets": list(driver.daemonsets),
                 "conditions": [dataclasses.asdict(condition) for condition in driver.status.conditions],
+                **(
+                    {"upgradePolicy": _rules_json(pool.policy), "upgradesHeld": pool.held}
+                    if (pool := report.pool_rules.get(driver.status.name))
+                    else {}
+                ),
             }
             for driver in report.nvidia_drivers
         ],
+    }
+
+
+def _rules_json(rules: UpgradePolicy) -> dict[str, Any]:
+    return {
+        "autoUpgrade": rules.auto_upgrade,
+        "maxParallelUpgrades": rules.max_parallel_upgrades,
+        "maxUnavailable": rules.max_unavailable,
     }
 
 
@@ -629,6 +675,14 @@ def header_lines(report: StatusReport) -> list[str]:
             f"NVIDIADriver {view.name}: state {view.state or '(no status yet)'}, "
             f"{len(driver.nodes)} node(s), DaemonSets: {', '.join(driver.daemonsets) or 'none'}"
         )
+        pool = report.pool_rules.get(view.name)
+        if pool is not None:
+            pool_parallel = pool.policy.max_parallel_upgrades or "0 (unlimited)"
+            lines.append(
+                f"  upgrades: autoUpgrade {str(pool.policy.auto_upgrade).lower()}, "
+                f"maxParallelUpgrades {pool_parallel}, maxUnavailable {pool.policy.max_unavailable}"
+                + (f"; held: {pool.held}" if pool.held else "")
+            )
         for condition in view.conditions:
             if (condition.type == "Ready") == (condition.status == "False") and condition.type != "Error":
                 lines.append(f"  {condition.type}={condition.status} {condition.reason}: {condition.message}")
@@ -862,9 +916,27 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
         [item for item in listed.get("items") or [] if isinstance(item, Mapping)], policy_name, server
     )
     where = namespace or policy.namespace or labels.OPENSHIFT_NAMESPACE
-    rules, _ = upgrade_policy_of(policy)
     what = f"the GPU nodes and the driver pods in {where}"
     try:
+        try:
+            pools = requesting.list_items(api, apis.NVIDIA_DRIVER_PATH)
+        except requesting.ApiException as error:
+            if error.status != 404:
+                raise StatusError(
+                    f"cannot list NVIDIADrivers on {server}: {error.status} {error.reason}"
+                ) from None
+            # the NVIDIADriver CRD is not installed: there are none
+            pools = []
+        pool_views = tuple(nvidia_driver_view(item) for item in pools if isinstance(item, Mapping))
+        default_rules, _ = upgrade_policy_of(policy)
+        # NB: each pool's nodes' pods are read as its own rules need them (a wait for jobs).
+        rules = UpgradeRules(
+            default_rules,
+            {
+                driver_pools.owner_label_value(name): pool
+                for name, pool in pool_rules_of(policy, pool_views).items()
+            },
+        )
         # NB: the operator's own choice of driver pods (NVIDIADriver pools: by component).
         driver_selector = pod_selection.driver_pod_selector(nvidia_driver_spec.is_mode_enabled(policy.spec))
         snap = upgrading.read_upgrade_snapshot(api, where, rules, driver_selector=driver_selector)
@@ -885,19 +957,12 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
         stack_pods = requesting.list_items(
             api, f"/api/v1/namespaces/{where}/pods", [("labelSelector", f"{labels.APP} in ({stack_apps})")]
         )
+    except StatusError:
+        raise
     except requesting.ApiException as error:
         raise StatusError(f"cannot read {what} on {server}: {error.status} {error.reason}") from None
     except Exception as error:  # connection lost midway
         raise StatusError(f"cannot read {what} on {server}: {error}") from None
-    try:
-        pools = requesting.list_items(api, apis.NVIDIA_DRIVER_PATH)
-    except requesting.ApiException as error:
-        if error.status != 404:
-            raise StatusError(
-                f"cannot list NVIDIADrivers on {server}: {error.status} {error.reason}"
-            ) from None
-        # the NVIDIADriver CRD is not installed: there are none
-        pools = []
     return StatusInputs(
         dra_devices=_dra_devices(api, server),
         policy=policy,
@@ -909,7 +974,7 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
             for ds in daemonsets
         },
         operand_pods=tuple(reading.operand_pod(pod) for pod in stack_pods),
-        nvidia_drivers=tuple(nvidia_driver_view(item) for item in pools if isinstance(item, Mapping)),
+        nvidia_drivers=pool_views,
     )
 
 

@@ -36,7 +36,7 @@ from ocp_gpu.model.upgrade_observations import (
     WorkloadPod,
 )
 from ocp_gpu.planning.drivers import driver_currency
-from ocp_gpu.planning.upgrades import pod_selection, upgrade_plan
+from ocp_gpu.planning.upgrades import pod_selection, pool_upgrades, upgrade_plan
 
 # The seed's `kubectl logs ... | grep controllers.Upgrade` finds these lines.
 logger = logging.getLogger(labels.UPGRADE_LOGGER)
@@ -590,7 +590,7 @@ def list_driver_daemonsets(
 def read_upgrade_snapshot(
     api: clients.ApiClient,
     namespace: str,
-    policy: UpgradePolicy,
+    policy: UpgradePolicy | pool_upgrades.UpgradeRules,
     *,
     node_selector: str = GPU_NODE_SELECTOR,
     driver_selector: str | None = None,
@@ -603,7 +603,8 @@ def read_upgrade_snapshot(
     Driver pods and DaemonSets are listed by `driver_selector`, by default the one the mode
     selects (`planning.upgrades.pod_selection.driver_pod_selector`).
 
-    Pods are listed only on the nodes `planning.upgrades.upgrade_plan.nodes_needing_pods` names; a
+    Pods are listed only on the nodes `planning.upgrades.pool_upgrades.nodes_needing_pods` names
+    (each NVIDIADriver pool's by its own rules); a
     node whose list fails is left out of `pods` (that node alone waits) and logged.
     `validator_deployed=None` decides from the cluster: a DaemonSet or a pod labelled
     app=nvidia-operator-validator exists in the namespace.
@@ -620,7 +621,7 @@ def read_upgrade_snapshot(
     revisions = list_controller_revisions(api, namespace, selector)
     daemonsets = list_driver_daemonsets(api, namespace, selector)
     pods: dict[NodeName, tuple[WorkloadPod, ...]] = {}
-    for name in upgrade_plan.nodes_needing_pods(nodes, policy):
+    for name in pool_upgrades.nodes_needing_pods(nodes, pool_upgrades.as_rules(policy)):
         try:
             pods[name] = list_pods_on_node(api, name)
         except requesting.ApiException as error:

@@ -132,10 +132,6 @@ async def reconcile_nvidia_drivers(
     return DriverOutcome(combined, errors=errors, upgrade_pools=upgrade_pools(selection, policy))
 
 
-# Why an invalid NVIDIADriver's nodes do not move (the upgrade status and `ocp-gpu status` say it).
-HELD = "has an invalid spec (its status names the field): its nodes' upgrades are held"
-
-
 def upgrade_pools(
     selection: pool_manifests.PoolSelection, policy: policy_spec.Policy
 ) -> dict[str, pool_upgrades.PoolRules]:
@@ -145,7 +141,9 @@ def upgrade_pools(
     for driver in selection.drivers:
         key = driver_pools.owner_label_value(driver.name)
         if driver.name in selection.invalid:
-            rules[key] = pool_upgrades.PoolRules(driver.name, policy.driver.upgrade_policy, held=HELD)
+            rules[key] = pool_upgrades.PoolRules(
+                driver.name, policy.driver.upgrade_policy, held=pool_upgrades.HELD
+            )
         else:
             rules[key] = pool_upgrades.PoolRules(
                 driver.name, selection.policies[driver.name].driver.upgrade_policy

@@ -1038,3 +1038,47 @@ def test_which_plugin_owns_each_nodes_gpus(fake_api: FakeApi) -> None:
     code, out, err = run("-o", "json")
     assert code == 0, err
     assert {row["dra_published"] for row in json.loads(out)["nodes"]} == {0}
+
+
+def _pool(name: str, spec: Mapping[str, Any], invalid: bool = False) -> status_command.NvidiaDriverView:
+    conditions = (
+        [{"type": "Error", "status": "True", "reason": "InvalidSpec", "message": "x"}] if invalid else []
+    )
+    return status_command.nvidia_driver_view(
+        {"metadata": {"name": name, "generation": 1}, "spec": spec, "status": {"conditions": conditions}}
+    )
+
+
+def test_each_nvidia_driver_pool_is_planned_and_shown_under_its_own_upgrade_rules() -> None:
+    snap = snapshot(
+        dataclasses.replace(node("p1", S.UPGRADE_REQUIRED), pool="pool-p"),
+        dataclasses.replace(node("q1", S.UPGRADE_REQUIRED), pool="pool-q"),
+        dataclasses.replace(node("x1", S.UPGRADE_REQUIRED), pool="pool-x"),
+    )
+    inputs = status_command.StatusInputs(
+        policy=policy_view({"maxParallelUpgrades": 0}, driver={"useNvidiaDriverCRD": True}),
+        namespace="nvidia-gpu-operator",
+        snapshot=snap,
+        nodes={n.name: node_view(n.name) for n in snap.nodes},
+        daemonset_selectors=DS_SELECTORS,
+        nvidia_drivers=(
+            _pool("pool-p", {"upgradePolicy": {"autoUpgrade": False}}),
+            _pool("pool-q", {"upgradePolicy": {"maxUnavailable": 1}}),
+            _pool("pool-x", {"version": "not a version!"}, invalid=True),
+        ),
+    )
+    report = status_command.status_report(inputs, NOW)
+    rows = rows_by_node(report)
+    assert rows["p1"].waiting == "paused: NVIDIADriver pool-p sets spec.upgradePolicy.autoUpgrade false"
+    assert rows["q1"].next == "cordon-required"
+    assert rows["x1"].waiting.startswith("held: NVIDIADriver pool-x has an invalid spec")
+    lines = status_command.header_lines(report)
+    # the pool's own autoUpgrade, the ClusterPolicy's maxParallelUpgrades beside the pool's maxUnavailable
+    assert "  upgrades: autoUpgrade false, maxParallelUpgrades 0 (unlimited), maxUnavailable 25%" in lines
+    assert "  upgrades: autoUpgrade true, maxParallelUpgrades 0 (unlimited), maxUnavailable 1" in lines
+    shown = {pool["name"]: pool for pool in status_command.report_json(report)["nvidiaDrivers"]}
+    assert shown["pool-p"]["upgradePolicy"]["autoUpgrade"] is False
+    assert shown["pool-x"]["upgradesHeld"].startswith("has an invalid spec")
+    # without the mode the NVIDIADrivers rule nothing
+    plain = dataclasses.replace(inputs, policy=policy_view({"maxParallelUpgrades": 0}))
+    assert rows_by_node(status_command.status_report(plain, NOW))["p1"].next == "cordon-required"

@@ -30,6 +30,9 @@ from ocp_gpu.model.upgrade_observations import UpgradeNode, UpgradeSnapshot
 from ocp_gpu.planning.upgrades import upgrade_chain, upgrade_plan
 from ocp_gpu.planning.upgrades.upgrade_budget import Budget
 
+# Why an invalid NVIDIADriver's nodes do not move (`ocp-gpu status` says it on each of them).
+HELD = "has an invalid spec (its status names the field): its nodes' upgrades are held"
+
 
 @dataclasses.dataclass(frozen=True)
 class PoolRules:
@@ -102,11 +105,26 @@ def plan_pool_upgrades(
     rules: UpgradeRules,
     now: datetime.datetime,
     in_flux: Mapping[NodeName, UpgradeNode] | None = None,
+    *,
+    chained: bool = True,
 ) -> upgrade_plan.UpgradePlan:
     """Every pool's nodes planned under its rules (upgrade_chain.plan_chained_upgrades per pool),
-    as one plan: its nodes, the union of the pools' starts, `node_policies` for the pools' nodes."""
+    as one plan: its nodes, the union of the pools' starts, `node_policies` for the pools' nodes.
+
+    `chained` False: one step per node, the next one, as `ocp-gpu status` shows it
+    (upgrade_plan.plan_upgrades).
+    """
+
+    def plan(
+        part: UpgradeSnapshot, policy: UpgradePolicy, members: Sequence[UpgradeNode], paused_wait: str
+    ) -> upgrade_plan.UpgradePlan:
+        frozen = _within(in_flux, members)
+        if chained:
+            return upgrade_chain.plan_chained_upgrades(part, policy, now, frozen, paused_wait)
+        return upgrade_plan.plan_upgrades(part, policy, now, frozenset(frozen), paused_wait)
+
     if not rules.pools or not snapshot.nodes:
-        return upgrade_chain.plan_chained_upgrades(snapshot, rules.default, now, in_flux)
+        return plan(snapshot, rules.default, snapshot.nodes, upgrade_plan.PAUSED_WAIT)
     groups: dict[str, list[UpgradeNode]] = {}
     for node in snapshot.nodes:
         groups.setdefault(_pool_key(node, rules), []).append(node)
@@ -117,20 +135,14 @@ def plan_pool_upgrades(
         part = dataclasses.replace(snapshot, nodes=tuple(members))
         pool = rules.pools.get(key)
         if pool is None:
-            plans.append(
-                upgrade_chain.plan_chained_upgrades(part, rules.default, now, _within(in_flux, members))
-            )
+            plans.append(plan(part, rules.default, members, upgrade_plan.PAUSED_WAIT))
             continue
         policy = rules.policy_of(members[0])
         node_policies.update(dict.fromkeys((node.name for node in members), policy))
         if pool.held:
             plans.append(_held(part, policy, now, _paused_wait(pool)))
             continue
-        plans.append(
-            upgrade_chain.plan_chained_upgrades(
-                part, policy, now, _within(in_flux, members), paused_wait=_paused_wait(pool)
-            )
-        )
+        plans.append(plan(part, policy, members, _paused_wait(pool)))
     return merge_plans(plans, node_policies)
 
 
