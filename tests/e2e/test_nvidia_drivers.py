@@ -19,7 +19,13 @@ kwok's fake kubelets):
     DaemonSets and pods untouched;
 (e) hostile strings in every string field of an NVIDIADriver -> the API server or the operator
     refuses them by field, the operator stays up, the other pools are untouched;
-(f) deleting an NVIDIADriver garbage-collects its DaemonSets.
+(f) deleting an NVIDIADriver garbage-collects its DaemonSets;
+(g) each NVIDIADriver's upgradePolicy over the ClusterPolicy's: a pool with autoUpgrade false keeps
+    its outdated driver pods and its labels, hands eviction back to k8s-driver-manager and
+    `ocp-gpu status` names it; a pool with maxParallelUpgrades 1 never has two nodes upgrading
+    under a ClusterPolicy that allows any number; a bad value is InvalidSpec naming
+    spec.upgradePolicy.<field> and the fix, plus an Event, and changes nothing that runs; the
+    paused pool resumes under the rules it inherits while the other is held.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from kubernetes import client
 
 from ocp_gpu.model import labels
 from ocp_gpu.planning.upgrades import pod_selection
-from ocp_gpu_harness import crds, fuzzing
+from ocp_gpu_harness import crds, fuzzing, polling
 from ocp_gpu_harness import nodes as fake_nodes
 from ocp_gpu_harness import openshift as openshift_emulation
 from ocp_gpu_harness.cluster import LocalControlPlane, unique_name
@@ -53,6 +59,7 @@ from .conftest import (
     UpgradeStateWatch,
     condition,
     kubectl,
+    status_json,
     wait_for,
     wait_for_event,
 )
@@ -501,3 +508,180 @@ def _hostile_strings(kube: client.ApiClient, namespace: str, running: set[str]) 
             REACT_S,
             what="the free-text pool's DaemonSet gone",
         )
+
+
+def _annotated(kube: client.ApiClient, nodes: list[str]) -> set[str]:
+    """The nodes that carry the upgrade controller's eviction annotation."""
+    return {
+        node.metadata.name
+        for node in client.CoreV1Api(kube).list_node().items
+        if node.metadata.name in nodes
+        and (node.metadata.annotations or {}).get(labels.UPGRADE_ENABLED_ANNOTATION) == "true"
+    }
+
+
+def _outdated(kube: client.ApiClient, namespace: str, pool: str) -> bool:
+    """The pool's driver DaemonSets have pods that do not run their current template."""
+    return any(
+        (ds.status.updated_number_scheduled or 0) < (ds.status.desired_number_scheduled or 0)
+        for name, ds in driver_daemonsets(kube, namespace).items()
+        if name.startswith(f"nvidia-gpu-driver-{pool}-")
+    )
+
+
+def _runs(kube: client.ApiClient, namespace: str, nodes: list[str], version: str) -> bool:
+    """Every one of `nodes` has a Ready driver pod of `version` (whatever the OS suffix of its tag)."""
+    ready = {
+        pod.spec.node_name
+        for pod in driver_pods(kube, namespace)
+        if f":{version}-" in pod.spec.containers[0].image
+        and any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
+        and not pod.metadata.deletion_timestamp
+    }
+    return set(nodes) <= ready
+
+
+def _wait_ready(
+    kube: client.ApiClient, namespace: str, nodes: list[str], version: str, timeout: float, what: str
+) -> None:
+    """`_runs`, waited for; a timeout says what each node's driver pods are."""
+    try:
+        wait_for(lambda: _runs(kube, namespace, nodes, version), timeout, what=what)
+    except polling.WaitTimeout as error:
+        seen = [
+            (
+                pod.spec.node_name,
+                pod.spec.containers[0].image,
+                [f"{c.type}={c.status}" for c in pod.status.conditions or ()],
+            )
+            for pod in driver_pods(kube, namespace)
+            if pod.spec.node_name in nodes
+        ]
+        raise AssertionError(f"{error}; the driver pods: {seen}") from None
+
+
+@pytest.mark.timeout(900)
+def test_each_pool_upgrades_under_its_own_upgrade_policy(
+    kube: client.ApiClient,
+    openshift: client.ApiClient,
+    namespace: str,
+    control_plane: LocalControlPlane,
+    apply_policy: Callable[..., dict[str, Any]],
+    nvidia_drivers: Callable[..., dict[str, Any]],
+    start_operator: Callable[..., OperatorProcess],
+) -> None:
+    """(g) each NVIDIADriver's upgradePolicy over the ClusterPolicy's: pool-p pauses itself (its
+    outdated driver pods stay, `ocp-gpu status` says why), pool-s upgrades one node at a time while
+    the ClusterPolicy allows any number; a bad value is named under spec.upgradePolicy and stops
+    nothing that runs; pool-p resumes under the ClusterPolicy's rules it inherits."""
+    openshift_emulation.set_driver_toolkit_tags(openshift, TAGS)
+    paused = [unique_name("pool-p") for _ in range(2)]
+    serial = [unique_name("pool-s") for _ in range(3)]
+    made = [fake_nodes.gpu_node(name, rhcos=V1, extra_labels={POOL_LABEL: "p"}) for name in paused]
+    made += [fake_nodes.gpu_node(name, rhcos=V1, extra_labels={POOL_LABEL: "s"}) for name in serial]
+    fake_nodes.create_nodes(kube, made)
+    every = [*paused, *serial]
+    kubeconfig = control_plane.make_kubeconfig("status-user", ["system:masters"])
+    try:
+        # The ClusterPolicy's rules: no parallel limit; pool-s sets 1 for itself, pool-p sets nothing.
+        apply_policy(
+            spec={
+                "driver": {
+                    "useNvidiaDriverCRD": True,
+                    "upgradePolicy": {"maxParallelUpgrades": 0, "maxUnavailable": "100%"},
+                }
+            }
+        )
+        nvidia_drivers("pool-p", {"version": "550.90.07", "nodeSelector": {POOL_LABEL: "p"}})
+        nvidia_drivers(
+            "pool-s",
+            {
+                "version": "550.90.07",
+                "nodeSelector": {POOL_LABEL: "s"},
+                "upgradePolicy": {"maxParallelUpgrades": 1},
+            },
+        )
+        proc = start_operator()
+        _wait_ready(kube, namespace, every, "550.90.07", READY_S, "every driver ready")
+        wait_for(
+            lambda: set(upgrade_states(kube, every).values()) == {"upgrade-done"}, STEP_S, what="upgrade-done"
+        )
+        assert _annotated(kube, every) == set(every)
+
+        # pool-p pauses itself: eviction goes back to k8s-driver-manager on its nodes only
+        patch_driver(kube, "pool-p", {"upgradePolicy": {"autoUpgrade": False}})
+        wait_for(
+            lambda: _annotated(kube, every) == set(serial), REACT_S, what="pool-p's nodes hand eviction back"
+        )
+        kept = {p.metadata.uid for p in driver_pods(kube, namespace) if p.spec.node_name in paused}
+        with (
+            UpgradeStateWatch(kube, serial) as serial_seen,
+            UpgradeStateWatch(kube, paused) as paused_seen,
+        ):
+            patch_driver(kube, "pool-p", {"version": "510.85.02"})
+            patch_driver(kube, "pool-s", {"version": "510.85.02"})
+            wait_for(
+                lambda: (
+                    _runs(kube, namespace, serial, "510.85.02")
+                    and set(upgrade_states(kube, serial).values()) == {"upgrade-done"}
+                ),
+                UPGRADE_S,
+                what="pool-s upgraded",
+            )
+        # pool-s: never two of its nodes upgrading at once, though the ClusterPolicy allows any number
+        assert serial_seen.max_in_flight == 1, serial_seen.seen_by_node
+        for node in serial:
+            assert "cordon-required" in serial_seen.seen_by_node[node], serial_seen.seen_by_node[node]
+        # pool-p: its outdated driver pods stay, its labels never moved, its DaemonSet says it is behind
+        assert paused_seen.seen <= {"upgrade-done"}, paused_seen.seen_by_node
+        assert {p.metadata.uid for p in driver_pods(kube, namespace) if p.spec.node_name in paused} == kept
+        assert _runs(kube, namespace, paused, "550.90.07")
+        wait_for(lambda: _outdated(kube, namespace, "pool-p"), REACT_S, what="pool-p's DaemonSet outdated")
+        assert proc.metric("gpu_operator_auto_upgrade_enabled") == 1
+        report = status_json(kubeconfig)
+        rows = {row["node"]: row for row in report["nodes"]}
+        for node in paused:
+            assert rows[node]["next"] is None, rows[node]
+            assert (
+                rows[node]["waiting"]
+                == "paused: NVIDIADriver pool-p sets spec.upgradePolicy.autoUpgrade false"
+            )
+        shown = {pool["name"]: pool for pool in report["nvidiaDrivers"]}
+        assert shown["pool-p"]["upgradePolicy"]["autoUpgrade"] is False
+        assert shown["pool-s"]["upgradePolicy"]["maxParallelUpgrades"] == 1
+        # pool-p inherits the ClusterPolicy's maxUnavailable
+        assert shown["pool-p"]["upgradePolicy"]["maxUnavailable"] == "100%"
+
+        # bad input: named under the NVIDIADriver's field, with the fix; nothing running is touched
+        running = {p.metadata.uid for p in driver_pods(kube, namespace)}
+        generations = {
+            name: ds.metadata.generation for name, ds in driver_daemonsets(kube, namespace).items()
+        }
+        patch_driver(kube, "pool-s", {"upgradePolicy": {"maxUnavailable": "0"}})
+        error = wait_for(
+            lambda: (c := condition(read_driver(kube, "pool-s"), "Error")).get("status") == "True" and c,
+            REACT_S,
+            what="InvalidSpec on pool-s",
+        )
+        assert error["reason"] == "InvalidSpec", error
+        assert "spec.upgradePolicy.maxUnavailable" in error["message"] and "fix:" in error["message"], error
+        wait_for_event(kube, "InvalidNVIDIADriver", "spec.upgradePolicy.maxUnavailable")
+        assert {p.metadata.uid for p in driver_pods(kube, namespace)} == running
+        assert {
+            name: ds.metadata.generation for name, ds in driver_daemonsets(kube, namespace).items()
+        } == generations
+
+        # pool-p resumes under the ClusterPolicy's rules (both its nodes may go at once) while
+        # pool-s is held: one pool's bad spec holds no other pool
+        patch_driver(kube, "pool-p", {"upgradePolicy": {"autoUpgrade": True}})
+        wait_for(
+            lambda: (
+                _runs(kube, namespace, paused, "510.85.02")
+                and set(upgrade_states(kube, paused).values()) == {"upgrade-done"}
+            ),
+            UPGRADE_S,
+            what="pool-p upgraded once resumed",
+        )
+        assert set(upgrade_states(kube, serial).values()) == {"upgrade-done"}
+    finally:
+        fake_nodes.delete_nodes(kube, [node["metadata"]["name"] for node in made])
