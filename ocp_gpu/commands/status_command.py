@@ -208,6 +208,8 @@ class StatusInputs:
     # Per node, NVIDIA's DRA driver's devices: published in ResourceSlices, held by claims
     # (none when resource.k8s.io/v1 is not served).
     dra_devices: Mapping[str, resource_claims.NodeDevices] = dataclasses.field(default_factory=dict)
+    # NVIDIA's GPUClusters (none when their CRD is not installed).
+    gpu_clusters: tuple[custom_resources.GpuClusterObject, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,6 +275,7 @@ class StatusReport:
     nvidia_drivers: tuple[NvidiaDriverView, ...] = ()
     # With driver.useNvidiaDriverCRD: each NVIDIADriver's upgrade rules, by its name.
     pool_rules: Mapping[str, PoolRules] = dataclasses.field(default_factory=dict)
+    gpu_clusters: tuple[custom_resources.GpuClusterObject, ...] = ()
     # GPU nodes whose running driver (GFD's label) is newer than this release's default while
     # driver.version is unset: the operator keeps them on it (DriverNewerThanDefault).
     newer_than_default: tuple[str, ...] = ()
@@ -551,6 +554,7 @@ def status_report(inputs: StatusInputs, now: datetime.datetime) -> StatusReport:
         time=now,
         nvidia_drivers=inputs.nvidia_drivers,
         pool_rules=pools,
+        gpu_clusters=inputs.gpu_clusters,
         newer_than_default=_newer_than_default(inputs),
     )
 
@@ -623,6 +627,14 @@ def report_json(report: StatusReport) -> dict[str, Any]:
             }
             for driver in report.nvidia_drivers
         ],
+        "gpuClusters": [
+            {
+                "name": cluster.name,
+                "state": cluster.state,
+                "conditions": [dataclasses.asdict(condition) for condition in cluster.conditions],
+            }
+            for cluster in report.gpu_clusters
+        ],
     }
 
 
@@ -685,6 +697,12 @@ def header_lines(report: StatusReport) -> list[str]:
             )
         for condition in view.conditions:
             if (condition.type == "Ready") == (condition.status == "False") and condition.type != "Error":
+                lines.append(f"  {condition.type}={condition.status} {condition.reason}: {condition.message}")
+    for cluster in report.gpu_clusters:
+        # NVIDIA's GPUCluster: whether it owns the DRA driver, and if not why (its Ready condition)
+        lines.append(f"GPUCluster {cluster.name}: state {cluster.state or '(no status yet)'}")
+        for condition in cluster.conditions:
+            if condition.type == "Ready" and condition.status == "False":
                 lines.append(f"  {condition.type}={condition.status} {condition.reason}: {condition.message}")
     mig_states = [
         mig_planning.MigNodeState(row.node, row.mig_config, row.mig_state)
@@ -963,6 +981,15 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
         raise StatusError(f"cannot read {what} on {server}: {error.status} {error.reason}") from None
     except Exception as error:  # connection lost midway
         raise StatusError(f"cannot read {what} on {server}: {error}") from None
+    try:
+        clusters = requesting.list_items(
+            api, f"/apis/{apis.GPU_CLUSTER_API_VERSION}/{apis.GPU_CLUSTER_PLURAL}"
+        )
+    except requesting.ApiException as error:
+        if error.status not in (403, 404):
+            raise StatusError(f"cannot list GPUClusters on {server}: {error.status} {error.reason}") from None
+        # NVIDIA's GPUCluster CRD is not installed (or not ours to read): none shown
+        clusters = []
     return StatusInputs(
         dra_devices=_dra_devices(api, server),
         policy=policy,
@@ -975,6 +1002,7 @@ def read_status(api: Any, namespace: str | None, policy_name: str | None) -> Sta
         },
         operand_pods=tuple(reading.operand_pod(pod) for pod in stack_pods),
         nvidia_drivers=pool_views,
+        gpu_clusters=tuple(reading.gpu_cluster(item) for item in clusters if isinstance(item, Mapping)),
     )
 
 

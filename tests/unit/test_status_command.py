@@ -34,7 +34,7 @@ from rich.console import Console
 
 from ocp_gpu import cli
 from ocp_gpu.commands import status_command
-from ocp_gpu.kube import clients, requesting, upgrading
+from ocp_gpu.kube import clients, reading, requesting, upgrading
 from ocp_gpu.kube.requesting import ApiException
 from ocp_gpu.model import labels, operand_types, resource_claims, upgrade_observations
 from ocp_gpu.model.nodes import NodeFacts, NodeName
@@ -423,9 +423,10 @@ def test_json_output_shape() -> None:
         "budget",
         "nodes",
         "nvidiaDrivers",
+        "gpuClusters",
         "newer_than_default",
     }
-    assert document["nvidiaDrivers"] == []
+    assert document["nvidiaDrivers"] == [] and document["gpuClusters"] == []
     assert document["time"] == "2025-03-01T12:00:00Z"
     assert document["policy"] == {
         "name": "cluster-policy",
@@ -1082,3 +1083,35 @@ def test_each_nvidia_driver_pool_is_planned_and_shown_under_its_own_upgrade_rule
     # without the mode the NVIDIADrivers rule nothing
     plain = dataclasses.replace(inputs, policy=policy_view({"maxParallelUpgrades": 0}))
     assert rows_by_node(status_command.status_report(plain, NOW))["p1"].next == "cordon-required"
+
+
+def test_gpu_clusters_are_shown_with_why_they_are_not_ready() -> None:
+    refused = reading.gpu_cluster(
+        {
+            "metadata": {"name": "gpu-cluster", "generation": 1},
+            "status": {
+                "state": "notReady",
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "ClusterPolicyOwnsDRA",
+                        "message": "set it off",
+                    },
+                    {
+                        "type": "Error",
+                        "status": "True",
+                        "reason": "PrerequisiteNotMet",
+                        "message": "set it off",
+                    },
+                ],
+            },
+        }
+    )
+    report = dataclasses.replace(report_of(UpgradeSnapshot(nodes=())), gpu_clusters=(refused,))
+    lines = status_command.header_lines(report)
+    assert "GPUCluster gpu-cluster: state notReady" in lines
+    assert "  Ready=False ClusterPolicyOwnsDRA: set it off" in lines
+    (shown,) = status_command.report_json(report)["gpuClusters"]
+    assert (shown["name"], shown["state"]) == ("gpu-cluster", "notReady")
+    assert shown["conditions"][0]["reason"] == "ClusterPolicyOwnsDRA"
