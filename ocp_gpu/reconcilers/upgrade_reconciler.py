@@ -33,7 +33,7 @@ from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy.policy_spec import UpgradePolicy
 from ocp_gpu.model.resource_claims import ClaimHold
 from ocp_gpu.model.upgrade_observations import UpgradeState
-from ocp_gpu.planning.drivers import driver_coverage
+from ocp_gpu.planning.drivers import driver_coverage, driver_pools
 from ocp_gpu.planning.upgrades import (
     pod_selection,
     pool_upgrades,
@@ -62,20 +62,29 @@ RETRY_S = 2.0
 POLL_S = 0.25
 
 
-def is_pass_needed(rt: runtime.Runtime) -> bool:
+def is_pass_needed(rt: runtime.Runtime, rules: UpgradeRules | None = None) -> bool:
     """Whether anything in the in-memory view can make an upgrade pass do something (autoUpgrade on).
+
+    With `rules`, what only an NVIDIADriver pool whose upgrades are paused (or held) shows needs
+    no pass: its outdated DaemonSet and its nodes stay so until its rules change, which is a
+    pass of its own.
 
     NB: from the live view, not a snapshot: it decides whether to take one (and a pass), in one
     step with no await, so the watches cannot change what it reads meanwhile.
     """
     daemonsets = rt.view.driver_daemonsets.values()
-    if any(ds.updated_number_scheduled < ds.desired_number_scheduled for ds in daemonsets):
+    if any(
+        ds.updated_number_scheduled < ds.desired_number_scheduled
+        and (rules is None or rules.moves(driver_pools.pool_of(ds)))
+        for ds in daemonsets
+    ):
         # Some driver pod runs an outdated template.
         return True
     # A GPU node not yet labelled, or somewhere in the state machine (opted-out nodes never count).
     return any(
         driver_coverage.wants_driver(facts.labels)
         and facts.labels.get(labels.UPGRADE_STATE) != UpgradeState.UPGRADE_DONE
+        and (rules is None or rules.moves(facts.labels.get(labels.NVIDIA_DRIVER_OWNER)))
         for facts in rt.view.node_facts.values()
     )
 
@@ -115,7 +124,9 @@ async def upgrade_forever(rt: runtime.Runtime, coalesce_s: float) -> None:
                 recheck = None
                 await _say_upgradeable(rt, gate)
                 continue
-            if rules is None or not (rules_changed or settle or paused_now is not None or is_pass_needed(rt)):
+            if rules is None or not (
+                rules_changed or settle or paused_now is not None or is_pass_needed(rt, rules)
+            ):
                 recheck = None
                 if rules is not None:
                     # NB: no pass, but a driver DaemonSet's counters catching up after the last one

@@ -292,3 +292,12 @@ def test_the_paused_pool_of_a_real_pass_keeps_its_outdated_driver_marked_upgrade
     plan = pool_upgrades.plan_pool_upgrades(snap, rules(a=policy(auto=False)), NOW)
     assert plan.nodes[0].state_after is UpgradeState.UPGRADE_REQUIRED and plan.nodes[0].paused
     assert upgrade_plan.summarize(plan).auto_upgrade_enabled == 0
+
+
+def test_which_pools_may_move_decides_whether_a_pass_is_needed() -> None:
+    given = rules(policy(), paused=policy(auto=False), held="has an invalid spec", moving=policy())
+    assert given.moves("moving") and given.moves(None) and given.moves("") and given.moves("unknown")
+    assert not given.moves("paused") and not given.moves("held")
+    # the ClusterPolicy paused: nodes of no pool stay, a pool with autoUpgrade on still moves
+    quiet = rules(policy(auto=False), moving=policy())
+    assert not quiet.moves(None) and quiet.moves("moving") and quiet.auto_upgrade

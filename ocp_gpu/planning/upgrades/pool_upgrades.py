@@ -60,6 +60,13 @@ class UpgradeRules:
             pool.policy.auto_upgrade and not pool.held for pool in self.pools.values()
         )
 
+    def moves(self, pool: str | None) -> bool:
+        """Whether the nodes of this pool (an owner label value; None or "": none) may move at all."""
+        found = self.pools.get(pool or "")
+        if found is None:
+            return self.default.auto_upgrade
+        return found.policy.auto_upgrade and not found.held
+
     def policy_of(self, node: UpgradeNode) -> UpgradePolicy:
         """The rules this node upgrades by: its pool's, else the ClusterPolicy's; paused when held."""
         pool = self.pools.get(node.pool)
