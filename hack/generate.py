@@ -77,6 +77,10 @@ def _strip_source_comments(text: str) -> str:
     lines = text.splitlines(keepends=True)
     while lines and lines[0].startswith("#"):
         lines.pop(0)
+    if lines and lines[0].strip() == "---":
+        # NB: NVIDIA's CRDs open with a document separator; after our header it would make the
+        # header a document of its own, and OLM's bundle loader reads only that empty one.
+        lines.pop(0)
     return "".join(lines)
 
 

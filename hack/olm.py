@@ -109,6 +109,33 @@ EXAMPLE_NVIDIA_DRIVER: dict[str, Any] = {
 }
 
 
+# NVIDIA's GPUCluster as NVIDIA's CSV example has it, less the image (the release's by digest) and
+# the DCGM sections (the ClusterPolicy's here): it owns the DRA driver beside a ClusterPolicy whose
+# draDriver is off (docs/dra.md).
+EXAMPLE_GPU_CLUSTER: dict[str, Any] = {
+    "apiVersion": "nvidia.com/v1alpha1",
+    "kind": "GPUCluster",
+    "metadata": {"name": "gpu-cluster"},
+    "spec": {"draDriver": {"imagePullPolicy": "IfNotPresent", "computeDomains": {"enabled": True}}},
+}
+
+# NVIDIA's DRA driver's ComputeDomain, as its documentation writes one; and a clique, which the
+# driver's daemons write themselves (an internal object: the console does not offer to create it).
+EXAMPLE_COMPUTE_DOMAIN: dict[str, Any] = {
+    "apiVersion": "resource.nvidia.com/v1beta1",
+    "kind": "ComputeDomain",
+    "metadata": {"name": "imex-domain"},
+    "spec": {"numNodes": 2, "channel": {"resourceClaimTemplate": {"name": "imex-channel"}}},
+}
+EXAMPLE_COMPUTE_DOMAIN_CLIQUE: dict[str, Any] = {
+    "apiVersion": "resource.nvidia.com/v1beta1",
+    "kind": "ComputeDomainClique",
+    "metadata": {"name": "imex-domain-clique"},
+    "daemons": [{"cliqueID": "0", "nodeName": "gpu-node-1", "ipAddress": "10.0.0.1", "index": 0}],
+}
+INTERNAL_OBJECTS = ("computedomaincliques.resource.nvidia.com",)
+
+
 def _dump(document: Any) -> str:
     return yaml.safe_dump(document, sort_keys=False, width=120)
 
@@ -157,7 +184,17 @@ def csv(root: Path) -> dict[str, Any]:
     metadata = copy.deepcopy(base["metadata"])
     metadata["name"] = CSV_NAME
     annotations = metadata["annotations"]
-    annotations["alm-examples"] = json.dumps([EXAMPLE_POLICY, EXAMPLE_NVIDIA_DRIVER], indent=2)
+    annotations["alm-examples"] = json.dumps(
+        [
+            EXAMPLE_POLICY,
+            EXAMPLE_NVIDIA_DRIVER,
+            EXAMPLE_GPU_CLUSTER,
+            EXAMPLE_COMPUTE_DOMAIN,
+            EXAMPLE_COMPUTE_DOMAIN_CLIQUE,
+        ],
+        indent=2,
+    )
+    annotations["operators.operatorframework.io/internal-objects"] = json.dumps(list(INTERNAL_OBJECTS))
     annotations["containerImage"] = releases.OPERATOR_IMAGE
     annotations["createdAt"] = CREATED_AT
     if len(RELEASE_HISTORY) > 1:

@@ -6,7 +6,9 @@
 - relatedImages list the operator and every operand image of the release, operands by
   digest, and the Deployment's env uses exactly those references;
 - alm-examples holds one ClusterPolicy named `cluster-policy` that the operator's own
-  policy validation accepts; every spec/status descriptor names a field the CRD has;
+  policy validation accepts, and one example of every other owned kind (NVIDIA's GPUCluster
+  `gpu-cluster`, which the operator's mapping reads; ComputeDomain and its clique, the clique an
+  internal object); every spec/status descriptor names a field the CRD has;
 - suggested namespace `nvidia-gpu-operator`, install modes, infrastructure features and
   every `features.operators.openshift.io/*` annotation OpenShift's console reads;
 - bundle metadata: annotations.yaml and bundle.Dockerfile's labels agree; the NFD
@@ -30,7 +32,7 @@ import yaml
 from ocp_gpu.desired import pool_manifests
 from ocp_gpu.install import install_manifests
 from ocp_gpu.model import nvidia_driver_spec, releases
-from ocp_gpu.model.policy import policy_checks, policy_parser, policy_spec
+from ocp_gpu.model.policy import gpu_cluster, policy_checks, policy_parser, policy_spec
 from tests import hack_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,7 +99,7 @@ def test_related_images_are_every_image_the_operator_uses() -> None:
 
 
 def test_alm_example_is_a_valid_cluster_policy() -> None:
-    example, _ = json.loads(ANNOTATIONS["alm-examples"])
+    example = json.loads(ANNOTATIONS["alm-examples"])[0]
     assert example["kind"] == "ClusterPolicy" and example["metadata"]["name"] == "cluster-policy"
     parsed = policy_parser.parse_policy(example["spec"])
     env = releases.with_release_defaults(releases.installed_images())
@@ -105,7 +107,7 @@ def test_alm_example_is_a_valid_cluster_policy() -> None:
 
 
 def test_alm_example_is_a_valid_nvidia_driver() -> None:
-    policy, example = json.loads(ANNOTATIONS["alm-examples"])
+    policy, example, *_ = json.loads(ANNOTATIONS["alm-examples"])
     assert example["apiVersion"] == "nvidia.com/v1alpha1" and example["kind"] == "NVIDIADriver"
     driver = nvidia_driver_spec.NvidiaDriver(
         name=example["metadata"]["name"], uid="u", created="", generation=1, spec=example["spec"]
@@ -268,3 +270,22 @@ def test_one_version_everywhere() -> None:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert olm.VERSION == CSV["spec"]["version"] == version
     assert releases.OPERATOR_IMAGE.endswith(f":v{version}")
+
+
+def test_every_owned_kind_has_a_valid_example() -> None:
+    examples = json.loads(ANNOTATIONS["alm-examples"])
+    owned = CSV["spec"]["customresourcedefinitions"]["owned"]
+    assert sorted(e["kind"] for e in examples) == sorted(d["kind"] for d in owned)
+    for crd in NVIDIA_CRDS:
+        (example,) = [e for e in examples if e["kind"] == crd["spec"]["names"]["kind"]]
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        assert example["apiVersion"] == f"{crd['spec']['group']}/{crd['spec']['versions'][0]['name']}"
+        for top in set(example) - {"apiVersion", "kind", "metadata"}:
+            assert top in schema["properties"], (example["kind"], top)
+    (cluster,) = [e for e in examples if e["kind"] == "GPUCluster"]
+    # NVIDIA's schema: a singleton named gpu-cluster; and the operator's mapping reads it
+    assert cluster["metadata"]["name"] == "gpu-cluster"
+    assert gpu_cluster.gpu_cluster_dra_driver(cluster["spec"]).dra_driver.compute_domains.enabled
+    # the cliques are the DRA driver's own writing: hidden from the console
+    internal = json.loads(ANNOTATIONS["operators.operatorframework.io/internal-objects"])
+    assert internal == ["computedomaincliques.resource.nvidia.com"]
