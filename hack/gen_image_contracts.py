@@ -166,6 +166,19 @@ SOURCES = (
         programs=(ProgramSource("nvidia-kubevirt-gpu-device-plugin", ("cmd", "pkg")),),
     ),
     ImageSource(
+        env="VGPU_DEVICE_MANAGER_IMAGE",
+        repo="NVIDIA/vgpu-device-manager",
+        ref="v0.5.0",
+        note="the image's tag",
+        dockerfile="deployments/container/Dockerfile.distroless",
+        base=BUSYBOX,
+        base_note="distroless/go with a static busybox under /busybox",
+        programs=(
+            ProgramSource("nvidia-k8s-vgpu-dm", ("cmd/nvidia-k8s-vgpu-dm",)),
+            ProgramSource("nvidia-vgpu-dm", ("cmd/nvidia-vgpu-dm",)),
+        ),
+    ),
+    ImageSource(
         env="CONTAINER_TOOLKIT_IMAGE",
         repo="NVIDIA/nvidia-container-toolkit",
         ref="v1.20.0",

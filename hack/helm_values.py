@@ -26,7 +26,6 @@ TARGET = "charts/ocp-gpu/values.yaml"
 NVIDIA_ONLY = {
     "GDS_IMAGE": "nvcr.io/nvidia/cloud-native/nvidia-fs:2.29.4",
     "GDRCOPY_IMAGE": "nvcr.io/nvidia/cloud-native/gdrdrv:v2.6",
-    "VGPU_DEVICE_MANAGER_IMAGE": "nvcr.io/nvidia/cloud-native/vgpu-device-manager:v0.5.0",
     "VFIO_MANAGER_IMAGE": "nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.12.0",
     "SANDBOX_DEVICE_PLUGIN_IMAGE": "nvcr.io/nvidia/kubevirt-gpu-device-plugin:v1.6.0",
     "KATA_SANDBOX_DEVICE_PLUGIN_IMAGE": "nvcr.io/nvidia/cloud-native/nvidia-sandbox-device-plugin:v0.0.5",

@@ -59,6 +59,7 @@ SHIPPED = (
     "DRA_DRIVER_IMAGE",
     "VFIO_MANAGER_IMAGE",
     "SANDBOX_DEVICE_PLUGIN_IMAGE",
+    "VGPU_DEVICE_MANAGER_IMAGE",
 )
 # NVIDIA's per-branch driver images: DRIVER_IMAGE-580 and so on.
 BRANCH_ENV = re.compile(r"^DRIVER_IMAGE-(?P<branch>[0-9]+)$")

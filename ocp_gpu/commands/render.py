@@ -85,7 +85,7 @@ from urllib.parse import quote
 import yaml
 
 from ocp_gpu import __version__
-from ocp_gpu.desired import driver_manifests, pool_manifests
+from ocp_gpu.desired import driver_manifests, pool_manifests, vgpu_manager_manifests
 from ocp_gpu.kube import applying, clients, discovering, reading, requesting
 from ocp_gpu.model import (
     apis,
@@ -111,7 +111,7 @@ from ocp_gpu.planning.drivers import driver_coverage, driver_plan, driver_pools,
 from ocp_gpu.planning.operands import monitoring_planning
 from ocp_gpu.planning.status import policies
 from ocp_gpu.rendering import monitoring_rendering
-from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering
+from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering, vgpu_manager
 
 EXIT_RENDERED: Final = 0
 EXIT_UNREADABLE: Final = 1
@@ -468,6 +468,14 @@ def operand_manifests(
                 wait_image=operand_rendering.wait_image(policy, inputs.view.env),
             ),
         )
+    if vgpu_manager.OPERAND.is_enabled(policy):
+        # The vGPU manager's per-key DaemonSets, for the nodes the operator labelled vm-vgpu
+        # (nvidia.com/gpu.deploy.vgpu-manager=true), as the operator plans them (the driver's way).
+        vgpu = vgpu_manager_manifests.desired_vgpu_manager_manifests(policy, inputs.platform, inputs.view)
+        if isinstance(vgpu, PolicyProblem):
+            problems.append(vgpu)
+        else:
+            manifests += vgpu.manifests
     # Beside the operands: the operator's own metrics Service, ServiceMonitor, alerts and dashboard.
     groups = {monitoring_planning.MONITORING_GROUP} if inputs.serves_monitoring else set()
     plan = monitoring_planning.plan_operator_monitoring(policy, inputs.platform, groups, {})

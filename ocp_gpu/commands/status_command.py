@@ -256,7 +256,7 @@ class StatusRow:
     gpu_owner: str = gpu_handover.GpuOwner.NONE.value
     dra_published: int = 0
     dra_allocated: int = 0
-    # The stack the node's deploy labels show (container, vm-passthrough), and the workload its
+    # The stack the node's deploy labels show (container, vm-passthrough, vm-vgpu), and the workload its
     # nvidia.com/gpu.workload.config asks for when that is another one (a move under way or held).
     workload: str = ""
 
@@ -788,7 +788,7 @@ COLUMNS: Final = (
     "GPUS",
     # nvidia.com/mig.config (nvidia.com/mig.config.state)
     "MIG CONFIG",
-    # The stack the node runs: container or vm-passthrough (planning/operands/workloads.py).
+    # The stack the node runs: container, vm-passthrough or vm-vgpu (planning/operands/workloads.py).
     "WORKLOAD",
     "WAITING / NEXT",
 )

@@ -1,4 +1,4 @@
-"""`ocp-gpu validate driver|toolkit|cuda|plugin`: check one step of a node's GPU stack, leave its marker.
+"""`ocp-gpu validate driver|toolkit|cuda|plugin` (and the sandbox validator's vfio-pci|vgpu-manager|vgpu-devices): check one step of a node's GPU stack, leave its marker.
 
 Runs in the validator DaemonSet's (init) containers on each GPU node, in stack order.
 Each validation first removes its marker and every later one in the validations
@@ -11,6 +11,8 @@ writes its marker; the next operands' init containers wait for those files:
 | toolkit | `nvidia-smi` found on PATH runs: the NVIDIA runtime injected the driver's utilities into this container (run it with the toolkit's RuntimeClass and NVIDIA_VISIBLE_DEVICES=all); with `$CDI_ENABLED=true`, also the toolkit's management CDI spec (`/var/run/cdi/management.nvidia.com-gpu.yaml` on the host) declares device `all` and every hook it runs (nvidia-cdi-hook under the toolkit's install dir) is on the host | toolkit-ready |
 | cuda | a vectorAdd pod (image `$CUDA_VALIDATION_IMAGE`) placed on this node (`$NODE_NAME`) runs to completion; it asks for every GPU through the runtime (NVIDIA_VISIBLE_DEVICES=all) and, for the toolkit's NRI plugin, by annotation (`nvidia.cdi.k8s.io/container.cuda-validation`, as NVIDIA's) | cuda-ready |
 | vfio-pci (the sandbox validator's) | writes the node's workload (its nvidia.com/gpu.workload.config, else `$DEFAULT_GPU_WORKLOAD_CONFIG`) to `workload-type`; on vm-passthrough, every NVIDIA GPU under the host's /sys/bus/pci/devices is bound to vfio-pci or nvgrace_gpu_vfio_pci | vfio-pci-ready |
+| vgpu-manager (the sandbox validator's) | writes `workload-type` as vfio-pci does; on vm-vgpu, nvidia-smi of the vGPU manager (on the host, else under `--driver-root`) runs, and its parent devices are there: every SR-IOV VF of the NVIDIA GPUs enabled, or (no SR-IOV) a mediated-device parent under the host's /sys/class/mdev_bus | vgpu-manager-ready (host-vgpu-manager-ready for one on the host) |
+| vgpu-devices (the sandbox validator's) | writes `workload-type`; on vm-vgpu, the host has vGPU devices (/sys/bus/mdev/devices) | vgpu-devices-ready |
 | plugin | the node advertises a GPU resource (nvidia.com/gpu, a MIG or a renamed one; `--resource` to name it), and a pod requesting one is scheduled on this node and starts; with `$CDI_ENABLED=true` (the plugin's CDI strategies), first the plugin's CDI spec (`/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json` on the host) declares a device | plugin-ready |
 
 A failure says what failed and what to check, in the log and in the container's
@@ -92,7 +94,10 @@ class ValidationFailed(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("component", choices=[*(component.value for component in Component), VFIO_PCI])
+    parser.add_argument(
+        "component",
+        choices=[*(component.value for component in Component), VFIO_PCI, "vgpu-manager", "vgpu-devices"],
+    )
     parser.add_argument("--validations-dir", type=Path, default=Path(DEFAULT_VALIDATIONS_DIR))
     parser.add_argument("--termination-log", type=Path, default=Path(DEFAULT_TERMINATION_LOG))
     parser.add_argument(
@@ -542,9 +547,14 @@ def validate(component: Component, args: argparse.Namespace, env: Mapping[str, s
 
 
 def main(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
-    if args.component == VFIO_PCI:
-        # The sandbox validator's: not a step of the container stack's marker chain.
-        return validate_vfio_pci(args, os.environ if env is None else env)
+    # The sandbox validator's: not steps of the container stack's marker chain.
+    sandbox = {
+        VFIO_PCI: validate_vfio_pci,
+        VGPU_MANAGER: validate_vgpu_manager,
+        VGPU_DEVICES: validate_vgpu_devices,
+    }
+    if args.component in sandbox:
+        return sandbox[args.component](args, os.environ if env is None else env)
     return validate(Component(args.component), args, os.environ if env is None else env)
 
 
@@ -586,19 +596,20 @@ def gpus_not_on_vfio(host_root: Path) -> list[str]:
     return wrong
 
 
-def validate_vfio_pci(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    """`ocp-gpu validate vfio-pci`: write the node's workload, and on vm-passthrough check that every
-    NVIDIA GPU is bound to vfio-pci (NVIDIA's VfioPCI.validate); the exit status."""
+def node_workload(args: argparse.Namespace, env: Mapping[str, str], check: str) -> str | None:
+    """The node's workload (its nvidia.com/gpu.workload.config, else $DEFAULT_GPU_WORKLOAD_CONFIG),
+    written to the workload-type marker (NVIDIA's getWorkloadConfig); None when the node cannot be
+    read (the termination message says why)."""
     directory: Path = args.validations_dir
     node = args.node_name or env.get("NODE_NAME", "")
     api_client = clients.load_api_client(args.kubeconfig)
     try:
         node_labels = validating.read_node_labels(api_client, node)
     except requesting.ApiException as error:
-        message = f"vfio-pci validation: could not read node {node}: {requesting.describe_error(error)}"
+        message = f"{check} validation: could not read node {node}: {requesting.describe_error(error)}"
         log.error("%s", message)
         write_termination_message(args.termination_log, message)
-        return 1
+        return None
     finally:
         api_client.close()
     # NVIDIA's validator's variable for the policy's sandboxWorkloads.defaultWorkload.
@@ -606,22 +617,156 @@ def validate_vfio_pci(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     workload = node_labels.get(labels.GPU_WORKLOAD_CONFIG) or default
     directory.mkdir(parents=True, exist_ok=True)
     (directory / WORKLOAD_TYPE_MARKER).write_text(workload + "\n")
+    return workload
+
+
+def _retry(args: argparse.Namespace, attempt: Callable[[], str | None], name: str) -> bool:
+    """Run `attempt` (None: valid, else what is wrong) until it passes or `--retry-for` runs out;
+    the last failure goes to the log and the termination message."""
+    give_up = time.monotonic() + args.retry_for
+    while (wrong := attempt()) is not None:
+        if time.monotonic() + args.interval > give_up:
+            log.error("%s", wrong)
+            write_termination_message(args.termination_log, wrong)
+            return False
+        log.warning("%s (retrying in %.0fs)", wrong, args.interval)
+        time.sleep(args.interval)
+    log.info("%s is valid", name)
+    return True
+
+
+def validate_vfio_pci(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """`ocp-gpu validate vfio-pci`: write the node's workload, and on vm-passthrough check that every
+    NVIDIA GPU is bound to vfio-pci (NVIDIA's VfioPCI.validate); the exit status."""
+    directory: Path = args.validations_dir
+    node = args.node_name or env.get("NODE_NAME", "")
+    workload = node_workload(args, env, VFIO_PCI)
+    if workload is None:
+        return 1
     if workload != "vm-passthrough":
         log.info("vfio-pci not required on node %s (workload %s): skipping", node, workload)
         return 0
     (directory / VFIO_PCI_MARKER).unlink(missing_ok=True)
-    give_up = time.monotonic() + args.retry_for
-    while wrong := gpus_not_on_vfio(args.host_root):
-        message = (
+
+    def attempt() -> str | None:
+        wrong = gpus_not_on_vfio(args.host_root)
+        return (
             f"vfio-pci validation failed: GPUs not bound to vfio-pci: {', '.join(wrong)}; check the "
             f"nvidia-vfio-manager pod on node {node} (its logs: vfio-manage bind --all)"
+            if wrong
+            else None
         )
-        if time.monotonic() + args.interval > give_up:
-            log.error("%s", message)
-            write_termination_message(args.termination_log, message)
-            return 1
-        log.warning("%s (retrying in %.0fs)", message, args.interval)
-        time.sleep(args.interval)
+
+    if not _retry(args, attempt, VFIO_PCI):
+        return 1
     (directory / VFIO_PCI_MARKER).write_text("")
-    log.info("vfio-pci is valid: every NVIDIA GPU is bound to VFIO; wrote %s", directory / VFIO_PCI_MARKER)
+    log.info("every NVIDIA GPU is bound to VFIO; wrote %s", directory / VFIO_PCI_MARKER)
+    return 0
+
+
+# --- vgpu-manager and vgpu-devices (the sandbox validator on vm-vgpu nodes) -----------------------
+
+VGPU_MANAGER: Final = "vgpu-manager"
+VGPU_DEVICES: Final = "vgpu-devices"
+# NVIDIA's markers (cmd/nvidia-validator at v26.7.0): the vGPU manager's container, or one on the host.
+VGPU_MANAGER_MARKER: Final = "vgpu-manager-ready"
+HOST_VGPU_MANAGER_MARKER: Final = "host-vgpu-manager-ready"
+VGPU_DEVICES_MARKER: Final = "vgpu-devices-ready"
+
+
+def vgpu_parents_missing(host_root: Path) -> str | None:
+    """Why the vGPU manager's parent devices are not there yet; None when they are (NVIDIA's
+    waitForParentDevices): with SR-IOV (an NVIDIA PF with VFs enabled) every PF has all its VFs,
+    else some mediated-device parent is registered (/sys/class/mdev_bus)."""
+    pfs: list[tuple[str, int, int]] = []
+    devices = host_root / "sys/bus/pci/devices"
+    for device in sorted(devices.iterdir()) if devices.is_dir() else []:
+        try:
+            if (device / "vendor").read_text().strip() != NVIDIA_VENDOR:
+                continue
+            total = int((device / "sriov_totalvfs").read_text().strip() or 0)
+            enabled = int((device / "sriov_numvfs").read_text().strip() or 0)
+        except (OSError, ValueError):
+            continue
+        if total > 0:
+            pfs.append((device.name, enabled, total))
+    if any(enabled > 0 for _, enabled, _ in pfs):
+        short = [f"{name} ({enabled}/{total})" for name, enabled, total in pfs if enabled != total]
+        return f"not every SR-IOV VF is enabled yet: {', '.join(short)}" if short else None
+    parents = host_root / "sys/class/mdev_bus"
+    if parents.is_dir() and any(parents.iterdir()):
+        return None
+    return f"no mediated-device parent is registered ({parents} is empty) and no SR-IOV VF is enabled"
+
+
+def vgpu_devices(host_root: Path) -> list[str]:
+    """The vGPU (mediated) devices on the host (/sys/bus/mdev/devices, as NVIDIA's nvmdev reads them)."""
+    devices = host_root / "sys/bus/mdev/devices"
+    return sorted(entry.name for entry in devices.iterdir()) if devices.is_dir() else []
+
+
+def validate_vgpu_manager(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """`ocp-gpu validate vgpu-manager`: write the node's workload, and on vm-vgpu check that the vGPU
+    manager runs (nvidia-smi of the host's, else of the vGPU manager container's root) and its parent
+    devices are there (NVIDIA's VGPUManager.validate); marker vgpu-manager-ready, or
+    host-vgpu-manager-ready for a vGPU manager on the host."""
+    directory: Path = args.validations_dir
+    node = args.node_name or env.get("NODE_NAME", "")
+    workload = node_workload(args, env, VGPU_MANAGER)
+    if workload is None:
+        return 1
+    if workload != "vm-vgpu":
+        log.info("vGPU manager not required on node %s (workload %s): skipping", node, workload)
+        return 0
+    for marker in (VGPU_MANAGER_MARKER, HOST_VGPU_MANAGER_MARKER):
+        (directory / marker).unlink(missing_ok=True)
+    found: list[str] = []
+
+    def attempt() -> str | None:
+        try:
+            found[:] = [validate_driver(args.host_root, args.driver_root, args.timeout or 30.0, env)]
+        except ValidationFailed as failure:
+            return (
+                f"vgpu-manager validation failed: {failure} (the vGPU manager: "
+                "kubectl get pods -l app.kubernetes.io/component=nvidia-vgpu-manager -o wide)"
+            )
+        missing = vgpu_parents_missing(args.host_root)
+        return f"vgpu-manager validation failed on node {node}: {missing}" if missing else None
+
+    if not _retry(args, attempt, VGPU_MANAGER):
+        return 1
+    marker = HOST_VGPU_MANAGER_MARKER if "IS_HOST_DRIVER=true" in found[0] else VGPU_MANAGER_MARKER
+    (directory / marker).write_text("")
+    log.info("the vGPU manager runs; wrote %s", directory / marker)
+    return 0
+
+
+def validate_vgpu_devices(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """`ocp-gpu validate vgpu-devices`: write the node's workload, and on vm-vgpu check that vGPU devices
+    exist (NVIDIA's VGPUDevices.validate); marker vgpu-devices-ready."""
+    directory: Path = args.validations_dir
+    node = args.node_name or env.get("NODE_NAME", "")
+    workload = node_workload(args, env, VGPU_DEVICES)
+    if workload is None:
+        return 1
+    if workload != "vm-vgpu":
+        log.info("vGPU devices not required on node %s (workload %s): skipping", node, workload)
+        return 0
+    (directory / VGPU_DEVICES_MARKER).unlink(missing_ok=True)
+
+    def attempt() -> str | None:
+        if vgpu_devices(args.host_root):
+            return None
+        return (
+            f"vgpu-devices validation failed: no vGPU devices on node {node} "
+            f"({args.host_root}/sys/bus/mdev/devices is empty); check the nvidia-vgpu-device-manager pod "
+            f"there and the node's {labels.VGPU_CONFIG_STATE} label"
+        )
+
+    if not _retry(args, attempt, VGPU_DEVICES):
+        return 1
+    (directory / VGPU_DEVICES_MARKER).write_text("")
+    log.info(
+        "found %d vGPU devices; wrote %s", len(vgpu_devices(args.host_root)), directory / VGPU_DEVICES_MARKER
+    )
     return 0

@@ -246,6 +246,54 @@ CONTRACTS: Final = {
             ),
         ),
     ),
+    "VGPU_DEVICE_MANAGER_IMAGE": ImageContract(
+        env="VGPU_DEVICE_MANAGER_IMAGE",
+        source="NVIDIA/vgpu-device-manager@v0.5.0",
+        commit="acb72704ad7ca54a8149f285ff55043803406da4",
+        note="the image's tag",
+        dockerfile="deployments/container/Dockerfile.distroless",
+        entrypoint=tuple(["nvidia-k8s-vgpu-dm"]),
+        base=frozenset("[ cat cp echo env grep ln ls mkdir rm sh sleep test".split()),
+        base_note="distroless/go with a static busybox under /busybox",
+        programs=(
+            Program(
+                executable="nvidia-k8s-vgpu-dm",
+                alias_of="",
+                flags=frozenset(
+                    "a config-file d default-vgpu-config driver-root-ctr-path f g gpu-clients-file host-kubelet-systemd-service host-mig-manager-state-file host-root-mount k kubeconfig m n namespace node-name ns o r w with-reboot with-shutdown-host-gpu-clients".split()
+                ),
+                env=frozenset(
+                    "CONFIG_FILE DEFAULT_VGPU_CONFIG DRIVER_ROOT_CTR_PATH GPU_CLIENTS_FILE HOST_KUBELET_SYSTEMD_SERVICE HOST_MIG_MANAGER_STATE_FILE HOST_ROOT_MOUNT KUBECONFIG NAMESPACE NODE_NAME WITH_REBOOT WITH_SHUTDOWN_HOST_GPU_CLIENTS".split()
+                ),
+                subcommands=frozenset(),
+                read_from=tuple(
+                    [
+                        "cmd/nvidia-k8s-vgpu-dm/find.go",
+                        "cmd/nvidia-k8s-vgpu-dm/main.go",
+                        "cmd/nvidia-k8s-vgpu-dm/reconfigure_mig.go",
+                    ]
+                ),
+            ),
+            Program(
+                executable="nvidia-vgpu-dm",
+                alias_of="",
+                flags=frozenset("a c config-file d debug f selected-config valid-config".split()),
+                env=frozenset(
+                    "VGPU_DM_CONFIG_FILE VGPU_DM_DEBUG VGPU_DM_SELECTED_CONFIG VGPU_DM_VALID_CONFIG".split()
+                ),
+                subcommands=frozenset(),
+                read_from=tuple(
+                    [
+                        "cmd/nvidia-vgpu-dm/apply/apply.go",
+                        "cmd/nvidia-vgpu-dm/apply/config.go",
+                        "cmd/nvidia-vgpu-dm/assert/assert.go",
+                        "cmd/nvidia-vgpu-dm/assert/config.go",
+                        "cmd/nvidia-vgpu-dm/main.go",
+                    ]
+                ),
+            ),
+        ),
+    ),
     "CONTAINER_TOOLKIT_IMAGE": ImageContract(
         env="CONTAINER_TOOLKIT_IMAGE",
         source="NVIDIA/nvidia-container-toolkit@v1.20.0",

@@ -50,6 +50,11 @@ DEFAULT_IMAGE_ENV: Final[Mapping[str, str]] = {
     "draDriver": "DRA_DRIVER_IMAGE",
     "vfioManager": "VFIO_MANAGER_IMAGE",
     "sandboxDevicePlugin": "SANDBOX_DEVICE_PLUGIN_IMAGE",
+    # NB: ours, never set by the CSV or chart: NVIDIA publishes no vGPU manager image (the vGPU host
+    # driver is licensed; the admin builds the image), so its CSV has no variable for it.
+    "vgpuManager": "VGPU_MANAGER_IMAGE",
+    "vgpuManager.driverManager": "DRIVER_MANAGER_IMAGE",
+    "vgpuDeviceManager": "VGPU_DEVICE_MANAGER_IMAGE",
     "nodeStatusExporter": "VALIDATOR_IMAGE",
     # NB: no release default yet: spec.gds / spec.gdrcopy name the image, or these variables do.
     "gds": "GDS_IMAGE",

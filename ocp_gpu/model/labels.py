@@ -52,6 +52,10 @@ VGPU_HOST_DRIVER_VERSION: Final = "nvidia.com/vgpu.host-driver-version"
 MIG_CONFIG: Final = "nvidia.com/mig.config"
 # The MIG manager: where applying nvidia.com/mig.config stands (pending, success, failed).
 MIG_CONFIG_STATE: Final = "nvidia.com/mig.config.state"
+# The admin (or none: the device manager's default config): the vGPU config a vm-vgpu node should have.
+VGPU_CONFIG: Final = "nvidia.com/vgpu.config"
+# The vGPU device manager: where applying nvidia.com/vgpu.config stands (pending, success, failed).
+VGPU_CONFIG_STATE: Final = "nvidia.com/vgpu.config.state"
 # The value the MIG manager gives the GPU operands' deploy labels while it repartitions.
 PAUSED_FOR_MIG_CHANGE: Final = "paused-for-mig-change"
 # Set by the admin: never upgrade this node.
@@ -96,6 +100,10 @@ DRIVER_STRATEGY: Final = "ocp-gpu.io/driver-strategy"
 PRECOMPILED: Final = "nvidia.com/precompiled"
 # app.kubernetes.io/component of every driver DaemonSet; driver pods repel each other on it.
 DRIVER_COMPONENT: Final = "nvidia-driver"
+# app.kubernetes.io/component of every vGPU manager DaemonSet (one per RHCOS build, as the driver's).
+VGPU_MANAGER_COMPONENT: Final = "nvidia-vgpu-manager"
+# The `app` of every vGPU manager pod outside DTK mode (a DTK one's is its DaemonSet's name, NVIDIA's).
+VGPU_MANAGER_APP: Final = "nvidia-vgpu-manager-daemonset"
 # The pre-pull DaemonSets of an OpenShift upgrade (rendering/prepull_rendering.py) and their pods.
 PREPULL_COMPONENT: Final = "nvidia-driver-prepull"
 # The NVIDIADriver a pool driver DaemonSet (and its pods) belongs to; absent on the ClusterPolicy's.

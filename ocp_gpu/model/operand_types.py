@@ -157,9 +157,13 @@ OPERAND_POD_SELECTOR: Final = labels.APP
 
 def pod_app(pod_labels: Mapping[str, str]) -> str:
     """The operand app of a pod's labels: DRIVER_APP for every driver pod (app.kubernetes.io/
-    component=nvidia-driver, whatever its app), else its `app` label ("" without one)."""
+    component=nvidia-driver, whatever its app), VGPU_MANAGER_APP for every vGPU manager pod, else
+    its `app` label ("" without one)."""
     if pod_labels.get(labels.COMPONENT) == labels.DRIVER_COMPONENT:
         return labels.DRIVER_APP
+    if pod_labels.get(labels.COMPONENT) == labels.VGPU_MANAGER_COMPONENT:
+        # NB: a DTK vGPU manager pod's app is its DaemonSet's name (NVIDIA's), as a driver pod's.
+        return labels.VGPU_MANAGER_APP
     return str(pod_labels.get(labels.APP, ""))
 
 

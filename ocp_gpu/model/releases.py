@@ -149,6 +149,14 @@ OPERAND_IMAGES: Final = (
             "@sha256:367c597799aa6925f5bd2bc4bcdc45c26f018d13cdc2ce9aaf1ca07c492c6d9e"
         ),
     ),
+    OperandImage(
+        env="VGPU_DEVICE_MANAGER_IMAGE",
+        tag="nvcr.io/nvidia/cloud-native/vgpu-device-manager:v0.5.0",
+        digest=(
+            "nvcr.io/nvidia/cloud-native/vgpu-device-manager"
+            "@sha256:9fb8872029840d5bd5bcbf4cec63cb0c233d38fe73f7077affa6546d313c2fe6"
+        ),
+    ),
 )
 # The driver branches the release pins (the default one is DRIVER_IMAGE).
 DRIVER_BRANCHES: Final = (

@@ -58,8 +58,9 @@ from ocp_gpu.reconcilers import (
     operand_reconciler,
     runtime,
     scheduling,
+    vgpu_manager_reconciler,
 )
-from ocp_gpu.rendering.operands import operand_catalog
+from ocp_gpu.rendering.operands import operand_catalog, vgpu_manager
 
 logger = logging.getLogger("ocp_gpu.reconcile")
 
@@ -296,12 +297,17 @@ async def _apply_policy(
     ]:
         if errors:
             return {}, None
-        # The operator's monitoring objects refer to no operand's: both at once.
-        stack, monitored = await asyncio.gather(
+        # The operator's monitoring objects refer to no operand's: both at once, and the vGPU
+        # manager's per-key DaemonSets (planned as the driver's) beside the generic operands.
+        stack, monitored, vgpu = await asyncio.gather(
             operand_reconciler.reconcile_operands(
                 rt, seen, active.ref(), _still_deployed(policy, seen, enabled_labels), detected
             ),
             monitoring_reconciler.reconcile_monitoring(rt, seen, active.ref(), policy, detected),
+            vgpu_manager_reconciler.reconcile_vgpu_managers(rt, seen, active.ref(), policy, detected),
+        )
+        stack[vgpu_manager.OPERAND.name] = operand_reconciler.OperandOutcome(
+            enabled=vgpu.enabled, problem=vgpu.problem, errors=vgpu.errors
         )
         return stack, monitored
 

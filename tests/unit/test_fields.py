@@ -89,7 +89,11 @@ def test_operatorhub_example_reports_no_unimplemented_setting() -> None:
             "spec.sandboxWorkloads.mode",
             "NVIDIA deprecated its Kata manager",
         ),
-        ({"vgpuManager": {"env": [{"name": "A", "value": "1"}]}}, "spec.vgpuManager.env", "vGPU"),
+        (
+            {"vgpuManager": {"kernelModuleConfig": {"name": "params"}}},
+            "spec.vgpuManager.kernelModuleConfig.name",
+            "default module parameters",
+        ),
         ({"operator": {"labels": {"team": "gpu"}}}, "spec.operator.labels.team", "daemonsets.labels"),
         ({"gds": {"args": ["-v"]}}, "spec.gds.args", "no container either"),
     ],
@@ -133,7 +137,7 @@ def test_the_every_field_policy_reports_every_refused_leaf_it_sets() -> None:
         if rule.support is fields.Support.HONOURED:
             assert concrete not in found, path
     assert {
-        "spec.vgpuManager.hostNetwork",
+        "spec.vgpuManager.kernelModuleConfig.name",
         "spec.gds.args",
         "spec.psp.enabled",
         "spec.ccManager.defaultMode",
@@ -172,6 +176,8 @@ def test_a_long_report_stays_within_the_bound_and_names_every_section() -> None:
 
 
 def test_a_rule_with_many_settings_names_them_compactly() -> None:
-    spec = {"vgpuManager": {"enabled": True, "image": "x", "version": "1", "repository": "r"}}
+    spec = {"ccManager": {"defaultMode": "on", "image": "x", "version": "1", "repository": "r"}}
     message = fields.describe(fields.unsupported_settings(spec))
-    assert message.startswith("spec.vgpuManager.{enabled,image,version,repository}: not implemented;")
+    assert message.startswith(
+        "spec.ccManager.{defaultMode,image,version,repository}: not implemented; not deployed yet:"
+    ), message

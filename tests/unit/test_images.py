@@ -46,6 +46,10 @@ def test_environment_names_are_nvidias() -> None:
         "draDriver": "DRA_DRIVER_IMAGE",
         "vfioManager": "VFIO_MANAGER_IMAGE",
         "sandboxDevicePlugin": "SANDBOX_DEVICE_PLUGIN_IMAGE",
+        # ours: NVIDIA's CSV names no vGPU manager image (it publishes none); never set by ours either
+        "vgpuManager": "VGPU_MANAGER_IMAGE",
+        "vgpuManager.driverManager": "DRIVER_MANAGER_IMAGE",
+        "vgpuDeviceManager": "VGPU_DEVICE_MANAGER_IMAGE",
         "nodeStatusExporter": "VALIDATOR_IMAGE",
         "gds": "GDS_IMAGE",
         "gdrcopy": "GDRCOPY_IMAGE",

@@ -91,6 +91,8 @@ NVIDIA_SELECTORS = {
         "app.kubernetes.io/part-of": "gpu-operator",
     },
     "nvidia-sandbox-device-plugin-daemonset": {"app": "nvidia-sandbox-device-plugin-daemonset"},
+    # assets/state-vgpu-device-manager/0600_daemonset.yaml
+    "nvidia-vgpu-device-manager": {"app": "nvidia-vgpu-device-manager"},
 }
 
 all_generic = pytest.mark.parametrize("operand", operand_catalog.GENERIC, ids=lambda o: o.name)
@@ -133,7 +135,9 @@ def test_order_and_names_follow_the_design() -> None:
         "mig-manager",
         "node-status-exporter",
         "vfio-manager",
+        "vgpu-manager",
         "sandbox-validator",
+        "vgpu-device-manager",
         "sandbox-device-plugin",
     ]
     assert operand_catalog.OPERATOR_VALIDATOR.app == "nvidia-operator-validator"
@@ -149,6 +153,8 @@ def test_order_and_names_follow_the_design() -> None:
         operand_catalog.VFIO_MANAGER,
         operand_catalog.SANDBOX_VALIDATOR,
         operand_catalog.SANDBOX_DEVICE_PLUGIN,
+        operand_catalog.VGPU_MANAGER,
+        operand_catalog.VGPU_DEVICE_MANAGER,
     }
     assert operand_catalog.MPS_CONTROL_DAEMON.deploy_label == operand_catalog.DEVICE_PLUGIN.deploy_label
     # ... and it adds no label of its own: the plugin's appears once among those the labeller writes.
@@ -193,6 +199,21 @@ GOLDEN: dict[str, tuple[operand_types.Operand, dict[str, Any], bool]] = {
     "device-plugin/admin-configmap": (
         operand_catalog.DEVICE_PLUGIN,
         {"devicePlugin": {"config": {"name": "plugin-configs", "default": "a100"}}},
+        True,
+    ),
+    # The sandbox validator on a cluster with vGPU: its vgpu-manager and vgpu-devices checks too.
+    "sandbox-validator/vgpu": (
+        operand_catalog.SANDBOX_VALIDATOR,
+        {
+            "vgpuManager": {"enabled": True},
+            "vgpuDeviceManager": {"enabled": True},
+            "validator": {"vgpuDevices": {"env": [{"name": "WITH_WAIT", "value": "true"}]}},
+        },
+        True,
+    ),
+    "vgpu-device-manager/admin-configmap": (
+        operand_catalog.VGPU_DEVICE_MANAGER,
+        {"vgpuDeviceManager": {"enabled": True, "config": {"name": "my-vgpu-configs", "default": "A10-4Q"}}},
         True,
     ),
     "mig-manager/admin-configmaps": (

@@ -329,6 +329,9 @@ ENABLED_BY_DEFAULT = {
     # NVIDIA's defaults: on, deployed only with sandboxWorkloads.enabled (Policy.deploys).
     "vfioManager": True,
     "sandboxDevicePlugin": True,
+    # NVIDIA's IsEnabled: off unless set (its vGPU manager image is the admin's to build).
+    "vgpuManager": False,
+    "vgpuDeviceManager": False,
 }
 
 

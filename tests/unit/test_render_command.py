@@ -675,6 +675,7 @@ def test_drivers_disabled_renders_no_driver_and_says_why(
             operand_catalog.VFIO_MANAGER,
             operand_catalog.SANDBOX_VALIDATOR,
             operand_catalog.SANDBOX_DEVICE_PLUGIN,
+            operand_catalog.VGPU_DEVICE_MANAGER,
         )
     }
 
@@ -1042,7 +1043,12 @@ def test_every_image_rendered_under_the_csvs_env_is_in_its_related_images(
     # Every operand image the CSV pins is used by the example (nothing rendered by tag instead).
     # NB: but the DRA driver's (off unless draDriver.enabled) and the VM operands' (off unless
     # sandboxWorkloads.enabled): their images are in relatedImages.
-    off_by_default = {"DRA_DRIVER_IMAGE", "VFIO_MANAGER_IMAGE", "SANDBOX_DEVICE_PLUGIN_IMAGE"}
+    off_by_default = {
+        "DRA_DRIVER_IMAGE",
+        "VFIO_MANAGER_IMAGE",
+        "SANDBOX_DEVICE_PLUGIN_IMAGE",
+        "VGPU_DEVICE_MANAGER_IMAGE",
+    }
     operand_images = {
         value for name, value in csv_env().items() if name.endswith("_IMAGE") and name not in off_by_default
     }
@@ -1074,6 +1080,7 @@ def test_each_digest_is_commented_with_its_release_tag_and_tags_on_request(
         releases.RELEASE_IMAGES["DRIVER_IMAGE"],
         releases.RELEASE_IMAGES["DRA_DRIVER_IMAGE"],
         releases.RELEASE_IMAGES["SANDBOX_DEVICE_PLUGIN_IMAGE"],
+        releases.RELEASE_IMAGES["VGPU_DEVICE_MANAGER_IMAGE"],
     } <= (rendered_images(tagged.all_manifests))
 
 

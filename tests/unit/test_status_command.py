@@ -862,6 +862,7 @@ def test_one_cell_per_operand_says_whether_it_is_ready_on_the_node() -> None:
         # off unless sandboxWorkloads.enabled (the VM stacks)
         "vfio-manager": "off",
         "sandbox-validator": "off",
+        "vgpu-device-manager": "off",
         "sandbox-device-plugin": "off",
     }
     off = policy_parser.parse_policy({"devicePlugin": {"enabled": False}})

@@ -105,7 +105,7 @@ def true_keys(node: Mapping[str, str]) -> set[str]:
             None,
         ),
         ("vm-passthrough", ON, Workload.VM_PASSTHROUGH, None),
-        ("vm-vgpu", ON, None, "container or vm-passthrough"),
+        ("vm-vgpu", ON, Workload.VM_VGPU, None),
         ("container", ON, Workload.CONTAINER, None),
         ("vm-passthru", ON, None, "set the label to one of them or remove it"),
         ("vm-passthru", OFF, None, "set the label to one of them or remove it"),

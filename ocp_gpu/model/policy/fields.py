@@ -45,7 +45,6 @@ class Rule:
 
 H, R, IGN = Support.HONOURED, Support.REFUSED, Support.IGNORED
 _NOT_DEPLOYED = "not deployed by ocp-gpu yet: no DaemonSet, and `state: ready` does not wait for it"
-_SANDBOX = "not implemented yet: ocp-gpu runs containers and GPU passthrough to VMs, not vGPU"
 _ON_OFF: tuple[object, ...] = (True, False)
 _HOST_NETWORK = (
     "true: the pods share the host's network, with dnsPolicy ClusterFirstWithHostNet (as NVIDIA does)"
@@ -229,8 +228,16 @@ RULES: tuple[Rule, ...] = (
         H,
         "env of the sandbox validator's vfio-pci check (ocp-gpu validate vfio-pci)",
     ),
-    Rule("spec.validator.vgpuManager", R, _SANDBOX),
-    Rule("spec.validator.vgpuDevices", R, _SANDBOX),
+    Rule(
+        "spec.validator.vgpuManager",
+        H,
+        "env of the sandbox validator's vgpu-manager check (ocp-gpu validate vgpu-manager)",
+    ),
+    Rule(
+        "spec.validator.vgpuDevices",
+        H,
+        "env of the sandbox validator's vgpu-devices check (ocp-gpu validate vgpu-devices)",
+    ),
     # --- operands ocp-gpu does not deploy yet
     Rule(
         "spec.dcgm",
@@ -331,7 +338,8 @@ RULES: tuple[Rule, ...] = (
         "spec.sandboxWorkloads",
         H,
         "enabled: GPU nodes run the stack their nvidia.com/gpu.workload.config names (container,"
-        " vm-passthrough; defaultWorkload without one), each exactly its own; the VM operands deploy",
+        " vm-passthrough, vm-vgpu; defaultWorkload without one), each exactly its own; the VM operands"
+        " deploy",
     ),
     Rule(
         "spec.sandboxWorkloads.mode",
@@ -339,8 +347,26 @@ RULES: tuple[Rule, ...] = (
         "kubevirt only: the Kata sandbox device plugin is not deployed (NVIDIA deprecated its Kata manager)",
         {"": ("kubevirt",)},
     ),
-    Rule("spec.vgpuManager", R, _SANDBOX),
-    Rule("spec.vgpuDeviceManager", R, _SANDBOX, {"enabled": _ON_OFF, "config.default": ("default",)}),
+    Rule(
+        "spec.vgpuManager",
+        H,
+        "the vGPU manager (NVIDIA's vGPU host driver) on vm-vgpu nodes: one DaemonSet per RHCOS build"
+        " with the Driver Toolkit on OpenShift (nvidia-vgpu-manager-daemonset-<build>), one per OS"
+        " elsewhere; image <repository>/<image>:<version>-<os>, built by the admin (no default)",
+    ),
+    Rule(
+        "spec.vgpuManager.kernelModuleConfig",
+        R,
+        "not mounted in the vGPU manager's container: its default module parameters apply",
+    ),
+    Rule(
+        "spec.vgpuDeviceManager",
+        H,
+        "the vGPU device manager DaemonSet (nvidia-vgpu-device-manager) on vm-vgpu nodes: creates the vGPU"
+        " devices of the config nvidia.com/vgpu.config names (else config.default) from config.name's"
+        " ConfigMap, or ours (default-vgpu-devices-config)",
+        {"enabled": _ON_OFF, "config.default": ("default",)},
+    ),
     Rule(
         "spec.vfioManager",
         H,
@@ -357,7 +383,7 @@ RULES: tuple[Rule, ...] = (
         "spec.kataManager",
         R,
         "deprecated by NVIDIA: its operator v26.7.0 never deploys it whatever the policy says"
-        " (controllers/state_manager.go: \"always return false for kata manager as it stands deprecated\")",
+        ' (controllers/state_manager.go: "always return false for kata manager as it stands deprecated")',
         {"enabled": _ON_OFF, "config.artifactsDir": ("/opt/nvidia-gpu-operator/artifacts/runtimeclasses",)},
     ),
     Rule(

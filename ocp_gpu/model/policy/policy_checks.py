@@ -109,6 +109,11 @@ def _images(policy: Policy, env: Mapping[str, str]) -> Iterator[PolicyProblem]:
         if not policy.deploys(key):
             # A disabled component's image is never used.
             continue
+        if key == "vgpuManager":
+            # NB: no release default (NVIDIA does not publish it): unset, it matters only where a
+            # vm-vgpu node needs it, which planning decides (planning/drivers/vgpu_manager_plan.py);
+            # a spec error here would stop every other operand too.
+            continue
         resolved = images.resolve_image(component.image, component=key, env=env)
         if isinstance(resolved, PolicyProblem):
             yield resolved

@@ -71,6 +71,8 @@ from ocp_gpu.model.policy.policy_spec import (
     UpdateStrategy,
     UpgradePolicy,
     ValidatorSpec,
+    VgpuDeviceManagerSpec,
+    VgpuManagerSpec,
     WaitForCompletion,
 )
 
@@ -472,6 +474,25 @@ def _mig_manager(fields: _Fields) -> MigManagerSpec:
     )
 
 
+def _vgpu_manager(fields: _Fields) -> VgpuManagerSpec:
+    manager = fields.child("driverManager")
+    return VgpuManagerSpec(
+        **_component_fields(fields, False),
+        driver_manager=DriverManagerSpec(image=_image(manager), env=_env(manager)),
+        kernel_module_config_map=ConfigMapName(fields.child("kernelModuleConfig").text("name")),
+    )
+
+
+def _vgpu_device_manager(fields: _Fields) -> VgpuDeviceManagerSpec:
+    config = fields.child("config")
+    return VgpuDeviceManagerSpec(
+        **_component_fields(fields, False),
+        config_name=ConfigMapName(config.text("name")),
+        # NB: the CRD defaults it to "default" (NVIDIA's); "" is refused by the device manager.
+        config_default=config.text("default") or "default",
+    )
+
+
 def _dra_driver(fields: _Fields) -> DraDriverSpec:
     gates = fields.child("featureGates")
     domains = fields.child("computeDomains")
@@ -507,6 +528,8 @@ def _validator(fields: _Fields) -> ValidatorSpec:
         driver_env=_env(fields.child("driver")),
         cuda_env=_env(fields.child("cuda")),
         vfio_pci_env=_env(fields.child("vfioPCI")),
+        vgpu_manager_env=_env(fields.child("vgpuManager")),
+        vgpu_devices_env=_env(fields.child("vgpuDevices")),
     )
 
 
@@ -555,6 +578,8 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
         dra_driver=_dra_driver(fields.child("draDriver")),
         vfio_manager=ComponentSpec(**_component_fields(fields.child("vfioManager"), True)),
         sandbox_device_plugin=ComponentSpec(**_component_fields(fields.child("sandboxDevicePlugin"), True)),
+        vgpu_manager=_vgpu_manager(fields.child("vgpuManager")),
+        vgpu_device_manager=_vgpu_device_manager(fields.child("vgpuDeviceManager")),
         validator=_validator(fields.child("validator")),
         gds=ComponentSpec(**_component_fields(fields.child("gds"), False)),
         gdrcopy=ComponentSpec(**_component_fields(fields.child("gdrcopy"), False)),

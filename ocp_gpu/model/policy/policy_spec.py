@@ -359,7 +359,7 @@ class HostPaths:
 
 
 # The sections of the operands that serve VMs only: deployed only with sandboxWorkloads.enabled.
-VM_SECTIONS: Final = frozenset({"vfioManager", "sandboxDevicePlugin"})
+VM_SECTIONS: Final = frozenset({"vfioManager", "sandboxDevicePlugin", "vgpuManager", "vgpuDeviceManager"})
 
 
 class GpuWorkload(enum.StrEnum):
@@ -512,6 +512,36 @@ class MigManagerSpec(ComponentSpec):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class VgpuManagerSpec(ComponentSpec):
+    """The vGPU manager (`vgpuManager`): NVIDIA's vGPU host driver on the vm-vgpu nodes.
+
+    NB: its image is not public (NVIDIA licenses it; the admin builds it and names it here):
+    no release default.  `enabled` defaults to false, as NVIDIA's IsEnabled.
+    """
+
+    enabled: bool = False
+    # driverManager: the k8s-driver-manager init container's image and env (DRIVER_MANAGER_IMAGE).
+    driver_manager: DriverManagerSpec = dataclasses.field(default_factory=lambda: DriverManagerSpec())
+    kernel_module_config_map: ConfigMapName = ConfigMapName("")  # kernelModuleConfig.name
+
+
+# The vGPU device manager's ConfigMap of vGPU types when vgpuDeviceManager.config.name is unset (NVIDIA's).
+DEFAULT_VGPU_DEVICES_CONFIG: Final = "default-vgpu-devices-config"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class VgpuDeviceManagerSpec(ComponentSpec):
+    """The vGPU device manager (`vgpuDeviceManager`): creates each vm-vgpu node's vGPU devices as
+    its nvidia.com/vgpu.config (else `config.default`) names them.  Off by default, as NVIDIA's."""
+
+    enabled: bool = False
+    # config.name: the admin's ConfigMap of vGPU configs; "": ours (default-vgpu-devices-config).
+    config_name: ConfigMapName = ConfigMapName("")
+    # config.default: the config a node without nvidia.com/vgpu.config gets (DEFAULT_VGPU_CONFIG).
+    config_default: str = "default"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ContainerSettings:
     """The env and resources of one more container of an operand (NVIDIA's
     DRADriverKubeletPluginSpec / DRADriverControllerSpec without the health check)."""
@@ -551,6 +581,8 @@ class ValidatorSpec(ComponentSpec):
     driver_env: tuple[EnvVar, ...] = ()  # driver.env
     cuda_env: tuple[EnvVar, ...] = ()  # cuda.env
     vfio_pci_env: tuple[EnvVar, ...] = ()  # vfioPCI.env (the sandbox validator's vfio-pci check)
+    vgpu_manager_env: tuple[EnvVar, ...] = ()  # vgpuManager.env (its vgpu-manager check)
+    vgpu_devices_env: tuple[EnvVar, ...] = ()  # vgpuDevices.env (its vgpu-devices check)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -585,6 +617,10 @@ class Policy:
     sandbox_device_plugin: ComponentSpec = dataclasses.field(  # sandboxDevicePlugin
         default_factory=ComponentSpec
     )
+    vgpu_manager: VgpuManagerSpec = dataclasses.field(default_factory=VgpuManagerSpec)  # vgpuManager
+    vgpu_device_manager: VgpuDeviceManagerSpec = dataclasses.field(  # vgpuDeviceManager
+        default_factory=VgpuDeviceManagerSpec
+    )
     validator: ValidatorSpec = dataclasses.field(default_factory=ValidatorSpec)
     host_paths: HostPaths = dataclasses.field(default_factory=HostPaths)  # hostPaths
     cdi: CdiSpec = dataclasses.field(default_factory=CdiSpec)
@@ -618,6 +654,8 @@ class Policy:
             "draDriver": self.dra_driver,
             "vfioManager": self.vfio_manager,
             "sandboxDevicePlugin": self.sandbox_device_plugin,
+            "vgpuManager": self.vgpu_manager,
+            "vgpuDeviceManager": self.vgpu_device_manager,
             "dcgm": self.dcgm,
             "dcgmExporter": self.dcgm_exporter,
             "gfd": self.gfd,

@@ -33,11 +33,6 @@ WORKLOAD_LABEL: Final = labels.GPU_WORKLOAD_CONFIG
 Workload = policy_spec.GpuWorkload
 
 VM_WORKLOADS: Final = frozenset({Workload.VM_PASSTHROUGH, Workload.VM_VGPU})
-# The workloads ocp-gpu deploys a stack for.  NB: not vm-vgpu yet (no vGPU manager, vGPU device
-# manager): such a node keeps what it runs and is named back, rather than lose its container
-# stack for a VM stack that could not serve it.
-SUPPORTED: Final = frozenset({Workload.CONTAINER, Workload.VM_PASSTHROUGH})
-
 
 SandboxSettings = policy_spec.SandboxWorkloadsSpec
 
@@ -84,18 +79,8 @@ def select_workload(
                 "set spec.sandboxWorkloads.enabled=true or remove the label",
             )
         return WorkloadChoice(Workload.CONTAINER)
-    chosen = sandbox.default_workload if labelled is None else labelled
-    if chosen not in SUPPORTED:
-        # vm-vgpu: not deployed by ocp-gpu yet; what runs there stays.
-        how = f"labelled {WORKLOAD_LABEL}={chosen}" if labelled else f"defaulted to {chosen}"
-        return WorkloadChoice(
-            None,
-            f"node {node_name} is {how}, which ocp-gpu does not deploy yet (no vGPU manager): its"
-            f" GPU operands are left as they are",
-            f"label it {WORKLOAD_LABEL}=container or vm-passthrough",
-        )
     # The label, or the policy's default workload on a node without one.
-    return WorkloadChoice(chosen)
+    return WorkloadChoice(sandbox.default_workload if labelled is None else labelled)
 
 
 def stack_of(node_labels: Mapping[str, str], vm_labels: Mapping[Workload, tuple[str, ...]]) -> Workload:

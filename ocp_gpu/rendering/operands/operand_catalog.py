@@ -36,6 +36,8 @@ from ocp_gpu.rendering.operands import (
     toolkit,
     validator,
     vfio_manager,
+    vgpu_device_manager,
+    vgpu_manager,
 )
 
 DRIVER: Final = driver_rendering.OPERAND
@@ -52,6 +54,8 @@ NODE_STATUS_EXPORTER: Final = node_status_exporter.OPERAND
 VFIO_MANAGER: Final = vfio_manager.OPERAND
 SANDBOX_VALIDATOR: Final = sandbox_validator.OPERAND
 SANDBOX_DEVICE_PLUGIN: Final = sandbox_device_plugin.OPERAND
+VGPU_MANAGER: Final = vgpu_manager.OPERAND
+VGPU_DEVICE_MANAGER: Final = vgpu_device_manager.OPERAND
 
 # Deploy order (DESIGN §4).  NB: order decides apply order only; a not-ready operand never
 # stops a later one from being applied (on each node, marker files order the pods).
@@ -67,9 +71,12 @@ OPERANDS: Final = (
     GPU_FEATURE_DISCOVERY,
     MIG_MANAGER,
     NODE_STATUS_EXPORTER,
-    # The VM stacks (NVIDIA's order: VFIO manager, then the sandbox validator and device plugin).
+    # The VM stacks (NVIDIA's order: VFIO manager, vGPU manager, then the sandbox validator,
+    # the vGPU device manager and the sandbox device plugin).
     VFIO_MANAGER,
+    VGPU_MANAGER,
     SANDBOX_VALIDATOR,
+    VGPU_DEVICE_MANAGER,
     SANDBOX_DEVICE_PLUGIN,
 )
 # The operands whose `nvidia.com/gpu.deploy.<name>` label every GPU node gets
@@ -114,6 +121,7 @@ RENDERINGS: Final[Mapping[str, operand_common.OwnRendering]] = {
     vfio_manager.OPERAND.name: vfio_manager.RENDERING,
     sandbox_validator.OPERAND.name: sandbox_validator.RENDERING,
     sandbox_device_plugin.OPERAND.name: sandbox_device_plugin.RENDERING,
+    vgpu_device_manager.OPERAND.name: vgpu_device_manager.RENDERING,
 }
 
 

@@ -163,3 +163,21 @@ def cdi_env(policy: policy_spec.Policy, *, reads_cdi_enabled: bool) -> dict[str,
         # The toolkit installs the hook the generated specifications run.
         env["NVIDIA_CDI_HOOK_PATH"] = f"{policy.toolkit.install_dir.rstrip('/')}/{CDI_HOOK}"
     return env
+
+
+def update_strategy(daemonsets: policy_spec.DaemonsetsSpec) -> dict[str, Any]:
+    """The `spec.updateStrategy` of a non-driver operand DaemonSet.
+
+    The driver's DaemonSets are always `OnDelete`: the upgrade controller decides when a
+    driver pod restarts (planning/upgrades/upgrade_plan.py).  Every other operand follows
+    `spec.daemonsets.updateStrategy`: `RollingUpdate` (the default) lets the DaemonSet
+    controller replace pods itself, `maxUnavailable` (`daemonsets.rollingUpdate`) at a
+    time; `OnDelete` leaves the old pods running until someone deletes them.
+    """
+    if daemonsets.update_strategy is policy_spec.UpdateStrategy.ON_DELETE:
+        return {"type": "OnDelete"}
+    limit = daemonsets.max_unavailable
+    if isinstance(limit, str) and limit.strip().isdigit():
+        # NB: the apiserver takes "25%" or 1, never "1": a count written as a string becomes a number.
+        limit = int(limit)
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": limit}}

@@ -28,23 +28,8 @@ from ocp_gpu.rendering import templating
 from ocp_gpu.rendering.operands import operand_catalog, operand_common
 from ocp_gpu.rendering.operands.operand_common import OperandRenderInputs
 
-
-def update_strategy(daemonsets: policy_spec.DaemonsetsSpec) -> dict[str, Any]:
-    """The `spec.updateStrategy` of a non-driver operand DaemonSet.
-
-    The driver's DaemonSets are always `OnDelete`: the upgrade controller decides when a
-    driver pod restarts (planning/upgrades/upgrade_plan.py).  Every other operand follows
-    `spec.daemonsets.updateStrategy`: `RollingUpdate` (the default) lets the DaemonSet
-    controller replace pods itself, `maxUnavailable` (`daemonsets.rollingUpdate`) at a
-    time; `OnDelete` leaves the old pods running until someone deletes them.
-    """
-    if daemonsets.update_strategy is policy_spec.UpdateStrategy.ON_DELETE:
-        return {"type": "OnDelete"}
-    limit = daemonsets.max_unavailable
-    if isinstance(limit, str) and limit.strip().isdigit():
-        # NB: the apiserver takes "25%" or 1, never "1": a count written as a string becomes a number.
-        limit = int(limit)
-    return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": limit}}
+# The `spec.updateStrategy` of a non-driver operand DaemonSet (operand_common.update_strategy).
+update_strategy = operand_common.update_strategy
 
 
 def component(operand: operand_types.Operand) -> str:
