@@ -51,6 +51,10 @@ operator) plays those parts, reading only what a node would see:
   admin's ConfigMap at every pass, so an edit of a config a node already uses applies at once;
   the real plugin and GFD read it at their next start (their config-manager signals them only
   when the node's `nvidia.com/device-plugin.config` label changes).
+- **vGPU devices** (vgpu_devices.py): on a vm-vgpu node, the vGPU device manager's pod waits
+  for a Ready vGPU manager pod (its vgpu-manager-ready); Ready, it "creates" the vGPU devices of
+  the node's config (annotation, `nvidia.com/vgpu.config.state`); the sandbox validator there
+  waits for them, and a Ready sandbox device plugin advertises them as `nvidia.com/NVIDIA_<type>`.
 - **ResourceSlices when the DRA kubelet plugin is Ready** (dra_slices.py).  For a node with
   `SIMULATED_GPUS` and a Ready `nvidia-dra-driver-kubelet-plugin` pod, the agent publishes
   the node's one ResourceSlice of driver `gpu.nvidia.com` as NVIDIA's plugin would: a device
@@ -129,7 +133,7 @@ from ocp_gpu.model import labels, mig_catalog, operand_types
 from ocp_gpu.planning import config_maps
 from ocp_gpu.planning.operands import mig_planning
 from ocp_gpu.rendering.operands import dra_driver, operand_catalog, plugin_config
-from ocp_gpu_harness import dra_slices, real_node, stages, vfio_devices
+from ocp_gpu_harness import dra_slices, real_node, stages, vfio_devices, vgpu_devices
 from ocp_gpu_harness import nodes as nodes_mod
 from ocp_gpu_harness.mirror import Mirror
 
@@ -477,9 +481,16 @@ class NodeAgent:
         namespace = str(metadata["namespace"])
         driver_ready = present(namespace, node, operand_catalog.DRIVER)
         toolkit_ready = driver_ready and present(namespace, node, operand_catalog.CONTAINER_TOOLKIT)
+        if app == operand_catalog.SANDBOX_VALIDATOR.app and self._vgpu_node(node):
+            # vm-vgpu: its vgpu-manager check passes once the vGPU manager runs, its vgpu-devices
+            # check once the device manager made vGPU devices (which needs the vGPU manager).
+            return self._vgpu_made(node)
         if app == operand_catalog.SANDBOX_VALIDATOR.app:
             # Its vfio-pci check passes once the VFIO manager bound the node's GPUs.
             return self._vfio_bound(node)
+        if app == operand_catalog.VGPU_DEVICE_MANAGER.app:
+            # Its init container waits for vgpu-manager-ready: the vGPU manager runs there.
+            return ready_on(namespace, node, operand_catalog.VGPU_MANAGER)
         if app == operand_catalog.SANDBOX_DEVICE_PLUGIN.app:
             # Its init containers wait for the sandbox validator's markers.
             return ready_on(namespace, node, operand_catalog.SANDBOX_VALIDATOR)
@@ -492,6 +503,55 @@ class NodeAgent:
             # before the plugin).
             return driver_ready and all(ready_on(namespace, node, o) for o in validated_operands(pod))
         return toolkit_ready
+
+    def _vgpu_node(self, node: str) -> bool:
+        """The operator labelled the node for the vGPU stack (its vGPU manager's deploy label)."""
+        found = self.nodes.get("", node) or {}
+        node_labels = (found.get("metadata") or {}).get("labels") or {}
+        return node_labels.get(operand_catalog.VGPU_MANAGER.deploy_label) == "true"
+
+    def _vgpu_made(self, node: str) -> bool:
+        """The simulated vGPU device manager made vGPU devices on the node (its annotation)."""
+        found = self.nodes.get("", node) or {}
+        return bool(vgpu_devices.created((found.get("metadata") or {}).get("annotations") or {}))
+
+    def _vgpu(
+        self, name: str, node: Mapping[str, Any], on_node: list[dict[str, Any]]
+    ) -> dict[str, int] | None:
+        """SIMULATION of the vGPU device manager on this node (vgpu_devices.py); `on_node`: its Ready
+        operand pods.  The vGPU devices there after this step (None: none)."""
+        metadata = node["metadata"]
+        annotations = metadata.get("annotations") or {}
+        node_labels = metadata.get("labels") or {}
+        have = vgpu_devices.created(annotations)
+        host_driver = any(_app(p) == operand_catalog.VGPU_MANAGER.app for p in on_node)
+        manager = next((p for p in on_node if _app(p) == operand_catalog.VGPU_DEVICE_MANAGER.app), None)
+        patch: dict[str, Any] = {}
+        devices = have
+        if not host_driver:
+            # The vGPU host driver is gone: so are its mediated devices.
+            devices = None
+        elif manager is not None:
+            wanted = node_labels.get(labels.VGPU_CONFIG) or _env_of(manager, "DEFAULT_VGPU_CONFIG")
+            config_map = _volume_config_map(manager, "vgpu-config")
+            key = (_env_of(manager, "CONFIG_FILE") or "config.yaml").rsplit("/", 1)[-1]
+            document = self._config_file(manager, config_map, key) if config_map else None
+            product = str(annotations.get(SIMULATED_PRODUCT, DEFAULT_PRODUCT))
+            made = vgpu_devices.devices_for(
+                document, wanted, product, int(annotations.get(SIMULATED_GPUS, "0"))
+            )
+            state = "failed" if made is None else "success"
+            devices = have if made is None else made
+            if node_labels.get(labels.VGPU_CONFIG_STATE) != state:
+                patch["labels"] = {labels.VGPU_CONFIG_STATE: state}
+        if devices != have:
+            patch["annotations"] = {
+                vgpu_devices.VGPU_DEVICES: json.dumps(devices, sort_keys=True) if devices else None
+            }
+        if patch:
+            self._write(self.core.patch_node, name, {"metadata": patch})
+            logger.info("node %s: vGPU devices %s (%s)", name, devices or "none", patch.get("labels", {}))
+        return devices or None
 
     def _vfio_bound(self, node: str) -> bool:
         """The simulated VFIO manager bound the node's GPUs to vfio-pci (its annotation)."""
@@ -536,8 +596,13 @@ class NodeAgent:
             logger.info("node %s: GPUs %s vfio-pci", name, "bound to" if vfio_manager else "unbound from")
             bound = vfio_manager
         sandbox_plugin = any(_app(p) == operand_catalog.SANDBOX_DEVICE_PLUGIN.app for p in on_node)
+        made = self._vgpu(name, node, on_node)
         wanted: dict[str, int] = {}
-        if bound:
+        if made:
+            # vGPU devices: only the sandbox device plugin advertises them, by vGPU type.
+            if sandbox_plugin:
+                wanted = {vgpu_devices.resource_name(vgpu_type): count for vgpu_type, count in made.items()}
+        elif bound:
             # GPUs on vfio-pci: only the sandbox device plugin advertises them, by model.
             product = str(annotations.get(SIMULATED_PRODUCT, DEFAULT_PRODUCT))
             if sandbox_plugin and gpus:

@@ -69,6 +69,8 @@ GATED_APPS: Final = (
     # The VM passthrough stack's (vfio_devices.py): the VFIO manager starts at once.
     "nvidia-sandbox-validator",
     "nvidia-sandbox-device-plugin-daemonset",
+    # The vGPU stack's (vgpu_devices.py): the vGPU manager starts at once, as the driver.
+    "nvidia-vgpu-device-manager",
 )
 
 # The restart count a crash-looping container reports (a kubelet would keep counting).

@@ -14,6 +14,15 @@ manager binding GPUs to vfio-pci and NVIDIA's KubeVirt device plugin advertising
   (its driver pod goes) and brings the VM stack up, the other node untouched;
 - a workload label no one knows is named in the status (Error condition) and an Event with the
   fix, and the node's VM stack keeps running;
+- one ClusterPolicy, a container, a vm-passthrough and a vm-vgpu node: the vGPU manager's image unset
+  (NVIDIA does not publish it) is an Error naming spec.vgpuManager and how to build it, in the
+  status and an Event, and the vGPU node gets no vGPU manager; once set, the vm-vgpu node runs
+  exactly the vGPU stack (vGPU manager, sandbox validator, vGPU device manager, sandbox device
+  plugin), the SIMULATION of the vGPU device manager creates the vGPU devices of the node's
+  nvidia.com/vgpu.config (A10-4Q: 6 per A10) and reports success in nvidia.com/vgpu.config.state,
+  the node advertises `nvidia.com/NVIDIA_A10-4Q` (kubevirt-gpu-device-plugin's name), the other
+  nodes keep theirs; a virt-launcher stand-in requesting it is scheduled to the vGPU node only;
+  `ocp-gpu status` shows the node's workload vm-vgpu; the policy is `ready`;
 - a driver upgrade upgrades the container node and leaves the VM node alone (no upgrade state, no
   cordon); relabelled while a container GPU pod runs there, a node keeps its container stack and the
   status names the pod and the fix; `ocp-gpu status` shows each node's workload; once the upgrade
@@ -30,10 +39,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ocp_gpu.model import labels
+from ocp_gpu.model import labels, operand_types
 from ocp_gpu.rendering.operands import operand_catalog
 from ocp_gpu_harness import nodes as fake_nodes
-from ocp_gpu_harness import polling, vfio_devices
+from ocp_gpu_harness import polling, vfio_devices, vgpu_devices
 from ocp_gpu_harness.operating import OperatorProcess
 
 from .conftest import (
@@ -84,7 +93,8 @@ def apps_on(kube: client.ApiClient, namespace: str, node: str, ready: bool = Fal
         if pod.metadata.deletion_timestamp:
             continue
         is_ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
-        app = str((pod.metadata.labels or {}).get(labels.APP))
+        # NB: by the operator's own reading (a DTK vGPU manager pod's app is its DaemonSet's name).
+        app = operand_types.pod_app(pod.metadata.labels or {})
         if (is_ready or not ready) and app in operand_catalog.POD_APPS:
             found.add(app)
     return found
@@ -95,8 +105,10 @@ def allocatable(kube: client.ApiClient, node: str) -> dict[str, str]:
     return {key: value for key, value in found.items() if key.startswith("nvidia.com/")}
 
 
-def virt_launcher(kube: client.ApiClient, namespace: str, name: str) -> None:
-    """A pod standing in for KubeVirt's virt-launcher of a VM with one passed-through GPU."""
+def virt_launcher(
+    kube: client.ApiClient, namespace: str, name: str, resource: str = PASSTHROUGH_RESOURCE
+) -> None:
+    """A pod standing in for KubeVirt's virt-launcher of a VM with one passed-through GPU (or vGPU)."""
     body = {
         "metadata": {"name": name, "labels": {"kubevirt.io": "virt-launcher"}},
         "spec": {
@@ -104,7 +116,7 @@ def virt_launcher(kube: client.ApiClient, namespace: str, name: str) -> None:
                 {
                     "name": "compute",
                     "image": "registry.example/virt-launcher:v1",
-                    "resources": {"limits": {PASSTHROUGH_RESOURCE: "1"}},
+                    "resources": {"limits": {resource: "1"}},
                 }
             ],
         },
@@ -195,6 +207,95 @@ def test_each_node_runs_its_stack_and_vms_land_on_passthrough_nodes(
     assert allocatable(kube, vm_node) == {PASSTHROUGH_RESOURCE: "2"}
     relabel(kube, vm_node, "vm-passthrough")
     wait_ready(kube, "the policy ready again")
+
+
+VGPU_TYPE = "A10-4Q"
+VGPU_RESOURCE = vgpu_devices.resource_name(VGPU_TYPE)
+VGPU_APPS = {
+    operand_catalog.VGPU_MANAGER.app,
+    operand_catalog.SANDBOX_VALIDATOR.app,
+    operand_catalog.VGPU_DEVICE_MANAGER.app,
+    operand_catalog.SANDBOX_DEVICE_PLUGIN.app,
+}
+VGPU_IMAGE = {"repository": "registry.example.com/nvidia", "image": "vgpu-manager", "version": "570.124.03"}
+
+
+def test_vgpu_nodes_run_the_vgpu_stack_beside_container_and_passthrough_nodes(
+    kube: client.ApiClient,
+    namespace: str,
+    control_plane: Any,
+    make_nodes: Callable[..., list[str]],
+    start_operator: Callable[..., OperatorProcess],
+    apply_policy: Callable[..., dict[str, Any]],
+) -> None:
+    (container_node,) = make_nodes(1, gpus=2)
+    (passthrough_node,) = make_nodes(1, gpus=2, extra_labels={WORKLOAD: "vm-passthrough"})
+    (vgpu_node,) = make_nodes(1, gpus=2, extra_labels={WORKLOAD: "vm-vgpu", labels.VGPU_CONFIG: VGPU_TYPE})
+    spec = {
+        "sandboxWorkloads": {"enabled": True},
+        "vgpuManager": {"enabled": True},
+        "vgpuDeviceManager": {"enabled": True},
+    }
+    apply_policy(spec=spec)
+    start_operator()
+
+    # The vGPU manager image is the admin's to build: unset, an Error naming the field and the fix.
+    message = wait_for(
+        lambda: (condition(read_policy(kube), "Error") or {}).get("message"), READY_S, what="the Error"
+    )
+    assert "spec.vgpuManager" in message and "NVIDIA does not publish it" in message, message
+    wait_for_event(kube, "InvalidClusterPolicy", "spec.vgpuManager")
+    # The other nodes get their stacks meanwhile; the vGPU node no vGPU manager.
+    wait_for(
+        lambda: allocatable(kube, passthrough_node) == {PASSTHROUGH_RESOURCE: "2"},
+        READY_S,
+        what=f"{passthrough_node} advertising {PASSTHROUGH_RESOURCE}",
+    )
+    assert operand_catalog.VGPU_MANAGER.app not in apps_on(kube, namespace, vgpu_node)
+
+    patch_policy(kube, {"vgpuManager": VGPU_IMAGE})
+    # 6 A10-4Q per A10 (the default ConfigMap, NVIDIA's counts), 2 A10s.
+    wait_for(
+        lambda: allocatable(kube, vgpu_node) == {VGPU_RESOURCE: "12"},
+        READY_S,
+        what=f"{vgpu_node} advertising {VGPU_RESOURCE}",
+    )
+    # Each node exactly its stack.
+    assert apps_on(kube, namespace, vgpu_node, ready=True) == VGPU_APPS
+    assert apps_on(kube, namespace, passthrough_node, ready=True) == VM_APPS
+    assert not (VM_APPS | VGPU_APPS) & apps_on(kube, namespace, container_node)
+    assert apps_on(kube, namespace, container_node) >= CONTAINER_APPS
+    assert allocatable(kube, container_node) == {"nvidia.com/gpu": "2"}
+    vgpu_labels = client.CoreV1Api(kube).read_node(vgpu_node).metadata.labels
+    assert vgpu_labels[labels.VGPU_CONFIG_STATE] == "success"
+    assert not any(vgpu_labels.get(o.deploy_label) == "true" for o in operand_catalog.EVERY_GPU_NODE)
+    assert vgpu_labels.get(operand_catalog.VFIO_MANAGER.deploy_label) != "true"
+    # One vGPU manager DaemonSet, for the node's OS (vanilla: no Driver Toolkit), with the admin's image.
+    (manager,) = [
+        d
+        for d in client.AppsV1Api(kube).list_namespaced_daemon_set(namespace).items
+        if (d.metadata.labels or {}).get(labels.COMPONENT) == labels.VGPU_MANAGER_COMPONENT
+    ]
+    assert manager.metadata.name == "nvidia-vgpu-manager-daemonset-ubuntu22.04"
+    assert (
+        manager.spec.template.spec.containers[0].image
+        == "registry.example.com/nvidia/vgpu-manager:570.124.03-ubuntu22.04"
+    )
+    wait_ready(kube, "the policy ready with the vGPU node")
+
+    # A VM with a vGPU goes to the vGPU node only.
+    virt_launcher(kube, namespace, "virt-launcher-vgpu", VGPU_RESOURCE)
+    assert (
+        wait_for(lambda: node_of(kube, namespace, "virt-launcher-vgpu"), READY_S, what="the vGPU VM's pod")
+        == vgpu_node
+    )
+
+    # `ocp-gpu status` shows the node's workload.
+    report = status_json(control_plane.make_kubeconfig("status-reader", ["system:masters"]))
+    shown = {row["node"]: row["workload"] for row in report["nodes"]}
+    assert shown[vgpu_node] == "vm-vgpu", shown
+    assert shown[passthrough_node] == "vm-passthrough", shown
+    assert shown[container_node] == "container", shown
 
 
 def gpu_pod(kube: client.ApiClient, namespace: str, node: str, name: str) -> None:
