@@ -1015,7 +1015,6 @@ class _FaultRunner(threading.Thread):
         deadline = time.monotonic() + patience
         while time.monotonic() < deadline:
             if self.monitor.node_events != seen:
-                self.kills_mid_pass += 1
                 return True
             time.sleep(0.01)
         return False
@@ -1031,13 +1030,20 @@ class _FaultRunner(threading.Thread):
     def _fire(self, kind: str) -> str:
         if kind == KILL_OPERATOR:
             replica = self._rng.choice(self.supervisor.replicas)
-            if len(self.supervisor.replicas) == 1:
-                # NB: a kill of an operator still starting tests little (session 3: 37 of 50
-                # did); wait until the restarted one leads again, so the kills are spaced by
-                # its restarts and land on an operator at work.
-                self._await_role(replica, "leader")
-            mid_pass = self._await_operator_write()
-            role = replica.role()
+            deadline = time.monotonic() + LEAD_PATIENCE_S
+            while True:
+                if len(self.supervisor.replicas) == 1:
+                    # NB: a kill of an operator still starting tests little (session 3: 37 of 50
+                    # did); wait until the restarted one leads again, so the kills are spaced by
+                    # its restarts and land on an operator at work.
+                    self._await_role(replica, "leader", max(0.0, deadline - time.monotonic()))
+                mid_pass = self._await_operator_write()
+                role = replica.role()
+                if role == "leader" or len(self.supervisor.replicas) > 1 or time.monotonic() >= deadline:
+                    break
+                # NB: it stopped leading while we waited for its write (CI, load 17: a renewal
+                # timed out, it let the Lease go and exited, as it must): wait for the restart.
+            self.kills_mid_pass += mid_pass
             self.kills_on_leader += role == "leader"
             replica.kill()
             return f"replica {replica.index} ({role}){' mid-pass' if mid_pass else ''}"
@@ -1048,6 +1054,7 @@ class _FaultRunner(threading.Thread):
             if leader is None:
                 return "no leader to kill within 30 s"
             mid_pass = self._await_operator_write()
+            self.kills_mid_pass += mid_pass
             self.kills_on_leader += 1
             leader.kill()
             return f"leader replica {leader.index}{' mid-pass' if mid_pass else ''}"
