@@ -44,6 +44,8 @@ logger = logging.getLogger("ocp_gpu.nvidia_drivers")
 STATE_READY, STATE_NOT_READY, STATE_DISABLED = "ready", "notReady", "disabled"
 CONFLICT = driver_pools.SelectorConflict.reason
 UNSUPPORTED = "UnsupportedSetting"
+# The pool's driver upgrades are paused (its autoUpgrade, or the ClusterPolicy's it inherits, is false).
+UPGRADES_PAUSED = "UpgradesPaused"
 # Conditions that also become an Event when they appear or change: type -> Event reason.
 EVENTED = {"Error": "InvalidNVIDIADriver", CONFLICT: CONFLICT, UNSUPPORTED: UNSUPPORTED}
 # How many node names the status lists.
@@ -59,6 +61,8 @@ class PoolOutcome:
     problems: tuple[PolicyProblem, ...] = ()
     plan: driver_plan.DriverPlan | None = None
     errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # The field whose autoUpgrade false pauses this pool's driver upgrades ("" when they run).
+    paused_by: str = ""
 
 
 async def reconcile_nvidia_drivers(
@@ -99,7 +103,13 @@ async def reconcile_nvidia_drivers(
             now,
             shared_applied,
         )
-        outcomes.append(dataclasses.replace(outcome, problems=(*extra, *outcome.problems)))
+        outcomes.append(
+            dataclasses.replace(
+                outcome,
+                problems=(*extra, *outcome.problems),
+                paused_by=paused_by(driver, selection.policies[driver.name]),
+            )
+        )
         errors |= dict(outcome.errors)
 
     # The ClusterPolicy's own driver DaemonSets go once the pools own all their nodes.
@@ -130,6 +140,16 @@ async def reconcile_nvidia_drivers(
         findings=tuple(findings),
     )
     return DriverOutcome(combined, errors=errors, upgrade_pools=upgrade_pools(selection, policy))
+
+
+def paused_by(driver: nvidia_driver_spec.NvidiaDriver, pool_policy: policy_spec.Policy) -> str:
+    """The field that pauses the pool's upgrades: its own, or the ClusterPolicy's it inherits; "" none."""
+    if pool_policy.driver.upgrade_policy.auto_upgrade:
+        return ""
+    own = driver.spec.get("upgradePolicy")
+    if isinstance(own, Mapping) and own.get("autoUpgrade") is False:
+        return "spec.upgradePolicy.autoUpgrade"
+    return "the ClusterPolicy's spec.driver.upgradePolicy.autoUpgrade (this NVIDIADriver sets none)"
 
 
 def upgrade_pools(
@@ -313,6 +333,23 @@ def pool_status(
     if clashes:
         message = "; ".join(c.message_for(value) for c in clashes)
         found.append(conditions.Condition(CONFLICT, True, CONFLICT, message))
+    if outcome.paused_by:
+        # The pool's upgrades wait: say so on it, with the DaemonSets whose pods stay outdated.
+        behind = [
+            item["name"]
+            for item in summary
+            if (observed := daemonsets.get(item["name"])) is not None
+            and observed.updated_number_scheduled < observed.desired_number_scheduled
+        ]
+        found.append(
+            conditions.Condition(
+                UPGRADES_PAUSED,
+                True,
+                "AutoUpgradeDisabled",
+                f"{outcome.paused_by} is false: this pool's driver upgrades are paused"
+                + (f"; outdated driver pods stay in {', '.join(behind)}" if behind else ""),
+            )
+        )
     refused = nvidia_driver_spec.refused_settings(driver.spec)
     if refused:
         message = "; ".join(f"{path}: not acted on, {instead}" for path, instead in refused.items())

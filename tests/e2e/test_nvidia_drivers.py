@@ -637,6 +637,22 @@ def test_each_pool_upgrades_under_its_own_upgrade_policy(
         assert {p.metadata.uid for p in driver_pods(kube, namespace) if p.spec.node_name in paused} == kept
         assert _runs(kube, namespace, paused, "550.90.07")
         wait_for(lambda: _outdated(kube, namespace, "pool-p"), REACT_S, what="pool-p's DaemonSet outdated")
+        # and its status says so: the field, and the DaemonSet whose pods stay outdated
+        paused_condition = wait_for(
+            lambda: (
+                "outdated driver pods stay"
+                in condition(read_driver(kube, "pool-p"), "UpgradesPaused").get("message", "")
+                and condition(read_driver(kube, "pool-p"), "UpgradesPaused")
+            ),
+            REACT_S,
+            what="UpgradesPaused on pool-p",
+        )
+        assert paused_condition["status"] == "True", paused_condition
+        assert paused_condition["message"].startswith("spec.upgradePolicy.autoUpgrade is false"), (
+            paused_condition
+        )
+        assert "nvidia-gpu-driver-pool-p-" in paused_condition["message"], paused_condition
+        assert condition(read_driver(kube, "pool-s"), "UpgradesPaused") == {}
         assert proc.metric("gpu_operator_auto_upgrade_enabled") == 1
         report = status_json(kubeconfig)
         rows = {row["node"]: row for row in report["nodes"]}
@@ -681,6 +697,11 @@ def test_each_pool_upgrades_under_its_own_upgrade_policy(
             ),
             UPGRADE_S,
             what="pool-p upgraded once resumed",
+        )
+        wait_for(
+            lambda: condition(read_driver(kube, "pool-p"), "UpgradesPaused") == {},
+            REACT_S,
+            what="UpgradesPaused gone from pool-p",
         )
         assert set(upgrade_states(kube, serial).values()) == {"upgrade-done"}
     finally:

@@ -9,7 +9,8 @@
 - the wait for jobs, GPU pod deletion and drain of a node follow its pool's rules, in the pass and
   in its task (PassInputs.policy_for), as do which nodes' pods are read and whether a pass polls;
 - nodes of no pool (or of a pool not yet known) follow the ClusterPolicy's rules;
-- the metrics: available slots are the pools' sum.
+- the metrics: available slots are the pools' sum;
+- a paused pool's NVIDIADriver status names the field that pauses it and its outdated DaemonSets.
 """
 
 from __future__ import annotations
@@ -20,11 +21,15 @@ import datetime
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ocp_gpu.model import driver_snapshot, labels, nvidia_driver_spec
 from ocp_gpu.model.nodes import NodeName
+from ocp_gpu.model.policy import policy_parser, policy_spec
 from ocp_gpu.model.policy.policy_spec import UpgradePolicy
 from ocp_gpu.model.upgrade_observations import UpgradeNode, UpgradeSnapshot, UpgradeState
+from ocp_gpu.planning.drivers import driver_pools
 from ocp_gpu.planning.upgrades import pool_upgrades, upgrade_chain, upgrade_plan
 from ocp_gpu.planning.upgrades.pool_upgrades import PoolRules, UpgradeRules
+from ocp_gpu.reconcilers import nvidia_drivers
 from tests.unit._upgrades import (
     CURRENT,
     CURRENT_HASH,
@@ -301,3 +306,43 @@ def test_which_pools_may_move_decides_whether_a_pass_is_needed() -> None:
     # the ClusterPolicy paused: nodes of no pool stay, a pool with autoUpgrade on still moves
     quiet = rules(policy(auto=False), moving=policy())
     assert not quiet.moves(None) and quiet.moves("moving") and quiet.auto_upgrade
+
+
+# --- the NVIDIADriver's status (reconcilers/nvidia_drivers) -------------------------------------------
+
+
+def test_a_paused_pools_status_names_the_field_and_its_outdated_daemonsets() -> None:
+    def driver(spec: dict[str, object]) -> nvidia_driver_spec.NvidiaDriver:
+        return nvidia_driver_spec.NvidiaDriver("pool-p", "uid", "2026-01-01T00:00:00Z", 1, spec)
+
+    def pool_policy(cluster_policy: dict[str, object], spec: dict[str, object]) -> policy_spec.Policy:
+        laid = nvidia_driver_spec.cluster_policy_spec({"driver": {"upgradePolicy": cluster_policy}}, spec)
+        return policy_parser.parse_policy(laid)
+
+    own = driver({"upgradePolicy": {"autoUpgrade": False}})
+    assert nvidia_drivers.paused_by(own, pool_policy({}, own.spec)) == "spec.upgradePolicy.autoUpgrade"
+    inherited = driver({})
+    assert nvidia_drivers.paused_by(inherited, pool_policy({"autoUpgrade": False}, {})).startswith(
+        "the ClusterPolicy's spec.driver.upgradePolicy.autoUpgrade"
+    )
+    assert nvidia_drivers.paused_by(inherited, pool_policy({}, {})) == ""
+
+    behind = driver_snapshot.DriverDaemonSet(
+        "nvidia-gpu-driver-pool-p-x",
+        labels={labels.NVIDIA_DRIVER: "pool-p"},
+        desired_number_scheduled=2,
+        updated_number_scheduled=1,
+        number_ready=2,
+    )
+    owners = driver_pools.OwnerPlan({}, {}, (), ())
+    outcome = nvidia_drivers.PoolOutcome(own, paused_by="spec.upgradePolicy.autoUpgrade")
+    status = nvidia_drivers.pool_status(outcome, owners, {behind.name: behind}, "ns")
+    (paused,) = [c for c in status["_conditions"] if c.type == nvidia_drivers.UPGRADES_PAUSED]
+    assert paused.status and paused.message == (
+        "spec.upgradePolicy.autoUpgrade is false: this pool's driver upgrades are paused; "
+        "outdated driver pods stay in nvidia-gpu-driver-pool-p-x"
+    )
+    running = nvidia_drivers.pool_status(
+        dataclasses.replace(outcome, paused_by=""), owners, {behind.name: behind}, "ns"
+    )
+    assert nvidia_drivers.UPGRADES_PAUSED not in [c.type for c in running["_conditions"]]
