@@ -433,6 +433,10 @@ def operand_manifests(
         if isinstance(image, PolicyProblem):
             problems.append(image)
             continue
+        manager_image = operand_rendering.driver_manager_image(operand, policy, inputs.view.env)
+        if isinstance(manager_image, PolicyProblem):
+            problems.append(manager_image)
+            continue
         clash = api_values.host_sysctl_problem(
             policy, operand.daemonset, operand_rendering.shared_host_namespaces(operand, policy)
         )
@@ -466,6 +470,7 @@ def operand_manifests(
                 image,
                 monitoring_api=inputs.serves_monitoring,
                 wait_image=operand_rendering.wait_image(policy, inputs.view.env),
+                driver_manager_image=manager_image,
             ),
         )
     if vgpu_manager.OPERAND.is_enabled(policy):

@@ -49,6 +49,7 @@ DEFAULT_IMAGE_ENV: Final[Mapping[str, str]] = {
     "migManager": "MIG_MANAGER_IMAGE",
     "draDriver": "DRA_DRIVER_IMAGE",
     "vfioManager": "VFIO_MANAGER_IMAGE",
+    "vfioManager.driverManager": "DRIVER_MANAGER_IMAGE",
     "sandboxDevicePlugin": "SANDBOX_DEVICE_PLUGIN_IMAGE",
     # NB: ours, never set by the CSV or chart: NVIDIA publishes no vGPU manager image (the vGPU host
     # driver is licensed; the admin builds the image), so its CSV has no variable for it.

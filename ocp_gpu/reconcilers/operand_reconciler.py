@@ -147,6 +147,10 @@ async def reconcile_operand(
     # hostNetwork: one problem names them all, said once (the Error's message is bounded).
     together = [o.daemonset for o in operand_catalog.GENERIC if o.section == operand.section]
     named = together[0] + (f" (with {', '.join(together[1:])})" if len(together) > 1 else "")
+    manager_image = operand_rendering.driver_manager_image(operand, policy, rt.env)
+    if isinstance(manager_image, PolicyProblem):
+        # NB: nothing is applied or deleted: what runs keeps running.
+        return OperandOutcome(enabled=True, problem=manager_image)
     clash = api_values.host_sysctl_problem(
         policy, named, operand_rendering.shared_host_namespaces(operand, policy)
     )
@@ -163,6 +167,7 @@ async def reconcile_operand(
         image,
         monitoring_api=_monitoring_api(seen),
         wait_image=operand_rendering.wait_image(policy, rt.env),
+        driver_manager_image=manager_image,
     )
     kept = operand_render_cache.operand_manifests(operand, policy, inputs)
     await applying.apply_all(

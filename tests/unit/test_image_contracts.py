@@ -33,6 +33,7 @@ import pytest
 from ocp_gpu import cli
 from ocp_gpu.model import image_contracts, images, operand_types, releases
 from ocp_gpu.model.policy import policy_parser
+from ocp_gpu.model.policy.policy_problems import PolicyProblem
 from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering
 from tests.unit import test_driver_rendering, test_operand_rendering
 
@@ -335,11 +336,14 @@ def render_operand(
 ) -> list[dict[str, Any]]:
     policy = policy_parser.parse_policy(spec)
     env = releases.with_release_defaults({})
+    manager_image = operand_rendering.driver_manager_image(operand, policy, env)
+    assert not isinstance(manager_image, PolicyProblem), manager_image
     inputs = operand_common.OperandRenderInputs(
         "gpu-operator",
         openshift,
         images.ImageRef(release_image(operand)),
         wait_image=operand_rendering.wait_image(policy, env),
+        driver_manager_image=manager_image,
     )
     return operand_rendering.render_operand(operand, policy, inputs)
 

@@ -45,6 +45,7 @@ def test_environment_names_are_nvidias() -> None:
         "migManager": "MIG_MANAGER_IMAGE",
         "draDriver": "DRA_DRIVER_IMAGE",
         "vfioManager": "VFIO_MANAGER_IMAGE",
+        "vfioManager.driverManager": "DRIVER_MANAGER_IMAGE",
         "sandboxDevicePlugin": "SANDBOX_DEVICE_PLUGIN_IMAGE",
         # ours: NVIDIA's CSV names no vGPU manager image (it publishes none); never set by ours either
         "vgpuManager": "VGPU_MANAGER_IMAGE",

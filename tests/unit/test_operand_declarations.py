@@ -26,6 +26,7 @@ from tests.unit.test_driver_rendering import SCENARIOS
 
 OWN_IMAGE = ImageRef("registry.example.com/own/operand:1")
 WAIT_IMAGE = ImageRef("registry.example.com/validator/wait:1")
+MANAGER_IMAGE = ImageRef("registry.example.com/driver-manager/manager:1")
 # Every switch that adds objects on: both ServiceMonitors (with monitoring.coreos.com served), the
 # DRA driver's ComputeDomains.
 EVERYTHING_ON: dict[str, Any] = {
@@ -38,7 +39,7 @@ all_generic = pytest.mark.parametrize("operand", operand_catalog.GENERIC, ids=la
 
 def rendered(operand: operand_types.Operand) -> list[dict[str, Any]]:
     inputs = operand_common.OperandRenderInputs(
-        "gpu", True, OWN_IMAGE, monitoring_api=True, wait_image=WAIT_IMAGE
+        "gpu", True, OWN_IMAGE, monitoring_api=True, wait_image=WAIT_IMAGE, driver_manager_image=MANAGER_IMAGE
     )
     return operand_rendering.render_operand(operand, policy_parser.parse_policy(EVERYTHING_ON), inputs)
 
@@ -76,7 +77,14 @@ def test_declared_kinds_are_watched(operand: operand_types.Operand) -> None:
 
 @all_generic
 def test_declared_images_are_what_its_pods_run(operand: operand_types.Operand) -> None:
-    expected = {OWN_IMAGE if section == operand.section else WAIT_IMAGE for section in operand.images}
+    expected = {
+        OWN_IMAGE
+        if section == operand.section
+        else MANAGER_IMAGE
+        if section.endswith(".driverManager")
+        else WAIT_IMAGE
+        for section in operand.images
+    }
     assert pod_images(rendered(operand)) == expected
 
 

@@ -25,10 +25,10 @@ import pytest
 import yaml
 from hypothesis import strategies as st
 
-from ocp_gpu.model import labels, operand_types
+from ocp_gpu.model import labels, operand_types, releases
 from ocp_gpu.model.images import ImageRef
 from ocp_gpu.model.policy import policy_checks, policy_parser
-from ocp_gpu.model.policy.policy_problems import Severity
+from ocp_gpu.model.policy.policy_problems import PolicyProblem, Severity
 from ocp_gpu.planning.operands import operand_planning
 from ocp_gpu.rendering import templating
 from ocp_gpu.rendering.operands import (
@@ -53,7 +53,10 @@ def render(
     ns: str = "gpu",
 ) -> list[dict[str, Any]]:
     policy = policy_parser.parse_policy(spec)
-    inputs = operand_common.OperandRenderInputs(ns, openshift, ImageRef(image))
+    # A k8s-driver-manager init container's image as the operator resolves it (the release's default).
+    manager = operand_rendering.driver_manager_image(operand, policy, releases.with_release_defaults({}))
+    assert not isinstance(manager, PolicyProblem), manager
+    inputs = operand_common.OperandRenderInputs(ns, openshift, ImageRef(image), driver_manager_image=manager)
     return operand_rendering.render_operand(operand, policy, inputs)
 
 
@@ -208,6 +211,30 @@ GOLDEN: dict[str, tuple[operand_types.Operand, dict[str, Any], bool]] = {
             "vgpuManager": {"enabled": True},
             "vgpuDeviceManager": {"enabled": True},
             "validator": {"vgpuDevices": {"env": [{"name": "WITH_WAIT", "value": "true"}]}},
+        },
+        True,
+    ),
+    # vfioManager.driverManager: NVIDIA's init container k8s-driver-manager from it (its image, pull
+    # policy, secrets and env), vfioManager's resources on both containers.
+    "vfio-manager/driver-manager": (
+        operand_catalog.VFIO_MANAGER,
+        {
+            "vfioManager": {
+                "imagePullSecrets": ["vfio-pull", "shared-pull"],
+                "resources": {"limits": {"memory": "300Mi"}},
+                "driverManager": {
+                    "repository": "nvcr.io/nvidia/cloud-native",
+                    "image": "k8s-driver-manager",
+                    "version": "v0.12.0",
+                    "imagePullPolicy": "Always",
+                    "imagePullSecrets": ["shared-pull", "manager-pull"],
+                    "env": [
+                        {"name": "ENABLE_GPU_POD_EVICTION", "value": "true"},
+                        {"name": "DRAIN_USE_FORCE", "value": "true"},
+                        {"name": "NODE_NAME", "value": "not-the-field"},
+                    ],
+                },
+            }
         },
         True,
     ),
@@ -869,3 +896,29 @@ def test_a_driver_install_dir_beside_the_operators_driver_is_an_error() -> None:
         for p in policy_checks.validate_policy(policy_parser.parse_policy(ELSEWHERE), {})
         if "driverInstallDir" in p.field
     ]
+
+
+def test_the_vfio_managers_driver_manager_image_defaults_to_the_drivers_and_names_its_field() -> None:
+    env = releases.with_release_defaults({})
+    vfio = operand_catalog.VFIO_MANAGER
+    # Unset: DRIVER_MANAGER_IMAGE, the driver's k8s-driver-manager (NVIDIA's default).
+    default = operand_rendering.driver_manager_image(vfio, policy_parser.parse_policy({}), env)
+    assert default == env["DRIVER_MANAGER_IMAGE"]
+    custom = policy_parser.parse_policy(
+        {"vfioManager": {"driverManager": {"repository": "r.example.com/nv", "image": "dm", "version": "v1"}}}
+    )
+    assert operand_rendering.driver_manager_image(vfio, custom, env) == "r.example.com/nv/dm:v1"
+    # A bad one is a problem naming the field: the operator applies nothing of the operand then.
+    bad = policy_parser.parse_policy(
+        {"vfioManager": {"driverManager": {"repository": "r.example.com", "image": "dm:1"}}}
+    )
+    problem = operand_rendering.driver_manager_image(vfio, bad, env)
+    assert isinstance(problem, PolicyProblem)
+    assert problem.field == "spec.vfioManager.driverManager.image"
+    # Without the release's default nor a version: the problem too, not the VFIO manager's own image.
+    assert isinstance(
+        operand_rendering.driver_manager_image(vfio, policy_parser.parse_policy({}), {}), PolicyProblem
+    )
+    # An operand without its own k8s-driver-manager: none.
+    plugin = operand_catalog.DEVICE_PLUGIN
+    assert operand_rendering.driver_manager_image(plugin, custom, env) is None

@@ -375,9 +375,9 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "spec.vfioManager.driverManager",
-        R,
-        "the init container (driver-manager uninstall_driver) runs vfioManager's image, k8s-driver-manager"
-        " itself, as NVIDIA's default driverManager does",
+        H,
+        "the VFIO manager's init container k8s-driver-manager (driver-manager uninstall_driver): its image"
+        " (default DRIVER_MANAGER_IMAGE, the driver's), imagePullPolicy, imagePullSecrets and env",
     ),
     Rule(
         "spec.kataManager",

@@ -71,6 +71,7 @@ from ocp_gpu.model.policy.policy_spec import (
     UpdateStrategy,
     UpgradePolicy,
     ValidatorSpec,
+    VfioManagerSpec,
     VgpuDeviceManagerSpec,
     VgpuManagerSpec,
     WaitForCompletion,
@@ -474,6 +475,14 @@ def _mig_manager(fields: _Fields) -> MigManagerSpec:
     )
 
 
+def _vfio_manager(fields: _Fields) -> VfioManagerSpec:
+    manager = fields.child("driverManager")
+    return VfioManagerSpec(
+        **_component_fields(fields, True),
+        driver_manager=DriverManagerSpec(image=_image(manager), env=_env(manager)),
+    )
+
+
 def _vgpu_manager(fields: _Fields) -> VgpuManagerSpec:
     manager = fields.child("driverManager")
     return VgpuManagerSpec(
@@ -576,7 +585,7 @@ def parse_policy(spec: Mapping[str, object]) -> Policy:
         node_status_exporter=ComponentSpec(**_component_fields(fields.child("nodeStatusExporter"), False)),
         mig_manager=_mig_manager(fields.child("migManager")),
         dra_driver=_dra_driver(fields.child("draDriver")),
-        vfio_manager=ComponentSpec(**_component_fields(fields.child("vfioManager"), True)),
+        vfio_manager=_vfio_manager(fields.child("vfioManager")),
         sandbox_device_plugin=ComponentSpec(**_component_fields(fields.child("sandboxDevicePlugin"), True)),
         vgpu_manager=_vgpu_manager(fields.child("vgpuManager")),
         vgpu_device_manager=_vgpu_device_manager(fields.child("vgpuDeviceManager")),

@@ -525,6 +525,15 @@ class VgpuManagerSpec(ComponentSpec):
     kernel_module_config_map: ConfigMapName = ConfigMapName("")  # kernelModuleConfig.name
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class VfioManagerSpec(ComponentSpec):
+    """The VFIO manager (`vfioManager`): binds the vm-passthrough nodes' GPUs to vfio-pci."""
+
+    # driverManager: its k8s-driver-manager init container's image, pull policy and secrets, and env
+    # (DRIVER_MANAGER_IMAGE when unset), as NVIDIA's TransformVFIOManager.
+    driver_manager: DriverManagerSpec = dataclasses.field(default_factory=lambda: DriverManagerSpec())
+
+
 # The vGPU device manager's ConfigMap of vGPU types when vgpuDeviceManager.config.name is unset (NVIDIA's).
 DEFAULT_VGPU_DEVICES_CONFIG: Final = "default-vgpu-devices-config"
 
@@ -613,7 +622,7 @@ class Policy:
     mig_manager: MigManagerSpec = dataclasses.field(default_factory=MigManagerSpec)  # migManager
     dra_driver: DraDriverSpec = dataclasses.field(default_factory=DraDriverSpec)  # draDriver
     # The VM operands (NVIDIA's defaults: on); deployed only with sandbox_workloads.enabled.
-    vfio_manager: ComponentSpec = dataclasses.field(default_factory=ComponentSpec)  # vfioManager
+    vfio_manager: VfioManagerSpec = dataclasses.field(default_factory=VfioManagerSpec)  # vfioManager
     sandbox_device_plugin: ComponentSpec = dataclasses.field(  # sandboxDevicePlugin
         default_factory=ComponentSpec
     )

@@ -59,6 +59,10 @@ class OperandRenderInputs:
     # as NVIDIA runs them from its validator.  NB: an operand image need not have sleep (the
     # DCGM exporter's distroless image has none: model/image_contracts.py).  None: the operand's.
     wait_image: ImageRef | None = None
+    # The image of the operand's k8s-driver-manager init container where it has one apart from its
+    # own (the VFIO manager's vfioManager.driverManager, DRIVER_MANAGER_IMAGE by default, as NVIDIA's
+    # transformDriverManagerInitContainer): operand_rendering.driver_manager_image.  None: the operand's.
+    driver_manager_image: ImageRef | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -113,6 +113,19 @@ def wait_image(policy: policy_spec.Policy, env: Mapping[str, str]) -> ImageRef |
     return None if isinstance(resolved, PolicyProblem) else resolved
 
 
+def driver_manager_image(
+    operand: operand_types.Operand, policy: policy_spec.Policy, env: Mapping[str, str]
+) -> ImageRef | PolicyProblem | None:
+    """The image of the operand's own k8s-driver-manager init container (`<section>.driverManager`,
+    its default DRIVER_MANAGER_IMAGE: the driver's), the problem resolving it, or None (it has none)."""
+    section = f"{operand.section}.driverManager"
+    spec = policy.components()[operand.section]
+    manager = getattr(spec, "driver_manager", None)
+    if section not in operand.images or not isinstance(manager, policy_spec.DriverManagerSpec):
+        return None
+    return images.resolve_image(manager.image, component=section, env=env)
+
+
 def shared_host_namespaces(
     operand: operand_types.Operand, policy: policy_spec.Policy
 ) -> dict[str, str | None]:

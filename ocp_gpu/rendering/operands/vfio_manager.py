@@ -6,9 +6,10 @@ on the nodes labelled nvidia.com/gpu.deploy.vfio-manager=true, which are the vm-
 nodes while spec.sandboxWorkloads.enabled (planning/operands/workloads.py).  Its image is
 k8s-driver-manager (VFIO_MANAGER_IMAGE): an init container `driver-manager uninstall_driver`
 unloads the NVIDIA driver, then `vfio-manage bind --all` binds every NVIDIA GPU to vfio-pci;
-the preStop unbinds them.  NB: NVIDIA runs the init container from vfioManager.driverManager,
-whose default is the same k8s-driver-manager image; ocp-gpu runs it from vfioManager's image
-(model/policy/fields.py says so).  Pure.
+the preStop unbinds them.  The init container runs vfioManager.driverManager's image (its default
+DRIVER_MANAGER_IMAGE, the driver's k8s-driver-manager), pull policy, pull secrets and env, and
+vfioManager's resources, as NVIDIA's TransformVFIOManager / transformDriverManagerInitContainer
+(controllers/object_controls.go at v26.7.0).  Pure.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ OPERAND: Final = operand_types.Operand(
     "vfio-manager",
     "vfioManager",
     "nvidia-vfio-manager",
-    images=("vfioManager",),
+    images=("vfioManager", "vfioManager.driverManager"),
     deploy_on=operand_types.DeployOn.VM_PASSTHROUGH,
     kinds=(*operand_types.BASE_KINDS, *operand_types.CLUSTER_RBAC),
     nvidia_selector=((labels.NAME, "nvidia-vfio-manager"),),
@@ -40,22 +41,56 @@ IDENTITY: Final = operand_common.Identity(
 DEFAULT_RESOURCES: Final = {"limits": {"memory": "200Mi"}, "requests": {"cpu": "100m", "memory": "200Mi"}}
 
 
+# k8s-driver-manager's env from the pod (NVIDIA's): vfioManager.driverManager.env never replaces them.
+_MANAGER_FIELD_ENV: Final = {"NODE_NAME": "spec.nodeName", "OPERATOR_NAMESPACE": "metadata.namespace"}
+# k8s-driver-manager's values (NVIDIA's template): it leaves eviction and draining to nobody here, as
+# NVIDIA's VFIO manager does (the node moved to vm-passthrough without GPU pods); the policy's
+# vfioManager.driverManager.env replaces them by name and adds to them (NVIDIA's setContainerEnv).
+MANAGER_ENV: Final = (
+    ("NVIDIA_VISIBLE_DEVICES", "void"),
+    ("ENABLE_GPU_POD_EVICTION", "false"),
+    ("ENABLE_AUTO_DRAIN", "false"),
+)
+
+
+def _manager_env(spec: policy_spec.VfioManagerSpec) -> list[dict[str, Any]]:
+    values = dict(MANAGER_ENV)
+    added: dict[str, str] = {}
+    for item in spec.driver_manager.env:
+        # NB: NVIDIA's setContainerEnv would give NODE_NAME a value beside its valueFrom, which the
+        # API server refuses: the pod's fields are kept.
+        if item.name in values:
+            values[item.name] = item.value
+        elif item.name not in _MANAGER_FIELD_ENV:
+            added[item.name] = item.value
+    node_name, namespace = (
+        {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+        for name, path in _MANAGER_FIELD_ENV.items()
+    )
+    # NVIDIA's order: NODE_NAME, the values, OPERATOR_NAMESPACE (its template), then the policy's others.
+    return [
+        node_name,
+        *({"name": n, "value": v} for n, v in values.items()),
+        namespace,
+        *({"name": n, "value": v} for n, v in added.items()),
+    ]
+
+
 def extra_context(policy: policy_spec.Policy, inputs: operand_common.OperandRenderInputs) -> dict[str, Any]:
     spec = policy.vfio_manager
-    field_ref = {"valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
-    namespace_ref = {"valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+    manager_image = spec.driver_manager.image
     return {
         "default_env": {"HOST_ROOT": "/host"},
         "resources": spec.resources.as_wire() or DEFAULT_RESOURCES,
-        # k8s-driver-manager's env (NVIDIA's): it leaves eviction and draining to nobody here, as
-        # NVIDIA's VFIO manager does (the node moved to vm-passthrough without GPU pods).
-        "driver_manager_env": [
-            {"name": "NODE_NAME", **field_ref},
-            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
-            {"name": "ENABLE_GPU_POD_EVICTION", "value": "false"},
-            {"name": "ENABLE_AUTO_DRAIN", "value": "false"},
-            {"name": "OPERATOR_NAMESPACE", **namespace_ref},
+        # NB: once each: server-side apply refuses a list with two entries of one name.
+        "image_pull_secrets": [
+            {"name": name} for name in dict.fromkeys((*spec.image.pull_secrets, *manager_image.pull_secrets))
         ],
+        "manager": {
+            "image": inputs.driver_manager_image or inputs.image,
+            "pull_policy": manager_image.pull_policy.value,
+            "env": _manager_env(spec),
+        },
     }
 
 
