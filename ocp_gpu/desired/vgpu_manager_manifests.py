@@ -9,18 +9,20 @@ rendering/operands/vgpu_manager.py renders them.  No I/O, no clock.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Final
 
 from ocp_gpu.desired import driver_manifests
 from ocp_gpu.kube import reading
 from ocp_gpu.model import driver_snapshot, images, imagestream_tags, labels
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.model.policy.policy_problems import PolicyProblem
-from ocp_gpu.planning import delivery, platforms
+from ocp_gpu.planning import config_maps, delivery, platforms
 from ocp_gpu.planning.drivers import driver_plan, dtk_images, vgpu_manager_plan
 from ocp_gpu.planning.drivers.driver_strategy import Strategy
 from ocp_gpu.planning.upgrades import upgrade_preflight
 from ocp_gpu.rendering.operands import vgpu_manager
+
+KERNEL_MODULE_CONFIG_FIELD: Final = "spec.vgpuManager.kernelModuleConfig.name"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +46,8 @@ def desired_vgpu_manager_manifests(
     policy: policy_spec.Policy, platform: platforms.Platform, view: driver_manifests.DriverView
 ) -> VgpuManagerManifests | PolicyProblem:
     """The vGPU manager's manifests on `view` (its `daemonsets`: the vGPU manager's), or the problem
-    that prevents any: an image that cannot be resolved while a vm-vgpu node exists."""
+    that prevents any while a vm-vgpu node exists: an image that cannot be resolved, or the
+    kernelModuleConfig ConfigMap missing (or unreadable offline: its keys decide the mounts)."""
     nodes = vgpu_nodes(view)
     settings = vgpu_manager_plan.settings_for_policy(policy, platform, view.env)
     if isinstance(settings, PolicyProblem):
@@ -55,6 +58,13 @@ def desired_vgpu_manager_manifests(
     )
     if isinstance(manager_image, PolicyProblem):
         return manager_image
+    named = named_config_maps(policy)
+    missing = config_maps.missing_config_map_problem(named, view.config_map_keys, view.namespace)
+    if missing is not None and nodes:
+        # NB: nothing is applied or deleted: what runs keeps running until the ConfigMap exists.
+        # Without a vm-vgpu node nothing is planned and nothing said (as for the image above).
+        return missing
+    module_config = policy.vgpu_manager.kernel_module_config_map
     stream = (
         dtk_images.resolve_driver_toolkit_stream(reading.image_stream_singleton(view.dtk_imagestream))
         if platform.is_openshift
@@ -80,9 +90,18 @@ def desired_vgpu_manager_manifests(
             openshift=platform.is_openshift,
             manager_image=manager_image,
             openshift_version=reading.openshift_version(delivery.present(view.cluster_version) or {}),
+            kernel_module_config_keys=((view.config_map_keys or {}).get(module_config) or ())
+            if module_config
+            else (),
         ),
     )
     return VgpuManagerManifests(plan, tuple(manifests))
+
+
+def named_config_maps(policy: policy_spec.Policy) -> dict[str, str]:
+    """The ConfigMaps the vgpuManager section names: field path -> name (unset fields left out)."""
+    name = policy.vgpu_manager.kernel_module_config_map
+    return {KERNEL_MODULE_CONFIG_FIELD: name} if name else {}
 
 
 def is_vgpu_manager_daemonset(daemonset: driver_snapshot.DriverDaemonSet) -> bool:

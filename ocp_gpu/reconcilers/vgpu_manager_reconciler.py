@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ocp_gpu.desired import driver_manifests, vgpu_manager_manifests
-from ocp_gpu.kube import applying, fetching, owning
+from ocp_gpu.kube import applying, fetching, owning, requesting
 from ocp_gpu.model import labels
 from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.model.policy.policy_problems import PolicyProblem
@@ -51,6 +51,19 @@ async def reconcile_vgpu_managers(
     existing = tuple(
         d for d in seen.operand_daemonsets.values() if vgpu_manager_manifests.is_vgpu_manager_daemonset(d)
     )
+    named = vgpu_manager_manifests.named_config_maps(policy).values()
+    config_map_keys: dict[str, tuple[str, ...] | None] = {}
+    if named:
+        # The kernelModuleConfig ConfigMap's keys, read now: they decide the pods' mounts.
+        try:
+            config_map_keys = await asyncio.to_thread(
+                fetching.config_map_keys, rt.api_client, rt.namespace, named
+            )
+        except Exception as error:
+            # NB: nothing is applied or deleted without them: the next pass reads again.
+            return VgpuManagerOutcome(
+                enabled=True, errors={"vGPU manager ConfigMaps": requesting.describe_error(error)}
+            )
     view = driver_manifests.DriverView(
         namespace=rt.namespace,
         env=rt.env,
@@ -59,6 +72,7 @@ async def reconcile_vgpu_managers(
         dtk_imagestream=seen.dtk_imagestream,
         cluster_version=seen.cluster_version,
         cluster_proxy=seen.cluster_proxy,
+        config_map_keys=config_map_keys,
     )
     desired = vgpu_manager_manifests.desired_vgpu_manager_manifests(policy, platform, view)
     if isinstance(desired, PolicyProblem):

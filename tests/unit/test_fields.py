@@ -90,9 +90,9 @@ def test_operatorhub_example_reports_no_unimplemented_setting() -> None:
             "NVIDIA deprecated its Kata manager",
         ),
         (
-            {"vgpuManager": {"kernelModuleConfig": {"name": "params"}}},
-            "spec.vgpuManager.kernelModuleConfig.name",
-            "default module parameters",
+            {"ccManager": {"defaultMode": "on"}},
+            "spec.ccManager.defaultMode",
+            "k8s-cc-manager",
         ),
         ({"operator": {"labels": {"team": "gpu"}}}, "spec.operator.labels.team", "daemonsets.labels"),
         ({"gds": {"args": ["-v"]}}, "spec.gds.args", "no container either"),
@@ -137,12 +137,18 @@ def test_the_every_field_policy_reports_every_refused_leaf_it_sets() -> None:
         if rule.support is fields.Support.HONOURED:
             assert concrete not in found, path
     assert {
-        "spec.vgpuManager.kernelModuleConfig.name",
+        "spec.kataManager.config.artifactsDir",
         "spec.gds.args",
         "spec.psp.enabled",
         "spec.ccManager.defaultMode",
     } <= found
-    assert not {"spec.driver.rdma.enabled", "spec.gds.enabled", "spec.driver.secretEnv"} & found
+    assert not {
+        "spec.driver.rdma.enabled",
+        "spec.gds.enabled",
+        "spec.driver.secretEnv",
+        "spec.vgpuManager.kernelModuleConfig.name",
+        "spec.vfioManager.driverManager.image",
+    } & found
 
 
 def test_field_docs_are_up_to_date() -> None:

@@ -15,6 +15,7 @@ We test these aspects:
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,66 @@ def test_the_unpublished_image_unset_is_an_error_only_with_vgpu_nodes() -> None:
     quiet = desired(spec, OPENSHIFT, view(node("c1", BUILD_A, vgpu=False)))
     assert not isinstance(quiet, PolicyProblem)
     assert quiet.plan.desired == () and quiet.manifests == ()
+
+
+def test_kernel_module_config_is_mounted_under_drivers_as_nvidias() -> None:
+    spec = {
+        **ENABLED,
+        "vgpuManager": {**ENABLED["vgpuManager"], "kernelModuleConfig": {"name": "vgpu-params"}},
+    }
+    keys = {"vgpu-params": ("nvidia.conf", "extra.conf")}
+    found = desired(spec, OPENSHIFT, dataclasses.replace(view(node("a1", BUILD_A)), config_map_keys=keys))
+    pod = daemonsets(found.manifests)[f"nvidia-vgpu-manager-daemonset-{BUILD_A}"]["spec"]["template"]["spec"]
+    main, sidecar = pod["containers"]
+    # NVIDIA's TransformVGPUManager: one subPath mount per key (sorted) at /drivers/<key>, the main
+    # container only, the ConfigMap's keys as the volume's items.
+    mounts = [m for m in main["volumeMounts"] if m["name"] == "kernel-module-config"]
+    assert mounts == [
+        {
+            "name": "kernel-module-config",
+            "mountPath": "/drivers/extra.conf",
+            "subPath": "extra.conf",
+            "readOnly": True,
+        },
+        {
+            "name": "kernel-module-config",
+            "mountPath": "/drivers/nvidia.conf",
+            "subPath": "nvidia.conf",
+            "readOnly": True,
+        },
+    ]
+    assert not [m for m in sidecar["volumeMounts"] if m["name"] == "kernel-module-config"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "kernel-module-config"]
+    assert volume["configMap"] == {
+        "name": "vgpu-params",
+        "items": [{"key": "extra.conf", "path": "extra.conf"}, {"key": "nvidia.conf", "path": "nvidia.conf"}],
+    }
+    # unset: no such volume
+    plain = desired(ENABLED, OPENSHIFT, view(node("a1", BUILD_A)))
+    plain_pod = daemonsets(plain.manifests)[f"nvidia-vgpu-manager-daemonset-{BUILD_A}"]["spec"]["template"][
+        "spec"
+    ]
+    assert "kernel-module-config" not in {v["name"] for v in plain_pod["volumes"]}
+
+
+def test_a_missing_kernel_module_config_is_an_error_naming_the_field() -> None:
+    spec = {
+        **ENABLED,
+        "vgpuManager": {**ENABLED["vgpuManager"], "kernelModuleConfig": {"name": "vgpu-params"}},
+    }
+    absent = dataclasses.replace(view(node("a1", BUILD_A)), config_map_keys={"vgpu-params": None})
+    problem = desired(spec, OPENSHIFT, absent)
+    assert isinstance(problem, PolicyProblem)
+    assert problem.field == "spec.vgpuManager.kernelModuleConfig.name"
+    assert "'vgpu-params' does not exist" in problem.message
+    # offline (nothing read): its keys decide the mounts, so it is said rather than guessed
+    offline = desired(spec, OPENSHIFT, view(node("a1", BUILD_A)))
+    assert isinstance(offline, PolicyProblem) and "cannot be read offline" in offline.message
+    # no vm-vgpu node: nothing to deploy, nothing to say
+    quiet = desired(
+        spec, OPENSHIFT, dataclasses.replace(absent, node_facts=(node("c1", BUILD_A, vgpu=False),))
+    )
+    assert not isinstance(quiet, PolicyProblem)
 
 
 # --- the sandbox validator's vGPU checks ---------------------------------------------------------

@@ -356,8 +356,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "spec.vgpuManager.kernelModuleConfig",
-        R,
-        "not mounted in the vGPU manager's container: its default module parameters apply",
+        H,
+        "each key of the ConfigMap (nvidia.conf, …) mounted under /drivers in the vGPU manager container",
     ),
     Rule(
         "spec.vgpuDeviceManager",

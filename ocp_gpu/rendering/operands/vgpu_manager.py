@@ -12,7 +12,9 @@ The DaemonSets are planned by the driver's mechanism (planning/drivers/vgpu_mana
 this module declares the operand and renders them.  Its image (`vgpuManager.repository/image/version`,
 tagged `<version>-<os>` as the driver's) is not public: the admin builds it.  The init container
 k8s-driver-manager (`vgpuManager.driverManager`, DRIVER_MANAGER_IMAGE) unloads a loaded NVIDIA
-driver first, as NVIDIA's.  NB: unlike NVIDIA, ocp-gpu names its vanilla DaemonSets per OS
+driver first, as NVIDIA's.  Each key of `vgpuManager.kernelModuleConfig.name`'s ConfigMap (module
+parameters, e.g. nvidia.conf) is mounted at /drivers/<key>, where the vGPU manager's `nvidia-driver`
+reads them, as NVIDIA's.  NB: unlike NVIDIA, ocp-gpu names its vanilla DaemonSets per OS
 (`nvidia-vgpu-manager-daemonset-<os>`), as its drivers: a cluster mixing OS versions gets an
 image per OS.  Pure: no I/O.
 """
@@ -53,6 +55,8 @@ MANAGER_ENV: Final = (
     ("ENABLE_AUTO_DRAIN", "false"),
 )
 DAEMONSET_TEMPLATE: Final = f"{COMPONENT}/0500_daemonset.yaml.j2"
+# Where the vGPU manager's nvidia-driver reads kernelModuleConfig's files (NVIDIA's driversDir).
+DRIVERS_DIR: Final = "/drivers"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +67,9 @@ class VgpuManagerRenderInputs:
     manager_image: str
     # ClusterVersion's major.minor, for OPENSHIFT_VERSION when the nodes lack NFD's label.
     openshift_version: str = ""
+    # The data keys of vgpuManager.kernelModuleConfig.name's ConfigMap, as read: each is mounted as
+    # /drivers/<key> in the vGPU manager container (NVIDIA's TransformVGPUManager).  (): none.
+    kernel_module_config_keys: tuple[str, ...] = ()
 
 
 def _env(pairs: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
@@ -103,6 +110,19 @@ def _daemonset(
         "image": entry.driver_image,
         "env": _env(list(env.items())),
         "dtk": sidecar,
+    }
+
+
+def _kernel_module_config(name: str, keys: Sequence[str]) -> dict[str, Any] | None:
+    """The kernelModuleConfig volume: each key one file under /drivers; None when unset or empty."""
+    if not name or not keys:
+        return None
+    # NB: sorted, as NVIDIA's createConfigMapVolumeMounts; subPath keeps the image's other files.
+    ordered = sorted(keys)
+    return {
+        "config_map": name,
+        "files": [{"key": key, "path": key} for key in ordered],
+        "mounts": [{"path": f"{DRIVERS_DIR}/{key}", "key": key} for key in ordered],
     }
 
 
@@ -150,5 +170,9 @@ def render_vgpu_manager_state(
             "env": _env(list(dict(manager_env).items())),
         },
         "daemonsets": [_daemonset(entry, policy, inputs) for entry in desired],
+        # NB: sorted, as NVIDIA's createConfigMapVolumeMounts; subPath keeps the image's other files.
+        "kernel_module_config": _kernel_module_config(
+            spec.kernel_module_config_map, inputs.kernel_module_config_keys
+        ),
     }
     return templating.render_state(COMPONENT, context)
