@@ -108,7 +108,7 @@ from ocp_gpu.model.policy import (
 from ocp_gpu.model.policy.policy_problems import PolicyProblem, Severity
 from ocp_gpu.planning import config_maps, platforms
 from ocp_gpu.planning.drivers import driver_coverage, driver_plan, driver_pools, driver_strategy
-from ocp_gpu.planning.operands import monitoring_planning
+from ocp_gpu.planning.operands import monitoring_planning, node_labels, workloads
 from ocp_gpu.planning.status import policies
 from ocp_gpu.rendering import monitoring_rendering
 from ocp_gpu.rendering.operands import operand_catalog, operand_common, operand_rendering, vgpu_manager
@@ -417,6 +417,26 @@ def render_pools(
     return PoolRendering(selection, tuple(outcomes), handover), manifests
 
 
+def labelled_nodes(
+    policy: policy_spec.Policy, node_facts: Sequence[nodes.NodeFacts]
+) -> tuple[nodes.NodeFacts, ...]:
+    """The nodes with the deploy labels the operator's labeller gives them (node_labels.plan_node_labels
+    of the workload workloads.select_workload picks): a node's workload label decides its stack even
+    where nothing labelled the node yet (a file of nodes).  A move a GPU pod could hold is not made
+    (its pods are unknown here, as a pod the labeller has not read): the node keeps its labels."""
+    labelled = []
+    for facts in node_facts:
+        workload = workloads.select_workload(facts.name, facts.labels, policy.sandbox_workloads).workload
+        patch = (
+            node_labels.plan_node_labels(facts.labels, operand_catalog.DEPLOY_LABELS, workload=workload) or {}
+        )
+        merged = {**facts.labels, **{k: v for k, v in patch.items() if v is not None}}
+        for key in (k for k, v in patch.items() if v is None):
+            merged.pop(key, None)
+        labelled.append(dataclasses.replace(facts, labels=merged))
+    return tuple(labelled)
+
+
 def operand_manifests(
     policy: policy_spec.Policy, inputs: RenderInputs
 ) -> tuple[list[dict[str, Any]], list[PolicyProblem]]:
@@ -474,9 +494,10 @@ def operand_manifests(
             ),
         )
     if vgpu_manager.OPERAND.is_enabled(policy):
-        # The vGPU manager's per-key DaemonSets, for the nodes the operator labelled vm-vgpu
-        # (nvidia.com/gpu.deploy.vgpu-manager=true), as the operator plans them (the driver's way).
-        vgpu = vgpu_manager_manifests.desired_vgpu_manager_manifests(policy, inputs.platform, inputs.view)
+        # The vGPU manager's per-key DaemonSets, for the vm-vgpu nodes (nvidia.com/gpu.deploy.vgpu-manager
+        # =true) as the operator plans them (the driver's way), once its labeller has labelled them.
+        view = dataclasses.replace(inputs.view, node_facts=labelled_nodes(policy, inputs.view.node_facts))
+        vgpu = vgpu_manager_manifests.desired_vgpu_manager_manifests(policy, inputs.platform, view)
         if isinstance(vgpu, PolicyProblem):
             problems.append(vgpu)
         else:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from ocp_gpu.commands import validate
+from ocp_gpu.commands import render, validate
 from ocp_gpu.desired import driver_manifests, vgpu_manager_manifests
 from ocp_gpu.kube import reading
 from ocp_gpu.model import labels, vgpu_catalog
@@ -243,6 +243,32 @@ def test_a_missing_kernel_module_config_is_an_error_naming_the_field() -> None:
         spec, OPENSHIFT, dataclasses.replace(absent, node_facts=(node("c1", BUILD_A, vgpu=False),))
     )
     assert not isinstance(quiet, PolicyProblem)
+
+
+def test_render_labels_the_vm_vgpu_nodes_as_the_labeller_does() -> None:
+    # A file of nodes: the workload label only, no deploy label yet (nothing ran the labeller).
+    bare = [node("a1", BUILD_A, vgpu=False), node("a2", BUILD_A, vgpu=False), node("c1", BUILD_A, vgpu=False)]
+    workload = {"a1": "vm-vgpu", "a2": "vm-passthrough", "c1": "container"}
+    facts = tuple(
+        dataclasses.replace(f, labels={**f.labels, labels.GPU_WORKLOAD_CONFIG: workload[f.name]})
+        for f in bare
+    )
+    policy = policy_parser.parse_policy(ENABLED)
+    by_name = {f.name: f.labels for f in render.labelled_nodes(policy, facts)}
+    assert by_name["a1"][labels.deploy_label("vgpu-manager")] == "true"
+    assert labels.deploy_label("vfio-manager") not in by_name["a1"]
+    assert by_name["a2"][labels.deploy_label("vfio-manager")] == "true"
+    assert labels.deploy_label("vgpu-manager") not in by_name["a2"]
+    assert by_name["c1"][labels.deploy_label("device-plugin")] == "true"
+    found = desired(
+        ENABLED, OPENSHIFT, dataclasses.replace(view(), node_facts=render.labelled_nodes(policy, facts))
+    )
+    assert [(d.name, d.nodes) for d in found.plan.desired] == [
+        (f"nvidia-vgpu-manager-daemonset-{BUILD_A}", ("a1",))
+    ]
+    # sandboxWorkloads off: the label is ignored (NVIDIA's), no vGPU manager anywhere
+    off = policy_parser.parse_policy({**ENABLED, "sandboxWorkloads": {"enabled": False}})
+    assert all(labels.deploy_label("vgpu-manager") not in f.labels for f in render.labelled_nodes(off, facts))
 
 
 # --- the sandbox validator's vGPU checks ---------------------------------------------------------
