@@ -23,6 +23,9 @@ manager binding GPUs to vfio-pci and NVIDIA's KubeVirt device plugin advertising
   the node advertises `nvidia.com/NVIDIA_A10-4Q` (kubevirt-gpu-device-plugin's name), the other
   nodes keep theirs; a virt-launcher stand-in requesting it is scheduled to the vGPU node only;
   `ocp-gpu status` shows the node's workload vm-vgpu; the policy is `ready`;
+- a new vGPU manager version rolls by its DaemonSet's update strategy (its pod replaced), while the
+  driver upgrade of the same change moves the container node only: the vGPU node never gets an
+  upgrade state or a cordon;
 - a driver upgrade upgrades the container node and leaves the VM node alone (no upgrade state, no
   cordon); relabelled while a container GPU pod runs there, a node keeps its container stack and the
   status names the pod and the fix; `ocp-gpu status` shows each node's workload; once the upgrade
@@ -296,6 +299,63 @@ def test_vgpu_nodes_run_the_vgpu_stack_beside_container_and_passthrough_nodes(
     assert shown[vgpu_node] == "vm-vgpu", shown
     assert shown[passthrough_node] == "vm-passthrough", shown
     assert shown[container_node] == "container", shown
+
+    # A new vGPU manager rolls by its DaemonSet's own update strategy (RollingUpdate, as NVIDIA's):
+    # the DaemonSet controller replaces its pod. The driver upgrade of the same change moves the
+    # container node only: the vGPU node never gets an upgrade state or a cordon.
+    before = vgpu_manager_pod(kube, namespace, vgpu_node, manager.metadata.name)
+    assert before is not None
+    patch_policy(kube, {"driver": {"version": "550.90.07"}, "vgpuManager": {"version": "570.124.06"}})
+    seen_on_vgpu_node: set[tuple[str | None, bool]] = set()
+
+    def rolled() -> bool:
+        node = client.CoreV1Api(kube).read_node(vgpu_node)
+        seen_on_vgpu_node.add(
+            ((node.metadata.labels or {}).get(labels.UPGRADE_STATE), bool(node.spec.unschedulable))
+        )
+        pod = vgpu_manager_pod(kube, namespace, vgpu_node, manager.metadata.name)
+        container = client.CoreV1Api(kube).read_node(container_node).metadata.labels or {}
+        return bool(
+            pod is not None
+            and pod.metadata.uid != before.metadata.uid
+            and pod.spec.containers[0].image.endswith(":570.124.06-ubuntu22.04")
+            and any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
+            and container.get(labels.UPGRADE_STATE) == "upgrade-done"
+            and driver_version_on(kube, namespace, container_node) == "550.90.07"
+        )
+
+    wait_for(rolled, UPGRADE_S, what="the vGPU manager rolled and the container node's driver upgraded")
+    assert seen_on_vgpu_node == {(None, False)}, seen_on_vgpu_node
+    wait_ready(kube, "the policy ready after both rolled")
+
+
+def vgpu_manager_pod(
+    kube: client.ApiClient, namespace: str, node: str, daemonset: str
+) -> client.V1Pod | None:
+    """The pod of the vGPU manager DaemonSet `daemonset` on `node` (not one being deleted)."""
+    pods = client.CoreV1Api(kube).list_namespaced_pod(namespace, field_selector=f"spec.nodeName={node}").items
+    return next(
+        (
+            p
+            for p in pods
+            if p.metadata.deletion_timestamp is None
+            and any(r.name == daemonset for r in p.metadata.owner_references or ())
+        ),
+        None,
+    )
+
+
+def driver_version_on(kube: client.ApiClient, namespace: str, node: str) -> str | None:
+    """The driver version of the (not deleted) driver pod on `node`, from its image tag."""
+    pods = client.CoreV1Api(kube).list_namespaced_pod(
+        namespace,
+        label_selector=f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}",
+        field_selector=f"spec.nodeName={node}",
+    )
+    for pod in pods.items:
+        if pod.metadata.deletion_timestamp is None:
+            return str(pod.spec.containers[0].image).rpartition(":")[2].split("-")[0]
+    return None
 
 
 def gpu_pod(kube: client.ApiClient, namespace: str, node: str, name: str) -> None:
