@@ -165,8 +165,9 @@ def test_every_nvidia_field_is_reported_or_honoured(
     expected = fields.unsupported_settings(stored)
     # NB: fewer as operands get implemented (the GPU stack took devicePlugin, gfd, validator, mig, psa;
     # monitoring took dcgm, dcgmExporter, nodeStatusExporter, operator.metrics; MIG took migManager;
-    # the VM passthrough stack took sandboxWorkloads, vfioManager, sandboxDevicePlugin, validator.vfioPCI).
-    assert len(expected) > 50
+    # the VM passthrough stack took sandboxWorkloads, vfioManager, sandboxDevicePlugin, validator.vfioPCI;
+    # vGPU took vgpuManager, vgpuDeviceManager, validator.vgpu*, vfioManager.driverManager: Kata, CC remain).
+    assert len(expected) > 40
     message = found["message"]
     # the status is bounded (2 KiB): what fits is named path by path, the rest by section
     assert message == fields.describe(expected, 2048)
@@ -203,4 +204,6 @@ def test_every_nvidia_field_is_reported_or_honoured(
         lambda: honoured <= daemonset_names(kube, namespace), STEP_S, what=f"DaemonSets {sorted(honoured)}"
     )
     names = daemonset_names(kube, namespace)
-    assert not any(word in name for name in names for word in ("peermem", "gds", "gdrcopy", "vgpu")), names
+    # peermem, GDS and GDRCopy are containers of the driver pods, never DaemonSets of their own
+    assert not any(word in name for name in names for word in ("peermem", "gds", "gdrcopy")), names
+    # (The vGPU operands are honoured since issue 26 and may deploy here: tests/e2e/test_virtual_machines.)
