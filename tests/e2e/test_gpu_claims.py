@@ -151,6 +151,7 @@ def test_the_claim_watch(api: clients.ApiClient, namespace: str, run: Run) -> No
     # The watch runs on an event loop of its own (as in the operator), polled from here.
     loop = asyncio.new_event_loop()
     watch = object_watches.claim_watch(lambda renew: connecting.connection_info(api, renew=renew), view)
+
     async def watching() -> None:
         # NB: cancelled at the end of the test: not an error of the thread.
         with contextlib.suppress(asyncio.CancelledError):

@@ -142,13 +142,16 @@ def test_the_every_field_policy_reports_every_refused_leaf_it_sets() -> None:
         "spec.psp.enabled",
         "spec.ccManager.defaultMode",
     } <= found
-    assert not {
-        "spec.driver.rdma.enabled",
-        "spec.gds.enabled",
-        "spec.driver.secretEnv",
-        "spec.vgpuManager.kernelModuleConfig.name",
-        "spec.vfioManager.driverManager.image",
-    } & found
+    assert (
+        not {
+            "spec.driver.rdma.enabled",
+            "spec.gds.enabled",
+            "spec.driver.secretEnv",
+            "spec.vgpuManager.kernelModuleConfig.name",
+            "spec.vfioManager.driverManager.image",
+        }
+        & found
+    )
 
 
 def test_field_docs_are_up_to_date() -> None:
