@@ -113,7 +113,7 @@ async def reconcile_drivers(
     # The driver pods' RBAC and ConfigMaps, then the DaemonSets (kube/applying.apply_all's stages).
     await applying.apply_all(rt.api_client, rt.ledger, owner, ((m, None) for m in manifests), errors)
     for stale in plan.stale:
-        await _delete_stale(rt, seen, stale, errors)
+        await delete_stale_daemonset(rt, seen.driver_daemonsets.get(stale.name), stale, errors)
     await _reconcile_prepulls(rt, seen, owner, policy, platform, errors)
     return DriverOutcome(plan, errors=errors)
 
@@ -205,17 +205,18 @@ async def read_driver_view(
     )
 
 
-async def _delete_stale(
+async def delete_stale_daemonset(
     rt: runtime.Runtime,
-    seen: cluster_view.ViewSnapshot,
+    daemonset: driver_snapshot.DriverDaemonSet | None,
     stale: driver_plan.StaleDriverDaemonSet,
     errors: dict[str, str],
 ) -> None:
+    """Delete a per-key DaemonSet the plan found stale (the driver's, the vGPU manager's), unless a
+    targeted read finds a node its nodeSelector still matches."""
     # NB: a last, targeted read of the nodes before an irreversible step: if the watch
     # missed a node the DaemonSet still selects, we keep the DaemonSet (the node's event,
     # when it arrives, plans it again).
     # (A superseded DaemonSet's nodes keep its key by design: the replacement proved itself there.)
-    daemonset = seen.driver_daemonsets.get(stale.name)
     if (
         daemonset is not None
         and not stale.superseded

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,10 +23,8 @@ from ocp_gpu.model.policy import policy_spec
 from ocp_gpu.model.policy.policy_problems import PolicyProblem
 from ocp_gpu.planning import platforms
 from ocp_gpu.planning.operands import operand_planning
-from ocp_gpu.reconcilers import cluster_view, operand_reconciler, runtime
+from ocp_gpu.reconcilers import cluster_view, driver_reconciler, runtime
 from ocp_gpu.rendering.operands import vgpu_manager
-
-logger = logging.getLogger("ocp_gpu.vgpu_manager")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,15 +78,7 @@ async def reconcile_vgpu_managers(
     await applying.apply_all(rt.api_client, rt.ledger, owner, ((m, None) for m in desired.manifests), errors)
     for stale in desired.plan.stale:
         daemonset = seen.operand_daemonsets.get(stale.name)
-        # NB: a last, targeted read of the nodes before an irreversible step (the driver's rule).
-        if (
-            daemonset is not None
-            and not stale.superseded
-            and await asyncio.to_thread(fetching.nodes_still_selected, rt.api_client, daemonset)
-        ):
-            logger.warning("kept %s: a node still matches its nodeSelector", stale.name)
-            continue
-        await operand_reconciler.delete_daemonset(rt, stale.name, errors, stale_reason=stale.reason)
+        await driver_reconciler.delete_stale_daemonset(rt, daemonset, stale, errors)
     return VgpuManagerOutcome(enabled=True, errors=errors)
 
 
