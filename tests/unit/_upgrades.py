@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ocp_gpu.model import labels, upgrade_observations
@@ -348,3 +348,30 @@ def annotate(n: UpgradeNode, annotations: Mapping[str, str | None]) -> UpgradeNo
         else:
             raise AssertionError(f"the plan wrote an unexpected annotation {key}")
     return dataclasses.replace(n, timers=timers, **fields)
+
+
+def apply_in_worst_order(
+    world: World,
+    plan: upgrade_plan.UpgradePlan,
+    after_node: Callable[[NodeName], None],
+    on_transition: Callable[[NodeName, UpgradeState], None] = lambda node, state: None,
+) -> None:
+    """Carry out every step of every node plan as the reconciler does, in the worst order it allows:
+    the nodes that wait for nobody first, those that free a slot last among them, then the nodes
+    started after others; `after_node` after each node's writes (a check of the slots held), then
+    10 s pass."""
+    first = sorted(
+        (p for p in plan.nodes if p.node not in plan.after_others),
+        key=lambda p: p.state_after not in upgrade_plan.HOLDS_SLOT,
+    )
+    for node_plan in [*first, *(p for p in plan.nodes if p.node in plan.after_others)]:
+        for step in node_plan.steps:
+            n = world.nodes[step.node]
+            for action in step.actions:
+                n = world._act(n, action)
+            if step.transition is not None:
+                n = dataclasses.replace(n, state_label=step.transition.value)
+                on_transition(step.node, step.transition)
+            world.nodes[step.node] = annotate(n, step.annotations)
+        after_node(node_plan.node)
+    world.now += datetime.timedelta(seconds=10)

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -37,7 +36,7 @@ from tests.unit._upgrades import (
     OUTDATED,
     S,
     World,
-    annotate,
+    apply_in_worst_order,
     node,
     pod,
     policy,
@@ -222,27 +221,16 @@ def test_env_timeouts_reach_every_pool() -> None:
 def _apply(world: World, plan: upgrade_plan.UpgradePlan, limits: dict[str, int]) -> None:
     """Each node's steps in order, as the tasks write them (nodes started on a freed slot last),
     checking every pool's maxParallelUpgrades after each node's writes."""
-    first = sorted(
-        (p for p in plan.nodes if p.node not in plan.after_others),
-        key=lambda p: p.state_after not in upgrade_plan.HOLDS_SLOT,
-    )
-    for node_plan in [*first, *(p for p in plan.nodes if p.node in plan.after_others)]:
-        for step in node_plan.steps:
-            n = world.nodes[step.node]
-            for action in step.actions:
-                n = world._act(n, action)
-            if step.transition is not None:
-                n = dataclasses.replace(n, state_label=step.transition.value)
-            world.nodes[step.node] = annotate(n, step.annotations)
+
+    def check_slots(node: NodeName) -> None:
         for pool, limit in limits.items():
             if limit:
                 holding = sum(
                     n.state in upgrade_plan.HOLDS_SLOT for n in world.nodes.values() if n.pool == pool
                 )
-                assert holding <= limit, (
-                    f"pool {pool}: {holding} nodes upgrading after {node_plan.node}'s writes"
-                )
-    world.now += datetime.timedelta(seconds=10)
+                assert holding <= limit, f"pool {pool}: {holding} nodes upgrading after {node}'s writes"
+
+    apply_in_worst_order(world, plan, check_slots)
 
 
 @hypothesis_settings

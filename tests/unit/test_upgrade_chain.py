@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
 
 import pytest
 
@@ -32,7 +31,7 @@ from tests.unit._upgrades import (
     OURS,
     S,
     World,
-    annotate,
+    apply_in_worst_order,
     node,
     plan_one,
     pod,
@@ -229,22 +228,12 @@ def _apply(
     free a slot last among them, then the nodes started after others; with `max_parallel`,
     the slots held are checked after each node's writes.
     """
-    first = sorted(
-        (p for p in plan.nodes if p.node not in plan.after_others),
-        key=lambda p: p.state_after not in upgrade_plan.HOLDS_SLOT,
-    )
-    for node_plan in [*first, *(p for p in plan.nodes if p.node in plan.after_others)]:
-        for step in node_plan.steps:
-            n = world.nodes[step.node]
-            for action in step.actions:
-                n = world._act(n, action)
-            if step.transition is not None:
-                n = dataclasses.replace(n, state_label=step.transition.value)
-                log.setdefault(step.node, []).append(step.transition)
-            world.nodes[step.node] = annotate(n, step.annotations)
+
+    def check_slots(node: NodeName) -> None:
         if max_parallel:
-            assert _in_flight(world) <= max_parallel, f"after {node_plan.node}'s writes"
-    world.now += datetime.timedelta(seconds=10)
+            assert _in_flight(world) <= max_parallel, f"after {node}'s writes"
+
+    apply_in_worst_order(world, plan, check_slots, lambda node, state: log.setdefault(node, []).append(state))
 
 
 def _in_flight(world: World) -> int:
