@@ -5,8 +5,7 @@ every object with its managedFields, labels and ownerReferences, the running pod
 DaemonSets' ControllerRevisions) is restored (harness/nvidia_fixtures.py), with a GPU workload pod
 on every GPU node; then ocp-gpu starts, and:
 
-- the policy is `ready` within READY_BUDGET_S of ocp-gpu leading (the issue's 30 s holds below
-  load ~25 on 2 cores, READY_BUDGET_S says why);
+- the policy is `ready` within READY_BUDGET_S (the issue's 30 s) of ocp-gpu leading;
 - no driver pod is restarted or replaced (same uids, restart counts unchanged), no GPU workload pod
   is deleted or evicted, no node is cordoned, and no node ever runs two driver pods (sampled);
 - every GPU node reads upgrade-done, and `DriverPodsOnPreviousTemplate` counts NVIDIA's driver pods;
@@ -82,12 +81,12 @@ FIXTURE = Path(__file__).parent / "data" / "nvidia-takeover.yaml"
 VANILLA_FIXTURE = Path(__file__).parent / "data" / "nvidia-takeover-vanilla.yaml"
 DTK = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
 DRIVER_PODS = f"{labels.COMPONENT}={labels.DRIVER_COMPONENT}"
-# Seconds from the moment ocp-gpu leads (it can act) to `ready`; the process's start before it
-# (interpreter, imports, election: 7 to 10 s at load 24 to 27) is printed beside it.  The issue asks
-# for 30 s.  Measured with concurrent adoption: 9 s at load 12; 25.9 to 29.3 s at load 24 to 27 (the
-# first pass ~13 s, then the non-driver DaemonSets rolling node by node as NVIDIA's policies' maxUnavailable 1
-# says, ~11 to 20 s after it).  30 s holds only below load ~25 here: 60 s, twice the worst measured.
-READY_BUDGET_S = 60
+# Seconds from the moment ocp-gpu leads (it can act) to `ready`, as the issue asks; the process's start
+# before it (interpreter, imports, election: ~1 s quiet, 7 to 10 s at load 24 to 27) is printed beside
+# it.  Measured with concurrent adoption: 3.1 and 4.5 s quiet (load 1), 9 s at load 12, 25.9 to 29.3 s
+# at load 24 to 27 (the first pass ~13 s, then the non-driver DaemonSets rolling node by node as
+# NVIDIA's policies' maxUnavailable 1 says).  CI's load with two workers is 4 to 10.
+READY_BUDGET_S = 30
 WORKLOAD = "gpu-workload"
 # A driver version other than the release's (the one NVIDIA's operator ran): a change to roll.
 NEW_DRIVER_VERSION = "580.95.05"
