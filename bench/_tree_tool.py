@@ -12,8 +12,15 @@ With ``--auto-upgrade true|false`` before the tool's path it writes
 policy leaves it out, and the two defaults differ (NVIDIA's CRD: false, no upgrade controller;
 ours, the seed's: true, an upgrade-state label and a node patch per GPU node once its driver runs).
 
-Run: ``python bench/_tree_tool.py [--auto-upgrade true|false] <compare_nvidia.py> <its arguments>``
-(bench/compare_nvidia.py does).
+With ``--whole-stack`` (before the tool's path, after ``--auto-upgrade``) both operators are asked for
+NVIDIA's OperatorHub example policy, every operand on, and the time until every operand pod is Ready
+on every GPU node is measured (bench/_whole_stack.py).
+
+The tool imports the harness as ``ocp_gpu.harness``, where it was before it became the top-level
+``ocp_gpu_harness``: this wrapper makes the old name point at it.
+
+Run: ``python bench/_tree_tool.py [--auto-upgrade true|false] [--whole-stack] <compare_nvidia.py> <its
+arguments>`` (bench/compare_nvidia.py does).
 
 With ``$OCP_GPU_MEMDUMP`` set (compare_nvidia.py --memory-dumps: the operator then has the
 SIGUSR1 handler of bench/_memdump.py), each RSS the tool records from its main thread (before
@@ -24,14 +31,19 @@ the ClusterPolicy; idle, after the steady window) is followed by a native dump o
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import sys
 import threading
 from pathlib import Path
 
+import _whole_stack
 from _memdump import summary, take
 from _proc import cpu_s, status_kib
+
+# The harness's modules the tool imports, under the name it imports them by.
+HARNESS_MODULES = ("cluster", "nodes", "openshift", "operating")
 
 
 def _dumping(dump: Path) -> object:
@@ -58,6 +70,13 @@ def main() -> None:
     if sys.argv[1] == "--auto-upgrade":
         auto_upgrade = {"true": True, "false": False}[sys.argv[2]]
         del sys.argv[1:3]
+    whole_stack = sys.argv[1] == "--whole-stack"
+    if whole_stack:
+        del sys.argv[1]
+    harness = importlib.import_module("ocp_gpu_harness")
+    sys.modules.setdefault("ocp_gpu.harness", harness)
+    for name in HARNESS_MODULES:
+        sys.modules.setdefault(f"ocp_gpu.harness.{name}", importlib.import_module(f"ocp_gpu_harness.{name}"))
     tool = Path(sys.argv[1])
     spec = importlib.util.spec_from_file_location("compare_nvidia_tool", tool)
     assert spec is not None and spec.loader is not None
@@ -77,6 +96,10 @@ def main() -> None:
             **driver,
             "upgradePolicy": {**driver.get("upgradePolicy", {}), "autoUpgrade": auto_upgrade},
         }
+    if whole_stack:
+        from ocp_gpu.model import releases
+
+        _whole_stack.install(module, releases.with_release_defaults({}), module.OperatorProcess)
     module.main()
 
 

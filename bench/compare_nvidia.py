@@ -24,8 +24,14 @@ bench/README.md, "NVIDIA's operator".
 both operators (the tool's policy leaves it out, and the CRDs' defaults differ: NVIDIA's false,
 ours true as the seed says), so that both do the same work.
 
+``--whole-stack``: both operators get NVIDIA's OperatorHub example policy (every operand on) instead of
+the tool's driver-and-toolkit one, and the time from the ClusterPolicy to every operand pod Ready on
+every GPU node is measured and held to the same target (bench/_whole_stack.py says what changes);
+the start-up CPU then covers the whole stack, and the RSS peak is held to NVIDIA's too. Written to
+``compare-nvidia-stack-<N>.json`` and ``compare-nvidia-stack.md``.
+
 Run: ``.venv/bin/python bench/compare_nvidia.py --nodes 100 1000 [--quiet 120] [--moves 3]
-[--auto-upgrade false]``.
+[--auto-upgrade false] [--whole-stack]``.
 """
 
 from __future__ import annotations
@@ -130,9 +136,22 @@ TARGETS: tuple[Callable[..., Result], ...] = (
 )
 
 
-def evaluate(nvidia: Result | None, ours: Result, nodes: int) -> list[Result]:
-    """Every target of issue 13 against one size's two runs (the RSS one alone at 5,000)."""
-    checks = [check(nvidia, ours, nodes) for check in TARGETS] if nvidia else []
+# Issue 24's whole-stack targets, besides TARGETS: as for the driver path, and the RSS peak too.
+WHOLE_STACK_TARGETS: tuple[Callable[..., Result], ...] = (
+    _ratio_target(
+        "ClusterPolicy → every operand pod Ready on every GPU node",
+        lambda r: r.get("policy_to_every_operand_ready_s"),
+        0.5,
+    ),
+    _ratio_target("RSS peak", lambda r: r.get("rss_peak_mib"), 1.0),
+)
+
+
+def evaluate(nvidia: Result | None, ours: Result, nodes: int, whole_stack: bool = False) -> list[Result]:
+    """Every target of issue 13 against one size's two runs (the RSS one alone at 5,000), and
+    with `whole_stack` issue 24's."""
+    targets = (*WHOLE_STACK_TARGETS, *TARGETS) if whole_stack else TARGETS
+    checks = [check(nvidia, ours, nodes) for check in targets] if nvidia else []
     return checks or [_rss(None, ours, nodes)]
 
 
@@ -155,6 +174,7 @@ def run_tool(which: str, nodes: int, args: argparse.Namespace, source: Path, raw
         sys.executable,
         str(Path(__file__).resolve().parent / "_tree_tool.py"),
         *(["--auto-upgrade", args.auto_upgrade] if args.auto_upgrade else []),
+        *(["--whole-stack"] if args.whole_stack else []),
         str(TOOL),
         "--nodes",
         str(nodes),
@@ -183,10 +203,14 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def markdown(out: Path) -> str:
-    """The table of every compare-nvidia-<N>.json in `out`."""
-    lines = ["# ocp-gpu vs NVIDIA's GPU Operator, side by side (bench/compare_nvidia.py)", ""]
-    for path in sorted(out.glob("compare-nvidia-*.json"), key=lambda p: int(p.stem.rsplit("-", 1)[1])):
+def markdown(out: Path, prefix: str = "compare-nvidia") -> str:
+    """The table of every <prefix>-<N>.json in `out`."""
+    title = "ocp-gpu vs NVIDIA's GPU Operator, side by side"
+    if prefix != "compare-nvidia":
+        title += ", every operand of NVIDIA's OperatorHub example on"
+    lines = [f"# {title} (bench/compare_nvidia.py)", ""]
+    sizes = [path for path in out.glob(f"{prefix}-*.json") if path.stem.rsplit("-", 1)[1].isdigit()]
+    for path in sorted(sizes, key=lambda p: int(p.stem.rsplit("-", 1)[1])):
         summary = json.loads(path.read_text())
         lines += [
             f"## {summary['nodes']} GPU nodes — commit {summary['commit']}, {summary['measured_at']}",
@@ -237,11 +261,17 @@ def main() -> int:
         help="write driver.upgradePolicy.autoUpgrade into both operators' policy"
         " (left out: each CRD's default, NVIDIA's false, ours true)",
     )
+    parser.add_argument(
+        "--whole-stack",
+        action="store_true",
+        help="NVIDIA's OperatorHub example policy, every operand on, for both (bench/_whole_stack.py)",
+    )
     args = parser.parse_args()
     if not TOOL.exists():
         parser.error(f"{TOOL} not found: set COMPARE_NVIDIA_TOOL to the team's compare_nvidia.py")
     args.out.mkdir(parents=True, exist_ok=True)
-    raw = args.out / "compare-nvidia-raw"
+    prefix = "compare-nvidia-stack" if args.whole_stack else "compare-nvidia"
+    raw = args.out / f"{prefix}-raw"
     order = [args.first, *(name for name in OPERATORS if name != args.first)]
     with operator_sources("head") as (source, commit):
         for nodes in args.nodes:
@@ -258,13 +288,18 @@ def main() -> int:
                 "counted": "CPU and RSS of each operator's process tree (bench/_tree_tool.py)",
                 "auto_upgrade": args.auto_upgrade or "each CRD's default (NVIDIA false, ocp-gpu true)",
                 "node_lease_seconds": node_lease_seconds(nodes, args.node_lease_seconds),
-                "targets": evaluate(runs.get("nvidia"), runs["ocp-gpu"], nodes) if "ocp-gpu" in runs else [],
+                "whole_stack": args.whole_stack,
+                "targets": (
+                    evaluate(runs.get("nvidia"), runs["ocp-gpu"], nodes, args.whole_stack)
+                    if "ocp-gpu" in runs
+                    else []
+                ),
                 "runs": runs,
             }
-            (args.out / f"compare-nvidia-{nodes}.json").write_text(json.dumps(summary, indent=1) + "\n")
+            (args.out / f"{prefix}-{nodes}.json").write_text(json.dumps(summary, indent=1) + "\n")
             order.reverse()
-    (args.out / "compare-nvidia.md").write_text(markdown(args.out) + "\n")
-    print(markdown(args.out))
+    (args.out / f"{prefix}.md").write_text(markdown(args.out, prefix) + "\n")
+    print(markdown(args.out, prefix))
     print(f"current commit {git_commit()}")
     return 0
 
