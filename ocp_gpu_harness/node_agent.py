@@ -156,6 +156,13 @@ SLOW_PASS: Final = 10.0
 # pass (logged, retried by the next one) instead of blocking the agent for good. The read
 # timeout is generous: the LIST of every operand pod at 1,000 nodes is tens of megabytes.
 REQUEST_TIMEOUT: Final = (10.0, 120.0)
+# Seconds after the agent last saw a new operand DaemonSet in a namespace before an operand with
+# no DaemonSet there counts as on the host (`NodeAgent.run_once`, `present`): the operator
+# applies a pass's DaemonSets side by side, so the toolkit's can come before the driver's, and a
+# pass between the two took the driver for a preinstalled one (the toolkit Ready before the
+# driver: tests/e2e/test_stack.py, stress run 2026-11-28).  A real toolkit waits for the
+# driver-ready marker, which no host without a driver has.  A pass runs at least every RESYNC s.
+DAEMONSETS_SETTLE_S: Final = 3.0
 # Seconds a pod may stay stored past its deletionTimestamp before the agent deletes it
 # (`deletion_overdue`): kwok confirms within milliseconds, kube-apiserver removes a grace-0 pod
 # within milliseconds of storing it; a loaded machine stretches both to a few seconds at most.
@@ -339,6 +346,8 @@ class NodeAgent:
         # (namespace, name) -> a ConfigMap's data read by a GET this pass, when the mirror did not
         # have it yet (None: absent).
         self._config_maps: dict[tuple[str, str], dict[str, str] | None] = {}
+        # (namespace, operand app) of an operand DaemonSet -> monotonic time the agent first saw it.
+        self._daemonsets_seen: dict[tuple[str, str], float] = {}
 
     def start(self, timeout: float = 120.0) -> None:
         """Start the mirrors and wait for their first LIST (a pass on half a view would gate wrongly)."""
@@ -373,6 +382,11 @@ class NodeAgent:
         """One pass; returns (operand pods seen, pods made Ready)."""
         pods = self.pods.items()
         deployed = {(str(d["metadata"]["namespace"]), _daemonset_app(d)) for d in self.daemonsets.items()}
+        now = time.monotonic()
+        self._daemonsets_seen = {key: self._daemonsets_seen.get(key, now) for key in deployed}
+        newest_daemonset: dict[str, float] = {}
+        for (namespace, _), seen in self._daemonsets_seen.items():
+            newest_daemonset[namespace] = max(seen, newest_daemonset.get(namespace, seen))
         nodes = {str(n["metadata"]["name"]): n for n in self.nodes.items()}
         ready: set[tuple[str, str, str]] = set()  # (namespace, node, app)
         for pod in pods:
@@ -388,8 +402,13 @@ class NodeAgent:
             return (namespace, node, operand.app) in ready or node_labels.get(operand.deploy_label) != "true"
 
         def present(namespace: str, node: str, operand: operand_types.Operand) -> bool:
-            """As `ready_on`, or the operand's DaemonSet does not exist: the host has it."""
-            return (namespace, operand.app) not in deployed or ready_on(namespace, node, operand)
+            """As `ready_on`, or the operand's DaemonSet does not exist: the host has it; but not
+            while the operator may still be applying the namespace's DaemonSets (a new one seen
+            less than DAEMONSETS_SETTLE_S ago)."""
+            if (namespace, operand.app) in deployed:
+                return ready_on(namespace, node, operand)
+            settled = now - newest_daemonset.get(namespace, -DAEMONSETS_SETTLE_S) >= DAEMONSETS_SETTLE_S
+            return settled or ready_on(namespace, node, operand)
 
         self._finish_overdue_deletions(pods)
         # The decisions in this thread (cheap, in memory); only the writes go to the workers.

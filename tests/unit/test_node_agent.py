@@ -408,3 +408,74 @@ def test_gfd_with_mps_on_mig_gpus_fails_and_its_labels_go() -> None:
     (labelled,) = [b["metadata"]["labels"] for b in writes.bodies if "labels" in b.get("metadata", {})]
     assert labelled["nvidia.com/mps.capable"] == "false"
     assert labelled["nvidia.com/gpu.count"] == "56"
+
+
+# --- SIMULATION: an operand with no DaemonSet counts as on the host only once they settle ------
+
+
+class _Opened(list[str]):
+    """NodeAgent._open as a pass calls it: records the pod's name."""
+
+    def __call__(self, pod: dict[str, Any]) -> None:
+        self.append(pod["metadata"]["name"])
+
+
+def _agent_holding(
+    daemonsets: list[str], pods: list[tuple[str, str]]
+) -> tuple[node_agent.NodeAgent, _Opened]:
+    """An agent whose mirrors hold `daemonsets` (operand DaemonSet names, namespace n) and `pods`
+    ((name, app) on gpu-1, not Ready), gpu-1 labelled to run every operand; its opened pods recorded."""
+    agent = node_agent.NodeAgent(ApiClient())
+    agent.daemonsets._items = {
+        f"n/{name}": {
+            "metadata": {"name": name, "namespace": "n", "resourceVersion": "1"},
+            "spec": {"template": {"metadata": {"labels": {"app": name}}}},
+        }
+        for name in daemonsets
+    }
+    agent.pods._items = {
+        f"n/{name}": {
+            "metadata": {
+                "name": name,
+                "namespace": "n",
+                "uid": name,
+                "resourceVersion": "1",
+                "labels": {"app": app},
+            },
+            "spec": {"nodeName": "gpu-1"},
+        }
+        for name, app in pods
+    }
+    every_operand = {operand.deploy_label: "true" for operand in operand_catalog.OPERANDS}
+    agent.nodes._items = {
+        "gpu-1": {"metadata": {"name": "gpu-1", "resourceVersion": "1", "labels": every_operand}}
+    }
+    opened = _Opened()
+    agent._open = opened  # type: ignore[method-assign]
+    return agent, opened
+
+
+def test_the_toolkit_waits_while_the_operator_may_still_apply_the_driver_daemonset() -> None:
+    """The operator applies a pass's DaemonSets side by side: the toolkit's first, the driver's a
+    moment later.  A pass between the two must not take the driver for a preinstalled one (the
+    toolkit was Ready before the driver in a stress run of tests/e2e/test_stack.py)."""
+    toolkit = operand_catalog.CONTAINER_TOOLKIT.daemonset
+    agent, opened = _agent_holding([toolkit], [("toolkit-1", operand_catalog.CONTAINER_TOOLKIT.app)])
+    agent.run_once()
+    assert opened == []
+    # No driver DaemonSet after DAEMONSETS_SETTLE_S: driver.enabled false, the host has one.
+    agent._daemonsets_seen = {
+        key: seen - node_agent.DAEMONSETS_SETTLE_S for key, seen in agent._daemonsets_seen.items()
+    }
+    agent.run_once()
+    assert opened == ["toolkit-1"]
+
+
+def test_the_toolkit_waits_for_a_driver_daemonset_that_came_for_a_ready_driver_pod() -> None:
+    toolkit, driver = operand_catalog.CONTAINER_TOOLKIT.daemonset, operand_catalog.DRIVER.daemonset
+    agent, opened = _agent_holding([toolkit, driver], [("toolkit-1", operand_catalog.CONTAINER_TOOLKIT.app)])
+    agent._daemonsets_seen = {
+        ("n", app): 0.0 for app in (operand_catalog.CONTAINER_TOOLKIT.app, operand_catalog.DRIVER.app)
+    }
+    agent.run_once()
+    assert opened == []
