@@ -15,8 +15,12 @@ operator) plays those parts, reading only what a node would see:
     and plugin-ready (a Ready plugin pod: the plugin validation requests a GPU).
   An operand that is not to run on the node (its deploy label is not "true") counts as
   present on the host; so does one whose DaemonSet does not exist in that namespace
-  (e.g. `driver.enabled: false`: a preinstalled driver), except for the validator, whose
-  init containers say which operands are enabled.  A pod given
+  (e.g. `driver.enabled: false`: a preinstalled driver) once no new DaemonSet came to the
+  namespace for DAEMONSETS_SETTLE_S (the operator applies a pass's DaemonSets side by side),
+  except for the validator, whose init containers say which operands are enabled.  NB: the
+  agent mirrors only ocp-gpu's DaemonSets (managed-by): NVIDIA's operator's pods (benches,
+  takeover fixtures) count every other operand as on the host, and are ordered by NVIDIA's
+  state machine, which creates an operand's DaemonSet once the previous one is ready.  A pod given
   another fate by a test (`nodes.set_pod_fate`) is left alone.
 - **GPUs become allocatable when the device plugin is Ready.**  For nodes that carry
   `SIMULATED_GPUS` (the number of physical GPUs, set by `nodes.gpu_node(...,
