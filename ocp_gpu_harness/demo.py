@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import io
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -36,6 +37,7 @@ import tempfile
 import threading
 import time
 import traceback
+import types
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -111,6 +113,10 @@ class StepFailed(Exception):
         self.traceback = ""
 
 
+# Seconds after which a Ctrl-C that came where it could not be raised is sent again.
+RAISE_AGAIN_S = 0.1
+
+
 class _Interrupts:
     """Ctrl-C (or SIGTERM, SIGHUP) interrupts the demo once; the next ones are ignored while it
     stops what it started, so the stopping is never cut short (it takes seconds: every process
@@ -119,14 +125,25 @@ class _Interrupts:
     def __init__(self) -> None:
         self.stopping = False
         self.interrupted = False
+        # Sends `signum` again to this process a moment later (a test replaces it).
+        self.send_again: Callable[[int], object] = lambda signum: threading.Timer(
+            RAISE_AGAIN_S, os.kill, (os.getpid(), signum)
+        ).start()
 
-    def _handle(self, signum: int, frame: object) -> None:
+    def _handle(self, signum: int, frame: types.FrameType | None) -> None:
         if self.stopping:
             # NB: os.write, not print: a signal handler may run in the middle of a print.
             os.write(2, b"\nstill stopping what the demo started: one moment\n")
             return
-        self.stopping = True
         self.interrupted = True
+        if frame is not None and frame.f_code.co_filename == logging.__file__:
+            # NB: raised here, the KeyboardInterrupt would be lost: logging's lock hooks run
+            # around every fork (os.register_at_fork), where an exception is printed and
+            # dropped, and a Ctrl-C while the control plane's processes were forked left the
+            # demo running to the end (a stress run of tests/e2e/test_demo.py).  Once out of it.
+            self.send_again(signum)
+            return
+        self.stopping = True
         raise KeyboardInterrupt
 
     @contextlib.contextmanager

@@ -398,6 +398,17 @@ def policy_state(kube: client.ApiClient, name: str = "cluster-policy") -> str | 
     return None if state is None else str(state)
 
 
+def ready_for_the_spec(kube: client.ApiClient, name: str = "cluster-policy") -> bool:
+    """The ClusterPolicy is `ready` as judged of its spec as it is now (status.observedGeneration):
+    right after a patch the status still says what the operator judged of the previous spec (a
+    stress run read that `ready` before the operator rolled the NRI change, whose device plugin
+    pod then went, and the GPUs with it)."""
+    policy = read_policy(kube, name)
+    status = policy.get("status") or {}
+    judged = status.get("observedGeneration") == policy["metadata"]["generation"]
+    return judged and status.get("state") == "ready"
+
+
 def after_its_second(obj: dict[str, Any]) -> None:
     """Return once the clock is past the second of `obj`'s creationTimestamp, so an object
     created next is stamped later (the stamp has a second's resolution). NB: the API server

@@ -51,14 +51,17 @@ from .conftest import (
     STEP_S,
     condition,
     patch_policy,
-    policy_state,
     read_policy,
+    ready_for_the_spec,
     wait_for,
     wait_for_event,
 )
 from .test_stack import Stack, container_env, nvidia_resources, read_daemonset
 
 pytestmark = pytest.mark.e2e
+# What the simulated device plugin advertises on a node of 8 GPUs without sharing; the node agent
+# writes it in its pass after the plugin pod is Ready, so a test waits for it (STEP_S).
+EIGHT_GPUS = {"nvidia.com/gpu": "8"}
 
 # test_stack.py's fixtures, registered in this module too.
 make_nodes = test_stack.make_nodes
@@ -77,7 +80,7 @@ def test_cdi_on_by_default_and_off_goes_back_to_the_runtime(
     (gpu,) = stack.make_nodes(1, gpus=8)
     stack.apply_policy(spec={})
     stack.start_operator()
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready with CDI")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready with CDI")
     toolkit = read_daemonset(kube, namespace, operand_catalog.CONTAINER_TOOLKIT.daemonset)
     toolkit_env = container_env(toolkit, "nvidia-container-toolkit-ctr")
     assert toolkit_env["CDI_ENABLED"] == "true"
@@ -89,7 +92,7 @@ def test_cdi_on_by_default_and_off_goes_back_to_the_runtime(
     assert plugin_env["NVIDIA_CDI_HOOK_PATH"] == "/usr/local/nvidia/toolkit/nvidia-cdi-hook"
     assert plugin.spec.template.spec.runtime_class_name == "nvidia"
     assert _runtime_classes(kube) == {"nvidia", "nvidia-cdi", "nvidia-legacy"}
-    assert nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}
+    wait_for(lambda: nvidia_resources(kube, gpu) == EIGHT_GPUS, STEP_S, what="8 GPUs advertised")
 
     patch_policy(kube, {"cdi": {"enabled": False}})
     wait_for(
@@ -127,8 +130,8 @@ def test_cdi_on_by_default_and_off_goes_back_to_the_runtime(
         "nvidia-container-toolkit-ctr",
     )
     assert toolkit_env["CONTAINERD_RUNTIME_CLASS"] == "nvidia"
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready without CDI")
-    assert nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready without CDI")
+    wait_for(lambda: nvidia_resources(kube, gpu) == EIGHT_GPUS, STEP_S, what="8 GPUs advertised")
 
     # The NRI plugin on containerd: no runtime configured, no RuntimeClass, GPUs by annotation.
     patch_policy(kube, {"cdi": {"enabled": True, "nriPluginEnabled": True}})
@@ -155,8 +158,8 @@ def test_cdi_on_by_default_and_off_goes_back_to_the_runtime(
     plugin = read_daemonset(kube, namespace, operand_catalog.DEVICE_PLUGIN.daemonset)
     assert plugin.spec.template.spec.runtime_class_name is None
     assert container_env(plugin, "nvidia-device-plugin")["DEVICE_LIST_STRATEGY"] == "cdi-annotations,cdi-cri"
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready with the NRI plugin")
-    assert nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready with the NRI plugin")
+    wait_for(lambda: nvidia_resources(kube, gpu) == EIGHT_GPUS, STEP_S, what="8 GPUs advertised")
 
 
 # --- OpenShift (cri-o), against NVIDIA's own rendering ----------------------------------------
@@ -302,15 +305,15 @@ def test_cdi_on_openshift_as_nvidia_renders_it_off_back_to_the_hook_then_nri(
     (gpu,) = rhcos_gpu_nodes(1)
     apply_policy(spec={})
     start_operator()
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready with CDI on cri-o")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready with CDI on cri-o")
     wait_as_nvidia(kube, namespace, "operatorhub")
-    assert nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}
+    wait_for(lambda: nvidia_resources(kube, gpu) == EIGHT_GPUS, STEP_S, what="8 GPUs advertised")
 
     # Off on the running cluster: back to cri-o's OCI hook, as NVIDIA's.
     patch_policy(kube, {"cdi": {"enabled": False}})
     wait_as_nvidia(kube, namespace, "cdi-off")
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready with the hook")
-    assert nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready with the hook")
+    wait_for(lambda: nvidia_resources(kube, gpu) == EIGHT_GPUS, STEP_S, what="8 GPUs advertised")
 
     # The NRI plugin (no capture of NVIDIA's: its code says what it renders).
     patch_policy(kube, {"cdi": {"enabled": True, "nriPluginEnabled": True}})
@@ -361,8 +364,8 @@ def test_cdi_on_openshift_as_nvidia_renders_it_off_back_to_the_hook_then_nri(
             # NB: set and empty (the program's default is nvidia); the API omits an empty value.
             (entry,) = [e for e in init["env"] if e["name"] == "VALIDATOR_RUNTIME_CLASS"]
             assert entry == {"name": "VALIDATOR_RUNTIME_CLASS"}, init["name"]
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready with the NRI plugin")
-    assert nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready with the NRI plugin")
+    wait_for(lambda: nvidia_resources(kube, gpu) == EIGHT_GPUS, STEP_S, what="8 GPUs advertised")
 
     # Bad input, as NVIDIA's validateClusterPolicySpec refuses it: the NRI plugin without CDI.
     def generations() -> dict[str, int]:
@@ -385,4 +388,4 @@ def test_cdi_on_openshift_as_nvidia_renders_it_off_back_to_the_hook_then_nri(
     wait_for_event(kube, "InvalidClusterPolicy", "spec.cdi.nriPluginEnabled")
     # Nothing running changed meanwhile.
     assert generations() == before
-    assert nvidia_resources(kube, gpu) == {"nvidia.com/gpu": "8"}
+    assert nvidia_resources(kube, gpu) == EIGHT_GPUS

@@ -14,7 +14,9 @@ tests/e2e/test_demo.py.
 
 from __future__ import annotations
 
+import logging
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,21 @@ def test_a_second_ctrl_c_while_stopping_is_ignored() -> None:
         interrupts._handle(2, None)
     assert interrupts.interrupted and interrupts.stopping
     interrupts._handle(2, None)  # no KeyboardInterrupt: the stopping goes on
+
+
+def test_a_ctrl_c_inside_loggings_fork_hooks_is_sent_again_not_lost() -> None:
+    """logging's lock hooks run around every fork (os.register_at_fork) and print and drop an
+    exception: a KeyboardInterrupt raised there was lost, and the demo ran to its end (a stress
+    run of tests/e2e/test_demo.py, Ctrl-C while the control plane's processes were forked)."""
+    interrupts = demo._Interrupts()
+    sent: list[int] = []
+    interrupts.send_again = sent.append
+    in_logging = logging.Logger.findCaller.__code__  # any code of logging/__init__.py
+    assert in_logging.co_filename == logging.__file__
+    frame = types.SimpleNamespace(f_code=in_logging)
+    interrupts._handle(2, frame)  # type: ignore[arg-type]
+    assert sent == [2] and interrupts.interrupted and not interrupts.stopping
+    # Sent again, it comes elsewhere: raised, and the demo stops.
+    with pytest.raises(KeyboardInterrupt):
+        interrupts._handle(2, None)
+    assert interrupts.stopping
