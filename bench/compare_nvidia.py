@@ -286,7 +286,12 @@ def main() -> int:
                 "load_average_start": start,
                 "load_average_end": load_average(),
                 "counted": "CPU and RSS of each operator's process tree (bench/_tree_tool.py)",
-                "auto_upgrade": args.auto_upgrade or "each CRD's default (NVIDIA false, ocp-gpu true)",
+                "auto_upgrade": args.auto_upgrade
+                or (
+                    "true, NVIDIA's example's, for both"
+                    if args.whole_stack
+                    else "each CRD's default (NVIDIA false, ocp-gpu true)"
+                ),
                 "node_lease_seconds": node_lease_seconds(nodes, args.node_lease_seconds),
                 "whole_stack": args.whole_stack,
                 "targets": (
