@@ -42,6 +42,7 @@ import os
 import statistics
 import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -205,20 +206,24 @@ def _cell(value: Any) -> str:
 
 def markdown(out: Path, prefix: str = "compare-nvidia") -> str:
     """The table of every <prefix>-<N>.json in `out`."""
-    title = "ocp-gpu vs NVIDIA's GPU Operator, side by side"
+    title = "# ocp-gpu vs NVIDIA's GPU Operator, side by side (bench/compare_nvidia.py)"
     if prefix != "compare-nvidia":
-        title += ", every operand of NVIDIA's OperatorHub example on"
-    lines = [f"# {title} (bench/compare_nvidia.py)", ""]
+        title = "# ocp-gpu vs NVIDIA's GPU Operator, every operand on (bench/compare_nvidia.py --whole-stack)"
+    lines = [title, ""]
     sizes = [path for path in out.glob(f"{prefix}-*.json") if path.stem.rsplit("-", 1)[1].isdigit()]
     for path in sorted(sizes, key=lambda p: int(p.stem.rsplit("-", 1)[1])):
         summary = json.loads(path.read_text())
         lines += [
             f"## {summary['nodes']} GPU nodes — commit {summary['commit']}, {summary['measured_at']}",
             "",
-            f"Load average at the start / end: {summary['load_average_start']} / "
-            f"{summary['load_average_end']}; order: {' then '.join(summary['order'])}."
-            + f" Counted: {summary.get('counted', 'the operator process alone')}."
-            + f" driver.upgradePolicy.autoUpgrade: {summary.get('auto_upgrade', 'each CRD default')}.",
+            # NB: wrapped: the repository's Markdown prose stays within 120 characters a line.
+            textwrap.fill(
+                f"Load average at the start / end: {summary['load_average_start']} / "
+                f"{summary['load_average_end']}; order: {' then '.join(summary['order'])}."
+                + f" Counted: {summary.get('counted', 'the operator process alone')}."
+                + f" driver.upgradePolicy.autoUpgrade: {summary.get('auto_upgrade', 'each CRD default')}.",
+                width=118,
+            ),
             "",
             "| target | NVIDIA | ocp-gpu | ratio | met |",
             "|---|---|---|---|---|",
