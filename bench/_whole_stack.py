@@ -127,13 +127,14 @@ class Run:
 
 
 def wait_every_operand_ready(
-    api: kubernetes.client.ApiClient, namespace: str, since: float, timeout: float
+    api: kubernetes.client.ApiClient, namespace: str, since: float
 ) -> dict[str, Any]:
-    """Reads the GPU nodes and the DaemonSets once a second until `whole_stack_ready` (or
-    `timeout`); the seconds from `since` (the ClusterPolicy's creation) to it, and to each
-    operand's readiness."""
+    """Reads the GPU nodes once, then the DaemonSets once a second until `whole_stack_ready` (or
+    600 s plus 0.6 s a GPU node); the seconds from `since` (the ClusterPolicy's creation) to it, and
+    to each operand's readiness."""
     core, apps = kubernetes.client.CoreV1Api(api), kubernetes.client.AppsV1Api(api)
     gpu_nodes = len(core.list_node(label_selector=OSTREE).items)
+    timeout = 600 + 0.6 * gpu_nodes
     operand_ready_s: dict[str, float] = {}
     last: dict[str, Rollout] = {}
     while time.monotonic() - since < timeout:
@@ -217,10 +218,7 @@ def install(tool: Any, image_env: Mapping[str, str], operator_process: Callable[
     def operands_then_quiet(op: Any, audit: Any, quiet_for: float, timeout: float) -> tuple[bool, float]:
         # NB: the first wait after the ClusterPolicy's creation is the tool's settle
         if run.policy_created_at is not None and not run.measured and run.api is not None:
-            nodes = len(kubernetes.client.CoreV1Api(run.api).list_node(label_selector=OSTREE).items)
-            run.measured = wait_every_operand_ready(
-                run.api, tool.NS, run.policy_created_at, 600 + 0.6 * nodes
-            )
+            run.measured = wait_every_operand_ready(run.api, tool.NS, run.policy_created_at)
             tool.log(f"every operand Ready on every GPU node: {run.measured}")
         result: tuple[bool, float] = wait_quiet(op, audit, quiet_for, timeout)
         return result
