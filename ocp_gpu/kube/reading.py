@@ -165,13 +165,19 @@ def operand_pod(body: Mapping[str, Any]) -> operand_types.OperandPod:
         condition.get("type") == "Ready" and condition.get("status") == "True"
         for condition in status.get("conditions") or ()
     )
+    pod_labels = metadata.get("labels") or {}
     return operand_types.OperandPod(
         name=str(metadata.get("name", "")),
         # NB: interned: a handful of apps and one name per node, repeated by thousands of pods.
-        app=sys.intern(operand_types.pod_app(metadata.get("labels") or {})),
+        app=sys.intern(operand_types.pod_app(pod_labels)),
         node=sys.intern(str((body.get("spec") or {}).get("nodeName", ""))),
         ready=bool(ready),
+        template_generation=_quantity_int(pod_labels.get(TEMPLATE_GENERATION, 0)),
     )
+
+
+# The label the DaemonSet controller gives each pod it makes: its DaemonSet's generation then.
+TEMPLATE_GENERATION: Final = "pod-template-generation"
 
 
 def allocated_devices(claim: Mapping[str, Any]) -> tuple[resource_claims.AllocatedDevice, ...]:

@@ -192,6 +192,12 @@ class DriverDaemonSet:
         return self.observed_generation >= self.generation
 
     @property
+    def rolled_out(self) -> bool:
+        """Every node it selects has a pod of its latest template (NVIDIA's
+        isDaemonSetRollingUpdateComplete; readiness is the pods' own)."""
+        return self.status_is_current and self.updated_number_scheduled >= self.desired_number_scheduled
+
+    @property
     def fully_scheduled(self) -> bool:
         """Every node the DaemonSet selects has one of its pods (pending pods count)."""
         return self.status_is_current and self.desired_number_scheduled == self.current_number_scheduled

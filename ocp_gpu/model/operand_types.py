@@ -176,3 +176,6 @@ class OperandPod:
     app: str
     node: str
     ready: bool = False
+    # The DaemonSet generation its template came from (the DaemonSet controller's
+    # `pod-template-generation` label; 0 without one).
+    template_generation: int = 0

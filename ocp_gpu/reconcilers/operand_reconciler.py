@@ -314,12 +314,18 @@ def unready_operands(
     # NB: each operand looks at its own pods only: at 1,000 nodes, every operand scanning every
     # operand pod on every pass was 14% of the operator's CPU during a driver upgrade (py-spy).
     enabled = [operand for operand in operand_catalog.OPERANDS if operand.is_enabled(policy)]
+    written_hashes = {
+        operand.daemonset: observed.applied_hash
+        for operand in enabled
+        if (observed := rt.view.owned.get(owning.ident("DaemonSet", rt.namespace, operand.daemonset)))
+    }
     return operand_planning.unready_by_operand(
         enabled,
         ((name, facts.labels) for name, facts in seen.node_facts.items()),
         # NB: the pods live, not copied into every snapshot (9,000 at 1,000 nodes): read here in
         # one step with no await, so the watches cannot change them under the judgement.
         rt.view.operand_pods.values(),
+        operand_planning.rolling_generations(enabled, seen.operand_daemonsets, written_hashes),
     )
 
 

@@ -402,7 +402,8 @@ def ready_for_the_spec(kube: client.ApiClient, name: str = "cluster-policy") -> 
     """The ClusterPolicy is `ready` as judged of its spec as it is now (status.observedGeneration):
     right after a patch the status still says what the operator judged of the previous spec (a
     stress run read that `ready` before the operator rolled the NRI change, whose device plugin
-    pod then went, and the GPUs with it)."""
+    pod then went, and the GPUs with it).  The operator's `ready` itself waits for every operand
+    DaemonSet's rollout (planning/operands/operand_planning.rolling_generations)."""
     policy = read_policy(kube, name)
     status = policy.get("status") or {}
     judged = status.get("observedGeneration") == policy["metadata"]["generation"]

@@ -161,7 +161,7 @@ def test_dcgm_exporter_and_node_status_exporter_deploy_switch_and_stay_quiet(
     exporter_monitor = monitor(kube, namespace, "nvidia-dcgm-exporter") or {}
     assert exporter_monitor["spec"]["endpoints"][0]["interval"] == "30s"
     assert exporter_monitor["metadata"]["labels"]["release"] == "prom"
-    e2e.wait_for(lambda: e2e.policy_state(kube) == "ready", READY_S, what="policy ready")
+    e2e.wait_for(lambda: e2e.ready_for_the_spec(kube), READY_S, what="policy ready")
     assert e2e.quiet_writes(control_plane) == []
 
     # (b) the exporter's ServiceMonitor off: only it goes.

@@ -34,7 +34,7 @@ from ocp_gpu.rendering.operands import operand_catalog
 from ocp_gpu_harness import dra_slices
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import REACT_S, READY_S, patch_policy, policy_state, wait_for
+from .conftest import REACT_S, READY_S, patch_policy, ready_for_the_spec, wait_for
 from .test_dra_simulation import claim_template
 
 pytestmark = pytest.mark.e2e
@@ -189,7 +189,7 @@ def test_claims_are_allocated_on_the_dra_nodes(
     shared = requesting.request(api, "GET", f"{RESOURCE}/namespaces/{quote(namespace)}/resourceclaims/shared")
     assert len(shared["status"]["reservedFor"]) == 2
     assert len(shared["status"]["allocation"]["devices"]["results"]) == 1
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready")
 
     # A driver upgrade on the DRA node deletes the claim-holding pods, then the driver restarts.
     patch_policy(kube, {"driver": {"version": "570.86.10"}})

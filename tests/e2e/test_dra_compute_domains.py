@@ -29,7 +29,7 @@ from ocp_gpu_harness import crds, dra_slices
 from ocp_gpu_harness.cluster import LocalControlPlane
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import CRD_PATH, READY_S, kubectl, patch_policy, policy_state, wait_for
+from .conftest import CRD_PATH, READY_S, kubectl, patch_policy, ready_for_the_spec, wait_for
 from .test_dra import claim_of, claim_pod, make_nodes, node_of  # noqa: F401 (make_nodes: a fixture)
 
 pytestmark = pytest.mark.e2e
@@ -85,7 +85,7 @@ def test_compute_domains_come_and_go_with_their_switch(
     rbac = client.RbacAuthorizationV1Api(kube)
     assert rbac.read_cluster_role(dra_driver.DAEMON_ROLE).rules
     assert rbac.read_namespaced_role(dra_driver.CONTROLLER, namespace).rules
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready")
 
     patch_policy(kube, {"draDriver": {"computeDomains": {"enabled": False}}})
     wait_for(

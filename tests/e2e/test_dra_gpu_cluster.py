@@ -32,7 +32,7 @@ from ocp_gpu_harness import crds
 from ocp_gpu_harness.cluster import LocalControlPlane
 from ocp_gpu_harness.operating import OperatorProcess
 
-from .conftest import CRD_PATH, READY_S, kubectl, patch_policy, policy_state, wait_for
+from .conftest import CRD_PATH, READY_S, kubectl, patch_policy, ready_for_the_spec, wait_for
 from .test_dra import DRA, PLUGIN, make_nodes, nvidia_gpus, operand_pods_on, slices_of  # noqa: F401
 from .test_dra_compute_domains import device_classes
 
@@ -151,7 +151,7 @@ def test_gpu_cluster_owns_the_dra_driver_beside_a_cluster_policy_without_it(
     assert reason_is(gpu_clusters, "Ready", "True", "Reconciled")
     assert reason_is(gpu_clusters, "Error", "False", "Ready")
     assert status_of(gpu_clusters)["namespace"] == namespace
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready")
     (daemonset,) = kubelet_plugins(kube, namespace)
 
     # The ClusterPolicy enables draDriver itself: the GPUCluster is refused, nothing deleted.

@@ -27,6 +27,7 @@ from .conftest import (
     holds_for,
     patch_policy,
     policy_state,
+    ready_for_the_spec,
     wait_for,
     wait_for_event,
 )
@@ -50,7 +51,7 @@ def test_second_policy_event_and_active_policy_logged(
 ) -> None:
     first = operated.apply("cluster-policy")
     operator = operated.start()
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="ready")
     after_its_second(first)  # creationTimestamp has second resolution
     second = unique_name("second")
     operated.apply(second)
@@ -79,7 +80,7 @@ def test_driver_downgrade_is_logged_and_evented_and_still_rolls(
     operated: Operated,
 ) -> None:
     operator = operated.run({"driver": {"version": "550.90.07"}})
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="ready")
     patch_policy(kube, {"driver": {"version": "510.85.02"}})
     event = wait_for_event(kube, "DriverDowngrade", "510.85.02", timeout=REACT_S)
     assert event.type == "Warning" and "550.90.07" in event.message and "downgrade" in event.message

@@ -47,9 +47,9 @@ from .conftest import (
     Operated,
     condition,
     patch_policy,
-    policy_state,
     quiet_writes,
     read_policy,
+    ready_for_the_spec,
     ready_nodes,
     status_json,
     wait_for,
@@ -185,7 +185,7 @@ def test_mig_reconfiguration_through_labels(
     config = core.read_namespaced_config_map("default-mig-parted-config", namespace).data["config.yaml"]
     assert "all-1g.10gb" in config
     wait_for(lambda: nvidia_resources(kube, first) == {"nvidia.com/gpu": "2"}, STEP_S, what="2 whole GPUs")
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready")
 
     # (b) single: 7 x 1g.10gb per A100 80GB, advertised as nvidia.com/gpu.
     with LabelRecorder(kube, first) as recorder:

@@ -43,8 +43,8 @@ from .conftest import (
     condition,
     holds_for,
     patch_policy,
-    policy_state,
     read_policy,
+    ready_for_the_spec,
     wait_for,
     wait_for_event,
 )
@@ -102,7 +102,7 @@ def test_mps_sharing_runs_one_daemon_on_the_nodes_that_share(
     )
     wait_for(lambda: nvidia_resources(kube, shared) == {"nvidia.com/gpu": "32"}, READY_S, what="8 GPUs x 4")
     assert nvidia_resources(kube, whole) == {"nvidia.com/gpu": "8"}
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready with MPS")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready with MPS")
     assert [p.spec.node_name for p in mps_pods()] == [shared]
     _plugin_waits_for_the_daemon_at_its_start(kube, namespace, shared, mps_pods)
     daemon = operand_catalog.MPS_CONTROL_DAEMON.daemonset
@@ -129,9 +129,9 @@ def test_mps_sharing_runs_one_daemon_on_the_nodes_that_share(
         container_env(read_daemonset(kube, namespace, plugin), "nvidia-device-plugin")["MPS_ROOT"]
         == "/var/lib/nvidia-mps"
     )
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready with the new MPS root")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready with the new MPS root")
 
-    # The daemon's pod rolled onto the new root (NB: the policy may read ready before the rollout).
+    # The daemon's pod rolled onto the new root: `ready` waits for the rollout (as NVIDIA's).
     def rolled() -> list[str]:
         return [
             p.spec.node_name
@@ -141,7 +141,7 @@ def test_mps_sharing_runs_one_daemon_on_the_nodes_that_share(
             and any(v.host_path and v.host_path.path == "/var/lib/nvidia-mps" for v in p.spec.volumes)
         ]
 
-    wait_for(lambda: rolled() == [shared], READY_S, what="the MPS daemon's pod on the new root")
+    assert rolled() == [shared]
 
     # Bad input: MPS sharing 1 way, which the plugin refuses at start.
     running = {p.metadata.uid for p in mps_pods()}
@@ -167,7 +167,7 @@ def test_mps_sharing_runs_one_daemon_on_the_nodes_that_share(
     assert generations() == before
 
     core.patch_namespaced_config_map("plugin-configs", namespace, {"data": {"mps": _config(_mps_by(4))}})
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready once the config is fixed")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready once the config is fixed")
     assert error_message() == ""
 
     # The node's config switched to one without sharing: GFD says mps.capable=false, the daemon's
@@ -177,7 +177,7 @@ def test_mps_sharing_runs_one_daemon_on_the_nodes_that_share(
     wait_for(lambda: not mps_pods(), STEP_S, what="the MPS daemon's pod gone")
     assert node_labels(shared)[labels.MPS_CAPABLE] == "false"
     assert node_labels(shared)[labels.GPU_SHARING_STRATEGY] == "none"
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready without MPS")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready without MPS")
 
 
 def _plugin_waits_for_the_daemon_at_its_start(

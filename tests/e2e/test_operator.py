@@ -40,6 +40,7 @@ from .conftest import (
     patch_policy,
     policy_state,
     read_policy,
+    ready_for_the_spec,
     settle_writes,
     wait_for,
     wait_for_event,
@@ -112,7 +113,7 @@ def test_second_policy_is_ignored_and_names_the_active_one(
     ready = condition(read_policy(kube, "second-policy"), "Ready")
     assert ready["status"] == "False"
     assert "cluster-policy" in ready["message"]
-    wait_for(lambda: policy_state(kube, "cluster-policy") == "ready", READY_S, what="active policy ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="active policy ready")
 
 
 def wait_for_platform(kube: client.ApiClient, operated: Operated, platform: str) -> None:
@@ -200,7 +201,7 @@ def test_one_of_two_replicas_acts_and_the_other_takes_over(
     assert first.metric("ocp_gpu_is_leader") == 1 and second.metric("ocp_gpu_is_leader") == 0
 
     operated.apply()
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready")
     # The standby wrote nothing (it only reads the Lease); the leader did the work.
     assert control_plane.count_writes("ocp-gpu-standby", since_line=mark) == 0
     assert (
@@ -248,7 +249,7 @@ def test_a_restart_in_the_same_pod_leads_and_reconciles_at_once(
 ) -> None:
     first = operated.start(*OPENSHIFT_LEASE)
     operated.apply()
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready")
 
     first.kill()  # a crash: the Lease is left held, for 137 s unless its holder comes back
     # A GPU node joins while the operator is down: the restarted one must label it.

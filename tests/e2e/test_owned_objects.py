@@ -26,7 +26,7 @@ from .conftest import (
     STEP_S,
     Operated,
     gpu_nodes_fixture,
-    policy_state,
+    ready_for_the_spec,
     settle_writes,
     wait_for,
 )
@@ -106,7 +106,7 @@ def test_policy_recreated_brings_back_every_owned_object(
 ) -> None:
     first = operated.apply()
     operated.start()
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready")
     before = owned_objects(kube, namespace)
     assert set(before.values()) == {first["metadata"]["uid"]}
 
@@ -128,7 +128,7 @@ def test_policy_recreated_brings_back_every_owned_object(
     )
     assert set(after.values()) == {second["metadata"]["uid"]}, "owned by the new policy"
     wait_for(lambda: driver_pods_running(kube, namespace, len(gpu_nodes)), STEP_S, what="driver pods running")
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="new policy ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="new policy ready")
 
 
 @pytest.mark.usefixtures("gpu_nodes")  # nodes to deploy on, never named
@@ -158,4 +158,4 @@ def test_restart_reapplies_nothing_unchanged(
         and e.get("objectRef", {}).get("resource") not in ("leases", "events")
     ]
     assert writes == []
-    assert policy_state(kube) == "ready"
+    assert ready_for_the_spec(kube)

@@ -45,9 +45,9 @@ from .conftest import (
     condition,
     holds_for,
     patch_policy,
-    policy_state,
     quiet_writes,
     read_policy,
+    ready_for_the_spec,
     wait_for,
     wait_for_event,
 )
@@ -204,7 +204,7 @@ def test_gpu_pod_waits_for_the_chain_then_runs(
         operand_catalog.CONTAINER_TOOLKIT.app,
         operand_catalog.DEVICE_PLUGIN.app,
     } <= ready_apps_on(kube, namespace, gpu)
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready")
     pods = {(p.spec.node_name, p.metadata.labels[labels.APP]): p for p in operand_pods(kube, namespace)}
     assert {app for node, app in pods if node == gpu} == DEFAULT_APPS
     # The markers order them on the node: each became Ready no earlier than what it waits for.
@@ -353,7 +353,7 @@ def test_each_operand_switches_alone_and_steady_state_is_quiet(
     stack.make_nodes(2, gpus=2)
     stack.apply_policy()
     stack.start_operator()
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready")
     everything = owned(kube, namespace)
     for operand, section in SWITCHABLE:
         # NB: every operand of the section goes with it (the device plugin's MPS control daemon too).
@@ -371,7 +371,7 @@ def test_each_operand_switches_alone_and_steady_state_is_quiet(
         wait_for(lambda mine=mine: mine <= set(owned(kube, namespace)), STEP_S, what=f"{operand.name} back")
         everything = owned(kube, namespace)
 
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready again")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready again")
     assert quiet_writes(control_plane) == []
 
 
@@ -392,7 +392,7 @@ def test_tainted_gpu_pool_runs_every_operand_but_no_cpu_work(
     pool = stack.make_nodes(2, gpus=4, taint=True)
     stack.apply_policy()
     stack.start_operator()
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready on the tainted pool")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready on the tainted pool")
     for node in pool:
         assert ready_apps_on(kube, namespace, node) == DEFAULT_APPS, node
         assert nvidia_resources(kube, node) == {"nvidia.com/gpu": "4"}
@@ -433,7 +433,7 @@ def test_upgrade_validation_waits_for_validator_pods(
         }
     )
     stack.start_operator()
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready")
     validator = validator_pod_on(kube, namespace, bad)
     # The validator on `bad` fails from now on (its pod restarts after the driver's, too).
     fake_nodes.set_pod_fate(kube, namespace, validator, "crash-looping")
@@ -478,7 +478,7 @@ def test_upgrade_validation_times_out_then_recovers_when_the_validator_is_ready(
     stack.apply_policy(spec={"driver": {"version": "550.90.07"}})
     # NVIDIA's validation timeout is 600 s; the operator's env shortens it for the test.
     stack.start_operator(env={"OCP_GPU_VALIDATION_TIMEOUT_SECONDS": "8"})
-    wait_for(lambda: policy_state(kube) == "ready", READY_S, what="policy ready")
+    wait_for(lambda: ready_for_the_spec(kube), READY_S, what="policy ready")
     validator = validator_pod_on(kube, namespace, node)
     fake_nodes.set_pod_fate(kube, namespace, validator, "crash-looping")
     patch_policy(kube, {"driver": {"version": "550.127.05"}})

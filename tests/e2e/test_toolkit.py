@@ -78,7 +78,7 @@ def test_toolkit_daemonset_and_update_strategy(
     ds = daemonset(kube, namespace, TOOLKIT)
     assert ds.spec.update_strategy.type == "RollingUpdate"
     assert ds.spec.template.spec.node_selector == {labels.deploy_label("container-toolkit"): "true"}
-    e2e.wait_for(lambda: e2e.policy_state(kube) == "ready", e2e.READY_S, what="policy ready")
+    e2e.wait_for(lambda: e2e.ready_for_the_spec(kube), e2e.READY_S, what="policy ready")
 
     # RollingUpdate: the DaemonSet controller replaces every pod with the new version.
     e2e.patch_policy(kube, {"toolkit": {"version": "v1.17.0-ubuntu20.04"}})

@@ -54,8 +54,8 @@ from .conftest import (
     UPGRADE_S,
     condition,
     patch_policy,
-    policy_state,
     read_policy,
+    ready_for_the_spec,
     status_json,
     wait_for,
     wait_for_event,
@@ -135,7 +135,7 @@ def node_of(kube: client.ApiClient, namespace: str, pod: str) -> str | None:
 def wait_ready(kube: client.ApiClient, what: str) -> None:
     """Wait for `state: ready`; on a timeout, fail with the status (what keeps it not ready)."""
     try:
-        wait_for(lambda: policy_state(kube) == "ready", READY_S, what=what)
+        wait_for(lambda: ready_for_the_spec(kube), READY_S, what=what)
     except polling.WaitTimeout as timeout:
         raise AssertionError(f"{what}: {read_policy(kube).get('status')}") from timeout
 

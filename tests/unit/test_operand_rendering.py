@@ -17,6 +17,7 @@ planning/operands.unready_nodes), no server:
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ import pytest
 import yaml
 from hypothesis import strategies as st
 
-from ocp_gpu.model import labels, operand_types, releases
+from ocp_gpu.model import driver_snapshot, labels, operand_types, releases
 from ocp_gpu.model.images import ImageRef
 from ocp_gpu.model.policy import policy_checks, policy_parser
 from ocp_gpu.model.policy.policy_problems import PolicyProblem, Severity
@@ -790,6 +791,59 @@ def test_unready_by_operand_is_unready_nodes_of_each(
     found = operand_planning.unready_by_operand(enabled, nodes.items(), pods)
     assert found == expected
     assert list(found) == list(expected)
+
+
+def _plugin_daemonset(
+    generation: int, observed: int, updated: int, written: str
+) -> driver_snapshot.DriverDaemonSet:
+    return driver_snapshot.DriverDaemonSet(
+        name=operand_catalog.DEVICE_PLUGIN.daemonset,
+        annotations={labels.APPLIED_HASH: written},
+        generation=generation,
+        observed_generation=observed,
+        desired_number_scheduled=2,
+        current_number_scheduled=2,
+        updated_number_scheduled=updated,
+    )
+
+
+@pytest.mark.parametrize(
+    ("seen", "written", "oldest_counted"),
+    [
+        # Rolled out: every Ready pod counts.
+        (_plugin_daemonset(3, 3, 2, "h3"), "h3", None),
+        # The DaemonSet controller has not seen generation 3 yet: its pods are all older.
+        (_plugin_daemonset(3, 2, 2, "h3"), "h3", 3),
+        # Seen, one node still runs a pod of generation 2.
+        (_plugin_daemonset(3, 3, 1, "h3"), "h3", 3),
+        # Applied this pass (h4), the watch still shows generation 3 as rolled out.
+        (_plugin_daemonset(3, 3, 2, "h3"), "h4", 4),
+    ],
+)
+def test_a_daemonset_rolling_out_counts_only_pods_of_its_new_template(
+    seen: driver_snapshot.DriverDaemonSet, written: str, oldest_counted: int | None
+) -> None:
+    # Issue 30: right after a spec change the old device plugin pods are still Ready; "ready"
+    # then was read by a test that saw the plugin roll and the node's GPUs go afterwards.
+    plugin = operand_catalog.DEVICE_PLUGIN
+    rolling = operand_planning.rolling_generations([plugin], {seen.name: seen}, {seen.name: written})
+    assert rolling.get(plugin.app) == oldest_counted
+    gpu_node = {labels.NFD_NVIDIA_PCI: "true", plugin.deploy_label: "true"}
+    pods = [
+        operand_types.OperandPod("old", plugin.app, "a", ready=True, template_generation=2),
+        operand_types.OperandPod("new", plugin.app, "b", ready=True, template_generation=3),
+    ]
+    found = operand_planning.unready_by_operand(
+        [plugin], {"a": gpu_node, "b": gpu_node}.items(), pods, rolling
+    )
+    expected = {None: [], 3: ["a"], 4: ["a", "b"]}[oldest_counted]
+    assert found == ({plugin.name: expected} if expected else {})
+
+
+def test_the_driver_daemonsets_are_left_to_the_upgrade_controller() -> None:
+    driver = operand_catalog.DRIVER
+    outdated = dataclasses.replace(_plugin_daemonset(3, 3, 1, "h3"), name=driver.daemonset)
+    assert operand_planning.rolling_generations([driver], {driver.daemonset: outdated}, {}) == {}
 
 
 def test_every_object_of_an_operand_carries_its_component_so_unrendered_ones_are_found() -> None:

@@ -2,15 +2,16 @@
 whether it is ready.
 
 Operand readiness (`unready_nodes`) is decided per node, from the operand pods the watch
-saw, never from a DaemonSet's counters alone.  (How their DaemonSets update is rendering's:
-rendering/operands/operand_rendering.update_strategy.)
+saw, never from a DaemonSet's counters alone; while a DaemonSet rolls out a new template, only
+its pods of that template count (`rolling_generations`, as NVIDIA's isDaemonSetReady).  (How
+their DaemonSets update is rendering's: rendering/operands/operand_rendering.update_strategy.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from ocp_gpu.model import labels, operand_types
+from ocp_gpu.model import driver_snapshot, labels, operand_types
 
 
 def should_run(operand: operand_types.Operand, node_labels: Mapping[str, str]) -> bool:
@@ -38,20 +39,53 @@ def unready_nodes(
     )
 
 
+def rolling_generations(
+    enabled: Iterable[operand_types.Operand],
+    daemonsets: Mapping[str, driver_snapshot.DriverDaemonSet],
+    written_hashes: Mapping[str, str],
+) -> dict[str, int]:
+    """Operand app -> the oldest template generation of its pods that counts, for every enabled
+    operand whose DaemonSet is rolling out a template (absent: every Ready pod counts).
+
+    `daemonsets`: the operands' DaemonSets as the watch shows them, by name; `written_hashes`: by
+    name, the applied hash this process last wrote or saw of each.  NB: a spec change is "ready"
+    only once it runs: right after an apply the old pods are still Ready, and a test (or an admin's
+    `oc wait`) reading that "ready" saw the device plugin roll and its GPUs go after it (issue 30).
+    The driver's DaemonSets are left out: the upgrade controller rolls them (OnDelete).
+    """
+    oldest: dict[str, int] = {}
+    for operand in enabled:
+        daemonset = daemonsets.get(operand.daemonset) if operand.generic else None
+        if daemonset is None:
+            continue
+        written = written_hashes.get(operand.daemonset)
+        if written and daemonset.annotations.get(labels.APPLIED_HASH) != written:
+            # Written, not yet seen back through the watch: its new generation is newer than any seen.
+            oldest[operand.app] = daemonset.generation + 1
+        elif not daemonset.rolled_out:
+            oldest[operand.app] = daemonset.generation
+    return oldest
+
+
 def unready_by_operand(
     enabled: Sequence[operand_types.Operand],
     node_labels: Iterable[tuple[str, Mapping[str, str]]],
     pods: Iterable[operand_types.OperandPod],
+    rolling: Mapping[str, int] | None = None,
 ) -> dict[str, list[str]]:
     """`unready_nodes` of every operand in `enabled` at once: operand name -> its unready nodes,
     sorted; operands Ready everywhere left out; in the order of `enabled`.
 
+    `rolling` (`rolling_generations`): an operand rolling out counts only its pods of the new
+    template; a node with a Ready pod of an older one is unready.
+
     NB: one walk over the nodes and one over the pods for every operand, not one of each per
     operand: the status judges this on every pass while thousands of pods come up (issue 13).
     """
+    oldest_counted = rolling or {}
     ready: dict[str, set[str]] = {}
     for pod in pods:
-        if pod.ready:
+        if pod.ready and pod.template_generation >= oldest_counted.get(pod.app, 0):
             ready.setdefault(pod.app, set()).add(pod.node)
     checks = [
         (operand.name, tuple(operand.node_selector.items()), ready.get(operand.app, set()))
