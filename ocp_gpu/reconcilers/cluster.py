@@ -412,6 +412,8 @@ async def _report(
         summary=policy_status.plan_driver_summary(plan, coverage, seen.driver_daemonsets),
         # Per operand, the GPU nodes that should run it and have no Ready pod of it yet.
         unready_nodes=operand_reconciler.unready_operands(rt, seen, applied.policy) if stack else {},
+        rolling_out=operand_reconciler.rolling_operands(rt, seen, applied.policy) if stack else frozenset(),
+        update_on_delete=applied.policy.daemonsets.update_strategy is policy_spec.UpdateStrategy.ON_DELETE,
         gpu_nodes=sum(1 for facts in seen.node_facts.values() if facts.is_gpu_node),
         monitoring_problems=[problem.message for problem in watching.problems] if watching else [],
         unsupported=applied.unsupported,

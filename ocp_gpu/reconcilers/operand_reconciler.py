@@ -310,23 +310,44 @@ def unready_operands(
     rt: runtime.Runtime, seen: cluster_view.ViewSnapshot, policy: policy_spec.Policy
 ) -> dict[str, list[str]]:
     """Every enabled operand (the driver included) with the GPU nodes (of `seen`, the snapshot
-    the status is judged from) it is not Ready on yet."""
+    the status is judged from) it is not Ready on yet: with no pod, or, while its DaemonSet
+    rolls out a new template, with a pod of an older one."""
     # NB: each operand looks at its own pods only: at 1,000 nodes, every operand scanning every
     # operand pod on every pass was 14% of the operator's CPU during a driver upgrade (py-spy).
-    enabled = [operand for operand in operand_catalog.OPERANDS if operand.is_enabled(policy)]
-    written_hashes = {
-        operand.daemonset: observed.applied_hash
-        for operand in enabled
-        if (observed := rt.view.owned.get(owning.ident("DaemonSet", rt.namespace, operand.daemonset)))
-    }
+    enabled = _enabled(policy)
     return operand_planning.unready_by_operand(
         enabled,
         ((name, facts.labels) for name, facts in seen.node_facts.items()),
         # NB: the pods live, not copied into every snapshot (9,000 at 1,000 nodes): read here in
         # one step with no await, so the watches cannot change them under the judgement.
         rt.view.operand_pods.values(),
-        operand_planning.rolling_generations(enabled, seen.operand_daemonsets, written_hashes),
+        _rolling(rt, seen, enabled),
     )
+
+
+def rolling_operands(
+    rt: runtime.Runtime, seen: cluster_view.ViewSnapshot, policy: policy_spec.Policy
+) -> frozenset[str]:
+    """The enabled operands whose DaemonSet is rolling out a new template (for the status's words)."""
+    enabled = _enabled(policy)
+    rolling = _rolling(rt, seen, enabled)
+    return frozenset(operand.name for operand in enabled if operand.app in rolling)
+
+
+def _enabled(policy: policy_spec.Policy) -> list[operand_types.Operand]:
+    return [operand for operand in operand_catalog.OPERANDS if operand.is_enabled(policy)]
+
+
+def _rolling(
+    rt: runtime.Runtime, seen: cluster_view.ViewSnapshot, enabled: Sequence[operand_types.Operand]
+) -> dict[str, int]:
+    """operand_planning.rolling_generations of `enabled`, with the hashes this process wrote."""
+    written_hashes = {
+        operand.daemonset: observed.applied_hash
+        for operand in enabled
+        if (observed := rt.view.owned.get(owning.ident("DaemonSet", rt.namespace, operand.daemonset)))
+    }
+    return operand_planning.rolling_generations(enabled, seen.operand_daemonsets, written_hashes)
 
 
 async def delete_daemonset(

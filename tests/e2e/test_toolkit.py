@@ -4,8 +4,9 @@ real DaemonSet controller and kwok's fake kubelets:
 - one `nvidia-container-toolkit-daemonset`, pods on every GPU node and on no CPU node, and the
   policy is `ready` only once those pods are Ready too;
 - `daemonsets.updateStrategy` is honoured for it (RollingUpdate by default: a new toolkit
-  version replaces every pod; OnDelete: the template changes, the pods stay), while the driver
-  DaemonSet stays `OnDelete` whatever the policy says;
+  version replaces every pod; OnDelete: the template changes, the pods stay, and the policy says
+  `notReady` and why until they are deleted), while the driver DaemonSet stays `OnDelete`
+  whatever the policy says;
 - a toolkit image the operator cannot build is an error naming the field, and the running
   DaemonSet is neither changed nor deleted;
 - `toolkit.enabled: false` removes the DaemonSet; the driver is untouched.
@@ -118,6 +119,25 @@ def test_toolkit_daemonset_and_update_strategy(
         8,
         interval=0.5,
         what="OnDelete: no running toolkit pod replaced",
+    )
+
+    # ...so the policy is not ready (as NVIDIA's isDaemonSetReady: pods on a previous template),
+    # and says what rolls them; deleting them (the admin's part with OnDelete) makes it ready.
+    def ready_condition() -> dict[str, Any]:
+        return e2e.condition(e2e.read_policy(kube), "Ready")
+
+    e2e.wait_for(
+        lambda: "updateStrategy is OnDelete" in ready_condition().get("message", ""), e2e.REACT_S, what="why"
+    )
+    assert ready_condition()["reason"] == "OperandNotReady"
+    assert "container-toolkit not ready on " in ready_condition()["message"]
+    assert e2e.policy_state(kube) == "notReady"
+    for pod in toolkit_pods(kube, namespace):
+        client.CoreV1Api(kube).delete_namespaced_pod(pod.metadata.name, namespace)
+    e2e.wait_for(lambda: e2e.ready_for_the_spec(kube), e2e.READY_S, what="ready once the old pods went")
+    assert all(
+        images == {"nvcr.io/nvidia/k8s/container-toolkit:v1.17.1-ubuntu20.04"}
+        for images in images_by_node(kube, namespace).values()
     )
     # The driver's DaemonSets are OnDelete whatever daemonsets.updateStrategy says.
     drivers = (

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ocp_gpu.model.driver_snapshot import DriverDaemonSet
 from ocp_gpu.model.nodes import NodeName
 from ocp_gpu.model.policy.policy_problems import PolicyProblem, Severity
@@ -104,6 +106,30 @@ def test_operands_not_ready_name_three_nodes_each() -> None:
     assert kinds(decided)[0] == ("Ready", False, "OperandNotReady")
     assert decided.conditions[0].message == (
         "pods not ready in nvidia-driver-daemonset-b; gpu-feature-discovery not ready on n1, n2, n3 (+2 more)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("on_delete", "why"),
+    [
+        (False, " (rolling out a new template)"),
+        (
+            True,
+            " (a new template: spec.daemonsets.updateStrategy is OnDelete, delete the pods of the previous"
+            " one to roll them)",
+        ),
+    ],
+)
+def test_an_operand_rolling_out_says_so_and_with_on_delete_what_rolls_it(on_delete: bool, why: str) -> None:
+    decided = active(
+        unready_nodes={"gpu-feature-discovery": ["n1"], "nvidia-dcgm": ["n2"]},
+        rolling_out=frozenset({"gpu-feature-discovery"}),
+        update_on_delete=on_delete,
+    )
+    assert decided.state == policy_status.STATE_NOT_READY
+    assert (
+        decided.conditions[0].message
+        == f"gpu-feature-discovery not ready on n1{why}; nvidia-dcgm not ready on n2"
     )
 
 

@@ -187,6 +187,10 @@ class PassOutcome:
     # Per operand, the GPU nodes that should run it and have no Ready pod yet.
     unready_nodes: Mapping[str, Sequence[str]]
     gpu_nodes: int
+    # The operands whose DaemonSet rolls out a new template (planning/operands/operand_planning.
+    # rolling_generations), and whether the DaemonSets update OnDelete (spec.daemonsets.updateStrategy).
+    rolling_out: frozenset[str] = frozenset()
+    update_on_delete: bool = False
     # Why a ServiceMonitor cannot exist, if one was asked for.
     monitoring_problems: Sequence[str] = ()
     # The settings accepted for compatibility but not acted on, described ("" when none).
@@ -291,7 +295,8 @@ def _ready_and_error(outcome: PassOutcome, errors: Sequence[PolicyProblem]) -> l
         parts = [f"pods not ready in {', '.join(unready)}"] if unready else []
         for name, nodes in outcome.unready_nodes.items():
             more = f" (+{len(nodes) - UNREADY_NODES_NAMED} more)" if len(nodes) > UNREADY_NODES_NAMED else ""
-            parts.append(f"{name} not ready on {', '.join(nodes[:UNREADY_NODES_NAMED])}{more}")
+            why = _rolling_words(outcome) if name in outcome.rolling_out else ""
+            parts.append(f"{name} not ready on {', '.join(nodes[:UNREADY_NODES_NAMED])}{more}{why}")
         return [
             conditions.Condition("Ready", False, "OperandNotReady", "; ".join(parts)),
             conditions.Condition("Error", False, "Reconciled", ""),
@@ -304,6 +309,17 @@ def _ready_and_error(outcome: PassOutcome, errors: Sequence[PolicyProblem]) -> l
         conditions.Condition("Ready", True, "Reconciled", message),
         conditions.Condition("Error", False, "Reconciled", ""),
     ]
+
+
+def _rolling_words(outcome: PassOutcome) -> str:
+    """Why a node with a Ready pod of an operand rolling out counts as not ready."""
+    if outcome.update_on_delete:
+        # NB: nothing replaces those pods by itself: the admin has to (NVIDIA's notReady says no more).
+        return (
+            " (a new template: spec.daemonsets.updateStrategy is OnDelete, delete the pods of the"
+            " previous one to roll them)"
+        )
+    return " (rolling out a new template)"
 
 
 def ignored_status(message: str) -> PolicyStatus:
