@@ -557,6 +557,27 @@ def test_openshift_emulation_installs_and_uninstalls(kube: client.ApiClient) -> 
 
 
 @pytest.mark.e2e
+def test_an_uninstall_that_cannot_finish_says_what_is_left(kube: client.ApiClient) -> None:
+    # A stress run timed out waiting for the emulation's CRDs to go, without a word of why.
+    openshift_emulation.install_openshift_apis(kube)
+    custom = client.CustomObjectsApi(kube)
+    held = {"metadata": {"finalizers": ["example.com/hold"]}}
+    version = ("config.openshift.io", "v1", "clusterversions", "version")
+    custom.patch_cluster_custom_object(*version, held)
+    try:
+        with pytest.raises(polling.WaitTimeout) as raised:
+            openshift_emulation.uninstall_openshift_apis(kube, timeout=8)
+        left = str(raised.value)
+        assert "clusterversions.config.openshift.io (deleted at " in left
+        assert "finalizers ['customresourcecleanup.apiextensions.k8s.io']" in left
+        assert "imagestreams.image.openshift.io (" not in left
+    finally:
+        released = {"metadata": {"finalizers": None}}
+        custom.patch_cluster_custom_object(*version, released)
+        openshift_emulation.uninstall_openshift_apis(kube)
+
+
+@pytest.mark.e2e
 def test_openshift_fixture(openshift: client.ApiClient) -> None:
     versions = client.CustomObjectsApi(openshift).list_cluster_custom_object(
         "config.openshift.io", "v1", "clusterversions"
