@@ -402,6 +402,9 @@ async def _report(
         apply_errors |= dict(operand.errors) if operand else {}
     if not apply_errors:
         await _take_stock_of_leftovers(rt, active.ref())
+    unready_nodes, rolling_out = (
+        operand_reconciler.operand_readiness(rt, seen, applied.policy) if stack else ({}, frozenset())
+    )
     outcome_of_pass = policy_status.PassOutcome(
         namespace=rt.namespace,
         platform=applied.detected.value,
@@ -411,8 +414,8 @@ async def _report(
         coverage=coverage,
         summary=policy_status.plan_driver_summary(plan, coverage, seen.driver_daemonsets),
         # Per operand, the GPU nodes that should run it and have no Ready pod of it yet.
-        unready_nodes=operand_reconciler.unready_operands(rt, seen, applied.policy) if stack else {},
-        rolling_out=operand_reconciler.rolling_operands(rt, seen, applied.policy) if stack else frozenset(),
+        unready_nodes=unready_nodes,
+        rolling_out=rolling_out,
         update_on_delete=applied.policy.daemonsets.update_strategy is policy_spec.UpdateStrategy.ON_DELETE,
         gpu_nodes=sum(1 for facts in seen.node_facts.values() if facts.is_gpu_node),
         monitoring_problems=[problem.message for problem in watching.problems] if watching else [],

@@ -10,7 +10,7 @@ device plugin, GFD): enabled, its image resolves -> render (rendering/operands/o
 and apply; disabled -> delete what it renders, nothing else.  NB: a not-ready or
 failing operand never stops the later ones: on each node the validation markers
 order the pods.  The driver plans its own DaemonSets (reconcilers/driver_reconciler.py) and
-joins here for apply and readiness (`unready_operands`).
+joins here for apply and readiness (`operand_readiness`).
 """
 
 from __future__ import annotations
@@ -306,36 +306,25 @@ async def reconcile_operands(
     return outcomes
 
 
-def unready_operands(
+def operand_readiness(
     rt: runtime.Runtime, seen: cluster_view.ViewSnapshot, policy: policy_spec.Policy
-) -> dict[str, list[str]]:
+) -> tuple[dict[str, list[str]], frozenset[str]]:
     """Every enabled operand (the driver included) with the GPU nodes (of `seen`, the snapshot
     the status is judged from) it is not Ready on yet: with no pod, or, while its DaemonSet
-    rolls out a new template, with a pod of an older one."""
+    rolls out a new template, with a pod of an older one; and the operands rolling out."""
     # NB: each operand looks at its own pods only: at 1,000 nodes, every operand scanning every
     # operand pod on every pass was 14% of the operator's CPU during a driver upgrade (py-spy).
-    enabled = _enabled(policy)
-    return operand_planning.unready_by_operand(
+    enabled = [operand for operand in operand_catalog.OPERANDS if operand.is_enabled(policy)]
+    rolling = _rolling(rt, seen, enabled)
+    unready = operand_planning.unready_by_operand(
         enabled,
         ((name, facts.labels) for name, facts in seen.node_facts.items()),
         # NB: the pods live, not copied into every snapshot (9,000 at 1,000 nodes): read here in
         # one step with no await, so the watches cannot change them under the judgement.
         rt.view.operand_pods.values(),
-        _rolling(rt, seen, enabled),
+        rolling,
     )
-
-
-def rolling_operands(
-    rt: runtime.Runtime, seen: cluster_view.ViewSnapshot, policy: policy_spec.Policy
-) -> frozenset[str]:
-    """The enabled operands whose DaemonSet is rolling out a new template (for the status's words)."""
-    enabled = _enabled(policy)
-    rolling = _rolling(rt, seen, enabled)
-    return frozenset(operand.name for operand in enabled if operand.app in rolling)
-
-
-def _enabled(policy: policy_spec.Policy) -> list[operand_types.Operand]:
-    return [operand for operand in operand_catalog.OPERANDS if operand.is_enabled(policy)]
+    return unready, frozenset(operand.name for operand in enabled if operand.app in rolling)
 
 
 def _rolling(
