@@ -110,8 +110,11 @@ async def reconcile_drivers(
     for manifest in manifests:
         if manifest["kind"] == "DaemonSet":
             await _say_if_downgrade(rt, seen, owner, manifest)
-    # The driver pods' RBAC and ConfigMaps, then the DaemonSets (kube/applying.apply_all's stages).
-    await applying.apply_all(rt.api_client, rt.ledger, owner, ((m, None) for m in manifests), errors)
+    # The driver pods' RBAC and ConfigMaps, then the DaemonSets (kube/applying.apply_all's stages),
+    # in the drivers' lane: never queued behind the other operands' objects.
+    await applying.apply_all(
+        rt.api_client, rt.ledger, owner, ((m, None) for m in manifests), errors, first=True
+    )
     for stale in plan.stale:
         await delete_stale_daemonset(rt, seen.driver_daemonsets.get(stale.name), stale, errors)
     await _reconcile_prepulls(rt, seen, owner, policy, platform, errors)

@@ -41,13 +41,22 @@ class Runtime:
     apply_gate: asyncio.Semaphore = dataclasses.field(
         default_factory=lambda: asyncio.Semaphore(applying.APPLY_CONCURRENCY)
     )
+    # The drivers' applies, beside that gate (kube/applying.FIRST_LANE_CONCURRENCY says why).
+    driver_apply_gate: asyncio.Semaphore = dataclasses.field(
+        default_factory=lambda: asyncio.Semaphore(applying.FIRST_LANE_CONCURRENCY)
+    )
 
     @property
     def ledger(self) -> applying.Ledger:
         """What kube/applying.apply_if_changed decides from and writes through: the watched owned
         objects (view) and what this process applied, removed and adopted (cache)."""
         return applying.Ledger(
-            self.view.owned, self.cache.applied, self.cache.removed, self.cache.adopted, self.apply_gate
+            self.view.owned,
+            self.cache.applied,
+            self.cache.removed,
+            self.cache.adopted,
+            self.apply_gate,
+            self.driver_apply_gate,
         )
 
 

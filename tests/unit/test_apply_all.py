@@ -85,3 +85,73 @@ def test_stages() -> None:
     assert [applying.apply_stage(k) for k in ("ServiceAccount", "RoleBinding", "DaemonSet")] == [0, 1, 2]
     assert applying.apply_stage("ClusterRoleBinding") == 1 and applying.apply_stage("Deployment") == 2
     assert applying.apply_stage("RuntimeClass") == 0
+
+
+def test_the_drivers_lane_is_never_queued_behind_the_other_operands(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every place of the shared gate held by other operands' applies: the driver's DaemonSet still
+    goes at once through its own lane, and so its stages do not wait for theirs."""
+    finished: list[str] = []
+
+    async def fake_apply(*args: Any) -> None:
+        name = args[3]["metadata"]["name"]
+        await asyncio.sleep(0.2 if name.startswith("other") else 0.001)
+        finished.append(name)
+
+    monkeypatch.setattr(applying, "apply_if_changed", fake_apply)
+
+    async def scenario() -> None:
+        records = applying.Ledger(
+            owned={},
+            applied={},
+            removed=set(),
+            adopted=set(),
+            gate=asyncio.Semaphore(applying.APPLY_CONCURRENCY),
+            first_gate=asyncio.Semaphore(applying.FIRST_LANE_CONCURRENCY),
+        )
+        others = [manifest("ServiceAccount", f"other-{i}") for i in range(3 * applying.APPLY_CONCURRENCY)]
+        driver = [
+            manifest("ServiceAccount", "driver"),
+            manifest("RoleBinding", "driver"),
+            manifest("DaemonSet", "driver-ds"),
+        ]
+        operands = asyncio.ensure_future(
+            applying.apply_all(None, records, OWNER, [(m, None) for m in others], {})
+        )  # type: ignore[arg-type]
+        await asyncio.sleep(0)  # the other operands take every place of the shared gate first
+        await applying.apply_all(None, records, OWNER, [(m, None) for m in driver], {}, first=True)  # type: ignore[arg-type]
+        assert finished == ["driver", "driver", "driver-ds"], finished
+        await operands
+
+    asyncio.run(scenario())
+
+
+def test_without_the_lane_the_driver_waits_behind_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same through the shared gate: the driver's first apply waits for a place (what the lane
+    is for)."""
+    finished: list[str] = []
+
+    async def fake_apply(*args: Any) -> None:
+        name = args[3]["metadata"]["name"]
+        await asyncio.sleep(0.05 if name.startswith("other") else 0.001)
+        finished.append(name)
+
+    monkeypatch.setattr(applying, "apply_if_changed", fake_apply)
+
+    async def scenario() -> None:
+        records = applying.Ledger(
+            owned={},
+            applied={},
+            removed=set(),
+            adopted=set(),
+            gate=asyncio.Semaphore(applying.APPLY_CONCURRENCY),
+        )
+        others = [manifest("ServiceAccount", f"other-{i}") for i in range(applying.APPLY_CONCURRENCY)]
+        operands = asyncio.ensure_future(
+            applying.apply_all(None, records, OWNER, [(m, None) for m in others], {})
+        )  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        await applying.apply_all(None, records, OWNER, [(manifest("DaemonSet", "driver-ds"), None)], {})  # type: ignore[arg-type]
+        assert finished.index("driver-ds") >= applying.APPLY_CONCURRENCY, finished
+        await operands
+
+    asyncio.run(scenario())
