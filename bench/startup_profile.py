@@ -13,7 +13,7 @@ is used, and it is): compare profiled runs with profiled runs only.
 
 Run (under the bench lock; it starts a control plane with 100 kwok nodes):
 ``flock /tmp/ocp-gpu-bench.lock nice -n 5 .venv/bin/python bench/startup_profile.py --nodes 100
-[--source tree|head] [--profile /tmp/prof]``.
+[--source tree|head] [--profile /tmp/prof] [--whole-stack]``.
 """
 
 from __future__ import annotations
@@ -111,6 +111,11 @@ def main() -> int:
         help="driver.upgradePolicy.autoUpgrade: false (NVIDIA's default; ours, as the seed's, is true)",
     )
     parser.add_argument("--quiet", type=float, default=10.0, help="steady window after settling (s)")
+    parser.add_argument(
+        "--whole-stack",
+        action="store_true",
+        help="NVIDIA's OperatorHub example policy, every operand on (bench/_whole_stack.py, $NVIDIA_SRC)",
+    )
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "ocp-gpu-startup")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -118,6 +123,13 @@ def main() -> int:
         os.environ["OCPGPU_SRC"] = str(source)
         sys.path.insert(0, str(source))
         tool = _load_tool()
+        if args.whole_stack:
+            # NB: before the spy's patch below, which then wraps the ClusterPolicy's creation it makes.
+            import _whole_stack
+
+            from ocp_gpu.model import releases
+
+            _whole_stack.install(tool, releases.with_release_defaults({}), tool.OperatorProcess)
         spy_proc: list[subprocess.Popen[bytes]] = []
         pid: list[int] = []
         started = tool.OcpGpuOperator.start
@@ -186,6 +198,8 @@ def main() -> int:
         "load_average": loads,
         "profiled": bool(args.profile),
         "auto_upgrade": not args.no_auto_upgrade,
+        "whole_stack": args.whole_stack,
+        "policy_to_every_operand_ready_s": result.get("policy_to_every_operand_ready_s"),
         "cpu_policy_to_settled_s": result.get("cpu_policy_to_settled_s"),
         "settle": result.get("settle"),
         "requests_policy_to_settled": result.get("requests_policy_to_settled"),
