@@ -65,6 +65,14 @@ def _dumping(dump: Path) -> object:
     return read
 
 
+def alias_harness() -> None:
+    """The harness under the name the tool imports it by (``ocp_gpu.harness``)."""
+    harness = importlib.import_module("ocp_gpu_harness")
+    sys.modules.setdefault("ocp_gpu.harness", harness)
+    for name in HARNESS_MODULES:
+        sys.modules.setdefault(f"ocp_gpu.harness.{name}", importlib.import_module(f"ocp_gpu_harness.{name}"))
+
+
 def main() -> None:
     auto_upgrade: bool | None = None
     if sys.argv[1] == "--auto-upgrade":
@@ -73,10 +81,7 @@ def main() -> None:
     whole_stack = sys.argv[1] == "--whole-stack"
     if whole_stack:
         del sys.argv[1]
-    harness = importlib.import_module("ocp_gpu_harness")
-    sys.modules.setdefault("ocp_gpu.harness", harness)
-    for name in HARNESS_MODULES:
-        sys.modules.setdefault(f"ocp_gpu.harness.{name}", importlib.import_module(f"ocp_gpu_harness.{name}"))
+    alias_harness()
     tool = Path(sys.argv[1])
     spec = importlib.util.spec_from_file_location("compare_nvidia_tool", tool)
     assert spec is not None and spec.loader is not None

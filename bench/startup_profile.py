@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import _tree_tool
 from _common import REPO, load_average, operator_sources
 from _proc import cpu_s, status_kib
 
@@ -42,6 +43,7 @@ TOOL = Path(os.environ.get("COMPARE_NVIDIA_TOOL", REPO.parent / "shared" / "tool
 
 
 def _load_tool() -> Any:
+    _tree_tool.alias_harness()
     spec = importlib.util.spec_from_file_location("compare_nvidia_tool", TOOL)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
