@@ -46,6 +46,11 @@ class UpgradeGate:
         """OLM named our OperatorCondition (else nothing is ever written)."""
         return bool(self._name)
 
+    @property
+    def idle(self) -> bool:
+        """Not named by OLM, and the log has said so once: nothing will ever be written."""
+        return not self._name and self._said_off
+
     def says(self, wanted: upgrade_gate.Upgradeable) -> bool:
         """Whether the OperatorCondition was last written with `wanted` (by us)."""
         return wanted == self._written

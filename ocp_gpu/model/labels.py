@@ -148,15 +148,22 @@ def runs_vm_stack(node_labels: Mapping[str, str]) -> bool:
     stack's operands (a move back to containers held by its VMs), and without the driver's deploy
     label (which the move took away; with sandboxWorkloads off, or a label the operator cannot
     follow, the node keeps it).  No driver runs there: no upgrade, no stale upgrade state."""
-    vm = node_labels.get(GPU_WORKLOAD_CONFIG) in VM_WORKLOADS or any(
-        node_labels.get(deploy_label(operand)) == "true" for operand in VM_STACK_OPERANDS
+    # NB: first the driver's label, which a node running containers has: at thousands of nodes the
+    # upgrade loop asks this of every node at each wake-up.
+    if DRIVER_DEPLOY_LABEL in node_labels:
+        return False
+    return node_labels.get(GPU_WORKLOAD_CONFIG) in VM_WORKLOADS or any(
+        node_labels.get(key) == "true" for key in _VM_STACK_DEPLOY_LABELS
     )
-    return vm and deploy_label("driver") not in node_labels
 
 
 def deploy_label(operand: str) -> str:
     """The `nvidia.com/gpu.deploy.<operand>` label key for one operand."""
     return GPU_DEPLOY_PREFIX + operand
+
+
+DRIVER_DEPLOY_LABEL: Final = deploy_label("driver")
+_VM_STACK_DEPLOY_LABELS: Final = tuple(deploy_label(operand) for operand in VM_STACK_OPERANDS)
 
 
 # --- monitoring (operator metrics, alerts, dashboard) ---------------------------

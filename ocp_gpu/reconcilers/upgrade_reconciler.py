@@ -81,9 +81,10 @@ def is_pass_needed(rt: runtime.Runtime, rules: UpgradeRules | None = None) -> bo
         # Some driver pod runs an outdated template.
         return True
     # A GPU node not yet labelled, or somewhere in the state machine (opted-out nodes never count).
+    # NB: the label first: once every node is done this runs at each wake-up, over every node.
     return any(
-        driver_coverage.wants_driver(facts.labels)
-        and facts.labels.get(labels.UPGRADE_STATE) != UpgradeState.UPGRADE_DONE
+        facts.labels.get(labels.UPGRADE_STATE) != UpgradeState.UPGRADE_DONE
+        and driver_coverage.wants_driver(facts.labels)
         and (rules is None or rules.moves(facts.labels.get(labels.NVIDIA_DRIVER_OWNER)))
         for facts in rt.view.node_facts.values()
     )
@@ -187,6 +188,8 @@ def plan_upgradeable(rt: runtime.Runtime) -> upgrade_gate.Upgradeable:
 
 
 async def _say_upgradeable(rt: runtime.Runtime, gate: upgrade_gating.UpgradeGate) -> None:
+    if gate.idle:
+        return  # no OLM, and the log said so: nothing to plan at each wake-up
     wanted = plan_upgradeable(rt)
     if not gate.enabled:
         gate.update(wanted)  # logs once that there is nothing to gate

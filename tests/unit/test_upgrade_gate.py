@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from ocp_gpu.kube import upgrade_gating
 from ocp_gpu.model import labels
 from ocp_gpu.model.upgrade_observations import UpgradeState
 from ocp_gpu.planning.upgrades import upgrade_gate
@@ -80,6 +81,16 @@ def test_many_nodes_are_counted_not_all_named() -> None:
     assert "12 node(s) (n00, n01, n02, n03, n04 and 7 more)" in gate.message
 
 
+def test_the_nodes_are_named_in_order_whatever_order_the_view_has() -> None:
+    nodes = {f"n{i:02}": gpu(UpgradeState.CORDON_REQUIRED) for i in reversed(range(12))}
+    nodes |= {"z-failed": gpu(UpgradeState.UPGRADE_FAILED), "a-failed": gpu(UpgradeState.UPGRADE_FAILED)}
+    assert "(a-failed, z-failed)" in upgrade_gate.plan_upgradeable(nodes, []).message
+    del nodes["a-failed"], nodes["z-failed"]
+    assert (
+        "12 node(s) (n00, n01, n02, n03, n04 and 7 more)" in upgrade_gate.plan_upgradeable(nodes, []).message
+    )
+
+
 def test_the_conditions_keep_others_and_the_transition_time_while_the_status_holds() -> None:
     settled = upgrade_gate.plan_upgradeable({}, [])
     busy = upgrade_gate.plan_upgradeable({"a": gpu(UpgradeState.CORDON_REQUIRED)}, [])
@@ -102,3 +113,13 @@ def test_the_conditions_keep_others_and_the_transition_time_while_the_status_hol
     third = upgrade_gate.with_condition(second, settled, "t3")
     assert third[1] == settled.as_condition("t3")
     assert not upgrade_gate.is_written([], settled)
+
+
+def test_a_gate_olm_never_named_goes_idle_once_the_log_said_why() -> None:
+    settled = upgrade_gate.plan_upgradeable({}, [])
+    off = upgrade_gating.UpgradeGate(None, "ns", {})  # type: ignore[arg-type]
+    assert not off.enabled and not off.idle  # the first wake-up still plans, and the log says why
+    off.update(settled)
+    assert off.idle
+    named = upgrade_gating.UpgradeGate(None, "ns", {upgrade_gating.CONDITION_NAME_ENV: "ocp-gpu.v1"})  # type: ignore[arg-type]
+    assert named.enabled and not named.idle

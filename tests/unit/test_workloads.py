@@ -16,6 +16,7 @@ labels each workload gets (planning/operands/node_labels.py, NVIDIA's gpuStateLa
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 
 import pytest
@@ -248,3 +249,20 @@ def test_a_node_moved_to_a_vm_stack_runs_no_driver() -> None:
     container = {**settle(GPU, Workload.CONTAINER), WORKLOAD: "vm-passthrough"}
     assert not labels.runs_vm_stack(container)
     assert driver_coverage.wants_driver(container)
+
+
+def test_runs_vm_stack_is_the_rule_for_every_mix_of_its_labels() -> None:
+    """The rule as the docstring says it, over every combination of the labels it reads."""
+    keys = [labels.deploy_label(operand) for operand in labels.VM_STACK_OPERANDS]
+    for workload, driver, *vm_values in itertools.product(
+        (None, "container", "vm-passthrough", "vm-vgpu"),
+        (None, "true", "false"),
+        *[(None, "true", "false")] * 4,
+    ):
+        node = {key: value for key, value in zip(keys, vm_values, strict=True) if value is not None}
+        if workload is not None:
+            node[WORKLOAD] = workload
+        if driver is not None:
+            node[labels.deploy_label("driver")] = driver
+        vm = workload in ("vm-passthrough", "vm-vgpu") or "true" in vm_values
+        assert labels.runs_vm_stack(node) == (vm and driver is None), node

@@ -40,7 +40,7 @@ def wants_driver(node: Mapping[str, str]) -> bool:
     """
     return (
         node_labels.is_gpu_node(node)
-        and node.get(labels.deploy_label("driver")) != node_labels.FALSE
+        and node.get(labels.DRIVER_DEPLOY_LABEL) != node_labels.FALSE
         and node.get(labels.GPU_DEPLOY_OPERANDS) != node_labels.FALSE
         # a node moved to a VM stack runs no driver (its GPUs are vfio-pci's)
         and not labels.runs_vm_stack(node)

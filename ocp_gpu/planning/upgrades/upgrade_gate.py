@@ -75,14 +75,17 @@ def plan_upgradeable(
     """The `Upgradeable` condition for GPU nodes with these labels and these driver DaemonSets."""
     failed: list[str] = []
     in_flight: list[str] = []
-    for name, node in sorted(node_labels.items()):
+    # NB: the state first: most nodes are upgrade-done, and this runs at every upgrade wake-up.
+    for name, node in node_labels.items():
+        state = node.get(labels.UPGRADE_STATE, "")
+        failing = state == UpgradeState.UPGRADE_FAILED
+        if not (failing or state in IN_PROGRESS or state == UpgradeState.UPGRADE_REQUIRED):
+            continue
         if not driver_coverage.wants_driver(node):
             continue  # not a GPU node, or opted out of the driver: no upgrade of ours runs there
-        state = node.get(labels.UPGRADE_STATE, "")
-        if state == UpgradeState.UPGRADE_FAILED:
-            failed.append(name)
-        elif state in IN_PROGRESS or state == UpgradeState.UPGRADE_REQUIRED:
-            in_flight.append(name)
+        (failed if failing else in_flight).append(name)
+    failed.sort()
+    in_flight.sort()
     outdated = sorted(
         f"{ds.name} ({ds.desired - ds.updated} of {ds.desired} pods outdated)"
         for ds in daemonsets
