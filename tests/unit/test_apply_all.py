@@ -87,71 +87,59 @@ def test_stages() -> None:
     assert applying.apply_stage("RuntimeClass") == 0
 
 
-def test_the_drivers_lane_is_never_queued_behind_the_other_operands(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every place of the shared gate held by other operands' applies: the driver's DaemonSet still
-    goes at once through its own lane, and so its stages do not wait for theirs."""
+def record_applies(monkeypatch: pytest.MonkeyPatch, others_take_s: float) -> list[str]:
+    """The names applied, in the order their applies end; the other operands' ("other-*") take
+    `others_take_s` each, the driver's a millisecond."""
     finished: list[str] = []
 
     async def fake_apply(*args: Any) -> None:
         name = args[3]["metadata"]["name"]
-        await asyncio.sleep(0.2 if name.startswith("other") else 0.001)
+        await asyncio.sleep(others_take_s if name.startswith("other") else 0.001)
         finished.append(name)
 
     monkeypatch.setattr(applying, "apply_if_changed", fake_apply)
+    return finished
 
-    async def scenario() -> None:
-        records = applying.Ledger(
-            owned={},
-            applied={},
-            removed=set(),
-            adopted=set(),
-            gate=asyncio.Semaphore(applying.APPLY_CONCURRENCY),
-            first_gate=asyncio.Semaphore(applying.FIRST_LANE_CONCURRENCY),
-        )
-        others = [manifest("ServiceAccount", f"other-{i}") for i in range(3 * applying.APPLY_CONCURRENCY)]
-        driver = [
-            manifest("ServiceAccount", "driver"),
-            manifest("RoleBinding", "driver"),
-            manifest("DaemonSet", "driver-ds"),
-        ]
-        operands = asyncio.ensure_future(
-            applying.apply_all(None, records, OWNER, [(m, None) for m in others], {})
-        )  # type: ignore[arg-type]
-        await asyncio.sleep(0)  # the other operands take every place of the shared gate first
-        await applying.apply_all(None, records, OWNER, [(m, None) for m in driver], {}, first=True)  # type: ignore[arg-type]
-        assert finished == ["driver", "driver", "driver-ds"], finished
-        await operands
 
-    asyncio.run(scenario())
+def gated_ledger() -> applying.Ledger:
+    """A ledger with the process's two gates, as reconcilers/runtime.Runtime.ledger gives it."""
+    return applying.Ledger(
+        owned={},
+        applied={},
+        removed=set(),
+        adopted=set(),
+        gate=asyncio.Semaphore(applying.APPLY_CONCURRENCY),
+        first_gate=asyncio.Semaphore(applying.FIRST_LANE_CONCURRENCY),
+    )
+
+
+async def the_driver_after_the_others(others: int, driver: list[dict[str, Any]], first: bool) -> None:
+    """`others` operand applies take every place of the shared gate first; then the driver's."""
+    records = gated_ledger()
+    queued = [(manifest("ServiceAccount", f"other-{i}"), None) for i in range(others)]
+    operands = asyncio.ensure_future(applying.apply_all(None, records, OWNER, queued, {}))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    await applying.apply_all(None, records, OWNER, [(m, None) for m in driver], {}, first=first)  # type: ignore[arg-type]
+    await operands
+
+
+def test_the_drivers_lane_is_never_queued_behind_the_other_operands(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every place of the shared gate held by other operands' applies: the driver's objects still
+    go at once through their own lane, and so their stages do not wait for the others'."""
+    finished = record_applies(monkeypatch, others_take_s=0.2)
+    driver = [
+        manifest("ServiceAccount", "driver"),
+        manifest("RoleBinding", "driver"),
+        manifest("DaemonSet", "ds"),
+    ]
+    asyncio.run(the_driver_after_the_others(3 * applying.APPLY_CONCURRENCY, driver, first=True))
+    assert finished[:3] == ["driver", "driver", "ds"], finished
 
 
 def test_without_the_lane_the_driver_waits_behind_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same through the shared gate: the driver's first apply waits for a place (what the lane
-    is for)."""
-    finished: list[str] = []
-
-    async def fake_apply(*args: Any) -> None:
-        name = args[3]["metadata"]["name"]
-        await asyncio.sleep(0.05 if name.startswith("other") else 0.001)
-        finished.append(name)
-
-    monkeypatch.setattr(applying, "apply_if_changed", fake_apply)
-
-    async def scenario() -> None:
-        records = applying.Ledger(
-            owned={},
-            applied={},
-            removed=set(),
-            adopted=set(),
-            gate=asyncio.Semaphore(applying.APPLY_CONCURRENCY),
-        )
-        others = [manifest("ServiceAccount", f"other-{i}") for i in range(applying.APPLY_CONCURRENCY)]
-        operands = asyncio.ensure_future(
-            applying.apply_all(None, records, OWNER, [(m, None) for m in others], {})
-        )  # type: ignore[arg-type]
-        await asyncio.sleep(0)
-        await applying.apply_all(None, records, OWNER, [(manifest("DaemonSet", "driver-ds"), None)], {})  # type: ignore[arg-type]
-        assert finished.index("driver-ds") >= applying.APPLY_CONCURRENCY, finished
-        await operands
-
-    asyncio.run(scenario())
+    """The same through the shared gate: the driver's apply waits for a place (what the lane is for)."""
+    finished = record_applies(monkeypatch, others_take_s=0.05)
+    asyncio.run(
+        the_driver_after_the_others(applying.APPLY_CONCURRENCY, [manifest("DaemonSet", "ds")], first=False)
+    )
+    assert finished.index("ds") >= applying.APPLY_CONCURRENCY, finished
