@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import _tree_tool
+import _whole_stack
 from _common import REPO, load_average, operator_sources
 from _proc import cpu_s, status_kib
 
@@ -126,9 +127,8 @@ def main() -> int:
         sys.path.insert(0, str(source))
         tool = _load_tool()
         if args.whole_stack:
-            # NB: before the spy's patch below, which then wraps the ClusterPolicy's creation it makes.
-            import _whole_stack
-
+            # NB: before the spy's patch below, which then wraps the ClusterPolicy's creation it makes;
+            # imported once the operator's source is on the path (as bench/_tree_tool.py does).
             from ocp_gpu.model import releases
 
             _whole_stack.install(tool, releases.with_release_defaults({}), tool.OperatorProcess)

@@ -49,8 +49,8 @@ class Ledger:
     # How many applies of `apply_all` run at once in the whole process (APPLY_CONCURRENCY), shared by
     # the pass's operands and monitoring; None: one gate per call (tests).
     gate: asyncio.Semaphore | None = None
-    # The drivers' lane (FIRST_LANE_CONCURRENCY): `apply_all(..., first=True)` goes through it.
-    first_gate: asyncio.Semaphore | None = None
+    # The drivers' lane (DRIVER_LANE_CONCURRENCY): `apply_all(..., driver_lane=True)` goes through it.
+    driver_gate: asyncio.Semaphore | None = None
 
 
 def applied_hash(manifest: Mapping[str, Any]) -> str:
@@ -129,7 +129,7 @@ APPLY_CONCURRENCY: Final = 4
 # RBAC in the shared gate, first come first served: 1.1 s after the ClusterPolicy at 1,000
 # nodes with the whole stack on, where the driver alone takes 0.14 s.  Its few objects (RBAC, a
 # ConfigMap, a DaemonSet per RHCOS build) go through a gate of their own instead.
-FIRST_LANE_CONCURRENCY: Final = 2
+DRIVER_LANE_CONCURRENCY: Final = 2
 # The kinds that bind a role: the API server checks, as it creates one, that the role it names
 # exists and grants nothing the operator lacks (404 before the role is there).
 BINDING_KINDS: Final = frozenset({"RoleBinding", "ClusterRoleBinding"})
@@ -162,10 +162,10 @@ async def apply_all(
     owner: Mapping[str, str],
     manifests: Iterable[tuple[Mapping[str, Any], str | None]],
     errors: dict[str, str],
-    first: bool = False,
+    driver_lane: bool = False,
 ) -> None:
     """`apply_if_changed` for every (manifest, applied hash or None), APPLY_CONCURRENCY at a time in
-    the whole process (`Ledger.gate`; `first`: the drivers' lane, `Ledger.first_gate`, never behind
+    the whole process (`Ledger.gate`; `driver_lane`: `Ledger.driver_gate`, never behind
     the others), in the stages of `apply_stage`: each stage's applies run together, a stage starts
     when the one before has ended.
 
@@ -181,8 +181,8 @@ async def apply_all(
         wanted = applied_hash(manifest) if wanted is None else wanted
         if needs_write(ledger, owner, manifest, wanted):
             stages.setdefault(apply_stage(str(manifest["kind"])), []).append((manifest, wanted))
-    shared = ledger.first_gate if first else ledger.gate
-    gate = shared or asyncio.Semaphore(FIRST_LANE_CONCURRENCY if first else APPLY_CONCURRENCY)
+    shared = ledger.driver_gate if driver_lane else ledger.gate
+    gate = shared or asyncio.Semaphore(DRIVER_LANE_CONCURRENCY if driver_lane else APPLY_CONCURRENCY)
 
     async def one(manifest: Mapping[str, Any], wanted: str | None) -> None:
         async with gate:

@@ -113,7 +113,7 @@ async def reconcile_drivers(
     # The driver pods' RBAC and ConfigMaps, then the DaemonSets (kube/applying.apply_all's stages),
     # in the drivers' lane: never queued behind the other operands' objects.
     await applying.apply_all(
-        rt.api_client, rt.ledger, owner, ((m, None) for m in manifests), errors, first=True
+        rt.api_client, rt.ledger, owner, ((m, None) for m in manifests), errors, driver_lane=True
     )
     for stale in plan.stale:
         await delete_stale_daemonset(rt, seen.driver_daemonsets.get(stale.name), stale, errors)

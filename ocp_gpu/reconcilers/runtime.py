@@ -41,9 +41,9 @@ class Runtime:
     apply_gate: asyncio.Semaphore = dataclasses.field(
         default_factory=lambda: asyncio.Semaphore(applying.APPLY_CONCURRENCY)
     )
-    # The drivers' applies, beside that gate (kube/applying.FIRST_LANE_CONCURRENCY says why).
+    # The drivers' applies, beside that gate (kube/applying.DRIVER_LANE_CONCURRENCY says why).
     driver_apply_gate: asyncio.Semaphore = dataclasses.field(
-        default_factory=lambda: asyncio.Semaphore(applying.FIRST_LANE_CONCURRENCY)
+        default_factory=lambda: asyncio.Semaphore(applying.DRIVER_LANE_CONCURRENCY)
     )
 
     @property

@@ -109,17 +109,17 @@ def gated_ledger() -> applying.Ledger:
         removed=set(),
         adopted=set(),
         gate=asyncio.Semaphore(applying.APPLY_CONCURRENCY),
-        first_gate=asyncio.Semaphore(applying.FIRST_LANE_CONCURRENCY),
+        driver_gate=asyncio.Semaphore(applying.DRIVER_LANE_CONCURRENCY),
     )
 
 
-async def the_driver_after_the_others(others: int, driver: list[dict[str, Any]], first: bool) -> None:
+async def the_driver_after_the_others(others: int, driver: list[dict[str, Any]], driver_lane: bool) -> None:
     """`others` operand applies take every place of the shared gate first; then the driver's."""
     records = gated_ledger()
     queued = [(manifest("ServiceAccount", f"other-{i}"), None) for i in range(others)]
     operands = asyncio.ensure_future(applying.apply_all(None, records, OWNER, queued, {}))  # type: ignore[arg-type]
     await asyncio.sleep(0)
-    await applying.apply_all(None, records, OWNER, [(m, None) for m in driver], {}, first=first)  # type: ignore[arg-type]
+    await applying.apply_all(None, records, OWNER, [(m, None) for m in driver], {}, driver_lane=driver_lane)  # type: ignore[arg-type]
     await operands
 
 
@@ -132,7 +132,7 @@ def test_the_drivers_lane_is_never_queued_behind_the_other_operands(monkeypatch:
         manifest("RoleBinding", "driver"),
         manifest("DaemonSet", "ds"),
     ]
-    asyncio.run(the_driver_after_the_others(3 * applying.APPLY_CONCURRENCY, driver, first=True))
+    asyncio.run(the_driver_after_the_others(3 * applying.APPLY_CONCURRENCY, driver, driver_lane=True))
     assert finished[:3] == ["driver", "driver", "ds"], finished
 
 
@@ -140,6 +140,8 @@ def test_without_the_lane_the_driver_waits_behind_them(monkeypatch: pytest.Monke
     """The same through the shared gate: the driver's apply waits for a place (what the lane is for)."""
     finished = record_applies(monkeypatch, others_take_s=0.05)
     asyncio.run(
-        the_driver_after_the_others(applying.APPLY_CONCURRENCY, [manifest("DaemonSet", "ds")], first=False)
+        the_driver_after_the_others(
+            applying.APPLY_CONCURRENCY, [manifest("DaemonSet", "ds")], driver_lane=False
+        )
     )
     assert finished.index("ds") >= applying.APPLY_CONCURRENCY, finished
